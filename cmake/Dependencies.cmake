@@ -1,0 +1,29 @@
+# Every dependency is a Debian 12 package (scripts/install-deps installs them) found by
+# find_package; nothing is downloaded at configure or build time.
+find_package(Threads REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+find_package(tomlplusplus 3 REQUIRED)
+find_package(spdlog 1.10 REQUIRED)
+find_package(nlohmann_json 3.11 REQUIRED)
+find_package(CLI11 2 REQUIRED)
+if(ORCH_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(ORCH_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()
+
+# Optional GPU toolkits: their headers give types only; the drivers are dlopen'ed at run time,
+# so a CPU-only machine builds and runs everything else.
+find_path(ORCH_CUDA_INCLUDE_DIR cuda.h
+  HINTS ENV CUDA_PATH /usr/local/cuda/include /usr/local/cuda-13.0/include /usr/include)
+find_path(ORCH_HIP_INCLUDE_DIR hip/hip_runtime_api.h HINTS /opt/rocm/include /usr/include)
+set(ORCH_HAVE_CUDA_HEADERS OFF)
+if(ORCH_CUDA_INCLUDE_DIR)
+  set(ORCH_HAVE_CUDA_HEADERS ON)
+endif()
+set(ORCH_HAVE_HIP_HEADERS OFF)
+if(ORCH_HIP_INCLUDE_DIR)
+  set(ORCH_HAVE_HIP_HEADERS ON)
+endif()
+message(STATUS "comfy-orch: CUDA headers: ${ORCH_HAVE_CUDA_HEADERS}, HIP headers: ${ORCH_HAVE_HIP_HEADERS}")

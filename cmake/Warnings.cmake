@@ -1,0 +1,16 @@
+# orch_set_warnings(<target>): the project's warning set; -Werror when ORCH_WERROR is on.
+function(orch_set_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
+    -Wno-sign-conversion -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual)
+  if(ORCH_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+# C sources (plugin ABI headers are compiled as C too) do not accept the C++-only flags.
+function(orch_set_c_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
+  if(ORCH_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()

@@ -1,0 +1,12 @@
+#include <CLI/CLI.hpp>
+
+#include "orch/support/logging.hpp"
+
+int main(int argc, char** argv) {
+  orch::init_logging("comfy-orch");
+  CLI::App app{"comfy-orch: multi-process ComfyUI worker orchestrator"};
+  app.set_version_flag("--version", std::string("comfy-orch ") + ORCH_VERSION);
+  app.require_subcommand(1);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}
