@@ -1,0 +1,111 @@
+// comfy-orch.toml: a deployment (docs/deployment.md). Parsed strictly: an unknown key, a wrong
+// type or an impossible value is an error naming file, line, column and key, and nothing starts
+// from a deployment with an error.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "orch/manifests/device_spec.hpp"
+#include "orch/manifests/diagnostic.hpp"
+
+namespace orch::manifests {
+
+// How the simulated GPU answers "how much is free" (DESIGN.md §4.8).
+enum class free_memory_mode {
+  device,   // Linux: the whole card, other processes' usage included
+  process,  // Windows WDDM: the caller's own budget
+};
+
+struct sim_device_settings {
+  std::uint64_t capacity = 8ull << 30;
+  std::uint64_t page_size = 2ull << 20;
+  free_memory_mode mode = free_memory_mode::device;
+  std::uint64_t other_process_usage = 0;  // injected usage by "someone else" on the card
+};
+
+// ComfyUI's command-line memory flags, mirrored (shared/reference/comfyui-memory.md).
+struct memory_flags {
+  bool disable_dynamic_vram = false;
+  bool enable_dynamic_vram = false;
+  bool highvram = false;
+  bool gpu_only = false;
+  bool novram = false;
+  bool cpu = false;
+  std::uint64_t reserve_vram = 0;   // --reserve-vram
+  std::optional<std::uint64_t> vram_headroom;  // the pager's simple headroom; default 256 MiB
+  bool disable_pinned_memory = false;
+  std::optional<int> async_offload_streams;    // default: 2 on a GPU device, 0 on cpu
+};
+
+struct host_settings {
+  device_spec device{device_kind::sim, 0};
+  sim_device_settings sim;
+};
+
+struct worker_settings {
+  std::chrono::milliseconds handshake_timeout{10'000};
+  std::chrono::milliseconds heartbeat_interval{1'000};
+  std::chrono::milliseconds call_timeout{600'000};
+  std::chrono::milliseconds restart_backoff{500};       // first delay; doubles per restart
+  std::chrono::milliseconds restart_backoff_max{30'000};
+  int crash_loop_limit = 5;                             // restarts within the window
+  std::chrono::milliseconds crash_loop_window{60'000};
+  std::chrono::milliseconds idle_reap{0};               // 0: never reap idle workers
+};
+
+struct shm_settings {
+  std::uint64_t pinned_pool_size = 256ull << 20;
+};
+
+// Where the env workspace root came from, for `envs` output and messages.
+enum class env_root_source { deployment, orch_env_root, comfy_env_root, home_default };
+
+struct env_settings {
+  std::filesystem::path root;
+  env_root_source source = env_root_source::home_default;
+};
+
+struct pack_settings {
+  std::vector<std::filesystem::path> paths;        // explicit pack directories
+  std::optional<std::filesystem::path> custom_nodes;  // discover every pack inside
+  std::vector<std::filesystem::path> library_paths;   // where native node libraries are found
+};
+
+struct deployment {
+  std::filesystem::path file;  // as given
+  host_settings host;
+  memory_flags memory;
+  std::vector<std::filesystem::path> plugin_paths;
+  env_settings env;
+  pack_settings packs;
+  worker_settings workers;
+  shm_settings shm;
+};
+
+// The process environment the defaults are read from (ORCH_ENV_ROOT, COMFY_ENV_ROOT, HOME);
+// injectable so tests do not depend on the caller's shell.
+struct environment_reader {
+  virtual ~environment_reader() = default;
+  virtual std::optional<std::string> get(const std::string& name) const;
+};
+
+// Loads and validates a deployment. Relative paths in it are resolved against the file's
+// directory. Returns nullopt when any error was added to `diags`.
+std::optional<deployment> load_deployment(const std::filesystem::path& file, diagnostics& diags,
+                                          const environment_reader& env = environment_reader{});
+
+std::optional<deployment> parse_deployment_text(std::string_view text,
+                                                const std::filesystem::path& file,
+                                                diagnostics& diags,
+                                                const environment_reader& env =
+                                                    environment_reader{});
+
+const char* to_string(free_memory_mode mode) noexcept;
+const char* to_string(env_root_source source) noexcept;
+
+}  // namespace orch::manifests

@@ -1,0 +1,283 @@
+#include "orch/manifests/deployment.hpp"
+
+#include <cstdlib>
+#include <utility>
+
+#include "orch/manifests/toml_source.hpp"
+#include "strict_table.hpp"
+
+namespace orch::manifests {
+namespace fs = std::filesystem;
+using detail::strict_table;
+
+std::optional<std::string> environment_reader::get(const std::string& name) const {
+  const char* v = std::getenv(name.c_str());
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+const char* to_string(free_memory_mode mode) noexcept {
+  return mode == free_memory_mode::device ? "device" : "process";
+}
+
+const char* to_string(env_root_source source) noexcept {
+  switch (source) {
+    case env_root_source::deployment: return "deployment";
+    case env_root_source::orch_env_root: return "ORCH_ENV_ROOT";
+    case env_root_source::comfy_env_root: return "COMFY_ENV_ROOT";
+    case env_root_source::home_default: return "default";
+  }
+  return "default";
+}
+
+namespace {
+
+class deployment_parser {
+ public:
+  deployment_parser(const toml::table& root, const fs::path& file, diagnostics& diags,
+                    const environment_reader& env)
+      : root_(root), file_(file.string()), base_(fs::absolute(file).parent_path()),
+        diags_(diags), env_(env) {
+    result_.file = file;
+  }
+
+  deployment run() {
+    strict_table top(&root_, "", file_, diags_);
+    read_host(top);
+    read_memory(top);
+    read_plugins(top);
+    read_env(top);
+    read_packs(top);
+    read_workers(top);
+    read_shm(top);
+    top.finish();
+    return std::move(result_);
+  }
+
+ private:
+  fs::path resolve(const std::string& text) const {
+    fs::path p = text;
+    if (text == "~" || text.rfind("~/", 0) == 0) {
+      p = fs::path(env_.get("HOME").value_or("/")) / text.substr(text.size() > 1 ? 2 : 1);
+    }
+    if (p.is_relative()) p = base_ / p;
+    return p.lexically_normal();
+  }
+
+  void read_host(strict_table& top) {
+    strict_table host(top.table("host"), "host", file_, diags_, &root_);
+    if (auto text = host.string("device")) {
+      if (auto spec = parse_device_spec(*text)) {
+        result_.host.device = *spec;
+      } else {
+        host.error("device", "unknown device \"" + *text + "\"",
+                   "use cpu, sim, cuda:N or hip:N");
+      }
+    }
+    const toml::node* host_node = root_.get("host");
+    strict_table sim(host.table("sim"), "host.sim", file_, diags_, host_node);
+    auto& s = result_.host.sim;
+    if (auto v = sim.size("capacity")) s.capacity = *v;
+    if (auto v = sim.size("page_size")) s.page_size = *v;
+    if (auto v = sim.size("other_process_usage")) s.other_process_usage = *v;
+    if (auto text = sim.string("free_memory_mode")) {
+      if (*text == "device") {
+        s.mode = free_memory_mode::device;
+      } else if (*text == "process") {
+        s.mode = free_memory_mode::process;
+      } else {
+        sim.error("free_memory_mode", "expected \"device\" or \"process\", got \"" + *text + "\"",
+                  "use \"device\" (Linux: the whole card) or \"process\" (Windows WDDM: the "
+                  "caller's own budget)");
+      }
+    }
+    const bool page_ok = s.page_size >= 4096 && (s.page_size & (s.page_size - 1)) == 0;
+    if (!page_ok) {
+      sim.error("page_size", "must be a power of two of at least 4 KiB",
+                "use e.g. page_size = \"2MiB\"");
+    } else if (s.capacity == 0 || s.capacity % s.page_size != 0) {
+      sim.error("capacity", "must be a positive multiple of page_size",
+                "use e.g. capacity = \"8GiB\"");
+    } else if (s.other_process_usage > s.capacity) {
+      sim.error("other_process_usage", "exceeds the device capacity",
+                "use a value below capacity");
+    }
+    sim.finish();
+    host.finish();
+  }
+
+  void read_memory(strict_table& top) {
+    strict_table mem(top.table("memory"), "memory", file_, diags_, &root_);
+    auto& m = result_.memory;
+    const std::pair<const char*, bool*> flags[] = {
+        {"disable_dynamic_vram", &m.disable_dynamic_vram},
+        {"enable_dynamic_vram", &m.enable_dynamic_vram},
+        {"highvram", &m.highvram},
+        {"gpu_only", &m.gpu_only},
+        {"novram", &m.novram},
+        {"cpu", &m.cpu},
+        {"disable_pinned_memory", &m.disable_pinned_memory},
+    };
+    for (const auto& [name, target] : flags) {
+      if (auto v = mem.boolean(name)) *target = *v;
+    }
+    if (auto v = mem.size("reserve_vram")) m.reserve_vram = *v;
+    if (auto v = mem.size("vram_headroom")) m.vram_headroom = *v;
+    if (auto v = mem.integer("async_offload_streams", 0, 16)) {
+      m.async_offload_streams = static_cast<int>(*v);
+    }
+    if (m.enable_dynamic_vram && m.disable_dynamic_vram) {
+      mem.error("enable_dynamic_vram", "contradicts disable_dynamic_vram = true",
+                "set only one of the two");
+    }
+    // ComfyUI's VRAM modes are one mutually exclusive group of command-line flags.
+    const char* chosen = nullptr;
+    for (const auto& [name, target] : {std::pair{"highvram", m.highvram},
+                                       std::pair{"gpu_only", m.gpu_only},
+                                       std::pair{"novram", m.novram}, std::pair{"cpu", m.cpu}}) {
+      if (!target) continue;
+      if (chosen != nullptr) {
+        mem.error(name, std::string("contradicts ") + chosen + " = true (ComfyUI accepts one "
+                        "VRAM mode)", "set only one of highvram, gpu_only, novram, cpu");
+      }
+      chosen = name;
+    }
+    mem.finish();
+  }
+
+  void read_plugins(strict_table& top) {
+    strict_table plugins(top.table("plugins"), "plugins", file_, diags_, &root_);
+    if (auto paths = plugins.string_list("search_paths")) {
+      for (const auto& p : *paths) result_.plugin_paths.push_back(resolve(p));
+    }
+    plugins.finish();
+  }
+
+  void read_env(strict_table& top) {
+    strict_table env(top.table("env"), "env", file_, diags_, &root_);
+    if (auto root = env.string("root")) {
+      result_.env = {resolve(*root), env_root_source::deployment};
+    } else if (auto v = env_.get("ORCH_ENV_ROOT")) {
+      result_.env = {resolve(*v), env_root_source::orch_env_root};
+    } else if (auto c = env_.get("COMFY_ENV_ROOT")) {
+      result_.env = {resolve(*c), env_root_source::comfy_env_root};
+    } else {
+      result_.env = {resolve("~/.ce"), env_root_source::home_default};
+    }
+    env.finish();
+  }
+
+  void read_packs(strict_table& top) {
+    strict_table packs(top.table("packs"), "packs", file_, diags_, &root_);
+    std::error_code ec;
+    if (auto paths = packs.string_list("paths")) {
+      for (const auto& p : *paths) {
+        const auto dir = resolve(p);
+        if (!fs::is_directory(dir, ec)) {
+          packs.error("paths", "pack directory \"" + p + "\" (" + dir.string() +
+                                   ") does not exist",
+                      "fix the path; relative paths are relative to the deployment file");
+        }
+        result_.packs.paths.push_back(dir);
+      }
+    }
+    if (auto dir = packs.string("custom_nodes")) {
+      const auto resolved = resolve(*dir);
+      if (!fs::is_directory(resolved, ec)) {
+        packs.error("custom_nodes", "directory \"" + *dir + "\" (" + resolved.string() +
+                                        ") does not exist",
+                    "point it at ComfyUI's custom_nodes directory");
+      }
+      result_.packs.custom_nodes = resolved;
+    }
+    if (auto paths = packs.string_list("library_paths")) {
+      for (const auto& p : *paths) result_.packs.library_paths.push_back(resolve(p));
+    }
+    if (result_.packs.paths.empty() && !result_.packs.custom_nodes) {
+      diags_.warning(packs.where("paths"), "packs",
+                     "the deployment names no packs, so no worker will run",
+                     "list pack directories in [packs] paths, or set [packs] custom_nodes");
+    }
+    packs.finish();
+  }
+
+  void read_workers(strict_table& top) {
+    strict_table w(top.table("workers"), "workers", file_, diags_, &root_);
+    auto& s = result_.workers;
+    auto positive = [&w](const std::string& key, std::chrono::milliseconds& target) {
+      if (auto v = w.duration(key)) {
+        if (v->count() > 0) {
+          target = *v;
+        } else {
+          w.error(key, "must be greater than zero", "use e.g. " + key + " = \"10s\"");
+        }
+      }
+    };
+    positive("handshake_timeout", s.handshake_timeout);
+    positive("heartbeat_interval", s.heartbeat_interval);
+    positive("call_timeout", s.call_timeout);
+    positive("restart_backoff", s.restart_backoff);
+    positive("restart_backoff_max", s.restart_backoff_max);
+    positive("crash_loop_window", s.crash_loop_window);
+    if (auto v = w.duration("idle_reap")) s.idle_reap = *v;
+    if (auto v = w.integer("crash_loop_limit", 1, 1000)) s.crash_loop_limit = static_cast<int>(*v);
+    if (s.restart_backoff > s.restart_backoff_max) {
+      w.error("restart_backoff", "is larger than restart_backoff_max",
+              "make restart_backoff <= restart_backoff_max");
+    }
+    if (s.heartbeat_interval * 2 > s.handshake_timeout) {
+      w.error("heartbeat_interval", "must be at most half of handshake_timeout, or a live worker "
+              "could be declared hung before its first beat",
+              "lower heartbeat_interval or raise handshake_timeout");
+    }
+    w.finish();
+  }
+
+  void read_shm(strict_table& top) {
+    strict_table shm(top.table("shm"), "shm", file_, diags_, &root_);
+    if (auto v = shm.size("pinned_pool_size")) {
+      if (*v == 0 && !result_.memory.disable_pinned_memory) {
+        shm.error("pinned_pool_size", "must be greater than zero",
+                  "use e.g. pinned_pool_size = \"256MiB\", or set [memory] "
+                  "disable_pinned_memory = true");
+      } else {
+        result_.shm.pinned_pool_size = *v;
+      }
+    }
+    shm.finish();
+  }
+
+  const toml::table& root_;
+  std::string file_;
+  fs::path base_;
+  diagnostics& diags_;
+  const environment_reader& env_;
+  deployment result_;
+};
+
+}  // namespace
+
+std::optional<deployment> parse_deployment_text(std::string_view text, const fs::path& file,
+                                                diagnostics& diags,
+                                                const environment_reader& env) {
+  diagnostics local;
+  auto table = parse_toml_text(text, file.string(), local);
+  std::optional<deployment> out;
+  if (table) out = deployment_parser(*table, file, local, env).run();
+  diags.append(local);
+  if (local.has_errors()) return std::nullopt;
+  return out;
+}
+
+std::optional<deployment> load_deployment(const fs::path& file, diagnostics& diags,
+                                          const environment_reader& env) {
+  diagnostics local;
+  auto table = parse_toml_file(file, local);
+  std::optional<deployment> out;
+  if (table) out = deployment_parser(*table, file, local, env).run();
+  diags.append(local);
+  if (local.has_errors()) return std::nullopt;
+  return out;
+}
+
+}  // namespace orch::manifests

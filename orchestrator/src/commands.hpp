@@ -1,0 +1,16 @@
+// The comfy-orch subcommands; each lives in its own cmd_<name>.cpp and registers itself here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace orch::cli {
+
+// Exit codes shared by every subcommand.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_invalid_input = 1;  // a file, manifest or prompt has an error
+inline constexpr int exit_failure = 2;        // the work itself failed
+
+void add_envs_command(CLI::App& app);
+void add_validate_command(CLI::App& app);
+
+}  // namespace orch::cli
