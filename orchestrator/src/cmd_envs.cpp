@@ -97,6 +97,12 @@ void add_envs_command(CLI::App& app) {
         std::cout << "env workspace: " << d->env.root.string() << " (from "
                   << manifests::to_string(d->env.source) << ")\n";
         print_table(std::cout, rows);
+        std::size_t counts[3] = {0, 0, 0};
+        for (const auto& pack : inv.packs) {
+          for (const auto& e : pack.envs) ++counts[static_cast<int>(e.status.state)];
+        }
+        std::cout << rows.size() << " env(s): " << counts[0] << " ok, " << counts[1]
+                  << " missing, " << counts[2] << " broken\n";
         for (const auto& pack : inv.packs) {
           for (const auto& e : pack.envs) {
             if (!e.status.detail.empty()) std::cout << e.dir.env_name << ": " << e.status.detail << '\n';

@@ -1,0 +1,160 @@
+// The comfy-orch executable as an operator runs it: exit codes, --help, --version, envs and
+// validate output in both forms.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../../unit/manifests/manifest_test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using orch::manifests::testing::temp_dir;
+
+struct run_result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs comfy-orch with `args` (already shell-quoted) and `env_prefix` (e.g. "ORCH_ENV_ROOT=x").
+run_result run(const std::string& args, const std::string& env_prefix = "") {
+  temp_dir tmp;
+  const auto out = tmp.path() / "out";
+  const auto err = tmp.path() / "err";
+  const std::string cmd = "cd '" + std::string(ORCH_SOURCE_DIR) + "' && env " + env_prefix +
+                          " '" + COMFY_ORCH_BIN + "' " + args + " >'" + out.string() + "' 2>'" +
+                          err.string() + "'";
+  const int status = std::system(cmd.c_str());
+  run_result r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+TEST(cli, version_prints_the_project_version) {
+  const auto r = run("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("comfy-orch ", 0), 0u) << r.out;
+}
+
+TEST(cli, every_subcommand_has_help) {
+  for (const char* sub : {"envs", "validate"}) {
+    const auto r = run(std::string(sub) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << sub;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub << r.out;
+    EXPECT_NE(r.out.find("--json"), std::string::npos) << sub;
+  }
+}
+
+TEST(cli, no_subcommand_is_a_usage_error) {
+  const auto r = run("");
+  EXPECT_NE(r.exit_code, 0);
+}
+
+TEST(cli, envs_lists_the_example_packs_with_states_matching_the_disk) {
+  temp_dir ws;
+  const auto r = run("envs examples/sim-deployment.toml --json", "ORCH_ENV_ROOT=" + ws.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["workspace_root"], ws.path().string());
+  EXPECT_EQ(doc["workspace_root_source"], "ORCH_ENV_ROOT");
+  ASSERT_EQ(doc["envs"].size(), 3u) << r.out;
+  std::map<std::string, nlohmann::json> by_env;
+  for (const auto& e : doc["envs"]) by_env[e["env"]] = e;
+  ASSERT_TRUE(by_env.count("imageops-nodes"));
+  ASSERT_TRUE(by_env.count("simsampler-nodes"));
+  ASSERT_TRUE(by_env.count("depthtools-nodes"));
+  // Native packs: ok exactly when their library has been built.
+  for (const auto& [env, lib] : {std::pair{"imageops-nodes", "liborch_pack_image_ops.so"},
+                                 std::pair{"simsampler-nodes", "liborch_pack_sim_sampler.so"}}) {
+    const bool built = fs::exists(fs::path(ORCH_BINARY_DIR) / "examples" / lib);
+    EXPECT_EQ(by_env[env]["kind"], "native");
+    EXPECT_EQ(by_env[env]["state"], built ? "ok" : "missing") << env;
+  }
+  // The Python pack's env is not in the fresh workspace.
+  EXPECT_EQ(by_env["depthtools-nodes"]["state"], "missing");
+  EXPECT_EQ(by_env["depthtools-nodes"]["python"], "3.11");
+  EXPECT_EQ(by_env["depthtools-nodes"]["path"], (ws.path() / "envs" / "depthtools-nodes").string());
+
+  // Materialise it the way comfy-env lays it out: the state follows the disk.
+  fs::create_directories(ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/bin");
+  fs::create_directories(ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/lib/python3.11");
+  std::ofstream(ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/bin/python");
+  const auto again = run("envs examples/sim-deployment.toml --json", "ORCH_ENV_ROOT=" + ws.path().string());
+  const auto doc2 = nlohmann::json::parse(again.out);
+  for (const auto& e : doc2["envs"]) {
+    if (e["env"] == "depthtools-nodes") {
+      EXPECT_EQ(e["state"], "ok");
+    }
+  }
+}
+
+TEST(cli, envs_table_has_one_line_per_node_directory) {
+  temp_dir ws;
+  const auto r = run("envs examples/sim-deployment.toml", "ORCH_ENV_ROOT=" + ws.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("PACK"), std::string::npos);
+  EXPECT_NE(r.out.find("ComfyUI-DepthTools  nodes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("comfy-env install"), std::string::npos);
+}
+
+TEST(cli, envs_on_an_invalid_deployment_exits_1_naming_the_key) {
+  temp_dir tmp;
+  tmp.write("bad.toml", "[host]\ndevice = \"gpu\"\n");
+  const auto r = run("envs '" + (tmp.path() / "bad.toml").string() + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("bad.toml:2:10: error: host.device: unknown device \"gpu\""),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(cli, validate_reports_errors_and_exits_1) {
+  temp_dir tmp;
+  const auto good = tmp.write("ComfyUI-X/nodes/comfy-env.toml", "python = \"3.11\"\n");
+  const auto bad = tmp.write("ComfyUI-Y/nodes/comfy-env.toml", "python = 3.10\n");
+  const auto r = run("validate '" + good.string() + "' '" + bad.string() + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find(bad.string() + ":1:10: error: python:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(good.string() + ": ok (env manifest"), std::string::npos) << r.out;
+}
+
+TEST(cli, validate_json_gives_role_and_counts_per_file) {
+  temp_dir tmp;
+  const auto root = tmp.write("p/comfy-env-root.toml", "[apt]\npackages = [\"x\"]\n");
+  const auto r = run("validate --json '" + root.string() + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc["files"].size(), 1u);
+  EXPECT_EQ(doc["files"][0]["role"], "root manifest");
+  EXPECT_EQ(doc["files"][0]["valid"], true);
+  EXPECT_EQ(doc["files"][0]["warnings"], 1);
+  EXPECT_EQ(doc["files"][0]["diagnostics"][0]["key"], "[apt]");
+  EXPECT_EQ(doc["files"][0]["diagnostics"][0]["line"], 1);
+}
+
+TEST(cli, validate_accepts_the_example_deployment) {
+  const auto r = run("validate examples/sim-deployment.toml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+TEST(cli, validate_of_a_missing_file_is_a_usage_error) {
+  const auto r = run("validate /nonexistent/comfy-orch.toml");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("nonexistent"), std::string::npos) << r.err;
+}
+
+}  // namespace
