@@ -1,32 +1,24 @@
 #include "orch/manifests/env_manifest.hpp"
 
-#include <array>
 #include <sstream>
 #include <string_view>
 
 #include "orch/manifests/device_spec.hpp"
 #include "env_var_table.hpp"
+#include "name_list.hpp"
 #include "orch/manifests/toml_source.hpp"
 
 namespace orch::manifests {
 namespace {
 
 // comfy-env.md §2.2, bucket 2: handed to the environment builder as written.
-constexpr std::array<std::string_view, 7> passthrough_tables = {
+constexpr detail::name_list<7> passthrough_tables = {
     "dependencies", "pypi-dependencies", "target",         "activation",
     "pypi-options", "system-requirements", "tasks"};
 
 // Sections of comfy-env-root.toml; comfy-env refuses them in an env file, we warn and ignore.
-constexpr std::array<std::string_view, 4> root_only_tables = {"node_reqs", "node_packs",
+constexpr detail::name_list<4> root_only_tables = {"node_reqs", "node_packs",
                                                               "settings", "types"};
-
-template <std::size_t N>
-bool contains(const std::array<std::string_view, N>& names, std::string_view key) {
-  for (auto n : names) {
-    if (n == key) return true;
-  }
-  return false;
-}
 
 std::string serialise(std::string_view key, const toml::node& node) {
   toml::table wrapper;
@@ -61,7 +53,7 @@ class env_parser {
         read_worker(value, where);
       } else if (key == "workspace") {
         read_workspace(value, where);
-      } else if (contains(passthrough_tables, key)) {
+      } else if (detail::contains(passthrough_tables, key)) {
         manifest_.passthrough.emplace(std::string(key), serialise(key, value));
       } else if (key == "environments" || key == "feature") {
         diags_.error(where, "[" + std::string(key) + "]",
@@ -70,7 +62,7 @@ class env_parser {
                      "move its contents into the top-level [dependencies], "
                      "[pypi-dependencies] or [target.<platform>.*] tables and remove [" +
                          std::string(key) + "]");
-      } else if (contains(root_only_tables, key)) {
+      } else if (detail::contains(root_only_tables, key)) {
         diags_.warning(where, "[" + std::string(key) + "]",
                        "root-only section in an env file (comfy-env refuses it here); "
                        "comfy-orch ignores it",

@@ -1,9 +1,9 @@
 #include "orch/manifests/root_manifest.hpp"
 
-#include <array>
 #include <string_view>
 
 #include "env_var_table.hpp"
+#include "name_list.hpp"
 #include "orch/manifests/toml_source.hpp"
 
 namespace orch::manifests {
@@ -11,20 +11,12 @@ namespace {
 
 // Sections a root file carried before comfy-env made the schema closed (2026-08); comfy-env now
 // refuses them, comfy-orch reads the file and says what it does with each.
-constexpr std::array<std::string_view, 8> legacy_ignored = {
+constexpr detail::name_list<8> legacy_ignored = {
     "apt", "brew", "cuda", "dependencies", "pypi-dependencies", "target", "python", "nodes"};
 
 // [settings] keys of the Aug-18 era (comfy-env.md §2.1).
-constexpr std::array<std::string_view, 5> known_settings = {
+constexpr detail::name_list<5> known_settings = {
     "isolate", "install_isolated", "auto_install", "pool_ipc", "worker_vram_budget"};
-
-template <std::size_t N>
-bool contains(const std::array<std::string_view, N>& names, std::string_view key) {
-  for (auto n : names) {
-    if (n == key) return true;
-  }
-  return false;
-}
 
 class root_parser {
  public:
@@ -55,7 +47,7 @@ class root_parser {
                        "[env_vars]",
                        "move it to the env's nodes/comfy-env.toml");
         manifest_.legacy_env_vars = detail::read_env_var_table(value, file_, diags_);
-      } else if (contains(legacy_ignored, key)) {
+      } else if (detail::contains(legacy_ignored, key)) {
         diags_.warning(where, "[" + key + "]",
                        "legacy section in a root file (comfy-env refuses it since 2026-08); "
                        "comfy-orch ignores it",
@@ -115,7 +107,7 @@ class root_parser {
     for (const auto& [k, v] : *table) {
       const std::string name(k.str());
       const auto pos = position_of(file_, v, &value);
-      if (!contains(known_settings, name)) {
+      if (!detail::contains(known_settings, name)) {
         diags_.warning(pos, "settings." + name,
                        "unrecognized key '" + name +
                            "' in [settings] (known: isolate, install_isolated, auto_install, "

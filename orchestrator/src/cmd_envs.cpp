@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "commands.hpp"
 #include "diagnostics_output.hpp"
 #include "orch/manifests/inventory.hpp"
@@ -60,7 +62,11 @@ void add_envs_command(CLI::App& app) {
     manifests::diagnostics diags;
     const auto d = manifests::load_deployment(opts->deployment, diags);
     manifests::inventory inv;
-    if (d) inv = manifests::build_inventory(*d, diags);
+    if (d) {
+      inv = manifests::build_inventory(*d, diags);
+      spdlog::debug("deployment {}: {} pack(s), {} env(s), workspace {}", opts->deployment,
+                    inv.packs.size(), inv.env_count(), d->env.root.string());
+    }
 
     auto envs = nlohmann::json::array();
     std::vector<row> rows;
