@@ -22,10 +22,14 @@ const char* to_string(free_memory_mode mode) noexcept {
 
 const char* to_string(env_root_source source) noexcept {
   switch (source) {
-    case env_root_source::deployment: return "deployment";
-    case env_root_source::orch_env_root: return "ORCH_ENV_ROOT";
-    case env_root_source::comfy_env_root: return "COMFY_ENV_ROOT";
-    case env_root_source::home_default: return "default";
+    case env_root_source::deployment:
+      return "deployment";
+    case env_root_source::orch_env_root:
+      return "ORCH_ENV_ROOT";
+    case env_root_source::comfy_env_root:
+      return "COMFY_ENV_ROOT";
+    case env_root_source::home_default:
+      return "default";
   }
   return "default";
 }
@@ -36,8 +40,11 @@ class deployment_parser {
  public:
   deployment_parser(const toml::table& root, const fs::path& file, diagnostics& diags,
                     const environment_reader& env)
-      : root_(root), file_(file.string()), base_(fs::absolute(file).parent_path()),
-        diags_(diags), env_(env) {
+      : root_(root),
+        file_(file.string()),
+        base_(fs::absolute(file).parent_path()),
+        diags_(diags),
+        env_(env) {
     result_.file = file;
   }
 
@@ -70,8 +77,7 @@ class deployment_parser {
       if (auto spec = parse_device_spec(*text)) {
         result_.host.device = *spec;
       } else {
-        host.error("device", "unknown device \"" + *text + "\"",
-                   "use cpu, sim, cuda:N or hip:N");
+        host.error("device", "unknown device \"" + *text + "\"", "use cpu, sim, cuda:N or hip:N");
       }
     }
     const toml::node* host_node = root_.get("host");
@@ -99,8 +105,7 @@ class deployment_parser {
       sim.error("capacity", "must be a positive multiple of page_size",
                 "use e.g. capacity = \"8GiB\"");
     } else if (s.other_process_usage > s.capacity) {
-      sim.error("other_process_usage", "exceeds the device capacity",
-                "use a value below capacity");
+      sim.error("other_process_usage", "exceeds the device capacity", "use a value below capacity");
     }
     sim.finish();
     host.finish();
@@ -132,13 +137,16 @@ class deployment_parser {
     }
     // ComfyUI's VRAM modes are one mutually exclusive group of command-line flags.
     const char* chosen = nullptr;
-    for (const auto& [name, target] : {std::pair{"highvram", m.highvram},
-                                       std::pair{"gpu_only", m.gpu_only},
-                                       std::pair{"novram", m.novram}, std::pair{"cpu", m.cpu}}) {
+    for (const auto& [name, target] :
+         {std::pair{"highvram", m.highvram}, std::pair{"gpu_only", m.gpu_only},
+          std::pair{"novram", m.novram}, std::pair{"cpu", m.cpu}}) {
       if (!target) continue;
       if (chosen != nullptr) {
-        mem.error(name, std::string("contradicts ") + chosen + " = true (ComfyUI accepts one "
-                        "VRAM mode)", "set only one of highvram, gpu_only, novram, cpu");
+        mem.error(name,
+                  std::string("contradicts ") + chosen +
+                      " = true (ComfyUI accepts one "
+                      "VRAM mode)",
+                  "set only one of highvram, gpu_only, novram, cpu");
       }
       chosen = name;
     }
@@ -174,8 +182,7 @@ class deployment_parser {
       for (const auto& p : *paths) {
         const auto dir = resolve(p);
         if (!fs::is_directory(dir, ec)) {
-          packs.error("paths", "pack directory \"" + p + "\" (" + dir.string() +
-                                   ") does not exist",
+          packs.error("paths", "pack directory \"" + p + "\" (" + dir.string() + ") does not exist",
                       "fix the path; relative paths are relative to the deployment file");
         }
         result_.packs.paths.push_back(dir);
@@ -184,8 +191,8 @@ class deployment_parser {
     if (auto dir = packs.string("custom_nodes")) {
       const auto resolved = resolve(*dir);
       if (!fs::is_directory(resolved, ec)) {
-        packs.error("custom_nodes", "directory \"" + *dir + "\" (" + resolved.string() +
-                                        ") does not exist",
+        packs.error("custom_nodes",
+                    "directory \"" + *dir + "\" (" + resolved.string() + ") does not exist",
                     "point it at ComfyUI's custom_nodes directory");
       }
       result_.packs.custom_nodes = resolved;
@@ -226,7 +233,8 @@ class deployment_parser {
               "make restart_backoff <= restart_backoff_max");
     }
     if (s.heartbeat_interval * 2 > s.handshake_timeout) {
-      w.error("heartbeat_interval", "must be at most half of handshake_timeout, or a live worker "
+      w.error("heartbeat_interval",
+              "must be at most half of handshake_timeout, or a live worker "
               "could be declared hung before its first beat",
               "lower heartbeat_interval or raise handshake_timeout");
     }
@@ -258,8 +266,7 @@ class deployment_parser {
 }  // namespace
 
 std::optional<deployment> parse_deployment_text(std::string_view text, const fs::path& file,
-                                                diagnostics& diags,
-                                                const environment_reader& env) {
+                                                diagnostics& diags, const environment_reader& env) {
   diagnostics local;
   auto table = parse_toml_text(text, file.string(), local);
   std::optional<deployment> out;

@@ -6,10 +6,14 @@ namespace orch::manifests {
 
 const char* to_string(device_kind kind) noexcept {
   switch (kind) {
-    case device_kind::cpu: return "cpu";
-    case device_kind::sim: return "sim";
-    case device_kind::cuda: return "cuda";
-    case device_kind::hip: return "hip";
+    case device_kind::cpu:
+      return "cpu";
+    case device_kind::sim:
+      return "sim";
+    case device_kind::cuda:
+      return "cuda";
+    case device_kind::hip:
+      return "hip";
   }
   return "cpu";
 }

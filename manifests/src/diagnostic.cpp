@@ -6,9 +6,12 @@ namespace orch::manifests {
 
 const char* to_string(severity s) noexcept {
   switch (s) {
-    case severity::error: return "error";
-    case severity::warning: return "warning";
-    case severity::note: return "note";
+    case severity::error:
+      return "error";
+    case severity::warning:
+      return "warning";
+    case severity::note:
+      return "note";
   }
   return "error";
 }
@@ -30,25 +33,27 @@ std::string diagnostic::format() const {
 
 void diagnostics::error(source_position where, std::string key, std::string message,
                         std::string fix) {
-  items_.push_back({severity::error, std::move(where), std::move(key), std::move(message),
-                    std::move(fix)});
+  items_.push_back(
+      {severity::error, std::move(where), std::move(key), std::move(message), std::move(fix)});
 }
 
 void diagnostics::warning(source_position where, std::string key, std::string message,
                           std::string fix) {
-  items_.push_back({severity::warning, std::move(where), std::move(key), std::move(message),
-                    std::move(fix)});
+  items_.push_back(
+      {severity::warning, std::move(where), std::move(key), std::move(message), std::move(fix)});
 }
 
 void diagnostics::note(source_position where, std::string key, std::string message) {
   items_.push_back({severity::note, std::move(where), std::move(key), std::move(message), {}});
 }
 
-bool diagnostics::has_errors() const noexcept { return count(severity::error) != 0; }
+bool diagnostics::has_errors() const noexcept {
+  return count(severity::error) != 0;
+}
 
 std::size_t diagnostics::count(severity s) const noexcept {
-  return static_cast<std::size_t>(std::count_if(
-      items_.begin(), items_.end(), [s](const diagnostic& d) { return d.level == s; }));
+  return static_cast<std::size_t>(std::count_if(items_.begin(), items_.end(),
+                                                [s](const diagnostic& d) { return d.level == s; }));
 }
 
 void diagnostics::append(const diagnostics& other) {

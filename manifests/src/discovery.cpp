@@ -11,7 +11,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 bool is_file(const fs::path& p) {
@@ -40,7 +41,8 @@ pack_layout discover_pack(const fs::path& pack_dir, diagnostics& diags) {
   }
 
   const fs::path nodes = pack_dir / "nodes";
-  if (is_file(nodes / env_manifest_name)) pack.node_dirs.push_back(make_node_dir(pack_dir, "nodes"));
+  if (is_file(nodes / env_manifest_name))
+    pack.node_dirs.push_back(make_node_dir(pack_dir, "nodes"));
   std::error_code ec;
   if (fs::is_directory(nodes, ec)) {
     std::vector<std::string> children;

@@ -3,9 +3,9 @@
 #include <sstream>
 #include <string_view>
 
-#include "orch/manifests/device_spec.hpp"
 #include "env_var_table.hpp"
 #include "name_list.hpp"
+#include "orch/manifests/device_spec.hpp"
 #include "orch/manifests/toml_source.hpp"
 
 namespace orch::manifests {
@@ -13,12 +13,11 @@ namespace {
 
 // comfy-env.md §2.2, bucket 2: handed to the environment builder as written.
 constexpr detail::name_list<7> passthrough_tables = {
-    "dependencies", "pypi-dependencies", "target",         "activation",
+    "dependencies", "pypi-dependencies",   "target", "activation",
     "pypi-options", "system-requirements", "tasks"};
 
 // Sections of comfy-env-root.toml; comfy-env refuses them in an env file, we warn and ignore.
-constexpr detail::name_list<4> root_only_tables = {"node_reqs", "node_packs",
-                                                              "settings", "types"};
+constexpr detail::name_list<4> root_only_tables = {"node_reqs", "node_packs", "settings", "types"};
 
 std::string serialise(std::string_view key, const toml::node& node) {
   toml::table wrapper;
@@ -212,11 +211,11 @@ class env_parser {
         }
         continue;
       }
-      diags_.warning(pos, "worker." + name,
-                     "unrecognized key '" + name +
-                         "' in [worker] (known: library, device); comfy-orch ignores it" +
-                         (name == "package" ? " (a comfyui-isolation era Python worker package)"
-                                            : ""));
+      diags_.warning(
+          pos, "worker." + name,
+          "unrecognized key '" + name +
+              "' in [worker] (known: library, device); comfy-orch ignores it" +
+              (name == "package" ? " (a comfyui-isolation era Python worker package)" : ""));
     }
   }
 
@@ -236,12 +235,14 @@ class env_parser {
       } else if (name == "name" || name == "version" || name == "platforms") {
         diags_.error(pos, "workspace." + name,
                      "would break environment materialisation: the environment builder owns "
-                     "the workspace's " + name,
+                     "the workspace's " +
+                         name,
                      "remove workspace." + name + " (only workspace.channels is merged)");
       } else {
         diags_.warning(pos, "workspace." + name,
                        "only workspace.channels is merged into the environment; comfy-orch "
-                       "ignores workspace." + name);
+                       "ignores workspace." +
+                           name);
       }
     }
     if (!kept.empty()) manifest_.passthrough.emplace("workspace", serialise("workspace", kept));

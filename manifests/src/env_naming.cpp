@@ -5,7 +5,9 @@
 namespace orch::manifests {
 namespace {
 
-bool is_kept(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
+bool is_kept(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
 
 std::filesystem::path resolved(const std::filesystem::path& p) {
   std::error_code ec;
@@ -58,8 +60,8 @@ std::string sanitize_env_part(std::string_view text) {
 }
 
 std::string_view strip_comfyui_prefix(std::string_view pack_name) {
-  static constexpr std::array<std::string_view, 4> prefixes = {"ComfyUI-", "ComfyUI_",
-                                                               "comfyui-", "comfyui_"};
+  static constexpr std::array<std::string_view, 4> prefixes = {"ComfyUI-", "ComfyUI_", "comfyui-",
+                                                               "comfyui_"};
   for (auto prefix : prefixes) {
     if (pack_name.substr(0, prefix.size()) == prefix) return pack_name.substr(prefix.size());
   }

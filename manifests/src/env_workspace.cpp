@@ -7,9 +7,12 @@ namespace fs = std::filesystem;
 
 const char* to_string(env_state state) noexcept {
   switch (state) {
-    case env_state::ok: return "ok";
-    case env_state::missing: return "missing";
-    case env_state::broken: return "broken";
+    case env_state::ok:
+      return "ok";
+    case env_state::missing:
+      return "missing";
+    case env_state::broken:
+      return "broken";
   }
   return "missing";
 }
@@ -80,8 +83,10 @@ env_status locate_native(const node_dir& dir, const std::string& library,
       status.state = env_state::ok;
     } else {
       status.state = exists_dir(path.parent_path()) ? env_state::broken : env_state::missing;
-      status.detail = "node library " + path.string() + " not found; build the pack or fix "
-                      "[worker] library in " + dir.config.string();
+      status.detail = "node library " + path.string() +
+                      " not found; build the pack or fix "
+                      "[worker] library in " +
+                      dir.config.string();
     }
     return status;
   }
@@ -105,8 +110,7 @@ env_status locate_native(const node_dir& dir, const std::string& library,
 
 }  // namespace
 
-env_status locate_env(const node_dir& dir, const env_manifest& manifest,
-                      const env_lookup& lookup) {
+env_status locate_env(const node_dir& dir, const env_manifest& manifest, const env_lookup& lookup) {
   if (manifest.worker.library) return locate_native(dir, *manifest.worker.library, lookup);
 
   env_status status;
@@ -126,7 +130,8 @@ env_status locate_env(const node_dir& dir, const env_manifest& manifest,
     status.path = candidates.front();
     status.detail = "env directory " + candidates.front().string() +
                     " has no interpreter (.pixi/envs/default/bin/python); rebuild it with "
-                    "`comfy-env install` in " + dir.pack_dir.string();
+                    "`comfy-env install` in " +
+                    dir.pack_dir.string();
     return status;
   }
   status.state = env_state::missing;

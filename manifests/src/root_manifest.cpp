@@ -15,8 +15,8 @@ constexpr detail::name_list<8> legacy_ignored = {
     "apt", "brew", "cuda", "dependencies", "pypi-dependencies", "target", "python", "nodes"};
 
 // [settings] keys of the Aug-18 era (comfy-env.md §2.1).
-constexpr detail::name_list<5> known_settings = {
-    "isolate", "install_isolated", "auto_install", "pool_ipc", "worker_vram_budget"};
+constexpr detail::name_list<5> known_settings = {"isolate", "install_isolated", "auto_install",
+                                                 "pool_ipc", "worker_vram_budget"};
 
 class root_parser {
  public:
@@ -80,8 +80,8 @@ class root_parser {
           if (auto s = scalar_to_string(fv)) {
             req.fields.emplace(std::string(fk.str()), std::move(*s));
           } else {
-            diags_.error(position_of(file_, fv, &v), section + "." + req.name + "." +
-                             std::string(fk.str()),
+            diags_.error(position_of(file_, fv, &v),
+                         section + "." + req.name + "." + std::string(fk.str()),
                          "expected a string, got " + describe(fv),
                          "write e.g. { github = \"owner/repo\", tag = \"v1.0\" }");
           }
@@ -89,7 +89,8 @@ class root_parser {
       } else {
         diags_.error(pos, section + "." + req.name,
                      "expected \"owner/repo\" or a table such as { github = \"owner/repo\", tag "
-                     "= \"v1.0\" }, got " + describe(v),
+                     "= \"v1.0\" }, got " +
+                         describe(v),
                      "write " + req.name + " = \"owner/repo\"");
         continue;
       }
@@ -117,8 +118,8 @@ class root_parser {
       if (auto s = scalar_to_string(v)) {
         manifest_.settings.emplace_back(name, std::move(*s));
       } else {
-        diags_.error(pos, "settings." + name, "expected a boolean, number or string, got " +
-                                                  describe(v),
+        diags_.error(pos, "settings." + name,
+                     "expected a boolean, number or string, got " + describe(v),
                      "write " + name + " = true");
       }
     }
@@ -135,14 +136,15 @@ class root_parser {
       const std::string name(k.str());
       const auto text = v.value_exact<std::string>();
       if (text && (*text == "builtin" || *text == "custom")) {
-        manifest_.types.emplace(name, *text == "builtin" ? socket_kind::builtin
-                                                         : socket_kind::custom);
+        manifest_.types.emplace(name,
+                                *text == "builtin" ? socket_kind::builtin : socket_kind::custom);
         continue;
       }
       diags_.error(position_of(file_, v, &value), "types." + name,
                    "expected \"builtin\" or \"custom\", got " + describe(v),
-                   "write " + name + " = \"custom\" for a socket type this pack defines, or "
-                   "\"builtin\" for one ComfyUI defines");
+                   "write " + name +
+                       " = \"custom\" for a socket type this pack defines, or "
+                       "\"builtin\" for one ComfyUI defines");
     }
   }
 

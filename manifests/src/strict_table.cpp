@@ -28,7 +28,10 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 strict_table::strict_table(const toml::table* table, std::string prefix, std::string file,
                            diagnostics& diags, const toml::node* parent)
-    : table_(table), prefix_(std::move(prefix)), file_(std::move(file)), diags_(diags),
+    : table_(table),
+      prefix_(std::move(prefix)),
+      file_(std::move(file)),
+      diags_(diags),
       parent_(parent) {}
 
 const toml::node* strict_table::get(const std::string& key) {

@@ -19,13 +19,13 @@ namespace orch::manifests::detail {
 class strict_table {
  public:
   // `table` may be null (the section is absent): every accessor then returns nullopt.
-  strict_table(const toml::table* table, std::string prefix, std::string file,
-               diagnostics& diags, const toml::node* parent = nullptr);
+  strict_table(const toml::table* table, std::string prefix, std::string file, diagnostics& diags,
+               const toml::node* parent = nullptr);
 
   std::optional<std::string> string(const std::string& key);
   std::optional<bool> boolean(const std::string& key);
   std::optional<std::int64_t> integer(const std::string& key, std::int64_t min, std::int64_t max);
-  std::optional<std::uint64_t> size(const std::string& key);  // bytes or "8GiB"
+  std::optional<std::uint64_t> size(const std::string& key);                  // bytes or "8GiB"
   std::optional<std::chrono::milliseconds> duration(const std::string& key);  // s or "250ms"
   std::optional<std::vector<std::string>> string_list(const std::string& key);
   // A sub-table; an error when the key exists with another type. Null when absent.

@@ -18,8 +18,7 @@ std::optional<toml::table> parse_toml_text(std::string_view text, const std::str
   }
 }
 
-std::optional<toml::table> parse_toml_file(const std::filesystem::path& file,
-                                           diagnostics& diags) {
+std::optional<toml::table> parse_toml_file(const std::filesystem::path& file, diagnostics& diags) {
   const std::string name = file.string();
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) {
@@ -68,35 +67,48 @@ source_position position_of(const std::string& file, const toml::node& node,
 
 std::string describe(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::string: return "a string (\"" + std::string(*node.value<std::string_view>()) + "\")";
-    case toml::node_type::integer: return "an integer (" + std::to_string(*node.value<std::int64_t>()) + ")";
+    case toml::node_type::string:
+      return "a string (\"" + std::string(*node.value<std::string_view>()) + "\")";
+    case toml::node_type::integer:
+      return "an integer (" + std::to_string(*node.value<std::int64_t>()) + ")";
     case toml::node_type::floating_point: {
       std::ostringstream out;
       out << "a float (" << *node.value<double>() << ")";
       return out.str();
     }
-    case toml::node_type::boolean: return *node.value<bool>() ? "a boolean (true)" : "a boolean (false)";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    case toml::node_type::none: break;
+    case toml::node_type::boolean:
+      return *node.value<bool>() ? "a boolean (true)" : "a boolean (false)";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::none:
+      break;
   }
   return "nothing";
 }
 
 std::optional<std::string> scalar_to_string(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::string: return std::string(*node.value<std::string_view>());
-    case toml::node_type::integer: return std::to_string(*node.value<std::int64_t>());
+    case toml::node_type::string:
+      return std::string(*node.value<std::string_view>());
+    case toml::node_type::integer:
+      return std::to_string(*node.value<std::int64_t>());
     case toml::node_type::floating_point: {
       std::ostringstream out;
       out << *node.value<double>();
       return out.str();
     }
-    case toml::node_type::boolean: return std::string(*node.value<bool>() ? "1" : "0");
-    default: return std::nullopt;
+    case toml::node_type::boolean:
+      return std::string(*node.value<bool>() ? "1" : "0");
+    default:
+      return std::nullopt;
   }
 }
 

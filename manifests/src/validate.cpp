@@ -8,9 +8,12 @@ namespace orch::manifests {
 
 const char* to_string(file_role role) noexcept {
   switch (role) {
-    case file_role::deployment: return "deployment";
-    case file_role::env_manifest: return "env manifest";
-    case file_role::root_manifest: return "root manifest";
+    case file_role::deployment:
+      return "deployment";
+    case file_role::env_manifest:
+      return "env manifest";
+    case file_role::root_manifest:
+      return "root manifest";
   }
   return "deployment";
 }

@@ -107,11 +107,12 @@ void add_envs_command(CLI::App& app) {
         for (const auto& pack : inv.packs) {
           for (const auto& e : pack.envs) ++counts[static_cast<int>(e.status.state)];
         }
-        std::cout << rows.size() << " env(s): " << counts[0] << " ok, " << counts[1]
-                  << " missing, " << counts[2] << " broken\n";
+        std::cout << rows.size() << " env(s): " << counts[0] << " ok, " << counts[1] << " missing, "
+                  << counts[2] << " broken\n";
         for (const auto& pack : inv.packs) {
           for (const auto& e : pack.envs) {
-            if (!e.status.detail.empty()) std::cout << e.dir.env_name << ": " << e.status.detail << '\n';
+            if (!e.status.detail.empty())
+              std::cout << e.dir.env_name << ": " << e.status.detail << '\n';
           }
         }
       }

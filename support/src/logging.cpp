@@ -18,9 +18,10 @@ void init_logging(std::string_view program_name) {
     const auto level = spdlog::level::from_str(env);
     // from_str maps anything unknown to "off"; only accept "off" when it was asked for.
     if (level == spdlog::level::off && std::string(env) != "off") {
-      logger->warn("ORCH_LOG_LEVEL={} is not a level (trace, debug, info, warn, error, "
-                   "critical, off); using info",
-                   env);
+      logger->warn(
+          "ORCH_LOG_LEVEL={} is not a level (trace, debug, info, warn, error, "
+          "critical, off); using info",
+          env);
     } else {
       logger->set_level(level);
     }

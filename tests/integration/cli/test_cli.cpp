@@ -34,8 +34,8 @@ run_result run(const std::string& args, const std::string& env_prefix = "") {
   temp_dir tmp;
   const auto out = tmp.path() / "out";
   const auto err = tmp.path() / "err";
-  const std::string cmd = "cd '" + std::string(ORCH_SOURCE_DIR) + "' && env " + env_prefix +
-                          " '" + COMFY_ORCH_BIN + "' " + args + " >'" + out.string() + "' 2>'" +
+  const std::string cmd = "cd '" + std::string(ORCH_SOURCE_DIR) + "' && env " + env_prefix + " '" +
+                          COMFY_ORCH_BIN + "' " + args + " >'" + out.string() + "' 2>'" +
                           err.string() + "'";
   const int status = std::system(cmd.c_str());
   run_result r;
@@ -67,7 +67,8 @@ TEST(cli, no_subcommand_is_a_usage_error) {
 
 TEST(cli, envs_lists_the_example_packs_with_states_matching_the_disk) {
   temp_dir ws;
-  const auto r = run("envs examples/sim-deployment.toml --json", "ORCH_ENV_ROOT=" + ws.path().string());
+  const auto r =
+      run("envs examples/sim-deployment.toml --json", "ORCH_ENV_ROOT=" + ws.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["workspace_root"], ws.path().string());
@@ -92,9 +93,11 @@ TEST(cli, envs_lists_the_example_packs_with_states_matching_the_disk) {
 
   // Materialise it the way comfy-env lays it out: the state follows the disk.
   fs::create_directories(ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/bin");
-  fs::create_directories(ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/lib/python3.11");
+  fs::create_directories(ws.path() /
+                         "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/lib/python3.11");
   std::ofstream(ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/bin/python");
-  const auto again = run("envs examples/sim-deployment.toml --json", "ORCH_ENV_ROOT=" + ws.path().string());
+  const auto again =
+      run("envs examples/sim-deployment.toml --json", "ORCH_ENV_ROOT=" + ws.path().string());
   const auto doc2 = nlohmann::json::parse(again.out);
   for (const auto& e : doc2["envs"]) {
     if (e["env"] == "depthtools-nodes") {

@@ -22,15 +22,15 @@ inline const diagnostic* find(const diagnostics& diags, const std::string& key,
 }
 
 // Asserts exactly one error, at the given line/column with the given key.
-#define EXPECT_SINGLE_ERROR_AT(diags, key_, line_, column_)                        \
-  do {                                                                             \
-    ASSERT_EQ((diags).count(::orch::manifests::severity::error), 1u)               \
-        << ::orch::manifests::testing::dump(diags);                                \
-    const auto* e_ = ::orch::manifests::testing::find((diags), (key_));            \
-    ASSERT_NE(e_, nullptr) << ::orch::manifests::testing::dump(diags);             \
-    EXPECT_EQ(e_->where.line, (line_)) << e_->format();                           \
-    EXPECT_EQ(e_->where.column, (column_)) << e_->format();                       \
-    EXPECT_FALSE(e_->fix.empty()) << e_->format();                                 \
+#define EXPECT_SINGLE_ERROR_AT(diags, key_, line_, column_)             \
+  do {                                                                  \
+    ASSERT_EQ((diags).count(::orch::manifests::severity::error), 1u)    \
+        << ::orch::manifests::testing::dump(diags);                     \
+    const auto* e_ = ::orch::manifests::testing::find((diags), (key_)); \
+    ASSERT_NE(e_, nullptr) << ::orch::manifests::testing::dump(diags);  \
+    EXPECT_EQ(e_->where.line, (line_)) << e_->format();                 \
+    EXPECT_EQ(e_->where.column, (column_)) << e_->format();             \
+    EXPECT_FALSE(e_->fix.empty()) << e_->format();                      \
   } while (0)
 
 inline std::string dump(const diagnostics& diags) {
@@ -58,7 +58,8 @@ class temp_dir {
   const std::filesystem::path& path() const { return path_; }
 
   // Writes `text` to path()/relative, creating directories.
-  std::filesystem::path write(const std::filesystem::path& relative, const std::string& text) const {
+  std::filesystem::path write(const std::filesystem::path& relative,
+                              const std::string& text) const {
     const auto file = path_ / relative;
     std::filesystem::create_directories(file.parent_path());
     std::ofstream(file, std::ios::binary) << text;

@@ -24,9 +24,9 @@ fs::path corpus_dir() {
   return fs::path(ORCH_SOURCE_DIR) / ".." / "shared" / "corpus" / "manifests";
 }
 
-#define REQUIRE_CORPUS()                                                                     \
-  if (!fs::exists(corpus_dir() / "PROVENANCE.md"))                                           \
-  GTEST_SKIP() << "corpus not found at " << corpus_dir()                                     \
+#define REQUIRE_CORPUS()                                 \
+  if (!fs::exists(corpus_dir() / "PROVENANCE.md"))       \
+  GTEST_SKIP() << "corpus not found at " << corpus_dir() \
                << " (set ORCH_SHARED_DIR to the shared/ directory to run the corpus tests)"
 
 std::vector<std::string> split_row(const std::string& line) {
@@ -127,7 +127,8 @@ TEST(corpus, invalid_toml_files_are_rejected_naming_their_line) {
   std::size_t checked = 0;
   for (const auto& [file, outcome] : p.load_failures) {
     std::smatch m;
-    if (outcome.rfind("not valid TOML", 0) != 0 || !std::regex_search(outcome, m, at_line)) continue;
+    if (outcome.rfind("not valid TOML", 0) != 0 || !std::regex_search(outcome, m, at_line))
+      continue;
     const auto diags = validate_file(corpus_dir() / file);
     ASSERT_EQ(diags.count(severity::error), 1u) << file;
     EXPECT_EQ(diags.items()[0].where.line, static_cast<std::uint32_t>(std::stoul(m[1]))) << file;
@@ -149,8 +150,8 @@ TEST(corpus, files_comfy_env_rejects_are_accepted_with_a_warning_per_section) {
     for (std::sregex_iterator it(outcome.begin(), outcome.end(), section), end; it != end; ++it) {
       const std::string key = "[" + (*it)[1].str() + "]";
       // [node_packs] is read (it is the newer era's name); it gets a note rather than a warning.
-      const auto* w = testing::find(diags, key, key == "[node_packs]" ? severity::note
-                                                                      : severity::warning);
+      const auto* w =
+          testing::find(diags, key, key == "[node_packs]" ? severity::note : severity::warning);
       ASSERT_NE(w, nullptr) << file << " lacks a warning for " << key << "\n"
                             << testing::dump(diags);
       EXPECT_NE(w->where.line, 0u) << file << " " << key;

@@ -18,7 +18,8 @@ using testing::temp_dir;
 std::vector<std::string> discovered_names(const fs::path& custom_nodes, diagnostics& diags) {
   std::vector<pack_layout> packs;
   std::vector<std::string> names;
-  for (const auto& dir : list_custom_nodes(custom_nodes)) packs.push_back(discover_pack(dir, diags));
+  for (const auto& dir : list_custom_nodes(custom_nodes))
+    packs.push_back(discover_pack(dir, diags));
   check_env_name_collisions(packs, diags);
   for (const auto& p : packs) {
     for (const auto& n : p.node_dirs) names.push_back(n.env_name);
@@ -117,8 +118,8 @@ TEST_F(env_state_test, python_env_missing_says_what_to_run) {
 
 TEST_F(env_state_test, python_env_with_abi_tag_and_interpreter_is_ok) {
   tmp.write("ws/envs/depth-nodes-py313-torch2-10-cu128/.pixi/envs/default/bin/python", "");
-  fs::create_directories(tmp.path() /
-                         "ws/envs/depth-nodes-py313-torch2-10-cu128/.pixi/envs/default/lib/python3.13");
+  fs::create_directories(
+      tmp.path() / "ws/envs/depth-nodes-py313-torch2-10-cu128/.pixi/envs/default/lib/python3.13");
   const auto s = state_of(env_manifest{});
   EXPECT_EQ(s.state, env_state::ok);
   EXPECT_EQ(s.path, tmp.path() / "ws/envs/depth-nodes-py313-torch2-10-cu128");

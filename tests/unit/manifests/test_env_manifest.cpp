@@ -92,8 +92,9 @@ TEST(env_manifest, worker_table_names_native_library_and_device) {
 // ---- warnings: accepted, loud ----
 
 TEST(env_manifest, root_only_sections_warn_and_are_ignored) {
-  auto p = parse("[node_reqs]\nA = \"o/r\"\n[settings]\nisolate = true\n[types]\nX = \"custom\"\n"
-                 "[node_packs]\nB = \"o/b\"\n");
+  auto p = parse(
+      "[node_reqs]\nA = \"o/r\"\n[settings]\nisolate = true\n[types]\nX = \"custom\"\n"
+      "[node_packs]\nB = \"o/b\"\n");
   EXPECT_FALSE(p.diags.has_errors());
   for (const char* key : {"[node_reqs]", "[settings]", "[types]", "[node_packs]"}) {
     const auto* w = find(p.diags, key, severity::warning);

@@ -74,7 +74,9 @@ TEST(env_naming, pack_name_is_taken_as_given_but_root_check_resolves_symlinks) {
 }
 
 TEST(env_naming, sanitize_follows_python_lower_for_kelvin_sign) {
-  EXPECT_EQ(sanitize_env_part("\xE2\x84\xAA" "elvin"), "kelvin");
+  EXPECT_EQ(sanitize_env_part("\xE2\x84\xAA"
+                              "elvin"),
+            "kelvin");
   EXPECT_EQ(sanitize_env_part("--A__b--"), "a-b");
   EXPECT_EQ(sanitize_env_part("___"), "");
 }

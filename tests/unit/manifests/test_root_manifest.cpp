@@ -34,15 +34,15 @@ TEST(root_manifest, node_reqs_era_with_settings_and_types) {
   EXPECT_EQ(p.manifest.requirements[0].source, "kijai/ComfyUI-KJNodes");
   EXPECT_EQ(p.manifest.requirements[0].section, "node_reqs");
   EXPECT_EQ(p.manifest.requirements[1].fields.at("tag"), "v1");
-  EXPECT_EQ(p.manifest.settings,
-            (std::vector<std::pair<std::string, std::string>>{{"isolate", "1"},
-                                                             {"worker_vram_budget", "2"}}));
+  EXPECT_EQ(p.manifest.settings, (std::vector<std::pair<std::string, std::string>>{
+                                     {"isolate", "1"}, {"worker_vram_budget", "2"}}));
   EXPECT_EQ(p.manifest.types.at("TRIMESH"), socket_kind::custom);
   EXPECT_EQ(p.manifest.types.at("IMAGE"), socket_kind::builtin);
 }
 
 TEST(root_manifest, node_packs_era_is_read) {
-  auto p = parse("[node_packs]\nComfyUI-MoGe2 = { registry = \"comfyui-moge2\", version = \"1.2\" }\n");
+  auto p =
+      parse("[node_packs]\nComfyUI-MoGe2 = { registry = \"comfyui-moge2\", version = \"1.2\" }\n");
   EXPECT_FALSE(p.diags.has_errors());
   ASSERT_EQ(p.manifest.requirements.size(), 1u);
   EXPECT_EQ(p.manifest.requirements[0].section, "node_packs");
@@ -50,9 +50,10 @@ TEST(root_manifest, node_packs_era_is_read) {
 }
 
 TEST(root_manifest, legacy_sections_warn_with_line_and_are_ignored) {
-  auto p = parse("[apt]\npackages = [\"x\"]\n[cuda]\npackages = [\"y\"]\n[dependencies]\nz = \"*\"\n"
-                 "[pypi-dependencies]\nw = \"*\"\n[target.linux-64.dependencies]\nv = \"*\"\n"
-                 "[python]\nversion = \"3.11\"\n[nodes]\nA = \"b\"\n[brew]\npackages = []\n");
+  auto p = parse(
+      "[apt]\npackages = [\"x\"]\n[cuda]\npackages = [\"y\"]\n[dependencies]\nz = \"*\"\n"
+      "[pypi-dependencies]\nw = \"*\"\n[target.linux-64.dependencies]\nv = \"*\"\n"
+      "[python]\nversion = \"3.11\"\n[nodes]\nA = \"b\"\n[brew]\npackages = []\n");
   EXPECT_FALSE(p.diags.has_errors());
   unsigned line = 1;
   for (const char* key : {"[apt]", "[cuda]", "[dependencies]", "[pypi-dependencies]", "[target]",

@@ -36,10 +36,10 @@ struct memory_flags {
   bool gpu_only = false;
   bool novram = false;
   bool cpu = false;
-  std::uint64_t reserve_vram = 0;   // --reserve-vram
+  std::uint64_t reserve_vram = 0;              // --reserve-vram
   std::optional<std::uint64_t> vram_headroom;  // the pager's simple headroom; default 256 MiB
   bool disable_pinned_memory = false;
-  std::optional<int> async_offload_streams;    // default: 2 on a GPU device, 0 on cpu
+  std::optional<int> async_offload_streams;  // default: 2 on a GPU device, 0 on cpu
 };
 
 struct host_settings {
@@ -51,11 +51,11 @@ struct worker_settings {
   std::chrono::milliseconds handshake_timeout{10'000};
   std::chrono::milliseconds heartbeat_interval{1'000};
   std::chrono::milliseconds call_timeout{600'000};
-  std::chrono::milliseconds restart_backoff{500};       // first delay; doubles per restart
+  std::chrono::milliseconds restart_backoff{500};  // first delay; doubles per restart
   std::chrono::milliseconds restart_backoff_max{30'000};
-  int crash_loop_limit = 5;                             // restarts within the window
+  int crash_loop_limit = 5;  // restarts within the window
   std::chrono::milliseconds crash_loop_window{60'000};
-  std::chrono::milliseconds idle_reap{0};               // 0: never reap idle workers
+  std::chrono::milliseconds idle_reap{0};  // 0: never reap idle workers
 };
 
 struct shm_settings {
@@ -71,7 +71,7 @@ struct env_settings {
 };
 
 struct pack_settings {
-  std::vector<std::filesystem::path> paths;        // explicit pack directories
+  std::vector<std::filesystem::path> paths;           // explicit pack directories
   std::optional<std::filesystem::path> custom_nodes;  // discover every pack inside
   std::vector<std::filesystem::path> library_paths;   // where native node libraries are found
 };
@@ -99,11 +99,9 @@ struct environment_reader {
 std::optional<deployment> load_deployment(const std::filesystem::path& file, diagnostics& diags,
                                           const environment_reader& env = environment_reader{});
 
-std::optional<deployment> parse_deployment_text(std::string_view text,
-                                                const std::filesystem::path& file,
-                                                diagnostics& diags,
-                                                const environment_reader& env =
-                                                    environment_reader{});
+std::optional<deployment> parse_deployment_text(
+    std::string_view text, const std::filesystem::path& file, diagnostics& diags,
+    const environment_reader& env = environment_reader{});
 
 const char* to_string(free_memory_mode mode) noexcept;
 const char* to_string(env_root_source source) noexcept;

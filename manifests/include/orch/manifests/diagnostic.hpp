@@ -13,7 +13,7 @@ enum class severity { error, warning, note };
 const char* to_string(severity s) noexcept;
 
 struct source_position {
-  std::string file;    // as given by the caller (not resolved)
+  std::string file;          // as given by the caller (not resolved)
   std::uint32_t line = 0;    // 1-based; 0 when the file as a whole is meant
   std::uint32_t column = 0;  // 1-based; 0 when unknown
 };
@@ -34,8 +34,7 @@ class diagnostics {
  public:
   void add(diagnostic d) { items_.push_back(std::move(d)); }
   void error(source_position where, std::string key, std::string message, std::string fix);
-  void warning(source_position where, std::string key, std::string message,
-               std::string fix = {});
+  void warning(source_position where, std::string key, std::string message, std::string fix = {});
   void note(source_position where, std::string key, std::string message);
 
   bool has_errors() const noexcept;

@@ -24,9 +24,9 @@ struct node_dir {
 
 struct pack_layout {
   std::filesystem::path dir;
-  std::string name;                                 // the directory's own name
+  std::string name;                                    // the directory's own name
   std::optional<std::filesystem::path> root_manifest;  // comfy-env-root.toml, if present
-  std::vector<node_dir> node_dirs;                   // sorted by relative_dir
+  std::vector<node_dir> node_dirs;                     // sorted by relative_dir
 };
 
 // Finds the bound node directories of one pack. A pack-root comfy-env.toml, which current

@@ -32,8 +32,8 @@ struct worker_table {
 struct env_manifest {
   std::filesystem::path file;
   int schema = 1;
-  std::optional<std::string> python;            // "3.11"; always a string
-  std::vector<std::string> cuda_packages;       // a scalar is normalised to a one-item list
+  std::optional<std::string> python;       // "3.11"; always a string
+  std::vector<std::string> cuda_packages;  // a scalar is normalised to a one-item list
   std::vector<std::pair<std::string, std::string>> env_vars;  // file order; values as strings
   env_options options;
   worker_table worker;

@@ -30,11 +30,10 @@ struct env_status {
 };
 
 struct env_lookup {
-  std::filesystem::path workspace_root;                 // the deployment's [env] root
-  std::vector<std::filesystem::path> library_paths;     // [packs] library_paths
+  std::filesystem::path workspace_root;              // the deployment's [env] root
+  std::vector<std::filesystem::path> library_paths;  // [packs] library_paths
 };
 
-env_status locate_env(const node_dir& dir, const env_manifest& manifest,
-                      const env_lookup& lookup);
+env_status locate_env(const node_dir& dir, const env_manifest& manifest, const env_lookup& lookup);
 
 }  // namespace orch::manifests

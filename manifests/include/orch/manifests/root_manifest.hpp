@@ -20,8 +20,8 @@ namespace orch::manifests {
 // {github|repo, tag|branch|commit} / {registry, version}.
 struct node_requirement {
   std::string name;
-  std::string section;  // "node_reqs" or "node_packs": which era wrote it
-  std::optional<std::string> source;  // the string form
+  std::string section;                        // "node_reqs" or "node_packs": which era wrote it
+  std::optional<std::string> source;          // the string form
   std::map<std::string, std::string> fields;  // the table form, values as strings
 };
 

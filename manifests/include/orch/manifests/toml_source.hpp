@@ -14,8 +14,7 @@ namespace orch::manifests {
 
 // Parses a TOML file. A missing or unreadable file, or a syntax error, adds one error (with the
 // line and column toml++ reports) and returns nullopt.
-std::optional<toml::table> parse_toml_file(const std::filesystem::path& file,
-                                           diagnostics& diags);
+std::optional<toml::table> parse_toml_file(const std::filesystem::path& file, diagnostics& diags);
 
 // Parses TOML text; `display_name` is used as the file name in diagnostics.
 std::optional<toml::table> parse_toml_text(std::string_view text, const std::string& display_name,

@@ -19,21 +19,33 @@ struct error {
 template <typename T>
 class [[nodiscard]] result {
  public:
-  result(T value) : state_(std::move(value)) {}                 // NOLINT: implicit by design
-  result(error err) : state_(std::move(err)) {}                 // NOLINT: implicit by design
+  result(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+  result(error err) : state_(std::move(err)) {}  // NOLINT: implicit by design
 
   bool ok() const noexcept { return state_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<0>(state_); }
-  const T& value() const& { assert(ok()); return std::get<0>(state_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(state_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(state_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  const error& err() const { assert(!ok()); return std::get<1>(state_); }
+  const error& err() const {
+    assert(!ok());
+    return std::get<1>(state_);
+  }
 
  private:
   std::variant<T, error> state_;
@@ -42,6 +54,8 @@ class [[nodiscard]] result {
 // A Result without a value.
 struct ok_t {};
 using status = result<ok_t>;
-inline status ok_status() { return ok_t{}; }
+inline status ok_status() {
+  return ok_t{};
+}
 
 }  // namespace orch
