@@ -1,0 +1,48 @@
+// Prompt validation with ComfyUI's error types and response shape (execution.py
+// validate_prompt; shared/reference/comfyui-memory.md §1.10), done before any node runs.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "orch/orchestrator/node_catalogue.hpp"
+#include "orch/orchestrator/prompt.hpp"
+
+namespace orch::orchestrator {
+
+struct validation_error {
+  std::string type;     // missing_node_type, required_input_missing, bad_linked_input, ...
+  std::string message;  // ComfyUI's wording
+  std::string details;
+  nlohmann::json extra_info = nlohmann::json::object();
+};
+
+struct node_error {
+  std::string class_type;
+  std::vector<validation_error> errors;
+  std::vector<std::string> dependent_outputs;
+};
+
+struct validation_report {
+  std::optional<validation_error> error;          // empty when the prompt may run
+  std::vector<std::string> outputs;               // output node ids that validated
+  std::map<std::string, node_error> node_errors;  // by node id
+
+  bool ok() const { return !error.has_value(); }
+  // {"error": {...} | null, "node_errors": {id: {...}}}, as ComfyUI's /prompt answers.
+  nlohmann::json to_json() const;
+};
+
+// Validates every output node's dependency closure. Every node whose class no pack provides is
+// reported (missing_node_type), not only the first.
+validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue);
+
+// The dependency closure of `outputs` in an order where every node follows its inputs; ties are
+// broken by node id so a run is reproducible. Requires a validated (acyclic) prompt.
+std::vector<std::string> execution_order(const prompt& p, const std::vector<std::string>& outputs);
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,266 @@
+#include "orch/orchestrator/prompt_validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+
+namespace orch::orchestrator {
+namespace {
+
+std::string render(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+std::optional<double> as_number(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    char* end = nullptr;
+    const double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(d)) return d;
+  }
+  return std::nullopt;
+}
+
+class validator {
+ public:
+  validator(const prompt& p, const node_catalogue& c) : prompt_(p), catalogue_(c) {}
+
+  validation_report run() {
+    report_missing_classes();
+    if (!report_.node_errors.empty()) {
+      report_.error = report_.node_errors.begin()->second.errors.front();
+      return std::move(report_);
+    }
+    std::vector<std::string> outputs;
+    for (const auto& [id, node] : prompt_.nodes) {
+      if (catalogue_.find(node.class_type)->output_node) outputs.push_back(id);
+    }
+    if (outputs.empty()) {
+      report_.error = validation_error{"prompt_no_outputs", "Prompt has no outputs", "", {}};
+      return std::move(report_);
+    }
+    for (const auto& out : outputs) {
+      std::set<std::string> visiting;
+      if (validate_node(out, visiting)) {
+        report_.outputs.push_back(out);
+      } else {
+        mark_dependents(out);
+      }
+    }
+    if (report_.outputs.empty()) {
+      report_.error = validation_error{
+          "prompt_outputs_failed_validation", "Prompt outputs failed validation", "", {}};
+    }
+    return std::move(report_);
+  }
+
+ private:
+  void add(const std::string& id, validation_error e) {
+    auto& entry = report_.node_errors[id];
+    entry.class_type = prompt_.nodes.at(id).class_type;
+    entry.errors.push_back(std::move(e));
+  }
+
+  void report_missing_classes() {
+    for (const auto& [id, node] : prompt_.nodes) {
+      if (catalogue_.find(node.class_type) != nullptr) continue;
+      add(id, {"missing_node_type",
+               "Node '" + node.class_type + "' not found. The custom node may not be installed.",
+               "Node ID '#" + id + "'",
+               {{"node_id", id}, {"class_type", node.class_type}, {"node_title", node.title}}});
+    }
+  }
+
+  // Every failing node reachable from `output` lists it as a dependent output.
+  void mark_dependents(const std::string& output) {
+    std::set<std::string> seen;
+    std::function<void(const std::string&)> walk = [&](const std::string& id) {
+      if (!seen.insert(id).second || !prompt_.nodes.count(id)) return;
+      if (auto it = report_.node_errors.find(id); it != report_.node_errors.end()) {
+        it->second.dependent_outputs.push_back(output);
+      }
+      for (const auto& [name, value] : prompt_.nodes.at(id).inputs) {
+        if (const auto* link = std::get_if<node_link>(&value)) walk(link->node_id);
+      }
+    };
+    walk(output);
+  }
+
+  // Returns whether `id` and everything it depends on is valid; results are memoised.
+  bool validate_node(const std::string& id, std::set<std::string>& visiting) {
+    if (auto it = verdict_.find(id); it != verdict_.end()) return it->second;
+    if (visiting.count(id)) {
+      add(id, {"dependency_cycle", "Dependency cycle detected", "", {{"node_id", id}}});
+      return false;
+    }
+    visiting.insert(id);
+    const auto& node = prompt_.nodes.at(id);
+    const auto& cls = *catalogue_.find(node.class_type);
+    bool ok = true;
+    for (const auto& input : cls.inputs) {
+      auto it = node.inputs.find(input.name);
+      if (it == node.inputs.end()) {
+        if (input.required) {
+          add(id, {"required_input_missing",
+                   "Required input is missing",
+                   input.name,
+                   {{"input_name", input.name}}});
+          ok = false;
+        }
+        continue;
+      }
+      if (const auto* link = std::get_if<node_link>(&it->second)) {
+        ok = validate_link(id, input, *link, visiting) && ok;
+      } else {
+        ok = validate_literal(id, input, std::get<nlohmann::json>(it->second)) && ok;
+      }
+    }
+    visiting.erase(id);
+    verdict_[id] = ok;
+    return ok;
+  }
+
+  bool validate_link(const std::string& id, const node_input& input, const node_link& link,
+                     std::set<std::string>& visiting) {
+    auto src = prompt_.nodes.find(link.node_id);
+    if (src == prompt_.nodes.end()) {
+      add(id, {"bad_linked_input",
+               "Bad linked input, linked node does not exist",
+               input.name + ": node '" + link.node_id + "' is not in the prompt",
+               {{"input_name", input.name}}});
+      return false;
+    }
+    const auto& src_cls = *catalogue_.find(src->second.class_type);
+    if (link.slot >= static_cast<std::int64_t>(src_cls.outputs.size())) {
+      add(id, {"bad_linked_input",
+               "Bad linked input, output slot out of range",
+               input.name + ": node '" + link.node_id + "' (" + src_cls.class_type + ") has " +
+                   std::to_string(src_cls.outputs.size()) + " output(s), slot " +
+                   std::to_string(link.slot) + " requested",
+               {{"input_name", input.name}}});
+      return false;
+    }
+    const auto& received = src_cls.outputs[static_cast<std::size_t>(link.slot)];
+    const bool compatible = input.type == "*" || received == "*" || received == input.type ||
+                            (input.type == "COMBO" && received == "STRING");
+    bool ok = true;
+    if (!compatible) {
+      add(id,
+          {"return_type_mismatch",
+           "Return type mismatch between linked nodes",
+           input.name + ", received_type(" + received + ") mismatch input_type(" + input.type + ")",
+           {{"input_name", input.name},
+            {"received_type", received},
+            {"linked_node", {link.node_id, link.slot}}}});
+      ok = false;
+    }
+    return validate_node(link.node_id, visiting) && ok;
+  }
+
+  bool validate_literal(const std::string& id, const node_input& input,
+                        const nlohmann::json& value) {
+    if (looks_like_link(value) || (value.is_array() && input.type != "COMBO")) {
+      add(id, {"bad_linked_input",
+               "Bad linked input, must be a length-2 list of [node_id, slot_index]",
+               input.name,
+               {{"input_name", input.name}, {"received_value", value}}});
+      return false;
+    }
+    const nlohmann::json extra = {{"input_name", input.name}, {"received_value", value}};
+    if (input.type == "INT" || input.type == "FLOAT") {
+      auto number = as_number(value);
+      if (!number ||
+          (input.type == "INT" && value.is_number_float() && *number != std::floor(*number))) {
+        add(id,
+            {"invalid_input_type",
+             "Failed to convert an input " + input.name + " value to a " + input.type + " value",
+             input.name + ", " + render(value), extra});
+        return false;
+      }
+      if (input.min && *number < *input.min) {
+        add(id, {"value_smaller_than_min",
+                 "Value " + render(value) + " smaller than min of " + render(*input.min),
+                 input.name, extra});
+        return false;
+      }
+      if (input.max && *number > *input.max) {
+        add(id, {"value_bigger_than_max",
+                 "Value " + render(value) + " bigger than max of " + render(*input.max), input.name,
+                 extra});
+        return false;
+      }
+    } else if (input.type == "BOOLEAN" && !value.is_boolean()) {
+      add(id, {"invalid_input_type",
+               "Failed to convert an input " + input.name + " value to a BOOLEAN value",
+               input.name + ", " + render(value), extra});
+      return false;
+    } else if (input.type == "COMBO") {
+      const auto text = render(value);
+      if (std::find(input.options.begin(), input.options.end(), text) == input.options.end()) {
+        nlohmann::json options = input.options;
+        add(id,
+            {"value_not_in_list",
+             "Value not in list",
+             input.name + ": '" + text + "' not in " + options.dump(),
+             {{"input_name", input.name}, {"received_value", value}, {"input_config", options}}});
+        return false;
+      }
+    }
+    return true;
+  }
+
+  const prompt& prompt_;
+  const node_catalogue& catalogue_;
+  validation_report report_;
+  std::map<std::string, bool> verdict_;
+};
+
+nlohmann::json error_to_json(const validation_error& e) {
+  return {{"type", e.type},
+          {"message", e.message},
+          {"details", e.details},
+          {"extra_info", e.extra_info}};
+}
+
+}  // namespace
+
+nlohmann::json validation_report::to_json() const {
+  nlohmann::json nodes = nlohmann::json::object();
+  for (const auto& [id, ne] : node_errors) {
+    auto errors = nlohmann::json::array();
+    for (const auto& e : ne.errors) errors.push_back(error_to_json(e));
+    nodes[id] = {{"errors", errors},
+                 {"dependent_outputs", ne.dependent_outputs},
+                 {"class_type", ne.class_type}};
+  }
+  return {{"error", error ? error_to_json(*error) : nlohmann::json(nullptr)},
+          {"node_errors", nodes}};
+}
+
+validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue) {
+  return validator(p, catalogue).run();
+}
+
+std::vector<std::string> execution_order(const prompt& p, const std::vector<std::string>& outputs) {
+  std::vector<std::string> order;
+  std::set<std::string> done;
+  std::function<void(const std::string&)> visit = [&](const std::string& id) {
+    if (done.count(id) || !p.nodes.count(id)) return;
+    done.insert(id);  // inserted first: a cycle (already rejected by validation) cannot recurse
+    std::set<std::string> deps;
+    for (const auto& [name, value] : p.nodes.at(id).inputs) {
+      if (const auto* link = std::get_if<node_link>(&value)) deps.insert(link->node_id);
+    }
+    for (const auto& dep : deps) visit(dep);
+    order.push_back(id);
+  };
+  std::vector<std::string> sorted = outputs;
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& out : sorted) visit(out);
+  return order;
+}
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,181 @@
+// Validation with ComfyUI's error types, one behaviour per test.
+#include <gtest/gtest.h>
+
+#include "orch/orchestrator/prompt_validation.hpp"
+
+namespace orch::orchestrator {
+namespace {
+
+node_catalogue catalogue() {
+  node_catalogue c;
+  (void)c.add({"MakeImage",
+               "Make Image",
+               "image",
+               {{"width", "INT", true, 64, 1, 4096, {}},
+                {"fill", "FLOAT", false, 0.5, 0, 1, {}},
+                {"mode", "COMBO", false, "rgb", {}, {}, {"rgb", "gray"}}},
+               {"IMAGE"},
+               false,
+               false,
+               "imageops-nodes"});
+  (void)c.add({"Invert",
+               "Invert",
+               "image",
+               {{"image", "IMAGE", true, {}, {}, {}, {}}},
+               {"IMAGE"},
+               false,
+               false,
+               "imageops-nodes"});
+  (void)c.add({"LoadModel", "Load Model", "model", {}, {"MODEL"}, false, false, "sampler"});
+  (void)c.add(
+      {"Save",
+       "Save",
+       "image",
+       {{"image", "IMAGE", true, {}, {}, {}, {}}, {"flag", "BOOLEAN", false, {}, {}, {}, {}}},
+       {},
+       true,
+       false,
+       "imageops-nodes"});
+  return c;
+}
+
+validation_report check(const std::string& json) {
+  auto p = parse_prompt(json);
+  EXPECT_TRUE(p.ok()) << p.err().message;
+  return validate_prompt(*p, catalogue());
+}
+
+const validation_error& only_error(const validation_report& r, const std::string& node) {
+  static const validation_error none{};
+  auto it = r.node_errors.find(node);
+  EXPECT_NE(it, r.node_errors.end()) << r.to_json().dump(2);
+  if (it == r.node_errors.end()) return none;
+  EXPECT_EQ(it->second.errors.size(), 1u) << r.to_json().dump(2);
+  return it->second.errors.at(0);
+}
+
+TEST(prompt_validation, valid_chain_yields_its_output) {
+  auto r = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8}},
+                     "2": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["2", 0]}}})");
+  EXPECT_TRUE(r.ok()) << r.to_json().dump(2);
+  EXPECT_EQ(r.outputs, std::vector<std::string>{"3"});
+  EXPECT_TRUE(r.node_errors.empty());
+}
+
+TEST(prompt_validation, missing_node_type_names_id_and_class) {
+  auto r = check(R"({"4": {"class_type": "Nope", "inputs": {}, "_meta": {"title": "T"}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["4", 0]}}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->type, "missing_node_type");
+  const auto& e = only_error(r, "4");
+  EXPECT_EQ(e.message, "Node 'Nope' not found. The custom node may not be installed.");
+  EXPECT_EQ(e.details, "Node ID '#4'");
+  EXPECT_EQ(e.extra_info["node_title"], "T");
+}
+
+TEST(prompt_validation, no_output_node_is_prompt_no_outputs) {
+  auto r = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8}}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->type, "prompt_no_outputs");
+}
+
+TEST(prompt_validation, required_input_missing) {
+  auto r = check(R"({"3": {"class_type": "Save", "inputs": {}}})");
+  EXPECT_EQ(r.error->type, "prompt_outputs_failed_validation");
+  const auto& e = only_error(r, "3");
+  EXPECT_EQ(e.type, "required_input_missing");
+  EXPECT_EQ(e.details, "image");
+  EXPECT_EQ(r.node_errors.at("3").dependent_outputs, std::vector<std::string>{"3"});
+}
+
+TEST(prompt_validation, link_to_absent_node_is_bad_linked_input) {
+  auto r = check(R"({"3": {"class_type": "Save", "inputs": {"image": ["9", 0]}}})");
+  EXPECT_EQ(only_error(r, "3").type, "bad_linked_input");
+}
+
+TEST(prompt_validation, link_slot_out_of_range_is_bad_linked_input) {
+  auto r = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["1", 3]}}})");
+  EXPECT_EQ(only_error(r, "3").type, "bad_linked_input");
+}
+
+TEST(prompt_validation, malformed_link_is_bad_linked_input) {
+  auto r = check(R"({"3": {"class_type": "Save", "inputs": {"image": ["1", "x"]}}})");
+  EXPECT_EQ(only_error(r, "3").type, "bad_linked_input");
+}
+
+TEST(prompt_validation, wrong_linked_type_is_return_type_mismatch) {
+  auto r = check(R"({"1": {"class_type": "LoadModel", "inputs": {}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  const auto& e = only_error(r, "3");
+  EXPECT_EQ(e.type, "return_type_mismatch");
+  EXPECT_EQ(e.details, "image, received_type(MODEL) mismatch input_type(IMAGE)");
+}
+
+TEST(prompt_validation, below_min_and_above_max) {
+  auto low = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 0}},
+                       "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_EQ(only_error(low, "1").type, "value_smaller_than_min");
+  auto high = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8, "fill": 2.5}},
+                        "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_EQ(only_error(high, "1").type, "value_bigger_than_max");
+  EXPECT_EQ(only_error(high, "1").details, "fill");
+}
+
+TEST(prompt_validation, combo_value_outside_the_list) {
+  auto r = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8, "mode": "cmyk"}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  const auto& e = only_error(r, "1");
+  EXPECT_EQ(e.type, "value_not_in_list");
+  EXPECT_EQ(e.details, R"(mode: 'cmyk' not in ["rgb","gray"])");
+}
+
+TEST(prompt_validation, unconvertible_literal_is_invalid_input_type) {
+  auto r = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": "wide"}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["1", 0], "flag": "no"}}})");
+  EXPECT_EQ(only_error(r, "1").type, "invalid_input_type");
+  EXPECT_EQ(only_error(r, "3").type, "invalid_input_type");
+}
+
+TEST(prompt_validation, cycle_is_dependency_cycle) {
+  auto r = check(R"({"1": {"class_type": "Invert", "inputs": {"image": ["2", 0]}},
+                     "2": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  ASSERT_FALSE(r.ok());
+  bool found = false;
+  for (const auto& [id, ne] : r.node_errors) {
+    for (const auto& e : ne.errors) found = found || e.type == "dependency_cycle";
+  }
+  EXPECT_TRUE(found) << r.to_json().dump(2);
+}
+
+TEST(prompt_validation, one_bad_output_does_not_block_a_good_one) {
+  auto r = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}},
+                     "4": {"class_type": "Save", "inputs": {}}})");
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.outputs, std::vector<std::string>{"3"});
+  EXPECT_EQ(r.node_errors.count("4"), 1u);
+}
+
+TEST(prompt_validation, json_shape_matches_comfyui) {
+  auto r = check(R"({"3": {"class_type": "Save", "inputs": {}}})");
+  const auto j = r.to_json();
+  EXPECT_EQ(j["error"]["type"], "prompt_outputs_failed_validation");
+  EXPECT_EQ(j["node_errors"]["3"]["class_type"], "Save");
+  EXPECT_EQ(j["node_errors"]["3"]["errors"][0]["type"], "required_input_missing");
+  EXPECT_EQ(j["node_errors"]["3"]["dependent_outputs"][0], "3");
+}
+
+TEST(execution_order, dependencies_first_and_only_the_closure) {
+  auto p = parse_prompt(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8}},
+                            "2": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
+                            "9": {"class_type": "MakeImage", "inputs": {"width": 8}},
+                            "3": {"class_type": "Save", "inputs": {"image": ["2", 0]}}})");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(execution_order(*p, {"3"}), (std::vector<std::string>{"1", "2", "3"}));
+}
+
+}  // namespace
+}  // namespace orch::orchestrator
