@@ -28,6 +28,8 @@ void host_link::detach() noexcept {
   std::lock_guard lock(mutex_);
   services_ = {};
   attached_ = false;
+  redirect_ = nullptr;
+  redirect_ctx_ = nullptr;
 }
 
 void host_link::log(int32_t level, const char* format, ...) const noexcept {
@@ -37,7 +39,17 @@ void host_link::log(int32_t level, const char* format, ...) const noexcept {
   std::vsnprintf(buffer, sizeof buffer, format, args);
   va_end(args);
   std::lock_guard lock(mutex_);
+  if (redirect_ != nullptr) {
+    redirect_(redirect_ctx_, level, buffer);
+    return;
+  }
   if (attached_ && services_.log != nullptr) services_.log(services_.ctx, level, name_, buffer);
+}
+
+void host_link::redirect(redirect_fn fn, void* ctx) noexcept {
+  std::lock_guard lock(mutex_);
+  redirect_ = fn;
+  redirect_ctx_ = ctx;
 }
 
 uint64_t host_link::now_ns() const noexcept {

@@ -25,12 +25,17 @@ class host_link {
   uint64_t now_ns() const noexcept;  // host clock, else CLOCK_MONOTONIC
   void report_release(uint32_t reason, int32_t device, uint64_t bytes) const noexcept;
   const char* name() const noexcept { return name_; }
+  // L4's log callback (pager set_log_callback): when set, logs go there instead of the host sink.
+  using redirect_fn = void (*)(void* ctx, int32_t level, const char* message);
+  void redirect(redirect_fn fn, void* ctx) noexcept;
 
  private:
   const char* name_;
   mutable std::mutex mutex_;  // guards services_ against a concurrent shutdown
   orch_host_services services_{};
   bool attached_ = false;
+  redirect_fn redirect_ = nullptr;
+  void* redirect_ctx_ = nullptr;
 };
 
 uint64_t monotonic_ns() noexcept;

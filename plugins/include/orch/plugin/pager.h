@@ -27,6 +27,8 @@ typedef struct orch_region orch_region; /* owned by its pager */
 #define ORCH_PRESSURE_NONE 1u    /* simple term only (the polled term is ignored) */
 
 #define ORCH_RECLAIM_TRY_LOCK 1u
+/* `bytes` is a request size: evict budget_deficit(bytes) instead (the allocator path, §4.7). */
+#define ORCH_RECLAIM_DEFICIT 2u
 
 /* Residency flags (region_residency). */
 #define ORCH_PAGE_RESIDENT 1u
