@@ -15,6 +15,13 @@
 #include "orch/plugin/sim.h"
 #include "orch/plugins/loader.hpp"
 
+// GTEST_SKIP and fatal assertions only leave the function they are in: a test body that calls a
+// helper which may skip or fail must return right after it.
+#define ORCH_RETURN_IF_SKIPPED()                                                 \
+  do {                                                                           \
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return; \
+  } while (0)
+
 namespace orch::test {
 
 inline constexpr uint64_t MiB = 1ull << 20;

@@ -96,10 +96,6 @@ class pager_conformance : public ::testing::Test {
     return b;
   }
 
-  void require_sim() {
-    if (!env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
-  }
-
   std::unique_ptr<device_env> env_;
   std::unique_ptr<plugins::plugin_library> lib_;
   const orch_pager_api* api_ = nullptr;
@@ -141,6 +137,7 @@ TYPED_TEST_P(pager_conformance, steady_state_sits_one_weight_below_the_simple_bu
   const uint64_t expected[] = {55, 54, 53, 52};
   for (uint64_t w = 1; w <= 4; ++w) {
     this->start(2 * GiB);
+    ORCH_RETURN_IF_SKIPPED();
     orch_region* r = this->region(64 * page);
     this->run_model(r, 64 / w, w);
     EXPECT_EQ(this->info(r).watermark, expected[w - 1]) << "weights of " << w << " pages";
@@ -190,7 +187,10 @@ TYPED_TEST_P(pager_conformance, fault_above_watermark_returns_oom_without_mappin
 // §6.7 (6): prioritize resets the watermark; re-faulted pages get new serials and, on the
 // backing store, their old contents are gone (poisoned).
 TYPED_TEST_P(pager_conformance, prioritize_resets_watermark_and_refaults_get_new_serials) {
-  if (this->env_->is_sim()) this->start(1 * GiB, 0, ORCH_SIM_FREE_DEVICE, /*backing=*/true);
+  if (this->env_->is_sim()) {
+    this->start(1 * GiB, 0, ORCH_SIM_FREE_DEVICE, /*backing=*/true);
+    ORCH_RETURN_IF_SKIPPED();
+  }
   orch_region* r = this->region(32 * page);
   std::vector<uint64_t> first;
   std::vector<uint64_t> again;
@@ -278,6 +278,7 @@ TYPED_TEST_P(pager_conformance, region_evict_returns_bytes_freed_and_respects_li
 // region at 55 pages on 2 GiB is a 396 MiB deficit, i.e. 13 pages (§5.3).
 TYPED_TEST_P(pager_conformance, allocator_request_reclaims_the_deficit_of_size_plus_slack) {
   this->start(2 * GiB);
+  ORCH_RETURN_IF_SKIPPED();
   orch_region* r = this->region(64 * page);
   this->run_model(r, 64, 1);
   ASSERT_EQ(this->info(r).resident_pages, 55u);
@@ -293,8 +294,9 @@ TYPED_TEST_P(pager_conformance, allocator_request_reclaims_the_deficit_of_size_p
 // §6.7 (10): usage by another process is seen only once the poll interval has passed: 152 MiB
 // of deficit, 5 pages (§5.3).
 TYPED_TEST_P(pager_conformance, external_usage_is_seen_only_after_the_poll_interval) {
-  this->require_sim();
+  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
   this->start(2 * GiB);
+  ORCH_RETURN_IF_SKIPPED();
   const orch_sim_api* sim = this->env_->sim();
   orch_device* dev = this->env_->control();
   ASSERT_EQ(sim->set_clock(dev, 1000000000ull), ORCH_OK);
@@ -319,7 +321,7 @@ TYPED_TEST_P(pager_conformance, external_usage_is_seen_only_after_the_poll_inter
 // §6.7 (11): other processes' usage counts inside the simple reserve; the extra headroom stays
 // actually free on top of both terms.
 TYPED_TEST_P(pager_conformance, simple_headroom_absorbs_other_usage_extra_headroom_does_not) {
-  this->require_sim();
+  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
   const auto steady = [this](uint64_t other, uint64_t extra) {
     this->start(2 * GiB, extra);
     EXPECT_EQ(this->api_->set_simple_headroom(512 * MiB), ORCH_OK);
@@ -337,7 +339,7 @@ TYPED_TEST_P(pager_conformance, simple_headroom_absorbs_other_usage_extra_headro
 
 // §6.7 (12): a non-OOM backend error answers DEVICE_ERROR and leaves the state consistent.
 TYPED_TEST_P(pager_conformance, backend_error_returns_device_error_and_state_stays_consistent) {
-  this->require_sim();
+  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
   const orch_sim_api* sim = this->env_->sim();
   orch_device* dev = this->env_->control();
   orch_region* r = this->region(32 * page);
@@ -375,7 +377,7 @@ TYPED_TEST_P(pager_conformance, second_init_and_double_shutdown_are_harmless) {
 
 // §6.7 (14): two devices do not interact.
 TYPED_TEST_P(pager_conformance, two_devices_do_not_interact) {
-  this->require_sim();
+  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
   device_env second;
   ASSERT_EQ(second.open(TypeParam::get(), 1 * GiB), "");
   orch_pager_config c = pager_config(second, ORCH_LEVEL_2);
@@ -432,7 +434,7 @@ TYPED_TEST_P(pager_conformance, concurrent_fault_and_reclaim_keep_the_books_exac
 
 // Sync discipline (§4.8): the hit path never synchronises; an eviction pass syncs twice.
 TYPED_TEST_P(pager_conformance, hit_path_never_syncs_and_eviction_syncs_twice) {
-  this->require_sim();
+  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
   orch_region* r = this->region(32 * page);
   ASSERT_EQ(this->fault(r, 0, 4), ORCH_OK);
   this->unpin(r, 0, 4);
@@ -451,6 +453,7 @@ TYPED_TEST_P(pager_conformance, hit_path_never_syncs_and_eviction_syncs_twice) {
 // The budget cap bounds what one process may hold, whatever the device has.
 TYPED_TEST_P(pager_conformance, budget_cap_bounds_the_process) {
   this->start(4 * GiB);
+  ORCH_RETURN_IF_SKIPPED();
   ASSERT_EQ(this->api_->set_budget_cap(this->pager_, 1 * GiB), ORCH_OK);
   uint64_t clamped = 0;
   orch_region* r = this->region(64 * page, &clamped);

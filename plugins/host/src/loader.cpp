@@ -129,6 +129,8 @@ status plugin_library::init(const orch_host_services* host) {
   return error{"init_failed", real_path_.string() + ": init returned " + status_name(st)};
 }
 
+void* plugin_library::symbol(const char* name) const noexcept { return dlsym(handle_, name); }
+
 void plugin_library::shutdown() noexcept {
   if (!initialised_) return;
   table_->shutdown();

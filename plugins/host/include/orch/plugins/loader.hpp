@@ -32,6 +32,8 @@ class plugin_library {
   const orch_plugin_table& table() const noexcept { return *table_; }
   const std::filesystem::path& path() const noexcept { return path_; }
   const std::filesystem::path& real_path() const noexcept { return real_path_; }
+  // Another exported symbol (the allocator's orch_torch_malloc / orch_torch_free), or nullptr.
+  void* symbol(const char* name) const noexcept;
 
   // Idempotent: a second call is OK and changes nothing. host may be nullptr (default_host
   // services are then used). A failed init leaves the plugin down.
