@@ -73,7 +73,8 @@ status validate_table(const orch_plugin_table* t, const std::string& origin) {
   return ok_status();
 }
 
-result<std::unique_ptr<plugin_library>> plugin_library::open(const fs::path& path) {
+result<std::unique_ptr<plugin_library>> plugin_library::open(const fs::path& path,
+                                                             bool announce) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     return error{"not_found", path.string() + ": plugin file not found; check the [plugins] "
@@ -102,7 +103,7 @@ result<std::unique_ptr<plugin_library>> plugin_library::open(const fs::path& pat
     dlclose(handle);
     return st.err();
   }
-  spdlog::info("plugin loaded: name={} kind={} backend={} version={} levels=[{},{}] path={}",
+  spdlog::log(announce ? spdlog::level::info : spdlog::level::debug, "plugin loaded: name={} kind={} backend={} version={} levels=[{},{}] path={}",
                table->name, kind_name(table->kind), backend_name(table->backend), table->version,
                table->min_level, table->max_level, real_path.string());
   return std::unique_ptr<plugin_library>(new plugin_library(handle, table, path, real_path));

@@ -1,6 +1,7 @@
 #include "orch/plugins/registry.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <system_error>
 #include <tuple>
@@ -36,7 +37,7 @@ registry_report scan_directories(const std::vector<fs::path>& directories) {
       if (e.path().extension() == ".so") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
-      auto lib = plugin_library::open(file);
+      auto lib = plugin_library::open(file, /*announce=*/false);
       if (!lib) {
         report.skipped.push_back({file, lib.err().code, lib.err().message});
         continue;
@@ -92,6 +93,32 @@ std::string format_table(const registry_report& report) {
     for (const auto& s : report.skipped) out << "  [" << s.code << "] " << s.message << "\n";
   }
   return out.str();
+}
+
+std::vector<fs::path> plugin_directories(const std::vector<std::string>& explicit_dirs,
+                                         const fs::path& fallback) {
+  std::vector<fs::path> dirs(explicit_dirs.begin(), explicit_dirs.end());
+  if (!dirs.empty()) return dirs;
+  if (const char* env = std::getenv("ORCH_PLUGIN_PATH"); env != nullptr && env[0] != '\0') {
+    std::string path(env);
+    size_t start = 0;
+    while (start <= path.size()) {
+      const size_t colon = std::min(path.find(':', start), path.size());
+      if (colon > start) dirs.emplace_back(path.substr(start, colon - start));
+      start = colon + 1;
+    }
+    return dirs;
+  }
+  return {fallback};
+}
+
+int run_plugins_command(const std::vector<fs::path>& directories, bool json, std::ostream& out) {
+  const registry_report report = scan_directories(directories);
+  if (json)
+    out << to_json(report).dump(2) << "\n";
+  else
+    out << format_table(report);
+  return report.plugins.empty() ? 1 : 0;
 }
 
 }  // namespace orch::plugins

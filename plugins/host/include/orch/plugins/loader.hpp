@@ -22,8 +22,10 @@ namespace orch::plugins {
 
 class plugin_library {
  public:
-  // Loads and validates; logs the real path at info level.
-  static result<std::unique_ptr<plugin_library>> open(const std::filesystem::path& path);
+  // Loads and validates; logs the real path (info level, or debug when !announce: a registry
+  // scan only reads tables).
+  static result<std::unique_ptr<plugin_library>> open(const std::filesystem::path& path,
+                                                      bool announce = true);
 
   plugin_library(const plugin_library&) = delete;
   plugin_library& operator=(const plugin_library&) = delete;

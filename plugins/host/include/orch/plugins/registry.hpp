@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,15 @@ registry_report scan_directories(const std::vector<std::filesystem::path>& direc
 
 nlohmann::json to_json(const registry_report& report);
 std::string format_table(const registry_report& report);
+
+// The directories to scan: the explicit ones when given; else $ORCH_PLUGIN_PATH (colon-separated)
+// when set; else `fallback` (the build's plugin directory).
+std::vector<std::filesystem::path> plugin_directories(
+    const std::vector<std::string>& explicit_dirs, const std::filesystem::path& fallback);
+
+// `comfy-orch plugins [--json]`: scans, prints a table or JSON to `out`, and returns the exit
+// status: 0 when at least one plugin was found, 1 otherwise.
+int run_plugins_command(const std::vector<std::filesystem::path>& directories, bool json,
+                        std::ostream& out);
 
 }  // namespace orch::plugins
