@@ -100,7 +100,7 @@ orch_status cpu_phys_release(orch_device* dev, uint64_t handle) {
   std::lock_guard lock(dev->mutex);
   auto it = dev->handles.find(handle);
   if (it == dev->handles.end()) return ORCH_INVALID;
-  for (const auto& [va, m] : dev->maps)
+  for (const auto& [va, m] : dev->maps)  // a few cast-buffer chunks at most on cpu
     if (m.second == handle) return ORCH_INVALID;
   std::free(it->second.second);
   dev->handles.erase(it);

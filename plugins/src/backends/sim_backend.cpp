@@ -28,6 +28,7 @@ struct orch_device {
   struct phys {
     uint64_t size;
     unsigned char* backing;  // NULL without a backing store
+    uint32_t mappings;       // a mapped handle cannot be released (as on CUDA)
   };
   struct mapping {
     uint64_t size;
@@ -264,7 +265,7 @@ orch_status sim_phys_create(orch_device* dev, uint64_t size, uint64_t* handle) {
   seg->creates.fetch_add(1);
   std::lock_guard lock(dev->mutex);
   const uint64_t h = dev->next_handle++;
-  dev->handles.emplace(h, orch_device::phys{size, backing});
+  dev->handles.emplace(h, orch_device::phys{size, backing, 0});
   *handle = h;
   return ORCH_OK;
 }
@@ -273,9 +274,7 @@ orch_status sim_phys_release(orch_device* dev, uint64_t handle) {
   if (dev == nullptr) return ORCH_INVALID;
   std::lock_guard lock(dev->mutex);
   auto it = dev->handles.find(handle);
-  if (it == dev->handles.end()) return ORCH_INVALID;
-  for (const auto& [va, m] : dev->maps)
-    if (m.handle == handle) return ORCH_INVALID;  // still mapped: unmap first, as on CUDA
+  if (it == dev->handles.end() || it->second.mappings != 0) return ORCH_INVALID;
   release_phys_locked(dev, it);
   return ORCH_OK;
 }
@@ -288,6 +287,7 @@ orch_status sim_map(orch_device* dev, uint64_t va, uint64_t size, uint64_t handl
   if (it == dev->handles.end() || it->second.size != size || dev->maps.count(va) != 0)
     return ORCH_INVALID;
   dev->maps.emplace(va, orch_device::mapping{size, handle});
+  ++it->second.mappings;
   dev->seg->maps.fetch_add(1);
   return ORCH_OK;
 }
@@ -297,6 +297,8 @@ orch_status sim_unmap(orch_device* dev, uint64_t va, uint64_t size) {
   std::lock_guard lock(dev->mutex);
   auto it = dev->maps.find(va);
   if (it == dev->maps.end() || it->second.size != size) return ORCH_INVALID;
+  if (auto ph = dev->handles.find(it->second.handle); ph != dev->handles.end())
+    --ph->second.mappings;
   dev->maps.erase(it);
   dev->seg->unmaps.fetch_add(1);
   return ORCH_OK;
