@@ -3,8 +3,15 @@
 //   BM_evict_10000_pages    lowering a watermark over 10,000 resident pages (items = pages);
 //   BM_cast_grow_reset      growing a cast buffer by 16 chunks of 16 MiB, then reset.
 // Plugins go through the real loader, so every call crosses the C ABI as in production.
+// Each has a floor measured in the same run (DESIGN.md §5: claims are ratios against a floor):
+//   BM_floor_two_locked_calls   two indirect calls that each take an uncontended mutex;
+//   BM_floor_sim_release_10000  the sim backend's own unmap + release of 10,000 pages;
+//   BM_floor_sim_commit_16      the sim backend's reserve + 16 x (create + map) and back.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
+
+#include <mutex>
+#include <vector>
 
 #include "orch/plugin/allocator.h"
 #include "orch/plugin/pager.h"
@@ -15,6 +22,27 @@ namespace {
 
 using orch::plugins::plugin_library;
 constexpr uint64_t MiB = 1ull << 20;
+
+struct floor_state {
+  std::mutex mutex;
+  uint64_t value = 0;
+};
+
+__attribute__((noinline)) void locked_increment(floor_state* f) {
+  std::lock_guard lock(f->mutex);
+  benchmark::DoNotOptimize(++f->value);
+}
+
+void BM_floor_two_locked_calls(benchmark::State& state) {
+  floor_state f;
+  void (*volatile call)(floor_state*) = locked_increment;
+  for (auto _ : state) {
+    call(&f);
+    call(&f);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+BENCHMARK(BM_floor_two_locked_calls);
 
 struct sim_rig {
   std::unique_ptr<plugin_library> backend;
@@ -85,6 +113,34 @@ void BM_evict_10000_pages(benchmark::State& state) {
 }
 BENCHMARK(BM_evict_10000_pages)->Unit(benchmark::kMicrosecond);
 
+void BM_floor_sim_release_10000(benchmark::State& state) {
+  constexpr uint64_t pages = 10000;
+  constexpr uint64_t page = 2 * MiB;
+  sim_rig rig(pages * page + 1024 * MiB, page);
+  const orch_backend_api* be = rig.backend->table().backend_api;
+  orch_device_config dc{sizeof(orch_device_config), 0, rig.fd, 0};
+  orch_device* d = nullptr;
+  be->device_open(&dc, &d);
+  uint64_t va = 0;
+  be->va_reserve(d, pages * page, &va);
+  std::vector<uint64_t> handles(pages);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (uint64_t i = 0; i < pages; ++i) {
+      be->phys_create(d, page, &handles[i]);
+      be->map(d, va + i * page, page, handles[i]);
+    }
+    state.ResumeTiming();
+    for (uint64_t i = pages; i-- > 0;) {
+      be->unmap(d, va + i * page, page);
+      be->phys_release(d, handles[i]);
+    }
+  }
+  be->device_close(d);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * pages));
+}
+BENCHMARK(BM_floor_sim_release_10000)->Unit(benchmark::kMicrosecond);
+
 void BM_cast_grow_reset(benchmark::State& state) {
   sim_rig rig(4096 * MiB, 32 * MiB);
   auto lib = plugin_library::open(ORCH_TEST_PLUGIN_ALLOCATOR_SIM, false).value();
@@ -108,6 +164,31 @@ void BM_cast_grow_reset(benchmark::State& state) {
   lib->shutdown();
 }
 BENCHMARK(BM_cast_grow_reset)->Unit(benchmark::kMicrosecond);
+
+void BM_floor_sim_commit_16(benchmark::State& state) {
+  sim_rig rig(4096 * MiB, 32 * MiB);
+  const orch_backend_api* be = rig.backend->table().backend_api;
+  orch_device_config dc{sizeof(orch_device_config), 0, rig.fd, 0};
+  orch_device* d = nullptr;
+  be->device_open(&dc, &d);
+  uint64_t handles[16];
+  for (auto _ : state) {
+    uint64_t va = 0;
+    be->va_reserve(d, 16ull << 30, &va);
+    for (uint64_t i = 0; i < 16; ++i) {
+      be->phys_create(d, 16 * MiB, &handles[i]);
+      be->map(d, va + i * 16 * MiB, 16 * MiB, handles[i]);
+    }
+    for (uint64_t i = 0; i < 16; ++i) {
+      be->unmap(d, va + i * 16 * MiB, 16 * MiB);
+      be->phys_release(d, handles[i]);
+    }
+    be->va_free(d, va, 16ull << 30);
+  }
+  be->device_close(d);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * 16));
+}
+BENCHMARK(BM_floor_sim_commit_16)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
