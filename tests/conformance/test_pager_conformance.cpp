@@ -171,6 +171,97 @@ TYPED_TEST_P(pager_conformance, eviction_while_pinned_frees_at_unpin) {
   EXPECT_EQ(this->stats().evictions, 4u);
 }
 
+// Residency queries: per-page flags, resident and pinned bytes.
+TYPED_TEST_P(pager_conformance, residency_queries_report_resident_and_pinned_pages) {
+  orch_region* r = this->region(8 * page);
+  ASSERT_EQ(this->fault(r, 0, 3), ORCH_OK);
+  this->unpin(r, 0, 1);
+  std::vector<uint8_t> flags(8);
+  size_t len = 0;
+  ASSERT_EQ(this->api_->region_residency(r, flags.data(), flags.size(), &len), ORCH_OK);
+  EXPECT_EQ(len, 8u);
+  const uint8_t both = ORCH_PAGE_RESIDENT | ORCH_PAGE_PINNED;
+  EXPECT_EQ(flags, (std::vector<uint8_t>{ORCH_PAGE_RESIDENT, both, both, 0, 0, 0, 0, 0}));
+  uint64_t bytes = 0;
+  ASSERT_EQ(this->api_->pinned_bytes(this->pager_, &bytes), ORCH_OK);
+  EXPECT_EQ(bytes, 2 * page);
+  ASSERT_EQ(this->api_->region_resident_bytes(r, &bytes), ORCH_OK);
+  EXPECT_EQ(bytes, 3 * page);
+  EXPECT_EQ(this->api_->region_residency(r, flags.data(), 4, &len), ORCH_INVALID);
+  EXPECT_EQ(len, 8u);
+}
+
+// deprioritize moves a region to the bottom: it is evicted first.
+TYPED_TEST_P(pager_conformance, deprioritize_makes_a_region_the_first_to_be_evicted) {
+  orch_region* older = this->region(4 * page);
+  orch_region* newer = this->region(4 * page);
+  ASSERT_EQ(this->fault(older, 0, 2), ORCH_OK);
+  ASSERT_EQ(this->fault(newer, 0, 2), ORCH_OK);
+  this->unpin(older, 0, 2);
+  this->unpin(newer, 0, 2);
+  ASSERT_EQ(this->api_->region_deprioritize(newer), ORCH_OK);
+  uint64_t freed = 0;
+  ASSERT_EQ(this->api_->reclaim(this->pager_, page, 0, &freed), ORCH_OK);
+  EXPECT_EQ(freed, page);
+  EXPECT_EQ(this->info(newer).resident_pages, 1u);
+  EXPECT_EQ(this->info(older).resident_pages, 2u);
+  EXPECT_EQ(this->info(newer).watermark, 1u);
+  ASSERT_EQ(this->api_->region_deprioritize(older), ORCH_OK);
+  ASSERT_EQ(this->api_->reclaim(this->pager_, page, 0, &freed), ORCH_OK);
+  EXPECT_EQ(this->info(older).resident_pages, 1u);
+  EXPECT_EQ(this->info(newer).resident_pages, 1u);
+  ASSERT_EQ(this->api_->region_deprioritize(newer), ORCH_OK);
+  EXPECT_EQ(this->info(newer).watermark, 4u);  // the move resets the watermark
+}
+
+// A driver OOM while mapping reclaims once and retries once (§4.2); a second OOM on the retry
+// is an error, as in aimdo ("VRAM Allocation failed").
+TYPED_TEST_P(pager_conformance, driver_oom_reclaims_once_then_retries_once) {
+  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
+  const orch_sim_api* sim = this->env_->sim();
+  orch_region* older = this->region(4 * page);
+  ASSERT_EQ(this->fault(older, 0, 4), ORCH_OK);
+  this->unpin(older, 0, 4);
+  orch_region* newer = this->region(4 * page);
+  ASSERT_EQ(sim->inject_fault(this->env_->control(), ORCH_SIM_FAULT_CREATE_OOM, 1), ORCH_OK);
+  EXPECT_EQ(this->fault(newer, 0, 1), ORCH_OK);
+  EXPECT_EQ(this->info(older).resident_pages, 3u);  // one page reclaimed for the retry
+  ASSERT_EQ(sim->inject_fault(this->env_->control(), ORCH_SIM_FAULT_CREATE_OOM, 2), ORCH_OK);
+  EXPECT_EQ(this->fault(newer, 1, 1), ORCH_DEVICE_ERROR);
+  EXPECT_EQ(this->info(older).resident_pages, 2u);
+  EXPECT_EQ(this->info(newer).resident_pages, 1u);
+}
+
+// A failing pressure poll keeps the budget on its last reading and poll() reports the error.
+TYPED_TEST_P(pager_conformance, a_failed_poll_keeps_the_last_reading) {
+  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
+  int64_t before = 0;
+  ASSERT_EQ(this->api_->budget_deficit(this->pager_, 0, &before), ORCH_OK);
+  ASSERT_EQ(this->env_->sim()->inject_fault(this->env_->control(), ORCH_SIM_FAULT_POLL,
+                                            ORCH_SIM_FAULT_ALWAYS),
+            ORCH_OK);
+  EXPECT_EQ(this->api_->poll(this->pager_), ORCH_DEVICE_ERROR);
+  int64_t after = 0;
+  ASSERT_EQ(this->api_->budget_deficit(this->pager_, 0, &after), ORCH_OK);
+  EXPECT_EQ(after, before);
+  orch_region* r = this->region(4 * page);
+  EXPECT_EQ(this->fault(r, 0, 1), ORCH_OK);
+}
+
+// L4's pressure-source selector: with ORCH_PRESSURE_NONE other processes' usage is ignored.
+TYPED_TEST_P(pager_conformance, pressure_source_none_ignores_the_polled_term) {
+  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
+  ASSERT_EQ(this->env_->sim()->set_other_usage(this->env_->control(), 512 * MiB), ORCH_OK);
+  int64_t polled = 0;
+  ASSERT_EQ(this->api_->poll(this->pager_), ORCH_OK);
+  ASSERT_EQ(this->api_->budget_deficit(this->pager_, 0, &polled), ORCH_OK);
+  EXPECT_EQ(polled, static_cast<int64_t>(256 * MiB - 512 * MiB));  // floor - free
+  ASSERT_EQ(this->api_->set_pressure_source(this->pager_, ORCH_PRESSURE_NONE), ORCH_OK);
+  int64_t simple = 0;
+  ASSERT_EQ(this->api_->budget_deficit(this->pager_, 0, &simple), ORCH_OK);
+  EXPECT_EQ(simple, static_cast<int64_t>(256 * MiB) - static_cast<int64_t>(1 * GiB));
+}
+
 // §6.7 (5): a fault ending above the watermark fails fast and maps nothing.
 TYPED_TEST_P(pager_conformance, fault_above_watermark_returns_oom_without_mapping) {
   orch_region* r = this->region(32 * page);
@@ -466,6 +557,11 @@ REGISTER_TYPED_TEST_SUITE_P(pager_conformance, va_clamp_40_pages_on_a_32_page_de
                             steady_state_sits_one_weight_below_the_simple_budget,
                             newer_region_preempts_older_from_the_top,
                             eviction_while_pinned_frees_at_unpin,
+                            residency_queries_report_resident_and_pinned_pages,
+                            deprioritize_makes_a_region_the_first_to_be_evicted,
+                            driver_oom_reclaims_once_then_retries_once,
+                            a_failed_poll_keeps_the_last_reading,
+                            pressure_source_none_ignores_the_polled_term,
                             fault_above_watermark_returns_oom_without_mapping,
                             prioritize_resets_watermark_and_refaults_get_new_serials,
                             watermark_limit_protects_a_floor_and_reset_clears_it,
