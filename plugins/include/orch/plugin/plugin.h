@@ -84,7 +84,9 @@ typedef struct orch_release_report {
 
 /* Services the host lends a plugin at init. The host owns this struct and everything it points
  * to; it stays valid until shutdown returns. Any function may be NULL: the plugin then drops
- * logs, uses CLOCK_MONOTONIC and reports nothing. All of them may be called from any thread. */
+ * logs, uses CLOCK_MONOTONIC and reports nothing. All of them may be called from any thread, and
+ * report_release is called while the plugin holds its own lock: a service must return promptly
+ * and must not call back into the same plugin on the calling thread. */
 typedef struct orch_host_services {
   uint32_t struct_size;
   uint32_t reserved0;
