@@ -74,9 +74,18 @@ orch_status open(const orch_allocator_config* config, orch_allocator** out) {
   std::lock_guard lock(g_mutex);
   if (for_device(config->ordinal) != nullptr) return ORCH_ALREADY_INITIALISED;
   cast_allocator* a = nullptr;
-  if (const orch_status st = cast_allocator::open(*config, streams, &g_host, &a); st != ORCH_OK)
+  if (const orch_status st =
+          guarded([&] { return cast_allocator::open(*config, streams, &g_host, &a); });
+      st != ORCH_OK)
     return st;
-  g_open.emplace(a, config->ordinal);
+  if (const orch_status st = guarded([&] {
+        g_open.emplace(a, config->ordinal);
+        return ORCH_OK;
+      });
+      st != ORCH_OK) {
+    delete a;
+    return st;
+  }
   *out = reinterpret_cast<orch_allocator*>(a);
   return ORCH_OK;
 }
@@ -88,7 +97,8 @@ void close(orch_allocator* a) {
 }
 
 orch_status cast_buffer(orch_allocator* a, uint32_t stream, uint64_t size, uint64_t* address) {
-  return a == nullptr ? ORCH_INVALID : as(a)->cast_buffer(stream, size, address);
+  if (a == nullptr) return ORCH_INVALID;
+  return guarded([&] { return as(a)->cast_buffer(stream, size, address); });
 }
 
 orch_status reset_cast_buffers(orch_allocator* a) {

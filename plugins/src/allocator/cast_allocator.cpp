@@ -40,7 +40,12 @@ orch_status cast_allocator::open(const orch_allocator_config& config, uint32_t s
                          a->chunk_);
   a->replace_threshold_ =
       config.replace_threshold == 0 ? default_replace_threshold : config.replace_threshold;
-  a->buffers_.resize(streams);
+  try {
+    a->buffers_.resize(streams);
+  } catch (...) {
+    delete a;
+    throw;
+  }
   *out = a;
   return ORCH_OK;
 }
@@ -77,7 +82,8 @@ orch_status cast_allocator::commit_locked(uint64_t va, uint64_t size, uint64_t* 
   return ORCH_OK;
 }
 
-orch_status cast_allocator::grow_locked(buffer& b) noexcept {
+orch_status cast_allocator::grow_locked(buffer& b) {
+  b.handles.reserve(b.handles.size() + 1);  // may throw before anything is committed
   uint64_t handle = 0;
   if (const orch_status st = commit_locked(b.va + b.committed, chunk_, &handle); st != ORCH_OK)
     return st;
@@ -193,7 +199,15 @@ void* cast_allocator::torch_malloc(uint64_t size) noexcept {
   }
   void* host = backend_->host_pointer != nullptr ? backend_->host_pointer(device_, va) : nullptr;
   void* ptr = host != nullptr ? host : reinterpret_cast<void*>(static_cast<uintptr_t>(va));
-  torch_.emplace(reinterpret_cast<uintptr_t>(ptr), torch_block{va, rounded, handle});
+  try {
+    torch_.emplace(reinterpret_cast<uintptr_t>(ptr), torch_block{va, rounded, handle});
+  } catch (...) {
+    backend_->unmap(device_, va, rounded);
+    backend_->phys_release(device_, handle);
+    backend_->va_free(device_, va, rounded);
+    pager_api_->account_external(pager_, -static_cast<int64_t>(rounded));
+    return nullptr;
+  }
   torch_bytes_ += rounded;
   return ptr;
 }

@@ -53,7 +53,7 @@ class cast_allocator {
 
   cast_allocator() = default;
   orch_status commit_locked(uint64_t va, uint64_t size, uint64_t* handle) noexcept;
-  orch_status grow_locked(buffer& b) noexcept;
+  orch_status grow_locked(buffer& b);  // may throw std::bad_alloc (callers are guarded)
   void release_locked(buffer& b) noexcept;
   void note_committed_locked() noexcept;
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 
+#include "../common/host_link.hpp"
 #include "backends.hpp"
 
 struct orch_device {
@@ -89,10 +90,17 @@ orch_status cpu_phys_create(orch_device* dev, uint64_t size, uint64_t* handle) {
     return ORCH_INVALID;
   void* p = std::aligned_alloc(cpu_granularity, size);
   if (p == nullptr) return ORCH_OOM_RETRYABLE;
-  std::lock_guard lock(dev->mutex);
-  *handle = dev->next_handle++;
-  dev->handles.emplace(*handle, std::make_pair(size, p));
-  return ORCH_OK;
+  return guarded([&] {
+    std::lock_guard lock(dev->mutex);
+    try {
+      dev->handles.emplace(dev->next_handle, std::make_pair(size, p));
+    } catch (...) {
+      std::free(p);
+      throw;
+    }
+    *handle = dev->next_handle++;
+    return ORCH_OK;
+  });
 }
 
 orch_status cpu_phys_release(orch_device* dev, uint64_t handle) {
@@ -109,12 +117,14 @@ orch_status cpu_phys_release(orch_device* dev, uint64_t handle) {
 
 orch_status cpu_map(orch_device* dev, uint64_t va, uint64_t size, uint64_t handle) {
   if (dev == nullptr || size == 0) return ORCH_INVALID;
-  std::lock_guard lock(dev->mutex);
-  auto it = dev->handles.find(handle);
-  if (it == dev->handles.end() || it->second.first != size || dev->maps.count(va) != 0)
-    return ORCH_INVALID;
-  dev->maps.emplace(va, std::make_pair(size, handle));
-  return ORCH_OK;
+  return guarded([&] {
+    std::lock_guard lock(dev->mutex);
+    auto it = dev->handles.find(handle);
+    if (it == dev->handles.end() || it->second.first != size || dev->maps.count(va) != 0)
+      return ORCH_INVALID;
+    dev->maps.emplace(va, std::make_pair(size, handle));
+    return ORCH_OK;
+  });
 }
 
 orch_status cpu_unmap(orch_device* dev, uint64_t va, uint64_t size) {

@@ -240,7 +240,7 @@ orch_status sim_va_free(orch_device* dev, uint64_t va, uint64_t size) {
   return ORCH_OK;  // addresses are never reused, so there is nothing to give back
 }
 
-orch_status sim_phys_create(orch_device* dev, uint64_t size, uint64_t* handle) {
+orch_status sim_phys_create_unguarded(orch_device* dev, uint64_t size, uint64_t* handle) {
   if (dev == nullptr || handle == nullptr || size == 0 || size % dev->seg->granularity != 0)
     return ORCH_INVALID;
   sim_segment* seg = dev->seg;
@@ -261,13 +261,23 @@ orch_status sim_phys_create(orch_device* dev, uint64_t size, uint64_t* handle) {
     }
     if (seg->used.compare_exchange_weak(used, used + size)) break;
   }
-  seg->slots[dev->slot].used.fetch_add(size);
-  seg->creates.fetch_add(1);
   std::lock_guard lock(dev->mutex);
   const uint64_t h = dev->next_handle++;
-  dev->handles.emplace(h, orch_device::phys{size, backing, 0});
+  try {
+    dev->handles.emplace(h, orch_device::phys{size, backing, 0});
+  } catch (...) {
+    seg->used.fetch_sub(size);
+    std::free(backing);
+    throw;
+  }
+  seg->slots[dev->slot].used.fetch_add(size);
+  seg->creates.fetch_add(1);
   *handle = h;
   return ORCH_OK;
+}
+
+orch_status sim_phys_create(orch_device* dev, uint64_t size, uint64_t* handle) {
+  return guarded([&] { return sim_phys_create_unguarded(dev, size, handle); });
 }
 
 orch_status sim_phys_release(orch_device* dev, uint64_t handle) {
@@ -279,7 +289,7 @@ orch_status sim_phys_release(orch_device* dev, uint64_t handle) {
   return ORCH_OK;
 }
 
-orch_status sim_map(orch_device* dev, uint64_t va, uint64_t size, uint64_t handle) {
+orch_status sim_map_unguarded(orch_device* dev, uint64_t va, uint64_t size, uint64_t handle) {
   if (dev == nullptr || size == 0) return ORCH_INVALID;
   if (take_fault(dev->seg, ORCH_SIM_FAULT_MAP)) return ORCH_DEVICE_ERROR;
   std::lock_guard lock(dev->mutex);
@@ -290,6 +300,10 @@ orch_status sim_map(orch_device* dev, uint64_t va, uint64_t size, uint64_t handl
   ++it->second.mappings;
   dev->seg->maps.fetch_add(1);
   return ORCH_OK;
+}
+
+orch_status sim_map(orch_device* dev, uint64_t va, uint64_t size, uint64_t handle) {
+  return guarded([&] { return sim_map_unguarded(dev, va, size, handle); });
 }
 
 orch_status sim_unmap(orch_device* dev, uint64_t va, uint64_t size) {

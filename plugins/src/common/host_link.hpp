@@ -7,6 +7,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <mutex>
+#include <new>
 
 #include "orch/plugin/plugin.h"
 
@@ -54,5 +55,23 @@ class lifecycle {
  private:
   std::atomic<int> state_{0};  // 0 down, 1 initialising, 2 up
 };
+
+}  // namespace orch::plugin_detail
+
+namespace orch::plugin_detail {
+
+// No exception crosses the C ABI (DESIGN.md §4.12): entry points that may allocate run their
+// body through this, so std::bad_alloc becomes ORCH_OOM_RETRYABLE and anything else
+// ORCH_DEVICE_ERROR instead of unwinding into C.
+template <typename F>
+orch_status guarded(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return ORCH_OOM_RETRYABLE;
+  } catch (...) {
+    return ORCH_DEVICE_ERROR;
+  }
+}
 
 }  // namespace orch::plugin_detail

@@ -61,7 +61,14 @@ orch_status open(const orch_ledger_config* config, orch_ledger** out) {
   auto* l = new (std::nothrow) ledger(config->budget, &g_host);
   if (l == nullptr) return ORCH_OOM_RETRYABLE;
   std::lock_guard lock(g_mutex);
-  g_open.insert(l);
+  const orch_status st = guarded([&] {
+    g_open.insert(l);
+    return ORCH_OK;
+  });
+  if (st != ORCH_OK) {
+    delete l;
+    return st;
+  }
   *out = reinterpret_cast<orch_ledger*>(l);
   return ORCH_OK;
 }
@@ -78,7 +85,7 @@ orch_status set_budget(orch_ledger* l, uint64_t bytes) {
 orch_status model_add(orch_ledger* l, uint64_t size, orch_ledger_model** m) {
   if (l == nullptr || m == nullptr) return ORCH_INVALID;
   ledger_entry* e = nullptr;
-  const orch_status st = as(l)->add(size, &e);
+  const orch_status st = guarded([&] { return as(l)->add(size, &e); });
   if (st == ORCH_OK) *m = reinterpret_cast<orch_ledger_model*>(e);
   return st;
 }
@@ -89,7 +96,8 @@ orch_status model_set_refcount(orch_ledger_model* m, uint32_t refcount) {
   return m == nullptr ? ORCH_INVALID : as(m)->owner->set_refcount(as(m), refcount);
 }
 orch_status model_load(orch_ledger_model* m, double budget, uint64_t* loaded) {
-  return m == nullptr ? ORCH_INVALID : as(m)->owner->load(as(m), budget, loaded);
+  if (m == nullptr) return ORCH_INVALID;
+  return guarded([&] { return as(m)->owner->load(as(m), budget, loaded); });
 }
 orch_status model_unload(orch_ledger_model* m, uint64_t* freed) {
   return m == nullptr ? ORCH_INVALID : as(m)->owner->unload(as(m), freed);

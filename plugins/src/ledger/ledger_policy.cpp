@@ -69,7 +69,12 @@ orch_status ledger::add(uint64_t size, ledger_entry** out) {
   m->owner = this;
   m->size = size;
   std::lock_guard lock(mutex_);
-  models_.push_back(m);
+  try {
+    models_.push_back(m);
+  } catch (...) {
+    delete m;
+    throw;
+  }
   *out = m;
   return ORCH_OK;
 }

@@ -72,7 +72,7 @@ orch_status check_level(const orch_pager_config& c) {
   return ORCH_OK;
 }
 
-orch_status device_open(const orch_pager_config* config, orch_pager** out) {
+orch_status device_open_unguarded(const orch_pager_config* config, orch_pager** out) {
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
   if (config == nullptr || out == nullptr || config->struct_size < sizeof(orch_pager_config) ||
       config->pressure_source > ORCH_PRESSURE_NONE)
@@ -93,9 +93,18 @@ orch_status device_open(const orch_pager_config* config, orch_pager** out) {
   pager_device* d = nullptr;
   if (const orch_status st = pager_device::open(backend_api(), dc, o, &g_host, &d); st != ORCH_OK)
     return st;
-  g_devices.insert(d);
+  try {
+    g_devices.insert(d);
+  } catch (...) {
+    delete d;
+    throw;
+  }
   *out = reinterpret_cast<orch_pager*>(d);
   return ORCH_OK;
+}
+
+orch_status device_open(const orch_pager_config* config, orch_pager** out) {
+  return guarded([&] { return device_open_unguarded(config, out); });
 }
 
 void device_close(orch_pager* p) {
@@ -136,7 +145,7 @@ orch_status set_log_callback(orch_pager_log_fn fn, void* ctx) {
 orch_status region_create(orch_pager* p, uint64_t bytes, orch_region** r, uint64_t* clamped) {
   if (p == nullptr || r == nullptr) return ORCH_INVALID;
   pager_region* out = nullptr;
-  const orch_status st = dev(p)->create_region(bytes, &out, clamped);
+  const orch_status st = guarded([&] { return dev(p)->create_region(bytes, &out, clamped); });
   if (st == ORCH_OK) *r = reinterpret_cast<orch_region*>(out);
   return st;
 }

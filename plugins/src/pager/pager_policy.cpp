@@ -249,8 +249,14 @@ orch_status pager_device::create_region(uint64_t bytes, pager_region** out, uint
   r->base_ = va;
   r->nr_pages_ = nr;
   r->watermark_ = nr;
-  r->pages_.resize(nr);
-  priority_.push_front(r);  // the newest region is the most important (§4.4)
+  try {
+    r->pages_.resize(nr);
+    priority_.push_front(r);  // the newest region is the most important (§4.4)
+  } catch (...) {
+    backend_->va_free(device_, va, nr * page);
+    delete r;
+    throw;
+  }
   r->position_ = priority_.begin();
   *out = r;
   if (clamped != nullptr) *clamped = nr * page;
