@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -52,7 +53,7 @@ TEST(cli, version_prints_the_project_version) {
 }
 
 TEST(cli, every_subcommand_has_help) {
-  for (const char* sub : {"envs", "validate"}) {
+  for (const char* sub : {"envs", "plugins", "validate"}) {
     const auto r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub << r.out;
@@ -152,6 +153,24 @@ TEST(cli, validate_json_gives_role_and_counts_per_file) {
 TEST(cli, validate_accepts_the_example_deployment) {
   const auto r = run("validate examples/sim-deployment.toml");
   EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+TEST(cli, plugins_lists_what_the_example_deployment_would_inject) {
+  const auto r = run("plugins examples/sim-deployment.toml --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc["directories"].size(), 1u);
+  EXPECT_EQ(fs::path(doc["directories"][0].get<std::string>()).lexically_normal(),
+            (fs::path(ORCH_BINARY_DIR) / "plugins" / "lib").lexically_normal());
+  std::set<std::string> sim_kinds;
+  for (const auto& p : doc["plugins"]) {
+    if (p["backend"] == "sim") sim_kinds.insert(p["kind"].get<std::string>());
+    if (p["name"] == "sim-pager-l2") {
+      EXPECT_EQ(p["min_level"], 2);
+      EXPECT_EQ(p["max_level"], 2);
+    }
+  }
+  EXPECT_EQ(sim_kinds, (std::set<std::string>{"allocator", "backend", "pager"}));
 }
 
 TEST(cli, validate_of_a_missing_file_is_a_usage_error) {

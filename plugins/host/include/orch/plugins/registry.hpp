@@ -1,0 +1,58 @@
+// The plugin registry: every plugin found in the configured directories, and the problems of
+// every file skipped (DESIGN.md §4.4, `comfy-orch plugins [--json]`).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace orch::plugins {
+
+struct plugin_entry {
+  std::filesystem::path path;
+  std::filesystem::path real_path;
+  std::string name;
+  std::string kind;     // kind_name()
+  std::string backend;  // backend_name()
+  std::string version;
+  uint32_t abi_major = 0;
+  uint32_t abi_minor = 0;
+  uint32_t min_level = 0;
+  uint32_t max_level = 0;
+  uint64_t capabilities = 0;
+};
+
+struct skipped_file {
+  std::filesystem::path path;
+  std::string code;     // the loader's error code ("not_a_plugin", "abi_mismatch", ...)
+  std::string message;  // cause and fix
+};
+
+struct registry_report {
+  std::vector<std::filesystem::path> directories;
+  std::vector<plugin_entry> plugins;  // sorted by kind, backend, name
+  std::vector<skipped_file> skipped;  // a missing directory is reported here as "not_found"
+};
+
+// Scans each directory (not recursively) for *.so files, loads each with the loader to read its
+// table, and unloads it again. Plugins are not initialised.
+registry_report scan_directories(const std::vector<std::filesystem::path>& directories);
+
+nlohmann::json to_json(const registry_report& report);
+std::string format_table(const registry_report& report);
+
+// The directories to scan: the explicit ones when given; else $ORCH_PLUGIN_PATH (colon-separated)
+// when set; else `fallback` (the build's plugin directory).
+std::vector<std::filesystem::path> plugin_directories(
+    const std::vector<std::string>& explicit_dirs, const std::filesystem::path& fallback);
+
+// `comfy-orch plugins [--json]`: scans, prints a table or JSON to `out`, and returns the exit
+// status: 0 when at least one plugin was found, 1 otherwise.
+int run_plugins_command(const std::vector<std::filesystem::path>& directories, bool json,
+                        std::ostream& out);
+
+}  // namespace orch::plugins

@@ -1,0 +1,141 @@
+#include "orch/plugins/loader.hpp"
+
+#include <dlfcn.h>
+#include <spdlog/spdlog.h>
+
+#include <cstddef>
+#include <system_error>
+
+#include "orch/plugins/host_services.hpp"
+#include "orch/plugins/names.hpp"
+
+namespace orch::plugins {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The frozen prefix of DESIGN.md §4.4 ends with `capabilities`; init and shutdown follow it and
+// every table of ABI 1 carries them.
+constexpr size_t frozen_prefix = offsetof(orch_plugin_table, capabilities) + sizeof(uint64_t);
+constexpr size_t lifecycle_end = offsetof(orch_plugin_table, shutdown) + sizeof(void*);
+
+error invalid(const std::string& origin, const std::string& what) {
+  return {"invalid_table", origin + ": invalid plugin table: " + what +
+                               "; rebuild the plugin against this comfy-orch's plugin headers"};
+}
+
+bool has_field(const orch_plugin_table* t, size_t offset_end) {
+  return t->struct_size >= offset_end;
+}
+
+}  // namespace
+
+status validate_table(const orch_plugin_table* t, const std::string& origin) {
+  if (t == nullptr) return invalid(origin, "orch_plugin_query returned NULL");
+  if (t->struct_size < offsetof(orch_plugin_table, kind))
+    return invalid(origin, "struct_size " + std::to_string(t->struct_size) + " is too small");
+  if (t->abi_major != ORCH_PLUGIN_ABI_MAJOR)
+    return error{"abi_mismatch",
+                 origin + ": plugin ABI major " + std::to_string(t->abi_major) +
+                     " but this host speaks " + std::to_string(ORCH_PLUGIN_ABI_MAJOR) +
+                     "; install a plugin built for ABI " + std::to_string(ORCH_PLUGIN_ABI_MAJOR)};
+  if (t->struct_size < frozen_prefix || !has_field(t, lifecycle_end))
+    return invalid(origin, "struct_size " + std::to_string(t->struct_size) + " is below the " +
+                               std::to_string(lifecycle_end) + " bytes of ABI 1");
+  if (t->kind < ORCH_KIND_PAGER || t->kind > ORCH_KIND_BACKEND)
+    return invalid(origin, "unknown kind " + std::to_string(t->kind));
+  if (t->backend < ORCH_BACKEND_CPU || t->backend > ORCH_BACKEND_HIP)
+    return invalid(origin, "unknown backend " + std::to_string(t->backend));
+  if (t->name == nullptr || t->name[0] == '\0' || t->version == nullptr)
+    return invalid(origin, "missing name or version");
+  if (t->min_level < 1 || t->max_level > 4 || t->min_level > t->max_level)
+    return invalid(origin, "level range [" + std::to_string(t->min_level) + ", " +
+                               std::to_string(t->max_level) + "] is not within [1, 4]");
+  if (t->init == nullptr || t->shutdown == nullptr) return invalid(origin, "no init or shutdown");
+  const auto ends = [t](size_t off) { return has_field(t, off + sizeof(void*)); };
+  bool api = false;
+  switch (t->kind) {
+    case ORCH_KIND_BACKEND:
+      api = ends(offsetof(orch_plugin_table, backend_api)) && t->backend_api != nullptr;
+      break;
+    case ORCH_KIND_PAGER:
+      api = (ends(offsetof(orch_plugin_table, pager_api)) && t->pager_api != nullptr) ||
+            (ends(offsetof(orch_plugin_table, ledger_api)) && t->ledger_api != nullptr);
+      break;
+    case ORCH_KIND_ALLOCATOR:
+      api = ends(offsetof(orch_plugin_table, allocator_api)) && t->allocator_api != nullptr;
+      break;
+    default: break;
+  }
+  if (!api)
+    return invalid(origin, std::string("a ") + kind_name(t->kind) +
+                               " plugin must provide its kind's table");
+  return ok_status();
+}
+
+result<std::unique_ptr<plugin_library>> plugin_library::open(const fs::path& path,
+                                                             bool announce) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    return error{"not_found", path.string() + ": plugin file not found; check the [plugins] "
+                                              "search paths or build the plugin"};
+  const fs::path real = fs::canonical(path, ec);
+  const fs::path real_path = ec ? path : real;
+  // RTLD_LOCAL: a plugin's symbols never satisfy another's (aimdo's RTLD_GLOBAL trap,
+  // reference/aimdo.md §3.4). RTLD_NOW: a missing dependency fails here, not mid-call.
+  void* handle = dlopen(real_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return error{"load_failed", path.string() + ": cannot be loaded: " +
+                                    (why != nullptr ? why : "unknown dlopen error")};
+  }
+  dlerror();
+  void* sym = dlsym(handle, ORCH_PLUGIN_ENTRY_SYMBOL);
+  if (sym == nullptr) {
+    dlclose(handle);
+    return error{"not_a_plugin", path.string() + ": not a comfy-orch plugin (no " +
+                                     ORCH_PLUGIN_ENTRY_SYMBOL + " symbol); remove it from the "
+                                     "plugin directory"};
+  }
+  auto query = reinterpret_cast<orch_plugin_query_fn>(sym);
+  const orch_plugin_table* table = query(ORCH_PLUGIN_ABI_MAJOR, ORCH_PLUGIN_ABI_MINOR);
+  if (auto st = validate_table(table, path.string()); !st) {
+    dlclose(handle);
+    return st.err();
+  }
+  spdlog::log(announce ? spdlog::level::info : spdlog::level::debug, "plugin loaded: name={} kind={} backend={} version={} levels=[{},{}] path={}",
+               table->name, kind_name(table->kind), backend_name(table->backend), table->version,
+               table->min_level, table->max_level, real_path.string());
+  return std::unique_ptr<plugin_library>(new plugin_library(handle, table, path, real_path));
+}
+
+plugin_library::plugin_library(void* handle, const orch_plugin_table* table, fs::path path,
+                               fs::path real_path) noexcept
+    : handle_(handle), table_(table), path_(std::move(path)), real_path_(std::move(real_path)) {}
+
+plugin_library::~plugin_library() {
+  shutdown();
+  dlclose(handle_);
+}
+
+status plugin_library::init(const orch_host_services* host) {
+  if (initialised_) return ok_status();
+  const orch_status st = table_->init(host != nullptr ? host : default_host_services());
+  if (st == ORCH_OK || st == ORCH_ALREADY_INITIALISED) {
+    // ALREADY_INITIALISED: another owner of the same library (dlopen refcounts) brought it up;
+    // this handle does not own the shutdown then.
+    initialised_ = st == ORCH_OK;
+    return ok_status();
+  }
+  return error{"init_failed", real_path_.string() + ": init returned " + status_name(st)};
+}
+
+void* plugin_library::symbol(const char* name) const noexcept { return dlsym(handle_, name); }
+
+void plugin_library::shutdown() noexcept {
+  if (!initialised_) return;
+  table_->shutdown();
+  initialised_ = false;
+}
+
+}  // namespace orch::plugins

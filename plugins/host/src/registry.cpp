@@ -1,0 +1,124 @@
+#include "orch/plugins/registry.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <system_error>
+#include <tuple>
+
+#include "orch/plugins/loader.hpp"
+#include "orch/plugins/names.hpp"
+
+namespace orch::plugins {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+registry_report scan_directories(const std::vector<fs::path>& directories) {
+  registry_report report;
+  report.directories = directories;
+  for (const auto& dir : directories) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      report.skipped.push_back({dir, "not_found",
+                                dir.string() + ": plugin directory not found; fix the path"});
+      continue;
+    }
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".so") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      auto lib = plugin_library::open(file, /*announce=*/false);
+      if (!lib) {
+        report.skipped.push_back({file, lib.err().code, lib.err().message});
+        continue;
+      }
+      const orch_plugin_table& t = (*lib)->table();
+      report.plugins.push_back({file, (*lib)->real_path(), t.name, kind_name(t.kind),
+                                backend_name(t.backend), t.version, t.abi_major, t.abi_minor,
+                                t.min_level, t.max_level, t.capabilities});
+    }
+  }
+  std::stable_sort(report.plugins.begin(), report.plugins.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.kind, a.backend, a.name) < std::tie(b.kind, b.backend, b.name);
+  });
+  return report;
+}
+
+nlohmann::json to_json(const registry_report& report) {
+  nlohmann::json j;
+  j["directories"] = nlohmann::json::array();
+  for (const auto& d : report.directories) j["directories"].push_back(d.string());
+  j["plugins"] = nlohmann::json::array();
+  for (const auto& p : report.plugins) {
+    j["plugins"].push_back({{"name", p.name},
+                            {"kind", p.kind},
+                            {"backend", p.backend},
+                            {"version", p.version},
+                            {"abi", std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor)},
+                            {"min_level", p.min_level},
+                            {"max_level", p.max_level},
+                            {"capabilities", capability_names(p.capabilities)},
+                            {"path", p.path.string()},
+                            {"real_path", p.real_path.string()}});
+  }
+  j["skipped"] = nlohmann::json::array();
+  for (const auto& s : report.skipped)
+    j["skipped"].push_back({{"path", s.path.string()}, {"code", s.code}, {"message", s.message}});
+  return j;
+}
+
+std::string format_table(const registry_report& report) {
+  std::ostringstream out;
+  out << "KIND       BACKEND  NAME                     VERSION    LEVELS  CAPABILITIES\n";
+  for (const auto& p : report.plugins) {
+    char line[512];
+    std::snprintf(line, sizeof line, "%-10s %-8s %-24s %-10s L%u-L%u   %s\n", p.kind.c_str(),
+                  p.backend.c_str(), p.name.c_str(), p.version.c_str(), p.min_level, p.max_level,
+                  join(capability_names(p.capabilities)).c_str());
+    out << line;
+  }
+  if (report.plugins.empty()) out << "(no plugins found)\n";
+  if (!report.skipped.empty()) {
+    out << "\nskipped:\n";
+    for (const auto& s : report.skipped) out << "  [" << s.code << "] " << s.message << "\n";
+  }
+  return out.str();
+}
+
+std::vector<fs::path> plugin_directories(const std::vector<std::string>& explicit_dirs,
+                                         const fs::path& fallback) {
+  std::vector<fs::path> dirs(explicit_dirs.begin(), explicit_dirs.end());
+  if (!dirs.empty()) return dirs;
+  if (const char* env = std::getenv("ORCH_PLUGIN_PATH"); env != nullptr && env[0] != '\0') {
+    std::string path(env);
+    size_t start = 0;
+    while (start <= path.size()) {
+      const size_t colon = std::min(path.find(':', start), path.size());
+      if (colon > start) dirs.emplace_back(path.substr(start, colon - start));
+      start = colon + 1;
+    }
+    return dirs;
+  }
+  return {fallback};
+}
+
+int run_plugins_command(const std::vector<fs::path>& directories, bool json, std::ostream& out) {
+  const registry_report report = scan_directories(directories);
+  if (json)
+    out << to_json(report).dump(2) << "\n";
+  else
+    out << format_table(report);
+  return report.plugins.empty() ? 1 : 0;
+}
+
+}  // namespace orch::plugins

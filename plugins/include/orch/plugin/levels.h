@@ -1,0 +1,27 @@
+/* Protocol levels L1..L4 (DESIGN.md §4.5): the call shape a pager and allocator speak, modelled
+ * on comfy-aimdo's protocol moves (reference/aimdo.md §3.2). Never derived from a version string.
+ *
+ * A caller states its level in orch_pager_config.level; a plugin refuses a level outside its
+ * [min_level, max_level] with ORCH_UNSUPPORTED, and refuses any field or call the stated level
+ * cannot express with ORCH_UNSUPPORTED too. What each level allows (docs/plugin-abi.md):
+ *
+ * L1 (aimdo P1, single device): ordinal must be 0, only one pager device open at a time;
+ *    extra_headroom, pressure_source must be 0; set_simple_headroom, set_pressure_source and
+ *    set_log_callback must not be called. Regions, fault, unpin and the eviction calls are allowed.
+ * L2 (P2, multi-device): as L1, but any ordinal, several devices open at once, each an explicit
+ *    handle.
+ * L3 (P3, headroom): as L2, plus extra_headroom at open (per device, fixed) and
+ *    set_simple_headroom / get_simple_headroom at run time (process-wide).
+ * L4 (P4, pressure): as L3, plus pressure_source at open, set_pressure_source and
+ *    set_log_callback. */
+#ifndef ORCH_PLUGIN_LEVELS_H
+#define ORCH_PLUGIN_LEVELS_H
+
+#define ORCH_LEVEL_1 1u
+#define ORCH_LEVEL_2 2u
+#define ORCH_LEVEL_3 3u
+#define ORCH_LEVEL_4 4u
+#define ORCH_LEVEL_MIN ORCH_LEVEL_1
+#define ORCH_LEVEL_MAX ORCH_LEVEL_4
+
+#endif /* ORCH_PLUGIN_LEVELS_H */

@@ -1,0 +1,160 @@
+// Entry point of the allocator plugins: the C ABI over cast_allocator, plus the exports shaped
+// for torch's CUDAPluggableAllocator (plugins/exports/allocator.map). The backend kind, and so
+// the default number of offload streams, comes from ORCH_PLUGIN_BACKEND_*.
+#include <sys/types.h>
+
+#include <map>
+#include <mutex>
+
+#include "../common/host_link.hpp"
+#include "cast_allocator.hpp"
+
+struct orch_allocator {};  // never instantiated: handles are cast_allocator pointers
+
+namespace {
+
+using namespace orch::plugin_detail;
+
+#if defined(ORCH_PLUGIN_BACKEND_SIM)
+constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_SIM;
+constexpr const char* plugin_name = "sim-allocator";
+#elif defined(ORCH_PLUGIN_BACKEND_CPU)
+constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CPU;
+constexpr const char* plugin_name = "cpu-allocator";
+#elif defined(ORCH_PLUGIN_BACKEND_CUDA)
+constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CUDA;
+constexpr const char* plugin_name = "cuda-allocator";
+#elif defined(ORCH_PLUGIN_BACKEND_HIP)
+constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_HIP;
+constexpr const char* plugin_name = "hip-allocator";
+#else
+#error "define one ORCH_PLUGIN_BACKEND_*"
+#endif
+
+// ComfyUI: two offload streams on NVIDIA and AMD; none elsewhere, where get_offload_stream
+// returns None and the staging buffer is a per-call tensor (seed "Carry").
+constexpr uint32_t default_streams = plugin_backend == ORCH_BACKEND_CPU ? 0u : 2u;
+
+host_link g_host{plugin_name};
+lifecycle g_life;
+std::mutex g_mutex;
+std::map<cast_allocator*, int32_t> g_open;  // every open allocator and its device ordinal
+
+cast_allocator* as(orch_allocator* a) { return reinterpret_cast<cast_allocator*>(a); }
+
+cast_allocator* for_device(int device) {
+  for (auto& [a, ordinal] : g_open)
+    if (ordinal == device) return a;
+  return nullptr;
+}
+
+orch_status plugin_init(const orch_host_services* host) {
+  if (const orch_status st = g_life.begin_init(); st != ORCH_OK) return st;
+  g_host.attach(host);
+  g_life.finish_init(true);
+  return ORCH_OK;
+}
+
+void plugin_shutdown() {
+  if (!g_life.begin_shutdown()) return;
+  std::lock_guard lock(g_mutex);
+  for (auto& [a, ordinal] : g_open) delete a;
+  g_open.clear();
+  g_host.detach();
+}
+
+orch_status open(const orch_allocator_config* config, orch_allocator** out) {
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (config == nullptr || out == nullptr || config->struct_size < sizeof(orch_allocator_config))
+    return ORCH_INVALID;
+  if (config->level < ORCH_LEVEL_MIN || config->level > ORCH_LEVEL_MAX) return ORCH_UNSUPPORTED;
+  const uint32_t streams =
+      config->streams == ORCH_ALLOC_STREAMS_DEFAULT ? default_streams : config->streams;
+  if (plugin_backend == ORCH_BACKEND_CPU && streams != 0) return ORCH_UNSUPPORTED;
+  std::lock_guard lock(g_mutex);
+  if (for_device(config->ordinal) != nullptr) return ORCH_ALREADY_INITIALISED;
+  cast_allocator* a = nullptr;
+  if (const orch_status st =
+          guarded([&] { return cast_allocator::open(*config, streams, &g_host, &a); });
+      st != ORCH_OK)
+    return st;
+  if (const orch_status st = guarded([&] {
+        g_open.emplace(a, config->ordinal);
+        return ORCH_OK;
+      });
+      st != ORCH_OK) {
+    delete a;
+    return st;
+  }
+  *out = reinterpret_cast<orch_allocator*>(a);
+  return ORCH_OK;
+}
+
+void close(orch_allocator* a) {
+  if (a == nullptr) return;
+  std::lock_guard lock(g_mutex);
+  if (g_open.erase(as(a)) != 0) delete as(a);
+}
+
+orch_status cast_buffer(orch_allocator* a, uint32_t stream, uint64_t size, uint64_t* address) {
+  if (a == nullptr) return ORCH_INVALID;
+  return guarded([&] { return as(a)->cast_buffer(stream, size, address); });
+}
+
+orch_status reset_cast_buffers(orch_allocator* a) {
+  return a == nullptr ? ORCH_INVALID : as(a)->reset();
+}
+
+orch_status cast_stats(orch_allocator* a, orch_cast_stats* s) {
+  return a == nullptr ? ORCH_INVALID : as(a)->stats(s);
+}
+
+constexpr orch_allocator_api allocator_api{sizeof(orch_allocator_api), 0, open, close,
+                                           cast_buffer, reset_cast_buffers, cast_stats};
+
+const orch_plugin_table& table() {
+  static const orch_plugin_table t = [] {
+    orch_plugin_table x{};
+    x.struct_size = sizeof x;
+    x.abi_major = ORCH_PLUGIN_ABI_MAJOR;
+    x.abi_minor = ORCH_PLUGIN_ABI_MINOR;
+    x.kind = ORCH_KIND_ALLOCATOR;
+    x.name = plugin_name;
+    x.version = ORCH_PLUGIN_VERSION;
+    x.backend = plugin_backend;
+    x.min_level = ORCH_LEVEL_1;
+    x.max_level = ORCH_LEVEL_4;
+    x.capabilities = ORCH_CAP_TORCH_ALLOC | (default_streams > 0 ? ORCH_CAP_CAST_BUFFERS : 0);
+    x.init = plugin_init;
+    x.shutdown = plugin_shutdown;
+    x.allocator_api = &allocator_api;
+    return x;
+  }();
+  return t;
+}
+
+}  // namespace
+
+extern "C" {
+
+ORCH_PLUGIN_EXPORT const orch_plugin_table* orch_plugin_query(uint32_t /*major*/,
+                                                              uint32_t /*minor*/) {
+  return &table();
+}
+
+// torch.cuda.memory.CUDAPluggableAllocator(path, "orch_torch_malloc", "orch_torch_free").
+ORCH_PLUGIN_EXPORT void* orch_torch_malloc(ssize_t size, int device, void* /*stream*/) {
+  if (size <= 0 || !g_life.up()) return nullptr;
+  std::lock_guard lock(g_mutex);
+  cast_allocator* a = for_device(device);
+  return a == nullptr ? nullptr : a->torch_malloc(static_cast<uint64_t>(size));
+}
+
+ORCH_PLUGIN_EXPORT void orch_torch_free(void* ptr, ssize_t /*size*/, int device,
+                                        void* /*stream*/) {
+  if (ptr == nullptr || !g_life.up()) return;
+  std::lock_guard lock(g_mutex);
+  if (cast_allocator* a = for_device(device); a != nullptr) a->torch_free(ptr);
+}
+
+}  // extern "C"

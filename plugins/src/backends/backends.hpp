@@ -1,0 +1,22 @@
+// The backend implementations compiled into plugins (reference/aimdo.md §6.2). Each returns a
+// static vtable; the backend plugins export them directly, and pager plugins drive them through
+// the backend-agnostic policy.
+#pragma once
+
+#include "orch/plugin/backend.h"
+#include "orch/plugin/levels.h"
+#include "orch/plugin/sim.h"
+
+namespace orch::plugin_detail {
+
+const orch_backend_api* cpu_backend_api() noexcept;
+const orch_backend_api* sim_backend_api() noexcept;
+const orch_sim_api* sim_control_api() noexcept;
+#ifdef ORCH_WITH_CUDA_BACKEND
+const orch_backend_api* cuda_backend_api() noexcept;
+#endif
+#ifdef ORCH_WITH_HIP_BACKEND
+const orch_backend_api* hip_backend_api() noexcept;
+#endif
+
+}  // namespace orch::plugin_detail

@@ -1,0 +1,65 @@
+// The sim device's shared control block (DESIGN.md §4.8, docs/sim-device.md).
+//
+// It lives in a memfd segment mapped MAP_SHARED by every attached process. Only fixed-width
+// fields and lock-free atomics: a process that dies mid-call can corrupt nothing and leaves no
+// lock held (STYLE.md "Shared memory"). Physical bookkeeping that needs more than a counter
+// (handles, mappings, backing store) stays process-local in the backend.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+namespace orch::plugin_detail {
+
+inline constexpr uint64_t sim_magic = 0x4f52434853494d31ull;  // "ORCHSIM1"
+inline constexpr uint32_t sim_version = 1;
+inline constexpr uint32_t sim_max_slots = 64;
+inline constexpr uint32_t sim_fault_kinds = 8;
+
+// One attached process. pid 0 means free. A process may hold several slots (one per attached
+// module); process views sum every slot carrying its pid.
+struct sim_slot {
+  std::atomic<int32_t> pid;
+  std::atomic<uint32_t> attachments;
+  std::atomic<uint64_t> used;    // physical bytes created through this slot
+  std::atomic<uint64_t> budget;  // process-mode budget; 0 = capacity
+};
+
+struct sim_segment {
+  // Frozen header: checked by every attach.
+  uint64_t magic;
+  uint32_t version;
+  uint32_t size;  // sizeof(sim_segment) of the creator
+  // Configuration, written once by the creator before any other process can see the fd.
+  uint64_t capacity;
+  uint64_t granularity;
+  uint32_t free_mode;
+  uint32_t backing_store;
+  // Device state.
+  std::atomic<uint64_t> used;   // physical bytes of every attached process
+  std::atomic<uint64_t> other;  // injected "other process" usage
+  std::atomic<int32_t> faults[sim_fault_kinds];  // remaining injected failures per kind
+  std::atomic<uint64_t> clock_ns;                // frozen clock value
+  std::atomic<uint32_t> clock_frozen;
+  uint32_t reserved0;
+  std::atomic<uint64_t> next_va;  // device-wide VA cursor, so addresses never collide
+  std::atomic<uint64_t> creates;
+  std::atomic<uint64_t> releases;
+  std::atomic<uint64_t> syncs;
+  std::atomic<uint64_t> polls;
+  std::atomic<uint64_t> maps;
+  std::atomic<uint64_t> unmaps;
+  sim_slot slots[sim_max_slots];
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<int32_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::is_standard_layout_v<sim_segment>);
+static_assert(sizeof(std::atomic<uint64_t>) == 8 && alignof(std::atomic<uint64_t>) == 8);
+static_assert(sizeof(sim_slot) == 24);
+static_assert(sizeof(sim_segment) == 160 + sim_max_slots * sizeof(sim_slot),
+              "the sim segment layout is frozen: bump sim_version when it changes");
+
+}  // namespace orch::plugin_detail

@@ -1,0 +1,295 @@
+// Entry point of the pager plugins: the C ABI over pager_policy, with the protocol-level rules of
+// levels.h enforced at the boundary. One source builds every variant: the backend comes from
+// ORCH_PLUGIN_BACKEND_*, the level range from ORCH_PAGER_MIN_LEVEL / ORCH_PAGER_MAX_LEVEL (the
+// level-restricted sim variants exist so the runtime can test injection, DESIGN.md §4.5).
+#include <mutex>
+#include <set>
+
+#include "../backends/backends.hpp"
+#include "../common/host_link.hpp"
+#include "pager_policy.hpp"
+
+struct orch_pager {};   // never instantiated: handles are pager_device pointers
+struct orch_region {};  // ... and pager_region pointers
+
+namespace {
+
+using namespace orch::plugin_detail;
+
+#if defined(ORCH_PLUGIN_BACKEND_SIM)
+constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_SIM;
+const orch_backend_api* backend_api() { return sim_backend_api(); }
+#elif defined(ORCH_PLUGIN_BACKEND_CUDA)
+constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CUDA;
+const orch_backend_api* backend_api() { return cuda_backend_api(); }
+#elif defined(ORCH_PLUGIN_BACKEND_HIP)
+constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_HIP;
+const orch_backend_api* backend_api() { return hip_backend_api(); }
+#else
+#error "define one ORCH_PLUGIN_BACKEND_* (sim, cuda or hip)"
+#endif
+
+constexpr uint32_t min_level = ORCH_PAGER_MIN_LEVEL;
+constexpr uint32_t max_level = ORCH_PAGER_MAX_LEVEL;
+static_assert(min_level >= ORCH_LEVEL_MIN && max_level <= ORCH_LEVEL_MAX && min_level <= max_level);
+
+host_link g_host{ORCH_PAGER_NAME};
+lifecycle g_life;
+std::mutex g_devices_mutex;
+std::set<pager_device*> g_devices;  // open devices, closed by shutdown
+
+pager_device* dev(orch_pager* p) { return reinterpret_cast<pager_device*>(p); }
+pager_region* reg(orch_region* r) { return reinterpret_cast<pager_region*>(r); }
+
+orch_status plugin_init(const orch_host_services* host) {
+  if (const orch_status st = g_life.begin_init(); st != ORCH_OK) return st;
+  g_host.attach(host);
+  simple_headroom().store(default_headroom);
+  g_life.finish_init(true);
+  return ORCH_OK;
+}
+
+void plugin_shutdown() {
+  if (!g_life.begin_shutdown()) return;
+  std::lock_guard lock(g_devices_mutex);
+  for (pager_device* d : g_devices) delete d;
+  g_devices.clear();
+  simple_headroom().store(default_headroom);
+  g_host.detach();
+}
+
+// What each level lets a caller pass at open (levels.h).
+orch_status check_level(const orch_pager_config& c) {
+  if (c.level < min_level || c.level > max_level) {
+    g_host.log(ORCH_LOG_WARN, "device_open: caller speaks L%u, this plugin speaks L%u-L%u",
+               c.level, min_level, max_level);
+    return ORCH_UNSUPPORTED;
+  }
+  if (c.level < ORCH_LEVEL_2 && (c.ordinal != 0 || !g_devices.empty())) return ORCH_UNSUPPORTED;
+  if (c.level < ORCH_LEVEL_3 && c.extra_headroom != 0) return ORCH_UNSUPPORTED;
+  if (c.level < ORCH_LEVEL_4 && c.pressure_source != ORCH_PRESSURE_DEFAULT)
+    return ORCH_UNSUPPORTED;
+  return ORCH_OK;
+}
+
+orch_status device_open_unguarded(const orch_pager_config* config, orch_pager** out) {
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (config == nullptr || out == nullptr || config->struct_size < sizeof(orch_pager_config) ||
+      config->pressure_source > ORCH_PRESSURE_NONE)
+    return ORCH_INVALID;
+  std::lock_guard lock(g_devices_mutex);
+  if (const orch_status st = check_level(*config); st != ORCH_OK) return st;
+  pager_options o;
+  o.ordinal = config->ordinal;
+  o.level = config->level;
+  o.page_size = config->page_size;
+  o.extra_headroom = config->extra_headroom;
+  o.budget_cap = config->budget_cap;
+  if (config->poll_interval_ms >= 0)
+    o.poll_interval_ns = static_cast<uint64_t>(config->poll_interval_ms) * 1000000ull;
+  if (config->poll_floor >= 0) o.poll_floor = config->poll_floor;
+  o.pressure_source = config->pressure_source;
+  orch_device_config dc{sizeof(orch_device_config), config->ordinal, config->sim_fd, 0};
+  pager_device* d = nullptr;
+  if (const orch_status st = pager_device::open(backend_api(), dc, o, &g_host, &d); st != ORCH_OK)
+    return st;
+  try {
+    g_devices.insert(d);
+  } catch (...) {
+    delete d;
+    throw;
+  }
+  *out = reinterpret_cast<orch_pager*>(d);
+  return ORCH_OK;
+}
+
+orch_status device_open(const orch_pager_config* config, orch_pager** out) {
+  return guarded([&] { return device_open_unguarded(config, out); });
+}
+
+void device_close(orch_pager* p) {
+  if (p == nullptr) return;
+  std::lock_guard lock(g_devices_mutex);
+  if (g_devices.erase(dev(p)) != 0) delete dev(p);
+}
+
+orch_status set_simple_headroom(uint64_t bytes) {
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  simple_headroom().store(bytes);
+  return ORCH_OK;
+}
+
+orch_status get_simple_headroom(uint64_t* bytes) {
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (bytes == nullptr) return ORCH_INVALID;
+  *bytes = simple_headroom().load();
+  return ORCH_OK;
+}
+
+orch_status set_budget_cap(orch_pager* p, uint64_t bytes) {
+  return p == nullptr ? ORCH_INVALID : dev(p)->set_budget_cap(bytes);
+}
+
+orch_status set_pressure_source(orch_pager* p, uint32_t source) {
+  if (p == nullptr) return ORCH_INVALID;
+  if (dev(p)->level() < ORCH_LEVEL_4) return ORCH_UNSUPPORTED;
+  return dev(p)->set_pressure_source(source);
+}
+
+orch_status set_log_callback(orch_pager_log_fn fn, void* ctx) {
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  g_host.redirect(fn, ctx);
+  return ORCH_OK;
+}
+
+orch_status region_create(orch_pager* p, uint64_t bytes, orch_region** r, uint64_t* clamped) {
+  if (p == nullptr || r == nullptr) return ORCH_INVALID;
+  pager_region* out = nullptr;
+  const orch_status st = guarded([&] { return dev(p)->create_region(bytes, &out, clamped); });
+  if (st == ORCH_OK) *r = reinterpret_cast<orch_region*>(out);
+  return st;
+}
+
+void region_destroy(orch_region* r) {
+  if (r != nullptr) reg(r)->owner().destroy_region(reg(r));
+}
+
+#define ORCH_REGION_CALL(r, call) ((r) == nullptr ? ORCH_INVALID : reg(r)->owner().call)
+
+orch_status region_info(orch_region* r, orch_region_info* info) {
+  return ORCH_REGION_CALL(r, region_info(reg(r), info));
+}
+orch_status region_prioritize(orch_region* r) {
+  return ORCH_REGION_CALL(r, prioritize(reg(r), true));
+}
+orch_status region_deprioritize(orch_region* r) {
+  return ORCH_REGION_CALL(r, prioritize(reg(r), false));
+}
+orch_status region_fault(orch_region* r, uint64_t offset, uint64_t size, uint64_t* sig,
+                         size_t sig_cap, size_t* sig_len, uint64_t* newly_mapped) {
+  return ORCH_REGION_CALL(r, fault(reg(r), offset, size, sig, sig_cap, sig_len, newly_mapped));
+}
+orch_status region_unpin(orch_region* r, uint64_t offset, uint64_t size) {
+  return ORCH_REGION_CALL(r, unpin(reg(r), offset, size));
+}
+orch_status region_set_watermark(orch_region* r, uint64_t bytes) {
+  return ORCH_REGION_CALL(r, set_watermark(reg(r), bytes));
+}
+orch_status region_set_watermark_limit(orch_region* r, uint64_t bytes) {
+  return ORCH_REGION_CALL(r, set_watermark_limit(reg(r), bytes));
+}
+orch_status region_evict(orch_region* r, uint64_t bytes, uint64_t* freed) {
+  return ORCH_REGION_CALL(r, evict(reg(r), bytes, freed));
+}
+orch_status region_residency(orch_region* r, uint8_t* flags, size_t cap, size_t* len) {
+  return ORCH_REGION_CALL(r, residency(reg(r), flags, cap, len));
+}
+orch_status region_resident_bytes(orch_region* r, uint64_t* bytes) {
+  return ORCH_REGION_CALL(r, region_resident_bytes(reg(r), bytes));
+}
+
+#undef ORCH_REGION_CALL
+
+orch_status reset_watermark_limits(orch_pager* p) {
+  return p == nullptr ? ORCH_INVALID : dev(p)->reset_watermark_limits();
+}
+orch_status reclaim(orch_pager* p, uint64_t bytes, uint32_t flags, uint64_t* freed) {
+  return p == nullptr ? ORCH_INVALID : dev(p)->reclaim(bytes, flags, freed);
+}
+orch_status resident_bytes(orch_pager* p, uint64_t* bytes) {
+  return p == nullptr ? ORCH_INVALID : dev(p)->resident_bytes(bytes);
+}
+orch_status pinned_bytes(orch_pager* p, uint64_t* bytes) {
+  return p == nullptr ? ORCH_INVALID : dev(p)->pinned_bytes(bytes);
+}
+orch_status budget_deficit(orch_pager* p, uint64_t request, int64_t* deficit) {
+  return p == nullptr ? ORCH_INVALID : dev(p)->budget_deficit(request, deficit);
+}
+orch_status poll(orch_pager* p) { return p == nullptr ? ORCH_INVALID : dev(p)->poll(); }
+orch_status account_external(orch_pager* p, int64_t delta) {
+  return p == nullptr ? ORCH_INVALID : dev(p)->account_external(delta);
+}
+orch_status usage(orch_pager* p, orch_pager_usage* u) {
+  return p == nullptr ? ORCH_INVALID : dev(p)->usage(u);
+}
+orch_status stats(orch_pager* p, orch_pager_stats* s) {
+  return p == nullptr ? ORCH_INVALID : dev(p)->stats(s);
+}
+const orch_backend_api* pager_backend(orch_pager* p) {
+  return p == nullptr ? nullptr : dev(p)->backend();
+}
+orch_device* pager_device_of(orch_pager* p) { return p == nullptr ? nullptr : dev(p)->device(); }
+
+// Entries a level range cannot speak are NULL: "NULL means unsupported" (DESIGN.md §4.4).
+const orch_pager_api& pager_table() {
+  static const orch_pager_api api = [] {
+    orch_pager_api a{};
+    a.struct_size = sizeof a;
+    a.device_open = device_open;
+    a.device_close = device_close;
+    if (max_level >= ORCH_LEVEL_3) {
+      a.set_simple_headroom = set_simple_headroom;
+      a.get_simple_headroom = get_simple_headroom;
+    }
+    a.set_budget_cap = set_budget_cap;
+    if (max_level >= ORCH_LEVEL_4) {
+      a.set_pressure_source = set_pressure_source;
+      a.set_log_callback = set_log_callback;
+    }
+    a.region_create = region_create;
+    a.region_destroy = region_destroy;
+    a.region_info = region_info;
+    a.region_prioritize = region_prioritize;
+    a.region_deprioritize = region_deprioritize;
+    a.region_fault = region_fault;
+    a.region_unpin = region_unpin;
+    a.region_set_watermark = region_set_watermark;
+    a.region_set_watermark_limit = region_set_watermark_limit;
+    a.reset_watermark_limits = reset_watermark_limits;
+    a.region_evict = region_evict;
+    a.reclaim = reclaim;
+    a.region_residency = region_residency;
+    a.region_resident_bytes = region_resident_bytes;
+    a.resident_bytes = resident_bytes;
+    a.pinned_bytes = pinned_bytes;
+    a.budget_deficit = budget_deficit;
+    a.poll = poll;
+    a.account_external = account_external;
+    a.usage = usage;
+    a.stats = stats;
+    a.backend = pager_backend;
+    a.device = pager_device_of;
+    return a;
+  }();
+  return api;
+}
+
+const orch_plugin_table& table() {
+  static const orch_plugin_table t = [] {
+    orch_plugin_table x{};
+    x.struct_size = sizeof x;
+    x.abi_major = ORCH_PLUGIN_ABI_MAJOR;
+    x.abi_minor = ORCH_PLUGIN_ABI_MINOR;
+    x.kind = ORCH_KIND_PAGER;
+    x.name = ORCH_PAGER_NAME;
+    x.version = ORCH_PLUGIN_VERSION;
+    x.backend = plugin_backend;
+    x.min_level = min_level;
+    x.max_level = max_level;
+    x.capabilities = ORCH_CAP_SIGNATURES | ORCH_CAP_WATERMARK_LIMIT | ORCH_CAP_SET_WATERMARK |
+                     ORCH_CAP_RESIDENCY | ORCH_CAP_BUDGET_CAP |
+                     (max_level >= ORCH_LEVEL_4 ? ORCH_CAP_PRESSURE_SOURCE : 0);
+    x.init = plugin_init;
+    x.shutdown = plugin_shutdown;
+    x.pager_api = &pager_table();
+    return x;
+  }();
+  return t;
+}
+
+}  // namespace
+
+extern "C" ORCH_PLUGIN_EXPORT const orch_plugin_table* orch_plugin_query(uint32_t /*major*/,
+                                                                          uint32_t /*minor*/) {
+  return &table();
+}

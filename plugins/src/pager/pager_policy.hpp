@@ -1,0 +1,148 @@
+// The backend-agnostic pager policy (reference/aimdo.md §4 and §6.3): regions, fault, unpin,
+// watermark eviction, headrooms and polled pressure. It drives any orch_backend_api, so the sim,
+// cuda and hip pager plugins share it unchanged (aimdo's g_cuda + src/ split, §6.1).
+//
+// Thread safety: one mutex per device guards all of its state (aimdo added a per-device lock
+// later, §2.4). reclaim() may be asked to try-lock so an allocation path never waits behind a
+// model thread (§4.8).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <vector>
+
+#include "../common/host_link.hpp"
+#include "orch/plugin/backend.h"
+#include "orch/plugin/pager.h"
+
+namespace orch::plugin_detail {
+
+inline constexpr uint64_t default_page_size = 32ull << 20;      // aimdo's VBAR page (§2.3)
+inline constexpr uint64_t default_headroom = 256ull << 20;      // VRAM_HEADROOM (§2.3)
+inline constexpr uint64_t default_poll_interval_ns = 2000000000;  // 2000 ms (§4.6)
+
+// Process-wide simple headroom (aimdo's simple_vram_headroom is one process-wide int64_t, §4.1).
+std::atomic<uint64_t>& simple_headroom() noexcept;
+
+struct pager_options {
+  int32_t ordinal = 0;
+  uint32_t level = ORCH_LEVEL_4;
+  uint64_t page_size = default_page_size;
+  uint64_t extra_headroom = 0;
+  uint64_t budget_cap = 0;
+  uint64_t poll_interval_ns = default_poll_interval_ns;
+  int64_t poll_floor = static_cast<int64_t>(default_headroom);
+  uint32_t pressure_source = ORCH_PRESSURE_DEFAULT;
+};
+
+class pager_device;
+
+struct page_slot {
+  uint64_t handle = 0;
+  uint64_t serial = 0;
+  uint32_t pins = 0;
+  bool resident = false;
+};
+
+class pager_region {
+ public:
+  pager_device& owner() const noexcept { return *owner_; }
+
+ private:
+  friend class pager_device;
+  pager_device* owner_ = nullptr;
+  uint64_t base_ = 0;
+  uint64_t nr_pages_ = 0;
+  uint64_t watermark_ = 0;  // pages [watermark, nr_pages) may not be faulted
+  uint64_t limit_ = 0;      // eviction never lowers the watermark below this
+  uint64_t resident_ = 0;
+  uint64_t pinned_ = 0;
+  std::vector<page_slot> pages_;
+  std::list<pager_region*>::iterator position_;
+};
+
+class pager_device {
+ public:
+  // Opens the backend device and builds a pager over it. *out owns both.
+  static orch_status open(const orch_backend_api* backend, const orch_device_config& device,
+                          const pager_options& options, const host_link* host,
+                          pager_device** out);
+  ~pager_device();  // destroys every region (pinned pages too) and closes the device
+
+  pager_device(const pager_device&) = delete;
+  pager_device& operator=(const pager_device&) = delete;
+
+  uint32_t level() const noexcept { return options_.level; }
+  const orch_backend_api* backend() const noexcept { return backend_; }
+  orch_device* device() const noexcept { return device_; }
+
+  orch_status set_budget_cap(uint64_t bytes);
+  orch_status set_pressure_source(uint32_t source);
+
+  orch_status create_region(uint64_t bytes, pager_region** out, uint64_t* clamped);
+  void destroy_region(pager_region* r) noexcept;
+  orch_status region_info(pager_region* r, orch_region_info* info);
+  orch_status prioritize(pager_region* r, bool to_top);
+
+  orch_status fault(pager_region* r, uint64_t offset, uint64_t size, uint64_t* sig,
+                    size_t sig_cap, size_t* sig_len, uint64_t* newly_mapped);
+  orch_status unpin(pager_region* r, uint64_t offset, uint64_t size);
+
+  orch_status set_watermark(pager_region* r, uint64_t bytes);
+  orch_status set_watermark_limit(pager_region* r, uint64_t bytes);
+  orch_status reset_watermark_limits();
+  orch_status evict(pager_region* r, uint64_t bytes, uint64_t* freed);
+  orch_status reclaim(uint64_t bytes, uint32_t flags, uint64_t* freed);
+
+  orch_status residency(pager_region* r, uint8_t* flags, size_t cap, size_t* len);
+  orch_status region_resident_bytes(pager_region* r, uint64_t* bytes);
+  orch_status resident_bytes(uint64_t* bytes);
+  orch_status pinned_bytes(uint64_t* bytes);
+  orch_status budget_deficit(uint64_t request, int64_t* deficit);
+  orch_status poll();
+  orch_status account_external(int64_t delta);
+  orch_status usage(orch_pager_usage* out);
+  orch_status stats(orch_pager_stats* out);
+
+ private:
+  pager_device(const orch_backend_api* backend, orch_device* device, const pager_options& options,
+               uint64_t total, const host_link* host) noexcept;
+
+  int64_t capacity_locked() const noexcept;
+  int64_t usage_locked() const noexcept;
+  uint64_t now_ns() const noexcept;
+  void poll_locked(bool force) noexcept;
+  int64_t deficit_locked(uint64_t request) noexcept;
+
+  orch_status map_page_locked(pager_region& r, uint64_t index) noexcept;
+  void free_page_locked(pager_region& r, uint64_t index, uint32_t reason) noexcept;
+  void sync_locked() noexcept;
+  bool lower_one_locked(pager_region& r, bool& synced) noexcept;
+  uint64_t free_pages_locked(int64_t bytes) noexcept;
+  bool evict_step_locked(bool& synced, bool& freed) noexcept;
+  void rationalise_locked(pager_region& r, uint64_t first_missing, uint64_t page_end) noexcept;
+  orch_status oom_locked() noexcept;
+
+  std::mutex mutex_;
+  const orch_backend_api* backend_;
+  orch_device* device_;
+  pager_options options_;
+  uint64_t total_;
+  const host_link* host_;
+  std::list<pager_region*> priority_;  // front: highest priority (newest, §4.4)
+  uint64_t page_bytes_ = 0;
+  int64_t external_bytes_ = 0;
+  uint64_t next_serial_ = 0;
+  // Polled term (§4.6): deficit_sync from the last poll plus our own usage delta since.
+  bool polled_ = false;
+  uint64_t last_poll_ns_ = 0;
+  int64_t deficit_sync_ = 0;
+  int64_t usage_at_poll_ = 0;
+  uint64_t last_free_ = 0;
+  bool poll_failure_logged_ = false;
+  orch_pager_stats stats_{};
+};
+
+}  // namespace orch::plugin_detail

@@ -1,0 +1,125 @@
+// Shared fixture plumbing for the conformance suites: loads plugins through the real loader
+// (dlopen), creates a sim device where the target is sim, and says why a target must skip.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "orch/plugin/allocator.h"
+#include "orch/plugin/backend.h"
+#include "orch/plugin/pager.h"
+#include "orch/plugin/sim.h"
+#include "orch/plugins/loader.hpp"
+
+// GTEST_SKIP and fatal assertions only leave the function they are in: a test body that calls a
+// helper which may skip or fail must return right after it.
+#define ORCH_RETURN_IF_SKIPPED()                                                 \
+  do {                                                                           \
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return; \
+  } while (0)
+
+namespace orch::test {
+
+inline constexpr uint64_t MiB = 1ull << 20;
+inline constexpr uint64_t GiB = 1ull << 30;
+inline constexpr uint64_t page = 32 * MiB;  // aimdo's page, used by every scenario
+
+// One backend under test: the plugin files and the backend kind.
+struct target {
+  const char* name;
+  orch_backend_kind backend;
+  const char* backend_plugin;
+  const char* pager_plugin;      // nullptr: no pager for this backend
+  const char* allocator_plugin;  // nullptr: no allocator
+};
+
+inline std::unique_ptr<plugins::plugin_library> load(const char* path) {
+  auto lib = plugins::plugin_library::open(path);
+  if (!lib) {
+    ADD_FAILURE() << lib.err().code << ": " << lib.err().message;
+    return nullptr;
+  }
+  auto st = (*lib)->init();
+  if (!st) ADD_FAILURE() << st.err().message;
+  return std::move(*lib);
+}
+
+// A device to run a suite on: a fresh sim segment, or device `ordinal` of a real GPU.
+class device_env {
+ public:
+  // Returns an empty string when ready, else the reason to skip.
+  std::string open(const target& t, uint64_t capacity, uint32_t free_mode = ORCH_SIM_FREE_DEVICE,
+                   bool backing_store = false) {
+    target_ = t;
+    if (t.backend_plugin == nullptr) return std::string(t.name) + " plugins are not built here";
+    backend_lib_ = load(t.backend_plugin);
+    if (backend_lib_ == nullptr) return "backend plugin failed to load";
+    backend_ = backend_lib_->table().backend_api;
+    if (t.backend == ORCH_BACKEND_SIM) {
+      sim_ = static_cast<const orch_sim_api*>(backend_lib_->table().extension);
+      orch_sim_config c{sizeof(orch_sim_config), free_mode, capacity, 2 * MiB,
+                        backing_store ? 1u : 0u, 0};
+      if (sim_->create(&c, &fd_) != ORCH_OK) return "sim create failed";
+      control_ = open_device();
+      return control_ != nullptr ? "" : "sim device open failed";
+    }
+    int32_t count = 0;
+    if (backend_->device_count(&count) != ORCH_OK || count == 0)
+      return std::string("no ") + t.name + " device on this machine (driver missing or 0 devices)";
+    capacity_cap_ = capacity;  // real devices are capped to the scenario's capacity
+    return "";
+  }
+
+  orch_device* open_device() {
+    orch_device_config dc{sizeof(orch_device_config), 0, fd_, 0};
+    orch_device* d = nullptr;
+    return backend_->device_open(&dc, &d) == ORCH_OK ? d : nullptr;
+  }
+
+  ~device_env() {
+    if (control_ != nullptr) backend_->device_close(control_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  bool is_sim() const { return sim_ != nullptr; }
+  int32_t fd() const { return fd_; }
+  uint64_t capacity_cap() const { return capacity_cap_; }
+  const orch_backend_api* backend() const { return backend_; }
+  const orch_sim_api* sim() const { return sim_; }
+  orch_device* control() const { return control_; }
+
+  orch_sim_counters counters() const {
+    orch_sim_counters c{};
+    c.struct_size = sizeof c;
+    EXPECT_EQ(sim_->counters(control_, &c), ORCH_OK);
+    return c;
+  }
+
+ private:
+  target target_{};
+  std::unique_ptr<plugins::plugin_library> backend_lib_;
+  const orch_backend_api* backend_ = nullptr;
+  const orch_sim_api* sim_ = nullptr;
+  orch_device* control_ = nullptr;
+  int32_t fd_ = -1;
+  uint64_t capacity_cap_ = 0;
+};
+
+inline orch_pager_config pager_config(const device_env& env, uint32_t level = ORCH_LEVEL_4) {
+  orch_pager_config c{};
+  c.struct_size = sizeof c;
+  c.level = level;
+  c.ordinal = 0;
+  c.sim_fd = env.fd();
+  c.page_size = page;
+  c.budget_cap = env.capacity_cap();
+  c.poll_interval_ms = -1;
+  c.poll_floor = -1;
+  return c;
+}
+
+}  // namespace orch::test

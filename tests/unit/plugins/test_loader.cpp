@@ -1,0 +1,82 @@
+// The loader: real dlopen, one error code per cause (DESIGN.md §4.12), idempotent lifecycle.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "orch/plugins/loader.hpp"
+
+namespace {
+
+using orch::plugins::plugin_library;
+
+std::string code_of(const char* path) {
+  auto lib = plugin_library::open(path);
+  return lib ? "ok" : lib.err().code;
+}
+
+TEST(plugin_loader, a_missing_file_is_not_found) {
+  EXPECT_EQ(code_of("/nonexistent/orch-pager-none.so"), "not_found");
+}
+
+TEST(plugin_loader, a_file_that_is_not_a_shared_object_fails_to_load) {
+  const auto path = std::filesystem::temp_directory_path() / "orch-loader-junk.so";
+  std::ofstream(path) << "not an ELF file";
+  EXPECT_EQ(code_of(path.c_str()), "load_failed");
+  std::filesystem::remove(path);
+}
+
+TEST(plugin_loader, a_library_without_the_entry_symbol_is_not_a_plugin) {
+  EXPECT_EQ(code_of(ORCH_FIXTURE_1), "not_a_plugin");
+}
+
+TEST(plugin_loader, a_different_abi_major_is_an_abi_mismatch) {
+  auto lib = plugin_library::open(ORCH_FIXTURE_2);
+  ASSERT_FALSE(lib);
+  EXPECT_EQ(lib.err().code, "abi_mismatch");
+  EXPECT_NE(lib.err().message.find("ABI major 99"), std::string::npos) << lib.err().message;
+}
+
+TEST(plugin_loader, an_inverted_level_range_is_an_invalid_table) {
+  EXPECT_EQ(code_of(ORCH_FIXTURE_3), "invalid_table");
+}
+
+TEST(plugin_loader, a_null_table_is_an_invalid_table) {
+  EXPECT_EQ(code_of(ORCH_FIXTURE_5), "invalid_table");
+}
+
+TEST(plugin_loader, a_failed_init_leaves_the_plugin_down) {
+  auto lib = plugin_library::open(ORCH_FIXTURE_4);
+  ASSERT_TRUE(lib) << lib.err().message;
+  auto st = (*lib)->init();
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.err().code, "init_failed");
+  EXPECT_FALSE((*lib)->initialised());
+}
+
+TEST(plugin_loader, init_and_shutdown_are_idempotent_and_the_real_path_is_kept) {
+  auto lib = plugin_library::open(ORCH_TEST_PLUGIN_PAGER_SIM);
+  ASSERT_TRUE(lib) << lib.err().message;
+  EXPECT_EQ((*lib)->real_path(), std::filesystem::canonical(ORCH_TEST_PLUGIN_PAGER_SIM));
+  ASSERT_TRUE((*lib)->init());
+  ASSERT_TRUE((*lib)->init());
+  EXPECT_TRUE((*lib)->initialised());
+  EXPECT_EQ((*lib)->table().init(nullptr), ORCH_ALREADY_INITIALISED);
+  (*lib)->shutdown();
+  (*lib)->shutdown();
+  EXPECT_FALSE((*lib)->initialised());
+  ASSERT_TRUE((*lib)->init());  // and it comes back up
+}
+
+TEST(plugin_loader, plugins_export_only_their_entry_points) {
+  auto lib = plugin_library::open(ORCH_TEST_PLUGIN_PAGER_SIM);
+  ASSERT_TRUE(lib);
+  EXPECT_NE((*lib)->symbol("orch_plugin_query"), nullptr);
+  EXPECT_EQ((*lib)->symbol("orch_torch_malloc"), nullptr);
+  auto alloc = plugin_library::open(ORCH_TEST_PLUGIN_ALLOCATOR_SIM);
+  ASSERT_TRUE(alloc);
+  EXPECT_NE((*alloc)->symbol("orch_torch_malloc"), nullptr);
+  EXPECT_NE((*alloc)->symbol("orch_torch_free"), nullptr);
+}
+
+}  // namespace
