@@ -1,0 +1,248 @@
+#include "orch/ipc/channel.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+namespace orch::ipc {
+namespace asio = boost::asio;
+
+channel::channel(socket_type socket, channel_options options)
+    : socket_(std::move(socket)),
+      strand_(asio::make_strand(socket_.get_executor())),
+      options_(std::move(options)) {}
+
+std::shared_ptr<channel> channel::create(socket_type socket, channel_options options) {
+  return std::shared_ptr<channel>(new channel(std::move(socket), std::move(options)));
+}
+
+void channel::start(message_handler on_message, close_handler on_close) {
+  asio::post(strand_, [self = shared_from_this(), on_message = std::move(on_message),
+                       on_close = std::move(on_close)]() mutable {
+    self->on_message_ = std::move(on_message);
+    self->on_close_ = std::move(on_close);
+    self->read_header();
+  });
+}
+
+void channel::read_header() {
+  if (closed_) return;
+  asio::async_read(socket_, asio::buffer(header_buffer_),
+                   asio::bind_executor(strand_, [self = shared_from_this()](
+                                                    const boost::system::error_code& ec, std::size_t) {
+                     if (ec) {
+                       self->shut(error{channel_errc::peer_lost, "peer closed the connection (" + ec.message() + ")"});
+                       return;
+                     }
+                     auto header = decode_header(self->header_buffer_, self->options_.max_body);
+                     if (!header) {
+                       // Validated before any body byte is read: a violation ends the connection.
+                       self->shut(header.err());
+                       return;
+                     }
+                     self->current_ = *header;
+                     self->read_body();
+                   }));
+}
+
+void channel::read_body() {
+  body_buffer_.resize(current_.body_length);
+  if (current_.body_length == 0) {
+    dispatch();
+    return;
+  }
+  asio::async_read(socket_, asio::buffer(body_buffer_),
+                   asio::bind_executor(strand_, [self = shared_from_this()](
+                                                    const boost::system::error_code& ec, std::size_t) {
+                     if (ec) {
+                       self->shut(error{channel_errc::peer_lost, "peer closed the connection mid-frame (" + ec.message() + ")"});
+                       return;
+                     }
+                     self->dispatch();
+                   }));
+}
+
+void channel::dispatch() {
+  const frame_header header = current_;
+  auto body = decode_body(header.type, header.flags, body_buffer_);
+  if (!body) {
+    if (body.err().code == body_errc::unknown_type) {
+      // Unknown types are logged and dropped, never asserted on (§8.4.1): a newer peer may add some.
+      spdlog::warn("channel {}: dropping frame: {}", options_.name, body.err().message);
+      read_header();
+      return;
+    }
+    shut(body.err());
+    return;
+  }
+  if (options_.accept_generation && header.generation != *options_.accept_generation) {
+    spdlog::info("channel {}: dropping {} from generation {} (current {})", options_.name,
+                 to_string(static_cast<message_type>(header.type)), header.generation,
+                 *options_.accept_generation);
+    read_header();
+    return;
+  }
+  if ((header.flags & frame_flags::response) != 0) {
+    auto it = pending_.find(header.request_id);
+    if (it == pending_.end()) {
+      spdlog::debug("channel {}: late response to request {} dropped", options_.name, header.request_id);
+    } else {
+      pending_request request = std::move(it->second);
+      pending_.erase(it);
+      request.timer->cancel();
+      if ((header.flags & frame_flags::error) != 0) {
+        request.handler(error_from_body(*body));
+      } else {
+        request.handler(message{header, std::move(*body)});
+      }
+    }
+  } else if (on_message_) {
+    on_message_(message{header, std::move(*body)});
+  }
+  read_header();
+}
+
+bool channel::enqueue(frame_header header, const json& body) {
+  if (closed_) return false;
+  if (queue_.size() >= options_.max_queue + (writing_ ? 1 : 0)) return false;
+  const std::vector<std::uint8_t> encoded = encode_body(body);
+  header.body_length = static_cast<std::uint32_t>(encoded.size());
+  header.generation = options_.generation;
+  const header_bytes head = encode_header(header);
+  std::vector<std::uint8_t> frame(frame_header_size + encoded.size());
+  std::memcpy(frame.data(), head.data(), head.size());
+  std::memcpy(frame.data() + frame_header_size, encoded.data(), encoded.size());
+  queue_.push_back(std::move(frame));
+  if (!writing_) write_next();
+  return true;
+}
+
+void channel::write_next() {
+  writing_ = true;
+  // The frame stays at the queue's front (alive) until its write completes: one write in flight.
+  asio::async_write(socket_, asio::buffer(queue_.front()),
+                    asio::bind_executor(strand_, [self = shared_from_this()](
+                                                     const boost::system::error_code& ec, std::size_t) {
+                      self->queue_.pop_front();
+                      self->writing_ = false;
+                      if (self->closed_) {
+                        self->queue_.clear();
+                        return;
+                      }
+                      if (ec) {
+                        self->shut(error{channel_errc::peer_lost, "write failed (" + ec.message() + ")"});
+                        return;
+                      }
+                      if (!self->queue_.empty()) self->write_next();
+                    }));
+}
+
+void channel::request(message_type type, json body, std::chrono::milliseconds deadline,
+                      response_handler on_response) {
+  asio::post(strand_, [self = shared_from_this(), type, body = std::move(body), deadline,
+                       on_response = std::move(on_response)]() mutable {
+    if (self->closed_) {
+      on_response(error{channel_errc::peer_lost, "channel " + self->options_.name + " is closed"});
+      return;
+    }
+    const std::uint64_t id = self->next_request_id_++;
+    frame_header header;
+    header.type = static_cast<std::uint16_t>(type);
+    header.request_id = id;
+    if (!self->enqueue(header, body)) {
+      on_response(error{channel_errc::queue_full, "channel " + self->options_.name +
+                                                      ": outgoing queue is full (peer not reading?)"});
+      return;
+    }
+    auto timer = std::make_unique<asio::steady_timer>(self->strand_);
+    timer->expires_after(deadline);
+    timer->async_wait([self, id](const boost::system::error_code& ec) {
+      if (ec) return;  // cancelled: answered or failed already
+      auto it = self->pending_.find(id);
+      if (it == self->pending_.end()) return;
+      response_handler handler = std::move(it->second.handler);
+      self->pending_.erase(it);
+      handler(error{channel_errc::deadline_exceeded, "request " + std::to_string(id) + " on channel " +
+                                                         self->options_.name + " passed its deadline"});
+    });
+    self->pending_.emplace(id, pending_request{std::move(on_response), std::move(timer)});
+  });
+}
+
+void channel::notify(message_type type, json body) {
+  asio::post(strand_, [self = shared_from_this(), type, body = std::move(body)] {
+    frame_header header;
+    header.type = static_cast<std::uint16_t>(type);
+    if (!self->enqueue(header, body) && !self->closed_) {
+      self->shut(error{channel_errc::queue_full, "outgoing queue full: the peer stopped reading"});
+    }
+  });
+}
+
+void channel::respond(const frame_header& to, json body) {
+  asio::post(strand_, [self = shared_from_this(), to, body = std::move(body)] {
+    frame_header header;
+    header.type = to.type;
+    header.flags = frame_flags::response;
+    header.request_id = to.request_id;
+    if (!self->enqueue(header, body) && !self->closed_) {
+      self->shut(error{channel_errc::queue_full, "outgoing queue full: the peer stopped reading"});
+    }
+  });
+}
+
+void channel::respond_error(const frame_header& to, const error& e) {
+  asio::post(strand_, [self = shared_from_this(), to, body = error_body(e)] {
+    frame_header header;
+    header.type = to.type;
+    header.flags = frame_flags::response | frame_flags::error;
+    header.request_id = to.request_id;
+    if (!self->enqueue(header, body) && !self->closed_) {
+      self->shut(error{channel_errc::queue_full, "outgoing queue full: the peer stopped reading"});
+    }
+  });
+}
+
+void channel::close(std::string reason) {
+  asio::post(strand_, [self = shared_from_this(), reason = std::move(reason)] {
+    self->shut(error{"closed", reason});
+  });
+}
+
+void channel::fail_all_pending(const error& reason) {
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [id, request] : pending) {
+    request.timer->cancel();
+    request.handler(error{channel_errc::peer_lost, "request " + std::to_string(id) + " failed: " + reason.message});
+  }
+}
+
+void channel::shut(error reason) {
+  if (closed_) return;
+  closed_ = true;
+  if (reason.code == channel_errc::peer_lost || reason.code == "closed") {
+    spdlog::info("channel {}: closed: {}", options_.name, reason.message);
+  } else {
+    spdlog::warn("channel {}: closing on protocol violation [{}]: {}", options_.name, reason.code,
+                 reason.message);
+  }
+  boost::system::error_code ignored;
+  socket_.shutdown(socket_type::shutdown_both, ignored);
+  socket_.close(ignored);
+  fail_all_pending(reason);
+  if (on_close_) {
+    auto handler = std::move(on_close_);
+    on_close_ = nullptr;
+    handler(reason);
+  }
+  on_message_ = nullptr;  // breaks cycles through captured shared_ptrs
+}
+
+}  // namespace orch::ipc

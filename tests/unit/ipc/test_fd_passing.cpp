@@ -1,0 +1,88 @@
+// SCM_RIGHTS fd passing: fds arrive, extras are refused and closed.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "leak_check.hpp"
+#include "orch/ipc/fd_passing.hpp"
+#include "orch/ipc/memfd_segment.hpp"
+
+namespace orch::ipc {
+namespace {
+
+using fd_passing_test = testing::leak_checked_test;
+
+struct socket_pair {
+  unique_fd a, b;
+  socket_pair() {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    a.reset(fds[0]);
+    b.reset(fds[1]);
+  }
+};
+
+TEST_F(fd_passing_test, sent_memfd_arrives_sealed_with_its_contents) {
+  socket_pair sp;
+  auto seg = memfd_segment::create("test", 4096);
+  ASSERT_TRUE(seg.ok());
+  {
+    auto m = mapping::map(seg->fd(), 0, 4096, true);
+    ASSERT_TRUE(m.ok());
+    m->data()[10] = std::byte{77};
+  }
+  const int fd = seg->fd();
+  const std::byte tag{1};
+  ASSERT_TRUE(send_fds(sp.a.get(), {&tag, 1}, {&fd, 1}).ok());
+  auto got = recv_fds(sp.b.get(), 1, 1);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->fds.size(), 1u);
+  auto adopted = memfd_segment::adopt(std::move(got->fds[0]), 4096);
+  ASSERT_TRUE(adopted.ok());
+  auto m = mapping::map(adopted->fd(), 0, 4096, false);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->data()[10], std::byte{77});
+}
+
+TEST_F(fd_passing_test, more_fds_than_expected_are_refused_and_all_closed) {
+  socket_pair sp;
+  auto s1 = memfd_segment::create("one", 4096);
+  auto s2 = memfd_segment::create("two", 4096);
+  auto s3 = memfd_segment::create("three", 4096);
+  const int fds[3] = {s1->fd(), s2->fd(), s3->fd()};
+  const std::byte tag{1};
+  ASSERT_TRUE(send_fds(sp.a.get(), {&tag, 1}, fds).ok());
+  auto got = recv_fds(sp.b.get(), 1, 1);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.err().code, "too_many_fds");
+  // TearDown's leak check proves the three received copies were closed.
+}
+
+TEST_F(fd_passing_test, closed_peer_is_reported) {
+  socket_pair sp;
+  sp.a.reset();
+  auto got = recv_fds(sp.b.get(), 1, 1);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.err().code, "peer_closed");
+}
+
+TEST_F(fd_passing_test, unsealed_fd_is_not_adopted_as_a_segment) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  unique_fd keep(fds[1]);
+  auto adopted = memfd_segment::adopt(unique_fd(fds[0]), 0);
+  ASSERT_FALSE(adopted.ok());
+  EXPECT_EQ(adopted.err().code, "not_sealed");
+}
+
+TEST_F(fd_passing_test, sealed_segment_cannot_be_resized) {
+  auto seg = memfd_segment::create("sealed", 8192);
+  ASSERT_TRUE(seg.ok());
+  EXPECT_NE(::ftruncate(seg->fd(), 4096), 0);
+  EXPECT_NE(::ftruncate(seg->fd(), 16384), 0);
+}
+
+}  // namespace
+}  // namespace orch::ipc
