@@ -17,7 +17,8 @@ namespace {
 using namespace orch::ipc;
 using namespace orch::ipc::bench;
 
-std::uint64_t hammer(const control_segment& control, std::uint32_t slot, std::chrono::milliseconds span) {
+std::uint64_t hammer(const control_segment& control, std::uint32_t slot,
+                     std::chrono::milliseconds span) {
   budget_account account(control, slot);
   std::uint64_t pairs = 0;
   const auto end = clock::now() + span;
@@ -65,9 +66,12 @@ int main(int argc, char** argv) {
   }
   const double seconds = std::chrono::duration<double>(span).count();
   std::printf("budget reserve+release pairs per second (4 KiB each)\n");
-  std::printf("  one process (floor):       %.2f M/s\n", static_cast<double>(alone) / seconds / 1e6);
-  std::printf("  two processes contending:  %.2f M/s total\n", static_cast<double>(contended) / seconds / 1e6);
-  std::printf("  ratio contended/floor:     %.2f\n", static_cast<double>(contended) / static_cast<double>(alone));
+  std::printf("  one process (floor):       %.2f M/s\n",
+              static_cast<double>(alone) / seconds / 1e6);
+  std::printf("  two processes contending:  %.2f M/s total\n",
+              static_cast<double>(contended) / seconds / 1e6);
+  std::printf("  ratio contended/floor:     %.2f\n",
+              static_cast<double>(contended) / static_cast<double>(alone));
   std::printf("  total reserved afterwards: %llu (must be 0)\n",
               static_cast<unsigned long long>(control->total_reserved()));
   return control->total_reserved() == 0 ? 0 : 1;

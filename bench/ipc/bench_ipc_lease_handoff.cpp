@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
   const std::byte tag{1};
   const int segment_fd = pool.segment(0).fd();
   if (!send_fds(fd_link[0], {&tag, 1}, {&segment_fd, 1}).ok() ||
-      !call(message_type::segment_attach, json{{"segment", 1}, {"total_size", pool.segment(0).total_size()}})) {
+      !call(message_type::segment_attach,
+            json{{"segment", 1}, {"total_size", pool.segment(0).total_size()}})) {
     std::fprintf(stderr, "attach failed\n");
     return 1;
   }

@@ -33,22 +33,24 @@ void channel::start(message_handler on_message, close_handler on_close) {
 
 void channel::read_header() {
   if (closed_) return;
-  asio::async_read(socket_, asio::buffer(header_buffer_),
-                   asio::bind_executor(strand_, [self = shared_from_this()](
-                                                    const boost::system::error_code& ec, std::size_t) {
-                     if (ec) {
-                       self->shut(error{channel_errc::peer_lost, "peer closed the connection (" + ec.message() + ")"});
-                       return;
-                     }
-                     auto header = decode_header(self->header_buffer_, self->options_.max_body);
-                     if (!header) {
-                       // Validated before any body byte is read: a violation ends the connection.
-                       self->shut(header.err());
-                       return;
-                     }
-                     self->current_ = *header;
-                     self->read_body();
-                   }));
+  asio::async_read(
+      socket_, asio::buffer(header_buffer_),
+      asio::bind_executor(
+          strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+            if (ec) {
+              self->shut(error{channel_errc::peer_lost,
+                               "peer closed the connection (" + ec.message() + ")"});
+              return;
+            }
+            auto header = decode_header(self->header_buffer_, self->options_.max_body);
+            if (!header) {
+              // Validated before any body byte is read: a violation ends the connection.
+              self->shut(header.err());
+              return;
+            }
+            self->current_ = *header;
+            self->read_body();
+          }));
 }
 
 void channel::read_body() {
@@ -57,15 +59,17 @@ void channel::read_body() {
     dispatch();
     return;
   }
-  asio::async_read(socket_, asio::buffer(body_buffer_),
-                   asio::bind_executor(strand_, [self = shared_from_this()](
-                                                    const boost::system::error_code& ec, std::size_t) {
-                     if (ec) {
-                       self->shut(error{channel_errc::peer_lost, "peer closed the connection mid-frame (" + ec.message() + ")"});
-                       return;
-                     }
-                     self->dispatch();
-                   }));
+  asio::async_read(
+      socket_, asio::buffer(body_buffer_),
+      asio::bind_executor(
+          strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+            if (ec) {
+              self->shut(error{channel_errc::peer_lost,
+                               "peer closed the connection mid-frame (" + ec.message() + ")"});
+              return;
+            }
+            self->dispatch();
+          }));
 }
 
 void channel::dispatch() {
@@ -73,7 +77,8 @@ void channel::dispatch() {
   auto body = decode_body(header.type, header.flags, body_buffer_);
   if (!body) {
     if (body.err().code == body_errc::unknown_type) {
-      // Unknown types are logged and dropped, never asserted on (§8.4.1): a newer peer may add some.
+      // Unknown types are logged and dropped, never asserted on (§8.4.1): a newer peer may add
+      // some.
       spdlog::warn("channel {}: dropping frame: {}", options_.name, body.err().message);
       read_header();
       return;
@@ -91,7 +96,8 @@ void channel::dispatch() {
   if ((header.flags & frame_flags::response) != 0) {
     auto it = pending_.find(header.request_id);
     if (it == pending_.end()) {
-      spdlog::debug("channel {}: late response to request {} dropped", options_.name, header.request_id);
+      spdlog::debug("channel {}: late response to request {} dropped", options_.name,
+                    header.request_id);
     } else {
       pending_request request = std::move(it->second);
       pending_.erase(it);
@@ -126,21 +132,22 @@ bool channel::enqueue(frame_header header, const json& body) {
 void channel::write_next() {
   writing_ = true;
   // The frame stays at the queue's front (alive) until its write completes: one write in flight.
-  asio::async_write(socket_, asio::buffer(queue_.front()),
-                    asio::bind_executor(strand_, [self = shared_from_this()](
-                                                     const boost::system::error_code& ec, std::size_t) {
-                      self->queue_.pop_front();
-                      self->writing_ = false;
-                      if (self->closed_) {
-                        self->queue_.clear();
-                        return;
-                      }
-                      if (ec) {
-                        self->shut(error{channel_errc::peer_lost, "write failed (" + ec.message() + ")"});
-                        return;
-                      }
-                      if (!self->queue_.empty()) self->write_next();
-                    }));
+  asio::async_write(
+      socket_, asio::buffer(queue_.front()),
+      asio::bind_executor(
+          strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+            self->queue_.pop_front();
+            self->writing_ = false;
+            if (self->closed_) {
+              self->queue_.clear();
+              return;
+            }
+            if (ec) {
+              self->shut(error{channel_errc::peer_lost, "write failed (" + ec.message() + ")"});
+              return;
+            }
+            if (!self->queue_.empty()) self->write_next();
+          }));
 }
 
 void channel::request(message_type type, json body, std::chrono::milliseconds deadline,
@@ -156,8 +163,9 @@ void channel::request(message_type type, json body, std::chrono::milliseconds de
     header.type = static_cast<std::uint16_t>(type);
     header.request_id = id;
     if (!self->enqueue(header, body)) {
-      on_response(error{channel_errc::queue_full, "channel " + self->options_.name +
-                                                      ": outgoing queue is full (peer not reading?)"});
+      on_response(
+          error{channel_errc::queue_full,
+                "channel " + self->options_.name + ": outgoing queue is full (peer not reading?)"});
       return;
     }
     auto timer = std::make_unique<asio::steady_timer>(self->strand_);
@@ -168,8 +176,9 @@ void channel::request(message_type type, json body, std::chrono::milliseconds de
       if (it == self->pending_.end()) return;
       response_handler handler = std::move(it->second.handler);
       self->pending_.erase(it);
-      handler(error{channel_errc::deadline_exceeded, "request " + std::to_string(id) + " on channel " +
-                                                         self->options_.name + " passed its deadline"});
+      handler(error{channel_errc::deadline_exceeded, "request " + std::to_string(id) +
+                                                         " on channel " + self->options_.name +
+                                                         " passed its deadline"});
     });
     self->pending_.emplace(id, pending_request{std::move(on_response), std::move(timer)});
   });
@@ -220,7 +229,8 @@ void channel::fail_all_pending(const error& reason) {
   pending_.clear();
   for (auto& [id, request] : pending) {
     request.timer->cancel();
-    request.handler(error{channel_errc::peer_lost, "request " + std::to_string(id) + " failed: " + reason.message});
+    request.handler(error{channel_errc::peer_lost,
+                          "request " + std::to_string(id) + " failed: " + reason.message});
   }
 }
 

@@ -15,12 +15,14 @@ void control_block::publish(const stats_snapshot& snapshot) noexcept {
 }
 
 result<stats_snapshot> control_block::read(unsigned max_tries) const noexcept {
-  if (!valid_header()) return error{"bad_block", "control block has a wrong magic, version or size"};
+  if (!valid_header())
+    return error{"bad_block", "control block has a wrong magic, version or size"};
   std::uint64_t words[stats_words];
   for (unsigned attempt = 0; attempt < max_tries; ++attempt) {
     const std::uint64_t before = stats_sequence.load(std::memory_order_acquire);
     if ((before & 1u) != 0) continue;
-    for (std::size_t i = 0; i < stats_words; ++i) words[i] = stats[i].load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < stats_words; ++i)
+      words[i] = stats[i].load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (stats_sequence.load(std::memory_order_relaxed) == before) {
       stats_snapshot out;
@@ -28,8 +30,9 @@ result<stats_snapshot> control_block::read(unsigned max_tries) const noexcept {
       return out;
     }
   }
-  return error{"writer_stalled", "control block stats stayed inconsistent; its writer may have "
-                                 "died while publishing"};
+  return error{"writer_stalled",
+               "control block stats stayed inconsistent; its writer may have "
+               "died while publishing"};
 }
 
 void initialise_control_block(control_block& block) noexcept {

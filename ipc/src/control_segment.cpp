@@ -2,13 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cassert>
 #include <new>
 
 namespace orch::ipc {
 namespace {
 
 std::uint64_t layout_size(std::uint32_t slots) {
-  return sizeof(control_header) + std::uint64_t{slots} * (sizeof(budget_slot) + sizeof(control_block));
+  return sizeof(control_header) +
+         std::uint64_t{slots} * (sizeof(budget_slot) + sizeof(control_block));
 }
 
 }  // namespace
@@ -53,8 +55,8 @@ result<control_segment> control_segment::attach(unique_fd fd) {
   const auto& h = *reinterpret_cast<const control_header*>(map->data());
   if (h.magic != control_segment_magic || h.version != control_segment_version ||
       h.header_size != sizeof(control_header) || h.slot_size != sizeof(budget_slot) ||
-      h.block_size != sizeof(control_block) || h.total_size != file->size() ||
-      h.slot_count == 0 || layout_size(h.slot_count) > file->size()) {
+      h.block_size != sizeof(control_block) || h.total_size != file->size() || h.slot_count == 0 ||
+      layout_size(h.slot_count) > file->size()) {
     return error{"bad_segment", "control segment failed validation (magic, version or sizes)"};
   }
   return control_segment(std::move(*file), std::move(*map));
@@ -66,8 +68,8 @@ budget_slot& control_segment::slot(std::uint32_t index) const noexcept {
 }
 
 control_block& control_segment::block(std::uint32_t index) const noexcept {
-  auto* first = reinterpret_cast<control_block*>(
-      map_.data() + sizeof(control_header) + std::uint64_t{slot_count()} * sizeof(budget_slot));
+  auto* first = reinterpret_cast<control_block*>(map_.data() + sizeof(control_header) +
+                                                 std::uint64_t{slot_count()} * sizeof(budget_slot));
   return first[index];
 }
 
@@ -94,9 +96,10 @@ std::uint64_t control_segment::reclaim_slot(std::uint32_t index) noexcept {
   header().total_reserved.fetch_sub(held, std::memory_order_acq_rel);
   if (pending != 0) {
     header().unresolved_bytes.fetch_add(pending, std::memory_order_acq_rel);
-    spdlog::warn("budget: slot {} (pid {}) died inside a reservation of {} bytes; they stay "
-                 "counted against the budget",
-                 index, s.pid.load(std::memory_order_relaxed), pending);
+    spdlog::warn(
+        "budget: slot {} (pid {}) died inside a reservation of {} bytes; they stay "
+        "counted against the budget",
+        index, s.pid.load(std::memory_order_relaxed), pending);
   }
   s.high_water.store(0, std::memory_order_relaxed);
   s.start_time.store(0, std::memory_order_relaxed);
@@ -121,23 +124,27 @@ std::vector<std::uint32_t> control_segment::reclaim_dead() {
 budget_account::budget_account(const control_segment& segment, std::uint32_t slot) noexcept
     : total_(&segment.header().total_reserved),
       slot_(&segment.slot(slot)),
-      budget_(segment.budget()) {}
+      budget_(segment.budget()) {
+  assert(slot < segment.slot_count());
+}
 
 status budget_account::reserve(std::uint64_t bytes) {
   if (bytes == 0) return ok_status();
-  slot_->pending.store(bytes, std::memory_order_seq_cst);
+  // pending is added to, not stored, so several threads of one process can reserve at once.
+  slot_->pending.fetch_add(bytes, std::memory_order_seq_cst);
   std::uint64_t current = total_->load(std::memory_order_acquire);
   do {
     if (bytes > budget_ || current > budget_ - bytes) {
-      slot_->pending.store(0, std::memory_order_release);
-      return error{"budget_exceeded", "reserving " + std::to_string(bytes) + " pinned bytes would pass the budget of " +
+      slot_->pending.fetch_sub(bytes, std::memory_order_release);
+      return error{"budget_exceeded", "reserving " + std::to_string(bytes) +
+                                          " pinned bytes would pass the budget of " +
                                           std::to_string(budget_) + " (" + std::to_string(current) +
                                           " reserved by all processes)"};
     }
   } while (!total_->compare_exchange_weak(current, current + bytes, std::memory_order_acq_rel,
                                           std::memory_order_acquire));
   const std::uint64_t now = slot_->reserved.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
-  slot_->pending.store(0, std::memory_order_release);
+  slot_->pending.fetch_sub(bytes, std::memory_order_release);
   std::uint64_t high = slot_->high_water.load(std::memory_order_relaxed);
   while (now > high &&
          !slot_->high_water.compare_exchange_weak(high, now, std::memory_order_relaxed)) {
@@ -149,10 +156,10 @@ void budget_account::release(std::uint64_t bytes) noexcept {
   if (bytes == 0) return;
   // Slot first, then the total: a death in between leaves the total over-counted (safe), and
   // `pending` tells the host so.
-  slot_->pending.store(bytes, std::memory_order_seq_cst);
+  slot_->pending.fetch_add(bytes, std::memory_order_seq_cst);
   slot_->reserved.fetch_sub(bytes, std::memory_order_acq_rel);
   total_->fetch_sub(bytes, std::memory_order_acq_rel);
-  slot_->pending.store(0, std::memory_order_release);
+  slot_->pending.fetch_sub(bytes, std::memory_order_release);
 }
 
 }  // namespace orch::ipc

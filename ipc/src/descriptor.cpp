@@ -23,9 +23,9 @@ status validate_descriptor(const buffer_descriptor& d, const segment_geometry& g
   }
   // Written as two comparisons so offset + size can never wrap.
   if (d.offset >= geometry.data_size || d.size > geometry.data_size - d.offset) {
-    return error{descriptor_errc::out_of_bounds,
-                 describe(d) + " leaves the segment's " + std::to_string(geometry.data_size) +
-                     " data bytes"};
+    return error{descriptor_errc::out_of_bounds, describe(d) + " leaves the segment's " +
+                                                     std::to_string(geometry.data_size) +
+                                                     " data bytes"};
   }
   if (geometry.granule == 0 || d.offset % geometry.granule != 0) {
     return error{descriptor_errc::misaligned, describe(d) + " does not start on a block"};
@@ -42,9 +42,8 @@ status validate_descriptor(const buffer_descriptor& d, const segment_geometry& g
   }
   const std::uint64_t block_bytes = std::uint64_t{entry_granules(entry)} * geometry.granule;
   if (d.size > block_bytes) {
-    return error{descriptor_errc::out_of_bounds,
-                 describe(d) + " is larger than its block of " + std::to_string(block_bytes) +
-                     " bytes"};
+    return error{descriptor_errc::out_of_bounds, describe(d) + " is larger than its block of " +
+                                                     std::to_string(block_bytes) + " bytes"};
   }
   return ok_status();
 }

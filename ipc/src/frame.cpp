@@ -10,7 +10,8 @@ namespace {
 template <typename T>
 void put(header_bytes& out, std::size_t offset, T value) noexcept {
   for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out[offset + i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xffu);
+    out[offset + i] =
+        static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xffu);
   }
 }
 

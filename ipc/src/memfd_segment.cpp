@@ -40,7 +40,9 @@ mapping& mapping::operator=(mapping&& other) noexcept {
   return *this;
 }
 
-mapping::~mapping() { reset(); }
+mapping::~mapping() {
+  reset();
+}
 
 void mapping::reset() noexcept {
   if (addr_ != nullptr) ::munmap(addr_, static_cast<std::size_t>(length_));

@@ -25,16 +25,28 @@ struct schema {
 
 // The catalogue: required fields of each request/notification body (docs/protocol.md).
 constexpr std::array<schema, 12> catalogue{{
-    {message_type::hello, "hello", {{{"token", kind::text}, {"pid", kind::unsigned_int}, {"protocol", kind::unsigned_int}}}, 3},
-    {message_type::segment_attach, "segment_attach", {{{"segment", kind::unsigned_int}, {"total_size", kind::unsigned_int}, {}}}, 2},
+    {message_type::hello,
+     "hello",
+     {{{"token", kind::text}, {"pid", kind::unsigned_int}, {"protocol", kind::unsigned_int}}},
+     3},
+    {message_type::segment_attach,
+     "segment_attach",
+     {{{"segment", kind::unsigned_int}, {"total_size", kind::unsigned_int}, {}}},
+     2},
     {message_type::ping, "ping", {}, 0},
     {message_type::allocate, "allocate", {{{"size", kind::unsigned_int}, {}, {}}}, 1},
     {message_type::lease_grant, "lease_grant", {{{"descriptor", kind::descriptor}, {}, {}}}, 1},
     {message_type::lease_release, "lease_release", {{{"descriptor", kind::descriptor}, {}, {}}}, 1},
     {message_type::lease_free, "lease_free", {{{"descriptor", kind::descriptor}, {}, {}}}, 1},
-    {message_type::free_memory, "free_memory", {{{"unload_models", kind::boolean}, {"free_memory", kind::boolean}, {}}}, 2},
+    {message_type::free_memory,
+     "free_memory",
+     {{{"unload_models", kind::boolean}, {"free_memory", kind::boolean}, {}}},
+     2},
     {message_type::evict, "evict", {{{"bytes", kind::unsigned_int}, {}, {}}}, 1},
-    {message_type::node_end, "node_end", {{{"epoch", kind::unsigned_int}, {"node", kind::text}, {}}}, 2},
+    {message_type::node_end,
+     "node_end",
+     {{{"epoch", kind::unsigned_int}, {"node", kind::text}, {}}},
+     2},
     {message_type::prompt_start, "prompt_start", {{{"epoch", kind::unsigned_int}, {}, {}}}, 1},
     {message_type::shutdown, "shutdown", {}, 0},
 }};
@@ -77,10 +89,14 @@ class bounded_sax : public nlohmann::detail::json_sax_dom_parser<json> {
 
 bool has_kind(const json& value, kind k) {
   switch (k) {
-    case kind::unsigned_int: return value.is_number_unsigned();
-    case kind::text: return value.is_string();
-    case kind::boolean: return value.is_boolean();
-    case kind::descriptor: return descriptor_from_json(value).ok();
+    case kind::unsigned_int:
+      return value.is_number_unsigned();
+    case kind::text:
+      return value.is_string();
+    case kind::boolean:
+      return value.is_boolean();
+    case kind::descriptor:
+      return descriptor_from_json(value).ok();
   }
   return false;
 }
@@ -98,23 +114,26 @@ std::optional<message_type> known_type(std::uint16_t value) noexcept {
   return s->type;
 }
 
-std::vector<std::uint8_t> encode_body(const json& body) { return json::to_cbor(body); }
+std::vector<std::uint8_t> encode_body(const json& body) {
+  return json::to_cbor(body);
+}
 
 result<json> decode_body(std::uint16_t type, std::uint16_t flags,
                          std::span<const std::uint8_t> bytes) {
   const bool response = (flags & frame_flags::response) != 0;
   const schema* s = find_schema(type);
   if (s == nullptr) {
-    return error{body_errc::unknown_type, "message type " + std::to_string(type) + " is not in the catalogue"};
+    return error{body_errc::unknown_type,
+                 "message type " + std::to_string(type) + " is not in the catalogue"};
   }
   json body;
   if (bytes.empty()) {
     body = json::object();  // an empty body is an empty map
   } else {
     bounded_sax sax(body);
-    const bool parsed = json::sax_parse(bytes.begin(), bytes.end(), &sax,
-                                        nlohmann::detail::input_format_t::cbor,
-                                        /*strict=*/true);
+    const bool parsed =
+        json::sax_parse(bytes.begin(), bytes.end(), &sax, nlohmann::detail::input_format_t::cbor,
+                        /*strict=*/true);
     if (sax.too_deep()) {
       return error{body_errc::too_deep, "body nests deeper than " + std::to_string(max_body_depth)};
     }
@@ -125,7 +144,8 @@ result<json> decode_body(std::uint16_t type, std::uint16_t flags,
     if ((flags & frame_flags::error) != 0) {
       auto code = body.find("code");
       auto message = body.find("message");
-      if (code == body.end() || message == body.end() || !code->is_string() || !message->is_string()) {
+      if (code == body.end() || message == body.end() || !code->is_string() ||
+          !message->is_string()) {
         return error{body_errc::bad_field, "error response lacks text fields code and message"};
       }
     }
@@ -135,26 +155,31 @@ result<json> decode_body(std::uint16_t type, std::uint16_t flags,
     const field& f = s->fields[i];
     auto it = body.find(std::string(f.name));
     if (it == body.end()) {
-      return error{body_errc::missing_field, std::string(s->name) + " lacks field " + std::string(f.name)};
+      return error{body_errc::missing_field,
+                   std::string(s->name) + " lacks field " + std::string(f.name)};
     }
     if (!has_kind(*it, f.k)) {
-      return error{body_errc::bad_field, std::string(s->name) + " field " + std::string(f.name) + " has the wrong kind"};
+      return error{body_errc::bad_field,
+                   std::string(s->name) + " field " + std::string(f.name) + " has the wrong kind"};
     }
   }
   return body;
 }
 
 json descriptor_to_json(const buffer_descriptor& d) {
-  return json{{"segment", d.segment}, {"offset", d.offset}, {"size", d.size}, {"generation", d.generation}};
+  return json{
+      {"segment", d.segment}, {"offset", d.offset}, {"size", d.size}, {"generation", d.generation}};
 }
 
 result<buffer_descriptor> descriptor_from_json(const json& value) {
   if (!value.is_object()) return error{body_errc::bad_field, "descriptor is not a map"};
   auto read = [&](const char* name, std::uint64_t max) -> result<std::uint64_t> {
     auto it = value.find(name);
-    if (it == value.end()) return error{body_errc::missing_field, std::string("descriptor lacks ") + name};
+    if (it == value.end())
+      return error{body_errc::missing_field, std::string("descriptor lacks ") + name};
     if (!it->is_number_unsigned() || it->get<std::uint64_t>() > max) {
-      return error{body_errc::bad_field, std::string("descriptor field ") + name + " is not an unsigned in range"};
+      return error{body_errc::bad_field,
+                   std::string("descriptor field ") + name + " is not an unsigned in range"};
     }
     return it->get<std::uint64_t>();
   };
@@ -168,10 +193,13 @@ result<buffer_descriptor> descriptor_from_json(const json& value) {
   if (!size) return size.err();
   auto generation = read("generation", u32);
   if (!generation) return generation.err();
-  return buffer_descriptor{static_cast<std::uint32_t>(*segment), static_cast<std::uint32_t>(*generation), *offset, *size};
+  return buffer_descriptor{static_cast<std::uint32_t>(*segment),
+                           static_cast<std::uint32_t>(*generation), *offset, *size};
 }
 
-json error_body(const error& e) { return json{{"code", e.code}, {"message", e.message}}; }
+json error_body(const error& e) {
+  return json{{"code", e.code}, {"message", e.message}};
+}
 
 error error_from_body(const json& body) {
   return error{body.value("code", std::string("unknown")), body.value("message", std::string())};

@@ -1,5 +1,6 @@
 #include "orch/ipc/pinned_pool.hpp"
 
+#include <bit>
 #include <limits>
 
 #include "orch/ipc/control_segment.hpp"
@@ -26,13 +27,15 @@ result<pinned_pool::segment_state*> pinned_pool::add_segment() {
   }
   const auto id = static_cast<std::uint32_t>(segments_.size() + 1);
   // Reserve a page-rounded upper bound of the memfd first, so a refused budget creates nothing.
-  const std::uint64_t data = round_up(round_up(options_.segment_data_size, options_.granule), page_size());
+  const std::uint64_t data =
+      round_up(round_up(options_.segment_data_size, options_.granule), page_size());
   const std::uint64_t estimate =
       round_up(sizeof(segment_header) + data / options_.granule * 8, page_size()) + data;
   if (budget_ != nullptr) {
     if (auto st = budget_->reserve(estimate); !st) return st.err();
   }
-  auto segment = pool_segment::create(id, options_.segment_data_size, options_.granule, *registrar_);
+  auto segment =
+      pool_segment::create(id, options_.segment_data_size, options_.granule, *registrar_);
   if (!segment) {
     if (budget_ != nullptr) budget_->release(estimate);
     return segment.err();
@@ -48,7 +51,14 @@ result<pinned_pool::segment_state*> pinned_pool::add_segment() {
 
 result<buffer_descriptor> pinned_pool::allocate(std::uint64_t size) {
   if (size == 0) return error{"invalid_argument", "cannot allocate 0 bytes"};
-  const std::uint64_t data = round_up(round_up(options_.segment_data_size, options_.granule), page_size());
+  if (options_.granule < 64 || !std::has_single_bit(options_.granule) ||
+      options_.segment_data_size == 0) {
+    return error{"invalid_argument",
+                 "pool options need a power-of-two granule >= 64 and a "
+                 "non-zero segment size"};
+  }
+  const std::uint64_t data =
+      round_up(round_up(options_.segment_data_size, options_.granule), page_size());
   if (size > data || size / options_.granule >= std::numeric_limits<std::uint32_t>::max()) {
     return error{"too_large", "a block of " + std::to_string(size) +
                                   " bytes does not fit a pool segment of " + std::to_string(data)};
@@ -79,7 +89,8 @@ result<buffer_descriptor> pinned_pool::allocate(std::uint64_t size) {
   target->live.emplace(offset, length);
 
   const std::uint32_t generation = next_generation_;
-  next_generation_ = next_generation_ == std::numeric_limits<std::uint32_t>::max() ? 1 : next_generation_ + 1;
+  next_generation_ =
+      next_generation_ == std::numeric_limits<std::uint32_t>::max() ? 1 : next_generation_ + 1;
   target->segment->publish_block(offset, length, generation);
   bytes_in_use_ += length;
   return buffer_descriptor{target->segment->id(), generation, offset, size};
@@ -95,7 +106,8 @@ status pinned_pool::deallocate(const buffer_descriptor& d) {
   bytes_in_use_ -= length;
   // Insert the hole and merge it with its neighbours.
   auto it = state.free.emplace(d.offset, length).first;
-  if (auto next = std::next(it); next != state.free.end() && it->first + it->second == next->first) {
+  if (auto next = std::next(it);
+      next != state.free.end() && it->first + it->second == next->first) {
     it->second += next->second;
     state.free.erase(next);
   }
@@ -112,8 +124,9 @@ status pinned_pool::deallocate(const buffer_descriptor& d) {
 status pinned_pool::validate(const buffer_descriptor& d) const {
   const pool_segment* segment = find(d.segment);
   if (segment == nullptr) {
-    return error{descriptor_errc::unknown_segment,
-                 "descriptor names segment " + std::to_string(d.segment) + ", which the pool lacks"};
+    return error{
+        descriptor_errc::unknown_segment,
+        "descriptor names segment " + std::to_string(d.segment) + ", which the pool lacks"};
   }
   return segment->validate(d);
 }
@@ -121,8 +134,9 @@ status pinned_pool::validate(const buffer_descriptor& d) const {
 result<std::span<std::byte>> pinned_pool::bytes(const buffer_descriptor& d) const {
   const pool_segment* segment = find(d.segment);
   if (segment == nullptr) {
-    return error{descriptor_errc::unknown_segment,
-                 "descriptor names segment " + std::to_string(d.segment) + ", which the pool lacks"};
+    return error{
+        descriptor_errc::unknown_segment,
+        "descriptor names segment " + std::to_string(d.segment) + ", which the pool lacks"};
   }
   return segment->bytes(d);
 }

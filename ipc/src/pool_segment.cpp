@@ -104,7 +104,8 @@ result<pool_segment> pool_segment::attach(unique_fd fd, pin_registrar& registrar
 }
 
 std::span<std::atomic<std::uint64_t>> pool_segment::entries() const noexcept {
-  auto* first = reinterpret_cast<std::atomic<std::uint64_t>*>(meta_.data() + sizeof(segment_header));
+  auto* first =
+      reinterpret_cast<std::atomic<std::uint64_t>*>(meta_.data() + sizeof(segment_header));
   return {first, static_cast<std::size_t>(geometry_.data_size / geometry_.granule)};
 }
 
@@ -120,7 +121,8 @@ result<std::span<std::byte>> pool_segment::bytes(const buffer_descriptor& d) con
 
 void pool_segment::publish_block(std::uint64_t offset, std::uint64_t size,
                                  std::uint32_t generation) noexcept {
-  const auto granules = static_cast<std::uint32_t>((size + geometry_.granule - 1) / geometry_.granule);
+  const auto granules =
+      static_cast<std::uint32_t>((size + geometry_.granule - 1) / geometry_.granule);
   entries()[offset / geometry_.granule].store(pack_block_entry(generation, granules),
                                               std::memory_order_release);
 }

@@ -24,7 +24,8 @@ result<stat_fields> parse_proc_stat(std::string_view text) {
     if (field == 3) {
       out.state = token.empty() ? '?' : token.front();
     } else if (field == 22) {
-      const auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), out.start_time);
+      const auto [ptr, ec] =
+          std::from_chars(token.data(), token.data() + token.size(), out.start_time);
       if (ec != std::errc{} || ptr != token.data() + token.size()) {
         return error{"bad_stat", "start time field is not a number"};
       }

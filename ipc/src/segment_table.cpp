@@ -15,7 +15,9 @@ result<std::uint32_t> segment_table::attach(unique_fd fd) {
   return id;
 }
 
-bool segment_table::detach(std::uint32_t id) noexcept { return segments_.erase(id) != 0; }
+bool segment_table::detach(std::uint32_t id) noexcept {
+  return segments_.erase(id) != 0;
+}
 
 status segment_table::validate(const buffer_descriptor& d) const {
   auto it = segments_.find(d.segment);

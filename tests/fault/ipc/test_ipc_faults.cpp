@@ -29,7 +29,8 @@ TEST_F(ipc_faults, pending_request_fails_with_peer_lost_within_one_second_of_sig
   auto io = std::make_unique<boost::asio::io_context>();
   {
     inherited_pair link, fd_link;
-    peer_process peer({"channel", std::to_string(link.theirs.get()), std::to_string(fd_link.theirs.get())});
+    peer_process peer(
+        {"channel", std::to_string(link.theirs.get()), std::to_string(fd_link.theirs.get())});
     link.theirs.reset();
     fd_link.theirs.reset();
     channel::socket_type socket(*io);
@@ -39,7 +40,8 @@ TEST_F(ipc_faults, pending_request_fails_with_peer_lost_within_one_second_of_sig
 
     // The peer is up and answering.
     bool pinged = false;
-    ch->request(message_type::ping, json::object(), 10s, [&](result<message> r) { pinged = r.ok(); });
+    ch->request(message_type::ping, json::object(), 10s,
+                [&](result<message> r) { pinged = r.ok(); });
     ASSERT_TRUE(testing::run_until(*io, [&] { return pinged; }));
 
     // Two calls the peer never answers, with deadlines far beyond the bound.
@@ -51,12 +53,14 @@ TEST_F(ipc_faults, pending_request_fails_with_peer_lost_within_one_second_of_sig
         failed_at = std::chrono::steady_clock::now();
       });
     }
-    testing::run_until(*io, [] { return false; }, 50ms);
+    testing::run_until(
+        *io, [] { return false; }, 50ms);
     ASSERT_TRUE(codes.empty());
 
     const auto killed_at = std::chrono::steady_clock::now();
     peer.kill(SIGKILL);
-    ASSERT_TRUE(testing::run_until(*io, [&] { return codes.size() == 2; }, 5s));
+    ASSERT_TRUE(testing::run_until(
+        *io, [&] { return codes.size() == 2; }, 5s));
     EXPECT_EQ(codes, (std::vector<std::string>{"peer_lost", "peer_lost"}));
     EXPECT_LT(failed_at - killed_at, peer_lost_bound);
     const int status = peer.wait();
@@ -64,8 +68,10 @@ TEST_F(ipc_faults, pending_request_fails_with_peer_lost_within_one_second_of_sig
 
     // Later requests on the dead channel fail at once, never hang.
     std::optional<std::string> late;
-    ch->request(message_type::ping, json::object(), 60s, [&](result<message> r) { late = r.ok() ? "ok" : r.err().code; });
-    ASSERT_TRUE(testing::run_until(*io, [&] { return late.has_value(); }, 1s));
+    ch->request(message_type::ping, json::object(), 60s,
+                [&](result<message> r) { late = r.ok() ? "ok" : r.err().code; });
+    ASSERT_TRUE(testing::run_until(
+        *io, [&] { return late.has_value(); }, 1s));
     EXPECT_EQ(*late, "peer_lost");
   }
   io.reset();
@@ -78,9 +84,9 @@ char start_budget_peer(control_segment& control, std::unique_ptr<peer_process>& 
   // The peer learns its slot from argv; claim_slot takes the first free one, found first here.
   std::uint32_t next = 0;
   while (control.slot(next).pid.load() != 0) ++next;
-  peer = std::make_unique<peer_process>(std::vector<std::string>{
-      "budget", std::to_string(fd_link.theirs.get()), std::to_string(next), std::to_string(bytes),
-      std::to_string(pieces)});
+  peer = std::make_unique<peer_process>(
+      std::vector<std::string>{"budget", std::to_string(fd_link.theirs.get()), std::to_string(next),
+                               std::to_string(bytes), std::to_string(pieces)});
   fd_link.theirs.reset();
   auto id = read_process_identity(peer->pid());
   EXPECT_TRUE(id.ok());

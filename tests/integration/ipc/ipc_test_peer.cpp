@@ -66,7 +66,8 @@ int run_channel(int channel_fd, int fd_socket) {
               self->respond_error(m.header, id.err());
               break;
             }
-            self->respond(m.header, json{{"segment", *id}, {"registrations", registrar.registrations()}});
+            self->respond(m.header,
+                          json{{"segment", *id}, {"registrations", registrar.registrations()}});
             break;
           }
           case message_type::lease_grant: {
@@ -108,7 +109,8 @@ int run_budget(int fd_socket, std::uint32_t slot, std::uint64_t bytes, std::uint
   budget_account account(*control, slot);
   bool ok = true;
   for (std::uint64_t i = 0; i < pieces && ok; ++i) {
-    const std::uint64_t piece = i + 1 == pieces ? bytes - bytes / pieces * (pieces - 1) : bytes / pieces;
+    const std::uint64_t piece =
+        i + 1 == pieces ? bytes - bytes / pieces * (pieces - 1) : bytes / pieces;
     ok = account.reserve(piece).ok();
   }
   stats_snapshot stats{};
@@ -130,9 +132,12 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "channel" && argc == 4) return run_channel(std::atoi(argv[2]), std::atoi(argv[3]));
   if (mode == "budget" && argc == 6) {
-    return run_budget(std::atoi(argv[2]), static_cast<std::uint32_t>(std::strtoul(argv[3], nullptr, 10)),
+    return run_budget(std::atoi(argv[2]),
+                      static_cast<std::uint32_t>(std::strtoul(argv[3], nullptr, 10)),
                       std::strtoull(argv[4], nullptr, 10), std::strtoull(argv[5], nullptr, 10));
   }
-  std::fprintf(stderr, "usage: ipc_test_peer channel <fd> <fd-socket> | budget <fd-socket> <slot> <bytes> <pieces>\n");
+  std::fprintf(stderr,
+               "usage: ipc_test_peer channel <fd> <fd-socket> | budget <fd-socket> <slot> <bytes> "
+               "<pieces>\n");
   return 64;
 }

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
+#include <boost/asio/io_context.hpp>
 
 #include "orch/ipc/unique_fd.hpp"
 

@@ -176,11 +176,13 @@ TEST_F(ipc_processes, receiver_rejects_out_of_bounds_and_stale_descriptors) {
 // close the connection and exit normally.
 std::string violation(boost::asio::io_context& io, frame_header h) {
   inherited_pair link, fd_link;
-  peer_process peer({"channel", std::to_string(link.theirs.get()), std::to_string(fd_link.theirs.get())});
+  peer_process peer(
+      {"channel", std::to_string(link.theirs.get()), std::to_string(fd_link.theirs.get())});
   link.theirs.reset();
   fd_link.theirs.reset();
   const header_bytes bytes = encode_header(h);
-  EXPECT_EQ(::write(link.ours.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  EXPECT_EQ(::write(link.ours.get(), bytes.data(), bytes.size()),
+            static_cast<ssize_t>(bytes.size()));
   char c;
   EXPECT_EQ(::read(link.ours.get(), &c, 1), 0) << "the peer should close the connection";
   const std::string said = peer.read_stdout();

@@ -124,11 +124,14 @@ TEST_F(channel_test, closing_peer_fails_every_pending_request_with_peer_lost) {
 TEST_F(channel_test, error_response_carries_the_peer_code) {
   auto peer = make(b);
   std::weak_ptr<channel> weak = peer;
-  peer->start([weak](message m) { weak.lock()->respond_error(m.header, {"stale_generation", "old"}); });
+  peer->start([weak](message m) {
+    weak.lock()->respond_error(m.header, {"stale_generation", "old"});
+  });
   auto host = make(a);
   host->start([](message) {});
   std::optional<error> failure;
-  host->request(message_type::ping, json::object(), 5s, [&](result<message> r) { failure = r.err(); });
+  host->request(message_type::ping, json::object(), 5s,
+                [&](result<message> r) { failure = r.err(); });
   ASSERT_TRUE(run_until([&] { return failure.has_value(); }));
   EXPECT_EQ(failure->code, "stale_generation");
   host->close("done");

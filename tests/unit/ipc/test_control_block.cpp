@@ -1,6 +1,8 @@
 // Control blocks: frozen layout, heartbeat, seqlock-published stats.
 #include <gtest/gtest.h>
 
+#include "leak_check.hpp"
+
 #include <memory>
 #include <thread>
 
@@ -8,6 +10,8 @@
 
 namespace orch::ipc {
 namespace {
+
+using control_block_test = testing::leak_checked_test;
 
 stats_snapshot sample(std::uint64_t n) {
   stats_snapshot s{};
@@ -27,7 +31,7 @@ stats_snapshot sample(std::uint64_t n) {
   return s;
 }
 
-TEST(control_block, fresh_block_has_header_and_zero_stats) {
+TEST_F(control_block_test, fresh_block_has_header_and_zero_stats) {
   auto block = std::make_unique<control_block>();
   initialise_control_block(*block);
   EXPECT_TRUE(block->valid_header());
@@ -37,7 +41,7 @@ TEST(control_block, fresh_block_has_header_and_zero_stats) {
   EXPECT_EQ(s->memory_manager, memory_manager_kind::unknown);
 }
 
-TEST(control_block, published_snapshot_reads_back_whole) {
+TEST_F(control_block_test, published_snapshot_reads_back_whole) {
   auto block = std::make_unique<control_block>();
   initialise_control_block(*block);
   block->publish(sample(5));
@@ -49,7 +53,7 @@ TEST(control_block, published_snapshot_reads_back_whole) {
   EXPECT_EQ(s->call_count, 5u);
 }
 
-TEST(control_block, heartbeat_counts_beats) {
+TEST_F(control_block_test, heartbeat_counts_beats) {
   auto block = std::make_unique<control_block>();
   initialise_control_block(*block);
   block->beat();
@@ -57,25 +61,34 @@ TEST(control_block, heartbeat_counts_beats) {
   EXPECT_EQ(block->heartbeat.load(), 2u);
 }
 
-TEST(control_block, reader_never_sees_a_torn_snapshot) {
+TEST_F(control_block_test, reader_never_sees_a_torn_snapshot) {
   auto block = std::make_unique<control_block>();
   initialise_control_block(*block);
   std::atomic<bool> stop{false};
   std::thread writer([&] {
-    for (std::uint64_t n = 1; !stop.load(); ++n) block->publish(sample(n));
+    for (std::uint64_t n = 1; !stop.load(); ++n) {
+      block->publish(sample(n));
+      std::this_thread::yield();
+    }
   });
+  int consistent = 0, torn = 0;
   for (int i = 0; i < 20000; ++i) {
-    auto s = block->read(1u << 20);
-    ASSERT_TRUE(s.ok());
-    // Every field of one snapshot carries the same n.
-    ASSERT_EQ(s->device_free_bytes, s->last_boundary_release_ns);
-    ASSERT_EQ(s->pinned_bytes, s->call_count);
+    // A read may give up (writer_stalled) while the writer never pauses; that is the bounded
+    // retry contract, not an error. What it returns must never mix two snapshots.
+    auto s = block->read(1u << 16);
+    if (!s.ok()) continue;
+    const bool same = s->device_free_bytes == s->last_boundary_release_ns &&
+                      s->pinned_bytes == s->call_count &&
+                      s->current_epoch == s->cast_buffer_high_water;
+    (same ? consistent : torn) += 1;
   }
   stop = true;
   writer.join();
+  EXPECT_EQ(torn, 0);
+  EXPECT_GT(consistent, 0);
 }
 
-TEST(control_block, writer_dead_mid_publish_makes_readers_give_up) {
+TEST_F(control_block_test, writer_dead_mid_publish_makes_readers_give_up) {
   auto block = std::make_unique<control_block>();
   initialise_control_block(*block);
   block->stats_sequence.store(7);  // odd: a publish that never finished
@@ -84,7 +97,7 @@ TEST(control_block, writer_dead_mid_publish_makes_readers_give_up) {
   EXPECT_EQ(s.err().code, "writer_stalled");
 }
 
-TEST(control_block, bad_magic_is_reported) {
+TEST_F(control_block_test, bad_magic_is_reported) {
   auto block = std::make_unique<control_block>();
   initialise_control_block(*block);
   block->magic = 0;

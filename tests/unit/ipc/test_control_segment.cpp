@@ -15,7 +15,9 @@ namespace {
 
 using control_segment_test = testing::leak_checked_test;
 
-process_identity self() { return *read_process_identity(::getpid()); }
+process_identity self() {
+  return *read_process_identity(::getpid());
+}
 
 TEST_F(control_segment_test, reservation_never_passes_the_budget_and_failure_changes_nothing) {
   auto seg = control_segment::create(1000, 4);
@@ -101,15 +103,16 @@ TEST_F(control_segment_test, slots_run_out_with_a_typed_error) {
   EXPECT_EQ(none.err().code, "no_free_slot");
 }
 
-TEST(process_identity, stat_line_with_parentheses_in_the_name_parses) {
-  auto f = parse_proc_stat("42 (a) b)) S 1 42 42 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10");
+TEST_F(control_segment_test, stat_line_with_parentheses_in_the_name_parses) {
+  auto f = parse_proc_stat(
+      "42 (a) b)) S 1 42 42 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10");
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f->state, 'S');
   EXPECT_EQ(f->start_time, 987654u);
   EXPECT_FALSE(parse_proc_stat("42 (x) S 1 2").ok());
 }
 
-TEST(process_identity, this_process_is_alive_and_a_changed_start_time_is_not) {
+TEST_F(control_segment_test, this_process_is_alive_and_a_changed_start_time_is_not) {
   auto id = read_process_identity(::getpid());
   ASSERT_TRUE(id.ok());
   EXPECT_TRUE(is_alive(*id));

@@ -25,7 +25,9 @@ TEST_F(descriptor_validation, current_descriptor_inside_its_block_is_accepted) {
   EXPECT_EQ(code({7, 42, 8192, 1}), "ok");
 }
 
-TEST_F(descriptor_validation, other_segment_is_unknown) { EXPECT_EQ(code({8, 42, 8192, 10}), "unknown_segment"); }
+TEST_F(descriptor_validation, other_segment_is_unknown) {
+  EXPECT_EQ(code({8, 42, 8192, 10}), "unknown_segment");
+}
 
 TEST_F(descriptor_validation, range_past_the_data_area_is_out_of_bounds) {
   EXPECT_EQ(code({7, 42, 64 * 1024, 1}), "out_of_bounds");

@@ -42,10 +42,10 @@ inline constexpr const char* queue_full = "queue_full";
 }  // namespace channel_errc
 
 struct channel_options {
-  std::string name = "channel";                // used in every log line
-  std::uint32_t max_body = default_max_body;   // hard cap on incoming bodies
-  std::size_t max_queue = 1024;                // outgoing frames queued behind the one in flight
-  std::uint32_t generation = 0;                // stamped on every frame sent
+  std::string name = "channel";               // used in every log line
+  std::uint32_t max_body = default_max_body;  // hard cap on incoming bodies
+  std::size_t max_queue = 1024;               // outgoing frames queued behind the one in flight
+  std::uint32_t generation = 0;               // stamped on every frame sent
   std::optional<std::uint32_t> accept_generation;  // when set, other generations are dropped
 };
 
@@ -57,7 +57,7 @@ struct message {
 class channel : public std::enable_shared_from_this<channel> {
  public:
   using socket_type = boost::asio::local::stream_protocol::socket;
-  using message_handler = std::function<void(message)>;         // requests and notifications
+  using message_handler = std::function<void(message)>;  // requests and notifications
   using response_handler = std::function<void(result<message>)>;
   using close_handler = std::function<void(const error&)>;
 

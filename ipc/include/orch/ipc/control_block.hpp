@@ -43,7 +43,7 @@ struct stats_snapshot {
   std::uint32_t reserved;
   char memory_manager_reason[96];  // e.g. "no parent signal", "device is cpu"
   plugin_report plugins[plugin_slot_count];
-  std::uint64_t device_free_bytes;   // the free-memory view this process sees
+  std::uint64_t device_free_bytes;  // the free-memory view this process sees
   std::uint64_t device_total_bytes;
   std::uint64_t pager_resident_bytes;
   std::uint64_t pinned_bytes;
@@ -53,7 +53,8 @@ struct stats_snapshot {
   std::uint64_t call_count;
   std::uint64_t last_boundary_release_ns;  // CLOCK_REALTIME ns of the last node-boundary release
 };
-static_assert(std::is_standard_layout_v<stats_snapshot> && std::is_trivially_copyable_v<stats_snapshot>);
+static_assert(std::is_standard_layout_v<stats_snapshot> &&
+              std::is_trivially_copyable_v<stats_snapshot>);
 static_assert(sizeof(stats_snapshot) == 392 && sizeof(stats_snapshot) % 8 == 0);
 
 // Copies `text` into a fixed field, truncating and NUL padding.

@@ -35,7 +35,7 @@ struct alignas(64) budget_slot {
   std::atomic<std::uint64_t> start_time;  // /proc/<pid>/stat field 22. Host only.
   std::atomic<std::uint64_t> reserved;    // bytes the process holds now. Owner only.
   std::atomic<std::uint64_t> high_water;  // most it ever held. Owner only.
-  std::atomic<std::uint64_t> pending;     // bytes of an operation in flight. Owner only.
+  std::atomic<std::uint64_t> pending;     // bytes of operations in flight. Owner only.
   std::uint64_t padding[3];
 };
 static_assert(std::is_standard_layout_v<budget_slot> && sizeof(budget_slot) == 64);
@@ -94,7 +94,8 @@ class control_segment {
   mapping map_;
 };
 
-// One process's handle on its slot. Lock-free; safe to use from several threads of the process.
+// One process's handle on its slot (`slot` < slot_count(), the slot the host gave this process).
+// Lock-free; safe to use from several threads of the process.
 class budget_account {
  public:
   budget_account(const control_segment& segment, std::uint32_t slot) noexcept;
@@ -104,7 +105,9 @@ class budget_account {
   // Returns `bytes` previously reserved by this account.
   void release(std::uint64_t bytes) noexcept;
 
-  std::uint64_t reserved() const noexcept { return slot_->reserved.load(std::memory_order_acquire); }
+  std::uint64_t reserved() const noexcept {
+    return slot_->reserved.load(std::memory_order_acquire);
+  }
   std::uint64_t high_water() const noexcept {
     return slot_->high_water.load(std::memory_order_acquire);
   }

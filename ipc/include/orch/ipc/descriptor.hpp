@@ -43,7 +43,8 @@ struct segment_geometry {
 
 // One entry per granule, written by the host only: the generation and length (in granules) of
 // the live block that starts there, or 0 where no live block starts.
-constexpr std::uint64_t pack_block_entry(std::uint32_t generation, std::uint32_t granules) noexcept {
+constexpr std::uint64_t pack_block_entry(std::uint32_t generation,
+                                         std::uint32_t granules) noexcept {
   return (static_cast<std::uint64_t>(generation) << 32) | granules;
 }
 constexpr std::uint32_t entry_generation(std::uint64_t entry) noexcept {

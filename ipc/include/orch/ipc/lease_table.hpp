@@ -54,7 +54,9 @@ class lease_table {
     bool in_limbo = false;  // the owner freed it, or died
     std::map<process_id, std::uint32_t> holders;
   };
-  static key key_of(const buffer_descriptor& d) noexcept { return {d.segment, d.offset, d.generation}; }
+  static key key_of(const buffer_descriptor& d) noexcept {
+    return {d.segment, d.offset, d.generation};
+  }
   result<block*> find(const buffer_descriptor& d);
   void drop(std::map<key, block>::iterator it, process_id holder) noexcept;
 

@@ -31,7 +31,9 @@ class mapping {
 
   std::byte* data() const noexcept { return static_cast<std::byte*>(addr_); }
   std::uint64_t size() const noexcept { return length_; }
-  std::span<std::byte> bytes() const noexcept { return {data(), static_cast<std::size_t>(length_)}; }
+  std::span<std::byte> bytes() const noexcept {
+    return {data(), static_cast<std::size_t>(length_)};
+  }
   bool writable() const noexcept { return writable_; }
   void reset() noexcept;
 

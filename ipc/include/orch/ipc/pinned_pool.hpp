@@ -26,7 +26,7 @@ class budget_account;
 
 struct pool_options {
   std::uint64_t segment_data_size = std::uint64_t{64} << 20;  // per segment
-  std::uint64_t granule = 4096;       // allocation unit and alignment
+  std::uint64_t granule = 4096;                               // allocation unit and alignment
   std::uint32_t max_segments = 64;
 };
 
@@ -50,7 +50,9 @@ class pinned_pool {
   result<std::span<std::byte>> bytes(const buffer_descriptor& d) const;
 
   std::size_t segment_count() const noexcept { return segments_.size(); }
-  const pool_segment& segment(std::size_t index) const noexcept { return *segments_[index].segment; }
+  const pool_segment& segment(std::size_t index) const noexcept {
+    return *segments_[index].segment;
+  }
   std::uint64_t bytes_in_use() const noexcept { return bytes_in_use_; }
   std::uint64_t reserved_bytes() const noexcept { return reserved_bytes_; }
 
