@@ -2,7 +2,8 @@
 // socketpair ping-pong of the same number of bytes, in the same binary and run, between two
 // processes. Target (issue 4): p50 ratio <= 1.5.
 //
-//   bench_ipc_round_trip [iterations]     (default 20000, after 2000 warm-up round trips)
+//   bench_ipc_round_trip [iterations]     (default 20000 of each, after 2000 warm-up round trips,
+//                                          in alternating blocks of 500)
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,40 +43,28 @@ bool write_all(int fd, const void* buffer, std::size_t n) {
   return true;
 }
 
-std::vector<double> raw_ping_pong(std::size_t bytes, int iterations) {
-  int fds[2];
-  ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
+// The floor's echo process: reads `bytes`, writes them back, until the socket closes.
+pid_t start_raw_echo(int fd, int other, std::size_t bytes) {
   const pid_t child = ::fork();
   if (child == 0) {
-    ::close(fds[0]);
+    ::close(other);
     std::vector<char> buffer(bytes);
-    while (read_all(fds[1], buffer.data(), bytes) && write_all(fds[1], buffer.data(), bytes)) {
+    while (read_all(fd, buffer.data(), bytes) && write_all(fd, buffer.data(), bytes)) {
     }
     ::_exit(0);
   }
-  ::close(fds[1]);
-  std::vector<char> buffer(bytes, 'x');
-  std::vector<double> samples;
-  for (int i = -2000; i < iterations; ++i) {
-    const auto start = clock::now();
-    write_all(fds[0], buffer.data(), bytes);
-    read_all(fds[0], buffer.data(), bytes);
-    if (i >= 0) samples.push_back(micros(clock::now() - start));
-  }
-  ::close(fds[0]);
-  ::waitpid(child, nullptr, 0);
-  return samples;
+  ::close(fd);
+  return child;
 }
 
-std::vector<double> channel_round_trip(int iterations) {
-  int fds[2];
-  ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds);
+// The channel's echo process: answers every ping with an empty map.
+pid_t start_channel_echo(int fd, int other) {
   const pid_t child = ::fork();
   if (child == 0) {
-    ::close(fds[0]);
+    ::close(other);
     boost::asio::io_context io;
     channel::socket_type socket(io);
-    socket.assign(boost::asio::local::stream_protocol(), fds[1]);
+    socket.assign(boost::asio::local::stream_protocol(), fd);
     auto peer = channel::create(std::move(socket), channel_options{});
     std::weak_ptr<channel> weak = peer;
     peer->start([weak](message m) {
@@ -85,25 +74,8 @@ std::vector<double> channel_round_trip(int iterations) {
     io.run();
     ::_exit(0);
   }
-  ::close(fds[1]);
-  boost::asio::io_context io;
-  channel::socket_type socket(io);
-  socket.assign(boost::asio::local::stream_protocol(), fds[0]);
-  auto host = channel::create(std::move(socket), channel_options{});
-  host->start([](message) {});
-  std::vector<double> samples;
-  for (int i = -2000; i < iterations; ++i) {
-    bool done = false;
-    const auto start = clock::now();
-    host->request(message_type::ping, json::object(), std::chrono::seconds(10),
-                  [&](orch::result<message>) { done = true; });
-    while (!done) io.run_one();
-    if (i >= 0) samples.push_back(micros(clock::now() - start));
-  }
-  host->close("benchmark done");
-  io.run_for(std::chrono::milliseconds(50));
-  ::waitpid(child, nullptr, 0);
-  return samples;
+  ::close(fd);
+  return child;
 }
 
 }  // namespace
@@ -112,11 +84,57 @@ int main(int argc, char** argv) {
   const int iterations = argc > 1 ? std::atoi(argv[1]) : 20000;
   // The empty request on the wire: the 32-byte header plus an empty CBOR map.
   const std::size_t frame_bytes = frame_header_size + encode_body(json::object()).size();
-  const auto raw = raw_ping_pong(frame_bytes, iterations);
-  const auto framed = channel_round_trip(iterations);
+  int raw_fds[2], channel_fds[2];
+  ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, raw_fds);
+  ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel_fds);
+  const pid_t raw_child = start_raw_echo(raw_fds[1], raw_fds[0], frame_bytes);
+  const pid_t channel_child = start_channel_echo(channel_fds[1], channel_fds[0]);
+
+  boost::asio::io_context io;
+  channel::socket_type socket(io);
+  socket.assign(boost::asio::local::stream_protocol(), channel_fds[0]);
+  auto host = channel::create(std::move(socket), channel_options{});
+  host->start([](message) {});
+  std::vector<char> buffer(frame_bytes, 'x');
+  auto raw_once = [&] {
+    write_all(raw_fds[0], buffer.data(), frame_bytes);
+    read_all(raw_fds[0], buffer.data(), frame_bytes);
+  };
+  auto channel_once = [&] {
+    bool done = false;
+    host->request(message_type::ping, json::object(), std::chrono::seconds(10),
+                  [&](orch::result<message>) { done = true; });
+    while (!done) io.run_one();
+  };
+  for (int i = 0; i < 2000; ++i) {  // warm-up
+    raw_once();
+    channel_once();
+  }
+  // Alternate blocks of the two, so load changes on the machine hit both alike.
+  constexpr int block = 500;
+  std::vector<double> raw, framed;
+  for (int done = 0; done < iterations; done += block) {
+    for (int i = 0; i < block; ++i) {
+      const auto start = clock::now();
+      raw_once();
+      raw.push_back(micros(clock::now() - start));
+    }
+    for (int i = 0; i < block; ++i) {
+      const auto start = clock::now();
+      channel_once();
+      framed.push_back(micros(clock::now() - start));
+    }
+  }
+  host->close("benchmark done");
+  io.run_for(std::chrono::milliseconds(50));
+  ::close(raw_fds[0]);
+  ::waitpid(raw_child, nullptr, 0);
+  ::waitpid(channel_child, nullptr, 0);
+
   const double raw50 = percentile(raw, 0.50), raw99 = percentile(raw, 0.99);
   const double ch50 = percentile(framed, 0.50), ch99 = percentile(framed, 0.99);
-  std::printf("round trip, %zu-byte frames, %d iterations\n", frame_bytes, iterations);
+  std::printf("round trip between two processes, %zu-byte frames, %zu samples each\n", frame_bytes,
+              raw.size());
   std::printf("  raw socketpair ping-pong (floor): p50 %.2f us  p99 %.2f us\n", raw50, raw99);
   std::printf("  channel ping request/response:    p50 %.2f us  p99 %.2f us\n", ch50, ch99);
   std::printf("  ratio channel/floor:              p50 %.2f     p99 %.2f   (target p50 <= 1.5)\n",

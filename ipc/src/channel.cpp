@@ -7,7 +7,6 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
 namespace orch::ipc {
@@ -16,6 +15,7 @@ namespace asio = boost::asio;
 channel::channel(socket_type socket, channel_options options)
     : socket_(std::move(socket)),
       strand_(asio::make_strand(socket_.get_executor())),
+      deadline_timer_(strand_),
       options_(std::move(options)) {}
 
 std::shared_ptr<channel> channel::create(socket_type socket, channel_options options) {
@@ -27,60 +27,71 @@ void channel::start(message_handler on_message, close_handler on_close) {
                        on_close = std::move(on_close)]() mutable {
     self->on_message_ = std::move(on_message);
     self->on_close_ = std::move(on_close);
-    self->read_header();
+    self->read_more(frame_header_size);
   });
 }
 
-void channel::read_header() {
+void channel::read_more(std::size_t need) {
   if (closed_) return;
-  asio::async_read(
-      socket_, asio::buffer(header_buffer_),
-      asio::bind_executor(
-          strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-            if (ec) {
-              self->shut(error{channel_errc::peer_lost,
-                               "peer closed the connection (" + ec.message() + ")"});
-              return;
-            }
-            auto header = decode_header(self->header_buffer_, self->options_.max_body);
-            if (!header) {
-              // Validated before any body byte is read: a violation ends the connection.
-              self->shut(header.err());
-              return;
-            }
-            self->current_ = *header;
-            self->read_body();
-          }));
-}
-
-void channel::read_body() {
-  body_buffer_.resize(current_.body_length);
-  if (current_.body_length == 0) {
-    dispatch();
-    return;
+  // Drop consumed bytes, then make sure the frame at the front fits. `need` only exceeds the
+  // header size once that frame's header has passed validation, so the buffer never grows for
+  // a length that breaks the cap.
+  if (read_begin_ > 0) {
+    std::memmove(read_buffer_.data(), read_buffer_.data() + read_begin_, read_end_ - read_begin_);
+    read_end_ -= read_begin_;
+    read_begin_ = 0;
   }
-  asio::async_read(
-      socket_, asio::buffer(body_buffer_),
+  if (read_buffer_.size() < need) read_buffer_.resize(need);
+  socket_.async_read_some(
+      asio::buffer(read_buffer_.data() + read_end_, read_buffer_.size() - read_end_),
       asio::bind_executor(
-          strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+          strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
             if (ec) {
-              self->shut(error{channel_errc::peer_lost,
-                               "peer closed the connection mid-frame (" + ec.message() + ")"});
+              const bool mid_frame = self->read_end_ != self->read_begin_;
+              self->shut(error{channel_errc::peer_lost, std::string("peer closed the connection") +
+                                                            (mid_frame ? " mid-frame" : "") + " (" +
+                                                            ec.message() + ")"});
               return;
             }
-            self->dispatch();
+            self->read_end_ += n;
+            self->process_input();
           }));
 }
 
-void channel::dispatch() {
-  const frame_header header = current_;
-  auto body = decode_body(header.type, header.flags, body_buffer_);
+void channel::process_input() {
+  // One read may bring several frames, or part of one: handle every complete frame, then read.
+  std::size_t need = frame_header_size;
+  while (!closed_) {
+    const std::size_t available = read_end_ - read_begin_;
+    if (available < frame_header_size) break;
+    header_bytes head{};
+    std::memcpy(head.data(), read_buffer_.data() + read_begin_, frame_header_size);
+    auto header = decode_header(head, options_.max_body);
+    if (!header) {
+      // Validated before any body byte is used: a violation ends the connection.
+      shut(header.err());
+      return;
+    }
+    const std::size_t frame = frame_header_size + header->body_length;
+    if (available < frame) {
+      need = frame;
+      break;
+    }
+    const std::span<const std::uint8_t> body(read_buffer_.data() + read_begin_ + frame_header_size,
+                                             header->body_length);
+    read_begin_ += frame;
+    dispatch(*header, body);  // handlers only post to the strand: the buffer stays put
+  }
+  read_more(need);
+}
+
+void channel::dispatch(const frame_header& header, std::span<const std::uint8_t> bytes) {
+  auto body = decode_body(header.type, header.flags, bytes);
   if (!body) {
     if (body.err().code == body_errc::unknown_type) {
       // Unknown types are logged and dropped, never asserted on (§8.4.1): a newer peer may add
       // some.
       spdlog::warn("channel {}: dropping frame: {}", options_.name, body.err().message);
-      read_header();
       return;
     }
     shut(body.err());
@@ -90,7 +101,6 @@ void channel::dispatch() {
     spdlog::info("channel {}: dropping {} from generation {} (current {})", options_.name,
                  to_string(static_cast<message_type>(header.type)), header.generation,
                  *options_.accept_generation);
-    read_header();
     return;
   }
   if ((header.flags & frame_flags::response) != 0) {
@@ -101,7 +111,6 @@ void channel::dispatch() {
     } else {
       pending_request request = std::move(it->second);
       pending_.erase(it);
-      request.timer->cancel();
       if ((header.flags & frame_flags::error) != 0) {
         request.handler(error_from_body(*body));
       } else {
@@ -111,7 +120,6 @@ void channel::dispatch() {
   } else if (on_message_) {
     on_message_(message{header, std::move(*body)});
   }
-  read_header();
 }
 
 bool channel::enqueue(frame_header header, const json& body) {
@@ -168,20 +176,44 @@ void channel::request(message_type type, json body, std::chrono::milliseconds de
                 "channel " + self->options_.name + ": outgoing queue is full (peer not reading?)"});
       return;
     }
-    auto timer = std::make_unique<asio::steady_timer>(self->strand_);
-    timer->expires_after(deadline);
-    timer->async_wait([self, id](const boost::system::error_code& ec) {
-      if (ec) return;  // cancelled: answered or failed already
-      auto it = self->pending_.find(id);
-      if (it == self->pending_.end()) return;
-      response_handler handler = std::move(it->second.handler);
-      self->pending_.erase(it);
-      handler(error{channel_errc::deadline_exceeded, "request " + std::to_string(id) +
-                                                         " on channel " + self->options_.name +
-                                                         " passed its deadline"});
-    });
-    self->pending_.emplace(id, pending_request{std::move(on_response), std::move(timer)});
+    const auto at = clock::now() + deadline;
+    self->pending_.emplace(id, pending_request{std::move(on_response), at});
+    self->arm_deadline(at);
   });
+}
+
+void channel::arm_deadline(clock::time_point at) {
+  if (closed_ || (armed_for_ && *armed_for_ <= at)) return;  // an earlier wake-up is set
+  armed_for_ = at;
+  deadline_timer_.expires_at(at);  // aborts the previous wait, if any
+  deadline_timer_.async_wait(asio::bind_executor(
+      strand_, [self = shared_from_this()](const boost::system::error_code& ec) {
+        if (ec) return;  // re-armed earlier, or the channel closed
+        self->armed_for_.reset();
+        self->expire_deadlines();
+      }));
+}
+
+void channel::expire_deadlines() {
+  const auto now = clock::now();
+  std::vector<std::uint64_t> expired;
+  std::optional<clock::time_point> next;
+  for (const auto& [id, request] : pending_) {
+    if (request.deadline <= now) {
+      expired.push_back(id);
+    } else if (!next || request.deadline < *next) {
+      next = request.deadline;
+    }
+  }
+  for (const std::uint64_t id : expired) {
+    auto it = pending_.find(id);
+    response_handler handler = std::move(it->second.handler);
+    pending_.erase(it);
+    handler(error{
+        channel_errc::deadline_exceeded,
+        "request " + std::to_string(id) + " on channel " + options_.name + " passed its deadline"});
+  }
+  if (next) arm_deadline(*next);
 }
 
 void channel::notify(message_type type, json body) {
@@ -227,8 +259,9 @@ void channel::close(std::string reason) {
 void channel::fail_all_pending(const error& reason) {
   auto pending = std::move(pending_);
   pending_.clear();
+  deadline_timer_.cancel();
+  armed_for_.reset();
   for (auto& [id, request] : pending) {
-    request.timer->cancel();
     request.handler(error{channel_errc::peer_lost,
                           "request " + std::to_string(id) + " failed: " + reason.message});
   }

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -85,27 +86,36 @@ class channel : public std::enable_shared_from_this<channel> {
  private:
   channel(socket_type socket, channel_options options);
 
+  using clock = std::chrono::steady_clock;
   struct pending_request {
     response_handler handler;
-    std::unique_ptr<boost::asio::steady_timer> timer;
+    clock::time_point deadline;
   };
 
-  void read_header();
-  void read_body();
-  void dispatch();
+  void read_more(std::size_t need);
+  void process_input();
+  void dispatch(const frame_header& header, std::span<const std::uint8_t> body);
   bool enqueue(frame_header header, const json& body);
   void write_next();
   void shut(error reason);
   void fail_all_pending(const error& reason);
+  void arm_deadline(clock::time_point at);
+  void expire_deadlines();
 
   socket_type socket_;
   boost::asio::strand<boost::asio::any_io_executor> strand_;
+  // One timer per channel, armed for the earliest pending deadline only: re-arming a timer per
+  // request costs a timerfd update per request, which showed in the round-trip benchmark.
+  boost::asio::steady_timer deadline_timer_;
+  std::optional<clock::time_point> armed_for_;
   channel_options options_;
   message_handler on_message_;
   close_handler on_close_;
-  header_bytes header_buffer_{};
-  frame_header current_{};
-  std::vector<std::uint8_t> body_buffer_;
+  // Incoming bytes: [read_begin_, read_end_) are received and not yet handled. Reading into a
+  // buffer lets one read syscall bring a header and its body (and often the next frame).
+  std::vector<std::uint8_t> read_buffer_ = std::vector<std::uint8_t>(64 * 1024);
+  std::size_t read_begin_ = 0;
+  std::size_t read_end_ = 0;
   std::deque<std::vector<std::uint8_t>> queue_;
   bool writing_ = false;
   bool closed_ = false;
