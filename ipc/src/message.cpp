@@ -58,14 +58,20 @@ const schema* find_schema(std::uint16_t value) noexcept {
   return nullptr;
 }
 
-// A SAX handler that builds the DOM but refuses to nest deeper than max_body_depth, so a body of
-// a million nested arrays stops at depth 17 instead of recursing a million times.
+// A SAX handler that builds the DOM with two limits the stock one lacks:
+//  - nesting deeper than max_body_depth stops the parse, so a body of a million nested arrays
+//    stops at depth 17 instead of recursing a million times;
+//  - a declared array or map length larger than the body (every element takes at least one
+//    byte) stops it too. The stock handler throws out_of_range for a length above max_size()
+//    even with exceptions off; fuzz_body found a 9-byte body that did so.
 class bounded_sax : public nlohmann::detail::json_sax_dom_parser<json> {
  public:
   using base = nlohmann::detail::json_sax_dom_parser<json>;
-  explicit bounded_sax(json& out) : base(out, /*allow_exceptions=*/false) {}
+  bounded_sax(json& out, std::size_t body_size)
+      : base(out, /*allow_exceptions=*/false), body_size_(body_size) {}
   bool start_object(std::size_t n) {
     if (++depth_ > max_body_depth) return too_deep_ = true, false;
+    if (implausible(n)) return false;
     return base::start_object(n);
   }
   bool end_object() {
@@ -74,6 +80,7 @@ class bounded_sax : public nlohmann::detail::json_sax_dom_parser<json> {
   }
   bool start_array(std::size_t n) {
     if (++depth_ > max_body_depth) return too_deep_ = true, false;
+    if (implausible(n)) return false;
     return base::start_array(n);
   }
   bool end_array() {
@@ -83,6 +90,10 @@ class bounded_sax : public nlohmann::detail::json_sax_dom_parser<json> {
   bool too_deep() const noexcept { return too_deep_; }
 
  private:
+  bool implausible(std::size_t n) const noexcept {
+    return n != static_cast<std::size_t>(-1) && n > body_size_;  // -1: indefinite length
+  }
+  std::size_t body_size_;
   std::size_t depth_ = 0;
   bool too_deep_ = false;
 };
@@ -130,10 +141,15 @@ result<json> decode_body(std::uint16_t type, std::uint16_t flags,
   if (bytes.empty()) {
     body = json::object();  // an empty body is an empty map
   } else {
-    bounded_sax sax(body);
-    const bool parsed =
-        json::sax_parse(bytes.begin(), bytes.end(), &sax, nlohmann::detail::input_format_t::cbor,
-                        /*strict=*/true);
+    bounded_sax sax(body, bytes.size());
+    bool parsed = false;
+    try {
+      parsed = json::sax_parse(bytes.begin(), bytes.end(), &sax,
+                               nlohmann::detail::input_format_t::cbor, /*strict=*/true);
+    } catch (const json::exception& e) {
+      // Backstop: decode_body must never throw on hostile input.
+      return error{body_errc::not_cbor, std::string("body is not valid CBOR: ") + e.what()};
+    }
     if (sax.too_deep()) {
       return error{body_errc::too_deep, "body nests deeper than " + std::to_string(max_body_depth)};
     }

@@ -60,6 +60,18 @@ TEST_F(message_body_test, deep_nesting_stops_at_the_limit) {
   EXPECT_EQ(code(message_type::ping, deep), "too_deep");
 }
 
+TEST_F(message_body_test, huge_declared_lengths_are_rejected_not_thrown) {
+  // Found by fuzz_body: an array or map header claiming 2^63 elements made the stock DOM
+  // builder throw out_of_range even with exceptions disabled.
+  const std::vector<std::uint8_t> array{0x9b, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  const std::vector<std::uint8_t> map{0xbb, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  const std::vector<std::uint8_t> fuzzed{0x92, 0x08, 0xf6, 0xbb, 0x92, 0x08,
+                                         0xf6, 0xbb, 0x50, 0x48, 0x50, 0x48};
+  EXPECT_EQ(code(message_type::ping, array), "bad_cbor");
+  EXPECT_EQ(code(message_type::ping, map), "bad_cbor");
+  EXPECT_EQ(code(message_type::node_end, fuzzed), "bad_cbor");
+}
+
 TEST_F(message_body_test, unknown_type_is_reported_as_such) {
   auto body = decode_body(999, 0, encode_body(json::object()));
   ASSERT_FALSE(body.ok());
