@@ -122,10 +122,21 @@ void channel::dispatch(const frame_header& header, std::span<const std::uint8_t>
   }
 }
 
-bool channel::enqueue(frame_header header, const json& body) {
-  if (closed_) return false;
-  if (queue_.size() >= options_.max_queue + (writing_ ? 1 : 0)) return false;
-  const std::vector<std::uint8_t> encoded = encode_body(body);
+status channel::enqueue(frame_header header, const json& body) {
+  if (closed_) return error{channel_errc::peer_lost, "channel " + options_.name + " is closed"};
+  if (queue_.size() >= options_.max_queue + (writing_ ? 1 : 0)) {
+    return error{channel_errc::queue_full,
+                 "channel " + options_.name + ": outgoing queue is full (peer not reading?)"};
+  }
+  std::vector<std::uint8_t> encoded = encode_body(body);
+  // The peer's cap is the protocol's; a body over it would only get the connection closed.
+  if (encoded.size() > options_.max_body) {
+    return error{channel_errc::body_too_large,
+                 "channel " + options_.name + ": a " +
+                     std::string(to_string(static_cast<message_type>(header.type))) + " body of " +
+                     std::to_string(encoded.size()) + " bytes is over the cap of " +
+                     std::to_string(options_.max_body)};
+  }
   header.body_length = static_cast<std::uint32_t>(encoded.size());
   header.generation = options_.generation;
   const header_bytes head = encode_header(header);
@@ -134,7 +145,24 @@ bool channel::enqueue(frame_header header, const json& body) {
   std::memcpy(frame.data() + frame_header_size, encoded.data(), encoded.size());
   queue_.push_back(std::move(frame));
   if (!writing_) write_next();
-  return true;
+  return ok_status();
+}
+
+void channel::send_or_close(const frame_header& header, const json& body) {
+  auto sent = enqueue(header, body);
+  if (sent.ok() || closed_) return;
+  if (sent.err().code == channel_errc::queue_full) {
+    shut(error{channel_errc::queue_full, "outgoing queue full: the peer stopped reading"});
+    return;
+  }
+  spdlog::error("channel {}: not sent: {}", options_.name, sent.err().message);
+  if ((header.flags & frame_flags::response) != 0 && (header.flags & frame_flags::error) == 0) {
+    // The requester still gets an answer rather than waiting for its deadline.
+    frame_header failure = header;
+    failure.flags = frame_flags::response | frame_flags::error;
+    // Short on purpose: the full message may not fit under the cap either (it is logged above).
+    send_or_close(failure, error_body({sent.err().code, "response body over the cap"}));
+  }
 }
 
 void channel::write_next() {
@@ -170,10 +198,8 @@ void channel::request(message_type type, json body, std::chrono::milliseconds de
     frame_header header;
     header.type = static_cast<std::uint16_t>(type);
     header.request_id = id;
-    if (!self->enqueue(header, body)) {
-      on_response(
-          error{channel_errc::queue_full,
-                "channel " + self->options_.name + ": outgoing queue is full (peer not reading?)"});
+    if (auto sent = self->enqueue(header, body); !sent) {
+      on_response(sent.err());
       return;
     }
     const auto at = clock::now() + deadline;
@@ -220,9 +246,7 @@ void channel::notify(message_type type, json body) {
   asio::post(strand_, [self = shared_from_this(), type, body = std::move(body)] {
     frame_header header;
     header.type = static_cast<std::uint16_t>(type);
-    if (!self->enqueue(header, body) && !self->closed_) {
-      self->shut(error{channel_errc::queue_full, "outgoing queue full: the peer stopped reading"});
-    }
+    self->send_or_close(header, body);
   });
 }
 
@@ -232,9 +256,7 @@ void channel::respond(const frame_header& to, json body) {
     header.type = to.type;
     header.flags = frame_flags::response;
     header.request_id = to.request_id;
-    if (!self->enqueue(header, body) && !self->closed_) {
-      self->shut(error{channel_errc::queue_full, "outgoing queue full: the peer stopped reading"});
-    }
+    self->send_or_close(header, body);
   });
 }
 
@@ -244,9 +266,7 @@ void channel::respond_error(const frame_header& to, const error& e) {
     header.type = to.type;
     header.flags = frame_flags::response | frame_flags::error;
     header.request_id = to.request_id;
-    if (!self->enqueue(header, body) && !self->closed_) {
-      self->shut(error{channel_errc::queue_full, "outgoing queue full: the peer stopped reading"});
-    }
+    self->send_or_close(header, body);
   });
 }
 

@@ -215,6 +215,29 @@ TEST_F(channel_test, frames_of_another_generation_are_dropped) {
   run_until([] { return false; }, 20ms);
 }
 
+TEST_F(channel_test, body_over_the_cap_is_refused_on_both_ends_without_closing) {
+  channel_options small;
+  small.max_body = 64;
+  auto peer = make(b, small);
+  std::weak_ptr<channel> weak = peer;
+  // The peer answers a ping with a body over its own cap: the requester gets an error instead.
+  peer->start([weak](message m) {
+    weak.lock()->respond(m.header, json{{"padding", std::string(100, 'x')}});
+  });
+  auto host = make(a, small);
+  host->start([](message) {});
+  std::vector<std::string> codes;
+  host->request(message_type::evict, json{{"bytes", 1}, {"padding", std::string(100, 'x')}}, 5s,
+                [&](result<message> r) { codes.push_back(r.ok() ? "ok" : r.err().code); });
+  host->request(message_type::ping, json::object(), 5s,
+                [&](result<message> r) { codes.push_back(r.ok() ? "ok" : r.err().code); });
+  ASSERT_TRUE(run_until([&] { return codes.size() == 2; }));
+  EXPECT_EQ(codes, (std::vector<std::string>{"body_too_large", "body_too_large"}));
+  host->close("done");
+  peer->close("done");
+  run_until([] { return false; }, 20ms);
+}
+
 TEST_F(channel_test, full_outgoing_queue_refuses_the_request) {
   // The peer never reads: the first large frame cannot finish, so the queue behind it fills.
   channel_options o;

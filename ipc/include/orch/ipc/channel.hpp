@@ -40,6 +40,7 @@ namespace channel_errc {
 inline constexpr const char* peer_lost = "peer_lost";
 inline constexpr const char* deadline_exceeded = "deadline_exceeded";
 inline constexpr const char* queue_full = "queue_full";
+inline constexpr const char* body_too_large = "body_too_large";
 }  // namespace channel_errc
 
 struct channel_options {
@@ -70,7 +71,7 @@ class channel : public std::enable_shared_from_this<channel> {
 
   // Sends a request; `on_response` runs exactly once: with the response, with the peer's error
   // (its code and message) when the response carries frame_flags::error, or with
-  // "deadline_exceeded", "queue_full" or "peer_lost".
+  // "deadline_exceeded", "queue_full", "body_too_large" (over max_body) or "peer_lost".
   void request(message_type type, json body, std::chrono::milliseconds deadline,
                response_handler on_response);
   // One-way message. A full queue means the peer stopped reading: the connection is closed.
@@ -95,7 +96,10 @@ class channel : public std::enable_shared_from_this<channel> {
   void read_more(std::size_t need);
   void process_input();
   void dispatch(const frame_header& header, std::span<const std::uint8_t> body);
-  bool enqueue(frame_header header, const json& body);
+  status enqueue(frame_header header, const json& body);
+  // For notifications and responses: a full queue closes the connection (the peer stopped
+  // reading); a body over the cap is logged and, for a response, answered with an error instead.
+  void send_or_close(const frame_header& header, const json& body);
   void write_next();
   void shut(error reason);
   void fail_all_pending(const error& reason);
