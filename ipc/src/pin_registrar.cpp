@@ -1,5 +1,7 @@
 #include "orch/ipc/pin_registrar.hpp"
 
+#include <sys/mman.h>
+
 #include <spdlog/spdlog.h>
 
 namespace orch::ipc {
@@ -16,7 +18,9 @@ status counting_pin_registrar::register_range(void* addr, std::uint64_t size) {
 
 void counting_pin_registrar::unregister_range(void* addr, std::uint64_t size) noexcept {
   auto it = ranges_.find(addr);
-  if (it == ranges_.end() || it->second != size) {
+  // msync fails with ENOMEM on an unmapped range: that catches unregister-after-munmap.
+  const bool mapped = ::msync(addr, static_cast<std::size_t>(size), MS_ASYNC) == 0;
+  if (it == ranges_.end() || it->second != size || !mapped) {
     ++misuses_;
     spdlog::warn("pin_registrar: unregistering a range that was not registered ({} bytes)", size);
     return;

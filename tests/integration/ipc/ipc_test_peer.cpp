@@ -6,7 +6,8 @@
 //       ping            -> {}
 //       segment_attach  -> receives one fd on <fd-socket>, maps it: {segment, registrations}
 //       lease_grant     -> validates the descriptor (error response with the typed code when
-//                          invalid); with "write": fills the block; answers {first, last}
+//                          invalid); with "write": fills the block; answers {first, last};
+//                          with "corrupt_metadata": tries to overwrite the block table first
 //       evict           -> never answered (a call still running when the peer is killed)
 //       shutdown        -> {} and exit
 //     When the connection closes it prints "closed <code>" and exits 0.
@@ -15,7 +16,10 @@
 //       receives the control segment fd, reserves <bytes> in <pieces> steps from its slot,
 //       publishes a stats snapshot and a heartbeat, answers 'y' (or 'n' when refused) on
 //       <fd-socket>, then waits to be killed.
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <boost/asio/io_context.hpp>
 #include <cstdio>
@@ -76,6 +80,17 @@ int run_channel(int channel_fd, int fd_socket) {
             if (!bytes) {
               self->respond_error(m.header, bytes.err());
               break;
+            }
+            if (m.body.contains("corrupt_metadata")) {
+              // A buggy worker scribbling over allocator state: the metadata is mapped read-only
+              // here, so this write faults and the worker dies instead.
+              // Die by the plain signal (not a sanitizer's handler) and leave no core file.
+              const rlimit no_core{0, 0};
+              ::setrlimit(RLIMIT_CORE, &no_core);
+              std::signal(SIGSEGV, SIG_DFL);
+              const pool_segment* segment = table.find(d->segment);
+              auto* meta = const_cast<std::byte*>(segment->metadata().data());
+              std::memset(meta, 0xff, segment->metadata().size());
             }
             if (m.body.contains("write")) {
               std::memset(bytes->data(), m.body["write"].get<int>(), bytes->size());

@@ -172,6 +172,33 @@ TEST_F(ipc_processes, receiver_rejects_out_of_bounds_and_stale_descriptors) {
   peer.shutdown(*io);
 }
 
+TEST_F(ipc_processes, worker_cannot_write_allocator_metadata_and_its_crash_corrupts_nothing) {
+  noop_pin_registrar registrar;
+  pinned_pool pool(pool_options{1 << 20, 4096, 1}, registrar);
+  auto d = pool.allocate(4096);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(pool.segment(0).metadata_writable());
+  const std::vector<std::byte> before(pool.segment(0).metadata().begin(),
+                                      pool.segment(0).metadata().end());
+  channel_peer peer(*io, "worker");
+  ASSERT_TRUE(peer.attach(*io, pool.segment(0)).ok());
+  std::optional<result<message>> answer;
+  peer.ch->request(message_type::lease_grant,
+                   json{{"descriptor", descriptor_to_json(*d)}, {"corrupt_metadata", true}}, 10s,
+                   [&](result<message> r) { answer = std::move(r); });
+  ASSERT_TRUE(testing::run_until(*io, [&] { return answer.has_value(); }));
+  ASSERT_FALSE(answer->ok());
+  EXPECT_EQ(answer->err().code, "peer_lost");
+  const int status = peer.process->wait();
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGSEGV);
+  const std::vector<std::byte> after(pool.segment(0).metadata().begin(),
+                                     pool.segment(0).metadata().end());
+  EXPECT_TRUE(before == after) << "the worker changed the block table";
+  EXPECT_TRUE(pool.validate(*d).ok());
+  EXPECT_TRUE(pool.allocate(4096).ok());
+}
+
 // Writes one bad header to a channel peer and returns what the peer reported; the peer must
 // close the connection and exit normally.
 std::string violation(boost::asio::io_context& io, frame_header h) {

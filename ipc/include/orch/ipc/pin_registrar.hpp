@@ -37,7 +37,8 @@ class noop_pin_registrar final : public pin_registrar {
 };
 
 // sim and tests: registration is free but counted, and misuse (double registration, unregistering
-// an unknown range) is recorded instead of ignored, so tests can prove once-per-mapping.
+// an unknown range, or one that is no longer mapped) is recorded instead of ignored, so tests can
+// prove once-per-mapping and unregister-before-unmap.
 class counting_pin_registrar final : public pin_registrar {
  public:
   status register_range(void* addr, std::uint64_t size) override;

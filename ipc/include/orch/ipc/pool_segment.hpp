@@ -63,6 +63,10 @@ class pool_segment {
   std::uint32_t id() const noexcept { return geometry_.id; }
   const segment_geometry& geometry() const noexcept { return geometry_; }
   std::uint64_t total_size() const noexcept { return file_.size(); }
+  // The header and block table as mapped here: read-only in a worker (attach), writable only in
+  // the host (create). Exposed for inspection and tests.
+  std::span<const std::byte> metadata() const noexcept { return meta_.bytes(); }
+  bool metadata_writable() const noexcept { return meta_.writable(); }
   int fd() const noexcept { return file_.fd(); }
 
   // Errors: descriptor_errc::*.

@@ -31,6 +31,11 @@ class segment_table {
   result<std::span<std::byte>> bytes(const buffer_descriptor& d) const;
 
   std::size_t size() const noexcept { return segments_.size(); }
+  // The mapped segment with this id, or nullptr.
+  const pool_segment* find(std::uint32_t id) const noexcept {
+    auto it = segments_.find(id);
+    return it == segments_.end() ? nullptr : &it->second;
+  }
 
  private:
   pin_registrar* registrar_;
