@@ -104,6 +104,15 @@ TEST_F(pinned_budget_test, small_machine_never_drops_below_forty_percent) {
   EXPECT_EQ(compute_pinned_budget(r).bytes, 858993459u);  // 0.4 · 2 GiB, floored
 }
 
+TEST_F(pinned_budget_test, this_machine_probes_to_a_budget_within_the_formula_bounds) {
+  auto r = probe_memory_readings("/");
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_GT(r->physical_ram, 0u);
+  const auto b = compute_pinned_budget(*r);
+  EXPECT_GE(b.bytes, b.effective_ram / 5 * 2);       // never below 0.4·RAM
+  EXPECT_LE(b.bytes, b.effective_ram / 10 * 9 + 1);  // never above 0.9·RAM
+}
+
 TEST_F(pinned_budget_test, missing_meminfo_is_an_error) {
   auto r = probe_memory_readings(fixture("does_not_exist"));
   ASSERT_FALSE(r.ok());
