@@ -31,9 +31,8 @@ result<lease_table::block*> lease_table::find(const buffer_descriptor& d) {
 status lease_table::acquire(const buffer_descriptor& d, process_id holder) {
   auto b = find(d);
   if (!b) return b.err();
-  if ((*b)->in_limbo) {
-    return error{"in_limbo", "the block was freed by its producer; it cannot be leased again"};
-  }
+  // A block in limbo may still be passed on by a holder (e.g. an output handed to a second
+  // consumer after its producer died): it stays alive as long as any lease exists.
   ++(*b)->holders[holder];
   return ok_status();
 }

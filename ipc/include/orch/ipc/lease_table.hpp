@@ -29,8 +29,8 @@ class lease_table {
 
   // Allocates a block with one lease held by `owner`. Errors: pinned_pool::allocate errors.
   result<buffer_descriptor> allocate(process_id owner, std::uint64_t size);
-  // One more lease for `holder`. Errors: descriptor_errc::*, "in_limbo" (the block was freed: no
-  // new lease may be taken), "unknown_lease".
+  // One more lease for `holder`, also on a block in limbo (some lease still keeps it alive).
+  // Errors: descriptor_errc::* (the block is gone or the descriptor is wrong), "unknown_lease".
   status acquire(const buffer_descriptor& d, process_id holder);
   // Drops one of `holder`'s leases. Errors: descriptor_errc::*, "not_held".
   status release(const buffer_descriptor& d, process_id holder);
