@@ -2,8 +2,9 @@
 // stream socket (a socketpair end inherited at spawn; DESIGN.md §4.1), on Boost.Asio.
 // Mechanisms from reference/architecture-anchors.md §8.4 (Ray's client_connection, Triton's
 // "respond error to all requests"):
-//   - every frame header is validated before its body is read; any violation closes the
-//     connection with a logged reason (frame.hpp);
+//   - every frame header is validated before any of its body is used, and before the read
+//     buffer grows for that body; any violation closes the connection with a logged reason
+//     (frame.hpp); bodies over the cap are never sent either;
 //   - requests carry ids, responses echo them; every request has a deadline;
 //   - when the peer goes away, every pending request fails at once with "peer_lost";
 //   - writes go through a bounded queue with exactly one async_write in flight;

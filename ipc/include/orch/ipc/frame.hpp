@@ -1,6 +1,6 @@
 // frame: the fixed 32-byte little-endian header in front of every message on a channel
 // (DESIGN.md §4.1, reference/architecture-anchors.md §8.4.1). It is decoded and validated before
-// a single body byte is read: a wrong magic, version, reserved field or a length over the cap is
+// a single body byte is used: a wrong magic, version, reserved field or a length over the cap is
 // a protocol violation that closes the connection (Ray's cookie check).
 //
 //   offset size field
