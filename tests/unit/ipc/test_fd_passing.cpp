@@ -2,8 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "leak_check.hpp"
 #include "orch/ipc/fd_passing.hpp"
@@ -39,6 +45,8 @@ TEST_F(fd_passing_test, sent_memfd_arrives_sealed_with_its_contents) {
   auto got = recv_fds(sp.b.get(), 1, 1);
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->fds.size(), 1u);
+  // Received fds must not leak into processes the receiver spawns.
+  EXPECT_NE(::fcntl(got->fds[0].get(), F_GETFD) & FD_CLOEXEC, 0);
   auto adopted = memfd_segment::adopt(std::move(got->fds[0]), 4096);
   ASSERT_TRUE(adopted.ok());
   auto m = mapping::map(adopted->fd(), 0, 4096, false);
@@ -58,6 +66,38 @@ TEST_F(fd_passing_test, more_fds_than_expected_are_refused_and_all_closed) {
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.err().code, "too_many_fds");
   // TearDown's leak check proves the three received copies were closed.
+}
+
+std::atomic<int> interruptions{0};
+extern "C" void count_interruption(int) {
+  interruptions.fetch_add(1);
+}
+
+TEST_F(fd_passing_test, receive_interrupted_by_a_signal_is_retried) {
+  socket_pair sp;
+  // A handler without SA_RESTART makes the blocked recvmsg return EINTR.
+  struct sigaction action {};
+  struct sigaction previous {};
+  action.sa_handler = count_interruption;
+  sigemptyset(&action.sa_mask);
+  ASSERT_EQ(::sigaction(SIGUSR1, &action, &previous), 0);
+  const pthread_t receiver = ::pthread_self();
+  auto seg = memfd_segment::create("eintr", 4096);
+  ASSERT_TRUE(seg.ok());
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ::pthread_kill(receiver, SIGUSR1);  // interrupts the blocked receive
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::byte tag{1};
+    const int fd = seg->fd();
+    EXPECT_TRUE(send_fds(sp.a.get(), {&tag, 1}, {&fd, 1}).ok());
+  });
+  auto got = recv_fds(sp.b.get(), 1, 1);
+  sender.join();
+  ::sigaction(SIGUSR1, &previous, nullptr);
+  ASSERT_TRUE(got.ok()) << got.err().message;
+  EXPECT_EQ(got->fds.size(), 1u);
+  EXPECT_GE(interruptions.load(), 1);
 }
 
 TEST_F(fd_passing_test, closed_peer_is_reported) {
