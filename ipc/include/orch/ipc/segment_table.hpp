@@ -1,0 +1,45 @@
+// segment_table: the pool segments one receiving process has mapped, by id. A worker attaches
+// each segment once (mapping and pin registration happen once per process, DESIGN.md §4.2) and
+// resolves every descriptor it receives here, which validates it before handing out bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+
+#include "orch/ipc/descriptor.hpp"
+#include "orch/ipc/pin_registrar.hpp"
+#include "orch/ipc/pool_segment.hpp"
+#include "orch/ipc/unique_fd.hpp"
+#include "orch/support/result.hpp"
+
+namespace orch::ipc {
+
+class segment_table {
+ public:
+  // `registrar` must outlive the table.
+  explicit segment_table(pin_registrar& registrar) : registrar_(&registrar) {}
+
+  // Adopts and maps a received segment fd. Errors: pool_segment::attach errors,
+  // "duplicate_segment" (this id is mapped already: the new mapping is undone and its fd closed).
+  result<std::uint32_t> attach(unique_fd fd);
+  // Unregisters and unmaps one segment. Returns false when the id is unknown.
+  bool detach(std::uint32_t id) noexcept;
+
+  // Errors: descriptor_errc::*.
+  status validate(const buffer_descriptor& d) const;
+  result<std::span<std::byte>> bytes(const buffer_descriptor& d) const;
+
+  std::size_t size() const noexcept { return segments_.size(); }
+  // The mapped segment with this id, or nullptr.
+  const pool_segment* find(std::uint32_t id) const noexcept {
+    auto it = segments_.find(id);
+    return it == segments_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  pin_registrar* registrar_;
+  std::map<std::uint32_t, pool_segment> segments_;
+};
+
+}  // namespace orch::ipc

@@ -1,0 +1,165 @@
+#include "orch/ipc/control_segment.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cassert>
+#include <new>
+
+namespace orch::ipc {
+namespace {
+
+std::uint64_t layout_size(std::uint32_t slots) {
+  return sizeof(control_header) +
+         std::uint64_t{slots} * (sizeof(budget_slot) + sizeof(control_block));
+}
+
+}  // namespace
+
+result<control_segment> control_segment::create(std::uint64_t budget_bytes,
+                                                std::uint32_t slot_count) {
+  if (slot_count == 0 || slot_count > 4096) {
+    return error{"invalid_argument", "a control segment needs between 1 and 4096 slots"};
+  }
+  const std::uint64_t size = round_up(layout_size(slot_count), page_size());
+  auto file = memfd_segment::create("orch-control", size);
+  if (!file) return file.err();
+  auto map = mapping::map(file->fd(), 0, size, /*writable=*/true);
+  if (!map) return map.err();
+  // The memfd starts zeroed: every slot is free and every counter is 0. Only the fixed fields
+  // and the control block headers need writing.
+  auto* header = new (map->data()) control_header{};
+  header->magic = control_segment_magic;
+  header->version = control_segment_version;
+  header->header_size = sizeof(control_header);
+  header->slot_count = slot_count;
+  header->slot_size = sizeof(budget_slot);
+  header->block_size = sizeof(control_block);
+  header->total_size = size;
+  header->budget_bytes = budget_bytes;
+  control_segment segment(std::move(*file), std::move(*map));
+  for (std::uint32_t i = 0; i < slot_count; ++i) {
+    new (&segment.slot(i)) budget_slot{};
+    initialise_control_block(*new (&segment.block(i)) control_block{});
+  }
+  return segment;
+}
+
+result<control_segment> control_segment::attach(unique_fd fd) {
+  auto file = memfd_segment::adopt(std::move(fd), 0);
+  if (!file) return file.err();
+  if (file->size() < sizeof(control_header)) {
+    return error{"bad_segment", "control segment is smaller than its header"};
+  }
+  auto map = mapping::map(file->fd(), 0, file->size(), /*writable=*/true);
+  if (!map) return map.err();
+  const auto& h = *reinterpret_cast<const control_header*>(map->data());
+  if (h.magic != control_segment_magic || h.version != control_segment_version ||
+      h.header_size != sizeof(control_header) || h.slot_size != sizeof(budget_slot) ||
+      h.block_size != sizeof(control_block) || h.total_size != file->size() || h.slot_count == 0 ||
+      layout_size(h.slot_count) > file->size()) {
+    return error{"bad_segment", "control segment failed validation (magic, version or sizes)"};
+  }
+  return control_segment(std::move(*file), std::move(*map));
+}
+
+budget_slot& control_segment::slot(std::uint32_t index) const noexcept {
+  auto* first = reinterpret_cast<budget_slot*>(map_.data() + sizeof(control_header));
+  return first[index];
+}
+
+control_block& control_segment::block(std::uint32_t index) const noexcept {
+  auto* first = reinterpret_cast<control_block*>(map_.data() + sizeof(control_header) +
+                                                 std::uint64_t{slot_count()} * sizeof(budget_slot));
+  return first[index];
+}
+
+result<std::uint32_t> control_segment::claim_slot(const process_identity& owner) {
+  for (std::uint32_t i = 0; i < slot_count(); ++i) {
+    budget_slot& s = slot(i);
+    if (s.pid.load(std::memory_order_acquire) != 0) continue;
+    s.reserved.store(0, std::memory_order_relaxed);
+    s.high_water.store(0, std::memory_order_relaxed);
+    s.pending.store(0, std::memory_order_relaxed);
+    s.start_time.store(owner.start_time, std::memory_order_relaxed);
+    s.pid.store(owner.pid, std::memory_order_release);
+    initialise_control_block(block(i));
+    return i;
+  }
+  return error{"no_free_slot", "all " + std::to_string(slot_count()) +
+                                   " control slots are taken; raise the slot count"};
+}
+
+std::uint64_t control_segment::reclaim_slot(std::uint32_t index) noexcept {
+  budget_slot& s = slot(index);
+  const std::uint64_t held = s.reserved.exchange(0, std::memory_order_acq_rel);
+  const std::uint64_t pending = s.pending.exchange(0, std::memory_order_acq_rel);
+  header().total_reserved.fetch_sub(held, std::memory_order_acq_rel);
+  if (pending != 0) {
+    header().unresolved_bytes.fetch_add(pending, std::memory_order_acq_rel);
+    spdlog::warn(
+        "budget: slot {} (pid {}) died inside a reservation of {} bytes; they stay "
+        "counted against the budget",
+        index, s.pid.load(std::memory_order_relaxed), pending);
+  }
+  s.high_water.store(0, std::memory_order_relaxed);
+  s.start_time.store(0, std::memory_order_relaxed);
+  s.pid.store(0, std::memory_order_release);
+  return held;
+}
+
+std::vector<std::uint32_t> control_segment::reclaim_dead() {
+  std::vector<std::uint32_t> reclaimed;
+  for (std::uint32_t i = 0; i < slot_count(); ++i) {
+    budget_slot& s = slot(i);
+    const process_identity id{s.pid.load(std::memory_order_acquire),
+                              s.start_time.load(std::memory_order_acquire)};
+    if (id.pid == 0 || is_alive(id)) continue;
+    const std::uint64_t bytes = reclaim_slot(i);
+    spdlog::info("budget: reclaimed slot {} of dead pid {}: {} bytes", i, id.pid, bytes);
+    reclaimed.push_back(i);
+  }
+  return reclaimed;
+}
+
+budget_account::budget_account(const control_segment& segment, std::uint32_t slot) noexcept
+    : total_(&segment.header().total_reserved),
+      slot_(&segment.slot(slot)),
+      budget_(segment.budget()) {
+  assert(slot < segment.slot_count());
+}
+
+status budget_account::reserve(std::uint64_t bytes) {
+  if (bytes == 0) return ok_status();
+  // pending is added to, not stored, so several threads of one process can reserve at once.
+  slot_->pending.fetch_add(bytes, std::memory_order_seq_cst);
+  std::uint64_t current = total_->load(std::memory_order_acquire);
+  do {
+    if (bytes > budget_ || current > budget_ - bytes) {
+      slot_->pending.fetch_sub(bytes, std::memory_order_release);
+      return error{"budget_exceeded", "reserving " + std::to_string(bytes) +
+                                          " pinned bytes would pass the budget of " +
+                                          std::to_string(budget_) + " (" + std::to_string(current) +
+                                          " reserved by all processes)"};
+    }
+  } while (!total_->compare_exchange_weak(current, current + bytes, std::memory_order_acq_rel,
+                                          std::memory_order_acquire));
+  const std::uint64_t now = slot_->reserved.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
+  slot_->pending.fetch_sub(bytes, std::memory_order_release);
+  std::uint64_t high = slot_->high_water.load(std::memory_order_relaxed);
+  while (now > high &&
+         !slot_->high_water.compare_exchange_weak(high, now, std::memory_order_relaxed)) {
+  }
+  return ok_status();
+}
+
+void budget_account::release(std::uint64_t bytes) noexcept {
+  if (bytes == 0) return;
+  // Slot first, then the total: a death in between leaves the total over-counted (safe), and
+  // `pending` tells the host so.
+  slot_->pending.fetch_add(bytes, std::memory_order_seq_cst);
+  slot_->reserved.fetch_sub(bytes, std::memory_order_acq_rel);
+  total_->fetch_sub(bytes, std::memory_order_acq_rel);
+  slot_->pending.fetch_sub(bytes, std::memory_order_release);
+}
+
+}  // namespace orch::ipc
