@@ -1,0 +1,75 @@
+#include "orch/plugins/memory_manager.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <utility>
+
+namespace orch::plugins {
+
+const char* to_string(memory_manager m) noexcept {
+  return m == memory_manager::pager ? "pager" : "ledger";
+}
+
+manager_choice resolve_host_manager(const host_manager_inputs& in) {
+  if (in.init_error) {
+    return {memory_manager::ledger, "pager init failed: " + *in.init_error};
+  }
+  if (in.flags.enable_dynamic_vram) {
+    return {memory_manager::pager, "forced by --enable-dynamic-vram"};
+  }
+  const std::array<std::pair<bool, const char*>, 5> flags = {{
+      {in.flags.disable_dynamic_vram, "--disable-dynamic-vram"},
+      {in.flags.highvram, "--highvram"},
+      {in.flags.gpu_only, "--gpu-only"},
+      {in.flags.novram, "--novram"},
+      {in.flags.cpu, "--cpu"},
+  }};
+  for (const auto& [set, name] : flags) {
+    if (set) return {memory_manager::ledger, std::string("disabled by ") + name};
+  }
+  if (!in.device_supports_pager) {
+    return {memory_manager::ledger, "device " + in.device + " has no pager"};
+  }
+  if (in.below_floor) return {memory_manager::ledger, *in.below_floor};
+  return {memory_manager::pager, "default"};
+}
+
+std::string manager_log_line(const manager_choice& choice) {
+  return std::string("memory manager: ") + to_string(choice.manager) + " (" + choice.reason + ")";
+}
+
+pager_signal read_pager_signal(
+    const std::function<std::optional<std::string>(const char*)>& getenv) {
+  for (const char* name : {worker_pager_variable, worker_pager_alias}) {
+    auto value = getenv(name);
+    if (value && !value->empty()) return {std::move(value), name};
+  }
+  return {std::nullopt, worker_pager_variable};
+}
+
+manager_choice resolve_worker_manager(const worker_manager_inputs& in) {
+  if (!in.signal.value) return {memory_manager::ledger, "no parent signal"};
+  std::string flag = *in.signal.value;
+  flag.erase(flag.begin(), std::find_if(flag.begin(), flag.end(),
+                                        [](unsigned char c) { return !std::isspace(c); }));
+  flag.erase(
+      std::find_if(flag.rbegin(), flag.rend(), [](unsigned char c) { return !std::isspace(c); })
+          .base(),
+      flag.end());
+  std::transform(flag.begin(), flag.end(), flag.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (flag.empty()) return {memory_manager::ledger, "no parent signal"};
+  if (flag == "0" || flag == "false" || flag == "no" || flag == "off") {
+    return {memory_manager::ledger, "disabled by " + in.signal.variable};
+  }
+  if (!in.gpu_device) return {memory_manager::ledger, "no GPU device in this process"};
+  if (in.init_error) return {memory_manager::ledger, "pager init failed: " + *in.init_error};
+  return {memory_manager::pager, "enabled by " + in.signal.variable};
+}
+
+const char* worker_pager_value(memory_manager host) noexcept {
+  return host == memory_manager::pager ? "1" : "0";
+}
+
+}  // namespace orch::plugins
