@@ -1,0 +1,44 @@
+#include "orch/orchestrator/divergence_report.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace orch::orchestrator {
+
+bool debug_worker_enabled(const std::function<std::optional<std::string>(const char*)>& getenv) {
+  for (const char* name : {debug_worker_variable, debug_worker_alias}) {
+    auto v = getenv(name);
+    if (!v || v->empty()) continue;
+    std::string flag = *v;
+    std::transform(flag.begin(), flag.end(), flag.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return !(flag == "0" || flag == "false" || flag == "no" || flag == "off");
+  }
+  return false;
+}
+
+std::vector<report_line> divergence_reporter::on_worker_ready(const worker_memory_report& report) {
+  std::vector<report_line> lines;
+  if (!reported_.insert(report.env).second) return lines;
+  const bool diverges = report.worker.manager != host_.manager;
+  const std::string routine =
+      report.env + ": memory manager=" + plugins::to_string(report.worker.manager) + " (" +
+      report.worker.reason + "), host=" + plugins::to_string(host_.manager) + " (" + host_.reason +
+      ")";
+  if (diverges && !report.acknowledged) {
+    lines.push_back({report_level::warning,
+                     "WARNING " + report.env +
+                         ": memory manager=" + plugins::to_string(report.worker.manager) +
+                         ", host=" + plugins::to_string(host_.manager) + "; worker fell back (" +
+                         report.worker.reason + "). Set " + divergence_ack_variable +
+                         "=1 in the pack's [env_vars] to silence."});
+  } else if (debug_) {
+    lines.push_back({report_level::debug, routine});
+  }
+  for (const auto& note : report.notes) {
+    lines.push_back({report_level::note, "NOTE " + report.env + ": " + note});
+  }
+  return lines;
+}
+
+}  // namespace orch::orchestrator
