@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -46,6 +48,73 @@ constexpr uint64_t default_granularity = 2ull << 20;
 constexpr uint64_t va_base = 0x200000000000ull;
 
 int32_t self_pid() noexcept { return static_cast<int32_t>(getpid()); }
+
+// What /proc/<pid>/stat says about a process: its state (field 3) and start time (field 22).
+struct proc_stat {
+  char state = '?';
+  uint64_t start_time = 0;
+};
+
+// False when the process does not exist (or its stat line cannot be read or parsed).
+bool read_proc_stat(int32_t pid, proc_stat* out) noexcept {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  const char* end = buf + n;
+  // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+  const char* p = end;
+  while (p > buf && p[-1] != ')') --p;
+  if (p == buf) return false;
+  for (int field = 3; field <= 22; ++field) {
+    while (p < end && *p == ' ') ++p;
+    const char* token = p;
+    while (p < end && *p != ' ' && *p != '\n') ++p;
+    if (token == p) return false;
+    if (field == 3) out->state = *token;
+    if (field == 22) return std::from_chars(token, p, out->start_time).ec == std::errc{};
+  }
+  return false;
+}
+
+uint64_t self_start_time() noexcept {
+  proc_stat st;
+  return read_proc_stat(self_pid(), &st) ? st.start_time : 0;
+}
+
+// A slot's owner is gone when its pid no longer exists, is a zombie (it holds no memory any
+// more, so it need not be reaped first), or now names a process started at another time (pid
+// reuse). A slot whose start time is not written yet is judged on the pid alone.
+bool owner_is_dead(int32_t pid, uint64_t start_time) noexcept {
+  proc_stat st;
+  if (!read_proc_stat(pid, &st)) return true;
+  if (st.state == 'Z' || st.state == 'X') return true;
+  return start_time != 0 && st.start_time != start_time;
+}
+
+// Gives back the slots of processes that died without closing (SIGKILL, crash): their usage is
+// subtracted exactly and the slot becomes claimable. The CAS to sim_slot_reclaiming makes one
+// reclaimer own each dead slot, so concurrent reclaimers never subtract twice.
+void reclaim_dead_slots(sim_segment* seg, uint64_t* bytes, uint32_t* slots) noexcept {
+  for (auto& s : seg->slots) {
+    int32_t pid = s.pid.load(std::memory_order_acquire);
+    if (pid <= 0 || pid == self_pid()) continue;
+    if (!owner_is_dead(pid, s.start_time.load(std::memory_order_acquire))) continue;
+    if (!s.pid.compare_exchange_strong(pid, sim_slot_reclaiming)) continue;
+    const uint64_t used = s.used.exchange(0);
+    seg->used.fetch_sub(used);
+    s.budget.store(0);
+    s.attachments.store(0);
+    s.start_time.store(0);
+    s.pid.store(0, std::memory_order_release);
+    if (bytes != nullptr) *bytes += used;
+    if (slots != nullptr) ++*slots;
+  }
+}
 
 // Consumes one injected failure of `kind`; true when the call must fail.
 bool take_fault(sim_segment* seg, uint32_t kind) noexcept {
@@ -138,6 +207,8 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
     close(fd);
     return ORCH_INVALID;
   }
+  // Dead processes' slots first, so crashed workers neither hold usage nor use up the slots.
+  reclaim_dead_slots(seg, nullptr, nullptr);
   // Claim a process slot with a CAS on its pid: no lock in shared memory.
   uint32_t slot = sim_max_slots;
   for (uint32_t i = 0; i < sim_max_slots && slot == sim_max_slots; ++i) {
@@ -149,9 +220,11 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
     close(fd);
     return ORCH_OOM_RETRYABLE;
   }
+  seg->slots[slot].start_time.store(self_start_time(), std::memory_order_release);
   seg->slots[slot].attachments.store(1);
   auto* dev = new (std::nothrow) orch_device;
   if (dev == nullptr) {
+    seg->slots[slot].start_time.store(0);
     seg->slots[slot].pid.store(0);
     munmap(p, sizeof(sim_segment));
     close(fd);
@@ -186,6 +259,7 @@ void sim_device_close(orch_device* dev) {
   auto& slot = dev->seg->slots[dev->slot];
   slot.budget.store(0);
   slot.attachments.store(0);
+  slot.start_time.store(0);
   slot.pid.store(0, std::memory_order_release);
   munmap(dev->seg, sizeof(sim_segment));
   close(dev->fd);
@@ -261,16 +335,19 @@ orch_status sim_phys_create_unguarded(orch_device* dev, uint64_t size, uint64_t*
     }
     if (seg->used.compare_exchange_weak(used, used + size)) break;
   }
+  // Charged to the slot at once: a process killed from here on leaves its slot's usage equal to
+  // what it added to the device, which is what a reclaimer subtracts.
+  seg->slots[dev->slot].used.fetch_add(size);
   std::lock_guard lock(dev->mutex);
   const uint64_t h = dev->next_handle++;
   try {
     dev->handles.emplace(h, orch_device::phys{size, backing, 0});
   } catch (...) {
+    seg->slots[dev->slot].used.fetch_sub(size);
     seg->used.fetch_sub(size);
     std::free(backing);
     throw;
   }
-  seg->slots[dev->slot].used.fetch_add(size);
   seg->creates.fetch_add(1);
   *handle = h;
   return ORCH_OK;
@@ -399,6 +476,14 @@ orch_status sim_counters(orch_device* dev, orch_sim_counters* out) {
   return ORCH_OK;
 }
 
+orch_status sim_reclaim_dead(orch_device* dev, uint64_t* bytes, uint32_t* slots) {
+  if (dev == nullptr) return ORCH_INVALID;
+  if (bytes != nullptr) *bytes = 0;
+  if (slots != nullptr) *slots = 0;
+  reclaim_dead_slots(dev->seg, bytes, slots);
+  return ORCH_OK;
+}
+
 constexpr orch_backend_api sim_api{
     sizeof(orch_backend_api), 0,
     sim_device_count, sim_device_open, sim_device_close, sim_total_mem, sim_granularity,
@@ -408,7 +493,7 @@ constexpr orch_backend_api sim_api{
 
 constexpr orch_sim_api sim_control{
     sizeof(orch_sim_api), 0, sim_create, sim_set_other_usage, sim_inject_fault, sim_set_clock,
-    sim_advance_clock, sim_set_process_budget, sim_counters};
+    sim_advance_clock, sim_set_process_budget, sim_counters, sim_reclaim_dead};
 
 }  // namespace
 
