@@ -26,6 +26,12 @@ struct orch_device {
   orch::plugin_detail::sim_segment* seg = nullptr;
   int fd = -1;
   uint32_t slot = 0;
+  // The configuration, validated and copied at open. Any attached process can write the shared
+  // block, so nothing a call depends on for its arithmetic is re-read from it.
+  uint64_t capacity = 0;
+  uint64_t granularity = 0;
+  uint32_t free_mode = 0;
+  bool backing_store = false;
   std::mutex mutex;  // process-local bookkeeping below
   struct phys {
     uint64_t size;
@@ -135,13 +141,13 @@ uint64_t process_used(const sim_segment* seg) noexcept {
   return total;
 }
 
-uint64_t process_budget(const sim_segment* seg) noexcept {
+uint64_t process_budget(const sim_segment* seg, uint64_t capacity) noexcept {
   uint64_t budget = 0;
   const int32_t pid = self_pid();
   for (const auto& s : seg->slots)
     if (s.pid.load(std::memory_order_acquire) == pid && s.budget.load() > budget)
       budget = s.budget.load();
-  return budget == 0 ? seg->capacity : budget;
+  return budget == 0 ? capacity : budget;
 }
 
 orch_status sim_create(const orch_sim_config* config, int32_t* fd_out) {
@@ -202,7 +208,13 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
     return ORCH_DEVICE_ERROR;
   }
   auto* seg = static_cast<sim_segment*>(p);
-  if (seg->magic != sim_magic || seg->version != sim_version || seg->size != sizeof(sim_segment)) {
+  // The same rules as create: a zero or non-power-of-two granularity would divide by zero or
+  // misround in every later call.
+  const uint64_t capacity = seg->capacity;
+  const uint64_t gran = seg->granularity;
+  const uint32_t free_mode = seg->free_mode;
+  if (seg->magic != sim_magic || seg->version != sim_version || seg->size != sizeof(sim_segment) ||
+      capacity == 0 || gran == 0 || (gran & (gran - 1)) != 0 || free_mode > ORCH_SIM_FREE_PROCESS) {
     munmap(p, sizeof(sim_segment));
     close(fd);
     return ORCH_INVALID;
@@ -233,6 +245,10 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
   dev->seg = seg;
   dev->fd = fd;
   dev->slot = slot;
+  dev->capacity = capacity;
+  dev->granularity = gran;
+  dev->free_mode = free_mode;
+  dev->backing_store = seg->backing_store != 0;
   *out = dev;
   return ORCH_OK;
 }
@@ -268,13 +284,13 @@ void sim_device_close(orch_device* dev) {
 
 orch_status sim_total_mem(orch_device* dev, uint64_t* bytes) {
   if (dev == nullptr || bytes == nullptr) return ORCH_INVALID;
-  *bytes = dev->seg->capacity;
+  *bytes = dev->capacity;
   return ORCH_OK;
 }
 
 orch_status sim_granularity(orch_device* dev, uint64_t* bytes) {
   if (dev == nullptr || bytes == nullptr) return ORCH_INVALID;
-  *bytes = dev->seg->granularity;
+  *bytes = dev->granularity;
   return ORCH_OK;
 }
 
@@ -284,15 +300,18 @@ orch_status sim_mem_get_info(orch_device* dev, uint64_t* free_bytes, uint64_t* t
   if (take_fault(seg, ORCH_SIM_FAULT_POLL)) return ORCH_DEVICE_ERROR;
   seg->polls.fetch_add(1);
   uint64_t free = 0;
-  uint64_t total = seg->capacity;
-  if (seg->free_mode == ORCH_SIM_FREE_PROCESS) {
+  uint64_t total = dev->capacity;
+  if (dev->free_mode == ORCH_SIM_FREE_PROCESS) {
     // WDDM: the answer is about the caller's own budget; other processes are invisible.
-    total = process_budget(seg);
+    total = process_budget(seg, dev->capacity);
     const uint64_t mine = process_used(seg);
     free = mine < total ? total - mine : 0;
   } else {
-    const uint64_t taken = seg->used.load() + seg->other.load();
-    free = taken < total ? total - taken : 0;
+    // Subtractions only: used + other can wrap when "other" is set near UINT64_MAX.
+    const uint64_t used = seg->used.load();
+    const uint64_t other = seg->other.load();
+    free = used < total ? total - used : 0;
+    free = other < free ? free - other : 0;
   }
   *free_bytes = free;
   if (total_bytes != nullptr) *total_bytes = total;
@@ -302,7 +321,8 @@ orch_status sim_mem_get_info(orch_device* dev, uint64_t* free_bytes, uint64_t* t
 orch_status sim_va_reserve(orch_device* dev, uint64_t size, uint64_t* va) {
   if (dev == nullptr || va == nullptr || size == 0) return ORCH_INVALID;
   if (take_fault(dev->seg, ORCH_SIM_FAULT_VA)) return ORCH_DEVICE_ERROR;
-  const uint64_t g = dev->seg->granularity;
+  const uint64_t g = dev->granularity;
+  if (size > UINT64_MAX - 2 * g) return ORCH_INVALID;  // rounding and the guard would wrap
   const uint64_t rounded = (size + g - 1) / g * g;
   // Leave one granule of guard between reservations so off-by-one mappings cannot alias.
   *va = dev->seg->next_va.fetch_add(rounded + g);
@@ -315,13 +335,15 @@ orch_status sim_va_free(orch_device* dev, uint64_t va, uint64_t size) {
 }
 
 orch_status sim_phys_create_unguarded(orch_device* dev, uint64_t size, uint64_t* handle) {
-  if (dev == nullptr || handle == nullptr || size == 0 || size % dev->seg->granularity != 0)
+  if (dev == nullptr || handle == nullptr || size == 0 || size % dev->granularity != 0)
     return ORCH_INVALID;
   sim_segment* seg = dev->seg;
   if (take_fault(seg, ORCH_SIM_FAULT_CREATE_OOM)) return ORCH_OOM_RETRYABLE;
   if (take_fault(seg, ORCH_SIM_FAULT_DEVICE_ERROR)) return ORCH_DEVICE_ERROR;
+  // Larger than the device: refuse before the backing store asks the host for that much.
+  if (size > dev->capacity) return ORCH_OOM_RETRYABLE;
   unsigned char* backing = nullptr;
-  if (seg->backing_store != 0) {
+  if (dev->backing_store) {
     backing = static_cast<unsigned char*>(std::malloc(size));
     if (backing == nullptr) return ORCH_OOM_RETRYABLE;
     std::memset(backing, ORCH_SIM_POISON, size);  // fresh memory holds garbage
@@ -329,7 +351,11 @@ orch_status sim_phys_create_unguarded(orch_device* dev, uint64_t size, uint64_t*
   // Reserve capacity with a CAS: processes compete for one device without a shared lock.
   uint64_t used = seg->used.load();
   for (;;) {
-    if (used + seg->other.load() + size > seg->capacity) {
+    // Does used + other + size exceed capacity? Written with subtractions so that no sum can
+    // wrap, whatever "other" or a corrupted total says.
+    const uint64_t other = seg->other.load();
+    if (used > dev->capacity || other > dev->capacity - used ||
+        size > dev->capacity - used - other) {
       std::free(backing);
       return ORCH_OOM_RETRYABLE;
     }
