@@ -298,14 +298,9 @@ orch_status pager_device::region_info(pager_region* r, orch_region_info* info) {
 
 orch_status pager_device::prioritize(pager_region* r, bool to_top) {
   std::lock_guard lock(mutex_);
-  priority_.erase(r->position_);
-  if (to_top) {
-    priority_.push_front(r);
-    r->position_ = priority_.begin();
-  } else {
-    priority_.push_back(r);
-    r->position_ = std::prev(priority_.end());
-  }
+  // splice relinks the node: it cannot allocate or throw, and r->position_ stays valid. An
+  // erase followed by a push could fail after the erase and leave position_ dangling.
+  priority_.splice(to_top ? priority_.begin() : priority_.end(), priority_, r->position_);
   r->watermark_ = r->nr_pages_;  // the only way back for evicted pages (§4.4)
   return ORCH_OK;
 }
