@@ -39,6 +39,8 @@ class handle_registry {
     orch_status status_ = ORCH_OK;
   };
 
+  // Shared access for reading the registry (the const *_locked calls).
+  std::shared_lock<std::shared_mutex> shared() const { return std::shared_lock(mutex_); }
   // Exclusive access for opening, closing and shutdown; the *_locked calls need it held.
   std::unique_lock<std::shared_mutex> exclusive() const { return std::unique_lock(mutex_); }
 

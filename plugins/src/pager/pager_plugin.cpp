@@ -120,21 +120,38 @@ void device_close(orch_pager* p) {
   delete dev(p);
 }
 
+// The process-wide calls carry no device, so their level is the lowest level any open pager was
+// opened at: a process that opened a device at L2 has said it speaks L2, and levels.h forbids
+// the L3/L4 calls to it. With no pager open the caller has promised nothing yet; they are allowed.
+bool every_open_pager_speaks(uint32_t level) {
+  bool ok = true;
+  g_handles.for_each_locked(pager_handle, [&](const void* d) {
+    if (static_cast<const pager_device*>(d)->level() < level) ok = false;
+  });
+  return ok;
+}
+
 orch_status set_simple_headroom(uint64_t bytes) {
+  const auto lock = g_handles.shared();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (!every_open_pager_speaks(ORCH_LEVEL_3)) return ORCH_UNSUPPORTED;
   simple_headroom().store(bytes);
   return ORCH_OK;
 }
 
 orch_status get_simple_headroom(uint64_t* bytes) {
+  const auto lock = g_handles.shared();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (!every_open_pager_speaks(ORCH_LEVEL_3)) return ORCH_UNSUPPORTED;
   if (bytes == nullptr) return ORCH_INVALID;
   *bytes = simple_headroom().load();
   return ORCH_OK;
 }
 
 orch_status set_log_callback(orch_pager_log_fn fn, void* ctx) {
+  const auto lock = g_handles.shared();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (!every_open_pager_speaks(ORCH_LEVEL_4)) return ORCH_UNSUPPORTED;
   g_host.redirect(fn, ctx);
   return ORCH_OK;
 }
