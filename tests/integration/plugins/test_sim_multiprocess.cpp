@@ -205,6 +205,20 @@ TEST_F(sim_multiprocess, eviction_in_one_process_never_touches_the_others_pages)
   EXPECT_EQ(counters().process_used_bytes, 0u);
   EXPECT_EQ(counters().used_bytes, 4 * page);
   EXPECT_EQ(other.report().second, 4 * page);
+  // The peer's own view: every page still carries the signature of its first fault, and
+  // re-faulting maps nothing new.
+  other.send("check");
+  EXPECT_EQ(other.receive(), "intact 1 newly 0");
+}
+
+// The check above can fail: a peer whose pages were lost reports it.
+TEST_F(sim_multiprocess, a_peer_notices_when_its_own_pages_were_evicted) {
+  start(ORCH_SIM_FREE_DEVICE);
+  peer other(fd_, 4);
+  ASSERT_EQ(other.receive(), "ready");
+  other.send("evict");
+  other.send("check");
+  EXPECT_EQ(other.receive(), "intact 0 newly 4");
 }
 
 TEST_F(sim_multiprocess, a_peer_that_exits_gives_its_usage_back) {
