@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "../../plugins/src/backends/sim_segment.hpp"  // the frozen shared layout
 #include "targets.hpp"
 
 namespace orch::test {
@@ -224,6 +225,79 @@ TYPED_TEST_P(backend_conformance, sim_rejects_a_segment_that_is_not_a_device) {
   ::close(fd);
 }
 
+// The segment as any attached process sees it: writable by all of them.
+orch::plugin_detail::sim_segment* map_segment(int fd) {
+  void* p = mmap(nullptr, sizeof(orch::plugin_detail::sim_segment), PROT_READ | PROT_WRITE,
+                 MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<orch::plugin_detail::sim_segment*>(p);
+}
+
+TYPED_TEST_P(backend_conformance, sim_open_refuses_a_segment_with_a_corrupt_configuration) {
+  ORCH_REQUIRE_SIM();
+  auto* seg = map_segment(this->env_.fd());
+  ASSERT_NE(seg, nullptr);
+  orch_device_config c{sizeof(orch_device_config), 0, this->env_.fd(), 0};
+  orch_device* d = nullptr;
+  const auto saved_gran = seg->granularity;
+  const auto saved_capacity = seg->capacity;
+  const auto saved_mode = seg->free_mode;
+  for (uint64_t bad : {uint64_t{0}, uint64_t{3}, 3 * MiB}) {
+    seg->granularity = bad;
+    EXPECT_EQ(this->be_->device_open(&c, &d), ORCH_INVALID) << "granularity " << bad;
+  }
+  seg->granularity = saved_gran;
+  seg->capacity = 0;
+  EXPECT_EQ(this->be_->device_open(&c, &d), ORCH_INVALID);
+  seg->capacity = saved_capacity;
+  seg->free_mode = 7;
+  EXPECT_EQ(this->be_->device_open(&c, &d), ORCH_INVALID);
+  seg->free_mode = saved_mode;
+  munmap(seg, sizeof *seg);
+}
+
+TYPED_TEST_P(backend_conformance, sim_calls_stay_safe_when_the_segment_is_corrupted_after_open) {
+  ORCH_REQUIRE_SIM();
+  auto* seg = map_segment(this->env_.fd());
+  ASSERT_NE(seg, nullptr);
+  const auto saved_gran = seg->granularity;
+  const auto saved_capacity = seg->capacity;
+  seg->granularity = 0;   // would divide by zero if re-read
+  seg->capacity = ~0ull;  // would lift the limit if re-read
+  uint64_t va = 0;
+  uint64_t h = 0;
+  EXPECT_EQ(this->be_->va_reserve(this->dev_, 1, &va), ORCH_OK);
+  EXPECT_EQ(this->be_->phys_create(this->dev_, 512 * MiB, &h), ORCH_OOM_RETRYABLE);
+  ASSERT_EQ(this->be_->phys_create(this->dev_, this->gran_, &h), ORCH_OK);
+  EXPECT_EQ(this->be_->phys_release(this->dev_, h), ORCH_OK);
+  uint64_t bytes = 0;
+  EXPECT_EQ(this->be_->granularity(this->dev_, &bytes), ORCH_OK);
+  EXPECT_EQ(bytes, this->gran_);
+  EXPECT_EQ(this->be_->device_total_mem(this->dev_, &bytes), ORCH_OK);
+  EXPECT_EQ(bytes, 256 * MiB);
+  seg->granularity = saved_gran;
+  seg->capacity = saved_capacity;
+  munmap(seg, sizeof *seg);
+}
+
+TYPED_TEST_P(backend_conformance, sim_other_usage_near_the_maximum_refuses_every_allocation) {
+  ORCH_REQUIRE_SIM();
+  const orch_sim_api* sim = this->env_.sim();
+  uint64_t h = 0;
+  uint64_t free_bytes = 1;
+  for (uint64_t other : {~0ull, ~0ull - 64 * MiB, ~0ull - 512 * MiB}) {
+    ASSERT_EQ(sim->set_other_usage(this->dev_, other), ORCH_OK);
+    EXPECT_EQ(this->be_->phys_create(this->dev_, this->gran_, &h), ORCH_OOM_RETRYABLE) << other;
+    EXPECT_EQ(this->be_->mem_get_info(this->dev_, &free_bytes, nullptr), ORCH_OK);
+    EXPECT_EQ(free_bytes, 0u);
+  }
+  ASSERT_EQ(sim->set_other_usage(this->dev_, 0), ORCH_OK);
+  // Sizes whose rounding would wrap are refused, not wrapped.
+  uint64_t va = 0;
+  EXPECT_EQ(this->be_->va_reserve(this->dev_, ~0ull, &va), ORCH_INVALID);
+  EXPECT_EQ(this->be_->phys_create(this->dev_, ~0ull / this->gran_ * this->gran_, &h),
+            ORCH_OOM_RETRYABLE);
+}
+
 TYPED_TEST_P(backend_conformance, sim_leaves_nothing_in_dev_shm) {
   ORCH_REQUIRE_SIM();
   namespace fs = std::filesystem;
@@ -243,6 +317,9 @@ REGISTER_TYPED_TEST_SUITE_P(backend_conformance,
                             sim_counters_count_every_primitive,
                             sim_backing_store_is_poisoned_when_contents_are_lost,
                             sim_clock_is_injectable, sim_rejects_a_segment_that_is_not_a_device,
+                            sim_open_refuses_a_segment_with_a_corrupt_configuration,
+                            sim_calls_stay_safe_when_the_segment_is_corrupted_after_open,
+                            sim_other_usage_near_the_maximum_refuses_every_allocation,
                             sim_leaves_nothing_in_dev_shm);
 
 INSTANTIATE_TYPED_TEST_SUITE_P(sim, backend_conformance, sim_target);

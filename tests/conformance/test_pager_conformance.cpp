@@ -365,6 +365,43 @@ TYPED_TEST_P(pager_conformance, region_evict_returns_bytes_freed_and_respects_li
   EXPECT_EQ(this->info(r).resident_pages, 19u);  // 0..17 and the pinned 19
 }
 
+// "Evict everything" is a natural host request: UINT64_MAX bytes means every page, never none.
+TYPED_TEST_P(pager_conformance, reclaim_of_uint64_max_frees_every_unpinned_page) {
+  orch_region* r = this->region(8 * page);
+  ASSERT_EQ(this->fault(r, 0, 8), ORCH_OK);
+  this->unpin(r, 0, 8);
+  uint64_t freed = 0;
+  ASSERT_EQ(this->api_->reclaim(this->pager_, UINT64_MAX, 0, &freed), ORCH_OK);
+  EXPECT_EQ(freed, 8 * page);
+  EXPECT_EQ(this->resident(), 0u);
+  ASSERT_EQ(this->api_->region_prioritize(r), ORCH_OK);
+  ASSERT_EQ(this->fault(r, 0, 8), ORCH_OK);
+  this->unpin(r, 0, 8);
+  ASSERT_EQ(this->api_->reclaim(this->pager_, UINT64_MAX, ORCH_RECLAIM_DEFICIT, &freed), ORCH_OK);
+  EXPECT_EQ(freed, 8 * page);
+}
+
+TYPED_TEST_P(pager_conformance, region_evict_of_uint64_max_frees_the_whole_region) {
+  orch_region* r = this->region(8 * page);
+  ASSERT_EQ(this->fault(r, 0, 8), ORCH_OK);
+  this->unpin(r, 0, 8);
+  uint64_t freed = 0;
+  ASSERT_EQ(this->api_->region_evict(r, UINT64_MAX, &freed), ORCH_OK);
+  EXPECT_EQ(freed, 8 * page);
+  EXPECT_EQ(this->info(r).resident_pages, 0u);
+}
+
+TYPED_TEST_P(pager_conformance, set_watermark_of_uint64_max_keeps_every_page) {
+  orch_region* r = this->region(8 * page);
+  ASSERT_EQ(this->fault(r, 0, 8), ORCH_OK);
+  this->unpin(r, 0, 8);
+  ASSERT_EQ(this->api_->region_set_watermark(r, UINT64_MAX), ORCH_OK);
+  EXPECT_EQ(this->info(r).resident_pages, 8u);
+  EXPECT_EQ(this->info(r).watermark, 8u);
+  ASSERT_EQ(this->api_->region_set_watermark_limit(r, UINT64_MAX), ORCH_OK);
+  EXPECT_EQ(this->info(r).watermark_limit, 8u);
+}
+
 // §6.7 (9): an allocator-side request reclaims deficit(size + slack): 300 MiB + 128 MiB with the
 // region at 55 pages on 2 GiB is a 396 MiB deficit, i.e. 13 pages (§5.3).
 TYPED_TEST_P(pager_conformance, allocator_request_reclaims_the_deficit_of_size_plus_slack) {
@@ -566,6 +603,9 @@ REGISTER_TYPED_TEST_SUITE_P(pager_conformance, va_clamp_40_pages_on_a_32_page_de
                             prioritize_resets_watermark_and_refaults_get_new_serials,
                             watermark_limit_protects_a_floor_and_reset_clears_it,
                             region_evict_returns_bytes_freed_and_respects_limits_and_pins,
+                            reclaim_of_uint64_max_frees_every_unpinned_page,
+                            region_evict_of_uint64_max_frees_the_whole_region,
+                            set_watermark_of_uint64_max_keeps_every_page,
                             allocator_request_reclaims_the_deficit_of_size_plus_slack,
                             external_usage_is_seen_only_after_the_poll_interval,
                             simple_headroom_absorbs_other_usage_extra_headroom_does_not,

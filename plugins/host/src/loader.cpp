@@ -24,6 +24,48 @@ error invalid(const std::string& origin, const std::string& what) {
                                "; rebuild the plugin against this comfy-orch's plugin headers"};
 }
 
+// A plugin string fit for logs and JSON: at most 256 bytes of well-formed UTF-8 without control
+// characters. The table comes from an untrusted file; nlohmann::json throws on invalid UTF-8
+// when `comfy-orch plugins --json` dumps it, and escape sequences would reach the terminal.
+bool printable_utf8(const char* s) {
+  constexpr size_t max_len = 256;
+  size_t i = 0;
+  const auto byte = [s](size_t k) { return static_cast<unsigned char>(s[k]); };
+  while (s[i] != '\0') {
+    if (i >= max_len) return false;
+    const unsigned char c = byte(i);
+    if (c < 0x20 || c == 0x7f) return false;
+    size_t extra = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      extra = 1;
+      cp = c & 0x1fu;
+    } else if ((c & 0xf0) == 0xe0) {
+      extra = 2;
+      cp = c & 0x0fu;
+    } else if ((c & 0xf8) == 0xf0) {
+      extra = 3;
+      cp = c & 0x07u;
+    } else {
+      return false;
+    }
+    for (size_t k = 1; k <= extra; ++k) {
+      if ((byte(i + k) & 0xc0) != 0x80) return false;  // also stops at the terminator
+      cp = (cp << 6) | (byte(i + k) & 0x3fu);
+    }
+    // Overlong forms, surrogates, beyond U+10FFFF, and the C1 controls.
+    static constexpr uint32_t min_cp[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[extra] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff ||
+        (cp >= 0x80 && cp <= 0x9f))
+      return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
 bool has_field(const orch_plugin_table* t, size_t offset_end) {
   return t->struct_size >= offset_end;
 }
@@ -48,6 +90,8 @@ status validate_table(const orch_plugin_table* t, const std::string& origin) {
     return invalid(origin, "unknown backend " + std::to_string(t->backend));
   if (t->name == nullptr || t->name[0] == '\0' || t->version == nullptr)
     return invalid(origin, "missing name or version");
+  if (!printable_utf8(t->name) || !printable_utf8(t->version))
+    return invalid(origin, "name or version is not printable UTF-8 of at most 256 bytes");
   if (t->min_level < 1 || t->max_level > 4 || t->min_level > t->max_level)
     return invalid(origin, "level range [" + std::to_string(t->min_level) + ", " +
                                std::to_string(t->max_level) + "] is not within [1, 4]");

@@ -72,6 +72,7 @@ orch_status open(const orch_allocator_config* config, orch_allocator** out) {
       config->streams == ORCH_ALLOC_STREAMS_DEFAULT ? default_streams : config->streams;
   if (plugin_backend == ORCH_BACKEND_CPU && streams != 0) return ORCH_UNSUPPORTED;
   std::lock_guard lock(g_mutex);
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;  // a shutdown ran since the check above
   if (for_device(config->ordinal) != nullptr) return ORCH_ALREADY_INITIALISED;
   cast_allocator* a = nullptr;
   if (const orch_status st =
@@ -93,20 +94,30 @@ orch_status open(const orch_allocator_config* config, orch_allocator** out) {
 void close(orch_allocator* a) {
   if (a == nullptr) return;
   std::lock_guard lock(g_mutex);
-  if (g_open.erase(as(a)) != 0) delete as(a);
+  if (g_life.up() && g_open.erase(as(a)) != 0) delete as(a);
+}
+
+// Runs call(allocator) when a is open in a live plugin. The handle is looked up, never
+// dereferenced first: after close or shutdown it points at freed memory. g_mutex is held for the
+// call so a concurrent close waits (the torch exports hold it the same way).
+template <typename F>
+orch_status with_allocator(orch_allocator* a, F&& call) {
+  std::lock_guard lock(g_mutex);
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (a == nullptr || g_open.count(as(a)) == 0) return ORCH_INVALID;
+  return guarded([&] { return call(*as(a)); });
 }
 
 orch_status cast_buffer(orch_allocator* a, uint32_t stream, uint64_t size, uint64_t* address) {
-  if (a == nullptr) return ORCH_INVALID;
-  return guarded([&] { return as(a)->cast_buffer(stream, size, address); });
+  return with_allocator(a, [&](cast_allocator& x) { return x.cast_buffer(stream, size, address); });
 }
 
 orch_status reset_cast_buffers(orch_allocator* a) {
-  return a == nullptr ? ORCH_INVALID : as(a)->reset();
+  return with_allocator(a, [&](cast_allocator& x) { return x.reset(); });
 }
 
 orch_status cast_stats(orch_allocator* a, orch_cast_stats* s) {
-  return a == nullptr ? ORCH_INVALID : as(a)->stats(s);
+  return with_allocator(a, [&](cast_allocator& x) { return x.stats(s); });
 }
 
 constexpr orch_allocator_api allocator_api{sizeof(orch_allocator_api), 0, open, close,

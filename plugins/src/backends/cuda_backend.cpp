@@ -31,7 +31,8 @@ struct cuda_driver {
   CUresult (*device_total_mem)(size_t*, CUdevice) = nullptr;
   CUresult (*primary_ctx_retain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*primary_ctx_release)(CUdevice) = nullptr;
-  CUresult (*ctx_set_current)(CUcontext) = nullptr;
+  CUresult (*ctx_push_current)(CUcontext) = nullptr;
+  CUresult (*ctx_pop_current)(CUcontext*) = nullptr;
   CUresult (*ctx_synchronize)() = nullptr;
   CUresult (*mem_get_info)(size_t*, size_t*) = nullptr;
   CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) =
@@ -85,7 +86,8 @@ const cuda_driver& driver() {
            resolve(v2, v1, "cuDeviceTotalMem", d.device_total_mem) &&
            resolve(v2, v1, "cuDevicePrimaryCtxRetain", d.primary_ctx_retain) &&
            resolve(v2, v1, "cuDevicePrimaryCtxRelease", d.primary_ctx_release) &&
-           resolve(v2, v1, "cuCtxSetCurrent", d.ctx_set_current) &&
+           resolve(v2, v1, "cuCtxPushCurrent", d.ctx_push_current) &&
+           resolve(v2, v1, "cuCtxPopCurrent", d.ctx_pop_current) &&
            resolve(v2, v1, "cuCtxSynchronize", d.ctx_synchronize) &&
            resolve(v2, v1, "cuMemGetInfo", d.mem_get_info) &&
            resolve(v2, v1, "cuMemAddressReserve", d.address_reserve) &&
@@ -110,11 +112,25 @@ orch_status map_error(CUresult rc) {
   return ORCH_DEVICE_ERROR;
 }
 
-// Every call makes the device's primary context current on the calling thread: plugins get
-// explicit handles, never a thread-local "current device" (reference §6.1).
-bool enter(orch_device* dev) {
-  return dev != nullptr && driver().ctx_set_current(dev->ctx) == CUDA_SUCCESS;
-}
+// Every call makes the device's primary context current on the calling thread for the call's
+// duration only: plugins get explicit handles, never a thread-local "current device" (reference
+// §6.1), and the caller's own current context (torch's, say) must be what it finds afterwards.
+// Push on entry, pop on every way out; a push that fails is a device error.
+class context_scope {
+ public:
+  explicit context_scope(const orch_device* dev) noexcept
+      : entered_(driver().ctx_push_current(dev->ctx) == CUDA_SUCCESS) {}
+  ~context_scope() {
+    CUcontext popped = nullptr;
+    if (entered_) (void)driver().ctx_pop_current(&popped);
+  }
+  context_scope(const context_scope&) = delete;
+  context_scope& operator=(const context_scope&) = delete;
+  explicit operator bool() const noexcept { return entered_; }
+
+ private:
+  bool entered_;
+};
 
 CUmemAllocationProp prop_for(const orch_device* dev) {
   CUmemAllocationProp prop{};
@@ -150,8 +166,11 @@ orch_status cu_device_open(const orch_device_config* config, orch_device** out) 
   }
   size_t g = 0;
   const CUmemAllocationProp prop = prop_for(dev);
-  st = enter(dev) ? map_error(d.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
-                  : ORCH_DEVICE_ERROR;
+  {
+    const context_scope scope(dev);
+    st = scope ? map_error(d.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+               : ORCH_DEVICE_ERROR;
+  }
   if (st != ORCH_OK) {
     d.primary_ctx_release(dev->dev);
     delete dev;
@@ -183,7 +202,9 @@ orch_status cu_granularity(orch_device* dev, uint64_t* bytes) {
 }
 
 orch_status cu_mem_get_info(orch_device* dev, uint64_t* free_bytes, uint64_t* total_bytes) {
-  if (free_bytes == nullptr || !enter(dev)) return ORCH_INVALID;
+  if (free_bytes == nullptr || dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   size_t f = 0;
   size_t t = 0;
   const orch_status st = map_error(driver().mem_get_info(&f, &t));
@@ -193,7 +214,9 @@ orch_status cu_mem_get_info(orch_device* dev, uint64_t* free_bytes, uint64_t* to
 }
 
 orch_status cu_va_reserve(orch_device* dev, uint64_t size, uint64_t* va) {
-  if (va == nullptr || size == 0 || !enter(dev)) return ORCH_INVALID;
+  if (va == nullptr || size == 0 || dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   CUdeviceptr p = 0;
   const orch_status st = map_error(driver().address_reserve(&p, size, dev->granularity, 0, 0));
   *va = p;
@@ -201,12 +224,16 @@ orch_status cu_va_reserve(orch_device* dev, uint64_t size, uint64_t* va) {
 }
 
 orch_status cu_va_free(orch_device* dev, uint64_t va, uint64_t size) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().address_free(va, size));
 }
 
 orch_status cu_phys_create(orch_device* dev, uint64_t size, uint64_t* handle) {
-  if (handle == nullptr || size == 0 || !enter(dev)) return ORCH_INVALID;
+  if (handle == nullptr || size == 0 || dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   const CUmemAllocationProp prop = prop_for(dev);
   CUmemGenericAllocationHandle h = 0;
   const orch_status st = map_error(driver().mem_create(&h, size, &prop, 0));
@@ -215,12 +242,16 @@ orch_status cu_phys_create(orch_device* dev, uint64_t size, uint64_t* handle) {
 }
 
 orch_status cu_phys_release(orch_device* dev, uint64_t handle) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().mem_release(handle));
 }
 
 orch_status cu_map(orch_device* dev, uint64_t va, uint64_t size, uint64_t handle) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   const auto& d = driver();
   if (const orch_status st = map_error(d.mem_map(va, size, 0, handle, 0)); st != ORCH_OK)
     return st;
@@ -236,22 +267,30 @@ orch_status cu_map(orch_device* dev, uint64_t va, uint64_t size, uint64_t handle
 }
 
 orch_status cu_unmap(orch_device* dev, uint64_t va, uint64_t size) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().mem_unmap(va, size));
 }
 
 orch_status cu_synchronize(orch_device* dev) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().ctx_synchronize());
 }
 
 orch_status cu_host_register(orch_device* dev, void* ptr, uint64_t size) {
-  if (ptr == nullptr || size == 0 || !enter(dev)) return ORCH_INVALID;
+  if (ptr == nullptr || size == 0 || dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().host_register(ptr, size, 0));
 }
 
 orch_status cu_host_unregister(orch_device* dev, void* ptr) {
-  if (ptr == nullptr || !enter(dev)) return ORCH_INVALID;
+  if (ptr == nullptr || dev == nullptr) return ORCH_INVALID;
+  const context_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().host_unregister(ptr));
 }
 

@@ -25,6 +25,7 @@ struct hip_driver {
   hipError_t (*init)(unsigned) = nullptr;
   hipError_t (*get_device_count)(int*) = nullptr;
   hipError_t (*set_device)(int) = nullptr;
+  hipError_t (*get_device)(int*) = nullptr;
   hipError_t (*device_total_mem)(size_t*, hipDevice_t) = nullptr;
   hipError_t (*mem_get_info)(size_t*, size_t*) = nullptr;
   hipError_t (*address_reserve)(void**, size_t, size_t, void*, unsigned long long) = nullptr;
@@ -64,6 +65,7 @@ const hip_driver& driver() {
     void* l = d.lib;
     d.ok = resolve(l, "hipInit", d.init) && resolve(l, "hipGetDeviceCount", d.get_device_count) &&
            resolve(l, "hipSetDevice", d.set_device) &&
+           resolve(l, "hipGetDevice", d.get_device) &&
            resolve(l, "hipDeviceTotalMem", d.device_total_mem) &&
            resolve(l, "hipMemGetInfo", d.mem_get_info) &&
            resolve(l, "hipMemAddressReserve", d.address_reserve) &&
@@ -87,9 +89,29 @@ orch_status map_error(hipError_t rc) {
   return ORCH_DEVICE_ERROR;
 }
 
-bool enter(orch_device* dev) {
-  return dev != nullptr && driver().set_device(dev->ordinal) == hipSuccess;
-}
+// Every call selects the device for its own duration only: the caller's current device (torch's,
+// say) is saved on entry and restored on every way out. A failed save or select is a device
+// error.
+class device_scope {
+ public:
+  explicit device_scope(const orch_device* dev) noexcept {
+    const auto& d = driver();
+    if (d.get_device(&previous_) != hipSuccess) return;
+    entered_ = previous_ == dev->ordinal || d.set_device(dev->ordinal) == hipSuccess;
+    switched_ = entered_ && previous_ != dev->ordinal;
+  }
+  ~device_scope() {
+    if (switched_) (void)driver().set_device(previous_);  // nothing to do if it fails
+  }
+  device_scope(const device_scope&) = delete;
+  device_scope& operator=(const device_scope&) = delete;
+  explicit operator bool() const noexcept { return entered_; }
+
+ private:
+  int previous_ = 0;
+  bool entered_ = false;
+  bool switched_ = false;
+};
 
 hipMemAllocationProp prop_for(const orch_device* dev) {
   hipMemAllocationProp prop{};
@@ -121,9 +143,11 @@ orch_status hip_device_open(const orch_device_config* config, orch_device** out)
   dev->ordinal = config->ordinal;
   size_t g = 0;
   const hipMemAllocationProp prop = prop_for(dev);
-  const orch_status st =
-      enter(dev) ? map_error(d.granularity(&g, &prop, hipMemAllocationGranularityRecommended))
-                 : ORCH_DEVICE_ERROR;
+  orch_status st = ORCH_DEVICE_ERROR;
+  {
+    const device_scope scope(dev);
+    if (scope) st = map_error(d.granularity(&g, &prop, hipMemAllocationGranularityRecommended));
+  }
   if (st != ORCH_OK) {
     delete dev;
     return st;
@@ -150,7 +174,9 @@ orch_status hip_granularity(orch_device* dev, uint64_t* bytes) {
 }
 
 orch_status hip_mem_get_info(orch_device* dev, uint64_t* free_bytes, uint64_t* total_bytes) {
-  if (free_bytes == nullptr || !enter(dev)) return ORCH_INVALID;
+  if (free_bytes == nullptr || dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   size_t f = 0;
   size_t t = 0;
   const orch_status st = map_error(driver().mem_get_info(&f, &t));
@@ -160,7 +186,9 @@ orch_status hip_mem_get_info(orch_device* dev, uint64_t* free_bytes, uint64_t* t
 }
 
 orch_status hip_va_reserve(orch_device* dev, uint64_t size, uint64_t* va) {
-  if (va == nullptr || size == 0 || !enter(dev)) return ORCH_INVALID;
+  if (va == nullptr || size == 0 || dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   void* p = nullptr;
   const orch_status st =
       map_error(driver().address_reserve(&p, size, dev->granularity, nullptr, 0));
@@ -169,12 +197,16 @@ orch_status hip_va_reserve(orch_device* dev, uint64_t size, uint64_t* va) {
 }
 
 orch_status hip_va_free(orch_device* dev, uint64_t va, uint64_t size) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().address_free(as_ptr(va), size));
 }
 
 orch_status hip_phys_create(orch_device* dev, uint64_t size, uint64_t* handle) {
-  if (handle == nullptr || size == 0 || !enter(dev)) return ORCH_INVALID;
+  if (handle == nullptr || size == 0 || dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   const hipMemAllocationProp prop = prop_for(dev);
   hipMemGenericAllocationHandle_t h = nullptr;
   const orch_status st = map_error(driver().mem_create(&h, size, &prop, 0));
@@ -183,13 +215,17 @@ orch_status hip_phys_create(orch_device* dev, uint64_t size, uint64_t* handle) {
 }
 
 orch_status hip_phys_release(orch_device* dev, uint64_t handle) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().mem_release(
       reinterpret_cast<hipMemGenericAllocationHandle_t>(static_cast<uintptr_t>(handle))));
 }
 
 orch_status hip_map(orch_device* dev, uint64_t va, uint64_t size, uint64_t handle) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   const auto& d = driver();
   auto h = reinterpret_cast<hipMemGenericAllocationHandle_t>(static_cast<uintptr_t>(handle));
   if (const orch_status st = map_error(d.mem_map(as_ptr(va), size, 0, h, 0)); st != ORCH_OK)
@@ -204,22 +240,30 @@ orch_status hip_map(orch_device* dev, uint64_t va, uint64_t size, uint64_t handl
 }
 
 orch_status hip_unmap(orch_device* dev, uint64_t va, uint64_t size) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().mem_unmap(as_ptr(va), size));
 }
 
 orch_status hip_synchronize(orch_device* dev) {
-  if (!enter(dev)) return ORCH_INVALID;
+  if (dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().device_synchronize());
 }
 
 orch_status hip_host_register(orch_device* dev, void* ptr, uint64_t size) {
-  if (ptr == nullptr || size == 0 || !enter(dev)) return ORCH_INVALID;
+  if (ptr == nullptr || size == 0 || dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().host_register(ptr, size, 0));
 }
 
 orch_status hip_host_unregister(orch_device* dev, void* ptr) {
-  if (ptr == nullptr || !enter(dev)) return ORCH_INVALID;
+  if (ptr == nullptr || dev == nullptr) return ORCH_INVALID;
+  const device_scope scope(dev);
+  if (!scope) return ORCH_DEVICE_ERROR;
   return map_error(driver().host_unregister(ptr));
 }
 

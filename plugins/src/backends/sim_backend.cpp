@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -24,6 +26,12 @@ struct orch_device {
   orch::plugin_detail::sim_segment* seg = nullptr;
   int fd = -1;
   uint32_t slot = 0;
+  // The configuration, validated and copied at open. Any attached process can write the shared
+  // block, so nothing a call depends on for its arithmetic is re-read from it.
+  uint64_t capacity = 0;
+  uint64_t granularity = 0;
+  uint32_t free_mode = 0;
+  bool backing_store = false;
   std::mutex mutex;  // process-local bookkeeping below
   struct phys {
     uint64_t size;
@@ -47,6 +55,73 @@ constexpr uint64_t va_base = 0x200000000000ull;
 
 int32_t self_pid() noexcept { return static_cast<int32_t>(getpid()); }
 
+// What /proc/<pid>/stat says about a process: its state (field 3) and start time (field 22).
+struct proc_stat {
+  char state = '?';
+  uint64_t start_time = 0;
+};
+
+// False when the process does not exist (or its stat line cannot be read or parsed).
+bool read_proc_stat(int32_t pid, proc_stat* out) noexcept {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  const char* end = buf + n;
+  // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+  const char* p = end;
+  while (p > buf && p[-1] != ')') --p;
+  if (p == buf) return false;
+  for (int field = 3; field <= 22; ++field) {
+    while (p < end && *p == ' ') ++p;
+    const char* token = p;
+    while (p < end && *p != ' ' && *p != '\n') ++p;
+    if (token == p) return false;
+    if (field == 3) out->state = *token;
+    if (field == 22) return std::from_chars(token, p, out->start_time).ec == std::errc{};
+  }
+  return false;
+}
+
+uint64_t self_start_time() noexcept {
+  proc_stat st;
+  return read_proc_stat(self_pid(), &st) ? st.start_time : 0;
+}
+
+// A slot's owner is gone when its pid no longer exists, is a zombie (it holds no memory any
+// more, so it need not be reaped first), or now names a process started at another time (pid
+// reuse). A slot whose start time is not written yet is judged on the pid alone.
+bool owner_is_dead(int32_t pid, uint64_t start_time) noexcept {
+  proc_stat st;
+  if (!read_proc_stat(pid, &st)) return true;
+  if (st.state == 'Z' || st.state == 'X') return true;
+  return start_time != 0 && st.start_time != start_time;
+}
+
+// Gives back the slots of processes that died without closing (SIGKILL, crash): their usage is
+// subtracted exactly and the slot becomes claimable. The CAS to sim_slot_reclaiming makes one
+// reclaimer own each dead slot, so concurrent reclaimers never subtract twice.
+void reclaim_dead_slots(sim_segment* seg, uint64_t* bytes, uint32_t* slots) noexcept {
+  for (auto& s : seg->slots) {
+    int32_t pid = s.pid.load(std::memory_order_acquire);
+    if (pid <= 0 || pid == self_pid()) continue;
+    if (!owner_is_dead(pid, s.start_time.load(std::memory_order_acquire))) continue;
+    if (!s.pid.compare_exchange_strong(pid, sim_slot_reclaiming)) continue;
+    const uint64_t used = s.used.exchange(0);
+    seg->used.fetch_sub(used);
+    s.budget.store(0);
+    s.attachments.store(0);
+    s.start_time.store(0);
+    s.pid.store(0, std::memory_order_release);
+    if (bytes != nullptr) *bytes += used;
+    if (slots != nullptr) ++*slots;
+  }
+}
+
 // Consumes one injected failure of `kind`; true when the call must fail.
 bool take_fault(sim_segment* seg, uint32_t kind) noexcept {
   auto& counter = seg->faults[kind];
@@ -66,13 +141,13 @@ uint64_t process_used(const sim_segment* seg) noexcept {
   return total;
 }
 
-uint64_t process_budget(const sim_segment* seg) noexcept {
+uint64_t process_budget(const sim_segment* seg, uint64_t capacity) noexcept {
   uint64_t budget = 0;
   const int32_t pid = self_pid();
   for (const auto& s : seg->slots)
     if (s.pid.load(std::memory_order_acquire) == pid && s.budget.load() > budget)
       budget = s.budget.load();
-  return budget == 0 ? seg->capacity : budget;
+  return budget == 0 ? capacity : budget;
 }
 
 orch_status sim_create(const orch_sim_config* config, int32_t* fd_out) {
@@ -133,11 +208,19 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
     return ORCH_DEVICE_ERROR;
   }
   auto* seg = static_cast<sim_segment*>(p);
-  if (seg->magic != sim_magic || seg->version != sim_version || seg->size != sizeof(sim_segment)) {
+  // The same rules as create: a zero or non-power-of-two granularity would divide by zero or
+  // misround in every later call.
+  const uint64_t capacity = seg->capacity;
+  const uint64_t gran = seg->granularity;
+  const uint32_t free_mode = seg->free_mode;
+  if (seg->magic != sim_magic || seg->version != sim_version || seg->size != sizeof(sim_segment) ||
+      capacity == 0 || gran == 0 || (gran & (gran - 1)) != 0 || free_mode > ORCH_SIM_FREE_PROCESS) {
     munmap(p, sizeof(sim_segment));
     close(fd);
     return ORCH_INVALID;
   }
+  // Dead processes' slots first, so crashed workers neither hold usage nor use up the slots.
+  reclaim_dead_slots(seg, nullptr, nullptr);
   // Claim a process slot with a CAS on its pid: no lock in shared memory.
   uint32_t slot = sim_max_slots;
   for (uint32_t i = 0; i < sim_max_slots && slot == sim_max_slots; ++i) {
@@ -149,9 +232,11 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
     close(fd);
     return ORCH_OOM_RETRYABLE;
   }
+  seg->slots[slot].start_time.store(self_start_time(), std::memory_order_release);
   seg->slots[slot].attachments.store(1);
   auto* dev = new (std::nothrow) orch_device;
   if (dev == nullptr) {
+    seg->slots[slot].start_time.store(0);
     seg->slots[slot].pid.store(0);
     munmap(p, sizeof(sim_segment));
     close(fd);
@@ -160,6 +245,10 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
   dev->seg = seg;
   dev->fd = fd;
   dev->slot = slot;
+  dev->capacity = capacity;
+  dev->granularity = gran;
+  dev->free_mode = free_mode;
+  dev->backing_store = seg->backing_store != 0;
   *out = dev;
   return ORCH_OK;
 }
@@ -186,6 +275,7 @@ void sim_device_close(orch_device* dev) {
   auto& slot = dev->seg->slots[dev->slot];
   slot.budget.store(0);
   slot.attachments.store(0);
+  slot.start_time.store(0);
   slot.pid.store(0, std::memory_order_release);
   munmap(dev->seg, sizeof(sim_segment));
   close(dev->fd);
@@ -194,13 +284,13 @@ void sim_device_close(orch_device* dev) {
 
 orch_status sim_total_mem(orch_device* dev, uint64_t* bytes) {
   if (dev == nullptr || bytes == nullptr) return ORCH_INVALID;
-  *bytes = dev->seg->capacity;
+  *bytes = dev->capacity;
   return ORCH_OK;
 }
 
 orch_status sim_granularity(orch_device* dev, uint64_t* bytes) {
   if (dev == nullptr || bytes == nullptr) return ORCH_INVALID;
-  *bytes = dev->seg->granularity;
+  *bytes = dev->granularity;
   return ORCH_OK;
 }
 
@@ -210,15 +300,18 @@ orch_status sim_mem_get_info(orch_device* dev, uint64_t* free_bytes, uint64_t* t
   if (take_fault(seg, ORCH_SIM_FAULT_POLL)) return ORCH_DEVICE_ERROR;
   seg->polls.fetch_add(1);
   uint64_t free = 0;
-  uint64_t total = seg->capacity;
-  if (seg->free_mode == ORCH_SIM_FREE_PROCESS) {
+  uint64_t total = dev->capacity;
+  if (dev->free_mode == ORCH_SIM_FREE_PROCESS) {
     // WDDM: the answer is about the caller's own budget; other processes are invisible.
-    total = process_budget(seg);
+    total = process_budget(seg, dev->capacity);
     const uint64_t mine = process_used(seg);
     free = mine < total ? total - mine : 0;
   } else {
-    const uint64_t taken = seg->used.load() + seg->other.load();
-    free = taken < total ? total - taken : 0;
+    // Subtractions only: used + other can wrap when "other" is set near UINT64_MAX.
+    const uint64_t used = seg->used.load();
+    const uint64_t other = seg->other.load();
+    free = used < total ? total - used : 0;
+    free = other < free ? free - other : 0;
   }
   *free_bytes = free;
   if (total_bytes != nullptr) *total_bytes = total;
@@ -228,7 +321,8 @@ orch_status sim_mem_get_info(orch_device* dev, uint64_t* free_bytes, uint64_t* t
 orch_status sim_va_reserve(orch_device* dev, uint64_t size, uint64_t* va) {
   if (dev == nullptr || va == nullptr || size == 0) return ORCH_INVALID;
   if (take_fault(dev->seg, ORCH_SIM_FAULT_VA)) return ORCH_DEVICE_ERROR;
-  const uint64_t g = dev->seg->granularity;
+  const uint64_t g = dev->granularity;
+  if (size > UINT64_MAX - 2 * g) return ORCH_INVALID;  // rounding and the guard would wrap
   const uint64_t rounded = (size + g - 1) / g * g;
   // Leave one granule of guard between reservations so off-by-one mappings cannot alias.
   *va = dev->seg->next_va.fetch_add(rounded + g);
@@ -241,13 +335,15 @@ orch_status sim_va_free(orch_device* dev, uint64_t va, uint64_t size) {
 }
 
 orch_status sim_phys_create_unguarded(orch_device* dev, uint64_t size, uint64_t* handle) {
-  if (dev == nullptr || handle == nullptr || size == 0 || size % dev->seg->granularity != 0)
+  if (dev == nullptr || handle == nullptr || size == 0 || size % dev->granularity != 0)
     return ORCH_INVALID;
   sim_segment* seg = dev->seg;
   if (take_fault(seg, ORCH_SIM_FAULT_CREATE_OOM)) return ORCH_OOM_RETRYABLE;
   if (take_fault(seg, ORCH_SIM_FAULT_DEVICE_ERROR)) return ORCH_DEVICE_ERROR;
+  // Larger than the device: refuse before the backing store asks the host for that much.
+  if (size > dev->capacity) return ORCH_OOM_RETRYABLE;
   unsigned char* backing = nullptr;
-  if (seg->backing_store != 0) {
+  if (dev->backing_store) {
     backing = static_cast<unsigned char*>(std::malloc(size));
     if (backing == nullptr) return ORCH_OOM_RETRYABLE;
     std::memset(backing, ORCH_SIM_POISON, size);  // fresh memory holds garbage
@@ -255,22 +351,29 @@ orch_status sim_phys_create_unguarded(orch_device* dev, uint64_t size, uint64_t*
   // Reserve capacity with a CAS: processes compete for one device without a shared lock.
   uint64_t used = seg->used.load();
   for (;;) {
-    if (used + seg->other.load() + size > seg->capacity) {
+    // Does used + other + size exceed capacity? Written with subtractions so that no sum can
+    // wrap, whatever "other" or a corrupted total says.
+    const uint64_t other = seg->other.load();
+    if (used > dev->capacity || other > dev->capacity - used ||
+        size > dev->capacity - used - other) {
       std::free(backing);
       return ORCH_OOM_RETRYABLE;
     }
     if (seg->used.compare_exchange_weak(used, used + size)) break;
   }
+  // Charged to the slot at once: a process killed from here on leaves its slot's usage equal to
+  // what it added to the device, which is what a reclaimer subtracts.
+  seg->slots[dev->slot].used.fetch_add(size);
   std::lock_guard lock(dev->mutex);
   const uint64_t h = dev->next_handle++;
   try {
     dev->handles.emplace(h, orch_device::phys{size, backing, 0});
   } catch (...) {
+    seg->slots[dev->slot].used.fetch_sub(size);
     seg->used.fetch_sub(size);
     std::free(backing);
     throw;
   }
-  seg->slots[dev->slot].used.fetch_add(size);
   seg->creates.fetch_add(1);
   *handle = h;
   return ORCH_OK;
@@ -399,6 +502,14 @@ orch_status sim_counters(orch_device* dev, orch_sim_counters* out) {
   return ORCH_OK;
 }
 
+orch_status sim_reclaim_dead(orch_device* dev, uint64_t* bytes, uint32_t* slots) {
+  if (dev == nullptr) return ORCH_INVALID;
+  if (bytes != nullptr) *bytes = 0;
+  if (slots != nullptr) *slots = 0;
+  reclaim_dead_slots(dev->seg, bytes, slots);
+  return ORCH_OK;
+}
+
 constexpr orch_backend_api sim_api{
     sizeof(orch_backend_api), 0,
     sim_device_count, sim_device_open, sim_device_close, sim_total_mem, sim_granularity,
@@ -408,7 +519,7 @@ constexpr orch_backend_api sim_api{
 
 constexpr orch_sim_api sim_control{
     sizeof(orch_sim_api), 0, sim_create, sim_set_other_usage, sim_inject_fault, sim_set_clock,
-    sim_advance_clock, sim_set_process_budget, sim_counters};
+    sim_advance_clock, sim_set_process_budget, sim_counters, sim_reclaim_dead};
 
 }  // namespace
 

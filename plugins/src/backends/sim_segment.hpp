@@ -13,17 +13,24 @@
 namespace orch::plugin_detail {
 
 inline constexpr uint64_t sim_magic = 0x4f52434853494d31ull;  // "ORCHSIM1"
-inline constexpr uint32_t sim_version = 1;
+inline constexpr uint32_t sim_version = 2;  // 2: slots carry the owner's start time
 inline constexpr uint32_t sim_max_slots = 64;
 inline constexpr uint32_t sim_fault_kinds = 8;
 
-// One attached process. pid 0 means free. A process may hold several slots (one per attached
-// module); process views sum every slot carrying its pid.
+// One attached process. pid 0 means free, sim_slot_reclaiming means a reclaimer owns it. A
+// process may hold several slots (one per attached module); process views sum every slot
+// carrying its pid.
+inline constexpr int32_t sim_slot_reclaiming = -1;
+
 struct sim_slot {
   std::atomic<int32_t> pid;
   std::atomic<uint32_t> attachments;
   std::atomic<uint64_t> used;    // physical bytes created through this slot
   std::atomic<uint64_t> budget;  // process-mode budget; 0 = capacity
+  // /proc/<pid>/stat field 22 of the owner, written right after the pid is claimed (0 until
+  // then). A process killed outright never closes its slot; the start time is what lets another
+  // process tell "dead" from "pid reused by a stranger" before it reclaims the slot.
+  std::atomic<uint64_t> start_time;
 };
 
 struct sim_segment {
@@ -58,7 +65,7 @@ static_assert(std::atomic<int32_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::is_standard_layout_v<sim_segment>);
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && alignof(std::atomic<uint64_t>) == 8);
-static_assert(sizeof(sim_slot) == 24);
+static_assert(sizeof(sim_slot) == 32);
 static_assert(sizeof(sim_segment) == 160 + sim_max_slots * sizeof(sim_slot),
               "the sim segment layout is frozen: bump sim_version when it changes");
 

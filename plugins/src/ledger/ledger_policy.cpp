@@ -95,12 +95,16 @@ orch_status ledger::set_refcount(ledger_entry* m, uint32_t refcount) {
 orch_status ledger::load(ledger_entry* m, double model_budget, uint64_t* loaded) {
   if (!(model_budget >= 0.0) || std::isinf(model_budget)) return ORCH_INVALID;
   std::lock_guard lock(mutex_);
+  // The only allocation of a load, made before anything changes: a throw here leaves the ledger
+  // as it was (the insert below then cannot reallocate).
+  loaded_.reserve(loaded_.size() + 1);
   // The seed's magic values, kept as a double: 0 means everything (rewritten to 1e32 upstream);
-  // 0.1 (anything below one byte) means essentially nothing. Never cast before this test.
+  // 0.1 (anything below one byte) means essentially nothing. A budget at or above the size is
+  // compared as a double, never cast: casting a double beyond 2^64 (1e32) is undefined.
   const uint64_t target =
-      model_budget == 0.0
+      model_budget == 0.0 || model_budget >= static_cast<double>(m->size)
           ? m->size
-          : std::min<uint64_t>(m->size, static_cast<uint64_t>(std::floor(model_budget)));
+          : static_cast<uint64_t>(std::floor(model_budget));
   if (target < m->loaded) {
     // A smaller budget than what is loaded: partially unload down to it.
     const uint64_t drop = m->loaded - target;

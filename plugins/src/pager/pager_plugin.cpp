@@ -2,10 +2,8 @@
 // levels.h enforced at the boundary. One source builds every variant: the backend comes from
 // ORCH_PLUGIN_BACKEND_*, the level range from ORCH_PAGER_MIN_LEVEL / ORCH_PAGER_MAX_LEVEL (the
 // level-restricted sim variants exist so the runtime can test injection, DESIGN.md §4.5).
-#include <mutex>
-#include <set>
-
 #include "../backends/backends.hpp"
+#include "../common/handle_registry.hpp"
 #include "../common/host_link.hpp"
 #include "pager_policy.hpp"
 
@@ -35,8 +33,11 @@ static_assert(min_level >= ORCH_LEVEL_MIN && max_level <= ORCH_LEVEL_MAX && min_
 
 host_link g_host{ORCH_PAGER_NAME};
 lifecycle g_life;
-std::mutex g_devices_mutex;
-std::set<pager_device*> g_devices;  // open devices, closed by shutdown
+// Open pagers and their regions: every entry point checks its handle here first, so a handle
+// used after device_close, region_destroy or shutdown is refused instead of dereferenced.
+handle_registry g_handles;
+constexpr uint32_t pager_handle = 1;
+constexpr uint32_t region_handle = 2;
 
 pager_device* dev(orch_pager* p) { return reinterpret_cast<pager_device*>(p); }
 pager_region* reg(orch_region* r) { return reinterpret_cast<pager_region*>(r); }
@@ -51,21 +52,24 @@ orch_status plugin_init(const orch_host_services* host) {
 
 void plugin_shutdown() {
   if (!g_life.begin_shutdown()) return;
-  std::lock_guard lock(g_devices_mutex);
-  for (pager_device* d : g_devices) delete d;
-  g_devices.clear();
+  // Calls already inside hold the registry shared: this waits for them; later ones see "down".
+  auto lock = g_handles.exclusive();
+  g_handles.for_each_locked(pager_handle,
+                            [](const void* d) { delete static_cast<const pager_device*>(d); });
+  g_handles.clear_locked();
   simple_headroom().store(default_headroom);
   g_host.detach();
 }
 
-// What each level lets a caller pass at open (levels.h).
+// What each level lets a caller pass at open (levels.h). Needs the registry held.
 orch_status check_level(const orch_pager_config& c) {
   if (c.level < min_level || c.level > max_level) {
     g_host.log(ORCH_LOG_WARN, "device_open: caller speaks L%u, this plugin speaks L%u-L%u",
                c.level, min_level, max_level);
     return ORCH_UNSUPPORTED;
   }
-  if (c.level < ORCH_LEVEL_2 && (c.ordinal != 0 || !g_devices.empty())) return ORCH_UNSUPPORTED;
+  if (c.level < ORCH_LEVEL_2 && (c.ordinal != 0 || g_handles.any_locked(pager_handle)))
+    return ORCH_UNSUPPORTED;
   if (c.level < ORCH_LEVEL_3 && c.extra_headroom != 0) return ORCH_UNSUPPORTED;
   if (c.level < ORCH_LEVEL_4 && c.pressure_source != ORCH_PRESSURE_DEFAULT)
     return ORCH_UNSUPPORTED;
@@ -73,11 +77,11 @@ orch_status check_level(const orch_pager_config& c) {
 }
 
 orch_status device_open_unguarded(const orch_pager_config* config, orch_pager** out) {
-  if (!g_life.up()) return ORCH_NOT_INITIALISED;
   if (config == nullptr || out == nullptr || config->struct_size < sizeof(orch_pager_config) ||
       config->pressure_source > ORCH_PRESSURE_NONE)
     return ORCH_INVALID;
-  std::lock_guard lock(g_devices_mutex);
+  auto lock = g_handles.exclusive();
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
   if (const orch_status st = check_level(*config); st != ORCH_OK) return st;
   pager_options o;
   o.ordinal = config->ordinal;
@@ -94,7 +98,7 @@ orch_status device_open_unguarded(const orch_pager_config* config, orch_pager** 
   if (const orch_status st = pager_device::open(backend_api(), dc, o, &g_host, &d); st != ORCH_OK)
     return st;
   try {
-    g_devices.insert(d);
+    g_handles.add_locked(d, pager_handle);
   } catch (...) {
     delete d;
     throw;
@@ -104,121 +108,184 @@ orch_status device_open_unguarded(const orch_pager_config* config, orch_pager** 
 }
 
 orch_status device_open(const orch_pager_config* config, orch_pager** out) {
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
   return guarded([&] { return device_open_unguarded(config, out); });
 }
 
 void device_close(orch_pager* p) {
-  if (p == nullptr) return;
-  std::lock_guard lock(g_devices_mutex);
-  if (g_devices.erase(dev(p)) != 0) delete dev(p);
+  auto lock = g_handles.exclusive();
+  if (!g_life.up() || !g_handles.contains_locked(p, pager_handle)) return;
+  g_handles.remove_owned_locked(p);  // its regions die with it
+  g_handles.remove_locked(p);
+  delete dev(p);
+}
+
+// The process-wide calls carry no device, so their level is the lowest level any open pager was
+// opened at: a process that opened a device at L2 has said it speaks L2, and levels.h forbids
+// the L3/L4 calls to it. With no pager open the caller has promised nothing yet; they are allowed.
+bool every_open_pager_speaks(uint32_t level) {
+  bool ok = true;
+  g_handles.for_each_locked(pager_handle, [&](const void* d) {
+    if (static_cast<const pager_device*>(d)->level() < level) ok = false;
+  });
+  return ok;
 }
 
 orch_status set_simple_headroom(uint64_t bytes) {
+  const auto lock = g_handles.shared();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (!every_open_pager_speaks(ORCH_LEVEL_3)) return ORCH_UNSUPPORTED;
   simple_headroom().store(bytes);
   return ORCH_OK;
 }
 
 orch_status get_simple_headroom(uint64_t* bytes) {
+  const auto lock = g_handles.shared();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (!every_open_pager_speaks(ORCH_LEVEL_3)) return ORCH_UNSUPPORTED;
   if (bytes == nullptr) return ORCH_INVALID;
   *bytes = simple_headroom().load();
   return ORCH_OK;
 }
 
-orch_status set_budget_cap(orch_pager* p, uint64_t bytes) {
-  return p == nullptr ? ORCH_INVALID : dev(p)->set_budget_cap(bytes);
-}
-
-orch_status set_pressure_source(orch_pager* p, uint32_t source) {
-  if (p == nullptr) return ORCH_INVALID;
-  if (dev(p)->level() < ORCH_LEVEL_4) return ORCH_UNSUPPORTED;
-  return dev(p)->set_pressure_source(source);
-}
-
 orch_status set_log_callback(orch_pager_log_fn fn, void* ctx) {
+  const auto lock = g_handles.shared();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (!every_open_pager_speaks(ORCH_LEVEL_4)) return ORCH_UNSUPPORTED;
   g_host.redirect(fn, ctx);
   return ORCH_OK;
 }
 
+// Runs call(device) when p is a live pager of a live plugin; the status of the check otherwise.
+template <typename F>
+orch_status with_pager(orch_pager* p, F&& call) {
+  const handle_registry::use use(g_handles, g_life, p, pager_handle);
+  if (!use) return use.status();
+  return guarded([&] { return call(*dev(p)); });
+}
+
+template <typename F>
+orch_status with_region(orch_region* r, F&& call) {
+  const handle_registry::use use(g_handles, g_life, r, region_handle);
+  if (!use) return use.status();
+  return guarded([&] { return call(reg(r)->owner(), reg(r)); });
+}
+
+orch_status set_budget_cap(orch_pager* p, uint64_t bytes) {
+  return with_pager(p, [&](pager_device& d) { return d.set_budget_cap(bytes); });
+}
+
+orch_status set_pressure_source(orch_pager* p, uint32_t source) {
+  return with_pager(p, [&](pager_device& d) {
+    return d.level() < ORCH_LEVEL_4 ? ORCH_UNSUPPORTED : d.set_pressure_source(source);
+  });
+}
+
 orch_status region_create(orch_pager* p, uint64_t bytes, orch_region** r, uint64_t* clamped) {
-  if (p == nullptr || r == nullptr) return ORCH_INVALID;
-  pager_region* out = nullptr;
-  const orch_status st = guarded([&] { return dev(p)->create_region(bytes, &out, clamped); });
-  if (st == ORCH_OK) *r = reinterpret_cast<orch_region*>(out);
-  return st;
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  if (r == nullptr) return ORCH_INVALID;
+  return guarded([&] {
+    // Exclusive: the new region is registered before anyone can see it.
+    auto lock = g_handles.exclusive();
+    if (!g_life.up()) return ORCH_NOT_INITIALISED;
+    if (!g_handles.contains_locked(p, pager_handle)) return ORCH_INVALID;
+    pager_region* out = nullptr;
+    const orch_status st = dev(p)->create_region(bytes, &out, clamped);
+    if (st != ORCH_OK) return st;
+    try {
+      g_handles.add_locked(out, region_handle, p);
+    } catch (...) {
+      dev(p)->destroy_region(out);
+      throw;
+    }
+    *r = reinterpret_cast<orch_region*>(out);
+    return ORCH_OK;
+  });
 }
 
 void region_destroy(orch_region* r) {
-  if (r != nullptr) reg(r)->owner().destroy_region(reg(r));
+  auto lock = g_handles.exclusive();
+  if (!g_life.up() || !g_handles.contains_locked(r, region_handle)) return;
+  g_handles.remove_locked(r);
+  reg(r)->owner().destroy_region(reg(r));
 }
-
-#define ORCH_REGION_CALL(r, call) ((r) == nullptr ? ORCH_INVALID : reg(r)->owner().call)
 
 orch_status region_info(orch_region* r, orch_region_info* info) {
-  return ORCH_REGION_CALL(r, region_info(reg(r), info));
+  return with_region(r, [&](pager_device& d, pager_region* x) { return d.region_info(x, info); });
 }
 orch_status region_prioritize(orch_region* r) {
-  return ORCH_REGION_CALL(r, prioritize(reg(r), true));
+  return with_region(r, [&](pager_device& d, pager_region* x) { return d.prioritize(x, true); });
 }
 orch_status region_deprioritize(orch_region* r) {
-  return ORCH_REGION_CALL(r, prioritize(reg(r), false));
+  return with_region(r, [&](pager_device& d, pager_region* x) { return d.prioritize(x, false); });
 }
 orch_status region_fault(orch_region* r, uint64_t offset, uint64_t size, uint64_t* sig,
                          size_t sig_cap, size_t* sig_len, uint64_t* newly_mapped) {
-  return ORCH_REGION_CALL(r, fault(reg(r), offset, size, sig, sig_cap, sig_len, newly_mapped));
+  return with_region(r, [&](pager_device& d, pager_region* x) {
+    return d.fault(x, offset, size, sig, sig_cap, sig_len, newly_mapped);
+  });
 }
 orch_status region_unpin(orch_region* r, uint64_t offset, uint64_t size) {
-  return ORCH_REGION_CALL(r, unpin(reg(r), offset, size));
+  return with_region(r,
+                     [&](pager_device& d, pager_region* x) { return d.unpin(x, offset, size); });
 }
 orch_status region_set_watermark(orch_region* r, uint64_t bytes) {
-  return ORCH_REGION_CALL(r, set_watermark(reg(r), bytes));
+  return with_region(r,
+                     [&](pager_device& d, pager_region* x) { return d.set_watermark(x, bytes); });
 }
 orch_status region_set_watermark_limit(orch_region* r, uint64_t bytes) {
-  return ORCH_REGION_CALL(r, set_watermark_limit(reg(r), bytes));
+  return with_region(
+      r, [&](pager_device& d, pager_region* x) { return d.set_watermark_limit(x, bytes); });
 }
 orch_status region_evict(orch_region* r, uint64_t bytes, uint64_t* freed) {
-  return ORCH_REGION_CALL(r, evict(reg(r), bytes, freed));
+  return with_region(r,
+                     [&](pager_device& d, pager_region* x) { return d.evict(x, bytes, freed); });
 }
 orch_status region_residency(orch_region* r, uint8_t* flags, size_t cap, size_t* len) {
-  return ORCH_REGION_CALL(r, residency(reg(r), flags, cap, len));
+  return with_region(
+      r, [&](pager_device& d, pager_region* x) { return d.residency(x, flags, cap, len); });
 }
 orch_status region_resident_bytes(orch_region* r, uint64_t* bytes) {
-  return ORCH_REGION_CALL(r, region_resident_bytes(reg(r), bytes));
+  return with_region(
+      r, [&](pager_device& d, pager_region* x) { return d.region_resident_bytes(x, bytes); });
 }
-
-#undef ORCH_REGION_CALL
 
 orch_status reset_watermark_limits(orch_pager* p) {
-  return p == nullptr ? ORCH_INVALID : dev(p)->reset_watermark_limits();
+  return with_pager(p, [&](pager_device& d) { return d.reset_watermark_limits(); });
 }
 orch_status reclaim(orch_pager* p, uint64_t bytes, uint32_t flags, uint64_t* freed) {
-  return p == nullptr ? ORCH_INVALID : dev(p)->reclaim(bytes, flags, freed);
+  return with_pager(p, [&](pager_device& d) { return d.reclaim(bytes, flags, freed); });
 }
 orch_status resident_bytes(orch_pager* p, uint64_t* bytes) {
-  return p == nullptr ? ORCH_INVALID : dev(p)->resident_bytes(bytes);
+  return with_pager(p, [&](pager_device& d) { return d.resident_bytes(bytes); });
 }
 orch_status pinned_bytes(orch_pager* p, uint64_t* bytes) {
-  return p == nullptr ? ORCH_INVALID : dev(p)->pinned_bytes(bytes);
+  return with_pager(p, [&](pager_device& d) { return d.pinned_bytes(bytes); });
 }
 orch_status budget_deficit(orch_pager* p, uint64_t request, int64_t* deficit) {
-  return p == nullptr ? ORCH_INVALID : dev(p)->budget_deficit(request, deficit);
+  return with_pager(p, [&](pager_device& d) { return d.budget_deficit(request, deficit); });
 }
-orch_status poll(orch_pager* p) { return p == nullptr ? ORCH_INVALID : dev(p)->poll(); }
+orch_status poll(orch_pager* p) {
+  return with_pager(p, [&](pager_device& d) { return d.poll(); });
+}
 orch_status account_external(orch_pager* p, int64_t delta) {
-  return p == nullptr ? ORCH_INVALID : dev(p)->account_external(delta);
+  return with_pager(p, [&](pager_device& d) { return d.account_external(delta); });
 }
 orch_status usage(orch_pager* p, orch_pager_usage* u) {
-  return p == nullptr ? ORCH_INVALID : dev(p)->usage(u);
+  return with_pager(p, [&](pager_device& d) { return d.usage(u); });
 }
 orch_status stats(orch_pager* p, orch_pager_stats* s) {
-  return p == nullptr ? ORCH_INVALID : dev(p)->stats(s);
+  return with_pager(p, [&](pager_device& d) { return d.stats(s); });
 }
+// These two answer pointers: NULL for a pager that is not live (or a plugin that is down).
 const orch_backend_api* pager_backend(orch_pager* p) {
-  return p == nullptr ? nullptr : dev(p)->backend();
+  const handle_registry::use use(g_handles, g_life, p, pager_handle);
+  return use ? dev(p)->backend() : nullptr;
 }
-orch_device* pager_device_of(orch_pager* p) { return p == nullptr ? nullptr : dev(p)->device(); }
+orch_device* pager_device_of(orch_pager* p) {
+  const handle_registry::use use(g_handles, g_life, p, pager_handle);
+  return use ? dev(p)->device() : nullptr;
+}
 
 // Entries a level range cannot speak are NULL: "NULL means unsupported" (DESIGN.md §4.4).
 const orch_pager_api& pager_table() {

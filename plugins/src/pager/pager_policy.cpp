@@ -12,7 +12,16 @@ std::atomic<uint64_t>& simple_headroom() noexcept {
 
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+// ceil(a / b) without forming a + b - 1, which wraps for requests near UINT64_MAX ("evict
+// everything" is a natural host request).
+uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// A byte request as a signed amount. The deficit arithmetic adds it to usage and headroom, so
+// it is clamped far below INT64_MAX: 2^61 bytes is still more than any device holds.
+constexpr uint64_t max_signed_request = uint64_t{1} << 61;
+int64_t signed_request(uint64_t bytes) {
+  return static_cast<int64_t>(std::min(bytes, max_signed_request));
+}
 
 }  // namespace
 
@@ -96,7 +105,7 @@ void pager_device::poll_locked(bool force) noexcept {
 // our own allocations since that poll.
 int64_t pager_device::deficit_locked(uint64_t request) noexcept {
   poll_locked(false);
-  const int64_t req = static_cast<int64_t>(request);
+  const int64_t req = signed_request(request);
   int64_t deficit = usage_locked() + req + static_cast<int64_t>(simple_headroom().load()) -
                     capacity_locked();
   if (polled_ && options_.pressure_source != ORCH_PRESSURE_NONE)
@@ -289,14 +298,9 @@ orch_status pager_device::region_info(pager_region* r, orch_region_info* info) {
 
 orch_status pager_device::prioritize(pager_region* r, bool to_top) {
   std::lock_guard lock(mutex_);
-  priority_.erase(r->position_);
-  if (to_top) {
-    priority_.push_front(r);
-    r->position_ = priority_.begin();
-  } else {
-    priority_.push_back(r);
-    r->position_ = std::prev(priority_.end());
-  }
+  // splice relinks the node: it cannot allocate or throw, and r->position_ stays valid. An
+  // erase followed by a push could fail after the erase and leave position_ dangling.
+  priority_.splice(to_top ? priority_.begin() : priority_.end(), priority_, r->position_);
   r->watermark_ = r->nr_pages_;  // the only way back for evicted pages (§4.4)
   return ORCH_OK;
 }
@@ -431,7 +435,7 @@ orch_status pager_device::reclaim(uint64_t bytes, uint32_t flags, uint64_t* free
   }
   ++stats_.reclaims;
   const int64_t target = (flags & ORCH_RECLAIM_DEFICIT) != 0 ? deficit_locked(bytes)
-                                                              : static_cast<int64_t>(bytes);
+                                                              : signed_request(bytes);
   const uint64_t pages = free_pages_locked(target);
   if (freed != nullptr) *freed = pages * options_.page_size;
   return ORCH_OK;

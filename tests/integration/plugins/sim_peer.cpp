@@ -1,10 +1,14 @@
 // The other process of test_sim_multiprocess: attaches a pager to the sim device whose fd it
 // inherited, faults `pages` pages (kept resident, unpinned) and answers line commands on stdin:
 //   "report" -> "free <bytes> resident <bytes>"   "exit" -> closes the pager and exits.
+//   "evict"  -> reclaims every page of its own (no answer)
+//   "check"  -> "intact <0|1> newly <pages>": re-faults every page and compares its signature
+//               with the one from the first fault (a page lost and re-mapped gets a new one).
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "orch/plugin/backend.h"
 #include "orch/plugin/pager.h"
@@ -34,8 +38,10 @@ int main(int argc, char** argv) {
   if (be->device_open(&dc, &view) != ORCH_OK || api->device_open(&c, &p) != ORCH_OK ||
       api->region_create(p, pages * page, &r, nullptr) != ORCH_OK)
     return 4;
+  std::vector<uint64_t> first(pages);
   for (uint64_t i = 0; i < pages; ++i) {
-    if (api->region_fault(r, i * page, page, nullptr, 0, nullptr, nullptr) != ORCH_OK) return 5;
+    size_t len = 0;
+    if (api->region_fault(r, i * page, page, &first[i], 1, &len, nullptr) != ORCH_OK) return 5;
     api->region_unpin(r, i * page, page);
   }
   std::cout << "ready" << std::endl;
@@ -47,6 +53,22 @@ int main(int argc, char** argv) {
       be->mem_get_info(view, &free_bytes, nullptr);
       api->resident_bytes(p, &resident);
       std::cout << "free " << free_bytes << " resident " << resident << std::endl;
+    } else if (line == "check") {
+      bool intact = true;
+      uint64_t newly = 0;
+      for (uint64_t i = 0; i < pages; ++i) {
+        uint64_t sig = 0;
+        size_t len = 0;
+        uint64_t mapped = 0;
+        if (api->region_fault(r, i * page, page, &sig, 1, &len, &mapped) != ORCH_OK) intact = false;
+        api->region_unpin(r, i * page, page);
+        newly += mapped;
+        if (sig != first[i]) intact = false;
+      }
+      std::cout << "intact " << (intact ? 1 : 0) << " newly " << newly << std::endl;
+    } else if (line == "evict") {
+      api->reclaim(p, UINT64_MAX, 0, nullptr);  // its own pages: what "check" must notice
+      api->region_prioritize(r);                  // so they can be faulted back
     } else if (line == "exit") {
       break;
     }

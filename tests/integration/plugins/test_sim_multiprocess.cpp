@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -114,11 +115,46 @@ class sim_multiprocess : public ::testing::Test {
     if (pager_lib_ != nullptr) pager_lib_->shutdown();
     if (view_ != nullptr) be_->device_close(view_);
     if (fd_ >= 0) close(fd_);
+    if (zombie_ > 0) waitpid(zombie_, nullptr, 0);
   }
   uint64_t my_free() {
     uint64_t free_bytes = 0;
     EXPECT_EQ(be_->mem_get_info(view_, &free_bytes, nullptr), ORCH_OK);
     return free_bytes;
+  }
+  // Forks a child that attaches to the device, creates `bytes` and stays until SIGKILLed: a
+  // worker that dies without closing anything. Returns the child's status for open+create.
+  orch_status crash_peer(uint64_t bytes, bool reap = true) {
+    int p[2];
+    EXPECT_EQ(pipe(p), 0);
+    const pid_t child = fork();
+    if (child == 0) {
+      close(p[0]);
+      orch_device_config dc{sizeof(orch_device_config), 0, fd_, 0};
+      orch_device* dev = nullptr;
+      uint64_t handle = 0;
+      orch_status st = be_->device_open(&dc, &dev);
+      if (st == ORCH_OK) st = be_->phys_create(dev, bytes, &handle);
+      const int32_t code = st;
+      (void)!write(p[1], &code, sizeof code);
+      for (;;) pause();
+    }
+    close(p[1]);
+    int32_t code = -100;
+    EXPECT_EQ(read(p[0], &code, sizeof code), static_cast<ssize_t>(sizeof code));
+    close(p[0]);
+    kill(child, SIGKILL);
+    if (reap) {
+      int status = 0;
+      waitpid(child, &status, 0);
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    } else {
+      zombie_ = child;
+      // SIGKILL is asynchronous: wait until the child is a zombie without reaping it.
+      siginfo_t info{};
+      waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT);
+    }
+    return static_cast<orch_status>(code);
   }
   orch_sim_counters counters() {
     orch_sim_counters c{};
@@ -136,6 +172,7 @@ class sim_multiprocess : public ::testing::Test {
   orch_pager* pager_ = nullptr;
   orch_region* region_ = nullptr;
   int32_t fd_ = -1;
+  pid_t zombie_ = -1;
 };
 
 TEST_F(sim_multiprocess, in_device_mode_each_free_view_includes_the_other_process) {
@@ -168,6 +205,20 @@ TEST_F(sim_multiprocess, eviction_in_one_process_never_touches_the_others_pages)
   EXPECT_EQ(counters().process_used_bytes, 0u);
   EXPECT_EQ(counters().used_bytes, 4 * page);
   EXPECT_EQ(other.report().second, 4 * page);
+  // The peer's own view: every page still carries the signature of its first fault, and
+  // re-faulting maps nothing new.
+  other.send("check");
+  EXPECT_EQ(other.receive(), "intact 1 newly 0");
+}
+
+// The check above can fail: a peer whose pages were lost reports it.
+TEST_F(sim_multiprocess, a_peer_notices_when_its_own_pages_were_evicted) {
+  start(ORCH_SIM_FREE_DEVICE);
+  peer other(fd_, 4);
+  ASSERT_EQ(other.receive(), "ready");
+  other.send("evict");
+  other.send("check");
+  EXPECT_EQ(other.receive(), "intact 0 newly 4");
 }
 
 TEST_F(sim_multiprocess, a_peer_that_exits_gives_its_usage_back) {
@@ -178,6 +229,43 @@ TEST_F(sim_multiprocess, a_peer_that_exits_gives_its_usage_back) {
     EXPECT_EQ(counters().used_bytes, 12 * page);
   }
   EXPECT_EQ(counters().used_bytes, 8 * page);
+}
+
+TEST_F(sim_multiprocess, a_killed_peers_usage_and_slot_are_reclaimed_to_the_byte) {
+  start(ORCH_SIM_FREE_DEVICE);
+  const uint64_t free_before = my_free();
+  ASSERT_EQ(crash_peer(256 * MiB), ORCH_OK);
+  EXPECT_EQ(counters().used_bytes, 8 * page + 256 * MiB);  // dead, but still counted
+  uint64_t bytes = 0;
+  uint32_t slots = 0;
+  ASSERT_EQ(sim_->reclaim_dead(view_, &bytes, &slots), ORCH_OK);
+  EXPECT_EQ(bytes, 256 * MiB);
+  EXPECT_EQ(slots, 1u);
+  EXPECT_EQ(counters().used_bytes, 8 * page);
+  EXPECT_EQ(my_free(), free_before);
+  // Live processes' slots are left alone.
+  ASSERT_EQ(sim_->reclaim_dead(view_, &bytes, &slots), ORCH_OK);
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_EQ(slots, 0u);
+}
+
+TEST_F(sim_multiprocess, a_killed_peer_is_reclaimed_before_it_is_reaped) {
+  start(ORCH_SIM_FREE_DEVICE);
+  ASSERT_EQ(crash_peer(256 * MiB, /*reap=*/false), ORCH_OK);
+  uint64_t bytes = 0;
+  ASSERT_EQ(sim_->reclaim_dead(view_, &bytes, nullptr), ORCH_OK);
+  EXPECT_EQ(bytes, 256 * MiB);
+  EXPECT_EQ(counters().used_bytes, 8 * page);
+}
+
+TEST_F(sim_multiprocess, slots_of_killed_peers_are_reused_by_the_next_open_100_times) {
+  start(ORCH_SIM_FREE_DEVICE);
+  // 100 crashes: more than the 64 slots, and 256 MiB each is more than the device holds after
+  // three of them. Each child's open reclaims its dead predecessors.
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(crash_peer(256 * MiB), ORCH_OK) << "crash " << i;
+  ASSERT_EQ(sim_->reclaim_dead(view_, nullptr, nullptr), ORCH_OK);
+  EXPECT_EQ(counters().used_bytes, 8 * page);
+  EXPECT_EQ(my_free(), (1024 - 256) * MiB);
 }
 
 }  // namespace

@@ -56,6 +56,14 @@ TEST_F(ledger_test, budget_zero_loads_the_whole_model) {
   EXPECT_EQ(load(model(4 * GiB), 0.0), 4 * GiB);
 }
 
+// ComfyUI rewrites a budget of 0 to 1e32 before it reaches the ledger; 2^64 is the first double
+// an unsigned cast cannot hold. Both mean "the whole model" (casting them is undefined).
+TEST_F(ledger_test, budgets_beyond_uint64_load_the_whole_model) {
+  EXPECT_EQ(load(model(4 * GiB), 1e32), 4 * GiB);
+  EXPECT_EQ(load(model(2 * GiB), 18446744073709551616.0), 2 * GiB);
+  EXPECT_EQ(load(model(1 * GiB), static_cast<double>(1 * GiB) + 0.5), 1 * GiB);
+}
+
 TEST_F(ledger_test, budget_point_one_loads_essentially_nothing) {
   orch_ledger_model* m = model(4 * GiB);
   EXPECT_EQ(load(m, 0.1), 0u);  // an integer cast would have turned 0.1 into 0: everything

@@ -41,6 +41,12 @@ TEST(plugin_loader, an_inverted_level_range_is_an_invalid_table) {
   EXPECT_EQ(code_of(ORCH_FIXTURE_3), "invalid_table");
 }
 
+// The table is untrusted: its strings reach logs and `comfy-orch plugins --json`, whose JSON
+// writer aborts on bytes that are not UTF-8.
+TEST(plugin_loader, a_name_that_is_not_utf8_is_an_invalid_table) {
+  EXPECT_EQ(code_of(ORCH_FIXTURE_6), "invalid_table");
+}
+
 TEST(plugin_loader, a_null_table_is_an_invalid_table) {
   EXPECT_EQ(code_of(ORCH_FIXTURE_5), "invalid_table");
 }

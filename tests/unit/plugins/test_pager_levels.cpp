@@ -105,6 +105,29 @@ TEST_F(pager_levels, below_l4_the_pressure_source_cannot_be_chosen) {
   lib->shutdown();
 }
 
+// levels.h: below L3 set_simple_headroom must not be called, below L4 set_log_callback. The
+// process-wide calls answer for the lowest level any open pager was opened at.
+TEST_F(pager_levels, process_wide_calls_are_refused_while_a_lower_level_pager_is_open) {
+  auto lib = pager(ORCH_TEST_PLUGIN_PAGER_SIM);
+  const orch_pager_api* api = lib->table().pager_api;
+  orch_pager* p = nullptr;
+  const orch_pager_config l2 = config(ORCH_LEVEL_2);
+  ASSERT_EQ(api->device_open(&l2, &p), ORCH_OK);
+  uint64_t bytes = 0;
+  EXPECT_EQ(api->set_simple_headroom(1), ORCH_UNSUPPORTED);
+  EXPECT_EQ(api->get_simple_headroom(&bytes), ORCH_UNSUPPORTED);
+  EXPECT_EQ(api->set_log_callback(nullptr, nullptr), ORCH_UNSUPPORTED);
+  api->device_close(p);
+  const orch_pager_config l3 = config(ORCH_LEVEL_3);
+  ASSERT_EQ(api->device_open(&l3, &p), ORCH_OK);
+  EXPECT_EQ(api->set_simple_headroom(1), ORCH_OK);
+  EXPECT_EQ(api->get_simple_headroom(&bytes), ORCH_OK);
+  EXPECT_EQ(bytes, 1u);
+  EXPECT_EQ(api->set_log_callback(nullptr, nullptr), ORCH_UNSUPPORTED);
+  api->device_close(p);
+  EXPECT_EQ(api->set_log_callback(nullptr, nullptr), ORCH_OK);  // nothing open, nothing promised
+}
+
 TEST_F(pager_levels, l1_is_a_single_device) {
   auto lib = pager(ORCH_TEST_PLUGIN_PAGER_SIM);
   orch_pager_config c = config(1);

@@ -13,7 +13,11 @@
  * L3 (P3, headroom): as L2, plus extra_headroom at open (per device, fixed) and
  *    set_simple_headroom / get_simple_headroom at run time (process-wide).
  * L4 (P4, pressure): as L3, plus pressure_source at open, set_pressure_source and
- *    set_log_callback. */
+ *    set_log_callback.
+ *
+ * The process-wide calls (set/get_simple_headroom, set_log_callback) take no device: they are
+ * refused with ORCH_UNSUPPORTED while any pager device of the plugin is open at a level that
+ * cannot make them, and allowed while none is open. */
 #ifndef ORCH_PLUGIN_LEVELS_H
 #define ORCH_PLUGIN_LEVELS_H
 

@@ -70,6 +70,12 @@ typedef struct orch_sim_api {
   /* The calling process's budget in process mode (default: capacity). */
   orch_status (*set_process_budget)(orch_device* device, uint64_t bytes);
   orch_status (*counters)(orch_device* device, orch_sim_counters* out);
+  /* Appended: gives back the slots of attached processes that died without closing (killed,
+   * crashed; zombies count as dead). Their usage is subtracted exactly and their slots become
+   * free. A slot is matched to its owner by pid and /proc start time, so a reused pid is not
+   * mistaken for the owner. device_open does the same before claiming a slot. *bytes and *slots
+   * (each may be NULL) receive what was given back. */
+  orch_status (*reclaim_dead)(orch_device* device, uint64_t* bytes, uint32_t* slots);
 } orch_sim_api;
 
 #ifdef __cplusplus
