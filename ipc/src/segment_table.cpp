@@ -4,15 +4,25 @@
 
 namespace orch::ipc {
 
-result<std::uint32_t> segment_table::attach(unique_fd fd) {
-  auto segment = pool_segment::attach(std::move(fd), *registrar_);
-  if (!segment) return segment.err();
-  const std::uint32_t id = segment->id();
-  if (segments_.count(id) != 0) {
-    return error{"duplicate_segment", "segment " + std::to_string(id) + " is already mapped"};
+result<std::uint32_t> segment_table::attach(unique_fd fd, std::uint32_t segment,
+                                            std::uint64_t total_size) {
+  // 0 would tell memfd_segment::adopt to accept any size; no real segment is empty.
+  if (total_size == 0) {
+    return error{"size_mismatch", "segment " + std::to_string(segment) + " announced with 0 bytes"};
   }
-  segments_.emplace(id, std::move(*segment));
-  return id;
+  if (segments_.count(segment) != 0) {
+    return error{"duplicate_segment",
+                 "segment " + std::to_string(segment) + " is already mapped"};
+  }
+  auto mapped = pool_segment::attach(std::move(fd), total_size, *registrar_);
+  if (!mapped) return mapped.err();
+  if (mapped->id() != segment) {
+    // `mapped` unregisters and unmaps on the way out, and its fd closes with it.
+    return error{"segment_mismatch", "received fd holds segment " + std::to_string(mapped->id()) +
+                                         ", announced as segment " + std::to_string(segment)};
+  }
+  segments_.emplace(segment, std::move(*mapped));
+  return segment;
 }
 
 bool segment_table::detach(std::uint32_t id) noexcept {

@@ -65,7 +65,8 @@ int run_channel(int channel_fd, int fd_socket) {
               self->respond_error(m.header, {"no_fd", "segment_attach came without an fd"});
               break;
             }
-            auto id = table.attach(std::move(got->fds[0]));
+            auto id = table.attach(std::move(got->fds[0]), m.body["segment"].get<std::uint32_t>(),
+                                   m.body["total_size"].get<std::uint64_t>());
             if (!id) {
               self->respond_error(m.header, id.err());
               break;
