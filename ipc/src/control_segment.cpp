@@ -2,8 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cassert>
 #include <new>
+
+#include "saturating.hpp"
 
 namespace orch::ipc {
 namespace {
@@ -91,9 +94,33 @@ result<std::uint32_t> control_segment::claim_slot(const process_identity& owner)
 
 std::uint64_t control_segment::reclaim_slot(std::uint32_t index) noexcept {
   budget_slot& s = slot(index);
-  const std::uint64_t held = s.reserved.exchange(0, std::memory_order_acq_rel);
+  // `reserved` was last written by the (dead) owner, so it is a claim, not a fact: a buggy or
+  // hostile worker can write anything there. Subtracting it unchecked would wrap the total to
+  // ~2^64 and refuse every later reservation. The most it can honestly hold is what the total
+  // has beyond the other owned slots' counters; the host returns no more than that, and never
+  // lets the total go below 0.
+  std::uint64_t others = 0;
+  for (std::uint32_t j = 0; j < slot_count(); ++j) {
+    const budget_slot& other = slot(j);
+    if (j == index || other.pid.load(std::memory_order_acquire) == 0) continue;
+    others = detail::saturating_add(others, other.reserved.load(std::memory_order_acquire));
+  }
+  const std::uint64_t claimed = s.reserved.exchange(0, std::memory_order_acq_rel);
   const std::uint64_t pending = s.pending.exchange(0, std::memory_order_acq_rel);
-  header().total_reserved.fetch_sub(held, std::memory_order_acq_rel);
+  std::atomic<std::uint64_t>& total = header().total_reserved;
+  std::uint64_t current = total.load(std::memory_order_acquire);
+  std::uint64_t returned = 0;
+  do {
+    returned = std::min(claimed, detail::floored_sub(current, others));
+  } while (!total.compare_exchange_weak(current, current - returned, std::memory_order_acq_rel,
+                                        std::memory_order_acquire));
+  if (returned != claimed) {
+    overclaimed_bytes_ = detail::saturating_add(overclaimed_bytes_, claimed - returned);
+    spdlog::error(
+        "budget: slot {} (pid {}) claimed {} reserved bytes, but the total held only {} "
+        "beyond the other slots; returned those and ignored the excess of {}",
+        index, s.pid.load(std::memory_order_relaxed), claimed, returned, claimed - returned);
+  }
   if (pending != 0) {
     header().unresolved_bytes.fetch_add(pending, std::memory_order_acq_rel);
     spdlog::warn(
@@ -104,7 +131,7 @@ std::uint64_t control_segment::reclaim_slot(std::uint32_t index) noexcept {
   s.high_water.store(0, std::memory_order_relaxed);
   s.start_time.store(0, std::memory_order_relaxed);
   s.pid.store(0, std::memory_order_release);
-  return held;
+  return returned;
 }
 
 std::vector<std::uint32_t> control_segment::reclaim_dead() {

@@ -87,6 +87,27 @@ TEST_F(control_segment_test, reclaiming_a_slot_returns_exactly_its_bytes) {
   EXPECT_EQ(seg->unresolved_bytes(), 0u);
 }
 
+TEST_F(control_segment_test, reclaiming_a_slot_that_overclaims_returns_only_its_share) {
+  auto seg = control_segment::create(1 << 20, 2);
+  ASSERT_TRUE(seg.ok());
+  budget_account host(*seg, *seg->claim_slot(self()));
+  ASSERT_TRUE(host.reserve(1000).ok());
+  auto other = seg->claim_slot(process_identity{999999, 1});
+  ASSERT_TRUE(other.ok());
+  budget_account worker(*seg, *other);
+  ASSERT_TRUE(worker.reserve(5).ok());
+  // The worker's own word, which it (or a bug in it) can set to anything.
+  seg->slot(*other).reserved.store(std::uint64_t{1} << 63);
+  EXPECT_EQ(seg->reclaim_slot(*other), 5u);
+  EXPECT_EQ(seg->total_reserved(), 1000u);
+  EXPECT_EQ(seg->overclaimed_bytes(), (std::uint64_t{1} << 63) - 5);
+  EXPECT_EQ(seg->unresolved_bytes(), 0u);
+  // The rest of the budget is still usable, and the host's bytes return exactly.
+  EXPECT_TRUE(host.reserve((1 << 20) - 1000).ok());
+  host.release(1 << 20);
+  EXPECT_EQ(seg->total_reserved(), 0u);
+}
+
 TEST_F(control_segment_test, reclaim_dead_skips_live_processes) {
   auto seg = control_segment::create(1 << 20, 2);
   ASSERT_TRUE(seg.ok());

@@ -73,6 +73,10 @@ class control_segment {
   std::uint64_t unresolved_bytes() const noexcept {
     return header().unresolved_bytes.load(std::memory_order_acquire);
   }
+  // Host-local, not shared (a worker could forge a shared counter): bytes that reclaimed slots
+  // claimed beyond what the total could hold for them (see reclaim_slot). Non-zero means a
+  // worker wrote a wrong `reserved` word.
+  std::uint64_t overclaimed_bytes() const noexcept { return overclaimed_bytes_; }
   std::uint32_t slot_count() const noexcept { return header().slot_count; }
   budget_slot& slot(std::uint32_t index) const noexcept;
   control_block& block(std::uint32_t index) const noexcept;
@@ -80,6 +84,9 @@ class control_segment {
   // Host: gives a free slot to a process. Errors: "no_free_slot".
   result<std::uint32_t> claim_slot(const process_identity& owner);
   // Host: frees slot `index`, returning the bytes it held to the budget. Returns those bytes.
+  // The slot's `reserved` word is the owner's claim; the host returns at most what the total
+  // holds beyond the other owned slots, never letting the total go below 0, and adds any excess
+  // to overclaimed_bytes() with an error log.
   std::uint64_t reclaim_slot(std::uint32_t index) noexcept;
   // Host: reclaims every slot whose owner is no longer alive; returns the indices reclaimed.
   std::vector<std::uint32_t> reclaim_dead();
@@ -92,6 +99,7 @@ class control_segment {
   }
   memfd_segment file_;
   mapping map_;
+  std::uint64_t overclaimed_bytes_ = 0;
 };
 
 // One process's handle on its slot (`slot` < slot_count(), the slot the host gave this process).
