@@ -42,6 +42,9 @@ class segment_table {
   }
 
  private:
+  // The segment `d` names. Errors: descriptor_errc::unknown_segment.
+  result<const pool_segment*> resolve(const buffer_descriptor& d) const;
+
   pin_registrar* registrar_;
   std::map<std::uint32_t, pool_segment> segments_;
 };
