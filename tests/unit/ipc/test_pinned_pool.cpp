@@ -145,8 +145,8 @@ TEST_F(pinned_pool_test, received_fd_of_another_size_than_announced_is_refused_a
   segment_table table(worker_registrar);
   unique_fd fd = received_copy(other.segment(0).fd());
   const int raw = fd.get();
-  auto id = table.attach(std::move(fd), announced.segment(0).id(),
-                         announced.segment(0).total_size());
+  auto id =
+      table.attach(std::move(fd), announced.segment(0).id(), announced.segment(0).total_size());
   ASSERT_FALSE(id.ok());
   EXPECT_EQ(id.err().code, "size_mismatch");
   EXPECT_FALSE(is_open(raw));
