@@ -16,7 +16,9 @@
 //       receives the control segment fd, reserves <bytes> in <pieces> steps from its slot,
 //       publishes a stats snapshot and a heartbeat, answers 'y' (or 'n' when refused) on
 //       <fd-socket>, then waits to be killed. Before answering, a misbehaving peer does one of:
-//         claim=<n>   overwrites its slot's `reserved` word with <n> (a lying slot)
+//         claim=<n>          overwrites its slot's `reserved` word with <n> (a lying slot)
+//         corrupt_header     maps the header page writable itself and rewrites the geometry
+//         write_header_page  writes through its read-only header mapping (dies by SIGSEGV)
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -140,6 +142,23 @@ int run_budget(int fd_socket, std::uint32_t slot, std::uint64_t bytes, std::uint
   control->block(slot).beat();
   if (misbehaviour.rfind("claim=", 0) == 0) {
     control->slot(slot).reserved.store(std::strtoull(misbehaviour.c_str() + 6, nullptr, 10));
+  } else if (misbehaviour == "corrupt_header") {
+    // Any holder of the fd can map the header writable, read-only attach or not: the host must
+    // not care what the shared header says once it has made or attached the segment.
+    auto page = mapping::map(control->fd(), 0, page_size(), /*writable=*/true);
+    if (!page) return 6;
+    auto* header = reinterpret_cast<control_header*>(page->data());
+    header->slot_count = 1u << 20;
+    header->budget_bytes = 1;
+    header->total_size = ~std::uint64_t{0};
+  } else if (misbehaviour == "write_header_page") {
+    // A buggy worker writing through its attached header mapping: it is read-only, so this
+    // faults. Die by the plain signal (not a sanitizer's handler) and leave no core file.
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    std::signal(SIGSEGV, SIG_DFL);
+    std::memset(const_cast<std::byte*>(control->header_page().data()), 0xff,
+                control->header_page().size());
   } else if (!misbehaviour.empty()) {
     return 5;
   }

@@ -285,5 +285,32 @@ TEST_F(ipc_processes, host_reads_a_worker_control_block_without_a_message) {
   EXPECT_EQ(stats->call_count, 7u);
 }
 
+TEST_F(ipc_processes, worker_cannot_write_the_control_header_and_its_crash_changes_nothing) {
+  auto control = control_segment::create(1 << 30, 4);
+  ASSERT_TRUE(control.ok());
+  EXPECT_TRUE(control->header_writable());
+  const std::vector<std::byte> before(control->header_page().begin(), control->header_page().end());
+  inherited_pair fd_link;
+  peer_process peer(
+      {"budget", std::to_string(fd_link.theirs.get()), "0", "4096", "1", "write_header_page"});
+  fd_link.theirs.reset();
+  auto id = read_process_identity(peer.pid());
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(control->claim_slot(*id).ok());
+  const std::byte tag{1};
+  const int fd = control->fd();
+  ASSERT_TRUE(send_fds(fd_link.ours.get(), {&tag, 1}, {&fd, 1}).ok());
+  // The header page is read-only in the worker: its write faults and it dies before answering.
+  char answer = 0;
+  EXPECT_EQ(::read(fd_link.ours.get(), &answer, 1), 0);
+  const int status = peer.wait();
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGSEGV);
+  const std::vector<std::byte> after(control->header_page().begin(), control->header_page().end());
+  EXPECT_EQ(before, after);
+  EXPECT_EQ(control->reclaim_dead(), (std::vector<std::uint32_t>{0}));
+  EXPECT_EQ(control->total_reserved(), 0u);
+}
+
 }  // namespace
 }  // namespace orch::ipc

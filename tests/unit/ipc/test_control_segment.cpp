@@ -2,6 +2,7 @@
 // Cross-process behaviour (a killed process's slot) is in tests/fault/ipc.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <thread>
@@ -113,6 +114,34 @@ TEST_F(control_segment_test, reclaim_dead_skips_live_processes) {
   ASSERT_TRUE(seg.ok());
   ASSERT_TRUE(seg->claim_slot(self()).ok());
   EXPECT_TRUE(seg->reclaim_dead().empty());
+}
+
+TEST_F(control_segment_test, worker_maps_the_header_read_only_and_keeps_its_own_copy) {
+  auto host = control_segment::create(1000, 4);
+  ASSERT_TRUE(host.ok());
+  // A dup stands in for the SCM_RIGHTS copy (tests/fault/ipc does it across processes).
+  auto worker = control_segment::attach(unique_fd(::fcntl(host->fd(), F_DUPFD_CLOEXEC, 0)));
+  ASSERT_TRUE(worker.ok()) << worker.err().message;
+  EXPECT_TRUE(host->header_writable());
+  EXPECT_FALSE(worker->header_writable());
+  EXPECT_EQ(worker->slot_count(), 4u);
+  EXPECT_EQ(worker->budget(), 1000u);
+  EXPECT_EQ(worker->total_size(), host->total_size());
+
+  // Whoever rewrites the shared header afterwards changes neither side's view of the segment.
+  auto* shared =
+      reinterpret_cast<control_header*>(const_cast<std::byte*>(host->header_page().data()));
+  shared->slot_count = 1u << 20;
+  shared->budget_bytes = 1;
+  EXPECT_EQ(host->slot_count(), 4u);
+  EXPECT_EQ(host->budget(), 1000u);
+  EXPECT_EQ(worker->slot_count(), 4u);
+  EXPECT_EQ(budget_account(*worker, 0).budget(), 1000u);
+  EXPECT_TRUE(host->reclaim_dead().empty());
+  // A header that no longer fits the fd's real size is refused on attach.
+  auto late = control_segment::attach(unique_fd(::fcntl(host->fd(), F_DUPFD_CLOEXEC, 0)));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.err().code, "bad_segment");
 }
 
 TEST_F(control_segment_test, slots_run_out_with_a_typed_error) {
