@@ -2,17 +2,24 @@
 
 #include <algorithm>
 
+#include "saturating.hpp"
+
 namespace orch::ipc {
 namespace {
 
-constexpr std::int64_t gib = std::int64_t{1} << 30;
-// 2^62 bytes: far beyond any machine, so the signed arithmetic below cannot overflow.
-constexpr std::uint64_t sane_max = std::uint64_t{1} << 62;
+constexpr std::uint64_t gib = std::uint64_t{1} << 30;
+
+// The formula is evaluated in unsigned arithmetic that saturates instead of wrapping or
+// overflowing (detail::saturating_add), so it is defined for every reading, a corrupt /proc value
+// included. A difference that would go below 0 reads as 0 (detail::floored_sub): the outer max
+// with 0.40·RAM then picks 0.40·RAM, exactly as the signed formula does for a negative term.
+using detail::floored_sub;
+using detail::saturating_add;
 
 }  // namespace
 
 pinned_budget compute_pinned_budget(const memory_readings& readings) noexcept {
-  std::uint64_t ram = std::min(readings.physical_ram, sane_max);
+  std::uint64_t ram = readings.physical_ram;
   const bool limited = readings.cgroup_limit.has_value() && *readings.cgroup_limit < ram;
   if (limited) ram = *readings.cgroup_limit;
   pinned_budget out;
@@ -25,13 +32,12 @@ pinned_budget compute_pinned_budget(const memory_readings& readings) noexcept {
   }
   // Under a cgroup limit, swap is not counted (comfyui-memory.md §1.4: swap = 0 when
   // cgroup_memory_limit() is not None; §1.7: a limit >= physical RAM is no limit).
-  const std::uint64_t swap = limited ? 0 : std::min(readings.swap_total, sane_max);
+  const std::uint64_t swap = limited ? 0 : readings.swap_total;
   out.counted_swap = swap;
-  const auto r = static_cast<std::int64_t>(ram);
-  const std::int64_t ninety_percent = r / 10 * 9 + (r % 10) * 9 / 10;
-  const std::int64_t inner =
-      std::min({ninety_percent, r - 4 * gib, r + static_cast<std::int64_t>(swap) - 16 * gib});
-  out.bytes = static_cast<std::uint64_t>(std::max(static_cast<std::int64_t>(forty_percent), inner));
+  const std::uint64_t ninety_percent = ram / 10 * 9 + (ram % 10) * 9 / 10;
+  const std::uint64_t inner = std::min({ninety_percent, floored_sub(ram, 4 * gib),
+                                        floored_sub(saturating_add(ram, swap), 16 * gib)});
+  out.bytes = std::max(forty_percent, inner);
   return out;
 }
 

@@ -8,11 +8,20 @@
 #include <system_error>
 #include <vector>
 
+#include "saturating.hpp"
+
 namespace orch::ipc {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr std::uint64_t v1_unlimited = std::uint64_t{1} << 62;
+
+using detail::saturating_add;
+
+// /proc reports KiB; a garbled or hostile value must not wrap into a small byte count.
+std::uint64_t kib_to_bytes(std::uint64_t kib) noexcept {
+  return detail::saturating_mul(kib, 1024);
+}
 
 std::optional<std::string> read_text(const fs::path& path) {
   std::ifstream in(path);
@@ -79,7 +88,7 @@ result<std::uint64_t> read_physical_ram(const fs::path& root) {
     if (line.rfind("MemTotal:", 0) != 0) continue;
     std::istringstream fields(line.substr(9));
     std::uint64_t kib = 0;
-    if (fields >> kib) return kib * 1024;
+    if (fields >> kib) return kib_to_bytes(kib);
   }
   return error{"no_meminfo", "no MemTotal line in " + (root / "proc/meminfo").string()};
 }
@@ -140,7 +149,7 @@ std::uint64_t read_swap_total(const fs::path& root) {
     const std::string base =
         ec ? fs::path(filename).filename().string() : resolved.filename().string();
     if (base.rfind("zram", 0) == 0) continue;
-    total += *size_kib * 1024;
+    total = saturating_add(total, kib_to_bytes(*size_kib));
   }
   return total;
 }

@@ -121,24 +121,26 @@ status pinned_pool::deallocate(const buffer_descriptor& d) {
   return ok_status();
 }
 
-status pinned_pool::validate(const buffer_descriptor& d) const {
+result<const pool_segment*> pinned_pool::resolve(const buffer_descriptor& d) const {
   const pool_segment* segment = find(d.segment);
   if (segment == nullptr) {
     return error{
         descriptor_errc::unknown_segment,
         "descriptor names segment " + std::to_string(d.segment) + ", which the pool lacks"};
   }
-  return segment->validate(d);
+  return segment;
+}
+
+status pinned_pool::validate(const buffer_descriptor& d) const {
+  auto segment = resolve(d);
+  if (!segment) return segment.err();
+  return (*segment)->validate(d);
 }
 
 result<std::span<std::byte>> pinned_pool::bytes(const buffer_descriptor& d) const {
-  const pool_segment* segment = find(d.segment);
-  if (segment == nullptr) {
-    return error{
-        descriptor_errc::unknown_segment,
-        "descriptor names segment " + std::to_string(d.segment) + ", which the pool lacks"};
-  }
-  return segment->bytes(d);
+  auto segment = resolve(d);
+  if (!segment) return segment.err();
+  return (*segment)->bytes(d);
 }
 
 }  // namespace orch::ipc

@@ -73,8 +73,9 @@ result<pool_segment> pool_segment::create(std::uint32_t id, std::uint64_t data_s
                       segment_geometry{id, data_size, granule}, registrar);
 }
 
-result<pool_segment> pool_segment::attach(unique_fd fd, pin_registrar& registrar) {
-  auto file = memfd_segment::adopt(std::move(fd), 0);
+result<pool_segment> pool_segment::attach(unique_fd fd, std::uint64_t expected_size,
+                                          pin_registrar& registrar) {
+  auto file = memfd_segment::adopt(std::move(fd), expected_size);
   if (!file) return file.err();
   if (file->size() < sizeof(segment_header)) {
     return error{"bad_segment", "segment is smaller than its header"};

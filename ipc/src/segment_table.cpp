@@ -4,37 +4,49 @@
 
 namespace orch::ipc {
 
-result<std::uint32_t> segment_table::attach(unique_fd fd) {
-  auto segment = pool_segment::attach(std::move(fd), *registrar_);
-  if (!segment) return segment.err();
-  const std::uint32_t id = segment->id();
-  if (segments_.count(id) != 0) {
-    return error{"duplicate_segment", "segment " + std::to_string(id) + " is already mapped"};
+result<std::uint32_t> segment_table::attach(unique_fd fd, std::uint32_t segment,
+                                            std::uint64_t total_size) {
+  // 0 would tell memfd_segment::adopt to accept any size; no real segment is empty.
+  if (total_size == 0) {
+    return error{"size_mismatch", "segment " + std::to_string(segment) + " announced with 0 bytes"};
   }
-  segments_.emplace(id, std::move(*segment));
-  return id;
+  if (segments_.count(segment) != 0) {
+    return error{"duplicate_segment", "segment " + std::to_string(segment) + " is already mapped"};
+  }
+  auto mapped = pool_segment::attach(std::move(fd), total_size, *registrar_);
+  if (!mapped) return mapped.err();
+  if (mapped->id() != segment) {
+    // `mapped` unregisters and unmaps on the way out, and its fd closes with it.
+    return error{"segment_mismatch", "received fd holds segment " + std::to_string(mapped->id()) +
+                                         ", announced as segment " + std::to_string(segment)};
+  }
+  segments_.emplace(segment, std::move(*mapped));
+  return segment;
 }
 
 bool segment_table::detach(std::uint32_t id) noexcept {
   return segments_.erase(id) != 0;
 }
 
-status segment_table::validate(const buffer_descriptor& d) const {
-  auto it = segments_.find(d.segment);
-  if (it == segments_.end()) {
+result<const pool_segment*> segment_table::resolve(const buffer_descriptor& d) const {
+  const pool_segment* segment = find(d.segment);
+  if (segment == nullptr) {
     return error{descriptor_errc::unknown_segment,
                  "descriptor names segment " + std::to_string(d.segment) + ", not mapped here"};
   }
-  return it->second.validate(d);
+  return segment;
+}
+
+status segment_table::validate(const buffer_descriptor& d) const {
+  auto segment = resolve(d);
+  if (!segment) return segment.err();
+  return (*segment)->validate(d);
 }
 
 result<std::span<std::byte>> segment_table::bytes(const buffer_descriptor& d) const {
-  auto it = segments_.find(d.segment);
-  if (it == segments_.end()) {
-    return error{descriptor_errc::unknown_segment,
-                 "descriptor names segment " + std::to_string(d.segment) + ", not mapped here"};
-  }
-  return it->second.bytes(d);
+  auto segment = resolve(d);
+  if (!segment) return segment.err();
+  return (*segment)->bytes(d);
 }
 
 }  // namespace orch::ipc

@@ -3,6 +3,8 @@
 // survive any test (leak_checked_test).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+
 #include <memory>
 
 #include <boost/asio/io_context.hpp>
@@ -79,14 +81,17 @@ TEST_F(ipc_faults, pending_request_fails_with_peer_lost_within_one_second_of_sig
 
 // Spawns a budget peer on a claimed slot, sends it the control segment, and returns its answer.
 char start_budget_peer(control_segment& control, std::unique_ptr<peer_process>& peer,
-                       std::uint64_t bytes, std::uint32_t pieces, std::uint32_t& slot) {
+                       std::uint64_t bytes, std::uint32_t pieces, std::uint32_t& slot,
+                       const std::string& misbehaviour = "") {
   inherited_pair fd_link;
   // The peer learns its slot from argv; claim_slot takes the first free one, found first here.
   std::uint32_t next = 0;
   while (control.slot(next).pid.load() != 0) ++next;
-  peer = std::make_unique<peer_process>(
-      std::vector<std::string>{"budget", std::to_string(fd_link.theirs.get()), std::to_string(next),
-                               std::to_string(bytes), std::to_string(pieces)});
+  std::vector<std::string> args{"budget", std::to_string(fd_link.theirs.get()),
+                                std::to_string(next), std::to_string(bytes),
+                                std::to_string(pieces)};
+  if (!misbehaviour.empty()) args.push_back(misbehaviour);
+  peer = std::make_unique<peer_process>(args);
   fd_link.theirs.reset();
   auto id = read_process_identity(peer->pid());
   EXPECT_TRUE(id.ok());
@@ -141,6 +146,69 @@ TEST_F(ipc_faults, dead_process_budget_slot_is_reclaimed_to_the_exact_byte) {
   EXPECT_EQ(control->total_reserved(), 1000003u);
   host.release(1000003);
   EXPECT_EQ(control->total_reserved(), 0u);
+}
+
+TEST_F(ipc_faults, dead_process_claiming_more_than_the_total_does_not_wrap_the_budget) {
+  constexpr std::uint64_t budget = std::uint64_t{1} << 30;
+  auto control = control_segment::create(budget, 4);
+  ASSERT_TRUE(control.ok());
+  budget_account host(*control, *control->claim_slot(*read_process_identity(::getpid())));
+  ASSERT_TRUE(host.reserve(1000003).ok());
+  std::unique_ptr<peer_process> peer;
+  std::uint32_t slot = 0;
+  // The peer holds 5 bytes but writes 2^63 into its slot's `reserved` word, then is killed.
+  const std::uint64_t claimed = std::uint64_t{1} << 63;
+  ASSERT_EQ(start_budget_peer(*control, peer, 5, 1, slot, "claim=" + std::to_string(claimed)), 'y');
+  EXPECT_EQ(control->total_reserved(), 1000003u + 5u);
+  peer->kill(SIGKILL);
+  peer->wait();
+  EXPECT_EQ(control->reclaim_dead(), (std::vector<std::uint32_t>{slot}));
+  // Only the 5 bytes beyond the host's own slot went back; the rest is reported, not applied.
+  EXPECT_EQ(control->total_reserved(), 1000003u);
+  EXPECT_EQ(control->overclaimed_bytes(), claimed - 5);
+  // The budget still works: the rest of it can be reserved, and the host's bytes return exactly.
+  EXPECT_TRUE(host.reserve(budget - 1000003).ok());
+  host.release(budget);
+  EXPECT_EQ(control->total_reserved(), 0u);
+}
+
+TEST_F(ipc_faults, host_keeps_its_own_geometry_and_budget_when_a_worker_rewrites_the_header) {
+  constexpr std::uint64_t budget = 1 << 20;
+  auto control = control_segment::create(budget, 4);
+  ASSERT_TRUE(control.ok());
+  const std::uint64_t size = control->total_size();
+  budget_account host(*control, *control->claim_slot(*read_process_identity(::getpid())));
+  ASSERT_TRUE(host.reserve(1000).ok());
+  std::unique_ptr<peer_process> peer;
+  std::uint32_t slot = 0;
+  // The peer maps the header writable itself (any holder of the fd can) and claims 2^20 slots,
+  // a budget of 1 byte and a bogus size.
+  ASSERT_EQ(start_budget_peer(*control, peer, 4096, 1, slot, "corrupt_header"), 'y');
+  auto page = mapping::map(control->fd(), 0, page_size(), /*writable=*/false);
+  ASSERT_TRUE(page.ok());
+  const auto& shared = *reinterpret_cast<const control_header*>(page->data());
+  ASSERT_EQ(shared.slot_count, 1u << 20);
+  ASSERT_EQ(shared.budget_bytes, 1u);
+
+  EXPECT_EQ(control->slot_count(), 4u);
+  EXPECT_EQ(control->budget(), budget);
+  EXPECT_EQ(control->total_size(), size);
+  peer->kill(SIGKILL);
+  peer->wait();
+  // Reclaim walks the 4 slots it created, not the 2^20 the header now claims.
+  EXPECT_EQ(control->reclaim_dead(), (std::vector<std::uint32_t>{slot}));
+  EXPECT_EQ(control->total_reserved(), 1000u);
+  // Reservations are still judged against the real budget, also by an account made now.
+  budget_account late(*control, 0);
+  EXPECT_EQ(late.budget(), budget);
+  EXPECT_TRUE(host.reserve(budget - 1000).ok());
+  EXPECT_FALSE(host.reserve(1).ok());
+  host.release(budget);
+  EXPECT_EQ(control->total_reserved(), 0u);
+  // A worker attaching now is refused: the header no longer fits the fd.
+  auto attached = control_segment::attach(unique_fd(::fcntl(control->fd(), F_DUPFD_CLOEXEC, 0)));
+  ASSERT_FALSE(attached.ok());
+  EXPECT_EQ(attached.err().code, "bad_segment");
 }
 
 TEST_F(ipc_faults, reservation_over_the_budget_in_another_process_is_refused_and_rolled_back) {

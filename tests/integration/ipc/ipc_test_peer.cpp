@@ -12,10 +12,13 @@
 //       shutdown        -> {} and exit
 //     When the connection closes it prints "closed <code>" and exits 0.
 //
-//   ipc_test_peer budget <fd-socket> <slot> <bytes> <pieces>
+//   ipc_test_peer budget <fd-socket> <slot> <bytes> <pieces> [<misbehaviour>]
 //       receives the control segment fd, reserves <bytes> in <pieces> steps from its slot,
 //       publishes a stats snapshot and a heartbeat, answers 'y' (or 'n' when refused) on
-//       <fd-socket>, then waits to be killed.
+//       <fd-socket>, then waits to be killed. Before answering, a misbehaving peer does one of:
+//         claim=<n>          overwrites its slot's `reserved` word with <n> (a lying slot)
+//         corrupt_header     maps the header page writable itself and rewrites the geometry
+//         write_header_page  writes through its read-only header mapping (dies by SIGSEGV)
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -65,7 +68,8 @@ int run_channel(int channel_fd, int fd_socket) {
               self->respond_error(m.header, {"no_fd", "segment_attach came without an fd"});
               break;
             }
-            auto id = table.attach(std::move(got->fds[0]));
+            auto id = table.attach(std::move(got->fds[0]), m.body["segment"].get<std::uint32_t>(),
+                                   m.body["total_size"].get<std::uint64_t>());
             if (!id) {
               self->respond_error(m.header, id.err());
               break;
@@ -116,7 +120,8 @@ int run_channel(int channel_fd, int fd_socket) {
   return 0;
 }
 
-int run_budget(int fd_socket, std::uint32_t slot, std::uint64_t bytes, std::uint64_t pieces) {
+int run_budget(int fd_socket, std::uint32_t slot, std::uint64_t bytes, std::uint64_t pieces,
+               const std::string& misbehaviour) {
   auto got = recv_fds(fd_socket, 1, 1);
   if (!got || got->fds.size() != 1) return 2;
   auto control = control_segment::attach(std::move(got->fds[0]));
@@ -135,6 +140,28 @@ int run_budget(int fd_socket, std::uint32_t slot, std::uint64_t bytes, std::uint
   stats.call_count = 7;
   control->block(slot).publish(stats);
   control->block(slot).beat();
+  if (misbehaviour.rfind("claim=", 0) == 0) {
+    control->slot(slot).reserved.store(std::strtoull(misbehaviour.c_str() + 6, nullptr, 10));
+  } else if (misbehaviour == "corrupt_header") {
+    // Any holder of the fd can map the header writable, read-only attach or not: the host must
+    // not care what the shared header says once it has made or attached the segment.
+    auto page = mapping::map(control->fd(), 0, page_size(), /*writable=*/true);
+    if (!page) return 6;
+    auto* header = reinterpret_cast<control_header*>(page->data());
+    header->slot_count = 1u << 20;
+    header->budget_bytes = 1;
+    header->total_size = ~std::uint64_t{0};
+  } else if (misbehaviour == "write_header_page") {
+    // A buggy worker writing through its attached header mapping: it is read-only, so this
+    // faults. Die by the plain signal (not a sanitizer's handler) and leave no core file.
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    std::signal(SIGSEGV, SIG_DFL);
+    std::memset(const_cast<std::byte*>(control->header_page().data()), 0xff,
+                control->header_page().size());
+  } else if (!misbehaviour.empty()) {
+    return 5;
+  }
   const std::byte answer{static_cast<unsigned char>(ok ? 'y' : 'n')};
   if (::write(fd_socket, &answer, 1) != 1) return 4;
   while (true) ::pause();  // held until the test kills it
@@ -146,13 +173,14 @@ int main(int argc, char** argv) {
   orch::init_logging("ipc_test_peer");  // logs go to stderr; stdout carries the test protocol
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "channel" && argc == 4) return run_channel(std::atoi(argv[2]), std::atoi(argv[3]));
-  if (mode == "budget" && argc == 6) {
+  if (mode == "budget" && (argc == 6 || argc == 7)) {
     return run_budget(std::atoi(argv[2]),
                       static_cast<std::uint32_t>(std::strtoul(argv[3], nullptr, 10)),
-                      std::strtoull(argv[4], nullptr, 10), std::strtoull(argv[5], nullptr, 10));
+                      std::strtoull(argv[4], nullptr, 10), std::strtoull(argv[5], nullptr, 10),
+                      argc == 7 ? argv[6] : "");
   }
   std::fprintf(stderr,
                "usage: ipc_test_peer channel <fd> <fd-socket> | budget <fd-socket> <slot> <bytes> "
-               "<pieces>\n");
+               "<pieces> [<misbehaviour>]\n");
   return 64;
 }

@@ -52,13 +52,16 @@ struct channel_peer {
     return std::move(*answer);
   }
 
-  // Sends a segment fd on the fd socket, then segment_attach on the channel.
-  result<message> attach(boost::asio::io_context& io, const pool_segment& segment) {
+  // Sends a segment fd on the fd socket, then segment_attach on the channel, announcing the
+  // segment's own size unless `announced_size` says otherwise.
+  result<message> attach(boost::asio::io_context& io, const pool_segment& segment,
+                         std::optional<std::uint64_t> announced_size = std::nullopt) {
     const std::byte tag{1};
     const int fd = segment.fd();
     EXPECT_TRUE(send_fds(fd_link.ours.get(), {&tag, 1}, {&fd, 1}).ok());
     return call(io, message_type::segment_attach,
-                json{{"segment", segment.id()}, {"total_size", segment.total_size()}});
+                json{{"segment", segment.id()},
+                     {"total_size", announced_size.value_or(segment.total_size())}});
   }
 
   result<message> grant(boost::asio::io_context& io, const buffer_descriptor& d,
@@ -102,6 +105,21 @@ TEST_F(ipc_processes, worker_maps_and_registers_a_received_segment_once) {
   auto again = peer.attach(*io, pool.segment(0));
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.err().code, "duplicate_segment");
+  peer.shutdown(*io);
+}
+
+TEST_F(ipc_processes, worker_refuses_a_segment_fd_whose_size_differs_from_the_announcement) {
+  noop_pin_registrar registrar;
+  pinned_pool pool(pool_options{1 << 20, 4096, 1}, registrar);
+  ASSERT_TRUE(pool.allocate(100).ok());
+  channel_peer peer(*io, "worker");
+  auto refused = peer.attach(*io, pool.segment(0), pool.segment(0).total_size() * 2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.err().code, "size_mismatch");
+  // Nothing stayed mapped: the same segment, announced truthfully, attaches and registers once.
+  auto attached = peer.attach(*io, pool.segment(0));
+  ASSERT_TRUE(attached.ok()) << attached.err().message;
+  EXPECT_EQ(attached->body["registrations"], 1);
   peer.shutdown(*io);
 }
 
@@ -265,6 +283,33 @@ TEST_F(ipc_processes, host_reads_a_worker_control_block_without_a_message) {
   EXPECT_EQ(get_text(stats->memory_manager_reason), "device is cpu");
   EXPECT_EQ(stats->pinned_bytes, 4096u);
   EXPECT_EQ(stats->call_count, 7u);
+}
+
+TEST_F(ipc_processes, worker_cannot_write_the_control_header_and_its_crash_changes_nothing) {
+  auto control = control_segment::create(1 << 30, 4);
+  ASSERT_TRUE(control.ok());
+  EXPECT_TRUE(control->header_writable());
+  const std::vector<std::byte> before(control->header_page().begin(), control->header_page().end());
+  inherited_pair fd_link;
+  peer_process peer(
+      {"budget", std::to_string(fd_link.theirs.get()), "0", "4096", "1", "write_header_page"});
+  fd_link.theirs.reset();
+  auto id = read_process_identity(peer.pid());
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(control->claim_slot(*id).ok());
+  const std::byte tag{1};
+  const int fd = control->fd();
+  ASSERT_TRUE(send_fds(fd_link.ours.get(), {&tag, 1}, {&fd, 1}).ok());
+  // The header page is read-only in the worker: its write faults and it dies before answering.
+  char answer = 0;
+  EXPECT_EQ(::read(fd_link.ours.get(), &answer, 1), 0);
+  const int status = peer.wait();
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGSEGV);
+  const std::vector<std::byte> after(control->header_page().begin(), control->header_page().end());
+  EXPECT_EQ(before, after);
+  EXPECT_EQ(control->reclaim_dead(), (std::vector<std::uint32_t>{0}));
+  EXPECT_EQ(control->total_reserved(), 0u);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The pinned budget formula (DESIGN.md §4.3) on fixture trees of /proc and /sys.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "leak_check.hpp"
 
 #include "orch/ipc/budget.hpp"
@@ -102,6 +104,36 @@ TEST_F(pinned_budget_test, small_machine_never_drops_below_forty_percent) {
   memory_readings r;
   r.physical_ram = 2 * gib;
   EXPECT_EQ(compute_pinned_budget(r).bytes, 858993459u);  // 0.4 · 2 GiB, floored
+}
+
+// 2^52 KiB of RAM (2^62 bytes) and swap entries of 2^52 and 2^60 KiB: the second alone wraps a
+// 64-bit byte count, and RAM + swap overflows a signed 64-bit sum. Readings saturate, and the
+// formula stays defined (the asan preset runs this under UBSan) and picks 0.9·RAM.
+TEST_F(pinned_budget_test, huge_readings_saturate_instead_of_wrapping_or_overflowing) {
+  const auto r = probe("huge_readings");
+  EXPECT_EQ(r.physical_ram, std::uint64_t{1} << 62);
+  EXPECT_EQ(r.swap_total, std::numeric_limits<std::uint64_t>::max());
+  const auto b = compute_pinned_budget(r);
+  EXPECT_EQ(b.effective_ram, std::uint64_t{1} << 62);
+  EXPECT_EQ(b.counted_swap, std::numeric_limits<std::uint64_t>::max());
+  // min(0.9 · 2^62, 2^62 − 4 GiB, saturated − 16 GiB) = 0.9 · 2^62, floored
+  EXPECT_EQ(b.bytes, 4150517416584649113u);
+}
+
+TEST_F(pinned_budget_test, largest_representable_readings_give_ninety_percent_of_ram) {
+  memory_readings r;
+  r.physical_ram = std::numeric_limits<std::uint64_t>::max();
+  r.swap_total = std::numeric_limits<std::uint64_t>::max();
+  // 0.9 · (2^64 − 1), floored
+  EXPECT_EQ(compute_pinned_budget(r).bytes, 16602069666338596453u);
+}
+
+TEST_F(pinned_budget_test, huge_swap_on_a_small_machine_leaves_ram_minus_4_gib) {
+  memory_readings r;
+  r.physical_ram = 32 * gib;
+  r.swap_total = std::numeric_limits<std::uint64_t>::max();
+  // min(28.8, 28, saturated) = 28 GiB
+  EXPECT_EQ(compute_pinned_budget(r).bytes, 28 * gib);
 }
 
 TEST_F(pinned_budget_test, this_machine_probes_to_a_budget_within_the_formula_bounds) {

@@ -104,6 +104,33 @@ TEST_F(channel_test, unanswered_request_fails_at_its_deadline) {
   run_until([] { return false; }, 20ms);
 }
 
+// The channel arms one timer for the earliest pending deadline. A later request with an earlier
+// deadline must pull that timer in; otherwise it would only fail when the first one expires.
+TEST_F(channel_test, earlier_deadline_of_a_later_request_fires_before_the_pending_later_one) {
+  // Generous against a loaded CI machine, far below the 60 s the timer would otherwise wait.
+  constexpr auto prompt_failure_bound = 2s;
+  auto peer = echo_peer();
+  auto host = make(a);
+  host->start([](message) {});
+  std::optional<std::string> slow, fast;
+  host->request(message_type::evict, json{{"bytes", 1}}, 60s,
+                [&](result<message> r) { slow = r.ok() ? "ok" : r.err().code; });
+  run_until([] { return false; }, 20ms);  // the 60 s wake-up is armed first
+  const auto sent_at = std::chrono::steady_clock::now();
+  host->request(message_type::evict, json{{"bytes", 1}}, 50ms,
+                [&](result<message> r) { fast = r.ok() ? "ok" : r.err().code; });
+  ASSERT_TRUE(run_until([&] { return fast.has_value(); }, prompt_failure_bound));
+  EXPECT_LT(std::chrono::steady_clock::now() - sent_at, prompt_failure_bound);
+  EXPECT_EQ(*fast, "deadline_exceeded");
+  EXPECT_FALSE(slow.has_value());
+
+  host->close("done");
+  ASSERT_TRUE(run_until([&] { return slow.has_value(); }));
+  EXPECT_EQ(*slow, "peer_lost");
+  peer->close("done");
+  run_until([] { return false; }, 20ms);
+}
+
 TEST_F(channel_test, closing_peer_fails_every_pending_request_with_peer_lost) {
   auto peer = echo_peer();
   auto host = make(a);

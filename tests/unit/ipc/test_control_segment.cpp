@@ -2,6 +2,7 @@
 // Cross-process behaviour (a killed process's slot) is in tests/fault/ipc.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <thread>
@@ -87,11 +88,60 @@ TEST_F(control_segment_test, reclaiming_a_slot_returns_exactly_its_bytes) {
   EXPECT_EQ(seg->unresolved_bytes(), 0u);
 }
 
+TEST_F(control_segment_test, reclaiming_a_slot_that_overclaims_returns_only_its_share) {
+  auto seg = control_segment::create(1 << 20, 2);
+  ASSERT_TRUE(seg.ok());
+  budget_account host(*seg, *seg->claim_slot(self()));
+  ASSERT_TRUE(host.reserve(1000).ok());
+  auto other = seg->claim_slot(process_identity{999999, 1});
+  ASSERT_TRUE(other.ok());
+  budget_account worker(*seg, *other);
+  ASSERT_TRUE(worker.reserve(5).ok());
+  // The worker's own word, which it (or a bug in it) can set to anything.
+  seg->slot(*other).reserved.store(std::uint64_t{1} << 63);
+  EXPECT_EQ(seg->reclaim_slot(*other), 5u);
+  EXPECT_EQ(seg->total_reserved(), 1000u);
+  EXPECT_EQ(seg->overclaimed_bytes(), (std::uint64_t{1} << 63) - 5);
+  EXPECT_EQ(seg->unresolved_bytes(), 0u);
+  // The rest of the budget is still usable, and the host's bytes return exactly.
+  EXPECT_TRUE(host.reserve((1 << 20) - 1000).ok());
+  host.release(1 << 20);
+  EXPECT_EQ(seg->total_reserved(), 0u);
+}
+
 TEST_F(control_segment_test, reclaim_dead_skips_live_processes) {
   auto seg = control_segment::create(1 << 20, 2);
   ASSERT_TRUE(seg.ok());
   ASSERT_TRUE(seg->claim_slot(self()).ok());
   EXPECT_TRUE(seg->reclaim_dead().empty());
+}
+
+TEST_F(control_segment_test, worker_maps_the_header_read_only_and_keeps_its_own_copy) {
+  auto host = control_segment::create(1000, 4);
+  ASSERT_TRUE(host.ok());
+  // A dup stands in for the SCM_RIGHTS copy (tests/fault/ipc does it across processes).
+  auto worker = control_segment::attach(unique_fd(::fcntl(host->fd(), F_DUPFD_CLOEXEC, 0)));
+  ASSERT_TRUE(worker.ok()) << worker.err().message;
+  EXPECT_TRUE(host->header_writable());
+  EXPECT_FALSE(worker->header_writable());
+  EXPECT_EQ(worker->slot_count(), 4u);
+  EXPECT_EQ(worker->budget(), 1000u);
+  EXPECT_EQ(worker->total_size(), host->total_size());
+
+  // Whoever rewrites the shared header afterwards changes neither side's view of the segment.
+  auto* shared =
+      reinterpret_cast<control_header*>(const_cast<std::byte*>(host->header_page().data()));
+  shared->slot_count = 1u << 20;
+  shared->budget_bytes = 1;
+  EXPECT_EQ(host->slot_count(), 4u);
+  EXPECT_EQ(host->budget(), 1000u);
+  EXPECT_EQ(worker->slot_count(), 4u);
+  EXPECT_EQ(budget_account(*worker, 0).budget(), 1000u);
+  EXPECT_TRUE(host->reclaim_dead().empty());
+  // A header that no longer fits the fd's real size is refused on attach.
+  auto late = control_segment::attach(unique_fd(::fcntl(host->fd(), F_DUPFD_CLOEXEC, 0)));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.err().code, "bad_segment");
 }
 
 TEST_F(control_segment_test, slots_run_out_with_a_typed_error) {

@@ -89,20 +89,102 @@ TEST_F(pinned_pool_test, receiver_sees_host_writes_and_metadata_is_read_only_the
   std::memset(pool.bytes(*d)->data(), 0x5a, 64);
   segment_table table(worker_registrar);
   // A dup stands in for the SCM_RIGHTS copy (tests/integration/ipc does it across processes).
-  auto id = table.attach(unique_fd(::fcntl(pool.segment(0).fd(), F_DUPFD_CLOEXEC, 0)));
+  auto id = table.attach(unique_fd(::fcntl(pool.segment(0).fd(), F_DUPFD_CLOEXEC, 0)),
+                         pool.segment(0).id(), pool.segment(0).total_size());
   ASSERT_TRUE(id.ok());
   EXPECT_EQ(*id, d->segment);
   auto bytes = table.bytes(*d);
   ASSERT_TRUE(bytes.ok());
   EXPECT_EQ((*bytes)[63], std::byte{0x5a});
   EXPECT_EQ(worker_registrar.registrations(), 1u);
-  auto dup = table.attach(unique_fd(::fcntl(pool.segment(0).fd(), F_DUPFD_CLOEXEC, 0)));
+  auto dup = table.attach(unique_fd(::fcntl(pool.segment(0).fd(), F_DUPFD_CLOEXEC, 0)),
+                          pool.segment(0).id(), pool.segment(0).total_size());
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.err().code, "duplicate_segment");
   EXPECT_EQ(worker_registrar.registered_bytes(), 1u << 20);
   ASSERT_TRUE(pool.deallocate(*d).ok());
   EXPECT_EQ(table.validate(*d).err().code, "stale_generation");
   EXPECT_EQ(table.validate({99, 1, 0, 1}).err().code, "unknown_segment");
+}
+
+// A dup of `fd` standing in for the SCM_RIGHTS copy a worker receives.
+unique_fd received_copy(int fd) {
+  return unique_fd(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+}
+
+bool is_open(int fd) {
+  return ::fcntl(fd, F_GETFD) != -1;
+}
+
+TEST_F(pinned_pool_test, received_fd_smaller_than_announced_is_refused_and_closed) {
+  noop_pin_registrar host_registrar;
+  counting_pin_registrar worker_registrar;
+  pinned_pool pool(small(), host_registrar);
+  ASSERT_TRUE(pool.allocate(64).ok());
+  const pool_segment& segment = pool.segment(0);
+  segment_table table(worker_registrar);
+  unique_fd fd = received_copy(segment.fd());
+  const int raw = fd.get();
+  auto id = table.attach(std::move(fd), segment.id(), segment.total_size() + page_size());
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.err().code, "size_mismatch");
+  EXPECT_FALSE(is_open(raw));
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(worker_registrar.registrations(), 0u);
+}
+
+TEST_F(pinned_pool_test, received_fd_of_another_size_than_announced_is_refused_and_closed) {
+  // The fd of a 2 MiB segment arrives where the host announced a 1 MiB one.
+  noop_pin_registrar host_registrar;
+  counting_pin_registrar worker_registrar;
+  pinned_pool announced(small(), host_registrar);
+  pool_options bigger = small();
+  bigger.segment_data_size = 2 << 20;
+  pinned_pool other(bigger, host_registrar);
+  ASSERT_TRUE(announced.allocate(64).ok() && other.allocate(64).ok());
+  segment_table table(worker_registrar);
+  unique_fd fd = received_copy(other.segment(0).fd());
+  const int raw = fd.get();
+  auto id =
+      table.attach(std::move(fd), announced.segment(0).id(), announced.segment(0).total_size());
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.err().code, "size_mismatch");
+  EXPECT_FALSE(is_open(raw));
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(worker_registrar.registrations(), 0u);
+}
+
+TEST_F(pinned_pool_test, announced_size_of_zero_is_refused_and_the_fd_closed) {
+  noop_pin_registrar host_registrar;
+  counting_pin_registrar worker_registrar;
+  pinned_pool pool(small(), host_registrar);
+  ASSERT_TRUE(pool.allocate(64).ok());
+  segment_table table(worker_registrar);
+  unique_fd fd = received_copy(pool.segment(0).fd());
+  const int raw = fd.get();
+  auto id = table.attach(std::move(fd), pool.segment(0).id(), 0);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.err().code, "size_mismatch");
+  EXPECT_FALSE(is_open(raw));
+  EXPECT_EQ(table.size(), 0u);
+}
+
+TEST_F(pinned_pool_test, received_fd_holding_another_segment_id_is_refused_and_undone) {
+  noop_pin_registrar host_registrar;
+  counting_pin_registrar worker_registrar;
+  pinned_pool pool(small(), host_registrar);
+  ASSERT_TRUE(pool.allocate(64).ok());
+  segment_table table(worker_registrar);
+  unique_fd fd = received_copy(pool.segment(0).fd());
+  const int raw = fd.get();
+  auto id = table.attach(std::move(fd), pool.segment(0).id() + 1, pool.segment(0).total_size());
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.err().code, "segment_mismatch");
+  EXPECT_FALSE(is_open(raw));
+  EXPECT_EQ(table.size(), 0u);
+  // The mapping made to read the header was unregistered before it was unmapped.
+  EXPECT_EQ(worker_registrar.registrations(), worker_registrar.unregistrations());
+  EXPECT_EQ(worker_registrar.misuses(), 0u);
 }
 
 TEST_F(pinned_pool_test, pool_segments_count_against_the_budget) {

@@ -29,7 +29,8 @@ struct pinned_budget {
   std::uint64_t counted_swap = 0;   // swap that entered the formula
 };
 
-// Pure and total: defined for every input, never overflows.
+// Pure and total: defined for every input. The arithmetic saturates, so no reading, however
+// large, overflows or wraps (a huge RAM or swap reading yields a huge budget, never a tiny one).
 pinned_budget compute_pinned_budget(const memory_readings& readings) noexcept;
 
 }  // namespace orch::ipc

@@ -63,6 +63,8 @@ class pinned_pool {
     std::map<std::uint64_t, std::uint64_t> live;  // offset -> length
   };
   const pool_segment* find(std::uint32_t id) const noexcept;
+  // The segment `d` names. Errors: descriptor_errc::unknown_segment.
+  result<const pool_segment*> resolve(const buffer_descriptor& d) const;
   result<segment_state*> add_segment();
 
   pool_options options_;

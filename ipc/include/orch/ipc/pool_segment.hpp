@@ -51,9 +51,11 @@ class pool_segment {
   static result<pool_segment> create(std::uint32_t id, std::uint64_t data_size,
                                      std::uint64_t granule, pin_registrar& registrar);
 
-  // Worker: adopts a received segment fd, checks its header ("bad_segment"), maps the metadata
-  // read-only and the data read-write, and registers the data mapping.
-  static result<pool_segment> attach(unique_fd fd, pin_registrar& registrar);
+  // Worker: adopts a received segment fd, checks that its real size (fstat) is `expected_size`
+  // ("size_mismatch"; 0 accepts any size) and its header ("bad_segment"), maps the metadata
+  // read-only and the data read-write, and registers the data mapping. On error the fd is closed.
+  static result<pool_segment> attach(unique_fd fd, std::uint64_t expected_size,
+                                     pin_registrar& registrar);
 
   pool_segment(pool_segment&& other) noexcept;
   pool_segment& operator=(pool_segment&&) = delete;

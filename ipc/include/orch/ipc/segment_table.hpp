@@ -20,9 +20,13 @@ class segment_table {
   // `registrar` must outlive the table.
   explicit segment_table(pin_registrar& registrar) : registrar_(&registrar) {}
 
-  // Adopts and maps a received segment fd. Errors: pool_segment::attach errors,
-  // "duplicate_segment" (this id is mapped already: the new mapping is undone and its fd closed).
-  result<std::uint32_t> attach(unique_fd fd);
+  // Adopts and maps a received segment fd that the host announced (segment_attach) as segment
+  // `segment` of `total_size` bytes. The fd is checked against the announcement, not trusted:
+  // its real size must be `total_size` ("size_mismatch") and its header must carry `segment`
+  // ("segment_mismatch"). Other errors: "duplicate_segment" (this id is mapped already),
+  // pool_segment::attach errors. On any error nothing stays mapped or registered and the fd is
+  // closed.
+  result<std::uint32_t> attach(unique_fd fd, std::uint32_t segment, std::uint64_t total_size);
   // Unregisters and unmaps one segment. Returns false when the id is unknown.
   bool detach(std::uint32_t id) noexcept;
 
@@ -38,6 +42,9 @@ class segment_table {
   }
 
  private:
+  // The segment `d` names. Errors: descriptor_errc::unknown_segment.
+  result<const pool_segment*> resolve(const buffer_descriptor& d) const;
+
   pin_registrar* registrar_;
   std::map<std::uint32_t, pool_segment> segments_;
 };
