@@ -41,7 +41,9 @@ constexpr std::uint64_t gib = std::uint64_t{1} << 30;
     if (!self) return;
     if (m.header.type == static_cast<std::uint16_t>(message_type::segment_attach)) {
       auto got = recv_fds(fd_socket, 1, 1);
-      if (got && got->fds.size() == 1 && table.attach(std::move(got->fds[0]))) {
+      if (got && got->fds.size() == 1 &&
+          table.attach(std::move(got->fds[0]), m.body["segment"].get<std::uint32_t>(),
+                       m.body["total_size"].get<std::uint64_t>())) {
         self->respond(m.header, json::object());
       } else {
         self->respond_error(m.header, {"attach_failed", "could not attach"});
