@@ -228,6 +228,7 @@ class runtime {
         }
         std::lock_guard lock(mutex_);
         calls_queue_.push_back({m.header, std::move(m.body)});
+        queued_.fetch_add(1, std::memory_order_release);
         cv_.notify_one();
         break;
       }
@@ -261,12 +262,18 @@ class runtime {
   void node_loop() {
     while (true) {
       pending_call call;
+      // A short spin before sleeping: back-to-back calls then skip the futex wake-up, which
+      // dominates an empty call's cost (docs/performance.md, "Runtime").
+      for (int spin = 0; spin < 2000 && queued_.load(std::memory_order_acquire) == 0; ++spin) {
+        std::this_thread::yield();
+      }
       {
         std::unique_lock lock(mutex_);
         cv_.wait(lock, [&] { return stopping_ || !calls_queue_.empty(); });
         if (stopping_) return;
         call = std::move(calls_queue_.front());
         calls_queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_release);
         busy_.store(true);
       }
       json response = execute(call.body);
@@ -372,6 +379,7 @@ class runtime {
   std::deque<pending_call> calls_queue_;
   bool stopping_ = false;
   std::atomic<bool> busy_{false};
+  std::atomic<int> queued_{0};
   std::atomic<bool> heartbeat_stop_{false};
   std::atomic<std::uint64_t> interrupted_epoch_{0};
   std::atomic<std::uint64_t> epoch_{0};
