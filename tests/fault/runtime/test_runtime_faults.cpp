@@ -99,6 +99,22 @@ TEST_F(runtime_faults, outputs_a_killed_worker_already_delivered_stay_intact) {
   });
 }
 
+TEST_F(runtime_faults, a_call_past_its_deadline_fails_typed_and_the_worker_is_replaced) {
+  deployment_options o;
+  o.call_timeout = "300ms";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  const std::string env = env_of(*host_, "TestSleep");
+  const auto before = info(env);
+  const auto outcome = run(R"({"1": {"class_type": "TestSleep", "inputs": {"ms": 20000}}})");
+  ASSERT_FALSE(outcome.ok);
+  EXPECT_EQ((*outcome.error)["exception_type"], "deadline_exceeded");
+  ASSERT_TRUE(eventually([&] {
+    const auto* w = host_->workers().find(env);
+    return w->state == orchestrator::worker_state::ready && w->generation == before.generation + 1;
+  }, generous));
+  EXPECT_TRUE(process_gone(before.pid));
+}
+
 TEST_F(runtime_faults, a_stopped_worker_is_detected_by_its_heartbeat_and_replaced) {
   start();  // heartbeat_interval 100 ms
   const std::string env = env_of(*host_, "SolidImage");

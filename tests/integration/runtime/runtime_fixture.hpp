@@ -69,6 +69,7 @@ struct deployment_options {
   std::string restart_backoff = "50ms";
   int crash_loop_limit = 3;
   std::string pool = "64MiB";
+  std::string call_timeout = "30s";
   std::string worker_executable;  // empty: comfy-orch-worker
 };
 
@@ -114,7 +115,7 @@ class runtime_test : public ipc::testing::leak_checked_test {
                     o.handshake_timeout + "\"\nheartbeat_interval = \"" + o.heartbeat_interval +
                     "\"\nrestart_backoff = \"" + o.restart_backoff +
                     "\"\ncrash_loop_limit = " + std::to_string(o.crash_loop_limit) +
-                    "\ncall_timeout = \"30s\"\n\n[shm]\npinned_pool_size = \"" + o.pool + "\"\n");
+                    "\ncall_timeout = \"" + o.call_timeout + "\"\n\n[shm]\npinned_pool_size = \"" + o.pool + "\"\n");
     return file;
   }
 
