@@ -62,7 +62,8 @@ supervisor::~supervisor() {
 }
 
 void supervisor::start(worker_spec spec) {
-  auto w = std::make_unique<worker>(io_);
+  auto w = std::make_shared<worker>(io_);
+  w->self = w;
   w->info.env = spec.env;
   w->spec = std::move(spec);
   worker& ref = *w;
@@ -153,17 +154,23 @@ void supervisor::spawn(worker& w) {
   co.generation = generation;
   co.accept_generation = generation;
   w.channel = ipc::channel::create(std::move(socket), co);
-  worker* wp = &w;
-  w.channel->start([this, wp, generation](ipc::message m) { on_message(*wp, generation, std::move(m)); },
-                   [this, wp, generation](const error& e) {
-                     lose(*wp, generation, "its channel closed (" + e.code + ": " + e.message + ")");
-                   });
+  std::weak_ptr<worker> weak = w.self;
+  w.channel->start(
+      [this, weak, generation](ipc::message m) {
+        if (auto wp = weak.lock()) on_message(*wp, generation, std::move(m));
+      },
+      [this, weak, generation](const error& e) {
+        if (auto wp = weak.lock()) {
+          lose(*wp, generation, "its channel closed (" + e.code + ": " + e.message + ")");
+        }
+      });
   spdlog::info("worker {}: spawned pid {} generation {} slot {}", w.spec.env, *pid, generation,
                w.info.slot);
 
   w.timer.expires_after(options_.timing.handshake_timeout);
-  w.timer.async_wait([this, wp, generation](const boost::system::error_code& ec) {
-    if (ec || wp->info.generation != generation || wp->info.state != worker_state::starting) return;
+  w.timer.async_wait([this, weak, generation](const boost::system::error_code& ec) {
+    auto wp = weak.lock();
+    if (ec || !wp || wp->info.generation != generation || wp->info.state != worker_state::starting) return;
     const std::string why = "did not complete its handshake within " +
                             std::to_string(options_.timing.handshake_timeout.count()) + " ms";
     wp->info.last_error = "worker for env " + wp->spec.env + " (pid " +
@@ -310,10 +317,11 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
   }
   delay = std::min(delay, options_.timing.restart_backoff_max);
   spdlog::info("worker {}: restarting in {} ms", w.spec.env, delay.count());
-  worker* wp = &w;
+  std::weak_ptr<worker> weak = w.self;
   w.timer.expires_after(delay);
-  w.timer.async_wait([this, wp](const boost::system::error_code& ec) {
-    if (ec || wp->info.state != worker_state::backoff || shutting_down_) return;
+  w.timer.async_wait([this, weak](const boost::system::error_code& ec) {
+    auto wp = weak.lock();
+    if (ec || !wp || wp->info.state != worker_state::backoff || shutting_down_) return;
     spawn(*wp);
   });
 }
@@ -338,10 +346,11 @@ void supervisor::dispatch(worker& w) {
   w.in_flight = std::make_unique<queued_call>(std::move(w.queue.front()));
   w.queue.pop_front();
   const std::uint32_t generation = w.info.generation;
-  worker* wp = &w;
+  std::weak_ptr<worker> weak = w.self;
   w.channel->request(ipc::message_type::call, w.in_flight->body, w.spec.call_timeout,
-                     [this, wp, generation](result<ipc::message> r) {
-                       if (wp->info.generation != generation || !wp->in_flight) return;
+                     [this, weak, generation](result<ipc::message> r) {
+                       auto wp = weak.lock();
+                       if (!wp || wp->info.generation != generation || !wp->in_flight) return;
                        if (!r && r.err().code == ipc::channel_errc::deadline_exceeded) {
                          // The worker's state is unknown after a call it never finished.
                          auto call = std::move(wp->in_flight);
@@ -384,8 +393,9 @@ void supervisor::interrupt(std::uint64_t epoch) {
 
 void supervisor::arm_heartbeat_check() {
   heartbeat_timer_.expires_after(options_.timing.heartbeat_interval);
-  heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
+  heartbeat_timer_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](
+                                  const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
     check_heartbeats();
     arm_heartbeat_check();
   });
@@ -426,9 +436,11 @@ void supervisor::begin_shutdown(std::chrono::milliseconds grace) {
       continue;
     }
     w.info.state = worker_state::stopping;
-    worker* wp = &w;
+    std::weak_ptr<worker> weak = w.self;
     w.channel->request(ipc::message_type::shutdown, json::object(), grace,
-                       [wp](result<ipc::message>) {
+                       [weak](result<ipc::message>) {
+                         auto wp = weak.lock();
+                         if (!wp) return;
                          wp->answered_shutdown = true;
                          if (wp->channel) wp->channel->close("shutdown");
                        });

@@ -121,6 +121,9 @@ class supervisor {
   };
   struct worker {
     explicit worker(boost::asio::io_context& io) : timer(io) {}
+    // Handlers queued on the io context (channel callbacks) may run after the supervisor is
+    // gone; they hold this weak reference, never a raw pointer.
+    std::weak_ptr<worker> self;
     worker_spec spec;
     worker_info info;
     std::string token;
@@ -150,8 +153,10 @@ class supervisor {
   boost::asio::io_context& io_;
   host_memory& memory_;
   supervisor_options options_;
-  std::map<std::string, std::unique_ptr<worker>> workers_;
+  std::map<std::string, std::shared_ptr<worker>> workers_;
   boost::asio::steady_timer heartbeat_timer_;
+  // Expires with the supervisor: a heartbeat tick already queued when it is destroyed sees it.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool shutting_down_ = false;
 };
 
