@@ -9,7 +9,7 @@
 namespace orch::ipc {
 namespace {
 
-enum class kind { unsigned_int, text, boolean, descriptor };
+enum class kind { unsigned_int, text, boolean, descriptor, map, list };
 
 struct field {
   std::string_view name;
@@ -19,12 +19,12 @@ struct field {
 struct schema {
   message_type type;
   std::string_view name;
-  std::array<field, 3> fields;
+  std::array<field, 4> fields;
   std::size_t count;
 };
 
 // The catalogue: required fields of each request/notification body (docs/protocol.md).
-constexpr std::array<schema, 12> catalogue{{
+constexpr std::array<schema, 16> catalogue{{
     {message_type::hello,
      "hello",
      {{{"token", kind::text}, {"pid", kind::unsigned_int}, {"protocol", kind::unsigned_int}}},
@@ -49,6 +49,19 @@ constexpr std::array<schema, 12> catalogue{{
      2},
     {message_type::prompt_start, "prompt_start", {{{"epoch", kind::unsigned_int}, {}, {}}}, 1},
     {message_type::shutdown, "shutdown", {}, 0},
+    {message_type::ready, "ready", {{{"nodes", kind::list}, {"plugins", kind::map}, {}}}, 2},
+    {message_type::call,
+     "call",
+     {{{"node", kind::text},
+       {"class_type", kind::text},
+       {"epoch", kind::unsigned_int},
+       {"inputs", kind::map}}},
+     4},
+    {message_type::progress,
+     "progress",
+     {{{"node", kind::text}, {"value", kind::unsigned_int}, {"max", kind::unsigned_int}}},
+     3},
+    {message_type::interrupt, "interrupt", {{{"epoch", kind::unsigned_int}, {}, {}}}, 1},
 }};
 
 const schema* find_schema(std::uint16_t value) noexcept {
@@ -108,6 +121,10 @@ bool has_kind(const json& value, kind k) {
       return value.is_boolean();
     case kind::descriptor:
       return descriptor_from_json(value).ok();
+    case kind::map:
+      return value.is_object();
+    case kind::list:
+      return value.is_array();
   }
   return false;
 }

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   orch::cli::add_envs_command(app);
   orch::cli::add_plugins_command(app);
+  orch::cli::add_run_command(app);
   orch::cli::add_validate_command(app);
   CLI11_PARSE(app, argc, argv);
   return orch::cli::exit_ok;

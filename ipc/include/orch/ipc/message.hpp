@@ -36,6 +36,10 @@ enum class message_type : std::uint16_t {
   node_end = 10,       // host -> worker, notification: the host's node boundary
   prompt_start = 11,   // host -> worker, notification: a new prompt epoch
   shutdown = 12,       // host -> worker, request: exit cleanly
+  ready = 13,          // worker -> host, request: set up; here are my node classes
+  call = 14,           // host -> worker, request: run one node
+  progress = 15,       // worker -> host, notification: a node's progress
+  interrupt = 16,      // host -> worker, notification: stop the running prompt
 };
 
 // The name used in logs and docs; "unknown" for values outside the catalogue.

@@ -1,0 +1,224 @@
+// bench_runtime: the runtime's figures of issue 5, each against a floor from the same run.
+//
+//   bench_runtime [calls] [cold_starts] [fleet]     (defaults 2000, 10, 32)
+//
+//   1. empty node call, host -> worker -> host through the router, against a ping on the same
+//      channel (the raw round trip), and against comfy-env's published 2.4 ms warm echo;
+//   2. worker cold start (spawn to ready: handshake, plugins, pool mapping, node library), p50;
+//   3. `fleet` workers started together: wall time to all ready, host RSS growth per worker;
+//   4. tensor handoff between two packs: the consumer's call with a 256 MiB input against a
+//      1 MiB one. Zero-copy means the ratio is close to 1.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "orch/manifests/inventory.hpp"
+#include "orch/orchestrator/executor.hpp"
+#include "orch/orchestrator/host_runtime.hpp"
+#include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/support/logging.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace orch;
+using orchestrator::host_runtime;
+using clock_type = std::chrono::steady_clock;
+
+constexpr double comfy_env_warm_echo_us = 2400.0;  // reference/comfy-env.md, published figure
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
+}
+
+double us(clock_type::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+long rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return 0;
+}
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    char t[] = "/tmp/orch-bench-XXXXXX";
+    path = ::mkdtemp(t);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// A deployment of `packs` test packs (pack i uses variant B when b(i)).
+fs::path write_deployment(const fs::path& dir, int packs, bool second_is_b, const char* pool) {
+  std::string paths;
+  for (int i = 0; i < packs; ++i) {
+    const bool b = second_is_b && i == 1;
+    const fs::path pack = dir / ("packs/Pack" + std::to_string(i) + "/nodes");
+    fs::create_directories(pack);
+    std::ofstream(pack / "comfy-env.toml")
+        << "[worker]\nlibrary = \"liborch_pack_test_nodes" << (b ? "_b" : "") << ".so\"\n";
+    paths += (i ? ", " : "") + std::string("\"packs/Pack") + std::to_string(i) + "\"";
+  }
+  const fs::path file = dir / "deployment.toml";
+  std::ofstream(file) << "[host]\ndevice = \"sim\"\n[host.sim]\ncapacity = \"4GiB\"\n"
+                      << "[plugins]\nsearch_paths = [\"" << ORCH_BENCH_PLUGIN_DIR << "\"]\n"
+                      << "[packs]\npaths = [" << paths << "]\nlibrary_paths = [\""
+                      << ORCH_BENCH_PACKS_DIR << "\"]\n[workers]\nhandshake_timeout = \"60s\"\n"
+                      << "heartbeat_interval = \"1s\"\n[shm]\npinned_pool_size = \"" << pool
+                      << "\"\n";
+  return file;
+}
+
+std::unique_ptr<host_runtime> start(const fs::path& file) {
+  manifests::diagnostics diags;
+  auto d = manifests::load_deployment(file, diags);
+  if (!d) {
+    std::fprintf(stderr, "bench: deployment did not load\n");
+    std::exit(2);
+  }
+  auto inv = manifests::build_inventory(*d, diags);
+  auto h = host_runtime::start(*d, inv, {ORCH_BENCH_WORKER, 64});
+  if (!h) {
+    std::fprintf(stderr, "bench: %s\n", h.err().message.c_str());
+    std::exit(2);
+  }
+  if (!(*h)->wait_settled(std::chrono::seconds(120))) std::exit(2);
+  return std::move(*h);
+}
+
+template <typename Start>
+double round_trip(host_runtime& h, Start start_one) {
+  std::promise<void> done;
+  auto f = done.get_future();
+  const auto t0 = clock_type::now();
+  h.sync([&] { start_one([&done] { done.set_value(); }); });
+  f.get();
+  return us(clock_type::now() - t0);
+}
+
+void bench_calls(int calls) {
+  temp_dir dir;
+  auto h = start(write_deployment(dir.path, 1, false, "64MiB"));
+  const std::string env = h->catalogue().find("TestEmpty")->env;
+  const nlohmann::json body{{"node", "1"}, {"class_type", "TestEmpty"}, {"epoch", 1},
+                            {"inputs", nlohmann::json::object()}};
+  std::vector<double> call, ping;
+  for (int i = 0; i < calls + calls / 10; ++i) {
+    const double p = round_trip(*h, [&](auto finish) {
+      h->workers().ping(env, [finish](result<nlohmann::json>) { finish(); });
+    });
+    const double c = round_trip(*h, [&](auto finish) {
+      h->workers().call(env, body, [finish](result<nlohmann::json>) { finish(); });
+    });
+    if (i >= calls / 10) {
+      ping.push_back(p);
+      call.push_back(c);
+    }
+  }
+  const double c50 = percentile(call, 0.5), p50 = percentile(ping, 0.5);
+  std::printf("empty node call, host -> worker -> host (%d samples)\n", calls);
+  std::printf("  channel ping on the same channel (floor): p50 %.1f us  p99 %.1f us\n", p50,
+              percentile(ping, 0.99));
+  std::printf("  empty node call:                          p50 %.1f us  p99 %.1f us\n", c50,
+              percentile(call, 0.99));
+  std::printf("  ratio call/ping p50 %.2f; comfy-env warm echo 2.4 ms / call p50 = %.0fx "
+              "(target >= 20x)\n",
+              c50 / p50, comfy_env_warm_echo_us / c50);
+  h->shutdown();
+}
+
+void bench_cold_start(int runs) {
+  std::vector<double> ready_ms;
+  for (int i = 0; i < runs; ++i) {
+    temp_dir dir;
+    auto h = start(write_deployment(dir.path, 1, false, "64MiB"));
+    for (const auto& w : h->sync([&] { return h->workers().workers(); })) {
+      ready_ms.push_back(us(w.ready_at - w.spawned_at) / 1000.0);
+    }
+    h->shutdown();
+  }
+  std::printf("worker cold start to ready (native worker, sim device, %d runs): p50 %.1f ms  "
+              "max %.1f ms\n",
+              runs, percentile(ready_ms, 0.5), percentile(ready_ms, 1.0));
+}
+
+void bench_fleet(int fleet) {
+  temp_dir dir;
+  const fs::path file = write_deployment(dir.path, fleet, false, "64MiB");
+  const long rss_before = rss_kib();
+  const auto t0 = clock_type::now();
+  auto h = start(file);
+  const double total_ms = us(clock_type::now() - t0) / 1000.0;
+  const long rss_after = rss_kib();
+  int ready = 0;
+  for (const auto& w : h->sync([&] { return h->workers().workers(); })) {
+    ready += w.state == orchestrator::worker_state::ready ? 1 : 0;
+  }
+  std::printf("%d workers started together: %d ready in %.1f ms total (%.1f ms per worker); host "
+              "RSS +%.1f KiB per worker\n",
+              fleet, ready, total_ms, total_ms / fleet,
+              static_cast<double>(rss_after - rss_before) / fleet);
+  h->shutdown();
+}
+
+void bench_handoff(int reps) {
+  temp_dir dir;
+  auto h = start(write_deployment(dir.path, 2, true, "600MiB"));
+  orchestrator::recording_event_sink sink;
+  orchestrator::executor ex(*h, sink);
+  auto consumer_us = [&](int mib) {
+    std::vector<double> samples;
+    for (int i = 0; i < reps; ++i) {
+      auto p = orchestrator::parse_prompt(
+          R"({"1": {"class_type": "TestBlob", "inputs": {"mib": )" + std::to_string(mib) +
+          R"(}}, "2": {"class_type": "TestBlobPeekB", "inputs": {"blob": ["1", 0]}}})");
+      const auto report = orchestrator::validate_prompt(*p, h->catalogue());
+      const auto outcome = ex.run(*p, report.outputs, "bench");
+      if (!outcome.ok) {
+        std::fprintf(stderr, "bench: handoff prompt failed: %s\n", outcome.error->dump().c_str());
+        std::exit(2);
+      }
+      samples.push_back(outcome.nodes.at("2").call_us);
+    }
+    return percentile(samples, 0.5);
+  };
+  const double small = consumer_us(1), large = consumer_us(256);
+  std::printf("tensor handoff between two packs (consumer call, p50 of %d): 1 MiB %.1f us, "
+              "256 MiB %.1f us, ratio %.2f (zero-copy: close to 1)\n",
+              reps, small, large, large / small);
+  ex.release_outputs();
+  h->shutdown();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int calls = argc > 1 ? std::atoi(argv[1]) : 2000;
+  const int cold = argc > 2 ? std::atoi(argv[2]) : 10;
+  const int fleet = argc > 3 ? std::atoi(argv[3]) : 32;
+  ::setenv("ORCH_LOG_LEVEL", "warn", 0);
+  orch::init_logging("bench_runtime");
+  bench_calls(calls);
+  bench_cold_start(cold);
+  bench_fleet(fleet);
+  bench_handoff(20);
+  return 0;
+}

@@ -1,0 +1,55 @@
+// host_memory: the shared memory the host creates once per run and lends every worker
+// (DESIGN.md §4.2, §4.3, §4.8): the control segment (the one pinned budget, a slot and a control
+// block per process), the pinned pool with its lease table (the host is their only writer), and,
+// on sim, the simulated device every process attaches to.
+//
+// Not thread-safe: the host touches it from its io thread only (docs/runtime.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "orch/ipc/control_segment.hpp"
+#include "orch/ipc/lease_table.hpp"
+#include "orch/ipc/pin_registrar.hpp"
+#include "orch/ipc/pinned_pool.hpp"
+#include "orch/ipc/unique_fd.hpp"
+#include "orch/manifests/deployment.hpp"
+#include "orch/plugins/loader.hpp"
+#include "orch/support/result.hpp"
+
+namespace orch::orchestrator {
+
+// The host's own lease holder and budget slot.
+inline constexpr std::uint32_t host_slot = 0;
+
+class host_memory {
+ public:
+  // `slots` counts the host and every worker generation alive at once. The pool is one segment
+  // of [shm] pinned_pool_size, created now so workers can map it at their handshake.
+  static result<std::unique_ptr<host_memory>> create(const manifests::deployment& d,
+                                                     std::uint32_t slots);
+  host_memory(const host_memory&) = delete;
+  host_memory& operator=(const host_memory&) = delete;
+  ~host_memory();
+
+  ipc::control_segment& control() noexcept { return *control_; }
+  ipc::budget_account& host_budget() noexcept { return *budget_; }
+  ipc::pinned_pool& pool() noexcept { return *pool_; }
+  ipc::lease_table& leases() noexcept { return *leases_; }
+  int sim_fd() const noexcept { return sim_fd_.get(); }  // -1 off sim
+  std::uint64_t budget_bytes() const noexcept { return control_->budget(); }
+
+ private:
+  host_memory() = default;
+  std::optional<ipc::control_segment> control_;
+  std::unique_ptr<ipc::budget_account> budget_;
+  ipc::counting_pin_registrar registrar_;
+  std::unique_ptr<ipc::pinned_pool> pool_;
+  std::unique_ptr<ipc::lease_table> leases_;
+  std::unique_ptr<plugins::plugin_library> sim_backend_;
+  ipc::unique_fd sim_fd_;
+};
+
+}  // namespace orch::orchestrator

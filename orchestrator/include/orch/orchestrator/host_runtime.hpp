@@ -1,0 +1,89 @@
+// host_runtime: one running host for a deployment (docs/runtime.md): its shared memory, the io
+// thread that owns every channel, the supervisor, and the node catalogue the workers reported.
+// Public calls come from the caller's thread and are run on the io thread, so the supervisor,
+// pool and lease table need no locks.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "orch/manifests/deployment.hpp"
+#include "orch/manifests/diagnostic.hpp"
+#include "orch/manifests/inventory.hpp"
+#include "orch/orchestrator/host_memory.hpp"
+#include "orch/orchestrator/node_catalogue.hpp"
+#include "orch/orchestrator/supervisor.hpp"
+
+namespace orch::orchestrator {
+
+// A pack env that runs no worker, and why (env missing, Python pack, not built).
+struct skipped_env {
+  std::string env;
+  std::string reason;
+};
+
+struct host_options {
+  std::string worker_executable;  // comfy-orch-worker
+  std::uint32_t max_workers = 64;
+};
+
+class host_runtime {
+ public:
+  // Creates shared memory and spawns one worker per usable native env. A pack whose env is
+  // missing is skipped (reported, never fatal). Errors: host_memory errors.
+  static result<std::unique_ptr<host_runtime>> start(const manifests::deployment& d,
+                                                     const manifests::inventory& inv,
+                                                     host_options options);
+  host_runtime(const host_runtime&) = delete;
+  host_runtime& operator=(const host_runtime&) = delete;
+  ~host_runtime();  // shutdown(), if not done
+
+  // Waits until every worker is ready or failed, up to `limit`; then builds the catalogue.
+  // Returns false when the limit passed first.
+  bool wait_settled(std::chrono::milliseconds limit);
+  const node_catalogue& catalogue() const noexcept { return catalogue_; }
+  const std::vector<skipped_env>& skipped() const noexcept { return skipped_; }
+  std::vector<std::string> catalogue_clashes() const { return clashes_; }
+
+  // Graceful (shutdown requests, `grace` for workers to exit), then forced. Idempotent.
+  void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+  // Runs `fn` on the io thread and returns its result.
+  template <typename F>
+  auto sync(F&& fn) -> decltype(fn()) {
+    using R = decltype(fn());
+    std::packaged_task<R()> task(std::forward<F>(fn));
+    auto future = task.get_future();
+    boost::asio::post(io_, [&task] { task(); });
+    return future.get();
+  }
+  boost::asio::io_context& io() noexcept { return io_; }
+  supervisor& workers() noexcept { return *supervisor_; }  // io thread only
+  host_memory& memory() noexcept { return *memory_; }      // io thread only
+  const manifests::deployment& deployment() const noexcept { return deployment_; }
+
+ private:
+  host_runtime() = default;
+  manifests::deployment deployment_;
+  boost::asio::io_context io_;
+  std::unique_ptr<host_memory> memory_;
+  std::unique_ptr<supervisor> supervisor_;
+  std::thread io_thread_;
+  node_catalogue catalogue_;
+  std::vector<skipped_env> skipped_;
+  std::vector<std::string> clashes_;
+  bool stopped_ = false;
+};
+
+// The catalogue entries of one worker's ready message (docs/protocol.md).
+std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const std::string& env);
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,163 @@
+// supervisor: spawns, watches and restarts one worker per env, and routes node calls to them
+// (DESIGN.md §4.11; issue 5 "Supervisor" and "Router"; reference/comfy-env.md §1.9 to §1.12 on
+// where comfy-env's restarts fall short, and architecture-anchors.md §3.1/§3.2 on Ray's pool).
+//
+//   spawn      fork/exec with PR_SET_PDEATHSIG and a process group (worker_process.hpp), a fresh
+//              generation and startup token, a control slot, the segment fds on the fd socket;
+//   handshake  hello (token and generation checked) -> settings; ready -> node classes; all
+//              within [workers] handshake_timeout, else a start failure that names the env;
+//   liveness   the heartbeat counter of the worker's control block, read without a message; no
+//              beat for 3 heartbeat intervals means hung: the worker is killed and replaced;
+//   loss       the call in flight fails at once with "worker_died" (never a hang), the budget
+//              slot is reclaimed to the byte, the dead process's leases are dropped (outputs
+//              others hold stay valid), and the worker restarts after a doubling backoff;
+//   crash loop more than crash_loop_limit losses within crash_loop_window mark that env failed:
+//              its queued calls fail with "pack_failed" and the other envs go on;
+//   fence      every frame carries the generation; the channel drops other generations, and
+//              handlers of a replaced generation are ignored;
+//   router     one call in flight per worker, the rest queued in order; every call has a
+//              deadline ([options] call_timeout or [workers] call_timeout); a call past it kills
+//              the worker (its state is unknown) and fails with "deadline_exceeded".
+//
+// Threading: every member runs on the io_context's one thread (docs/runtime.md).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "orch/ipc/channel.hpp"
+#include "orch/ipc/unique_fd.hpp"
+#include "orch/manifests/deployment.hpp"
+#include "orch/orchestrator/host_memory.hpp"
+#include "orch/orchestrator/worker_environment.hpp"
+#include "orch/orchestrator/worker_plugins.hpp"
+#include "orch/support/result.hpp"
+
+namespace orch::orchestrator {
+
+struct worker_spec {
+  std::string env;
+  std::filesystem::path library;
+  std::vector<std::pair<std::string, std::string>> env_vars;  // the pack's [env_vars]
+  std::chrono::milliseconds call_timeout{600'000};
+};
+
+struct supervisor_options {
+  std::string worker_executable;
+  manifests::worker_settings timing;
+  worker_plugin_choice plugins;
+  std::string device = "sim";
+  std::uint64_t page_size = 2ull << 20;
+  std::uint32_t streams = 2;
+  std::uint64_t reserve_vram = 0;
+  bool pinned_memory = true;
+  environment operator_env;
+};
+
+enum class worker_state { starting, ready, backoff, failed, stopping, stopped };
+const char* to_string(worker_state state) noexcept;
+
+struct worker_info {
+  std::string env;
+  worker_state state = worker_state::starting;
+  pid_t pid = -1;
+  std::uint32_t generation = 0;
+  std::uint32_t slot = 0;
+  int losses = 0;          // every loss so far
+  std::string last_error;  // the last loss or start failure, complete on its own
+  nlohmann::json nodes = nlohmann::json::array();  // from ready
+  nlohmann::json plugins = nlohmann::json::object();
+  std::chrono::steady_clock::time_point spawned_at;  // this generation's spawn
+  std::chrono::steady_clock::time_point ready_at;    // and its ready message
+};
+
+// A finished call: the worker's response body, or a typed error ("worker_died",
+// "deadline_exceeded", "pack_failed", "unknown_env", a channel error).
+using call_done = std::function<void(result<nlohmann::json>)>;
+
+class supervisor {
+ public:
+  supervisor(boost::asio::io_context& io, host_memory& memory, supervisor_options options);
+  supervisor(const supervisor&) = delete;
+  supervisor& operator=(const supervisor&) = delete;
+  ~supervisor();  // SIGKILLs and reaps whatever is still running
+
+  void start(worker_spec spec);
+  void call(const std::string& env, nlohmann::json body, call_done done);
+  // A ping on the worker's channel, bypassing the router queue: the raw round trip.
+  void ping(const std::string& env, call_done done);
+  void interrupt(std::uint64_t epoch);
+  // Graceful: asks each worker to shut down; workers exit when the host closes their channel.
+  void begin_shutdown(std::chrono::milliseconds grace);
+  bool shutdown_answered() const;  // every worker answered or its channel is gone
+  // Forced: reaps every worker, SIGKILLing those still alive after `grace`.
+  void finish_shutdown(std::chrono::milliseconds grace) noexcept;
+
+  std::vector<worker_info> workers() const;
+  const worker_info* find(const std::string& env) const;
+  bool settled() const;  // no worker is starting or backing off
+
+  std::function<void(const std::string& env, const nlohmann::json& progress)> on_progress;
+  std::function<void(const worker_info& info)> on_state;  // ready, failed
+
+ private:
+  struct queued_call {
+    nlohmann::json body;
+    call_done done;
+  };
+  struct worker {
+    explicit worker(boost::asio::io_context& io) : timer(io) {}
+    // Handlers queued on the io context (channel callbacks) may run after the supervisor is
+    // gone; they hold this weak reference, never a raw pointer.
+    std::weak_ptr<worker> self;
+    worker_spec spec;
+    worker_info info;
+    std::string token;
+    std::shared_ptr<ipc::channel> channel;
+    ipc::unique_fd fd_socket;
+    boost::asio::steady_timer timer;  // handshake deadline, then restart backoff
+    bool has_slot = false;
+    std::uint64_t last_beat = 0;
+    std::chrono::steady_clock::time_point last_beat_at;
+    std::deque<queued_call> queue;
+    std::unique_ptr<queued_call> in_flight;
+    std::deque<std::chrono::steady_clock::time_point> losses;
+    bool answered_shutdown = false;
+  };
+
+  void spawn(worker& w);
+  void on_message(worker& w, std::uint32_t generation, ipc::message m);
+  void on_hello(worker& w, const ipc::message& m);
+  void on_ready(worker& w, const ipc::message& m);
+  void lose(worker& w, std::uint32_t generation, const std::string& reason);
+  void release_process(worker& w) noexcept;
+  void dispatch(worker& w);
+  void arm_heartbeat_check();
+  void check_heartbeats();
+  nlohmann::json settings_for(const worker& w) const;
+
+  boost::asio::io_context& io_;
+  host_memory& memory_;
+  supervisor_options options_;
+  std::map<std::string, std::shared_ptr<worker>> workers_;
+  boost::asio::steady_timer heartbeat_timer_;
+  // Expires with the supervisor: a heartbeat tick already queued when it is destroyed sees it.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  bool shutting_down_ = false;
+};
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,139 @@
+// comfy-orch run <deployment> --prompt <api.json> [--json]: starts the deployment's workers,
+// validates the prompt against the node classes they report (ComfyUI's error names, before any
+// node runs), executes it, prints ComfyUI's events, and ends with the memory table
+// (docs/cli.md, docs/runtime.md).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "commands.hpp"
+#include "diagnostics_output.hpp"
+#include "orch/manifests/inventory.hpp"
+#include "orch/orchestrator/executor.hpp"
+#include "orch/orchestrator/host_runtime.hpp"
+#include "orch/orchestrator/memory_table.hpp"
+#include "orch/orchestrator/prompt_validation.hpp"
+
+namespace orch::cli {
+namespace {
+
+std::string worker_executable() {
+  if (const char* e = std::getenv("ORCH_WORKER_EXECUTABLE")) return e;
+  return ORCH_DEFAULT_WORKER;
+}
+
+void print_validation(std::ostream& out, const orchestrator::validation_report& report) {
+  out << "prompt refused: " << report.error->type << ": " << report.error->message << '\n';
+  for (const auto& [id, ne] : report.node_errors) {
+    for (const auto& e : ne.errors) {
+      out << "  node " << id << " (" << ne.class_type << "): " << e.type << ": " << e.message;
+      if (!e.details.empty()) out << ": " << e.details;
+      out << '\n';
+    }
+  }
+}
+
+int run(const std::string& deployment_file, const std::string& prompt_file, bool json) {
+  manifests::diagnostics diags;
+  const auto d = manifests::load_deployment(deployment_file, diags);
+  if (!d) {
+    print_diagnostics(std::cerr, diags);
+    return exit_invalid_input;
+  }
+  const auto inv = manifests::build_inventory(*d, diags);
+  if (diags.has_errors()) print_diagnostics(std::cerr, diags);
+  auto p = orchestrator::parse_prompt_file(prompt_file);
+  if (!p) {
+    std::cerr << "prompt " << prompt_file << ": " << p.err().message << '\n';
+    return exit_invalid_input;
+  }
+  auto host = orchestrator::host_runtime::start(*d, inv, {worker_executable(), 64});
+  if (!host) {
+    std::cerr << "cannot start the host: [" << host.err().code << "] " << host.err().message
+              << '\n';
+    return exit_failure;
+  }
+  auto& h = **host;
+  h.wait_settled(d->workers.handshake_timeout + std::chrono::seconds(5));
+  auto infos = h.sync([&] { return h.workers().workers(); });
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& w : infos) {
+    workers.push_back({{"env", w.env}, {"pid", w.pid}, {"state", orchestrator::to_string(w.state)},
+                       {"generation", w.generation}, {"error", w.last_error}});
+    if (!json) {
+      std::cout << "worker " << w.env << ": " << orchestrator::to_string(w.state) << " (pid "
+                << w.pid << ", " << w.nodes.size() << " node classes)";
+      if (w.state != orchestrator::worker_state::ready) std::cout << ": " << w.last_error;
+      std::cout << '\n';
+    }
+  }
+  for (const auto& s : h.skipped()) {
+    workers.push_back({{"env", s.env}, {"pid", 0}, {"state", "skipped"}, {"error", s.reason}});
+    if (!json) std::cout << "env " << s.env << ": no worker: " << s.reason << '\n';
+  }
+  if (json) std::cout << nlohmann::json{{"type", "workers"}, {"data", workers}}.dump() << std::endl;
+
+  const auto report = orchestrator::validate_prompt(*p, h.catalogue());
+  if (!report.ok()) {
+    if (json) {
+      std::cout << nlohmann::json{{"type", "validation_error"}, {"data", report.to_json()}}.dump()
+                << std::endl;
+    } else {
+      print_validation(std::cout, report);
+    }
+    h.shutdown();
+    return exit_invalid_input;
+  }
+  orchestrator::text_event_sink text(std::cout);
+  orchestrator::json_event_sink lines(std::cout);
+  orchestrator::event_sink& sink = json ? static_cast<orchestrator::event_sink&>(lines) : text;
+  bool ok = false;
+  {
+    orchestrator::executor ex(h, sink);
+    const auto outcome = ex.run(*p, report.outputs, std::to_string(::getpid()) + "-1");
+    ok = outcome.ok;
+    const auto rows = h.sync([&] { return orchestrator::read_memory_table(h); });
+    if (json) {
+      std::cout << nlohmann::json{{"type", "memory_table"}, {"data", orchestrator::to_json(rows)}}
+                       .dump()
+                << std::endl;
+    } else {
+      std::cout << '\n' << orchestrator::format_memory_table(rows);
+    }
+  }
+  h.shutdown();
+  return ok ? exit_ok : exit_failure;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Start the deployment's workers, validate a ComfyUI API-format prompt against the node "
+      "classes they report, run it, print ComfyUI's events and a per-process memory table. "
+      "Exit 0: success; 1: invalid deployment or prompt (refused before any node ran); 2: a "
+      "node or worker failed.");
+  struct options {
+    std::string deployment;
+    std::string prompt;
+    bool json = false;
+  };
+  auto opts = std::make_shared<options>();
+  cmd->add_option("deployment", opts->deployment, "Deployment file (comfy-orch.toml)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--prompt", opts->prompt, "Prompt in ComfyUI's API format")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--json", opts->json, "Emit events and the memory table as JSON lines");
+  cmd->callback([opts] {
+    const int code = run(opts->deployment, opts->prompt, opts->json);
+    if (code != exit_ok) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace orch::cli

@@ -1,0 +1,524 @@
+#include "orch/orchestrator/supervisor.hpp"
+
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+#include "orch/ipc/fd_passing.hpp"
+#include "orch/ipc/process_identity.hpp"
+#include "orch/orchestrator/worker_process.hpp"
+
+namespace orch::orchestrator {
+namespace {
+
+using nlohmann::json;
+using clock = std::chrono::steady_clock;
+constexpr int missed_beats_for_hung = 3;
+
+std::string make_token() {
+  std::random_device rd;
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string token;
+  for (int i = 0; i < 4; ++i) {
+    std::uint32_t v = rd();
+    for (int k = 0; k < 8; ++k, v >>= 4) token.push_back(hex[v & 0xf]);
+  }
+  return token;
+}
+
+}  // namespace
+
+const char* to_string(worker_state state) noexcept {
+  switch (state) {
+    case worker_state::starting:
+      return "starting";
+    case worker_state::ready:
+      return "ready";
+    case worker_state::backoff:
+      return "backoff";
+    case worker_state::failed:
+      return "failed";
+    case worker_state::stopping:
+      return "stopping";
+    case worker_state::stopped:
+      return "stopped";
+  }
+  return "unknown";
+}
+
+supervisor::supervisor(boost::asio::io_context& io, host_memory& memory, supervisor_options options)
+    : io_(io), memory_(memory), options_(std::move(options)), heartbeat_timer_(io) {
+  arm_heartbeat_check();
+}
+
+supervisor::~supervisor() {
+  heartbeat_timer_.cancel();
+  finish_shutdown(std::chrono::milliseconds(0));
+}
+
+void supervisor::start(worker_spec spec) {
+  auto w = std::make_shared<worker>(io_);
+  w->self = w;
+  w->info.env = spec.env;
+  w->spec = std::move(spec);
+  worker& ref = *w;
+  workers_[ref.spec.env] = std::move(w);
+  spawn(ref);
+}
+
+json supervisor::settings_for(const worker& w) const {
+  // The host settings that shape the worker's memory, as one object the worker reads back
+  // (worker_memory.hpp host_settings). Issue 6 adds headrooms and the settings hash here.
+  // The pool segments, in the order their fds were sent: each receiver checks an fd against
+  // what the host announced before mapping it (segment_table::attach).
+  json segments = json::array();
+  for (std::size_t i = 0; i < memory_.pool().segment_count(); ++i) {
+    const auto& seg = memory_.pool().segment(i);
+    segments.push_back({{"segment", seg.id()}, {"total_size", seg.total_size()}});
+  }
+  return {{"slot", w.info.slot},
+          {"pool_segments", segments},
+          {"device", options_.device},
+          {"level", options_.plugins.level},
+          {"pager_plugin", options_.plugins.pager.string()},
+          {"allocator_plugin", options_.plugins.allocator.string()},
+          {"manager_reason", options_.plugins.reason},
+          {"streams", options_.streams},
+          {"page_size", options_.page_size},
+          {"reserve_vram", options_.reserve_vram},
+          {"pinned_memory", options_.pinned_memory},
+          {"heartbeat_ms", static_cast<std::uint64_t>(options_.timing.heartbeat_interval.count())},
+          {"generation", w.info.generation}};
+}
+
+void supervisor::spawn(worker& w) {
+  w.info.generation += 1;
+  w.info.state = worker_state::starting;
+  w.info.nodes = json::array();
+  w.token = make_token();
+  w.answered_shutdown = false;
+  const std::uint32_t generation = w.info.generation;
+  auto fail_start = [&](const std::string& why) {
+    w.info.last_error = "worker for env " + w.spec.env + " could not be started: " + why;
+    spdlog::error("{}", w.info.last_error);
+    lose(w, generation, why);
+  };
+  int chan[2], fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) != 0)
+    return fail_start("socketpair failed");
+  ipc::unique_fd chan_host(chan[0]), chan_child(chan[1]);
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    return fail_start("socketpair failed");
+  ipc::unique_fd fds_host(fds[0]), fds_child(fds[1]);
+
+  environment derived{{"ORCH_WORKER_ENV", w.spec.env}, {"ORCH_DEVICE", options_.device}};
+  environment env = build_worker_environment(options_.operator_env, w.spec.env_vars, derived);
+  env["ORCH_WORKER_TOKEN"] = w.token;  // always the host's: never taken from a layer
+  spawn_request req;
+  req.executable = options_.worker_executable;
+  req.args = {"--channel-fd", std::to_string(worker_channel_fd),
+              "--fd-socket",  std::to_string(worker_fd_socket),
+              "--generation", std::to_string(generation),
+              "--env",        w.spec.env,
+              "--library",    w.spec.library.string()};
+  req.envp = to_envp(env);
+  req.channel_fd = chan_child.get();
+  req.fd_socket = fds_child.get();
+  auto pid = spawn_worker(req);
+  if (!pid) return fail_start(pid.err().message);
+  w.info.pid = *pid;
+  w.info.spawned_at = clock::now();
+  chan_child.reset();
+  fds_child.reset();
+
+  auto identity = ipc::read_process_identity(*pid);
+  auto slot =
+      identity ? memory_.control().claim_slot(*identity) : result<std::uint32_t>(identity.err());
+  if (!slot) return fail_start("no control slot: " + slot.err().message);
+  w.info.slot = *slot;
+  w.has_slot = true;
+  w.last_beat = 0;
+  w.last_beat_at = clock::now();
+
+  // The segments the worker maps: control, sim device, pool (fd_passing.hpp).
+  std::vector<int> pass{memory_.control().fd()};
+  const bool sim = memory_.sim_fd() >= 0;
+  if (sim) pass.push_back(memory_.sim_fd());
+  for (std::size_t i = 0; i < memory_.pool().segment_count(); ++i) {
+    pass.push_back(memory_.pool().segment(i).fd());
+  }
+  const std::byte header[2] = {
+      std::byte{sim ? std::uint8_t{1} : std::uint8_t{0}},
+      std::byte{static_cast<std::uint8_t>(memory_.pool().segment_count())}};
+  if (auto st = ipc::send_fds(fds_host.get(), header, pass); !st) {
+    return fail_start("cannot pass segments: " + st.err().message);
+  }
+  w.fd_socket = std::move(fds_host);
+
+  ipc::channel::socket_type socket(io_);
+  socket.assign(boost::asio::local::stream_protocol(), chan_host.release());
+  ipc::channel_options co;
+  co.name = "host<->" + w.spec.env;
+  co.generation = generation;
+  co.accept_generation = generation;
+  w.channel = ipc::channel::create(std::move(socket), co);
+  std::weak_ptr<worker> weak = w.self;
+  w.channel->start(
+      [this, weak, generation](ipc::message m) {
+        if (auto wp = weak.lock()) on_message(*wp, generation, std::move(m));
+      },
+      [this, weak, generation](const error& e) {
+        if (auto wp = weak.lock()) {
+          lose(*wp, generation, "its channel closed (" + e.code + ": " + e.message + ")");
+        }
+      });
+  spdlog::info("worker {}: spawned pid {} generation {} slot {}", w.spec.env, *pid, generation,
+               w.info.slot);
+
+  w.timer.expires_after(options_.timing.handshake_timeout);
+  w.timer.async_wait([this, weak, generation](const boost::system::error_code& ec) {
+    auto wp = weak.lock();
+    if (ec || !wp || wp->info.generation != generation || wp->info.state != worker_state::starting)
+      return;
+    const std::string why = "did not complete its handshake within " +
+                            std::to_string(options_.timing.handshake_timeout.count()) + " ms";
+    wp->info.last_error = "worker for env " + wp->spec.env + " (pid " +
+                          std::to_string(wp->info.pid) + ") " + why +
+                          "; check that [worker] library is a node pack and the worker starts "
+                          "(ORCH_LOG_LEVEL=debug), or raise [workers] handshake_timeout";
+    spdlog::error("{}", wp->info.last_error);
+    lose(*wp, generation, why);
+  });
+}
+
+void supervisor::on_message(worker& w, std::uint32_t generation, ipc::message m) {
+  if (w.info.generation != generation) return;  // a handler of a replaced generation
+  switch (static_cast<ipc::message_type>(m.header.type)) {
+    case ipc::message_type::hello:
+      return on_hello(w, m);
+    case ipc::message_type::ready:
+      return on_ready(w, m);
+    case ipc::message_type::allocate: {
+      // The host alone writes allocation metadata (DESIGN.md §4.2): the worker gets a lease.
+      auto d = memory_.leases().allocate(w.info.slot, m.body["size"].get<std::uint64_t>());
+      if (!d) return w.channel->respond_error(m.header, d.err());
+      return w.channel->respond(m.header, {{"descriptor", ipc::descriptor_to_json(*d)}});
+    }
+    case ipc::message_type::lease_free: {
+      auto d = ipc::descriptor_from_json(m.body["descriptor"]);
+      if (d) (void)memory_.leases().free(*d, w.info.slot);
+      return;
+    }
+    case ipc::message_type::lease_release: {
+      auto d = ipc::descriptor_from_json(m.body["descriptor"]);
+      if (d) (void)memory_.leases().release(*d, w.info.slot);
+      return;
+    }
+    case ipc::message_type::progress:
+      if (on_progress) on_progress(w.spec.env, m.body);
+      return;
+    case ipc::message_type::ping:
+      return w.channel->respond(m.header, json::object());
+    default:
+      if (m.header.request_id != 0) {
+        w.channel->respond_error(m.header, {"unsupported", "the host does not serve this"});
+      }
+  }
+}
+
+void supervisor::on_hello(worker& w, const ipc::message& m) {
+  const auto token = m.body["token"].get<std::string>();
+  const auto pid = m.body["pid"].get<std::uint64_t>();
+  if (token != w.token || pid != static_cast<std::uint64_t>(w.info.pid) ||
+      m.body["protocol"].get<std::uint64_t>() != ipc::protocol_version) {
+    spdlog::error("worker {}: hello refused (token, pid or protocol does not match)", w.spec.env);
+    return w.channel->respond_error(m.header, {"bad_hello", "token, pid or protocol mismatch"});
+  }
+  w.channel->respond(m.header, settings_for(w));
+}
+
+void supervisor::on_ready(worker& w, const ipc::message& m) {
+  if (w.info.state != worker_state::starting) {
+    return w.channel->respond_error(m.header, {"unexpected", "ready outside the handshake"});
+  }
+  w.timer.cancel();
+  w.info.nodes = m.body["nodes"];
+  w.info.plugins = m.body["plugins"];
+  w.info.state = worker_state::ready;
+  w.info.ready_at = clock::now();
+  w.last_beat = memory_.control().block(w.info.slot).heartbeat.load(std::memory_order_acquire);
+  w.last_beat_at = clock::now();
+  w.channel->respond(m.header, json::object());
+  spdlog::info("worker {}: ready (pid {}, generation {}, {} node classes)", w.spec.env, w.info.pid,
+               w.info.generation, w.info.nodes.size());
+  if (on_state) on_state(w.info);
+  dispatch(w);
+}
+
+void supervisor::release_process(worker& w) noexcept {
+  if (w.channel) {
+    w.channel->close("worker lost");
+    w.channel.reset();
+  }
+  w.fd_socket.reset();
+  if (w.info.pid > 0) {
+    ::kill(-w.info.pid, SIGKILL);
+    const int status = reap_worker(w.info.pid, std::chrono::milliseconds(0));
+    spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(status));
+    w.info.pid = -1;
+  }
+  if (w.has_slot) {
+    // The process is gone: its budget slot and leases can be reclaimed exactly (§4.3, §4.2).
+    const auto bytes = memory_.control().reclaim_slot(w.info.slot);
+    const auto leases = memory_.leases().release_process(w.info.slot);
+    spdlog::info("worker {}: reclaimed {} pinned bytes and {} leases of slot {}", w.spec.env, bytes,
+                 leases, w.info.slot);
+    w.has_slot = false;
+  }
+}
+
+void supervisor::lose(worker& w, std::uint32_t generation, const std::string& reason) {
+  if (w.info.generation != generation) return;
+  const auto state = w.info.state;
+  if (state == worker_state::stopping || state == worker_state::stopped) {
+    w.answered_shutdown = true;
+    return;
+  }
+  if (state != worker_state::starting && state != worker_state::ready) return;
+  w.timer.cancel();
+  const bool was_ready = state == worker_state::ready;
+  w.info.state = worker_state::backoff;  // set first: closing the channel re-enters lose()
+  const std::string what = "worker for env " + w.spec.env + " (pid " + std::to_string(w.info.pid) +
+                           ", generation " + std::to_string(generation) + ") " + reason;
+  if (was_ready || w.info.last_error.empty() ||
+      w.info.last_error.find(reason) == std::string::npos) {
+    w.info.last_error = what;
+  }
+  spdlog::warn("{}", what);
+  release_process(w);
+  w.info.losses += 1;
+  if (w.in_flight) {
+    auto call = std::move(w.in_flight);
+    call->done(error{"worker_died", what});
+  }
+  const auto now = clock::now();
+  w.losses.push_back(now);
+  while (!w.losses.empty() && now - w.losses.front() > options_.timing.crash_loop_window) {
+    w.losses.pop_front();
+  }
+  if (shutting_down_ || static_cast<int>(w.losses.size()) > options_.timing.crash_loop_limit) {
+    w.info.state = worker_state::failed;
+    if (!shutting_down_) {
+      spdlog::error(
+          "env {} marked failed: {} losses within {} ms (crash-loop cap {}); other "
+          "envs go on. Last: {}",
+          w.spec.env, w.losses.size(), options_.timing.crash_loop_window.count(),
+          options_.timing.crash_loop_limit, w.info.last_error);
+    }
+    auto queue = std::move(w.queue);
+    w.queue.clear();
+    for (auto& q : queue)
+      q.done(error{"pack_failed", "env " + w.spec.env + " failed: " + w.info.last_error});
+    if (on_state) on_state(w.info);
+    return;
+  }
+  auto delay = options_.timing.restart_backoff;
+  for (std::size_t i = 1; i < w.losses.size() && delay < options_.timing.restart_backoff_max; ++i) {
+    delay *= 2;
+  }
+  delay = std::min(delay, options_.timing.restart_backoff_max);
+  spdlog::info("worker {}: restarting in {} ms", w.spec.env, delay.count());
+  std::weak_ptr<worker> weak = w.self;
+  w.timer.expires_after(delay);
+  w.timer.async_wait([this, weak](const boost::system::error_code& ec) {
+    auto wp = weak.lock();
+    if (ec || !wp || wp->info.state != worker_state::backoff || shutting_down_) return;
+    spawn(*wp);
+  });
+}
+
+void supervisor::call(const std::string& env, json body, call_done done) {
+  auto it = workers_.find(env);
+  if (it == workers_.end()) {
+    return done(error{"unknown_env", "no worker runs env " + env});
+  }
+  worker& w = *it->second;
+  if (w.info.state == worker_state::failed || w.info.state == worker_state::stopped ||
+      w.info.state == worker_state::stopping) {
+    return done(error{"pack_failed",
+                      "env " + env + " is " + to_string(w.info.state) + ": " + w.info.last_error});
+  }
+  w.queue.push_back({std::move(body), std::move(done)});
+  dispatch(w);
+}
+
+void supervisor::dispatch(worker& w) {
+  if (w.info.state != worker_state::ready || w.in_flight || w.queue.empty()) return;
+  w.in_flight = std::make_unique<queued_call>(std::move(w.queue.front()));
+  w.queue.pop_front();
+  const std::uint32_t generation = w.info.generation;
+  std::weak_ptr<worker> weak = w.self;
+  w.channel->request(ipc::message_type::call, w.in_flight->body, w.spec.call_timeout,
+                     [this, weak, generation](result<ipc::message> r) {
+                       auto wp = weak.lock();
+                       if (!wp || wp->info.generation != generation || !wp->in_flight) return;
+                       if (!r && r.err().code == ipc::channel_errc::deadline_exceeded) {
+                         // The worker's state is unknown after a call it never finished.
+                         auto call = std::move(wp->in_flight);
+                         lose(*wp, generation, "did not answer a call within its deadline");
+                         call->done(r.err());
+                         return;
+                       }
+                       if (!r && r.err().code == ipc::channel_errc::peer_lost) {
+                         return;  // lose() answers the call with worker_died
+                       }
+                       auto call = std::move(wp->in_flight);
+                       if (r) {
+                         call->done(std::move(r->body));
+                       } else {
+                         call->done(r.err());
+                       }
+                       dispatch(*wp);
+                     });
+}
+
+void supervisor::ping(const std::string& env, call_done done) {
+  auto it = workers_.find(env);
+  if (it == workers_.end() || it->second->info.state != worker_state::ready) {
+    return done(error{"not_ready", "no ready worker runs env " + env});
+  }
+  it->second->channel->request(ipc::message_type::ping, json::object(), std::chrono::seconds(10),
+                               [done](result<ipc::message> r) {
+                                 if (r) return done(std::move(r->body));
+                                 done(r.err());
+                               });
+}
+
+void supervisor::interrupt(std::uint64_t epoch) {
+  for (auto& [env, w] : workers_) {
+    if (w->info.state == worker_state::ready) {
+      w->channel->notify(ipc::message_type::interrupt, {{"epoch", epoch}});
+    }
+  }
+}
+
+void supervisor::arm_heartbeat_check() {
+  heartbeat_timer_.expires_after(options_.timing.heartbeat_interval);
+  heartbeat_timer_.async_wait(
+      [this, alive = std::weak_ptr<bool>(alive_)](const boost::system::error_code& ec) {
+        if (ec || alive.expired()) return;
+        check_heartbeats();
+        arm_heartbeat_check();
+      });
+}
+
+void supervisor::check_heartbeats() {
+  const auto now = clock::now();
+  for (auto& [env, wptr] : workers_) {
+    worker& w = *wptr;
+    if (w.info.state != worker_state::ready) continue;
+    const auto beat =
+        memory_.control().block(w.info.slot).heartbeat.load(std::memory_order_acquire);
+    if (beat != w.last_beat) {
+      w.last_beat = beat;
+      w.last_beat_at = now;
+      continue;
+    }
+    if (now - w.last_beat_at >= missed_beats_for_hung * options_.timing.heartbeat_interval) {
+      lose(w, w.info.generation,
+           "stopped beating for " +
+               std::to_string(
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - w.last_beat_at)
+                       .count()) +
+               " ms: hung, killed and replaced");
+    }
+  }
+}
+
+void supervisor::begin_shutdown(std::chrono::milliseconds grace) {
+  shutting_down_ = true;
+  heartbeat_timer_.cancel();
+  for (auto& [env, wptr] : workers_) {
+    worker& w = *wptr;
+    w.timer.cancel();
+    for (auto& q : w.queue) q.done(error{"shutting_down", "the host is shutting down"});
+    w.queue.clear();
+    if (!w.channel) {
+      w.answered_shutdown = true;
+      if (w.info.state == worker_state::backoff) w.info.state = worker_state::stopped;
+      continue;
+    }
+    w.info.state = worker_state::stopping;
+    std::weak_ptr<worker> weak = w.self;
+    w.channel->request(ipc::message_type::shutdown, json::object(), grace,
+                       [weak](result<ipc::message>) {
+                         auto wp = weak.lock();
+                         if (!wp) return;
+                         wp->answered_shutdown = true;
+                         if (wp->channel) wp->channel->close("shutdown");
+                       });
+  }
+}
+
+bool supervisor::shutdown_answered() const {
+  return std::all_of(workers_.begin(), workers_.end(),
+                     [](const auto& kv) { return kv.second->answered_shutdown; });
+}
+
+void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
+  shutting_down_ = true;
+  const auto end = clock::now() + grace;
+  for (auto& [env, wptr] : workers_) {
+    worker& w = *wptr;
+    w.timer.cancel();
+    if (w.channel) {
+      w.channel->close("shutdown");
+      w.channel.reset();
+    }
+    w.fd_socket.reset();
+    if (w.info.pid > 0) {
+      const auto left =
+          std::max(std::chrono::duration_cast<std::chrono::milliseconds>(end - clock::now()),
+                   std::chrono::milliseconds(0));
+      const int status = reap_worker(w.info.pid, left);
+      spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(status));
+      w.info.pid = -1;
+    }
+    if (w.has_slot) {
+      memory_.control().reclaim_slot(w.info.slot);
+      memory_.leases().release_process(w.info.slot);
+      w.has_slot = false;
+    }
+    if (w.in_flight) {
+      auto call = std::move(w.in_flight);
+      call->done(error{"shutting_down", "the host is shutting down"});
+    }
+    for (auto& q : w.queue) q.done(error{"shutting_down", "the host is shutting down"});
+    w.queue.clear();
+    if (w.info.state != worker_state::failed) w.info.state = worker_state::stopped;
+  }
+}
+
+std::vector<worker_info> supervisor::workers() const {
+  std::vector<worker_info> out;
+  for (const auto& [env, w] : workers_) out.push_back(w->info);
+  return out;
+}
+
+const worker_info* supervisor::find(const std::string& env) const {
+  auto it = workers_.find(env);
+  return it == workers_.end() ? nullptr : &it->second->info;
+}
+
+bool supervisor::settled() const {
+  return std::none_of(workers_.begin(), workers_.end(), [](const auto& kv) {
+    const auto s = kv.second->info.state;
+    return s == worker_state::starting || s == worker_state::backoff;
+  });
+}
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,185 @@
+// runtime_fixture: a throwaway deployment on the sim device with the example packs and the test
+// pack, started as a real host (workers are real comfy-orch-worker processes). The fixture also
+// checks, after every test, that no fd, /dev/shm entry or child process is left behind.
+#pragma once
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "leak_check.hpp"
+#include "orch/manifests/deployment.hpp"
+#include "orch/manifests/inventory.hpp"
+#include "orch/orchestrator/executor.hpp"
+#include "orch/orchestrator/host_runtime.hpp"
+#include "orch/orchestrator/prompt_validation.hpp"
+
+namespace orch::runtime_testing {
+
+namespace fs = std::filesystem;
+
+// The env names comfy-env gives the three packs' nodes/ directories.
+inline std::string env_of(const orchestrator::host_runtime& host, const std::string& class_type) {
+  const auto* c = host.catalogue().find(class_type);
+  return c == nullptr ? std::string() : c->env;
+}
+
+// Children of this process (anything the supervisor spawned and did not reap).
+inline std::vector<pid_t> child_processes() {
+  std::vector<pid_t> out;
+  const pid_t self = ::getpid();
+  for (const auto& name : ipc::testing::list_dir("/proc")) {
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat("/proc/" + name + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self) {
+      out.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  return out;
+}
+
+inline bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+struct deployment_options {
+  std::string handshake_timeout = "5s";
+  std::string heartbeat_interval = "100ms";
+  std::string restart_backoff = "50ms";
+  int crash_loop_limit = 3;
+  std::string pool = "64MiB";
+  std::string call_timeout = "30s";
+  std::string worker_executable;  // empty: comfy-orch-worker
+};
+
+class runtime_test : public ipc::testing::leak_checked_test {
+ protected:
+  void SetUp() override {
+    leak_checked_test::SetUp();
+    children_before_ = child_processes().size();
+    char tmpl[] = "/tmp/orch-runtime-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    executor_.reset();
+    host_.reset();
+    EXPECT_EQ(child_processes().size(), children_before_) << "a worker process was left behind";
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    leak_checked_test::TearDown();
+  }
+
+  void write(const fs::path& file, const std::string& text) {
+    fs::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  }
+
+  fs::path write_deployment(const deployment_options& o = {}) {
+    write(dir_ / "packs/ComfyUI-ImageOps/nodes/comfy-env.toml",
+          "[worker]\nlibrary = \"liborch_pack_image_ops.so\"\n");
+    write(dir_ / "packs/ComfyUI-SimSampler/nodes/comfy-env.toml",
+          "[worker]\nlibrary = \"liborch_pack_sim_sampler.so\"\n");
+    write(dir_ / "packs/ComfyUI-TestNodes/nodes/comfy-env.toml",
+          "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n\n[env_vars]\nTEST_PACK_VAR = "
+          "\"from-pack\"\n");
+    const fs::path file = dir_ / "deployment.toml";
+    write(file, "[host]\ndevice = \"sim\"\n\n[host.sim]\ncapacity = \"2GiB\"\npage_size = "
+                "\"2MiB\"\n\n[memory]\nasync_offload_streams = 2\n\n[plugins]\nsearch_paths = [\"" +
+                    std::string(ORCH_TEST_PLUGIN_DIR) +
+                    "\"]\n\n[packs]\npaths = [\"packs/ComfyUI-ImageOps\", "
+                    "\"packs/ComfyUI-SimSampler\", \"packs/ComfyUI-TestNodes\"]\nlibrary_paths = "
+                    "[\"" + std::string(ORCH_TEST_EXAMPLES_LIB_DIR) + "\", \"" +
+                    std::string(ORCH_TEST_PACKS_DIR) + "\"]\n\n[workers]\nhandshake_timeout = \"" +
+                    o.handshake_timeout + "\"\nheartbeat_interval = \"" + o.heartbeat_interval +
+                    "\"\nrestart_backoff = \"" + o.restart_backoff +
+                    "\"\ncrash_loop_limit = " + std::to_string(o.crash_loop_limit) +
+                    "\ncall_timeout = \"" + o.call_timeout + "\"\n\n[shm]\npinned_pool_size = \"" + o.pool + "\"\n");
+    return file;
+  }
+
+  // Starts a host on a fresh deployment and waits until every worker is ready (or failed).
+  void start(const deployment_options& o = {}) {
+    const fs::path file = write_deployment(o);
+    manifests::diagnostics diags;
+    auto d = manifests::load_deployment(file, diags);
+    std::string problems;
+    for (const auto& diag : diags.items()) problems += diag.format() + "\n";
+    ASSERT_TRUE(d.has_value()) << "deployment did not load:\n" << problems;
+    const auto inv = manifests::build_inventory(*d, diags);
+    auto host = orchestrator::host_runtime::start(
+        *d, inv, {o.worker_executable.empty() ? ORCH_TEST_WORKER : o.worker_executable, 16});
+    ASSERT_TRUE(host.ok()) << host.err().message;
+    host_ = std::move(*host);
+    host_->wait_settled(std::chrono::seconds(20));
+    executor_ = std::make_unique<orchestrator::executor>(*host_, events_);
+  }
+
+  orchestrator::prompt_outcome run(const std::string& prompt_json) {
+    auto p = orchestrator::parse_prompt(prompt_json);
+    EXPECT_TRUE(p.ok());
+    const auto report = orchestrator::validate_prompt(*p, host_->catalogue());
+    EXPECT_TRUE(report.ok()) << report.to_json().dump();
+    return executor_->run(*p, report.outputs, "test-" + std::to_string(++prompts_));
+  }
+
+  // Runs a prompt on another thread and returns once `node` is executing.
+  std::future<orchestrator::prompt_outcome> run_async(const std::string& prompt,
+                                                      const std::string& node) {
+    auto f = std::async(std::launch::async, [this, prompt] { return run(prompt); });
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < end) {
+      for (const auto& e : events_.events()) {
+        if (e["type"] == "executing" && e["data"]["node"] == node) return f;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ADD_FAILURE() << "node " << node << " never started";
+    return f;
+  }
+
+  orchestrator::worker_info info(const std::string& env) {
+    return host_->sync([&] { return *host_->workers().find(env); });
+  }
+
+  // Polls `pred` (run on the io thread) until it holds or `limit` passes.
+  template <typename Pred>
+  bool eventually(Pred pred, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (host_->sync(pred)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return host_->sync(pred);
+  }
+
+  fs::path dir_;
+  std::size_t children_before_ = 0;
+  int prompts_ = 0;
+  orchestrator::recording_event_sink events_;
+  std::unique_ptr<orchestrator::host_runtime> host_;
+  std::unique_ptr<orchestrator::executor> executor_;
+};
+
+}  // namespace orch::runtime_testing

@@ -1,0 +1,119 @@
+// A native pack for the runtime's tests and benchmarks only: nodes that sleep (watching the
+// interruption flag), fail with a typed error, crash the worker, or do nothing at all.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+
+#include "orch/worker/nodes.h"
+
+// Built twice: the "B" variant's classes carry a B suffix, so two packs (two workers) can hand
+// tensors to each other in the handoff benchmark.
+#ifdef ORCH_TEST_PACK_VARIANT_B
+#define NAME(x) x "B"
+#else
+#define NAME(x) x
+#endif
+
+namespace {
+
+// Sleeps `ms`, first reserving `pin_mib` MiB of pinned budget that it keeps (like a loaded
+// model's staging copy), so a kill mid-call leaves bytes in the worker's budget slot.
+orch_node_status sleep_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  if (in[1].i > 0 && ctx->api->pinned_reserve(ctx, static_cast<std::uint64_t>(in[1].i) << 20) != 0) {
+    ctx->api->fail(ctx, "out_of_memory", "pinned budget refused");
+    return ORCH_NODE_ERROR;
+  }
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(in[0].i);
+  std::uint64_t ticks = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    if (ctx->api->interrupted(ctx)) return ORCH_NODE_INTERRUPTED;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (++ticks % 50 == 0) ctx->api->progress(ctx, ticks, static_cast<std::uint64_t>(in[0].i));
+  }
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = in[0].i;
+  return ORCH_NODE_OK;
+}
+
+orch_node_status fail_node(orch_node_context* ctx, const orch_value*, orch_value*) {
+  ctx->api->fail(ctx, "value_error", "TestFail always fails");
+  return ORCH_NODE_ERROR;
+}
+
+// Dies by a plain SIGABRT, leaving no core file behind.
+[[noreturn]] orch_node_status crash_node(orch_node_context*, const orch_value*, orch_value*) {
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  std::signal(SIGABRT, SIG_DFL);
+  std::abort();
+}
+
+orch_node_status empty_node(orch_node_context*, const orch_value*, orch_value* out) {
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = 1;
+  return ORCH_NODE_OK;
+}
+
+// A tensor of `mib` MiB whose first and last bytes are set, for the handoff benchmark.
+orch_node_status blob_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  const std::int64_t shape[1] = {in[0].i << 20};
+  orch_tensor t{};
+  if (ctx->api->output_tensor(ctx, ORCH_DTYPE_U8, 1, shape, &t) != 0) {
+    ctx->api->fail(ctx, "out_of_memory", "no pool space");
+    return ORCH_NODE_ERROR;
+  }
+  static_cast<unsigned char*>(t.data)[0] = 7;
+  static_cast<unsigned char*>(t.data)[shape[0] - 1] = 9;
+  out[0].kind = ORCH_VALUE_TENSOR;
+  out[0].tensor = t;
+  return ORCH_NODE_OK;
+}
+
+orch_node_status blob_peek(orch_node_context*, const orch_value* in, orch_value* out) {
+  const auto* p = static_cast<const unsigned char*>(in[0].tensor.data);
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = p[0] + p[in[0].tensor.shape[0] - 1];
+  return ORCH_NODE_OK;
+}
+
+orch_value int_value(std::int64_t v) {
+  orch_value x{};
+  x.kind = ORCH_VALUE_INT;
+  x.i = v;
+  return x;
+}
+
+constexpr std::uint32_t req = ORCH_INPUT_REQUIRED | ORCH_INPUT_HAS_DEFAULT;
+const orch_node_input ms_input[] = {{"ms", "INT", req, 0, 0, 0, int_value(100)},
+                                    {"pin_mib", "INT", ORCH_INPUT_HAS_DEFAULT, 0, 0, 0, int_value(0)}};
+const orch_node_input mib_input[] = {{"mib", "INT", req, 0, 0, 0, int_value(1)}};
+const orch_node_input blob_input[] = {{"blob", "BLOB", ORCH_INPUT_REQUIRED, 0, 0, 0, {}}};
+const char* const int_output[] = {"INT"};
+const char* const blob_output[] = {"BLOB"};
+
+const orch_node_class classes[] = {
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestSleep"), "Sleep", "test", ms_input, 2, 1,
+     int_output, &sleep_node},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestFail"), "Fail", "test", nullptr, 0, 1,
+     int_output, &fail_node},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE | ORCH_NODE_NOT_IDEMPOTENT, NAME("TestCrash"),
+     "Crash", "test", nullptr, 0, 1, int_output, &crash_node},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestEmpty"), "Empty", "test", nullptr, 0, 1,
+     int_output, &empty_node},
+    {sizeof(orch_node_class), 0, NAME("TestBlob"), "Blob", "test", mib_input, 1, 1, blob_output,
+     &blob_node},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestBlobPeek"), "Blob Peek", "test",
+     blob_input, 1, 1, int_output, &blob_peek},
+};
+const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 6, 0};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const orch_node_set* orch_nodes_query(
+    uint32_t abi_major) {
+  return abi_major == ORCH_NODES_ABI_MAJOR ? &set : nullptr;
+}

@@ -1,0 +1,135 @@
+// The runtime end to end on real processes (issue 5, "Tests on real processes"): a host, its
+// supervisor and comfy-orch-worker processes running the example packs on the sim device.
+#include <cstring>
+
+#include "runtime_fixture.hpp"
+
+namespace orch::runtime_testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* cross_pack_prompt = R"({
+  "1": {"class_type": "SolidImage", "inputs": {"width": 16, "height": 8, "value": 0.5}},
+  "2": {"class_type": "SimLoadModel", "inputs": {"size_mib": 16, "layers": 4}},
+  "3": {"class_type": "SimSampler", "inputs": {"model": ["2", 0], "latent": ["1", 0], "steps": 4}},
+  "4": {"class_type": "ImageChecksum", "inputs": {"image": ["3", 0]}}
+})";
+
+ipc::buffer_descriptor descriptor_of(const json& tensor_value) {
+  return *ipc::descriptor_from_json(tensor_value["tensor"]["descriptor"]);
+}
+
+class runtime_processes : public runtime_test {};
+
+TEST_F(runtime_processes, every_native_pack_reports_its_node_classes_at_the_handshake) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  EXPECT_EQ(host_->catalogue().size(), 11u);
+  const auto* sampler = host_->catalogue().find("SimSampler");
+  ASSERT_NE(sampler, nullptr);
+  EXPECT_EQ(sampler->outputs, std::vector<std::string>{"IMAGE"});
+  ASSERT_EQ(sampler->inputs.size(), 3u);
+  EXPECT_EQ(sampler->inputs[2].name, "steps");
+  EXPECT_EQ(sampler->inputs[2].min, 1.0);
+  EXPECT_TRUE(host_->catalogue().find("ImageChecksum")->output_node);
+  EXPECT_TRUE(host_->catalogue().find("TestCrash")->not_idempotent);
+  EXPECT_NE(env_of(*host_, "SimSampler"), env_of(*host_, "SolidImage"));
+}
+
+TEST_F(runtime_processes, a_prompt_across_two_packs_produces_the_right_values) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  const auto outcome = run(cross_pack_prompt);
+  ASSERT_TRUE(outcome.ok) << outcome.error->dump();
+  // 16 x 8 x 3 values, each 0.5 + 4 steps x 0.125 = 1.0.
+  EXPECT_EQ(outcome.nodes.at("4").outputs[0].get<double>(), 384.0);
+  const auto events = events_.events();
+  std::vector<std::string> types;
+  for (const auto& e : events) types.push_back(e["type"]);
+  EXPECT_EQ(types.front(), "execution_start");
+  EXPECT_EQ(types.back(), "execution_success");
+  EXPECT_EQ(std::count(types.begin(), types.end(), "executing"), 4);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "progress"), 4);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "executed"), 1);
+}
+
+TEST_F(runtime_processes, an_output_reaches_the_next_pack_at_the_same_pool_offset_unchanged) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  const auto outcome = run(cross_pack_prompt);
+  ASSERT_TRUE(outcome.ok);
+  const auto produced = descriptor_of(outcome.nodes.at("1").outputs[0]);
+  // The sampler (another process) mapped exactly the block the image pack wrote.
+  const auto seen = *ipc::descriptor_from_json(outcome.nodes.at("3").inputs_seen["latent"]["descriptor"]);
+  EXPECT_EQ(seen, produced);
+  const auto sampled = descriptor_of(outcome.nodes.at("3").outputs[0]);
+  EXPECT_EQ(outcome.nodes.at("4").outputs[1].get<std::int64_t>(),
+            static_cast<std::int64_t>(sampled.offset));
+  // And the producer's bytes are unchanged: every value still 0.5.
+  host_->sync([&] {
+    auto bytes = host_->memory().pool().bytes(produced);
+    ASSERT_TRUE(bytes.ok());
+    ASSERT_EQ(bytes->size(), 16u * 8u * 3u * sizeof(float));
+    for (std::size_t i = 0; i < bytes->size() / sizeof(float); ++i) {
+      float v;
+      std::memcpy(&v, bytes->data() + i * sizeof(float), sizeof v);
+      ASSERT_EQ(v, 0.5f) << "value " << i;
+    }
+  });
+}
+
+TEST_F(runtime_processes, a_node_error_returns_its_node_id_error_type_and_message) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  const std::string env = env_of(*host_, "TestFail");
+  const auto generation = info(env).generation;
+  const auto outcome = run(R"({"7": {"class_type": "TestFail", "inputs": {}}})");
+  ASSERT_FALSE(outcome.ok);
+  EXPECT_EQ((*outcome.error)["node_id"], "7");
+  EXPECT_EQ((*outcome.error)["node_type"], "TestFail");
+  EXPECT_EQ((*outcome.error)["exception_type"], "value_error");
+  EXPECT_EQ((*outcome.error)["exception_message"], "TestFail always fails");
+  EXPECT_EQ(events_.events().back()["type"], "execution_error");
+  // A node error is not a crash: the same worker keeps serving.
+  EXPECT_EQ(info(env).generation, generation);
+  EXPECT_TRUE(run(R"({"1": {"class_type": "TestEmpty", "inputs": {}}})").ok);
+}
+
+TEST_F(runtime_processes, interrupting_a_prompt_reaches_the_running_node) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  auto running = run_async(R"({"1": {"class_type": "TestSleep", "inputs": {"ms": 20000}}})", "1");
+  executor_->interrupt();
+  ASSERT_EQ(running.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  const auto outcome = running.get();
+  ASSERT_FALSE(outcome.ok);
+  EXPECT_EQ((*outcome.error)["exception_type"], "interrupted");
+  EXPECT_EQ(events_.events().back()["type"], "execution_interrupted");
+}
+
+TEST_F(runtime_processes, each_prompt_is_a_new_epoch_in_the_workers_control_block) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  const std::string env = env_of(*host_, "TestEmpty");
+  const std::string prompt = R"({"1": {"class_type": "TestEmpty", "inputs": {}}})";
+  EXPECT_EQ(run(prompt).epoch, 1u);
+  EXPECT_EQ(run(prompt).epoch, 2u);
+  const auto stats = host_->sync([&] {
+    return host_->memory().control().block(host_->workers().find(env)->slot).read();
+  });
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->current_epoch, 2u);
+  EXPECT_EQ(stats->call_count, 2u);
+  EXPECT_EQ(stats->memory_manager, ipc::memory_manager_kind::pager);
+}
+
+TEST_F(runtime_processes, the_example_sampler_faults_its_model_and_uses_cast_buffers) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  ASSERT_TRUE(run(cross_pack_prompt).ok);
+  const std::string env = env_of(*host_, "SimSampler");
+  const auto stats = host_->sync([&] {
+    return host_->memory().control().block(host_->workers().find(env)->slot).read();
+  });
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->pager_resident_bytes, 16u << 20);  // the whole 16 MiB model stays resident
+  EXPECT_GT(stats->cast_buffer_high_water, 0u);
+  EXPECT_EQ(stats->pinned_bytes, 16u << 20);  // its staging copy, from the one budget
+}
+
+}  // namespace
+}  // namespace orch::runtime_testing

@@ -1,0 +1,180 @@
+/* The native node ABI (DESIGN.md §4.9, docs/nodes.md): what a native pack's shared library
+ * exports, and the node context the worker lends node code during one call.
+ *
+ * Pure C, so a pack may be written in C, C++ or anything with a C FFI. Every struct starts with
+ * struct_size and fields are only ever appended (the plugin ABI's rule, STYLE.md). No exception
+ * may cross this boundary: node code catches its own and returns ORCH_NODE_ERROR.
+ *
+ * Ownership: everything a pack returns from orch_nodes_query is static and owned by the pack. The
+ * context, the input values and every string in them are owned by the worker and valid only
+ * during the execute call. Output strings are copied by the worker when execute returns. */
+#ifndef ORCH_WORKER_NODES_H
+#define ORCH_WORKER_NODES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ORCH_NODES_ABI_MAJOR 1u
+#define ORCH_NODES_ENTRY_SYMBOL "orch_nodes_query"
+
+/* What execute returns. */
+typedef int32_t orch_node_status;
+#define ORCH_NODE_OK 0
+#define ORCH_NODE_ERROR 1       /* the context's fail() says the error type and message */
+#define ORCH_NODE_INTERRUPTED 2 /* the node saw interrupted() and stopped early */
+
+/* Value kinds. A literal input (INT, FLOAT, BOOLEAN, STRING) arrives by kind; any other declared
+ * type (IMAGE, MODEL, ...) is a link, carried as a tensor or, for same-worker objects such as a
+ * loaded model, as a string handle. */
+#define ORCH_VALUE_NONE 0u
+#define ORCH_VALUE_INT 1u
+#define ORCH_VALUE_FLOAT 2u
+#define ORCH_VALUE_BOOL 3u
+#define ORCH_VALUE_STRING 4u
+#define ORCH_VALUE_TENSOR 5u
+
+#define ORCH_DTYPE_F32 1u
+#define ORCH_DTYPE_U8 2u
+#define ORCH_DTYPE_I64 3u
+
+#define ORCH_TENSOR_MAX_DIMS 8u
+
+/* A pinned-pool buffer as named between processes (orch::ipc::buffer_descriptor). */
+typedef struct orch_buffer {
+  uint32_t segment;
+  uint32_t generation;
+  uint64_t offset;
+  uint64_t size;
+} orch_buffer;
+
+/* A tensor: dtype, shape and contiguous row-major strides (in elements) over a pool buffer.
+ * `data` is this process's mapping of the buffer: read-only for inputs by convention (other
+ * holders see the same bytes), writable for outputs the node allocated. */
+typedef struct orch_tensor {
+  uint32_t dtype;
+  uint32_t ndim;
+  int64_t shape[ORCH_TENSOR_MAX_DIMS];
+  int64_t strides[ORCH_TENSOR_MAX_DIMS];
+  void* data;
+  orch_buffer buffer;
+} orch_tensor;
+
+typedef struct orch_value {
+  uint32_t kind; /* ORCH_VALUE_* */
+  uint32_t reserved0;
+  int64_t i;        /* INT, BOOL (0/1) */
+  double f;         /* FLOAT */
+  const char* s;    /* STRING: NUL terminated */
+  orch_tensor tensor;
+} orch_value;
+
+#define ORCH_INPUT_REQUIRED 1u
+#define ORCH_INPUT_HAS_MIN 2u
+#define ORCH_INPUT_HAS_MAX 4u
+#define ORCH_INPUT_HAS_DEFAULT 8u
+
+typedef struct orch_node_input {
+  const char* name;
+  const char* type; /* "INT", "FLOAT", "BOOLEAN", "STRING", or a link type such as "IMAGE" */
+  uint32_t flags;   /* ORCH_INPUT_* */
+  uint32_t reserved0;
+  double min;
+  double max;
+  orch_value default_value;
+} orch_node_input;
+
+#define ORCH_NODE_OUTPUT_NODE 1u    /* ComfyUI's OUTPUT_NODE: a root of execution */
+#define ORCH_NODE_NOT_IDEMPOTENT 2u /* ComfyUI's NOT_IDEMPOTENT: never served from a cache */
+
+typedef struct orch_node_context orch_node_context;
+
+/* Runs the node. inputs[i] matches classes' inputs[i] (ORCH_VALUE_NONE for an absent optional
+ * input); the node fills outputs[0 .. output_count). */
+typedef orch_node_status (*orch_node_execute_fn)(orch_node_context* ctx, const orch_value* inputs,
+                                                 orch_value* outputs);
+
+typedef struct orch_node_class {
+  uint32_t struct_size;
+  uint32_t flags; /* ORCH_NODE_* */
+  const char* class_type;
+  const char* display_name;
+  const char* category;
+  const orch_node_input* inputs;
+  uint32_t input_count;
+  uint32_t output_count;
+  const char* const* outputs; /* output type names, by slot */
+  orch_node_execute_fn execute;
+} orch_node_class;
+
+typedef struct orch_node_set {
+  uint32_t struct_size;
+  uint32_t abi_major;
+  const orch_node_class* classes;
+  uint32_t count;
+  uint32_t reserved0;
+} orch_node_set;
+
+/* The one exported symbol. Returns NULL when the pack cannot serve this ABI major. */
+typedef const orch_node_set* (*orch_nodes_query_fn)(uint32_t abi_major);
+
+/* A pager region a node keeps across calls (model weights), owned by the worker. */
+typedef struct orch_node_region orch_node_region;
+
+#define ORCH_LOG_LEVEL_DEBUG 1
+#define ORCH_LOG_LEVEL_INFO 2
+#define ORCH_LOG_LEVEL_WARN 3
+#define ORCH_LOG_LEVEL_ERROR 4
+
+/* What node code may do during a call. Status returns use orch_status of the plugin ABI
+ * (0 = ORCH_OK; 1 = ORCH_OOM_RETRYABLE; 3 = ORCH_INVALID; 4 = ORCH_UNSUPPORTED). */
+typedef struct orch_node_api {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  /* A new tensor in the pinned pool, allocated by the host (the host alone writes allocation
+   * metadata, DESIGN.md §4.2). Contiguous strides are filled in; out->data is writable. */
+  int32_t (*output_tensor)(orch_node_context* ctx, uint32_t dtype, uint32_t ndim,
+                           const int64_t* shape, orch_tensor* out);
+  /* The worker's pager region named `key`, created with `bytes` on first use (*created = 1) and
+   * kept for the worker's life. UNSUPPORTED when the worker runs without a pager. */
+  int32_t (*region)(orch_node_context* ctx, const char* key, uint64_t bytes,
+                    orch_node_region** region, int32_t* created);
+  /* Maps and pins [offset, offset+size) of a region (a layer's weights); unpin releases the pins.
+   * OOM_RETRYABLE: the caller streams the weight instead (DESIGN.md §4.4). */
+  int32_t (*region_fault)(orch_node_context* ctx, orch_node_region* region, uint64_t offset,
+                          uint64_t size);
+  int32_t (*region_unpin)(orch_node_context* ctx, orch_node_region* region, uint64_t offset,
+                          uint64_t size);
+  /* A cast buffer of at least `size` bytes for offload stream `stream`, through the allocator
+   * plugin; valid until the next node boundary. */
+  int32_t (*cast_buffer)(orch_node_context* ctx, uint32_t stream, uint64_t size,
+                         uint64_t* address);
+  /* Host-pinned memory the node keeps (a model's staging copy), reserved from this worker's slot
+   * of the one pinned budget (DESIGN.md §4.3). Refused with OOM_RETRYABLE over the budget. */
+  int32_t (*pinned_reserve)(orch_node_context* ctx, uint64_t bytes);
+  void (*pinned_release)(orch_node_context* ctx, uint64_t bytes);
+  /* ComfyUI's progress event for this node. */
+  void (*progress)(orch_node_context* ctx, uint64_t value, uint64_t max);
+  /* Non-zero once the prompt was interrupted: the node should return ORCH_NODE_INTERRUPTED. */
+  int32_t (*interrupted)(orch_node_context* ctx);
+  void (*log)(orch_node_context* ctx, int32_t level, const char* message);
+  /* Records the typed error execute is about to return with ORCH_NODE_ERROR. */
+  void (*fail)(orch_node_context* ctx, const char* error_type, const char* message);
+  /* The prompt's node id and the number of offload streams (cast buffer streams). */
+  const char* (*node_id)(orch_node_context* ctx);
+  uint32_t (*streams)(orch_node_context* ctx);
+} orch_node_api;
+
+struct orch_node_context {
+  const orch_node_api* api;
+  void* impl; /* the worker's; opaque */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ORCH_WORKER_NODES_H */

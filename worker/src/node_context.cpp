@@ -1,0 +1,162 @@
+#include "node_context.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <limits>
+
+namespace orch::worker {
+
+std::uint64_t dtype_size(std::uint32_t dtype) noexcept {
+  switch (dtype) {
+    case ORCH_DTYPE_F32:
+      return 4;
+    case ORCH_DTYPE_U8:
+      return 1;
+    case ORCH_DTYPE_I64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+std::uint64_t contiguous_strides(std::uint32_t ndim, const std::int64_t* shape,
+                                 std::int64_t* strides) noexcept {
+  if (ndim == 0 || ndim > ORCH_TENSOR_MAX_DIMS) return 0;
+  std::uint64_t count = 1;
+  for (std::uint32_t k = ndim; k-- > 0;) {
+    if (shape[k] <= 0) return 0;
+    strides[k] = static_cast<std::int64_t>(count);
+    if (count > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(shape[k])) {
+      return 0;
+    }
+    count *= static_cast<std::uint64_t>(shape[k]);
+  }
+  return count;
+}
+
+node_context_impl::node_context_impl(worker_memory& memory, node_call_hooks hooks,
+                                     std::string node_id, std::uint64_t epoch,
+                                     const std::atomic<std::uint64_t>& interrupted_epoch) noexcept
+    : context_{api(), this},
+      memory_(&memory),
+      hooks_(std::move(hooks)),
+      node_id_(std::move(node_id)),
+      epoch_(epoch),
+      interrupted_epoch_(&interrupted_epoch) {}
+
+// The C entry points. Each catches everything: no exception crosses the node ABI.
+struct node_api_impl {
+  static node_context_impl& self(orch_node_context* ctx) noexcept {
+    return *static_cast<node_context_impl*>(ctx->impl);
+  }
+
+  static int32_t output_tensor(orch_node_context* ctx, uint32_t dtype, uint32_t ndim,
+                               const int64_t* shape, orch_tensor* out) noexcept try {
+    if (ctx == nullptr || shape == nullptr || out == nullptr) return ORCH_INVALID;
+    auto& s = self(ctx);
+    orch_tensor t{};
+    t.dtype = dtype;
+    t.ndim = ndim;
+    for (std::uint32_t k = 0; k < ndim && k < ORCH_TENSOR_MAX_DIMS; ++k) t.shape[k] = shape[k];
+    const std::uint64_t count = contiguous_strides(ndim, t.shape, t.strides);
+    const std::uint64_t elem = dtype_size(dtype);
+    if (count == 0 || elem == 0 || count > std::numeric_limits<std::uint64_t>::max() / elem) {
+      return ORCH_INVALID;
+    }
+    auto d = s.hooks_.allocate(count * elem);
+    if (!d) {
+      spdlog::warn("node {}: output allocation of {} bytes refused: {}", s.node_id_, count * elem,
+                   d.err().message);
+      return ORCH_OOM_RETRYABLE;
+    }
+    auto bytes = s.memory_->segments().bytes(*d);
+    if (!bytes) return ORCH_DEVICE_ERROR;
+    s.allocations_.push_back(*d);
+    t.data = bytes->data();
+    t.buffer = {d->segment, d->generation, d->offset, count * elem};
+    *out = t;
+    return ORCH_OK;
+  } catch (...) {
+    return ORCH_DEVICE_ERROR;
+  }
+
+  static int32_t region(orch_node_context* ctx, const char* key, uint64_t bytes,
+                        orch_node_region** out, int32_t* created) noexcept try {
+    if (ctx == nullptr || key == nullptr || out == nullptr) return ORCH_INVALID;
+    bool fresh = false;
+    auto r = self(ctx).memory_->region(key, bytes, fresh);
+    if (!r) return r.err().code == "unsupported" ? ORCH_UNSUPPORTED : ORCH_DEVICE_ERROR;
+    *out = reinterpret_cast<orch_node_region*>(*r);
+    if (created != nullptr) *created = fresh ? 1 : 0;
+    return ORCH_OK;
+  } catch (...) {
+    return ORCH_DEVICE_ERROR;
+  }
+
+  static int32_t region_fault(orch_node_context* ctx, orch_node_region* r, uint64_t offset,
+                              uint64_t size) noexcept {
+    if (ctx == nullptr || r == nullptr) return ORCH_INVALID;
+    return self(ctx).memory_->fault(reinterpret_cast<orch_region*>(r), offset, size);
+  }
+  static int32_t region_unpin(orch_node_context* ctx, orch_node_region* r, uint64_t offset,
+                              uint64_t size) noexcept {
+    if (ctx == nullptr || r == nullptr) return ORCH_INVALID;
+    return self(ctx).memory_->unpin(reinterpret_cast<orch_region*>(r), offset, size);
+  }
+  static int32_t cast_buffer(orch_node_context* ctx, uint32_t stream, uint64_t size,
+                             uint64_t* address) noexcept {
+    if (ctx == nullptr || address == nullptr) return ORCH_INVALID;
+    return self(ctx).memory_->cast_buffer(stream, size, address);
+  }
+  static int32_t pinned_reserve(orch_node_context* ctx, uint64_t bytes) noexcept {
+    if (ctx == nullptr) return ORCH_INVALID;
+    return self(ctx).memory_->budget().reserve(bytes).ok() ? ORCH_OK : ORCH_OOM_RETRYABLE;
+  }
+  static void pinned_release(orch_node_context* ctx, uint64_t bytes) noexcept {
+    if (ctx != nullptr) self(ctx).memory_->budget().release(bytes);
+  }
+  static void progress(orch_node_context* ctx, uint64_t value, uint64_t max) noexcept try {
+    if (ctx != nullptr) self(ctx).hooks_.progress(value, max);
+  } catch (...) {
+  }
+  static int32_t interrupted(orch_node_context* ctx) noexcept {
+    if (ctx == nullptr) return 0;
+    const auto& s = self(ctx);
+    return s.interrupted_epoch_->load(std::memory_order_acquire) >= s.epoch_ ? 1 : 0;
+  }
+  static void log(orch_node_context* ctx, int32_t level, const char* message) noexcept try {
+    if (ctx == nullptr || message == nullptr) return;
+    const auto lvl = level >= ORCH_LOG_LEVEL_ERROR  ? spdlog::level::err
+                     : level == ORCH_LOG_LEVEL_WARN ? spdlog::level::warn
+                     : level == ORCH_LOG_LEVEL_INFO ? spdlog::level::info
+                                                    : spdlog::level::debug;
+    spdlog::log(lvl, "node {}: {}", self(ctx).node_id_, message);
+  } catch (...) {
+  }
+  static void fail(orch_node_context* ctx, const char* type, const char* message) noexcept try {
+    if (ctx == nullptr) return;
+    self(ctx).error_type_ = type != nullptr ? type : "node_error";
+    self(ctx).error_message_ = message != nullptr ? message : "";
+  } catch (...) {
+  }
+  static const char* node_id(orch_node_context* ctx) noexcept {
+    return ctx == nullptr ? "" : self(ctx).node_id_.c_str();
+  }
+  static uint32_t streams(orch_node_context* ctx) noexcept {
+    return ctx == nullptr ? 0 : self(ctx).memory_->settings().streams;
+  }
+};
+
+const orch_node_api* node_context_impl::api() noexcept {
+  static const orch_node_api table{sizeof(orch_node_api), 0,
+                                   &node_api_impl::output_tensor, &node_api_impl::region,
+                                   &node_api_impl::region_fault, &node_api_impl::region_unpin,
+                                   &node_api_impl::cast_buffer, &node_api_impl::pinned_reserve,
+                                   &node_api_impl::pinned_release, &node_api_impl::progress,
+                                   &node_api_impl::interrupted, &node_api_impl::log,
+                                   &node_api_impl::fail, &node_api_impl::node_id,
+                                   &node_api_impl::streams};
+  return &table;
+}
+
+}  // namespace orch::worker

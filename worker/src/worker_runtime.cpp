@@ -1,0 +1,412 @@
+#include "worker_runtime.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <spdlog/spdlog.h>
+
+#include "node_context.hpp"
+#include "node_library.hpp"
+#include "orch/ipc/channel.hpp"
+#include "orch/ipc/fd_passing.hpp"
+#include "worker_memory.hpp"
+
+namespace orch::worker {
+namespace {
+
+using ipc::json;
+using ipc::message_type;
+using namespace std::chrono_literals;
+
+// How the node inputs and outputs travel (docs/protocol.md, "call"): literals as themselves, a
+// tensor as {"tensor": {dtype, shape, descriptor}} naming a pool block, never its bytes.
+json tensor_to_json(const orch_tensor& t) {
+  auto shape = json::array();
+  for (std::uint32_t k = 0; k < t.ndim; ++k) shape.push_back(t.shape[k]);
+  ipc::buffer_descriptor d{t.buffer.segment, t.buffer.generation, t.buffer.offset, t.buffer.size};
+  return {{"tensor", {{"dtype", t.dtype}, {"shape", shape}, {"descriptor", ipc::descriptor_to_json(d)}}}};
+}
+
+// Decodes one input value for declared type `type`. Strings stay owned by `storage`.
+result<orch_value> value_from_json(const json& j, const std::string& type,
+                                   ipc::segment_table& segments, std::deque<std::string>& storage) {
+  orch_value v{};
+  if (j.is_object() && j.contains("tensor")) {
+    const json& t = j["tensor"];
+    auto d = ipc::descriptor_from_json(t.value("descriptor", json()));
+    if (!d) return d.err();
+    auto bytes = segments.bytes(*d);  // bounds and generation checked in this process
+    if (!bytes) return bytes.err();
+    v.kind = ORCH_VALUE_TENSOR;
+    v.tensor.dtype = t.value("dtype", 0u);
+    const json shape = t.value("shape", json::array());
+    if (!shape.is_array() || shape.size() > ORCH_TENSOR_MAX_DIMS) {
+      return error{"bad_value", "tensor shape is not a list of at most 8 sizes"};
+    }
+    v.tensor.ndim = static_cast<std::uint32_t>(shape.size());
+    for (std::size_t k = 0; k < shape.size(); ++k) v.tensor.shape[k] = shape[k].get<std::int64_t>();
+    if (contiguous_strides(v.tensor.ndim, v.tensor.shape, v.tensor.strides) == 0) {
+      return error{"bad_value", "tensor shape is empty or invalid"};
+    }
+    v.tensor.data = bytes->data();
+    v.tensor.buffer = {d->segment, d->generation, d->offset, d->size};
+    return v;
+  }
+  if (type == "INT" && j.is_number()) {
+    v.kind = ORCH_VALUE_INT;
+    v.i = j.is_number_float() ? static_cast<std::int64_t>(j.get<double>()) : j.get<std::int64_t>();
+  } else if (type == "FLOAT" && j.is_number()) {
+    v.kind = ORCH_VALUE_FLOAT;
+    v.f = j.get<double>();
+  } else if (type == "BOOLEAN" && j.is_boolean()) {
+    v.kind = ORCH_VALUE_BOOL;
+    v.i = j.get<bool>() ? 1 : 0;
+  } else if (j.is_string()) {
+    v.kind = ORCH_VALUE_STRING;
+    storage.push_back(j.get<std::string>());
+    v.s = storage.back().c_str();
+  } else {
+    return error{"bad_value", "a value of type " + type + " cannot be " + j.dump()};
+  }
+  return v;
+}
+
+json value_to_json(const orch_value& v) {
+  switch (v.kind) {
+    case ORCH_VALUE_INT:
+      return v.i;
+    case ORCH_VALUE_FLOAT:
+      return v.f;
+    case ORCH_VALUE_BOOL:
+      return v.i != 0;
+    case ORCH_VALUE_STRING:
+      return v.s == nullptr ? std::string() : std::string(v.s);
+    case ORCH_VALUE_TENSOR:
+      return tensor_to_json(v.tensor);
+    default:
+      return nullptr;
+  }
+}
+
+struct pending_call {
+  ipc::frame_header header;
+  json body;
+};
+
+class runtime {
+ public:
+  explicit runtime(const orch_worker_options& o) : options_(o) {}
+
+  int run() {
+    auto fds = ipc::recv_fds(options_.fd_socket, 2, 8);
+    if (!fds) {
+      spdlog::error("worker {}: no segments from the host: {}", options_.env_name,
+                    fds.err().message);
+      return ORCH_WORKER_EXIT_HANDSHAKE;
+    }
+    const bool has_sim = std::to_integer<int>(fds->payload[0]) != 0;
+    const std::size_t pools = std::to_integer<std::size_t>(fds->payload[1]);
+    if (fds->fds.size() != 1 + (has_sim ? 1 : 0) + pools) {
+      spdlog::error("worker {}: expected {} fds from the host, got {}", options_.env_name,
+                    1 + (has_sim ? 1 : 0) + pools, fds->fds.size());
+      return ORCH_WORKER_EXIT_HANDSHAKE;
+    }
+    control_fd_ = std::move(fds->fds[0]);
+    if (has_sim) sim_fd_ = std::move(fds->fds[1]);
+    for (std::size_t i = 1 + (has_sim ? 1 : 0); i < fds->fds.size(); ++i) {
+      pool_fds_.push_back(std::move(fds->fds[i]));
+    }
+
+    ipc::channel::socket_type socket(io_);
+    socket.assign(boost::asio::local::stream_protocol(), options_.channel_fd);
+    ipc::channel_options co;
+    co.name = std::string("worker ") + options_.env_name;
+    co.generation = options_.generation;
+    co.accept_generation = options_.generation;  // the generation fence, both ways
+    channel_ = ipc::channel::create(std::move(socket), co);
+    channel_->start([this](ipc::message m) { on_message(std::move(m)); },
+                    [this](const error& e) { on_close(e); });
+    channel_->request(message_type::hello,
+                      {{"token", options_.token},
+                       {"pid", static_cast<std::uint64_t>(::getpid())},
+                       {"protocol", std::uint64_t{ipc::protocol_version}},
+                       {"generation", std::uint64_t{options_.generation}},
+                       {"nodes_abi", std::uint64_t{ORCH_NODES_ABI_MAJOR}}},
+                      30s, [this](result<ipc::message> r) { on_hello(std::move(r)); });
+    node_thread_ = std::thread([this] { node_loop(); });
+    io_.run();
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    heartbeat_stop_.store(true);
+    if (beat_thread_.joinable()) beat_thread_.join();
+    // A node still running when the host went away is abandoned: the process exits under it.
+    if (busy_.load()) {
+      spdlog::warn("worker {}: exiting with a node still running", options_.env_name);
+      std::_Exit(exit_code_);
+    }
+    node_thread_.join();
+    channel_.reset();
+    memory_.reset();
+    library_.reset();
+    return exit_code_;
+  }
+
+ private:
+  void on_hello(result<ipc::message> r) {
+    if (!r) {
+      spdlog::error("worker {}: handshake refused: [{}] {}", options_.env_name, r.err().code,
+                    r.err().message);
+      exit_code_ = ORCH_WORKER_EXIT_HANDSHAKE;
+      channel_->close("handshake refused");
+      return;
+    }
+    auto settings = host_settings::from_json(r->body);
+    if (!settings) return fail_setup(settings.err());
+    auto memory = worker_memory::setup(*settings, std::move(control_fd_), std::move(pool_fds_),
+                                       std::move(sim_fd_));
+    if (!memory) return fail_setup(memory.err());
+    memory_ = std::move(*memory);
+    auto library = node_library::open(options_.library);
+    if (!library) return fail_setup(library.err());
+    library_ = std::move(*library);
+    memory_->publish(0, 0);
+    memory_->block().beat();
+    const auto interval = std::chrono::milliseconds(std::max<std::uint32_t>(settings->heartbeat_ms, 4));
+    beat_thread_ = std::thread([this, interval] { beat_loop(interval); });
+    channel_->request(message_type::ready,
+                      {{"nodes", library_->describe()}, {"plugins", memory_->describe_plugins()}},
+                      30s, [this](result<ipc::message> r2) {
+                        if (!r2) {
+                          spdlog::error("worker {}: ready refused: {}", options_.env_name,
+                                        r2.err().message);
+                          exit_code_ = ORCH_WORKER_EXIT_HANDSHAKE;
+                          channel_->close("ready refused");
+                        }
+                      });
+  }
+
+  void fail_setup(const error& e) {
+    spdlog::error("worker {}: setup failed: [{}] {}", options_.env_name, e.code, e.message);
+    exit_code_ = ORCH_WORKER_EXIT_SETUP;
+    channel_->close("setup failed");
+  }
+
+  // The heartbeat thread: a liveness tick the host reads without sending a message (§4.11).
+  // It only beats: a hung node thread must not stop it from proving the process alive, and a
+  // stopped process (SIGSTOP) stops it. Stats are published by the node thread after each call,
+  // before the response, so the host reads them fresh (one writer at a time: the io thread
+  // publishes once during set-up, before any call).
+  void beat_loop(std::chrono::milliseconds interval) {
+    const auto tick = std::max(interval / 4, std::chrono::milliseconds(1));
+    while (!heartbeat_stop_.load()) {
+      memory_->block().beat();
+      std::this_thread::sleep_for(tick);
+    }
+  }
+
+  void on_message(ipc::message m) {
+    switch (static_cast<message_type>(m.header.type)) {
+      case message_type::ping:
+        channel_->respond(m.header, json::object());
+        break;
+      case message_type::call: {
+        if (!library_) {
+          channel_->respond_error(m.header, {"not_ready", "the worker is not set up yet"});
+          break;
+        }
+        std::lock_guard lock(mutex_);
+        calls_queue_.push_back({m.header, std::move(m.body)});
+        queued_.fetch_add(1, std::memory_order_release);
+        cv_.notify_one();
+        break;
+      }
+      case message_type::interrupt: {
+        // Kept as an epoch, not a flag: the interrupt may overtake the call it is meant for.
+        const auto epoch = m.body["epoch"].get<std::uint64_t>();
+        auto seen = interrupted_epoch_.load();
+        while (epoch > seen && !interrupted_epoch_.compare_exchange_weak(seen, epoch)) {
+        }
+        break;
+      }
+      case message_type::prompt_start:
+        break;  // the epoch arrives with every call; issue 6 mirrors releases here
+      case message_type::shutdown:
+        spdlog::info("worker {}: shutdown requested", options_.env_name);
+        channel_->respond(m.header, json::object());
+        break;  // the host closes its end; on_close then stops us
+      default:
+        channel_->respond_error(m.header, {"unsupported", std::string("worker does not serve ") +
+                                                              std::string(ipc::to_string(
+                                                                  static_cast<message_type>(
+                                                                      m.header.type)))});
+    }
+  }
+
+  void on_close(const error& e) {
+    spdlog::info("worker {}: channel closed ({}), exiting", options_.env_name, e.code);
+    io_.stop();
+  }
+
+  void node_loop() {
+    while (true) {
+      pending_call call;
+      // A short spin before sleeping: back-to-back calls then skip the futex wake-up, which
+      // dominates an empty call's cost (docs/performance.md, "Runtime").
+      for (int spin = 0; spin < 2000 && queued_.load(std::memory_order_acquire) == 0; ++spin) {
+        std::this_thread::yield();
+      }
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return stopping_ || !calls_queue_.empty(); });
+        if (stopping_) return;
+        call = std::move(calls_queue_.front());
+        calls_queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_release);
+        busy_.store(true);
+      }
+      json response = execute(call.body);
+      memory_->publish(epoch_.load(), calls_.load());
+      busy_.store(false);
+      channel_->respond(call.header, std::move(response));
+    }
+  }
+
+  // The start of every call: the prompt epoch. Issue 6 adds cast_epoch_boundary here (ledger
+  // workers reset cast buffers when the epoch changed, DESIGN.md §4.7).
+  void begin_call(std::uint64_t epoch) {
+    if (epoch != epoch_.load()) epoch_.store(epoch);
+  }
+
+  json execute(const json& body) {
+    const std::string node_id = body["node"].get<std::string>();
+    const std::string class_type = body["class_type"].get<std::string>();
+    begin_call(body["epoch"].get<std::uint64_t>());
+    auto fail = [&](const std::string& type, const std::string& message) {
+      return json{{"status", "error"},
+                  {"error", {{"node", node_id}, {"type", type}, {"message", message}}}};
+    };
+    const orch_node_class* cls = library_->find(class_type);
+    if (cls == nullptr) return fail("missing_node_type", class_type + " is not in this pack");
+    std::deque<std::string> storage;
+    std::vector<orch_value> inputs(cls->input_count);
+    json seen = json::object();
+    const json& given = body["inputs"];
+    for (std::uint32_t k = 0; k < cls->input_count; ++k) {
+      const orch_node_input& in = cls->inputs[k];
+      auto it = given.find(in.name);
+      if (it == given.end()) {
+        if (in.flags & ORCH_INPUT_HAS_DEFAULT) inputs[k] = in.default_value;
+        continue;
+      }
+      auto v = value_from_json(*it, in.type, memory_->segments(), storage);
+      if (!v) return fail("invalid_input", std::string(in.name) + ": " + v.err().message);
+      inputs[k] = *v;
+      if (v->kind == ORCH_VALUE_TENSOR) seen[in.name] = tensor_to_json(v->tensor)["tensor"];
+    }
+    node_call_hooks hooks;
+    hooks.allocate = [this](std::uint64_t size) { return allocate(size); };
+    hooks.progress = [this, node_id](std::uint64_t value, std::uint64_t max) {
+      channel_->notify(message_type::progress, {{"node", node_id}, {"value", value}, {"max", max}});
+    };
+    node_context_impl ctx(*memory_, std::move(hooks), node_id, epoch_.load(), interrupted_epoch_);
+    std::vector<orch_value> outputs(cls->output_count);
+    orch_node_status status;
+    {
+      // The one place around each node call: issue 6's node-boundary release goes in here.
+      node_call_guard guard(*this);
+      status = cls->execute(ctx.context(), inputs.data(), outputs.data());
+    }
+    auto allocated = json::array();
+    for (const auto& d : ctx.allocations()) allocated.push_back(ipc::descriptor_to_json(d));
+    if (status == ORCH_NODE_INTERRUPTED) {
+      json r = fail("interrupted", "the prompt was interrupted");
+      r["allocations"] = std::move(allocated);
+      return r;
+    }
+    if (status != ORCH_NODE_OK) {
+      json r = fail(ctx.error_type().empty() ? "node_error" : ctx.error_type(),
+                    ctx.error_message().empty() ? class_type + " failed" : ctx.error_message());
+      r["allocations"] = std::move(allocated);
+      return r;
+    }
+    auto out = json::array();
+    for (const auto& v : outputs) out.push_back(value_to_json(v));
+    return {{"status", "ok"}, {"outputs", std::move(out)}, {"inputs_seen", std::move(seen)},
+            {"allocations", std::move(allocated)}};
+  }
+
+  struct node_call_guard {
+    explicit node_call_guard(runtime& r) noexcept : r_(r) {}
+    node_call_guard(const node_call_guard&) = delete;
+    node_call_guard& operator=(const node_call_guard&) = delete;
+    ~node_call_guard() { r_.calls_.fetch_add(1); }
+    runtime& r_;
+  };
+
+  result<ipc::buffer_descriptor> allocate(std::uint64_t size) {
+    auto done = std::make_shared<std::promise<result<ipc::buffer_descriptor>>>();
+    auto future = done->get_future();
+    channel_->request(message_type::allocate, {{"size", size}}, 30s,
+                      [done](result<ipc::message> r) {
+                        if (!r) return done->set_value(r.err());
+                        done->set_value(ipc::descriptor_from_json(r->body["descriptor"]));
+                      });
+    return future.get();
+  }
+
+  orch_worker_options options_;
+  boost::asio::io_context io_;
+  std::shared_ptr<ipc::channel> channel_;
+  ipc::unique_fd control_fd_, sim_fd_;
+  std::vector<ipc::unique_fd> pool_fds_;
+  std::unique_ptr<worker_memory> memory_;
+  std::unique_ptr<node_library> library_;
+  std::thread node_thread_, beat_thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<pending_call> calls_queue_;
+  bool stopping_ = false;
+  std::atomic<bool> busy_{false};
+  std::atomic<int> queued_{0};
+  std::atomic<bool> heartbeat_stop_{false};
+  std::atomic<std::uint64_t> interrupted_epoch_{0};
+  std::atomic<std::uint64_t> epoch_{0};
+  std::atomic<std::uint64_t> calls_{0};
+  int exit_code_ = ORCH_WORKER_EXIT_OK;
+};
+
+}  // namespace
+
+int run_worker(const orch_worker_options& options) {
+  try {
+    runtime r(options);
+    return r.run();
+  } catch (const std::exception& e) {
+    spdlog::error("worker {}: {}", options.env_name ? options.env_name : "?", e.what());
+    return ORCH_WORKER_EXIT_SETUP;
+  }
+}
+
+}  // namespace orch::worker
+
+extern "C" int32_t orch_worker_run(const orch_worker_options* options) {
+  if (options == nullptr || options->struct_size < sizeof(orch_worker_options) ||
+      options->token == nullptr || options->library == nullptr) {
+    return ORCH_WORKER_EXIT_USAGE;
+  }
+  orch_worker_options o = *options;
+  if (o.env_name == nullptr) o.env_name = "worker";
+  return orch::worker::run_worker(o);
+}
