@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "../common/host_link.hpp"
+#include "../common/plugin_backend.hpp"
 #include "cast_allocator.hpp"
 
 struct orch_allocator {};  // never instantiated: handles are cast_allocator pointers
@@ -15,21 +16,8 @@ namespace {
 
 using namespace orch::plugin_detail;
 
-#if defined(ORCH_PLUGIN_BACKEND_SIM)
-constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_SIM;
-constexpr const char* plugin_name = "sim-allocator";
-#elif defined(ORCH_PLUGIN_BACKEND_CPU)
-constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CPU;
-constexpr const char* plugin_name = "cpu-allocator";
-#elif defined(ORCH_PLUGIN_BACKEND_CUDA)
-constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CUDA;
-constexpr const char* plugin_name = "cuda-allocator";
-#elif defined(ORCH_PLUGIN_BACKEND_HIP)
-constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_HIP;
-constexpr const char* plugin_name = "hip-allocator";
-#else
-#error "define one ORCH_PLUGIN_BACKEND_*"
-#endif
+constexpr orch_backend_kind plugin_backend = ORCH_PLUGIN_BACKEND_KIND;
+constexpr const char* plugin_name = ORCH_PLUGIN_BACKEND_NAME "-allocator";
 
 // ComfyUI: two offload streams on NVIDIA and AMD; none elsewhere, where get_offload_stream
 // returns None and the staging buffer is a per-call tensor (seed "Carry").
@@ -40,7 +28,9 @@ lifecycle g_life;
 std::mutex g_mutex;
 std::map<cast_allocator*, int32_t> g_open;  // every open allocator and its device ordinal
 
-cast_allocator* as(orch_allocator* a) { return reinterpret_cast<cast_allocator*>(a); }
+cast_allocator* as(orch_allocator* a) {
+  return reinterpret_cast<cast_allocator*>(a);
+}
 
 cast_allocator* for_device(int device) {
   for (auto& [a, ordinal] : g_open)
@@ -120,8 +110,8 @@ orch_status cast_stats(orch_allocator* a, orch_cast_stats* s) {
   return with_allocator(a, [&](cast_allocator& x) { return x.stats(s); });
 }
 
-constexpr orch_allocator_api allocator_api{sizeof(orch_allocator_api), 0, open, close,
-                                           cast_buffer, reset_cast_buffers, cast_stats};
+constexpr orch_allocator_api allocator_api{
+    sizeof(orch_allocator_api), 0, open, close, cast_buffer, reset_cast_buffers, cast_stats};
 
 const orch_plugin_table& table() {
   static const orch_plugin_table t = [] {
@@ -161,8 +151,7 @@ ORCH_PLUGIN_EXPORT void* orch_torch_malloc(ssize_t size, int device, void* /*str
   return a == nullptr ? nullptr : a->torch_malloc(static_cast<uint64_t>(size));
 }
 
-ORCH_PLUGIN_EXPORT void orch_torch_free(void* ptr, ssize_t /*size*/, int device,
-                                        void* /*stream*/) {
+ORCH_PLUGIN_EXPORT void orch_torch_free(void* ptr, ssize_t /*size*/, int device, void* /*stream*/) {
   if (ptr == nullptr || !g_life.up()) return;
   std::lock_guard lock(g_mutex);
   if (cast_allocator* a = for_device(device); a != nullptr) a->torch_free(ptr);

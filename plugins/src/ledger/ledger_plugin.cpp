@@ -3,6 +3,7 @@
 // serves every backend; the backend in the table is what the orchestrator's fallback matches on.
 #include "../common/handle_registry.hpp"
 #include "../common/host_link.hpp"
+#include "../common/plugin_backend.hpp"
 #include "ledger_policy.hpp"
 #include "orch/plugin/levels.h"
 
@@ -13,21 +14,8 @@ namespace {
 
 using namespace orch::plugin_detail;
 
-#if defined(ORCH_PLUGIN_BACKEND_SIM)
-constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_SIM;
-constexpr const char* plugin_name = "sim-ledger";
-#elif defined(ORCH_PLUGIN_BACKEND_CPU)
-constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CPU;
-constexpr const char* plugin_name = "cpu-ledger";
-#elif defined(ORCH_PLUGIN_BACKEND_CUDA)
-constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CUDA;
-constexpr const char* plugin_name = "cuda-ledger";
-#elif defined(ORCH_PLUGIN_BACKEND_HIP)
-constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_HIP;
-constexpr const char* plugin_name = "hip-ledger";
-#else
-#error "define one ORCH_PLUGIN_BACKEND_*"
-#endif
+constexpr orch_backend_kind plugin_backend = ORCH_PLUGIN_BACKEND_KIND;
+constexpr const char* plugin_name = ORCH_PLUGIN_BACKEND_NAME "-ledger";
 
 host_link g_host{plugin_name};
 lifecycle g_life;
@@ -37,8 +25,12 @@ handle_registry g_handles;
 constexpr uint32_t ledger_handle = 1;
 constexpr uint32_t model_handle = 2;
 
-ledger* as(orch_ledger* l) { return reinterpret_cast<ledger*>(l); }
-ledger_entry* as(orch_ledger_model* m) { return reinterpret_cast<ledger_entry*>(m); }
+ledger* as(orch_ledger* l) {
+  return reinterpret_cast<ledger*>(l);
+}
+ledger_entry* as(orch_ledger_model* m) {
+  return reinterpret_cast<ledger_entry*>(m);
+}
 
 orch_status plugin_init(const orch_host_services* host) {
   if (const orch_status st = g_life.begin_init(); st != ORCH_OK) return st;
@@ -50,7 +42,8 @@ orch_status plugin_init(const orch_host_services* host) {
 void plugin_shutdown() {
   if (!g_life.begin_shutdown()) return;
   auto lock = g_handles.exclusive();  // waits for calls in flight
-  g_handles.for_each_locked(ledger_handle, [](const void* l) { delete static_cast<const ledger*>(l); });
+  g_handles.for_each_locked(ledger_handle,
+                            [](const void* l) { delete static_cast<const ledger*>(l); });
   g_handles.clear_locked();
   g_host.detach();
 }
@@ -144,10 +137,18 @@ orch_status stats(orch_ledger* l, orch_ledger_stats* s) {
   return with_ledger(l, [&](ledger& x) { return x.stats(s); });
 }
 
-constexpr orch_ledger_api ledger_api{sizeof(orch_ledger_api), 0,           open,
-                                     close,                   set_budget,  model_add,
-                                     model_remove,            model_set_refcount, model_load,
-                                     model_unload,            model_info,  free_memory,
+constexpr orch_ledger_api ledger_api{sizeof(orch_ledger_api),
+                                     0,
+                                     open,
+                                     close,
+                                     set_budget,
+                                     model_add,
+                                     model_remove,
+                                     model_set_refcount,
+                                     model_load,
+                                     model_unload,
+                                     model_info,
+                                     free_memory,
                                      stats};
 
 const orch_plugin_table& table() {
@@ -175,6 +176,6 @@ const orch_plugin_table& table() {
 }  // namespace
 
 extern "C" ORCH_PLUGIN_EXPORT const orch_plugin_table* orch_plugin_query(uint32_t /*major*/,
-                                                                          uint32_t /*minor*/) {
+                                                                         uint32_t /*minor*/) {
   return &table();
 }
