@@ -2,48 +2,47 @@
 
 #include <unistd.h>
 
+#include "orch/ipc/backend_pin_registrar.hpp"
 #include "orch/ipc/budget.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
 #include "orch/ipc/process_identity.hpp"
 #include "orch/plugin/sim.h"
-#include "orch/plugins/names.hpp"
 
 namespace orch::orchestrator {
 namespace {
 
-result<ipc::unique_fd> create_sim_device(const manifests::deployment& d,
-                                         std::unique_ptr<plugins::plugin_library>& backend) {
-  std::filesystem::path path;
-  for (const auto& dir : d.plugin_paths) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(dir / "orch-backend-sim.so", ec)) {
-      path = dir / "orch-backend-sim.so";
-      break;
-    }
-  }
+// The host's device, opened through its backend plugin before the pool exists so the pool's
+// segments are registered with it (DESIGN.md §4.2). On sim the device segment is created here,
+// once per run, and passed to every worker.
+status open_backend(const manifests::deployment& d, std::unique_ptr<plugins::backend_device>& out,
+                    ipc::unique_fd& sim_fd) {
+  const std::string backend = manifests::to_string(d.host.device.kind);
+  const std::string file = "orch-backend-" + backend + ".so";
+  const auto path = plugins::find_plugin_file(file, d.plugin_paths);
   if (path.empty()) {
-    return error{"not_found",
-                 "the sim device needs orch-backend-sim.so in [plugins] search_paths; build the "
-                 "plugins or fix the path"};
+    // Without a device there is nothing to page-lock for: cpu runs without its plugin.
+    if (d.host.device.kind == manifests::device_kind::cpu) return ok_status();
+    return error{"not_found", "device " + d.host.device.to_string() + " needs " + file +
+                                  " in [plugins] search_paths; build the plugins or fix the path"};
   }
-  auto lib = plugins::plugin_library::open(path, false);
-  if (!lib) return lib.err();
-  if (auto st = (*lib)->init(); !st) return st.err();
-  const auto* sim = static_cast<const orch_sim_api*>((*lib)->table().extension);
-  if (sim == nullptr) return error{"invalid_plugin", path.string() + " has no sim controls"};
-  orch_sim_config sc{};
-  sc.struct_size = sizeof(sc);
-  sc.capacity = d.host.sim.capacity;
-  sc.granularity = d.host.sim.page_size;
-  sc.free_mode = d.host.sim.mode == manifests::free_memory_mode::device ? ORCH_SIM_FREE_DEVICE
-                                                                        : ORCH_SIM_FREE_PROCESS;
-  int32_t fd = -1;
-  if (const orch_status st = sim->create(&sc, &fd); st != ORCH_OK) {
-    return error{"sim_failed", std::string("creating the sim device answered ") +
-                                   plugins::status_name(st)};
+  if (d.host.device.kind == manifests::device_kind::sim) {
+    orch_sim_config sc{};
+    sc.struct_size = sizeof(sc);
+    sc.capacity = d.host.sim.capacity;
+    sc.granularity = d.host.sim.page_size;
+    sc.free_mode = d.host.sim.mode == manifests::free_memory_mode::device ? ORCH_SIM_FREE_DEVICE
+                                                                          : ORCH_SIM_FREE_PROCESS;
+    int fd = -1;
+    auto dev = plugins::backend_device::create_sim(path, sc, &fd);
+    if (!dev) return dev.err();
+    sim_fd = ipc::unique_fd(fd);
+    out = std::move(*dev);
+    return ok_status();
   }
-  backend = std::move(*lib);
-  return ipc::unique_fd(fd);
+  auto dev = plugins::backend_device::open(path, d.host.device.index, -1);
+  if (!dev) return dev.err();
+  out = std::move(*dev);
+  return ok_status();
 }
 
 }  // namespace
@@ -63,28 +62,36 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
   if (!slot) return slot.err();
   if (*slot != host_slot) return error{"bad_slot", "the host did not get slot 0"};
   m->budget_ = std::make_unique<ipc::budget_account>(*m->control_, host_slot);
+  if (auto st = open_backend(d, m->backend_, m->sim_fd_); !st) return st.err();
+  if (m->backend_ && !d.memory.disable_pinned_memory) {
+    m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(*m->backend_);
+  } else {
+    m->registrar_ = std::make_unique<ipc::noop_pin_registrar>();
+  }
   ipc::pool_options po;
   po.segment_data_size = d.shm.pinned_pool_size;
   po.max_segments = 1;
-  m->pool_ = std::make_unique<ipc::pinned_pool>(po, m->registrar_, m->budget_.get());
+  m->pool_ = std::make_unique<ipc::pinned_pool>(po, *m->registrar_, m->budget_.get());
   // Create the segment now: workers map it at their handshake, before any call.
   auto probe = m->pool_->allocate(po.granule);
   if (!probe) return probe.err();
   if (auto st = m->pool_->deallocate(*probe); !st) return st.err();
   m->leases_ = std::make_unique<ipc::lease_table>(*m->pool_);
-  if (d.host.device.kind == manifests::device_kind::sim) {
-    auto fd = create_sim_device(d, m->sim_backend_);
-    if (!fd) return fd.err();
-    m->sim_fd_ = std::move(*fd);
-  }
   return m;
 }
 
+std::string host_memory::backend_plugin() const {
+  if (!backend_ || registrar_->name() == "none") return {};
+  return backend_->library().path().string();
+}
+
 host_memory::~host_memory() {
+  // The pool's segments unregister from the device before it closes (backend_pin_registrar.hpp).
   leases_.reset();
   pool_.reset();
+  registrar_.reset();
+  backend_.reset();
   sim_fd_.reset();
-  sim_backend_.reset();
   if (control_) control_->reclaim_slot(host_slot);
 }
 

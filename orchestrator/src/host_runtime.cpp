@@ -50,6 +50,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   so.timing = d.workers;
   so.plugins = choose_worker_plugins(d.host.device, d.plugin_paths);
   so.device = manifests::to_string(d.host.device.kind);
+  so.ordinal = d.host.device.index;
   so.page_size = d.host.sim.page_size;
   so.streams = static_cast<std::uint32_t>(
       d.memory.async_offload_streams.value_or(d.host.device.is_gpu() ? 2 : 0));

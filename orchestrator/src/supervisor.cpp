@@ -83,6 +83,8 @@ json supervisor::settings_for(const worker& w) const {
   return {{"slot", w.info.slot},
           {"pool_segments", segments},
           {"device", options_.device},
+          {"ordinal", options_.ordinal},
+          {"backend_plugin", memory_.backend_plugin()},
           {"level", options_.plugins.level},
           {"pager_plugin", options_.plugins.pager.string()},
           {"allocator_plugin", options_.plugins.allocator.string()},

@@ -3,6 +3,7 @@
 // always, cuda and hip where a device exists.
 #include <sys/mman.h>
 
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 
@@ -176,6 +177,40 @@ TYPED_TEST_P(backend_conformance, sim_counters_count_every_primitive) {
   EXPECT_EQ(after.used_bytes, 0u);
 }
 
+TYPED_TEST_P(backend_conformance, sim_counts_host_registrations_and_refuses_misuse) {
+  ORCH_REQUIRE_SIM();
+  std::vector<unsigned char> host(1 << 20);
+  const orch_sim_counters before = this->env_.counters();
+  ASSERT_EQ(this->be_->host_register(this->dev_, host.data(), host.size()), ORCH_OK);
+  orch_sim_counters mid = this->env_.counters();
+  EXPECT_EQ(mid.host_registrations - before.host_registrations, 1u);
+  EXPECT_EQ(mid.process_registered_bytes - before.process_registered_bytes, host.size());
+  EXPECT_EQ(mid.registered_bytes - before.registered_bytes, host.size());
+  // The driver refuses a range registered twice, or overlapping one, and an unknown start.
+  EXPECT_EQ(this->be_->host_register(this->dev_, host.data(), host.size()), ORCH_INVALID);
+  EXPECT_EQ(this->be_->host_register(this->dev_, host.data() + 4096, 4096), ORCH_INVALID);
+  EXPECT_EQ(this->be_->host_unregister(this->dev_, host.data() + 4096), ORCH_INVALID);
+  mid = this->env_.counters();
+  EXPECT_EQ(mid.host_registrations - before.host_registrations, 1u);
+  ASSERT_EQ(this->be_->host_unregister(this->dev_, host.data()), ORCH_OK);
+  const orch_sim_counters after = this->env_.counters();
+  EXPECT_EQ(after.host_unregistrations - before.host_unregistrations, 1u);
+  EXPECT_EQ(after.process_registered_bytes, before.process_registered_bytes);
+  EXPECT_EQ(this->be_->host_unregister(this->dev_, host.data()), ORCH_INVALID);
+}
+
+TYPED_TEST_P(backend_conformance, sim_counters_answer_a_caller_built_before_the_appended_fields) {
+  ORCH_REQUIRE_SIM();
+  const auto* sim = this->env_.sim();
+  orch_sim_counters c{};
+  std::memset(&c, 0x5a, sizeof c);
+  c.struct_size = offsetof(orch_sim_counters, host_registrations);
+  ASSERT_EQ(sim->counters(this->dev_, &c), ORCH_OK);
+  EXPECT_EQ(c.host_registrations, 0x5a5a5a5a5a5a5a5aull) << "wrote past the caller's struct";
+  c.struct_size = offsetof(orch_sim_counters, other_bytes);
+  EXPECT_EQ(sim->counters(this->dev_, &c), ORCH_INVALID);
+}
+
 TYPED_TEST_P(backend_conformance, sim_backing_store_is_poisoned_when_contents_are_lost) {
   ORCH_REQUIRE_SIM();
   device_env backed;
@@ -315,6 +350,8 @@ REGISTER_TYPED_TEST_SUITE_P(backend_conformance,
                             sim_capacity_is_enforced_with_oom_retryable,
                             sim_injected_faults_fire_the_given_number_of_times,
                             sim_counters_count_every_primitive,
+                            sim_counts_host_registrations_and_refuses_misuse,
+                            sim_counters_answer_a_caller_built_before_the_appended_fields,
                             sim_backing_store_is_poisoned_when_contents_are_lost,
                             sim_clock_is_injectable, sim_rejects_a_segment_that_is_not_a_device,
                             sim_open_refuses_a_segment_with_a_corrupt_configuration,

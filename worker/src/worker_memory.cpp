@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "orch/ipc/backend_pin_registrar.hpp"
 #include "orch/plugins/names.hpp"
 
 namespace orch::worker {
@@ -38,6 +39,7 @@ result<host_settings> host_settings::from_json(const nlohmann::json& j) {
   host_settings s;
   const bool ok =
       read(j, "slot", s.slot) && read(j, "device", s.device) && read(j, "level", s.level) &&
+      read(j, "ordinal", s.ordinal) && read(j, "backend_plugin", s.backend_plugin) &&
       read(j, "pager_plugin", s.pager_plugin) && read(j, "allocator_plugin", s.allocator_plugin) &&
       read(j, "manager_reason", s.manager_reason) && read(j, "streams", s.streams) &&
       read(j, "page_size", s.page_size) && read(j, "reserve_vram", s.reserve_vram) &&
@@ -65,11 +67,16 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
   std::unique_ptr<worker_memory> m(new worker_memory());
   m->settings_ = s;
   m->sim_fd_ = std::move(sim_fd);
-  // Pinning is counted on sim and means nothing on cpu (pin_registrar.hpp).
-  if (s.device == "cpu") {
-    m->registrar_ = std::make_unique<ipc::noop_pin_registrar>();
+  // The pool is registered with this process's device through the same backend plugin as the
+  // host's (backend_pin_registrar.hpp); the host sends no plugin when pinning is off.
+  if (!s.backend_plugin.empty()) {
+    auto dev = plugins::backend_device::open(s.backend_plugin, s.ordinal,
+                                             m->sim_fd_.valid() ? m->sim_fd_.get() : -1);
+    if (!dev) return dev.err();
+    m->backend_ = std::move(*dev);
+    m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(*m->backend_);
   } else {
-    m->registrar_ = std::make_unique<ipc::counting_pin_registrar>();
+    m->registrar_ = std::make_unique<ipc::noop_pin_registrar>();
   }
   m->segments_ = std::make_unique<ipc::segment_table>(*m->registrar_);
   if (pool_fds.size() != s.pool_segments.size()) {
@@ -104,7 +111,7 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
     orch_pager_config pc{};
     pc.struct_size = sizeof(pc);
     pc.level = s.level;
-    pc.ordinal = 0;
+    pc.ordinal = s.ordinal;
     pc.sim_fd = m->sim_fd_.valid() ? m->sim_fd_.get() : -1;
     pc.page_size = s.page_size;
     pc.poll_interval_ms = -1;
@@ -126,7 +133,7 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
     orch_allocator_config ac{};
     ac.struct_size = sizeof(ac);
     ac.level = s.level;
-    ac.ordinal = 0;
+    ac.ordinal = s.ordinal;
     ac.streams = s.streams;
     ac.reserve_size = std::uint64_t{1} << 30;  // ample for the sim device; VA only
     ac.pager_api = m->pager_api_;

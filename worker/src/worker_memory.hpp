@@ -21,6 +21,7 @@
 #include "orch/ipc/segment_table.hpp"
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/plugin/allocator.h"
+#include "orch/plugins/backend_device.hpp"
 #include "orch/plugins/loader.hpp"
 #include "orch/support/result.hpp"
 
@@ -30,6 +31,8 @@ namespace orch::worker {
 struct host_settings {
   std::uint32_t slot = 0;
   std::string device = "cpu";
+  int ordinal = 0;
+  std::string backend_plugin;    // path the pool is registered through; empty: not registered
   std::uint32_t level = 0;
   std::string pager_plugin;      // path, empty: none
   std::string allocator_plugin;  // path, empty: none
@@ -78,11 +81,13 @@ class worker_memory {
  private:
   worker_memory() = default;
   host_settings settings_;
+  ipc::unique_fd sim_fd_;
+  // Declared before the registrar and the segments: they unregister before the device closes.
+  std::unique_ptr<plugins::backend_device> backend_;
   std::unique_ptr<ipc::pin_registrar> registrar_;
   std::unique_ptr<ipc::segment_table> segments_;
   std::optional<ipc::control_segment> control_;
   std::unique_ptr<ipc::budget_account> budget_;
-  ipc::unique_fd sim_fd_;
   std::unique_ptr<plugins::plugin_library> pager_lib_;
   std::unique_ptr<plugins::plugin_library> allocator_lib_;
   const orch_pager_api* pager_api_ = nullptr;

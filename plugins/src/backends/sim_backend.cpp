@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstddef>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +46,7 @@ struct orch_device {
   };
   std::map<uint64_t, phys> handles;
   std::map<uint64_t, mapping> maps;  // by va
+  std::map<const void*, uint64_t> registered;  // host ranges by start (host_register)
   uint64_t next_handle = 1;
 };
 
@@ -113,6 +116,7 @@ void reclaim_dead_slots(sim_segment* seg, uint64_t* bytes, uint32_t* slots) noex
     if (!s.pid.compare_exchange_strong(pid, sim_slot_reclaiming)) continue;
     const uint64_t used = s.used.exchange(0);
     seg->used.fetch_sub(used);
+    s.registered.store(0);
     s.budget.store(0);
     s.attachments.store(0);
     s.start_time.store(0);
@@ -271,8 +275,10 @@ void sim_device_close(orch_device* dev) {
     // A closing process gives back what it still holds: the device must not leak its usage.
     while (!dev->handles.empty()) release_phys_locked(dev, dev->handles.begin());
     dev->maps.clear();
+    dev->registered.clear();  // a closed device's registrations end with it, as on CUDA
   }
   auto& slot = dev->seg->slots[dev->slot];
+  slot.registered.store(0);
   slot.budget.store(0);
   slot.attachments.store(0);
   slot.start_time.store(0);
@@ -427,13 +433,35 @@ orch_status sim_synchronize(orch_device* dev) {
   return ORCH_OK;
 }
 
+// Registration costs nothing on sim but is counted, and misused as the driver refuses it: a
+// range that overlaps one already registered, or unregistering a start that was never
+// registered, answers ORCH_INVALID (cuMemHostRegister's ALREADY_REGISTERED / NOT_REGISTERED).
 orch_status sim_host_register(orch_device* dev, void* ptr, uint64_t size) {
   if (dev == nullptr || ptr == nullptr || size == 0) return ORCH_INVALID;
-  return ORCH_OK;  // counted by nobody: registration is free on sim (DESIGN.md §4.2)
+  const auto start = reinterpret_cast<uintptr_t>(ptr);
+  if (size > UINTPTR_MAX - start) return ORCH_INVALID;
+  std::lock_guard lock(dev->mutex);
+  auto next = dev->registered.lower_bound(ptr);
+  if (next != dev->registered.end() && reinterpret_cast<uintptr_t>(next->first) < start + size)
+    return ORCH_INVALID;
+  if (next != dev->registered.begin()) {
+    const auto prev = std::prev(next);
+    if (reinterpret_cast<uintptr_t>(prev->first) + prev->second > start) return ORCH_INVALID;
+  }
+  dev->registered.emplace(ptr, size);
+  dev->seg->slots[dev->slot].registered.fetch_add(size);
+  dev->seg->host_registrations.fetch_add(1);
+  return ORCH_OK;
 }
 
 orch_status sim_host_unregister(orch_device* dev, void* ptr) {
   if (dev == nullptr || ptr == nullptr) return ORCH_INVALID;
+  std::lock_guard lock(dev->mutex);
+  auto it = dev->registered.find(ptr);
+  if (it == dev->registered.end()) return ORCH_INVALID;
+  dev->seg->slots[dev->slot].registered.fetch_sub(it->second);
+  dev->seg->host_unregistrations.fetch_add(1);
+  dev->registered.erase(it);
   return ORCH_OK;
 }
 
@@ -487,8 +515,9 @@ orch_status sim_set_process_budget(orch_device* dev, uint64_t bytes) {
 }
 
 orch_status sim_counters(orch_device* dev, orch_sim_counters* out) {
-  if (dev == nullptr || out == nullptr || out->struct_size < sizeof(orch_sim_counters))
-    return ORCH_INVALID;
+  // Callers built before the appended fields pass a shorter struct_size: they get the prefix.
+  constexpr uint32_t first_size = offsetof(orch_sim_counters, host_registrations);
+  if (dev == nullptr || out == nullptr || out->struct_size < first_size) return ORCH_INVALID;
   const sim_segment* seg = dev->seg;
   out->creates = seg->creates.load();
   out->releases = seg->releases.load();
@@ -499,6 +528,18 @@ orch_status sim_counters(orch_device* dev, orch_sim_counters* out) {
   out->used_bytes = seg->used.load();
   out->process_used_bytes = process_used(seg);
   out->other_bytes = seg->other.load();
+  if (out->struct_size < sizeof(orch_sim_counters)) return ORCH_OK;
+  out->host_registrations = seg->host_registrations.load();
+  out->host_unregistrations = seg->host_unregistrations.load();
+  out->registered_bytes = 0;
+  out->process_registered_bytes = 0;
+  const int32_t pid = self_pid();
+  for (const auto& slot : seg->slots) {
+    const int32_t owner = slot.pid.load(std::memory_order_acquire);
+    if (owner <= 0) continue;
+    out->registered_bytes += slot.registered.load();
+    if (owner == pid) out->process_registered_bytes += slot.registered.load();
+  }
   return ORCH_OK;
 }
 

@@ -13,7 +13,8 @@
 namespace orch::plugin_detail {
 
 inline constexpr uint64_t sim_magic = 0x4f52434853494d31ull;  // "ORCHSIM1"
-inline constexpr uint32_t sim_version = 2;  // 2: slots carry the owner's start time
+// 2: slots carry the owner's start time; 3: host registrations are counted
+inline constexpr uint32_t sim_version = 3;
 inline constexpr uint32_t sim_max_slots = 64;
 inline constexpr uint32_t sim_fault_kinds = 8;
 
@@ -31,6 +32,9 @@ struct sim_slot {
   // then). A process killed outright never closes its slot; the start time is what lets another
   // process tell "dead" from "pid reused by a stranger" before it reclaims the slot.
   std::atomic<uint64_t> start_time;
+  // Host bytes this slot's process registered (host_register) and has not unregistered. A dead
+  // process's registrations vanish with it, as the driver's do.
+  std::atomic<uint64_t> registered;
 };
 
 struct sim_segment {
@@ -57,6 +61,8 @@ struct sim_segment {
   std::atomic<uint64_t> polls;
   std::atomic<uint64_t> maps;
   std::atomic<uint64_t> unmaps;
+  std::atomic<uint64_t> host_registrations;
+  std::atomic<uint64_t> host_unregistrations;
   sim_slot slots[sim_max_slots];
 };
 
@@ -65,8 +71,8 @@ static_assert(std::atomic<int32_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::is_standard_layout_v<sim_segment>);
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && alignof(std::atomic<uint64_t>) == 8);
-static_assert(sizeof(sim_slot) == 32);
-static_assert(sizeof(sim_segment) == 160 + sim_max_slots * sizeof(sim_slot),
+static_assert(sizeof(sim_slot) == 40);
+static_assert(sizeof(sim_segment) == 176 + sim_max_slots * sizeof(sim_slot),
               "the sim segment layout is frozen: bump sim_version when it changes");
 
 }  // namespace orch::plugin_detail

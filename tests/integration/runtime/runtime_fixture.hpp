@@ -71,6 +71,7 @@ struct deployment_options {
   std::string pool = "64MiB";
   std::string call_timeout = "30s";
   std::string worker_executable;  // empty: comfy-orch-worker
+  bool pinned_memory = true;      // false: [memory] disable_pinned_memory
 };
 
 class runtime_test : public ipc::testing::leak_checked_test {
@@ -106,7 +107,9 @@ class runtime_test : public ipc::testing::leak_checked_test {
           "\"from-pack\"\n");
     const fs::path file = dir_ / "deployment.toml";
     write(file, "[host]\ndevice = \"sim\"\n\n[host.sim]\ncapacity = \"2GiB\"\npage_size = "
-                "\"2MiB\"\n\n[memory]\nasync_offload_streams = 2\n\n[plugins]\nsearch_paths = [\"" +
+                "\"2MiB\"\n\n[memory]\nasync_offload_streams = 2\n" +
+                    std::string(o.pinned_memory ? "" : "disable_pinned_memory = true\n") +
+                    "\n[plugins]\nsearch_paths = [\"" +
                     std::string(ORCH_TEST_PLUGIN_DIR) +
                     "\"]\n\n[packs]\npaths = [\"packs/ComfyUI-ImageOps\", "
                     "\"packs/ComfyUI-SimSampler\", \"packs/ComfyUI-TestNodes\"]\nlibrary_paths = "

@@ -4,9 +4,9 @@
 // it and unregisters it before unmapping (NCCL shmutils order): unmapping registered memory
 // first leaves the driver holding a dangling range.
 //
-// This interface is the seam for the backend plugin (DESIGN.md §4.4): until the plugin ABI lands,
-// ipc ships the cpu (no-op) and counting (sim-like) registrars below; a plugin-backed registrar
-// will implement the same two calls through the plugin's pin capability.
+// Processes register through the backend plugin (backend_pin_registrar.hpp). The no-op and
+// counting registrars below serve pinning turned off ([memory] disable_pinned_memory) and the
+// ipc unit tests that prove once-per-mapping and unregister-before-unmap.
 #pragma once
 
 #include <cstddef>
@@ -28,12 +28,12 @@ class pin_registrar {
   virtual std::string_view name() const noexcept = 0;
 };
 
-// cpu: pinning means nothing without a device.
+// Pinning turned off: the segment is shared but not page-locked.
 class noop_pin_registrar final : public pin_registrar {
  public:
   status register_range(void*, std::uint64_t) override { return ok_status(); }
   void unregister_range(void*, std::uint64_t) noexcept override {}
-  std::string_view name() const noexcept override { return "cpu"; }
+  std::string_view name() const noexcept override { return "none"; }
 };
 
 // sim and tests: registration is free but counted, and misuse (double registration, unregistering

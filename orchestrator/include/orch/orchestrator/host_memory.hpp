@@ -1,7 +1,9 @@
 // host_memory: the shared memory the host creates once per run and lends every worker
 // (DESIGN.md §4.2, §4.3, §4.8): the control segment (the one pinned budget, a slot and a control
 // block per process), the pinned pool with its lease table (the host is their only writer), and,
-// on sim, the simulated device every process attaches to.
+// the host's device opened through its backend plugin (the pool's segments are registered with
+// it, so they are page-locked on GPUs) and, on sim, the simulated device every process attaches
+// to.
 //
 // Not thread-safe: the host touches it from its io thread only (docs/runtime.md).
 #pragma once
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "orch/ipc/control_segment.hpp"
 #include "orch/ipc/lease_table.hpp"
@@ -16,7 +19,7 @@
 #include "orch/ipc/pinned_pool.hpp"
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/manifests/deployment.hpp"
-#include "orch/plugins/loader.hpp"
+#include "orch/plugins/backend_device.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::orchestrator {
@@ -39,17 +42,22 @@ class host_memory {
   ipc::pinned_pool& pool() noexcept { return *pool_; }
   ipc::lease_table& leases() noexcept { return *leases_; }
   int sim_fd() const noexcept { return sim_fd_.get(); }  // -1 off sim
+  // The host's backend device; nullptr on cpu when its plugin is not in the search paths.
+  plugins::backend_device* backend() noexcept { return backend_.get(); }
+  // The backend plugin each worker registers the pool with; empty: pinning off, or cpu without
+  // the plugin (the handshake's backend_plugin).
+  std::string backend_plugin() const;
   std::uint64_t budget_bytes() const noexcept { return control_->budget(); }
 
  private:
   host_memory() = default;
   std::optional<ipc::control_segment> control_;
   std::unique_ptr<ipc::budget_account> budget_;
-  ipc::counting_pin_registrar registrar_;
+  ipc::unique_fd sim_fd_;
+  std::unique_ptr<plugins::backend_device> backend_;
+  std::unique_ptr<ipc::pin_registrar> registrar_;
   std::unique_ptr<ipc::pinned_pool> pool_;
   std::unique_ptr<ipc::lease_table> leases_;
-  std::unique_ptr<plugins::plugin_library> sim_backend_;
-  ipc::unique_fd sim_fd_;
 };
 
 }  // namespace orch::orchestrator

@@ -61,6 +61,7 @@ struct supervisor_options {
   manifests::worker_settings timing;
   worker_plugin_choice plugins;
   std::string device = "sim";
+  int ordinal = 0;  // the device index (cuda:N, hip:N)
   std::uint64_t page_size = 2ull << 20;
   std::uint32_t streams = 2;
   std::uint64_t reserve_vram = 0;

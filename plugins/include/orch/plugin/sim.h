@@ -52,6 +52,11 @@ typedef struct orch_sim_counters {
   uint64_t used_bytes;         /* physical bytes held by every attached process */
   uint64_t process_used_bytes; /* ... by the calling process */
   uint64_t other_bytes;        /* injected "other process" usage */
+  /* Appended (a caller whose struct_size stops before here gets the fields above only). */
+  uint64_t host_registrations;       /* successful host_register, device-wide */
+  uint64_t host_unregistrations;     /* successful host_unregister, device-wide */
+  uint64_t registered_bytes;         /* host bytes registered by every live attached process */
+  uint64_t process_registered_bytes; /* ... by the calling process */
 } orch_sim_counters;
 
 typedef struct orch_sim_api {

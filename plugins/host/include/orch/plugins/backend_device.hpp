@@ -1,0 +1,58 @@
+// backend_device: one device opened through a backend plugin, owned for as long as a process
+// needs it (DESIGN.md §4.4). The host opens one before it creates the pinned pool and each worker
+// opens one before it maps the pool, so both register the pool's segments with the same driver
+// that later copies from them (ipc/backend_pin_registrar.hpp).
+//
+// The plugin file is found by its conventional name, orch-backend-<backend>.so, in the search
+// paths, the same rule as every other plugin (docs/plugin-abi.md).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "orch/plugin/backend.h"
+#include "orch/plugin/sim.h"
+#include "orch/plugins/loader.hpp"
+#include "orch/support/result.hpp"
+
+namespace orch::plugins {
+
+class backend_device {
+ public:
+  // Loads and initialises the plugin at `path`, then opens device `ordinal` (sim: the device
+  // segment `sim_fd`, which the plugin dups). Errors name the file and the step that failed.
+  static result<std::unique_ptr<backend_device>> open(const std::filesystem::path& path,
+                                                      int ordinal, int sim_fd);
+  // sim only: creates a new device segment through the plugin's controls, then opens it. The
+  // segment's fd goes to *fd (owned by the caller, passed to every worker).
+  static result<std::unique_ptr<backend_device>> create_sim(const std::filesystem::path& path,
+                                                            const orch_sim_config& config,
+                                                            int* fd);
+  backend_device(const backend_device&) = delete;
+  backend_device& operator=(const backend_device&) = delete;
+  ~backend_device();  // device_close, then the plugin is shut down and unloaded
+
+  const orch_backend_api& api() const noexcept { return *api_; }
+  orch_device* device() const noexcept { return device_; }
+  plugin_library& library() noexcept { return *library_; }
+  // The backend's name in its table ("cpu", "sim", "cuda", "hip").
+  std::string backend() const;
+  // sim only: the device controls (counters, faults); nullptr on other backends.
+  const orch_sim_api* sim() const noexcept;
+
+ private:
+  backend_device() = default;
+  static result<std::unique_ptr<backend_device>> load(const std::filesystem::path& path);
+  status open_device(int ordinal, int sim_fd);
+  std::unique_ptr<plugin_library> library_;
+  const orch_backend_api* api_ = nullptr;
+  orch_device* device_ = nullptr;
+};
+
+// `file` in the first of `dirs` that holds it, or an empty path.
+std::filesystem::path find_plugin_file(const std::string& file,
+                                       const std::vector<std::filesystem::path>& dirs);
+
+}  // namespace orch::plugins

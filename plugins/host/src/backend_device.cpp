@@ -1,0 +1,86 @@
+#include "orch/plugins/backend_device.hpp"
+
+#include <unistd.h>
+
+#include "orch/plugins/names.hpp"
+
+namespace orch::plugins {
+
+result<std::unique_ptr<backend_device>> backend_device::load(const std::filesystem::path& path) {
+  auto lib = plugin_library::open(path);
+  if (!lib) return lib.err();
+  if ((*lib)->table().kind != ORCH_KIND_BACKEND || (*lib)->table().backend_api == nullptr) {
+    return error{"invalid_plugin", path.string() + " is not a backend plugin"};
+  }
+  if (auto st = (*lib)->init(); !st) return st.err();
+  std::unique_ptr<backend_device> d(new backend_device());
+  d->library_ = std::move(*lib);
+  d->api_ = d->library_->table().backend_api;
+  return d;
+}
+
+status backend_device::open_device(int ordinal, int sim_fd) {
+  orch_device_config config{};
+  config.struct_size = sizeof(config);
+  config.ordinal = ordinal;
+  config.sim_fd = sim_fd;
+  if (const orch_status st = api_->device_open(&config, &device_); st != ORCH_OK) {
+    device_ = nullptr;
+    return error{"device_open_failed", library_->path().string() + ": opening device " +
+                                           std::to_string(ordinal) + " answered " +
+                                           status_name(st)};
+  }
+  return ok_status();
+}
+
+result<std::unique_ptr<backend_device>> backend_device::open(const std::filesystem::path& path,
+                                                             int ordinal, int sim_fd) {
+  auto d = load(path);
+  if (!d) return d.err();
+  if (auto st = (*d)->open_device(ordinal, sim_fd); !st) return st.err();
+  return d;
+}
+
+result<std::unique_ptr<backend_device>> backend_device::create_sim(
+    const std::filesystem::path& path, const orch_sim_config& config, int* fd) {
+  auto d = load(path);
+  if (!d) return d.err();
+  const orch_sim_api* sim = (*d)->sim();
+  if (sim == nullptr) return error{"invalid_plugin", path.string() + " has no sim controls"};
+  int32_t created = -1;
+  if (const orch_status st = sim->create(&config, &created); st != ORCH_OK) {
+    return error{"sim_failed", std::string("creating the sim device answered ") +
+                                   status_name(st) + "; check [host.sim] capacity and page_size"};
+  }
+  if (auto st = (*d)->open_device(0, created); !st) {
+    ::close(created);
+    return st.err();
+  }
+  *fd = created;
+  return d;
+}
+
+backend_device::~backend_device() {
+  if (device_ != nullptr) api_->device_close(device_);
+  library_.reset();
+}
+
+std::string backend_device::backend() const {
+  return backend_name(library_->table().backend);
+}
+
+const orch_sim_api* backend_device::sim() const noexcept {
+  if ((library_->table().capabilities & ORCH_CAP_SIM_CONTROL) == 0) return nullptr;
+  return static_cast<const orch_sim_api*>(library_->table().extension);
+}
+
+std::filesystem::path find_plugin_file(const std::string& file,
+                                       const std::vector<std::filesystem::path>& dirs) {
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(dir / file, ec)) return dir / file;
+  }
+  return {};
+}
+
+}  // namespace orch::plugins

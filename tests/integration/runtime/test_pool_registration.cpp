@@ -1,0 +1,80 @@
+// Every process registers the pinned pool's segments with its device through the backend plugin
+// (issue 4, "Segments"; DESIGN.md §4.2): on sim the device counts each registration, so these
+// tests see the host's and each worker's, and that they end with the process.
+#include <signal.h>
+
+#include "runtime_fixture.hpp"
+
+namespace orch::runtime_testing {
+namespace {
+
+class pool_registration : public runtime_test {
+ protected:
+  // The device's counters are shared atomics: any thread may read them, also after shutdown.
+  orch_sim_counters counters() {
+    auto* dev = host_->memory().backend();
+    orch_sim_counters c{};
+    c.struct_size = sizeof(c);
+    EXPECT_EQ(dev->sim()->counters(dev->device(), &c), ORCH_OK);
+    return c;
+  }
+  std::vector<orchestrator::worker_info> ready_workers() {
+    auto all = host_->sync([&] { return host_->workers().workers(); });
+    std::erase_if(all, [](const auto& w) { return w.state != orchestrator::worker_state::ready; });
+    return all;
+  }
+};
+
+TEST_F(pool_registration, the_host_and_every_worker_register_the_pool_once) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  const auto workers = ready_workers();
+  ASSERT_EQ(workers.size(), 3u);
+  const auto c = counters();
+  const std::uint64_t per_process = c.process_registered_bytes;  // the host's own registration
+  EXPECT_GE(per_process, 64ull << 20);
+  EXPECT_EQ(c.host_registrations, 1u + workers.size());
+  EXPECT_EQ(c.registered_bytes, per_process * (1 + workers.size()));
+  EXPECT_EQ(c.host_unregistrations, 0u);
+}
+
+TEST_F(pool_registration, workers_unregister_before_they_exit) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  const std::uint64_t per_process = counters().process_registered_bytes;
+  host_->shutdown(std::chrono::seconds(5));
+  const auto c = counters();
+  EXPECT_EQ(c.host_unregistrations, 3u);
+  EXPECT_EQ(c.registered_bytes, per_process) << "only the host's registration is left";
+}
+
+TEST_F(pool_registration, a_killed_workers_registration_ends_with_it) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  const std::uint64_t per_process = counters().process_registered_bytes;
+  const std::string env = env_of(*host_, "SimSampler");
+  const auto before = info(env);
+  ASSERT_EQ(::kill(before.pid, SIGKILL), 0);
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto* w = host_->workers().find(env);
+        return w->generation > before.generation && w->state == orchestrator::worker_state::ready;
+      },
+      std::chrono::seconds(10)));
+  // The replacement registered anew; the dead process's range was dropped with its slot, never
+  // unregistered by anyone.
+  const auto c = counters();
+  EXPECT_EQ(c.host_registrations, 5u);
+  EXPECT_EQ(c.host_unregistrations, 0u);
+  EXPECT_EQ(c.registered_bytes, per_process * 4);
+}
+
+TEST_F(pool_registration, pinning_turned_off_registers_nothing) {
+  deployment_options o;
+  o.pinned_memory = false;
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  ASSERT_EQ(ready_workers().size(), 3u);
+  const auto c = counters();
+  EXPECT_EQ(c.host_registrations, 0u);
+  EXPECT_EQ(c.registered_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace orch::runtime_testing
