@@ -1,9 +1,12 @@
 #include "orch/orchestrator/host_runtime.hpp"
 
+#include <algorithm>
+#include <mutex>
+#include <optional>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <spdlog/spdlog.h>
 
-#include "orch/orchestrator/worker_plugins.hpp"
 
 namespace orch::orchestrator {
 
@@ -45,20 +48,27 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   if (!memory) return memory.err();
   h->memory_ = std::move(*memory);
 
+  h->plan_ = std::make_unique<memory_plan>(memory_plan::make(d));
+  spdlog::info("{}", plugins::manager_log_line(h->plan_->host_manager()));
+
   supervisor_options so;
   so.worker_executable = options.worker_executable;
   so.timing = d.workers;
-  so.plugins = choose_worker_plugins(d.host.device, d.plugin_paths);
   so.device = manifests::to_string(d.host.device.kind);
   so.ordinal = d.host.device.index;
-  so.page_size = d.host.sim.page_size;
-  so.streams = static_cast<std::uint32_t>(
-      d.memory.async_offload_streams.value_or(d.host.device.is_gpu() ? 2 : 0));
-  so.reserve_vram = d.memory.reserve_vram;
-  so.pinned_memory = !d.memory.disable_pinned_memory;
+  so.host_manager = h->plan_->host_manager();
+  so.memory = h->plan_->settings();
   so.operator_env = current_environment();
-  spdlog::info("workers: manager {} ({})", so.plugins.manager, so.plugins.reason);
+  so.debug_worker = debug_worker_enabled([&](const char* name) -> std::optional<std::string> {
+    auto it = so.operator_env.find(name);
+    if (it == so.operator_env.end()) return std::nullopt;
+    return it->second;
+  });
   h->supervisor_ = std::make_unique<supervisor>(h->io_, *h->memory_, std::move(so));
+  h->supervisor_->on_models = [host = h.get()](const std::string& env, const nlohmann::json& models,
+                                               std::uint64_t seq) {
+    host->update_stand_ins(env, models, seq);
+  };
 
   for (const auto& pack : inv.packs) {
     for (const auto& e : pack.envs) {
@@ -78,6 +88,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
       spec.env = name;
       spec.library = e.status.path;
       spec.env_vars = e.manifest.env_vars;
+      spec.plugins = h->plan_->choose_for(name, spec.env_vars);
       spec.call_timeout = d.workers.call_timeout;
       if (e.manifest.options.call_timeout_s) {
         spec.call_timeout = std::chrono::milliseconds(
@@ -92,6 +103,102 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
     io->run();
   });
   return h;
+}
+
+void host_runtime::update_stand_ins(const std::string& env, const nlohmann::json& models,
+                                    std::uint64_t seq) {
+  // A lost worker (empty list, sequence 0) takes its stand-ins with it.
+  if (seq == 0) {
+    stand_ins_.remove_env(env);
+    return;
+  }
+  std::vector<std::string> present;
+  for (const auto& m : models) {
+    if (!m.is_object()) continue;
+    const std::string id = env + "/" + m.value("key", "");
+    present.push_back(id);
+    const auto resident = m.value("resident", std::uint64_t{0});
+    if (stand_ins_.find(id) == nullptr) {
+      model_entry e;
+      e.id = id;
+      e.env = env;
+      e.size = m.value("size", std::uint64_t{0});
+      e.resident = resident;
+      e.receipt_seq = seq;
+      stand_ins_.load(std::move(e));
+    } else {
+      stand_ins_.apply_receipt(id, resident, seq);
+    }
+  }
+  std::vector<std::string> gone;
+  for (const auto& e : stand_ins_.entries()) {
+    if (e.env == env && std::find(present.begin(), present.end(), e.id) == present.end()) {
+      gone.push_back(e.id);
+    }
+  }
+  for (const auto& id : gone) stand_ins_.remove(id);
+}
+
+std::vector<eviction_step> host_runtime::free_through_stand_ins(std::uint64_t required) {
+  // The walk runs here on a copy: each eviction waits for a worker's receipt, which the io
+  // thread delivers. The receipts update the real stand-ins (sequence-checked) as they arrive.
+  model_ledger walk = sync([this] { return stand_ins_; });
+  auto free_now = [this]() -> std::uint64_t {
+    return sync([this]() -> std::uint64_t {
+      auto* dev = memory_->backend();
+      std::uint64_t free_bytes = 0, total = 0;
+      if (dev == nullptr || dev->api().mem_get_info(dev->device(), &free_bytes, &total) != ORCH_OK)
+        return 0;
+      return free_bytes;
+    });
+  };
+  auto evict = [this](const model_entry& e, std::uint64_t bytes) -> std::uint64_t {
+    if (!e.is_stand_in()) return 0;  // headless: the host has no models of its own
+    std::promise<result<nlohmann::json>> done;
+    auto receipt = done.get_future();
+    sync([&] { supervisor_->evict(e.env, bytes, [&done](result<nlohmann::json> r) {
+                 done.set_value(std::move(r));
+               }); });
+    auto r = receipt.get();
+    if (!r) {
+      spdlog::warn("evicting {} bytes of {} failed: {}", bytes, e.id, r.err().message);
+      return 0;
+    }
+    const auto freed = r->value("freed", std::uint64_t{0});
+    spdlog::info("evicted {} of {} bytes asked from {} through its stand-in (receipt {})", freed,
+                 bytes, e.id, r->value("sequence", std::uint64_t{0}));
+    return freed;
+  };
+  return walk.free_memory(required, /*for_dynamic=*/false, free_now, evict);
+}
+
+std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload_models,
+                                                                       bool drop_caches) {
+  // Shared with the handlers: they may run after this call returned only if a worker never
+  // answers, which its call deadline (and the loss that follows) rules out.
+  struct state {
+    std::mutex mutex;
+    std::map<std::string, result<nlohmann::json>> receipts;
+    std::optional<std::size_t> expected;  // set once every request went out
+    std::promise<void> all;
+  };
+  auto st = std::make_shared<state>();
+  auto finished = st->all.get_future();
+  sync([&] {
+    // A channel already closed may answer at once, inside free_memory: no lock is held there.
+    const std::size_t sent = supervisor_->free_memory(
+        unload_models, drop_caches, [st](const std::string& env, result<nlohmann::json> r) {
+          std::lock_guard lock(st->mutex);
+          st->receipts.emplace(env, std::move(r));
+          if (st->expected && st->receipts.size() == *st->expected) st->all.set_value();
+        });
+    std::lock_guard lock(st->mutex);
+    st->expected = sent;
+    if (st->receipts.size() == sent) st->all.set_value();
+  });
+  finished.get();
+  std::lock_guard lock(st->mutex);
+  return std::move(st->receipts);
 }
 
 bool host_runtime::wait_settled(std::chrono::milliseconds limit) {

@@ -51,7 +51,11 @@ const char* to_string(worker_state state) noexcept {
 }
 
 supervisor::supervisor(boost::asio::io_context& io, host_memory& memory, supervisor_options options)
-    : io_(io), memory_(memory), options_(std::move(options)), heartbeat_timer_(io) {
+    : io_(io),
+      memory_(memory),
+      options_(std::move(options)),
+      heartbeat_timer_(io),
+      divergence_(options_.host_manager, options_.debug_worker) {
   arm_heartbeat_check();
 }
 
@@ -72,27 +76,33 @@ void supervisor::start(worker_spec spec) {
 
 json supervisor::settings_for(const worker& w) const {
   // The host settings that shape the worker's memory, as one object the worker reads back
-  // (worker_memory.hpp host_settings). Issue 6 adds headrooms and the settings hash here.
-  // The pool segments, in the order their fds were sent: each receiver checks an fd against
-  // what the host announced before mapping it (segment_table::attach).
+  // (worker_memory.hpp host_settings). The pool segments are listed in the order their fds were
+  // sent: each receiver checks an fd against what the host announced before mapping it.
   json segments = json::array();
   for (std::size_t i = 0; i < memory_.pool().segment_count(); ++i) {
     const auto& seg = memory_.pool().segment(i);
     segments.push_back({{"segment", seg.id()}, {"total_size", seg.total_size()}});
   }
+  const auto& p = w.spec.plugins;
+  const auto& m = options_.memory;
+  auto path = [](const auto& entry) { return entry ? entry->path.string() : std::string(); };
   return {{"slot", w.info.slot},
           {"pool_segments", segments},
           {"device", options_.device},
           {"ordinal", options_.ordinal},
           {"backend_plugin", memory_.backend_plugin()},
-          {"level", options_.plugins.level},
-          {"pager_plugin", options_.plugins.pager.string()},
-          {"allocator_plugin", options_.plugins.allocator.string()},
-          {"manager_reason", options_.plugins.reason},
-          {"streams", options_.streams},
-          {"page_size", options_.page_size},
-          {"reserve_vram", options_.reserve_vram},
-          {"pinned_memory", options_.pinned_memory},
+          {"host_manager", plugins::to_string(options_.host_manager.manager)},
+          {"level", p.pager ? p.level : p.host_level},
+          {"pager_plugin", path(p.pager)},
+          {"ledger_plugin", path(p.ledger)},
+          {"allocator_plugin", path(p.allocator)},
+          {"no_pager_reason", p.ledger_reason.value_or("")},
+          {"streams", m.streams},
+          {"page_size", m.page_size},
+          {"reserve_vram", m.reserve_vram},
+          {"simple_headroom", m.simple_headroom},
+          {"pressure_source", m.pressure_source},
+          {"pinned_memory", m.pinned_memory},
           {"heartbeat_ms", static_cast<std::uint64_t>(options_.timing.heartbeat_interval.count())},
           {"generation", w.info.generation}};
 }
@@ -117,7 +127,12 @@ void supervisor::spawn(worker& w) {
     return fail_start("socketpair failed");
   ipc::unique_fd fds_host(fds[0]), fds_child(fds[1]);
 
-  environment derived{{"ORCH_WORKER_ENV", w.spec.env}, {"ORCH_DEVICE", options_.device}};
+  // The worker follows the host's manager unless its pack or the operator pinned the variable
+  // (derived values are written only where absent; worker_environment.hpp).
+  environment derived{{"ORCH_WORKER_ENV", w.spec.env},
+                      {"ORCH_DEVICE", options_.device},
+                      {plugins::worker_pager_variable,
+                       plugins::worker_pager_value(options_.host_manager.manager)}};
   environment env = build_worker_environment(options_.operator_env, w.spec.env_vars, derived);
   env["ORCH_WORKER_TOKEN"] = w.token;  // always the host's: never taken from a layer
   spawn_request req;
@@ -250,6 +265,7 @@ void supervisor::on_ready(worker& w, const ipc::message& m) {
   w.timer.cancel();
   w.info.nodes = m.body["nodes"];
   w.info.plugins = m.body["plugins"];
+  report_divergence(w);
   w.info.state = worker_state::ready;
   w.info.ready_at = clock::now();
   w.last_beat = memory_.control().block(w.info.slot).heartbeat.load(std::memory_order_acquire);
@@ -259,6 +275,76 @@ void supervisor::on_ready(worker& w, const ipc::message& m) {
                w.info.generation, w.info.nodes.size());
   if (on_state) on_state(w.info);
   dispatch(w);
+}
+
+void supervisor::report_divergence(worker& w) {
+  const json& p = w.info.plugins;
+  w.info.manager = p.value("manager", "");
+  w.info.manager_reason = p.value("reason", "");
+  const auto manager = w.info.manager == "pager" ? plugins::memory_manager::pager
+                                                 : plugins::memory_manager::ledger;
+  const unsigned level = manager == plugins::memory_manager::pager ? w.spec.plugins.level : 0;
+  const std::uint64_t expected = plugins::applied_settings_hash(options_.memory, manager, level);
+  const std::uint64_t published = memory_.control().block(w.info.slot).read().ok()
+                                      ? memory_.control().block(w.info.slot).read()->settings_hash
+                                      : 0;
+  w.info.settings_match = published == expected;
+  if (!w.info.settings_match) {
+    spdlog::warn("worker {}: applied memory settings hash {:016x}, the host expects {:016x}: "
+                 "the worker runs other settings than the host sent (a stale build?)",
+                 w.spec.env, published, expected);
+  }
+  // ORCH_DIVERGENCE_ACK in the pack's [env_vars] or the operator's shell: intended divergence.
+  bool acknowledged = options_.operator_env.count(divergence_ack_variable) > 0;
+  for (const auto& [name, value] : w.spec.env_vars) {
+    if (name == divergence_ack_variable) acknowledged = !value.empty() && value != "0";
+  }
+  worker_memory_report report{w.spec.env, {manager, w.info.manager_reason}, w.spec.plugins.notes,
+                              acknowledged};
+  for (const auto& line : divergence_.on_worker_ready(report)) {
+    if (line.level == report_level::warning) {
+      spdlog::warn("{}", line.text);
+    } else {
+      spdlog::info("{}", line.text);
+    }
+  }
+}
+
+void supervisor::report_models(const std::string& env, const json& body) {
+  if (!on_models || !body.is_object() || !body.contains("models")) return;
+  on_models(env, body["models"], body.value("sequence", std::uint64_t{0}));
+}
+
+std::size_t supervisor::free_memory(bool unload_models, bool drop_caches,
+                                    std::function<void(const std::string&, result<json>)> done) {
+  std::size_t sent = 0;
+  for (auto& [env, w] : workers_) {
+    if (w->info.state != worker_state::ready) continue;
+    ++sent;
+    std::weak_ptr<worker> weak = w->self;
+    w->channel->request(ipc::message_type::free_memory,
+                        {{"unload_models", unload_models}, {"free_memory", drop_caches}},
+                        w->spec.call_timeout,
+                        [this, weak, done, name = env](result<ipc::message> r) {
+                          if (auto wp = weak.lock(); wp && r) report_models(name, r->body);
+                          done(name, r ? result<json>(std::move(r->body)) : result<json>(r.err()));
+                        });
+  }
+  return sent;
+}
+
+void supervisor::evict(const std::string& env, std::uint64_t bytes, call_done done) {
+  auto it = workers_.find(env);
+  if (it == workers_.end() || it->second->info.state != worker_state::ready) {
+    return done(error{"not_ready", "no ready worker runs env " + env});
+  }
+  std::weak_ptr<worker> weak = it->second->self;
+  it->second->channel->request(ipc::message_type::evict, {{"bytes", bytes}},
+                               it->second->spec.call_timeout,
+                               [this, weak, done, env](result<ipc::message> r) {
+                                 if (auto wp = weak.lock(); wp && r) report_models(env, r->body);
+                                 done(r ? result<json>(std::move(r->body)) : result<json>(r.err()));
+                               });
 }
 
 void supervisor::release_process(worker& w) noexcept {
@@ -273,6 +359,9 @@ void supervisor::release_process(worker& w) noexcept {
     spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(status));
     w.info.pid = -1;
   }
+  // Its models are gone with it, and its replacement is reported anew.
+  divergence_.on_worker_replaced(w.spec.env);
+  if (on_models) on_models(w.spec.env, json::array(), 0);
   if (w.has_slot) {
     // The process is gone: its budget slot and leases can be reclaimed exactly (§4.3, §4.2).
     const auto bytes = memory_.control().reclaim_slot(w.info.slot);
@@ -380,6 +469,7 @@ void supervisor::dispatch(worker& w) {
                        }
                        auto call = std::move(wp->in_flight);
                        if (r) {
+                         report_models(wp->spec.env, r->body);
                          call->done(std::move(r->body));
                        } else {
                          call->done(r.err());

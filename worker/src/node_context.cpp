@@ -85,7 +85,10 @@ struct node_api_impl {
     if (ctx == nullptr || key == nullptr || out == nullptr) return ORCH_INVALID;
     bool fresh = false;
     auto r = self(ctx).memory_->region(key, bytes, fresh);
-    if (!r) return r.err().code == "unsupported" ? ORCH_UNSUPPORTED : ORCH_DEVICE_ERROR;
+    if (!r) {
+      if (r.err().code == "unsupported") return ORCH_UNSUPPORTED;
+      return r.err().code == "out_of_memory" ? ORCH_OOM_RETRYABLE : ORCH_DEVICE_ERROR;
+    }
     *out = reinterpret_cast<orch_node_region*>(*r);
     if (created != nullptr) *created = fresh ? 1 : 0;
     return ORCH_OK;
@@ -96,12 +99,12 @@ struct node_api_impl {
   static int32_t region_fault(orch_node_context* ctx, orch_node_region* r, uint64_t offset,
                               uint64_t size) noexcept {
     if (ctx == nullptr || r == nullptr) return ORCH_INVALID;
-    return self(ctx).memory_->fault(reinterpret_cast<orch_region*>(r), offset, size);
+    return self(ctx).memory_->fault(reinterpret_cast<model_region*>(r), offset, size);
   }
   static int32_t region_unpin(orch_node_context* ctx, orch_node_region* r, uint64_t offset,
                               uint64_t size) noexcept {
     if (ctx == nullptr || r == nullptr) return ORCH_INVALID;
-    return self(ctx).memory_->unpin(reinterpret_cast<orch_region*>(r), offset, size);
+    return self(ctx).memory_->unpin(reinterpret_cast<model_region*>(r), offset, size);
   }
   static int32_t cast_buffer(orch_node_context* ctx, uint32_t stream, uint64_t size,
                              uint64_t* address) noexcept {
@@ -143,7 +146,7 @@ struct node_api_impl {
     return ctx == nullptr ? "" : self(ctx).node_id_.c_str();
   }
   static uint32_t streams(orch_node_context* ctx) noexcept {
-    return ctx == nullptr ? 0 : self(ctx).memory_->settings().streams;
+    return ctx == nullptr ? 0 : self(ctx).memory_->settings().memory.streams;
   }
 };
 

@@ -1,5 +1,10 @@
 #include "worker_memory.hpp"
 
+#include <time.h>
+
+#include <algorithm>
+#include <cstdlib>
+
 #include <spdlog/spdlog.h>
 
 #include "orch/ipc/backend_pin_registrar.hpp"
@@ -33,17 +38,49 @@ void report(ipc::plugin_report& r, const plugins::plugin_library* lib, std::uint
   r.reserved = 0;
 }
 
+std::uint64_t realtime_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::optional<std::string> process_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+// Loads and initialises a plugin of the expected kind table; the error names the file.
+template <typename Api>
+result<std::unique_ptr<plugins::plugin_library>> open_plugin(const std::string& path,
+                                                             const Api* orch_plugin_table::*api,
+                                                             const Api*& out,
+                                                             const char* what) {
+  auto lib = plugins::plugin_library::open(path);
+  if (!lib) return lib.err();
+  if (auto st = (*lib)->init(); !st) return st.err();
+  out = (*lib)->table().*api;
+  if (out == nullptr) return error{"invalid_plugin", path + " is not " + what};
+  return std::move(*lib);
+}
+
 }  // namespace
 
 result<host_settings> host_settings::from_json(const nlohmann::json& j) {
   host_settings s;
+  auto& m = s.memory;
   const bool ok =
-      read(j, "slot", s.slot) && read(j, "device", s.device) && read(j, "level", s.level) &&
-      read(j, "ordinal", s.ordinal) && read(j, "backend_plugin", s.backend_plugin) &&
-      read(j, "pager_plugin", s.pager_plugin) && read(j, "allocator_plugin", s.allocator_plugin) &&
-      read(j, "manager_reason", s.manager_reason) && read(j, "streams", s.streams) &&
-      read(j, "page_size", s.page_size) && read(j, "reserve_vram", s.reserve_vram) &&
-      read(j, "pinned_memory", s.pinned_memory) && read(j, "heartbeat_ms", s.heartbeat_ms);
+      read(j, "slot", s.slot) && read(j, "device", s.device) && read(j, "ordinal", s.ordinal) &&
+      read(j, "backend_plugin", s.backend_plugin) && read(j, "host_manager", s.host_manager) &&
+      read(j, "level", s.level) && read(j, "pager_plugin", s.pager_plugin) &&
+      read(j, "ledger_plugin", s.ledger_plugin) &&
+      read(j, "allocator_plugin", s.allocator_plugin) &&
+      read(j, "no_pager_reason", s.no_pager_reason) && read(j, "streams", m.streams) &&
+      read(j, "page_size", m.page_size) && read(j, "reserve_vram", m.reserve_vram) &&
+      read(j, "simple_headroom", m.simple_headroom) &&
+      read(j, "pressure_source", m.pressure_source) &&
+      read(j, "pinned_memory", m.pinned_memory) && read(j, "heartbeat_ms", s.heartbeat_ms);
   if (!ok) return error{"bad_handshake", "the host's settings lack a field or have a wrong type"};
   auto segments = j.find("pool_segments");
   if (segments == j.end() || !segments->is_array()) {
@@ -67,13 +104,15 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
   std::unique_ptr<worker_memory> m(new worker_memory());
   m->settings_ = s;
   m->sim_fd_ = std::move(sim_fd);
-  // The pool is registered with this process's device through the same backend plugin as the
-  // host's (backend_pin_registrar.hpp); the host sends no plugin when pinning is off.
+  // This process's device, through the same backend plugin as the host's: the pool is
+  // registered with it (backend_pin_registrar.hpp) and ledger models live on it.
   if (!s.backend_plugin.empty()) {
     auto dev = plugins::backend_device::open(s.backend_plugin, s.ordinal,
                                              m->sim_fd_.valid() ? m->sim_fd_.get() : -1);
     if (!dev) return dev.err();
     m->backend_ = std::move(*dev);
+  }
+  if (m->backend_ && s.memory.pinned_memory) {
     m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(*m->backend_);
   } else {
     m->registrar_ = std::make_unique<ipc::noop_pin_registrar>();
@@ -99,83 +138,242 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
   }
   m->budget_ = std::make_unique<ipc::budget_account>(*m->control_, s.slot);
 
-  if (!s.pager_plugin.empty()) {
-    auto lib = plugins::plugin_library::open(s.pager_plugin);
-    if (!lib) return lib.err();
-    if (auto st = (*lib)->init(); !st) return st.err();
-    m->pager_lib_ = std::move(*lib);
-    m->pager_api_ = m->pager_lib_->table().pager_api;
-    if (m->pager_api_ == nullptr) {
-      return error{"invalid_plugin", s.pager_plugin + " is not a pager plugin"};
-    }
-    orch_pager_config pc{};
-    pc.struct_size = sizeof(pc);
-    pc.level = s.level;
-    pc.ordinal = s.ordinal;
-    pc.sim_fd = m->sim_fd_.valid() ? m->sim_fd_.get() : -1;
-    pc.page_size = s.page_size;
-    pc.poll_interval_ms = -1;
-    pc.poll_floor = -1;
-    if (const orch_status st = m->pager_api_->device_open(&pc, &m->pager_); st != ORCH_OK) {
-      return error{"pager_open_failed",
-                   std::string("pager device_open answered ") + plugins::status_name(st)};
+  // The worker follows the host through ORCH_WORKER_PAGER (DESIGN.md §4.6).
+  plugins::worker_manager_inputs in;
+  in.signal = plugins::read_pager_signal(process_env);
+  in.gpu_device = s.device != "cpu";
+  m->manager_ = plugins::resolve_worker_manager(in);
+  if (m->is_pager() && s.pager_plugin.empty()) {
+    m->manager_ = {plugins::memory_manager::ledger,
+                   s.no_pager_reason.empty() ? "no pager plugin" : s.no_pager_reason};
+  }
+  if (m->is_pager()) {
+    if (auto st = m->open_pager(); !st) {
+      // Deinitialised first, so the failed plugin leaves nothing behind, then the ledger.
+      m->close_pager();
+      in.init_error = st.err().message;
+      m->manager_ = plugins::resolve_worker_manager(in);
+      spdlog::warn("pager plugin {} failed to start ({}); this worker runs the ledger",
+                   s.pager_plugin, st.err().message);
     }
   }
-  if (!s.allocator_plugin.empty() && m->pager_ != nullptr) {
-    auto lib = plugins::plugin_library::open(s.allocator_plugin);
-    if (!lib) return lib.err();
-    if (auto st = (*lib)->init(); !st) return st.err();
-    m->allocator_lib_ = std::move(*lib);
-    m->allocator_api_ = m->allocator_lib_->table().allocator_api;
-    if (m->allocator_api_ == nullptr) {
-      return error{"invalid_plugin", s.allocator_plugin + " is not an allocator plugin"};
-    }
-    orch_allocator_config ac{};
-    ac.struct_size = sizeof(ac);
-    ac.level = s.level;
-    ac.ordinal = s.ordinal;
-    ac.streams = s.streams;
-    ac.reserve_size = std::uint64_t{1} << 30;  // ample for the sim device; VA only
-    ac.pager_api = m->pager_api_;
-    ac.pager = m->pager_;
-    if (const orch_status st = m->allocator_api_->open(&ac, &m->allocator_); st != ORCH_OK) {
-      return error{"allocator_open_failed",
-                   std::string("allocator open answered ") + plugins::status_name(st)};
+  if (!m->is_pager()) {
+    if (auto st = m->open_ledger(); !st) {
+      spdlog::warn("no ledger for this worker's models ({}): model nodes will be refused",
+                   st.err().message);
     }
   }
+  if (auto st = m->open_allocator(); !st) return st.err();
+  m->level_ = m->is_pager() ? s.level : 0;
+  m->settings_hash_ = plugins::applied_settings_hash(s.memory, m->manager_.manager, m->level_);
+  spdlog::info("memory manager: {} ({})", plugins::to_string(m->manager_.manager),
+               m->manager_.reason);
   return m;
+}
+
+status worker_memory::open_pager() {
+  const auto& s = settings_;
+  auto lib = open_plugin(s.pager_plugin, &orch_plugin_table::pager_api, pager_api_,
+                         "a pager plugin");
+  if (!lib) return lib.err();
+  pager_lib_ = std::move(*lib);
+  orch_pager_config pc{};
+  pc.struct_size = sizeof(pc);
+  pc.level = s.level;
+  pc.ordinal = s.ordinal;
+  pc.sim_fd = sim_fd_.valid() ? sim_fd_.get() : -1;
+  pc.page_size = s.memory.page_size;
+  pc.poll_interval_ms = -1;
+  pc.poll_floor = -1;
+  // Only what the level can express (the adapter dropped the rest, with the host's log lines).
+  if (s.level >= 3) pc.extra_headroom = s.memory.reserve_vram;
+  if (s.level >= 4) pc.pressure_source = s.memory.pressure_source;
+  if (const orch_status st = pager_api_->device_open(&pc, &pager_); st != ORCH_OK) {
+    pager_ = nullptr;
+    return error{"pager_open_failed",
+                 std::string("pager device_open answered ") + plugins::status_name(st)};
+  }
+  if (s.level >= 3 && pager_api_->set_simple_headroom != nullptr) {
+    if (const orch_status st = pager_api_->set_simple_headroom(s.memory.simple_headroom);
+        st != ORCH_OK) {
+      return error{"pager_open_failed",
+                   std::string("set_simple_headroom answered ") + plugins::status_name(st)};
+    }
+  }
+  return ok_status();
+}
+
+void worker_memory::close_pager() noexcept {
+  if (pager_ != nullptr) pager_api_->device_close(pager_);
+  pager_ = nullptr;
+  pager_api_ = nullptr;
+  pager_lib_.reset();  // shut down and unloaded
+}
+
+status worker_memory::open_ledger() {
+  if (settings_.ledger_plugin.empty()) return error{"not_found", "no ledger plugin for this backend"};
+  if (!backend_) return error{"not_found", "no backend device for the ledger's models"};
+  std::uint64_t total = 0;
+  if (backend_->api().device_total_mem(backend_->device(), &total) != ORCH_OK) {
+    return error{"device_error", "the backend cannot tell the device's total memory"};
+  }
+  auto lib = open_plugin(settings_.ledger_plugin, &orch_plugin_table::ledger_api, ledger_api_,
+                         "a ledger plugin");
+  if (!lib) return lib.err();
+  ledger_lib_ = std::move(*lib);
+  orch_ledger_config lc{};
+  lc.struct_size = sizeof(lc);
+  const std::uint64_t reserve = settings_.memory.reserve_vram;
+  lc.budget = total > reserve ? total - reserve : 0;
+  ledger_budget_ = lc.budget;
+  if (const orch_status st = ledger_api_->open(&lc, &ledger_); st != ORCH_OK) {
+    ledger_ = nullptr;
+    return error{"ledger_open_failed",
+                 std::string("ledger open answered ") + plugins::status_name(st)};
+  }
+  return ok_status();
+}
+
+status worker_memory::open_allocator() {
+  const auto& s = settings_;
+  if (s.allocator_plugin.empty()) return ok_status();
+  // Without a pager the allocator takes memory from this process's backend device directly.
+  if (!is_pager() && !backend_ && s.memory.streams > 0) return ok_status();
+  auto lib = open_plugin(s.allocator_plugin, &orch_plugin_table::allocator_api, allocator_api_,
+                         "an allocator plugin");
+  if (!lib) return lib.err();
+  allocator_lib_ = std::move(*lib);
+  orch_allocator_config ac{};
+  ac.struct_size = sizeof(ac);
+  ac.level = std::max<std::uint32_t>(s.level, allocator_lib_->table().min_level);
+  ac.ordinal = s.ordinal;
+  ac.streams = s.memory.streams;
+  ac.reserve_size = std::uint64_t{1} << 30;  // VA only; ample for the sim device
+  if (is_pager()) {
+    ac.pager_api = pager_api_;
+    ac.pager = pager_;
+  } else if (backend_) {
+    ac.backend_api = &backend_->api();
+    ac.device = backend_->device();
+  }
+  if (const orch_status st = allocator_api_->open(&ac, &allocator_); st != ORCH_OK) {
+    allocator_ = nullptr;
+    return error{"allocator_open_failed",
+                 std::string("allocator open answered ") + plugins::status_name(st)};
+  }
+  return ok_status();
 }
 
 worker_memory::~worker_memory() {
   if (allocator_ != nullptr) allocator_api_->close(allocator_);
-  for (auto& [key, r] : regions_) pager_api_->region_destroy(r);
-  if (pager_ != nullptr) pager_api_->device_close(pager_);
+  for (auto& [key, r] : regions_) {
+    if (r->pager_region != nullptr) pager_api_->region_destroy(r->pager_region);
+    if (r->held > 0) backend_->api().phys_release(backend_->device(), r->handle);
+  }
+  regions_.clear();
+  if (ledger_ != nullptr) ledger_api_->close(ledger_);
+  close_pager();
   allocator_lib_.reset();
-  pager_lib_.reset();
+  ledger_lib_.reset();
   if (budget_ && budget_->reserved() > 0) budget_->release(budget_->reserved());
 }
 
-result<orch_region*> worker_memory::region(const std::string& key, std::uint64_t bytes,
-                                           bool& created) {
+result<model_region*> worker_memory::region(const std::string& key, std::uint64_t bytes,
+                                            bool& created) {
   created = false;
-  if (pager_ == nullptr) return error{"unsupported", "this worker runs without a pager"};
-  if (auto it = regions_.find(key); it != regions_.end()) return it->second;
-  orch_region* r = nullptr;
-  const orch_status st = pager_api_->region_create(pager_, bytes, &r, nullptr);
-  if (st != ORCH_OK) return error{plugins::status_name(st), "region_create failed"};
-  regions_.emplace(key, r);
+  if (auto it = regions_.find(key); it != regions_.end()) return it->second.get();
+  auto r = std::make_unique<model_region>();
+  r->key = key;
+  r->size = bytes;
+  if (pager_ != nullptr) {
+    const orch_status st = pager_api_->region_create(pager_, bytes, &r->pager_region, nullptr);
+    if (st != ORCH_OK) return error{plugins::status_name(st), "region_create failed"};
+  } else if (ledger_ != nullptr) {
+    const orch_status st = ledger_api_->model_add(ledger_, bytes, &r->ledger_model);
+    if (st != ORCH_OK) return error{plugins::status_name(st), "the ledger refused the model"};
+    if (auto loaded = load_ledger_model(*r); !loaded) {
+      ledger_api_->model_remove(r->ledger_model);
+      sync_ledger_memory();
+      return loaded.err();
+    }
+  } else {
+    return error{"unsupported", "this worker runs without a pager or a ledger"};
+  }
   created = true;
-  return r;
+  model_region* out = r.get();
+  regions_.emplace(key, std::move(r));
+  return out;
 }
 
-orch_status worker_memory::fault(orch_region* r, std::uint64_t offset, std::uint64_t size) {
-  if (pager_ == nullptr) return ORCH_UNSUPPORTED;
-  return pager_api_->region_fault(r, offset, size, nullptr, 0, nullptr, nullptr);
+status worker_memory::load_ledger_model(model_region& r) {
+  std::uint64_t loaded = 0;
+  const orch_status st = ledger_api_->model_load(r.ledger_model, 0.0, &loaded);
+  if (st != ORCH_OK && st != ORCH_OOM_RETRYABLE) {
+    return error{plugins::status_name(st), "the ledger could not load the model"};
+  }
+  sync_ledger_memory();
+  if (r.held >= r.size) return ok_status();
+  // The device cannot hold it (other processes use it): unloaded again, and the host is told
+  // how much is needed so it can evict through its stand-ins and retry.
+  std::uint64_t freed = 0;
+  ledger_api_->model_unload(r.ledger_model, &freed);
+  sync_ledger_memory();
+  last_required_ = r.size;
+  return error{"out_of_memory", "the device cannot hold the model " + r.key + " (" +
+                                    std::to_string(r.size) + " bytes)"};
 }
 
-orch_status worker_memory::unpin(orch_region* r, std::uint64_t offset, std::uint64_t size) {
-  if (pager_ == nullptr) return ORCH_UNSUPPORTED;
-  return pager_api_->region_unpin(r, offset, size);
+std::uint64_t worker_memory::sync_ledger_memory() noexcept {
+  // The ledger keeps accounts only; the device memory follows its figures here. Releases first,
+  // so a model evicted to make room gives its bytes back before the new one takes them.
+  std::uint64_t granularity = 1;
+  backend_->api().granularity(backend_->device(), &granularity);
+  std::uint64_t released = 0;
+  std::vector<std::pair<model_region*, std::uint64_t>> grow;
+  for (auto& [key, r] : regions_) {
+    if (r->ledger_model == nullptr) continue;
+    orch_ledger_model_info info{};
+    info.struct_size = sizeof(info);
+    if (ledger_api_->model_info(r->ledger_model, &info) != ORCH_OK) continue;
+    if (info.loaded == r->held) continue;
+    if (r->held > 0) {
+      backend_->api().phys_release(backend_->device(), r->handle);
+      released += r->held;
+      r->held = 0;
+    }
+    if (info.loaded > 0) grow.emplace_back(r.get(), info.loaded);
+  }
+  for (auto& [r, bytes] : grow) {
+    const std::uint64_t rounded = (bytes + granularity - 1) / granularity * granularity;
+    if (backend_->api().phys_create(backend_->device(), rounded, &r->handle) == ORCH_OK) {
+      r->held = bytes;
+    }
+  }
+  return released;
+}
+
+orch_status worker_memory::fault(model_region* r, std::uint64_t offset, std::uint64_t size) {
+  if (r->pager_region != nullptr) {
+    const orch_status st =
+        pager_api_->region_fault(r->pager_region, offset, size, nullptr, 0, nullptr, nullptr);
+    if (st == ORCH_OK) pins_.push_back({r, offset, size});
+    return st;
+  }
+  if (r->ledger_model != nullptr) {
+    if (r->held >= r->size) return ORCH_OK;
+    return load_ledger_model(*r).ok() ? ORCH_OK : ORCH_OOM_RETRYABLE;
+  }
+  return ORCH_UNSUPPORTED;
+}
+
+orch_status worker_memory::unpin(model_region* r, std::uint64_t offset, std::uint64_t size) {
+  if (r->pager_region == nullptr) return r->ledger_model != nullptr ? ORCH_OK : ORCH_UNSUPPORTED;
+  auto it = std::find_if(pins_.begin(), pins_.end(), [&](const pin& p) {
+    return p.region == r && p.offset == offset && p.size == size;
+  });
+  if (it == pins_.end()) return ORCH_INVALID;  // never faulted (or already unpinned)
+  pins_.erase(it);
+  return pager_api_->region_unpin(r->pager_region, offset, size);
 }
 
 orch_status worker_memory::cast_buffer(std::uint32_t stream, std::uint64_t size,
@@ -184,14 +382,108 @@ orch_status worker_memory::cast_buffer(std::uint32_t stream, std::uint64_t size,
   return allocator_api_->cast_buffer(allocator_, stream, size, address);
 }
 
+void worker_memory::release_node_boundary() noexcept {
+  for (const auto& p : pins_) pager_api_->region_unpin(p.region->pager_region, p.offset, p.size);
+  pins_.clear();
+  if (allocator_ != nullptr) allocator_api_->reset_cast_buffers(allocator_);
+  if (pager_ != nullptr && pager_api_->reset_watermark_limits != nullptr) {
+    pager_api_->reset_watermark_limits(pager_);
+  }
+  ++boundary_releases_;
+  last_boundary_ns_ = realtime_ns();
+}
+
+void worker_memory::cast_epoch_boundary(std::optional<std::uint64_t> epoch) noexcept {
+  const bool changed = !epoch || !cast_epoch_seen_ || cast_epoch_ != epoch;
+  cast_epoch_seen_ = true;
+  cast_epoch_ = epoch;
+  if (!changed) return;
+  if (allocator_ != nullptr) allocator_api_->reset_cast_buffers(allocator_);
+  ++boundary_releases_;
+  last_boundary_ns_ = realtime_ns();
+}
+
+std::uint64_t worker_memory::resident_bytes() const noexcept {
+  if (pager_ != nullptr) {
+    orch_pager_usage u{};
+    u.struct_size = sizeof(u);
+    return pager_api_->usage(pager_, &u) == ORCH_OK ? u.page_bytes : 0;
+  }
+  std::uint64_t held = 0;
+  for (const auto& [key, r] : regions_) held += r->held;
+  return held;
+}
+
+release_receipt worker_memory::free(bool unload_models, bool drop_caches) noexcept {
+  release_receipt receipt;
+  const std::uint64_t before = resident_bytes();
+  if (unload_models && pager_ != nullptr) {
+    std::uint64_t freed = 0;
+    pager_api_->reclaim(pager_, UINT64_MAX, 0, &freed);
+  } else if (unload_models && ledger_ != nullptr) {
+    for (auto& [key, r] : regions_) {
+      std::uint64_t freed = 0;
+      if (r->ledger_model != nullptr) ledger_api_->model_unload(r->ledger_model, &freed);
+    }
+    sync_ledger_memory();
+  }
+  std::uint64_t cast = 0;
+  if (drop_caches && allocator_ != nullptr) {
+    orch_cast_stats c{};
+    c.struct_size = sizeof(c);
+    if (allocator_api_->cast_stats(allocator_, &c) == ORCH_OK) cast = c.committed + c.retired;
+    allocator_api_->reset_cast_buffers(allocator_);
+  }
+  receipt.resident = resident_bytes();
+  receipt.freed = (before > receipt.resident ? before - receipt.resident : 0) + cast;
+  return receipt;
+}
+
+release_receipt worker_memory::evict(std::uint64_t bytes) noexcept {
+  release_receipt receipt;
+  const std::uint64_t before = resident_bytes();
+  if (pager_ != nullptr) {
+    std::uint64_t freed = 0;
+    pager_api_->reclaim(pager_, bytes, 0, &freed);
+  } else if (ledger_ != nullptr) {
+    // Whole models in ComfyUI's order until `bytes` more are free in the ledger's budget.
+    orch_ledger_stats st{};
+    st.struct_size = sizeof(st);
+    ledger_api_->stats(ledger_, &st);
+    // free_memory(n) makes n bytes free in the budget: ask for what is free now plus `bytes`.
+    const std::uint64_t free_now =
+        ledger_budget_ > st.loaded_bytes ? ledger_budget_ - st.loaded_bytes : 0;
+    const std::uint64_t target = std::min(ledger_budget_, free_now + bytes);
+    std::uint64_t freed = 0;
+    ledger_api_->free_memory(ledger_, target, &freed);
+    sync_ledger_memory();
+  }
+  receipt.resident = resident_bytes();
+  receipt.freed = before > receipt.resident ? before - receipt.resident : 0;
+  return receipt;
+}
+
+nlohmann::json worker_memory::describe_models() const {
+  auto out = nlohmann::json::array();
+  for (const auto& [key, r] : regions_) {
+    std::uint64_t resident = r->held;
+    if (r->pager_region != nullptr) {
+      pager_api_->region_resident_bytes(r->pager_region, &resident);
+    }
+    out.push_back({{"key", key}, {"size", r->size}, {"resident", resident}});
+  }
+  return out;
+}
+
 void worker_memory::publish(std::uint64_t epoch, std::uint64_t calls) noexcept {
   ipc::stats_snapshot s{};
-  s.memory_manager =
-      pager_ != nullptr ? ipc::memory_manager_kind::pager : ipc::memory_manager_kind::unknown;
-  ipc::set_text(s.memory_manager_reason, settings_.manager_reason);
-  report(s.plugins[static_cast<int>(ipc::plugin_slot::pager)], pager_lib_.get(), settings_.level);
-  report(s.plugins[static_cast<int>(ipc::plugin_slot::allocator)], allocator_lib_.get(),
-         settings_.level);
+  s.memory_manager = is_pager() ? ipc::memory_manager_kind::pager : ipc::memory_manager_kind::ledger;
+  ipc::set_text(s.memory_manager_reason, manager_.reason);
+  report(s.plugins[static_cast<int>(ipc::plugin_slot::pager)],
+         pager_lib_ ? pager_lib_.get() : ledger_lib_.get(), level_);
+  report(s.plugins[static_cast<int>(ipc::plugin_slot::allocator)], allocator_lib_.get(), level_);
+  report(s.plugins[static_cast<int>(ipc::plugin_slot::backend)],
+         backend_ ? &backend_->library() : nullptr, level_);
   if (pager_ != nullptr) {
     orch_pager_usage u{};
     u.struct_size = sizeof(u);
@@ -200,28 +492,44 @@ void worker_memory::publish(std::uint64_t epoch, std::uint64_t calls) noexcept {
       s.device_free_bytes = u.last_polled_free;
       s.pager_resident_bytes = u.page_bytes;
     }
+    std::uint64_t pinned = 0;
+    if (pager_api_->pinned_bytes(pager_, &pinned) == ORCH_OK) s.device_pinned_bytes = pinned;
+  } else if (backend_) {
+    std::uint64_t free_bytes = 0, total = 0;
+    if (backend_->api().mem_get_info(backend_->device(), &free_bytes, &total) == ORCH_OK) {
+      s.device_total_bytes = total;
+      s.device_free_bytes = free_bytes;
+    }
+    s.ledger_loaded_bytes = resident_bytes();
   }
   if (allocator_ != nullptr) {
     orch_cast_stats c{};
     c.struct_size = sizeof(c);
     if (allocator_api_->cast_stats(allocator_, &c) == ORCH_OK) {
-      s.cast_buffer_bytes = c.committed;
+      s.cast_buffer_bytes = c.committed + c.retired;
       s.cast_buffer_high_water = c.high_water;
     }
   }
   s.pinned_bytes = budget_->reserved();
   s.current_epoch = epoch;
   s.call_count = calls;
+  s.last_boundary_release_ns = last_boundary_ns_;
+  s.boundary_releases = boundary_releases_;
+  s.settings_hash = settings_hash_;
   block().publish(s);
 }
 
 nlohmann::json worker_memory::describe_plugins() const {
   auto one = [&](const plugins::plugin_library* lib) -> nlohmann::json {
     if (lib == nullptr) return nullptr;
-    return {
-        {"name", lib->table().name}, {"version", lib->table().version}, {"level", settings_.level}};
+    return {{"name", lib->table().name}, {"version", lib->table().version}, {"level", level_}};
   };
-  return {{"pager", one(pager_lib_.get())}, {"allocator", one(allocator_lib_.get())}};
+  return {{"manager", plugins::to_string(manager_.manager)},
+          {"reason", manager_.reason},
+          {"settings_hash", settings_hash_},
+          {"pager", one(pager_lib_.get())},
+          {"ledger", one(ledger_lib_.get())},
+          {"allocator", one(allocator_lib_.get())}};
 }
 
 }  // namespace orch::worker

@@ -97,7 +97,10 @@ json value_to_json(const orch_value& v) {
   }
 }
 
+// A request the node thread serves in order: node calls, and the host's free and evict requests
+// (queued with the calls, so a release never races a running node).
 struct pending_call {
+  message_type type = message_type::call;
   ipc::frame_header header;
   json body;
 };
@@ -226,12 +229,17 @@ class runtime {
           channel_->respond_error(m.header, {"not_ready", "the worker is not set up yet"});
           break;
         }
-        std::lock_guard lock(mutex_);
-        calls_queue_.push_back({m.header, std::move(m.body)});
-        queued_.fetch_add(1, std::memory_order_release);
-        cv_.notify_one();
+        enqueue({message_type::call, m.header, std::move(m.body)});
         break;
       }
+      case message_type::free_memory:
+      case message_type::evict:
+        if (!memory_) {
+          channel_->respond_error(m.header, {"not_ready", "the worker is not set up yet"});
+          break;
+        }
+        enqueue({static_cast<message_type>(m.header.type), m.header, std::move(m.body)});
+        break;
       case message_type::interrupt: {
         // Kept as an epoch, not a flag: the interrupt may overtake the call it is meant for.
         const auto epoch = m.body["epoch"].get<std::uint64_t>();
@@ -241,7 +249,7 @@ class runtime {
         break;
       }
       case message_type::prompt_start:
-        break;  // the epoch arrives with every call; issue 6 mirrors releases here
+        break;  // the epoch arrives with every call; cast_epoch_boundary reads it there
       case message_type::shutdown:
         spdlog::info("worker {}: shutdown requested", options_.env_name);
         channel_->respond(m.header, json::object());
@@ -252,6 +260,13 @@ class runtime {
                                                                   static_cast<message_type>(
                                                                       m.header.type)))});
     }
+  }
+
+  void enqueue(pending_call call) {
+    std::lock_guard lock(mutex_);
+    calls_queue_.push_back(std::move(call));
+    queued_.fetch_add(1, std::memory_order_release);
+    cv_.notify_one();
   }
 
   void on_close(const error& e) {
@@ -276,23 +291,45 @@ class runtime {
         queued_.fetch_sub(1, std::memory_order_release);
         busy_.store(true);
       }
-      json response = execute(call.body);
+      json response = call.type == message_type::call ? execute(call.body) : release(call);
+      // Every report of models is numbered, so the host can drop one that arrives late.
+      if (response.contains("models")) response["sequence"] = ++reports_;
       memory_->publish(epoch_.load(), calls_.load());
       busy_.store(false);
       channel_->respond(call.header, std::move(response));
     }
   }
 
-  // The start of every call: the prompt epoch. Issue 6 adds cast_epoch_boundary here (ledger
-  // workers reset cast buffers when the epoch changed, DESIGN.md §4.7).
-  void begin_call(std::uint64_t epoch) {
-    if (epoch != epoch_.load()) epoch_.store(epoch);
+  // The start of every call: the prompt epoch (absent: the call is a prompt of its own). Ledger
+  // workers reset their cast buffers here when it changed (DESIGN.md §4.7).
+  void begin_call(const json& body) {
+    std::optional<std::uint64_t> epoch;
+    if (auto it = body.find("epoch"); it != body.end() && it->is_number_unsigned()) {
+      epoch = it->get<std::uint64_t>();
+      epoch_.store(*epoch);
+    }
+    memory_->begin_call();
+    if (!memory_->is_pager()) memory_->cast_epoch_boundary(epoch);
+  }
+
+  // The host's free (broadcast) and evict (one worker) requests, answered with a receipt of the
+  // bytes actually released on the device.
+  json release(const pending_call& call) {
+    release_receipt r;
+    if (call.type == message_type::evict) {
+      r = memory_->evict(call.body["bytes"].get<std::uint64_t>());
+    } else {
+      r = memory_->free(call.body["unload_models"].get<bool>(), call.body["free_memory"].get<bool>());
+    }
+    spdlog::info("worker {}: {} released {} bytes ({} still resident)", options_.env_name,
+                 ipc::to_string(call.type), r.freed, r.resident);
+    return {{"freed", r.freed}, {"resident", r.resident}, {"models", memory_->describe_models()}};
   }
 
   json execute(const json& body) {
     const std::string node_id = body["node"].get<std::string>();
     const std::string class_type = body["class_type"].get<std::string>();
-    begin_call(body["epoch"].get<std::uint64_t>());
+    begin_call(body);
     auto fail = [&](const std::string& type, const std::string& message) {
       return json{{"status", "error"},
                   {"error", {{"node", node_id}, {"type", type}, {"message", message}}}};
@@ -324,7 +361,7 @@ class runtime {
     std::vector<orch_value> outputs(cls->output_count);
     orch_node_status status;
     {
-      // The one place around each node call: issue 6's node-boundary release goes in here.
+      // Pager workers release at every node boundary, also when the node fails (§4.7).
       node_call_guard guard(*this);
       status = cls->execute(ctx.context(), inputs.data(), outputs.data());
     }
@@ -339,19 +376,28 @@ class runtime {
       json r = fail(ctx.error_type().empty() ? "node_error" : ctx.error_type(),
                     ctx.error_message().empty() ? class_type + " failed" : ctx.error_message());
       r["allocations"] = std::move(allocated);
+      // A model the device could not hold: the host may evict through its stand-ins and retry.
+      if (memory_->last_required() > 0) r["error"]["required"] = memory_->last_required();
+      r["models"] = memory_->describe_models();
       return r;
     }
     auto out = json::array();
     for (const auto& v : outputs) out.push_back(value_to_json(v));
-    return {{"status", "ok"}, {"outputs", std::move(out)}, {"inputs_seen", std::move(seen)},
-            {"allocations", std::move(allocated)}};
+    return {{"status", "ok"},
+            {"outputs", std::move(out)},
+            {"inputs_seen", std::move(seen)},
+            {"allocations", std::move(allocated)},
+            {"models", memory_->describe_models()}};
   }
 
   struct node_call_guard {
     explicit node_call_guard(runtime& r) noexcept : r_(r) {}
     node_call_guard(const node_call_guard&) = delete;
     node_call_guard& operator=(const node_call_guard&) = delete;
-    ~node_call_guard() { r_.calls_.fetch_add(1); }
+    ~node_call_guard() {
+      if (r_.memory_->is_pager()) r_.memory_->release_node_boundary();
+      r_.calls_.fetch_add(1);
+    }
     runtime& r_;
   };
 
@@ -383,6 +429,7 @@ class runtime {
   std::atomic<bool> heartbeat_stop_{false};
   std::atomic<std::uint64_t> interrupted_epoch_{0};
   std::atomic<std::uint64_t> epoch_{0};
+  std::uint64_t reports_ = 0;  // node thread only
   std::atomic<std::uint64_t> calls_{0};
   int exit_code_ = ORCH_WORKER_EXIT_OK;
 };

@@ -1,6 +1,7 @@
 // Entry point of the allocator plugins: the C ABI over cast_allocator, plus the exports shaped
 // for torch's CUDAPluggableAllocator (plugins/exports/allocator.map). The backend kind, and so
 // the default number of offload streams, comes from ORCH_PLUGIN_BACKEND_*.
+#include <cstddef>
 #include <sys/types.h>
 
 #include <map>
@@ -55,7 +56,7 @@ void plugin_shutdown() {
 
 orch_status open(const orch_allocator_config* config, orch_allocator** out) {
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
-  if (config == nullptr || out == nullptr || config->struct_size < sizeof(orch_allocator_config))
+  if (config == nullptr || out == nullptr || config->struct_size < offsetof(orch_allocator_config, backend_api))
     return ORCH_INVALID;
   if (config->level < ORCH_LEVEL_MIN || config->level > ORCH_LEVEL_MAX) return ORCH_UNSUPPORTED;
   const uint32_t streams =

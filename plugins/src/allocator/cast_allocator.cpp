@@ -1,6 +1,7 @@
 #include "cast_allocator.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <new>
 
@@ -13,8 +14,16 @@ uint64_t round_up(uint64_t v, uint64_t unit) { return (v + unit - 1) / unit * un
 
 orch_status cast_allocator::open(const orch_allocator_config& config, uint32_t streams,
                                  const host_link* host, cast_allocator** out) {
-  if (streams > 0 && (config.pager_api == nullptr || config.pager == nullptr ||
-                      config.pager_api->backend == nullptr || config.pager_api->device == nullptr))
+  // Memory comes from the pager's device, or (no pager: a ledger worker) from a backend device
+  // given directly, when the caller's struct carries those appended fields.
+  const bool has_backend_fields =
+      config.struct_size >= offsetof(orch_allocator_config, device) + sizeof(orch_device*);
+  const bool via_pager = config.pager_api != nullptr && config.pager != nullptr;
+  if (streams > 0 && !via_pager &&
+      (!has_backend_fields || config.backend_api == nullptr || config.device == nullptr))
+    return ORCH_INVALID;
+  if (streams > 0 && via_pager &&
+      (config.pager_api->backend == nullptr || config.pager_api->device == nullptr))
     return ORCH_INVALID;
   auto* a = new (std::nothrow) cast_allocator;
   if (a == nullptr) return ORCH_OOM_RETRYABLE;
@@ -23,10 +32,15 @@ orch_status cast_allocator::open(const orch_allocator_config& config, uint32_t s
   a->stats_.struct_size = sizeof a->stats_;
   a->stats_.streams = streams;
   if (streams > 0) {
-    a->pager_api_ = config.pager_api;
-    a->pager_ = config.pager;
-    a->backend_ = config.pager_api->backend(config.pager);
-    a->device_ = config.pager_api->device(config.pager);
+    if (via_pager) {
+      a->pager_api_ = config.pager_api;
+      a->pager_ = config.pager;
+      a->backend_ = config.pager_api->backend(config.pager);
+      a->device_ = config.pager_api->device(config.pager);
+    } else {
+      a->backend_ = config.backend_api;
+      a->device_ = config.device;
+    }
     if (a->backend_ == nullptr || a->device_ == nullptr ||
         a->backend_->granularity(a->device_, &a->granularity_) != ORCH_OK ||
         a->granularity_ == 0) {
@@ -57,20 +71,28 @@ cast_allocator::~cast_allocator() {
     backend_->unmap(device_, block.va, block.size);
     backend_->phys_release(device_, block.handle);
     backend_->va_free(device_, block.va, block.size);
-    pager_api_->account_external(pager_, -static_cast<int64_t>(block.size));
+    account(-static_cast<int64_t>(block.size));
   }
   torch_.clear();
+}
+
+void cast_allocator::reclaim(uint64_t bytes, uint32_t flags) noexcept {
+  uint64_t freed = 0;
+  if (pager_api_ != nullptr) pager_api_->reclaim(pager_, bytes, flags, &freed);
+}
+
+void cast_allocator::account(int64_t delta) noexcept {
+  if (pager_api_ != nullptr) pager_api_->account_external(pager_, delta);
 }
 
 // Creates and maps `size` bytes at va. Reclaims through the pager first (the deficit of the
 // request, try-lock: an allocation path never waits for the model thread, §4.8), and once more
 // after a driver OOM before the single retry (§4.7).
 orch_status cast_allocator::commit_locked(uint64_t va, uint64_t size, uint64_t* handle) noexcept {
-  uint64_t freed = 0;
-  pager_api_->reclaim(pager_, size, ORCH_RECLAIM_TRY_LOCK | ORCH_RECLAIM_DEFICIT, &freed);
+  reclaim(size, ORCH_RECLAIM_TRY_LOCK | ORCH_RECLAIM_DEFICIT);
   orch_status st = backend_->phys_create(device_, size, handle);
   if (st == ORCH_OOM_RETRYABLE) {
-    pager_api_->reclaim(pager_, size, ORCH_RECLAIM_TRY_LOCK, &freed);
+    reclaim(size, ORCH_RECLAIM_TRY_LOCK);
     st = backend_->phys_create(device_, size, handle);
   }
   if (st != ORCH_OK) return st;
@@ -78,7 +100,7 @@ orch_status cast_allocator::commit_locked(uint64_t va, uint64_t size, uint64_t* 
     backend_->phys_release(device_, *handle);
     return m;
   }
-  pager_api_->account_external(pager_, static_cast<int64_t>(size));
+  account(static_cast<int64_t>(size));
   return ORCH_OK;
 }
 
@@ -102,7 +124,7 @@ void cast_allocator::release_locked(buffer& b) noexcept {
     backend_->phys_release(device_, b.handles[i]);
   }
   backend_->va_free(device_, b.va, b.reserved);
-  pager_api_->account_external(pager_, -static_cast<int64_t>(b.committed));
+  account(-static_cast<int64_t>(b.committed));
   if (host_ != nullptr && b.committed > 0)
     host_->report_release(ORCH_RELEASE_RESET, ordinal_, b.committed);
   b = buffer{};
@@ -205,7 +227,7 @@ void* cast_allocator::torch_malloc(uint64_t size) noexcept {
     backend_->unmap(device_, va, rounded);
     backend_->phys_release(device_, handle);
     backend_->va_free(device_, va, rounded);
-    pager_api_->account_external(pager_, -static_cast<int64_t>(rounded));
+    account(-static_cast<int64_t>(rounded));
     return nullptr;
   }
   torch_bytes_ += rounded;
@@ -231,7 +253,7 @@ void cast_allocator::torch_free(void* ptr) noexcept {
   backend_->unmap(device_, block.va, block.size);
   backend_->phys_release(device_, block.handle);
   backend_->va_free(device_, block.va, block.size);
-  pager_api_->account_external(pager_, -static_cast<int64_t>(block.size));
+  account(-static_cast<int64_t>(block.size));
   torch_bytes_ -= block.size;
 }
 

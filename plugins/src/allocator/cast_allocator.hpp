@@ -56,6 +56,9 @@ class cast_allocator {
   orch_status grow_locked(buffer& b);  // may throw std::bad_alloc (callers are guarded)
   void release_locked(buffer& b) noexcept;
   void note_committed_locked() noexcept;
+  // Through the pager when there is one (it reclaims and accounts); nothing without.
+  void reclaim(uint64_t bytes, uint32_t flags) noexcept;
+  void account(int64_t delta) noexcept;
 
   std::mutex mutex_;
   const host_link* host_ = nullptr;

@@ -20,7 +20,7 @@
 namespace orch::ipc {
 
 inline constexpr std::uint32_t control_block_magic = 0x4b4c4243u;  // "CBLK"
-inline constexpr std::uint16_t control_block_version = 1;
+inline constexpr std::uint16_t control_block_version = 2;  // 2: release and settings fields
 
 enum class memory_manager_kind : std::uint32_t { unknown = 0, pager = 1, ledger = 2 };
 enum class plugin_slot : std::uint32_t { pager = 0, allocator = 1, backend = 2 };
@@ -52,10 +52,14 @@ struct stats_snapshot {
   std::uint64_t current_epoch;
   std::uint64_t call_count;
   std::uint64_t last_boundary_release_ns;  // CLOCK_REALTIME ns of the last node-boundary release
+  std::uint64_t boundary_releases;        // node-boundary releases (pager) / epoch resets (ledger)
+  std::uint64_t device_pinned_bytes;      // pager pages pinned now (0 between nodes)
+  std::uint64_t ledger_loaded_bytes;      // ledger: model bytes on the device now
+  std::uint64_t settings_hash;            // hash of the host settings this worker applied
 };
 static_assert(std::is_standard_layout_v<stats_snapshot> &&
               std::is_trivially_copyable_v<stats_snapshot>);
-static_assert(sizeof(stats_snapshot) == 392 && sizeof(stats_snapshot) % 8 == 0);
+static_assert(sizeof(stats_snapshot) == 424 && sizeof(stats_snapshot) % 8 == 0);
 
 // Copies `text` into a fixed field, truncating and NUL padding.
 template <std::size_t N>

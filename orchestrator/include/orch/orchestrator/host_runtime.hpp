@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <future>
 #include <memory>
 #include <string>
@@ -19,6 +20,8 @@
 #include "orch/manifests/diagnostic.hpp"
 #include "orch/manifests/inventory.hpp"
 #include "orch/orchestrator/host_memory.hpp"
+#include "orch/orchestrator/memory_plan.hpp"
+#include "orch/orchestrator/model_ledger.hpp"
 #include "orch/orchestrator/node_catalogue.hpp"
 #include "orch/orchestrator/supervisor.hpp"
 
@@ -53,6 +56,14 @@ class host_runtime {
   const std::vector<skipped_env>& skipped() const noexcept { return skipped_; }
   std::vector<std::string> catalogue_clashes() const { return clashes_; }
 
+  // ComfyUI's free_memory across processes (DESIGN.md §4.7): walks the host's models and the
+  // stand-ins of every worker's models in ComfyUI's order until `required` bytes are free on
+  // the device, evicting a stand-in by an evict request to its worker and counting what the
+  // worker's receipt says it freed. Call from any thread but the io thread.
+  std::vector<eviction_step> free_through_stand_ins(std::uint64_t required);
+  // ComfyUI's POST /free, broadcast: each ready worker's receipt by env.
+  std::map<std::string, result<nlohmann::json>> free_all(bool unload_models, bool drop_caches);
+
   // Graceful (shutdown requests, `grace` for workers to exit), then forced. Idempotent.
   void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 
@@ -68,14 +79,19 @@ class host_runtime {
   boost::asio::io_context& io() noexcept { return io_; }
   supervisor& workers() noexcept { return *supervisor_; }  // io thread only
   host_memory& memory() noexcept { return *memory_; }      // io thread only
+  const model_ledger& stand_ins() const noexcept { return stand_ins_; }  // io thread only
+  const memory_plan& plan() const noexcept { return *plan_; }
   const manifests::deployment& deployment() const noexcept { return deployment_; }
 
  private:
   host_runtime() = default;
+  void update_stand_ins(const std::string& env, const nlohmann::json& models, std::uint64_t seq);
   manifests::deployment deployment_;
   boost::asio::io_context io_;
   std::unique_ptr<host_memory> memory_;
+  std::unique_ptr<memory_plan> plan_;
   std::unique_ptr<supervisor> supervisor_;
+  model_ledger stand_ins_;  // the host's models (none when headless) and every worker's
   std::thread io_thread_;
   node_catalogue catalogue_;
   std::vector<skipped_env> skipped_;

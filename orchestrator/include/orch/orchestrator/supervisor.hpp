@@ -44,7 +44,9 @@
 #include "orch/manifests/deployment.hpp"
 #include "orch/orchestrator/host_memory.hpp"
 #include "orch/orchestrator/worker_environment.hpp"
-#include "orch/orchestrator/worker_plugins.hpp"
+#include "orch/orchestrator/divergence_report.hpp"
+#include "orch/orchestrator/plugin_selection.hpp"
+#include "orch/plugins/applied_settings.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::orchestrator {
@@ -54,19 +56,18 @@ struct worker_spec {
   std::filesystem::path library;
   std::vector<std::pair<std::string, std::string>> env_vars;  // the pack's [env_vars]
   std::chrono::milliseconds call_timeout{600'000};
+  worker_plugin_choice plugins;  // chosen at the host's level (memory_plan::choose_for)
 };
 
 struct supervisor_options {
   std::string worker_executable;
   manifests::worker_settings timing;
-  worker_plugin_choice plugins;
   std::string device = "sim";
   int ordinal = 0;  // the device index (cuda:N, hip:N)
-  std::uint64_t page_size = 2ull << 20;
-  std::uint32_t streams = 2;
-  std::uint64_t reserve_vram = 0;
-  bool pinned_memory = true;
+  plugins::manager_choice host_manager;  // exported as ORCH_WORKER_PAGER where absent
+  plugins::host_memory_settings memory;  // sent in the handshake
   environment operator_env;
+  bool debug_worker = false;  // ORCH_DEBUG_WORKER: the routine divergence line
 };
 
 enum class worker_state { starting, ready, backoff, failed, stopping, stopped };
@@ -81,7 +82,10 @@ struct worker_info {
   int losses = 0;          // every loss so far
   std::string last_error;  // the last loss or start failure, complete on its own
   nlohmann::json nodes = nlohmann::json::array();  // from ready
-  nlohmann::json plugins = nlohmann::json::object();
+  nlohmann::json plugins = nlohmann::json::object();  // from ready: manager, reason, plugins
+  std::string manager;         // "pager" or "ledger", as the worker resolved it
+  std::string manager_reason;  // the worker's own reason
+  bool settings_match = true;  // the worker's applied-settings hash is the one the host expects
   std::chrono::steady_clock::time_point spawned_at;  // this generation's spawn
   std::chrono::steady_clock::time_point ready_at;    // and its ready message
 };
@@ -114,6 +118,17 @@ class supervisor {
 
   std::function<void(const std::string& env, const nlohmann::json& progress)> on_progress;
   std::function<void(const worker_info& info)> on_state;  // ready, failed
+  // A worker's models (key, size, resident) with the report's sequence number: after every call
+  // and every receipt (the host's stand-ins). A lost worker reports an empty list.
+  std::function<void(const std::string& env, const nlohmann::json& models, std::uint64_t seq)>
+      on_models;
+
+  // The host's release requests (DESIGN.md §4.7): free to every ready worker, evict to one.
+  // Each answer is the worker's receipt {freed, resident, sequence, models}.
+  // Returns how many workers were asked (each answers `done` exactly once).
+  std::size_t free_memory(bool unload_models, bool drop_caches,
+                   std::function<void(const std::string& env, result<nlohmann::json>)> done);
+  void evict(const std::string& env, std::uint64_t bytes, call_done done);
 
  private:
   struct queued_call {
@@ -150,6 +165,8 @@ class supervisor {
   void arm_heartbeat_check();
   void check_heartbeats();
   nlohmann::json settings_for(const worker& w) const;
+  void report_models(const std::string& env, const nlohmann::json& body);
+  void report_divergence(worker& w);
 
   boost::asio::io_context& io_;
   host_memory& memory_;
@@ -159,6 +176,7 @@ class supervisor {
   // Expires with the supervisor: a heartbeat tick already queued when it is destroyed sees it.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool shutting_down_ = false;
+  divergence_reporter divergence_;
 };
 
 }  // namespace orch::orchestrator

@@ -31,6 +31,11 @@ typedef struct orch_allocator_config {
    * the allocator. Required on cuda/hip/sim, ignored on cpu. */
   const struct orch_pager_api* pager_api;
   orch_pager* pager;
+  /* Appended: without a pager (a ledger worker, DESIGN.md §4.6), memory comes straight from
+   * this backend device and nothing is reclaimed before growth. Borrowed; ignored when pager is
+   * set. A caller whose struct_size ends before these fields must pass a pager. */
+  const struct orch_backend_api* backend_api;
+  struct orch_device* device;
 } orch_allocator_config;
 
 typedef struct orch_cast_stats {

@@ -1,0 +1,61 @@
+// memory_plan: the host's memory decisions for one run (DESIGN.md §4.5, §4.6): which manager the
+// host runs and why (one stable log line), the protocol level of its own pager, the settings it
+// hands every worker, and, per worker, the plugins chosen at the host's level.
+//
+// A worker's plugins come from the deployment's [plugins] search_paths, or from the directories
+// its pack pins with ORCH_PLUGIN_PATH in [env_vars] (a pack env with its own plugin build, as a
+// comfy-env env pins its own comfy-aimdo wheel). That is where level adapters and version NOTEs
+// arise: the host never assumes a worker has the host's plugin build.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "orch/manifests/deployment.hpp"
+#include "orch/orchestrator/plugin_selection.hpp"
+#include "orch/plugins/applied_settings.hpp"
+#include "orch/plugins/memory_manager.hpp"
+#include "orch/plugins/registry.hpp"
+
+namespace orch::orchestrator {
+
+inline constexpr const char* plugin_path_variable = "ORCH_PLUGIN_PATH";
+
+class memory_plan {
+ public:
+  // Scans the deployment's plugin directories and resolves the host's manager (its pager
+  // plugin is initialised once to prove it starts; a failure selects the ledger).
+  static memory_plan make(const manifests::deployment& d);
+
+  const plugins::manager_choice& host_manager() const { return host_manager_; }
+  unsigned host_level() const { return host_level_; }
+  const std::optional<plugins::plugin_entry>& host_pager() const { return host_pager_; }
+  const plugins::host_memory_settings& settings() const { return settings_; }
+  const std::string& backend() const { return backend_; }
+
+  // The plugins for a worker whose pack sets `env_vars`, at the host's level. Each dropped
+  // setting and each version NOTE is logged once per call, naming `env`.
+  worker_plugin_choice choose_for(const std::string& env,
+                                  const std::vector<std::pair<std::string, std::string>>& env_vars);
+
+  // The hash a worker publishes when it applied these settings under `manager` at `level`.
+  std::uint64_t expected_hash(plugins::memory_manager manager, unsigned level) const {
+    return plugins::applied_settings_hash(settings_, manager, level);
+  }
+
+ private:
+  const std::vector<plugins::plugin_entry>& scan(const std::vector<std::filesystem::path>& dirs);
+
+  std::string backend_;
+  std::vector<std::filesystem::path> default_dirs_;
+  std::map<std::vector<std::filesystem::path>, std::vector<plugins::plugin_entry>> scanned_;
+  plugins::manager_choice host_manager_;
+  std::optional<plugins::plugin_entry> host_pager_;
+  unsigned host_level_ = 0;
+  plugins::host_memory_settings settings_;
+  pager_settings pager_settings_;
+};
+
+}  // namespace orch::orchestrator

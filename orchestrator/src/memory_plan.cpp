@@ -1,0 +1,93 @@
+#include "orch/orchestrator/memory_plan.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "orch/plugins/loader.hpp"
+
+namespace orch::orchestrator {
+namespace {
+
+std::vector<std::filesystem::path> split_paths(const std::string& value) {
+  std::vector<std::filesystem::path> out;
+  std::size_t start = 0;
+  while (start <= value.size()) {
+    const auto end = value.find(':', start);
+    const auto part = value.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!part.empty()) out.emplace_back(part);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<plugins::plugin_entry>& memory_plan::scan(
+    const std::vector<std::filesystem::path>& dirs) {
+  auto it = scanned_.find(dirs);
+  if (it == scanned_.end()) {
+    auto report = plugins::scan_directories(dirs);
+    for (const auto& skipped : report.skipped) {
+      if (skipped.code != "not_found") {
+        spdlog::warn("plugin {} skipped: {}", skipped.path.string(), skipped.message);
+      }
+    }
+    it = scanned_.emplace(dirs, std::move(report.plugins)).first;
+  }
+  return it->second;
+}
+
+memory_plan memory_plan::make(const manifests::deployment& d) {
+  memory_plan p;
+  p.backend_ = manifests::to_string(d.host.device.kind);
+  p.default_dirs_ = d.plugin_paths;
+  const auto& found = p.scan(p.default_dirs_);
+  p.host_pager_ = orchestrator::host_pager(found, p.backend_);
+
+  plugins::host_manager_inputs in;
+  in.flags = {d.memory.disable_dynamic_vram, d.memory.enable_dynamic_vram, d.memory.highvram,
+              d.memory.gpu_only, d.memory.novram, d.memory.cpu};
+  in.device = d.host.device.to_string();
+  in.device_supports_pager = d.host.device.is_gpu() && p.host_pager_.has_value();
+  if (p.host_pager_) {
+    // The host's own pager must start: a plugin that cannot is the failed-init rule.
+    auto lib = plugins::plugin_library::open(p.host_pager_->path, /*announce=*/false);
+    if (!lib) {
+      in.init_error = lib.err().message;
+    } else if (auto st = (*lib)->init(); !st) {
+      in.init_error = st.err().message;
+    }
+  }
+  p.host_manager_ = plugins::resolve_host_manager(in);
+  p.host_level_ = p.host_pager_ ? p.host_pager_->max_level : 0;
+
+  p.settings_.streams = static_cast<std::uint32_t>(
+      d.memory.async_offload_streams.value_or(d.host.device.is_gpu() ? 2 : 0));
+  p.settings_.page_size = d.host.sim.page_size;
+  p.settings_.reserve_vram = d.memory.reserve_vram;
+  p.settings_.simple_headroom = d.memory.vram_headroom.value_or(256ull << 20);
+  p.settings_.pressure_source = 0;
+  p.settings_.pinned_memory = !d.memory.disable_pinned_memory;
+  p.pager_settings_.simple_headroom = p.settings_.simple_headroom;
+  p.pager_settings_.extra_headroom = p.settings_.reserve_vram;
+  p.pager_settings_.pressure_source = p.settings_.pressure_source;
+  return p;
+}
+
+worker_plugin_choice memory_plan::choose_for(
+    const std::string& env, const std::vector<std::pair<std::string, std::string>>& env_vars) {
+  std::vector<std::filesystem::path> dirs = default_dirs_;
+  for (const auto& [name, value] : env_vars) {
+    if (name == plugin_path_variable) dirs = split_paths(value);
+  }
+  const plugins::plugin_entry* host_entry = host_pager_ ? &*host_pager_ : nullptr;
+  auto choice = choose_worker_plugins(scan(dirs), backend_, host_level_, host_entry,
+                                      pager_settings_);
+  for (const auto& line : dropped_setting_lines(env, choice)) spdlog::info("{}", line);
+  if (choice.ledger_reason) {
+    spdlog::info("env {}: {}: its worker runs the ledger", env, *choice.ledger_reason);
+  }
+  return choice;
+}
+
+}  // namespace orch::orchestrator
