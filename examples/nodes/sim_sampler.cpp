@@ -35,8 +35,13 @@ orch_node_status load_model(orch_node_context* ctx, const orch_value* in, orch_v
   const std::uint64_t bytes = static_cast<std::uint64_t>(k.size_mib) * mib;
   orch_node_region* region = nullptr;
   int32_t created = 0;
-  if (ctx->api->region(ctx, handle.c_str(), bytes, &region, &created) != 0) {
-    ctx->api->fail(ctx, "model_load_failed", "this worker has no pager region for the model");
+  const int32_t st = ctx->api->region(ctx, handle.c_str(), bytes, &region, &created);
+  if (st == 1) {  // OOM_RETRYABLE: the host may free memory through its stand-ins and retry
+    ctx->api->fail(ctx, "out_of_memory", ("the device cannot hold " + handle + " now").c_str());
+    return ORCH_NODE_ERROR;
+  }
+  if (st != 0) {
+    ctx->api->fail(ctx, "model_load_failed", "this worker has no model memory (pager or ledger)");
     return ORCH_NODE_ERROR;
   }
   if (created != 0) {
@@ -126,11 +131,18 @@ const orch_node_input sample_inputs[] = {
 const char* const model_output[] = {"MODEL"};
 const char* const image_output[] = {"IMAGE"};
 
+// The same nodes under other names for the legacy pack (ComfyUI-LegacySampler), which pins its
+// worker to the ledger; a prompt can then use both packs without a class clash.
+#ifdef ORCH_LEGACY_SAMPLER
+#define ORCH_SAMPLER_NAME(n) "Legacy" n
+#else
+#define ORCH_SAMPLER_NAME(n) "Sim" n
+#endif
 const orch_node_class classes[] = {
-    {sizeof(orch_node_class), 0, "SimLoadModel", "Load Model (sim)", "sampling/sim", load_inputs,
-     2, 1, model_output, &load_model},
-    {sizeof(orch_node_class), 0, "SimSampler", "Sampler (sim)", "sampling/sim", sample_inputs, 3,
-     1, image_output, &sample},
+    {sizeof(orch_node_class), 0, ORCH_SAMPLER_NAME("LoadModel"), "Load Model (sim)",
+     "sampling/sim", load_inputs, 2, 1, model_output, &load_model},
+    {sizeof(orch_node_class), 0, ORCH_SAMPLER_NAME("Sampler"), "Sampler (sim)", "sampling/sim",
+     sample_inputs, 3, 1, image_output, &sample},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 2, 0};
 

@@ -56,6 +56,32 @@ void executor::interrupt() {
   host_.sync([&] { host_.workers().interrupt(epoch); });
 }
 
+result<json> executor::call_node(const std::string& env, const json& body) {
+  std::promise<result<json>> done;
+  auto future = done.get_future();
+  host_.sync([&] {
+    host_.workers().call(env, body, [this, &done, env](result<json> r) {
+      // Leases move here, on the io thread, before anyone sees the result: each block the node
+      // returned becomes the host's; each one it allocated and dropped goes back.
+      if (r && r->value("status", "") != "" && host_.workers().find(env) != nullptr) {
+        const std::uint32_t slot = host_.workers().find(env)->slot;
+        const auto returned = tensor_descriptors(r->value("outputs", json::array()));
+        for (const auto& a : r->value("allocations", json::array())) {
+          auto d = ipc::descriptor_from_json(a);
+          if (!d) continue;
+          const bool kept = (*r)["status"] == "ok" &&
+                            std::find(returned.begin(), returned.end(), *d) != returned.end();
+          if (kept) (void)host_.memory().leases().acquire(*d, host_slot);
+          (void)host_.memory().leases().free(*d, slot);
+          if (kept) held_.push_back(*d);
+        }
+      }
+      done.set_value(std::move(r));
+    });
+  });
+  return future.get();
+}
+
 prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& outputs,
                              const std::string& prompt_id) {
   release_outputs();
@@ -97,31 +123,19 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
     }
     json body{{"node", id}, {"class_type", node.class_type}, {"epoch", outcome.epoch},
               {"inputs", std::move(inputs)}};
-    std::promise<result<json>> done;
-    auto future = done.get_future();
     const auto call_start = std::chrono::steady_clock::now();
     const std::string env = cls->env;
-    host_.sync([&] {
-      host_.workers().call(env, std::move(body), [this, &done, env](result<json> r) {
-        // Leases move here, on the io thread, before anyone sees the result: each block the
-        // node returned becomes the host's; each one it allocated and dropped goes back.
-        if (r && r->value("status", "") != "" && host_.workers().find(env) != nullptr) {
-          const std::uint32_t slot = host_.workers().find(env)->slot;
-          const auto returned = tensor_descriptors(r->value("outputs", json::array()));
-          for (const auto& a : r->value("allocations", json::array())) {
-            auto d = ipc::descriptor_from_json(a);
-            if (!d) continue;
-            const bool kept = (*r)["status"] == "ok" &&
-                              std::find(returned.begin(), returned.end(), *d) != returned.end();
-            if (kept) (void)host_.memory().leases().acquire(*d, host_slot);
-            (void)host_.memory().leases().free(*d, slot);
-            if (kept) held_.push_back(*d);
-          }
-        }
-        done.set_value(std::move(r));
-      });
-    });
-    result<json> r = future.get();
+    result<json> r = call_node(env, body);
+    // A model the device could not hold: ComfyUI's free_memory across every process's models
+    // (the stand-ins), then the node once more (DESIGN.md §4.7).
+    if (r && r->value("status", "") == "error" && (*r)["error"].contains("required")) {
+      const auto required = (*r)["error"]["required"].get<std::uint64_t>();
+      std::uint64_t freed = 0;
+      for (const auto& step : host_.free_through_stand_ins(required)) freed += step.freed;
+      spdlog::info("node {} ({}) needs {} bytes on the device: {} freed through stand-ins{}", id,
+                   node.class_type, required, freed, freed > 0 ? ", retrying" : "");
+      if (freed > 0) r = call_node(env, body);
+    }
     const double call_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - call_start)
             .count();

@@ -33,30 +33,46 @@ std::vector<memory_row> read_memory_table(host_runtime& host) {
   auto& control = host.memory().control();
   memory_row h;
   h.process = "host";
+  h.mode = "host";
   h.pid = static_cast<long>(::getpid());
   h.state = "running";
-  h.manager = "-";  // the host runs no node code (issue 6 resolves its manager)
+  h.manager = plugins::to_string(host.plan().host_manager().manager);
+  h.reason = host.plan().host_manager().reason;
+  h.level = host.plan().host_level();
   h.pinned_reserved = host.memory().host_budget().reserved();
   h.budget = control.budget();
   rows.push_back(h);
   for (const auto& w : host.workers().workers()) {
     memory_row r;
     r.process = w.env;
+    r.mode = "worker";
     r.pid = w.pid;
     r.state = to_string(w.state);
     r.budget = control.budget();
+    r.manager = "-";
     if (w.state == worker_state::ready) {
-      auto stats = control.block(w.slot).read();
-      if (stats) {
+      if (auto stats = control.block(w.slot).read()) {
         r.manager = manager_name(stats->memory_manager);
+        r.reason = std::string(ipc::get_text(stats->memory_manager_reason));
         r.level = stats->plugins[static_cast<int>(ipc::plugin_slot::pager)].level;
-        r.pager_resident = stats->pager_resident_bytes;
+        r.device_resident = stats->pager_resident_bytes + stats->ledger_loaded_bytes;
+        r.cast_now = stats->cast_buffer_bytes;
         r.cast_high_water = stats->cast_buffer_high_water;
+        r.boundary_releases = stats->boundary_releases;
       }
+      r.settings_match = w.settings_match;
       r.pinned_reserved = control.slot(w.slot).reserved.load(std::memory_order_acquire);
-    } else {
-      r.manager = "-";
     }
+    rows.push_back(r);
+  }
+  for (const auto& s : host.skipped()) {
+    memory_row r;
+    r.process = s.env;
+    r.mode = "in-process";
+    r.state = "skipped";
+    r.manager = "-";
+    r.reason = s.reason;
+    r.budget = control.budget();
     rows.push_back(r);
   }
   return rows;
@@ -64,20 +80,32 @@ std::vector<memory_row> read_memory_table(host_runtime& host) {
 
 std::string format_memory_table(const std::vector<memory_row>& rows) {
   std::ostringstream s;
-  auto line = [&](const std::string& a, const std::string& b, const std::string& c,
-                  const std::string& d, const std::string& e, const std::string& f,
-                  const std::string& g, const std::string& h, const std::string& i) {
-    s << std::left << std::setw(22) << a << std::setw(8) << b << std::setw(9) << c
-      << std::setw(8) << d << std::setw(6) << e << std::right << std::setw(14) << f
-      << std::setw(16) << g << std::setw(16) << h << std::setw(14) << i << '\n';
+  auto line = [&](const std::vector<std::string>& c) {
+    s << std::left << std::setw(22) << c[0] << std::setw(11) << c[1] << std::setw(8) << c[2]
+      << std::setw(9) << c[3] << std::setw(8) << c[4] << std::setw(6) << c[5] << std::right
+      << std::setw(16) << c[6] << std::setw(16) << c[7] << std::setw(12) << c[8]
+      << std::setw(16) << c[9] << std::setw(10) << c[10] << std::setw(10) << c[11] << '\n';
   };
-  line("process", "pid", "state", "manager", "level", "pager resident", "pinned reserved",
-       "cast high-water", "budget");
+  line({"process", "mode", "pid", "state", "manager", "level", "device resident",
+        "pinned reserved", "cast now", "cast high-water", "releases", "settings"});
+  std::uint64_t pinned = 0, budget = 0;
   for (const auto& r : rows) {
-    line(r.process, std::to_string(r.pid), r.state, r.manager,
-         r.level == 0 ? "-" : "L" + std::to_string(r.level), mib(r.pager_resident),
-         mib(r.pinned_reserved), mib(r.cast_high_water), mib(r.budget));
+    const bool running = r.mode != "in-process";
+    line({r.process, r.mode, running ? std::to_string(r.pid) : "-", r.state, r.manager,
+          r.level == 0 ? "-" : "L" + std::to_string(r.level),
+          running ? mib(r.device_resident) : "-", running ? mib(r.pinned_reserved) : "-",
+          running ? mib(r.cast_now) : "-", running ? mib(r.cast_high_water) : "-",
+          r.mode == "worker" ? std::to_string(r.boundary_releases) : "-",
+          r.mode == "worker" ? (r.settings_match ? "match" : "MISMATCH") : "-"});
+    pinned += r.pinned_reserved;
+    budget = r.budget;
   }
+  s << "\nwhy:\n";
+  for (const auto& r : rows) {
+    if (!r.reason.empty()) s << "  " << r.process << ": " << r.manager << " (" << r.reason << ")\n";
+  }
+  s << "pinned reservations: " << mib(pinned) << " of one budget of " << mib(budget)
+    << (pinned <= budget ? "" : "  OVER BUDGET") << '\n';
   return s.str();
 }
 
@@ -85,13 +113,18 @@ nlohmann::json to_json(const std::vector<memory_row>& rows) {
   auto out = nlohmann::json::array();
   for (const auto& r : rows) {
     out.push_back({{"process", r.process},
+                   {"mode", r.mode},
                    {"pid", r.pid},
                    {"state", r.state},
                    {"manager", r.manager},
+                   {"reason", r.reason},
                    {"level", r.level},
-                   {"pager_resident_bytes", r.pager_resident},
+                   {"device_resident_bytes", r.device_resident},
                    {"pinned_reserved_bytes", r.pinned_reserved},
+                   {"cast_buffer_bytes", r.cast_now},
                    {"cast_buffer_high_water_bytes", r.cast_high_water},
+                   {"boundary_releases", r.boundary_releases},
+                   {"settings_match", r.settings_match},
                    {"budget_bytes", r.budget}});
   }
   return out;

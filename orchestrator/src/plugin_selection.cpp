@@ -92,8 +92,11 @@ worker_plugin_choice choose_worker_plugins(const std::vector<plugins::plugin_ent
     choice.dropped = settings_dropped_at(choice.level, settings);
   } else {
     choice.ledger_reason = "no pager plugin for backend " + backend;
-    const auto ledgers = of_kind(found, backend, "pager", true);
-    if (!ledgers.empty()) choice.ledger = *ledgers.front();
+  }
+  // The ledger goes along even with a pager: the worker may still resolve to it (its pack's
+  // ORCH_WORKER_PAGER=0, a CPU device, a pager that fails to start).
+  if (const auto ledgers = of_kind(found, backend, "pager", true); !ledgers.empty()) {
+    choice.ledger = *ledgers.front();
   }
 
   const unsigned allocator_level = choice.pager ? choice.level : host_level;

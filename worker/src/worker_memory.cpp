@@ -291,11 +291,16 @@ result<model_region*> worker_memory::region(const std::string& key, std::uint64_
   } else if (ledger_ != nullptr) {
     const orch_status st = ledger_api_->model_add(ledger_, bytes, &r->ledger_model);
     if (st != ORCH_OK) return error{plugins::status_name(st), "the ledger refused the model"};
-    if (auto loaded = load_ledger_model(*r); !loaded) {
-      ledger_api_->model_remove(r->ledger_model);
-      sync_ledger_memory();
+    // Listed before it loads: the device memory follows the ledger for every listed model.
+    model_region& added = *regions_.emplace(key, std::move(r)).first->second;
+    if (auto loaded = load_ledger_model(added); !loaded) {
+      ledger_api_->model_remove(added.ledger_model);
+      if (added.held > 0) backend_->api().phys_release(backend_->device(), added.handle);
+      regions_.erase(key);
       return loaded.err();
     }
+    created = true;
+    return &added;
   } else {
     return error{"unsupported", "this worker runs without a pager or a ledger"};
   }
@@ -306,6 +311,17 @@ result<model_region*> worker_memory::region(const std::string& key, std::uint64_
 }
 
 status worker_memory::load_ledger_model(model_region& r) {
+  // ComfyUI loads a whole model only when the device has it free plus the reserve
+  // (free_memory(memory_required + extra_reserved_memory)); other processes' memory counts.
+  const std::uint64_t needed = r.size + settings_.memory.reserve_vram;
+  std::uint64_t free_bytes = 0, total = 0;
+  if (backend_->api().mem_get_info(backend_->device(), &free_bytes, &total) == ORCH_OK &&
+      free_bytes < needed) {
+    last_required_ = needed;
+    return error{"out_of_memory", "the device has " + std::to_string(free_bytes) +
+                                      " bytes free; the model " + r.key + " needs " +
+                                      std::to_string(needed) + " with the reserve"};
+  }
   std::uint64_t loaded = 0;
   const orch_status st = ledger_api_->model_load(r.ledger_model, 0.0, &loaded);
   if (st != ORCH_OK && st != ORCH_OOM_RETRYABLE) {
@@ -318,7 +334,7 @@ status worker_memory::load_ledger_model(model_region& r) {
   std::uint64_t freed = 0;
   ledger_api_->model_unload(r.ledger_model, &freed);
   sync_ledger_memory();
-  last_required_ = r.size;
+  last_required_ = needed;
   return error{"out_of_memory", "the device cannot hold the model " + r.key + " (" +
                                     std::to_string(r.size) + " bytes)"};
 }
@@ -383,9 +399,20 @@ orch_status worker_memory::cast_buffer(std::uint32_t stream, std::uint64_t size,
 }
 
 void worker_memory::release_node_boundary() noexcept {
+  const std::size_t pins = pins_.size();
   for (const auto& p : pins_) pager_api_->region_unpin(p.region->pager_region, p.offset, p.size);
   pins_.clear();
-  if (allocator_ != nullptr) allocator_api_->reset_cast_buffers(allocator_);
+  std::uint64_t cast = 0;
+  if (allocator_ != nullptr) {
+    orch_cast_stats c{};
+    c.struct_size = sizeof(c);
+    if (allocator_api_->cast_stats(allocator_, &c) == ORCH_OK) cast = c.committed + c.retired;
+    allocator_api_->reset_cast_buffers(allocator_);
+  }
+  if (cast > 0 || pins > 0) {
+    spdlog::info("node boundary: released {} cast-buffer bytes and {} pins left by the node", cast,
+                 pins);
+  }
   if (pager_ != nullptr && pager_api_->reset_watermark_limits != nullptr) {
     pager_api_->reset_watermark_limits(pager_);
   }

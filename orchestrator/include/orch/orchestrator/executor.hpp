@@ -59,6 +59,9 @@ class executor {
   std::vector<ipc::buffer_descriptor> held_outputs() const { return held_; }
 
  private:
+  // One node call through the router; moves the leases of its outputs to the host.
+  result<nlohmann::json> call_node(const std::string& env, const nlohmann::json& body);
+
   host_runtime& host_;
   event_sink& events_;
   std::atomic<std::uint64_t> epoch_{0};

@@ -1,6 +1,8 @@
-// memory_table: the per-process memory view printed after a run (issue 5): for the host and each
-// worker, the memory manager, the protocol level, pager-resident bytes, pinned bytes reserved
-// from the one budget, the cast-buffer high-water, and the budget itself. Read from the control
+// memory_table: the per-process memory view printed after a run: for the host, each worker and
+// each pack that runs in no worker, the mode, the memory manager and its reason, the protocol
+// level, device-resident bytes, pinned bytes reserved from the one budget, cast buffers (now and
+// high-water), node-boundary releases, whether the worker applied the host's settings, and the
+// budget itself; then the sum of every pinned reservation against that one budget. Read from the control
 // segment (each process's published stats and budget slot), never by asking a worker.
 #pragma once
 
@@ -16,13 +18,18 @@ namespace orch::orchestrator {
 
 struct memory_row {
   std::string process;  // "host" or the env name
+  std::string mode;     // "host", "worker" (isolated) or "in-process" (not isolated: see reason)
   long pid = 0;
   std::string state;
   std::string manager;  // "pager", "ledger", "-" (none)
+  std::string reason;   // the manager's reason, or why the pack is not isolated
   std::uint32_t level = 0;
-  std::uint64_t pager_resident = 0;
+  std::uint64_t device_resident = 0;  // pager pages or ledger models on the device
   std::uint64_t pinned_reserved = 0;
+  std::uint64_t cast_now = 0;
   std::uint64_t cast_high_water = 0;
+  std::uint64_t boundary_releases = 0;
+  bool settings_match = true;
   std::uint64_t budget = 0;
 };
 

@@ -35,9 +35,10 @@ struct worker_plugin_choice {
   unsigned level = 0;
   bool adapted = false;
   std::vector<dropped_setting> dropped;
-  // Without a pager: the ledger, with the reason ("no pager plugin for backend X") and the
-  // backend's ledger plugin when one exists.
+  // Without a pager: the reason the worker runs the ledger ("no pager plugin for backend X").
   std::optional<std::string> ledger_reason;
+  // The backend's ledger plugin when one exists, chosen or not: a worker resolves its manager
+  // itself and may fall back to the ledger (DESIGN.md §4.6).
   std::optional<plugins::plugin_entry> ledger;
   // Injected on every backend, cpu included.
   std::optional<plugins::plugin_entry> allocator;
