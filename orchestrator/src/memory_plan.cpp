@@ -61,8 +61,10 @@ memory_plan memory_plan::make(const manifests::deployment& d) {
   p.host_manager_ = plugins::resolve_host_manager(in);
   p.host_level_ = p.host_pager_ ? p.host_pager_->max_level : 0;
 
-  p.settings_.streams = static_cast<std::uint32_t>(
-      d.memory.async_offload_streams.value_or(d.host.device.is_gpu() ? 2 : 0));
+  // Offload streams exist on a GPU only: a cpu device has none, whatever [memory] says.
+  p.settings_.streams = d.host.device.is_gpu()
+                            ? static_cast<std::uint32_t>(d.memory.async_offload_streams.value_or(2))
+                            : 0;
   p.settings_.page_size = d.host.sim.page_size;
   p.settings_.reserve_vram = d.memory.reserve_vram;
   p.settings_.simple_headroom = d.memory.vram_headroom.value_or(256ull << 20);

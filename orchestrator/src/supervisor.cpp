@@ -127,13 +127,14 @@ void supervisor::spawn(worker& w) {
     return fail_start("socketpair failed");
   ipc::unique_fd fds_host(fds[0]), fds_child(fds[1]);
 
-  // The worker follows the host's manager unless its pack or the operator pinned the variable
-  // (derived values are written only where absent; worker_environment.hpp).
-  environment derived{{"ORCH_WORKER_ENV", w.spec.env},
-                      {"ORCH_DEVICE", options_.device},
-                      {plugins::worker_pager_variable,
-                       plugins::worker_pager_value(options_.host_manager.manager)}};
+  // The worker follows the host's manager unless its pack or the operator set the variable or
+  // comfy-env's alias for it (derived values are written only where absent).
+  environment derived{{"ORCH_WORKER_ENV", w.spec.env}, {"ORCH_DEVICE", options_.device}};
   environment env = build_worker_environment(options_.operator_env, w.spec.env_vars, derived);
+  if (env.count(plugins::worker_pager_alias) == 0) {
+    env.emplace(plugins::worker_pager_variable,
+                plugins::worker_pager_value(options_.host_manager.manager));
+  }
   env["ORCH_WORKER_TOKEN"] = w.token;  // always the host's: never taken from a layer
   spawn_request req;
   req.executable = options_.worker_executable;

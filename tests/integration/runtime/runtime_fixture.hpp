@@ -72,6 +72,10 @@ struct deployment_options {
   std::string call_timeout = "30s";
   std::string worker_executable;  // empty: comfy-orch-worker
   bool pinned_memory = true;      // false: [memory] disable_pinned_memory
+  std::string device = "sim";
+  std::string capacity = "2GiB";
+  std::string memory_extra;    // more [memory] lines ("highvram = true\n")
+  std::string test_pack_env;   // more [env_vars] lines for the test pack
 };
 
 class runtime_test : public ipc::testing::leak_checked_test {
@@ -104,11 +108,12 @@ class runtime_test : public ipc::testing::leak_checked_test {
           "[worker]\nlibrary = \"liborch_pack_sim_sampler.so\"\n");
     write(dir_ / "packs/ComfyUI-TestNodes/nodes/comfy-env.toml",
           "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n\n[env_vars]\nTEST_PACK_VAR = "
-          "\"from-pack\"\n");
+          "\"from-pack\"\n" + o.test_pack_env);
     const fs::path file = dir_ / "deployment.toml";
-    write(file, "[host]\ndevice = \"sim\"\n\n[host.sim]\ncapacity = \"2GiB\"\npage_size = "
-                "\"2MiB\"\n\n[memory]\nasync_offload_streams = 2\n" +
+    write(file, "[host]\ndevice = \"" + o.device + "\"\n\n[host.sim]\ncapacity = \"" +
+                    o.capacity + "\"\npage_size = \"2MiB\"\n\n[memory]\nasync_offload_streams = 2\n" +
                     std::string(o.pinned_memory ? "" : "disable_pinned_memory = true\n") +
+                    o.memory_extra +
                     "\n[plugins]\nsearch_paths = [\"" +
                     std::string(ORCH_TEST_PLUGIN_DIR) +
                     "\"]\n\n[packs]\npaths = [\"packs/ComfyUI-ImageOps\", "
@@ -124,7 +129,10 @@ class runtime_test : public ipc::testing::leak_checked_test {
 
   // Starts a host on a fresh deployment and waits until every worker is ready (or failed).
   void start(const deployment_options& o = {}) {
-    const fs::path file = write_deployment(o);
+    start_file(write_deployment(o), o.worker_executable);
+  }
+
+  void start_file(const fs::path& file, const std::string& worker_executable = {}) {
     manifests::diagnostics diags;
     auto d = manifests::load_deployment(file, diags);
     std::string problems;
@@ -132,7 +140,7 @@ class runtime_test : public ipc::testing::leak_checked_test {
     ASSERT_TRUE(d.has_value()) << "deployment did not load:\n" << problems;
     const auto inv = manifests::build_inventory(*d, diags);
     auto host = orchestrator::host_runtime::start(
-        *d, inv, {o.worker_executable.empty() ? ORCH_TEST_WORKER : o.worker_executable, 16});
+        *d, inv, {worker_executable.empty() ? ORCH_TEST_WORKER : worker_executable, 16});
     ASSERT_TRUE(host.ok()) << host.err().message;
     host_ = std::move(*host);
     host_->wait_settled(std::chrono::seconds(20));

@@ -80,6 +80,39 @@ orch_node_status blob_peek(orch_node_context*, const orch_value* in, orch_value*
   return ORCH_NODE_OK;
 }
 
+// Faults the first `mib` MiB of a 64 MiB model region and takes a cast buffer of `mib` MiB on
+// stream 0, then returns (or fails when `fail` is set) without unpinning: the worker's node
+// boundary must release both.
+orch_node_status pin_and_cast(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  const std::uint64_t bytes = static_cast<std::uint64_t>(in[0].i) << 20;
+  orch_node_region* region = nullptr;
+  int32_t created = 0;
+  if (ctx->api->region(ctx, "test-model", 64ull << 20, &region, &created) != 0 ||
+      ctx->api->region_fault(ctx, region, 0, bytes) != 0) {
+    ctx->api->fail(ctx, "model_load_failed", "no region");
+    return ORCH_NODE_ERROR;
+  }
+  std::uint64_t address = 0;
+  ctx->api->cast_buffer(ctx, 0, bytes, &address);
+  if (in[1].i != 0) {
+    ctx->api->fail(ctx, "value_error", "TestPinAndCast was told to fail");
+    return ORCH_NODE_ERROR;
+  }
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = 1;
+  return ORCH_NODE_OK;
+}
+
+// A cast buffer of `mib` MiB on `stream`, kept past the node (the ledger's carry).
+orch_node_status cast_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  std::uint64_t address = 0;
+  const int32_t st = ctx->api->cast_buffer(ctx, static_cast<std::uint32_t>(in[1].i),
+                                           static_cast<std::uint64_t>(in[0].i) << 20, &address);
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = st;
+  return ORCH_NODE_OK;
+}
+
 orch_value int_value(std::int64_t v) {
   orch_value x{};
   x.kind = ORCH_VALUE_INT;
@@ -92,6 +125,10 @@ const orch_node_input ms_input[] = {{"ms", "INT", req, 0, 0, 0, int_value(100)},
                                     {"pin_mib", "INT", ORCH_INPUT_HAS_DEFAULT, 0, 0, 0, int_value(0)}};
 const orch_node_input mib_input[] = {{"mib", "INT", req, 0, 0, 0, int_value(1)}};
 const orch_node_input blob_input[] = {{"blob", "BLOB", ORCH_INPUT_REQUIRED, 0, 0, 0, {}}};
+const orch_node_input pin_inputs[] = {{"mib", "INT", req, 0, 0, 0, int_value(4)},
+                                      {"fail", "INT", req, 0, 0, 0, int_value(0)}};
+const orch_node_input cast_inputs[] = {{"mib", "INT", req, 0, 0, 0, int_value(16)},
+                                       {"stream", "INT", req, 0, 0, 0, int_value(0)}};
 const char* const int_output[] = {"INT"};
 const char* const blob_output[] = {"BLOB"};
 
@@ -108,8 +145,12 @@ const orch_node_class classes[] = {
      &blob_node},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestBlobPeek"), "Blob Peek", "test",
      blob_input, 1, 1, int_output, &blob_peek},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestPinAndCast"), "Pin and Cast", "test",
+     pin_inputs, 2, 1, int_output, &pin_and_cast},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestCast"), "Cast", "test", cast_inputs,
+     2, 1, int_output, &cast_node},
 };
-const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 6, 0};
+const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 8, 0};
 
 }  // namespace
 

@@ -1,0 +1,450 @@
+// Memory semantics across processes (issue 6), on real workers and the sim device: manager
+// resolution and its aliases, plugin injection at the host's level, release mirroring, eviction
+// through stand-ins, divergence reports, and the one pinned budget with eight workers.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <mutex>
+
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "runtime_fixture.hpp"
+
+namespace orch::runtime_testing {
+namespace {
+
+using nlohmann::json;
+constexpr std::uint64_t mib = 1ull << 20;
+
+// Every line the host logs while it lives (the host's logger is the default one).
+class log_capture : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::size_t count(const std::string& needle) {
+    std::lock_guard lock(this->mutex_);
+    std::size_t n = 0;
+    for (const auto& l : lines_) n += l.find(needle) != std::string::npos ? 1 : 0;
+    return n;
+  }
+  std::string all() {
+    std::lock_guard lock(this->mutex_);
+    std::string out;
+    for (const auto& l : lines_) out += l + "\n";
+    return out;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    lines_.emplace_back(msg.payload.data(), msg.payload.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+class memory_semantics : public runtime_test {
+ protected:
+  void SetUp() override {
+    runtime_test::SetUp();
+    logs_ = std::make_shared<log_capture>();
+    spdlog::default_logger()->sinks().push_back(logs_);
+  }
+  void TearDown() override {
+    runtime_test::TearDown();
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), logs_), sinks.end());
+    for (const auto& name : set_vars_) ::unsetenv(name.c_str());
+  }
+  // An operator variable for this test only (the host reads its environment at start).
+  void set_operator_var(const std::string& name, const std::string& value) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+    set_vars_.push_back(name);
+  }
+
+  std::string test_env() { return env_of(*host_, "TestCast"); }
+
+  ipc::stats_snapshot stats(const std::string& env) {
+    return host_->sync([&] {
+      const auto* w = host_->workers().find(env);
+      ipc::stats_snapshot out{};
+      if (w == nullptr || w->state != orchestrator::worker_state::ready) {
+        ADD_FAILURE() << "env " << env << " has no ready worker";
+        return out;
+      }
+      auto s = host_->memory().control().block(w->slot).read();
+      EXPECT_TRUE(s.ok());
+      return s ? *s : out;
+    });
+  }
+  std::string manager_of(const std::string& env) {
+    const auto s = stats(env);
+    return s.memory_manager == ipc::memory_manager_kind::pager ? "pager" : "ledger";
+  }
+  std::string reason_of(const std::string& env) {
+    return std::string(ipc::get_text(stats(env).memory_manager_reason));
+  }
+
+  // One node call on `env`, straight through the router (no prompt): `epoch` absent when null.
+  json call(const std::string& env, const std::string& class_type, json inputs,
+            std::optional<std::uint64_t> epoch) {
+    json body{{"node", "n" + std::to_string(++calls_)}, {"class_type", class_type},
+              {"inputs", std::move(inputs)}};
+    if (epoch) body["epoch"] = *epoch;
+    std::promise<result<json>> done;
+    auto f = done.get_future();
+    host_->sync([&] {
+      host_->workers().call(env, body, [&done](result<json> r) { done.set_value(std::move(r)); });
+    });
+    auto r = f.get();
+    EXPECT_TRUE(r.ok()) << (r ? "" : r.err().message);
+    return r ? *r : json();
+  }
+
+  // A plugin directory holding links to the built plugins named, plus `extra` files.
+  fs::path plugin_dir(const std::string& name, const std::vector<std::string>& built,
+                      const std::vector<fs::path>& extra = {}) {
+    const fs::path d = dir_ / name;
+    fs::create_directories(d);
+    for (const auto& file : built) {
+      fs::create_symlink(fs::path(ORCH_TEST_PLUGIN_DIR) / file, d / file);
+    }
+    for (const auto& file : extra) fs::create_symlink(file, d / file.filename());
+    return d;
+  }
+  static std::vector<std::string> sim_support() {
+    return {"orch-backend-sim.so", "orch-allocator-sim.so", "orch-ledger-sim.so"};
+  }
+
+  orch_sim_counters device() {
+    auto* dev = host_->memory().backend();
+    orch_sim_counters c{};
+    c.struct_size = sizeof(c);
+    EXPECT_EQ(dev->sim()->counters(dev->device(), &c), ORCH_OK);
+    return c;
+  }
+
+  std::shared_ptr<log_capture> logs_;
+  std::vector<std::string> set_vars_;
+  int calls_ = 0;
+};
+
+// --- Manager resolution ---------------------------------------------------------------------
+
+TEST_F(memory_semantics, the_host_resolves_the_pager_and_every_worker_follows_it) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  EXPECT_EQ(logs_->count("memory manager: pager (default)"), 1u) << logs_->all();
+  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+    EXPECT_EQ(manager_of(w.env), "pager") << w.env;
+    EXPECT_EQ(reason_of(w.env), "enabled by ORCH_WORKER_PAGER") << w.env;
+  }
+  EXPECT_EQ(logs_->count("WARNING"), 0u);
+}
+
+TEST_F(memory_semantics, a_packs_env_vars_win_over_the_host_derived_value) {
+  deployment_options o;
+  o.test_pack_env = "ORCH_WORKER_PAGER = \"off\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(manager_of(test_env()), "ledger");
+  EXPECT_EQ(reason_of(test_env()), "disabled by ORCH_WORKER_PAGER");
+  EXPECT_EQ(manager_of(env_of(*host_, "SimSampler")), "pager");
+}
+
+TEST_F(memory_semantics, the_comfy_env_alias_is_read_when_the_pack_sets_it) {
+  deployment_options o;
+  o.test_pack_env = "COMFY_ENV_WORKER_AIMDO = \"0\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(manager_of(test_env()), "ledger");
+  EXPECT_EQ(reason_of(test_env()), "disabled by COMFY_ENV_WORKER_AIMDO");
+}
+
+TEST_F(memory_semantics, the_comfy_env_alias_can_enable_the_pager_too) {
+  deployment_options o;
+  o.test_pack_env = "COMFY_ENV_WORKER_AIMDO = \"1\"\n";
+  o.memory_extra = "highvram = true\n";  // the host runs the ledger and would export 0
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(logs_->count("memory manager: ledger (disabled by --highvram)"), 1u) << logs_->all();
+  EXPECT_EQ(manager_of(test_env()), "pager");
+  EXPECT_EQ(reason_of(test_env()), "enabled by COMFY_ENV_WORKER_AIMDO");
+  EXPECT_EQ(manager_of(env_of(*host_, "SimSampler")), "ledger");
+  EXPECT_EQ(reason_of(env_of(*host_, "SimSampler")), "disabled by ORCH_WORKER_PAGER");
+}
+
+TEST_F(memory_semantics, the_operators_shell_wins_over_the_host_value) {
+  set_operator_var("ORCH_WORKER_PAGER", "no");
+  ASSERT_NO_FATAL_FAILURE(start());
+  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+    EXPECT_EQ(reason_of(w.env), "disabled by ORCH_WORKER_PAGER") << w.env;
+  }
+}
+
+TEST_F(memory_semantics, a_cpu_worker_runs_the_ledger_even_when_told_to_page) {
+  deployment_options o;
+  o.device = "cpu";
+  o.test_pack_env = "ORCH_WORKER_PAGER = \"1\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(logs_->count("memory manager: ledger (device cpu has no pager)"), 1u) << logs_->all();
+  EXPECT_EQ(manager_of(test_env()), "ledger");
+  EXPECT_EQ(reason_of(test_env()), "no GPU device in this process");
+}
+
+TEST_F(memory_semantics, a_pager_that_fails_to_start_leaves_the_ledger_with_the_error) {
+  const fs::path dir = plugin_dir("broken-plugins", sim_support(), {ORCH_TEST_FAILING_PAGER});
+  deployment_options o;
+  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + dir.string() + "\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  const auto before = device();
+  EXPECT_EQ(manager_of(test_env()), "ledger");
+  EXPECT_NE(reason_of(test_env()).find("pager init failed"), std::string::npos)
+      << reason_of(test_env());
+  // The ledger worker still serves a cast buffer from its own device, and the failed pager
+  // left nothing on the device.
+  EXPECT_EQ(call(test_env(), "TestCast", {{"mib", 16}, {"stream", 0}}, 1)["outputs"][0], 0);
+  EXPECT_EQ(device().used_bytes - before.used_bytes, 16 * mib);
+}
+
+// --- Plugin injection -------------------------------------------------------------------------
+
+TEST_F(memory_semantics, a_host_at_l4_with_only_an_l2_plugin_gets_the_adapter) {
+  auto files = sim_support();
+  files.push_back("orch-pager-sim-l2.so");
+  const fs::path dir = plugin_dir("l2-plugins", files);
+  deployment_options o;
+  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + dir.string() + "\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  const auto s = stats(test_env());
+  EXPECT_EQ(s.memory_manager, ipc::memory_manager_kind::pager);
+  EXPECT_EQ(s.plugins[0].level, 2u);
+  EXPECT_EQ(std::string(ipc::get_text(s.plugins[0].name)), "sim-pager-l2");
+  for (const char* setting : {"simple_headroom", "extra_headroom", "pressure_source",
+                              "log_callback"}) {
+    EXPECT_EQ(logs_->count(std::string("speaks L2, host speaks L4: dropped ") + setting), 1u)
+        << setting << "\n" << logs_->all();
+  }
+  EXPECT_TRUE(info(test_env()).settings_match);
+}
+
+TEST_F(memory_semantics, no_pager_plugin_for_the_backend_gives_the_ledger_with_that_reason) {
+  const fs::path dir = plugin_dir("no-pager", sim_support());
+  deployment_options o;
+  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + dir.string() + "\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(manager_of(test_env()), "ledger");
+  EXPECT_EQ(reason_of(test_env()), "no pager plugin for backend sim");
+}
+
+TEST_F(memory_semantics, a_version_difference_is_a_note_and_no_fallback) {
+  auto files = sim_support();
+  files.push_back("orch-pager-sim-l3l4.so");
+  const fs::path dir = plugin_dir("other-build", files);
+  deployment_options o;
+  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + dir.string() + "\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  const auto s = stats(test_env());
+  EXPECT_EQ(s.memory_manager, ipc::memory_manager_kind::pager);
+  EXPECT_EQ(s.plugins[0].level, 4u);
+  EXPECT_EQ(logs_->count("NOTE " + test_env() + ": pager sim-pager-l3l4"), 1u) << logs_->all();
+  EXPECT_EQ(logs_->count("versions differ, protocol level L4 matches; proceeding"), 1u);
+  EXPECT_EQ(logs_->count("WARNING"), 0u);
+}
+
+TEST_F(memory_semantics, every_worker_applies_the_settings_the_host_sent) {
+  deployment_options o;
+  o.test_pack_env = "ORCH_WORKER_PAGER = \"0\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+    EXPECT_TRUE(w.settings_match) << w.env;
+    EXPECT_NE(stats(w.env).settings_hash, 0u);
+  }
+  EXPECT_NE(stats(test_env()).settings_hash, stats(env_of(*host_, "SimSampler")).settings_hash)
+      << "a ledger worker applies no pager settings";
+}
+
+// --- Release mirroring -----------------------------------------------------------------------
+
+TEST_F(memory_semantics, a_pager_workers_cast_buffers_and_pins_are_zero_after_every_node) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  const std::string env = test_env();
+  std::uint64_t releases = stats(env).boundary_releases;
+  for (int fail : {0, 1, 0, 1}) {
+    const json r = call(env, "TestPinAndCast", {{"mib", 8}, {"fail", fail}}, 1);
+    EXPECT_EQ(r["status"], fail ? "error" : "ok");
+    const auto s = stats(env);
+    EXPECT_EQ(s.cast_buffer_bytes, 0u) << "fail=" << fail;
+    EXPECT_EQ(s.device_pinned_bytes, 0u) << "fail=" << fail;
+    EXPECT_GE(s.cast_buffer_high_water, 8 * mib);
+    EXPECT_EQ(s.boundary_releases, ++releases);
+    EXPECT_GT(s.last_boundary_release_ns, 0u);
+  }
+  EXPECT_EQ(stats(env).pager_resident_bytes, 8 * mib) << "the model stays; only pins go";
+}
+
+TEST_F(memory_semantics, a_ledger_workers_cast_buffers_stay_within_one_prompt_and_reset_at_the_next) {
+  deployment_options o;
+  o.test_pack_env = "ORCH_WORKER_PAGER = \"0\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  const std::string env = test_env();
+  const std::uint64_t streams = 2;
+  // Three prompts; within each the largest cast is 32 MiB on either stream.
+  const std::vector<std::vector<std::pair<int, int>>> prompts = {
+      {{32, 0}, {16, 1}, {32, 1}}, {{16, 0}, {16, 1}}, {{32, 0}, {32, 1}, {16, 0}}};
+  std::uint64_t epoch = 100;
+  for (const auto& casts : prompts) {
+    ++epoch;
+    std::uint64_t largest = 0;
+    bool first = true;
+    for (const auto& [size, stream] : casts) {
+      EXPECT_EQ(call(env, "TestCast", {{"mib", size}, {"stream", stream}}, epoch)["outputs"][0], 0);
+      largest = std::max<std::uint64_t>(largest, static_cast<std::uint64_t>(size) * mib);
+      const auto s = stats(env);
+      EXPECT_LE(s.cast_buffer_bytes, streams * largest) << "epoch " << epoch;
+      if (first) {
+        // The first call of a prompt released the previous prompt's buffers before it ran.
+        EXPECT_EQ(s.cast_buffer_bytes, static_cast<std::uint64_t>(size) * mib) << epoch;
+      }
+      first = false;
+    }
+  }
+  EXPECT_EQ(stats(env).boundary_releases, 3u) << "one release per prompt";
+}
+
+TEST_F(memory_semantics, a_missing_epoch_resets_on_every_call) {
+  deployment_options o;
+  o.test_pack_env = "ORCH_WORKER_PAGER = \"0\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  const std::string env = test_env();
+  for (const auto& [size, stream] : std::vector<std::pair<int, int>>{{32, 0}, {16, 1}, {16, 0}}) {
+    call(env, "TestCast", {{"mib", size}, {"stream", stream}}, std::nullopt);
+    EXPECT_EQ(stats(env).cast_buffer_bytes, static_cast<std::uint64_t>(size) * mib);
+  }
+  EXPECT_EQ(stats(env).boundary_releases, 3u);
+}
+
+// --- Eviction through stand-ins --------------------------------------------------------------
+
+constexpr const char* load_and_sample = R"({
+  "1": {"class_type": "SolidImage", "inputs": {"width": 16, "height": 8, "value": 0.5}},
+  "2": {"class_type": "SimLoadModel", "inputs": {"size_mib": 256, "layers": 8}},
+  "3": {"class_type": "SimSampler", "inputs": {"model": ["2", 0], "latent": ["1", 0], "steps": 1}},
+  "4": {"class_type": "ImageChecksum", "inputs": {"image": ["3", 0]}}
+})";
+
+TEST_F(memory_semantics, a_host_eviction_through_a_stand_in_frees_the_workers_bytes) {
+  deployment_options o;
+  o.capacity = "1GiB";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  ASSERT_TRUE(run(load_and_sample).ok);
+  const std::string env = env_of(*host_, "SimSampler");
+  const std::string id = env + "/sim-model-256mib-8l";
+  const auto resident = host_->sync([&] { return host_->stand_ins().find(id)->resident; });
+  EXPECT_EQ(resident, 256 * mib);
+  const auto before = device();
+  std::uint64_t free_before = 0;
+  host_->sync([&] {
+    auto* dev = host_->memory().backend();
+    dev->api().mem_get_info(dev->device(), &free_before, nullptr);
+  });
+  // Ask for 64 MiB more than is free: the sampler's stand-in is the only candidate.
+  const auto steps = host_->free_through_stand_ins(free_before + 64 * mib);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].id, id);
+  EXPECT_EQ(steps[0].asked, 64 * mib);
+  const auto after = device();
+  // The receipt is what the device itself counts as given back.
+  EXPECT_EQ(steps[0].freed, before.used_bytes - after.used_bytes);
+  EXPECT_GE(steps[0].freed, 64 * mib);
+  EXPECT_EQ(host_->sync([&] { return host_->stand_ins().find(id)->resident; }),
+            resident - steps[0].freed);
+}
+
+TEST_F(memory_semantics, free_is_broadcast_and_every_worker_answers_with_a_receipt) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  ASSERT_TRUE(run(load_and_sample).ok);
+  const auto before = device();
+  const auto receipts = host_->free_all(/*unload_models=*/true, /*drop_caches=*/true);
+  EXPECT_EQ(receipts.size(), 3u);
+  std::uint64_t freed = 0;
+  for (const auto& [env, r] : receipts) {
+    ASSERT_TRUE(r.ok()) << env;
+    freed += (*r)["freed"].get<std::uint64_t>();
+    EXPECT_EQ((*r)["resident"], 0u) << env;
+  }
+  EXPECT_EQ(freed, before.used_bytes - device().used_bytes);
+  EXPECT_GE(freed, 256 * mib);
+}
+
+// --- Divergence reports ----------------------------------------------------------------------
+
+TEST_F(memory_semantics, the_warning_is_said_once_per_env_and_again_after_a_replacement) {
+  deployment_options o;
+  o.test_pack_env = "ORCH_WORKER_PAGER = \"0\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  const std::string env = test_env();
+  const std::string warning = "WARNING " + env + ": memory manager=ledger, host=pager";
+  EXPECT_EQ(logs_->count(warning), 1u) << logs_->all();
+  EXPECT_EQ(logs_->count("ORCH_DIVERGENCE_ACK=1"), 1u);
+  call(env, "TestEmpty", json::object(), 1);
+  call(env, "TestEmpty", json::object(), 2);
+  EXPECT_EQ(logs_->count(warning), 1u) << "not again on the next prompt";
+  const auto before = info(env);
+  ASSERT_EQ(::kill(before.pid, SIGKILL), 0);
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto* w = host_->workers().find(env);
+        return w->generation > before.generation && w->state == orchestrator::worker_state::ready;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(logs_->count(warning), 2u) << "again for the replacement";
+}
+
+TEST_F(memory_semantics, an_acknowledged_divergence_is_only_the_routine_line_under_debug) {
+  set_operator_var("ORCH_DEBUG_WORKER", "1");
+  deployment_options o;
+  o.test_pack_env = "ORCH_WORKER_PAGER = \"0\"\nORCH_DIVERGENCE_ACK = \"1\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(logs_->count("WARNING"), 0u);
+  EXPECT_EQ(logs_->count(test_env() + ": memory manager=ledger (disabled by ORCH_WORKER_PAGER)"),
+            1u)
+      << logs_->all();
+}
+
+// --- The one pinned budget ---------------------------------------------------------------------
+
+TEST_F(memory_semantics, eight_workers_never_promise_more_than_one_pinned_budget) {
+  // Eight packs of the test library, each asking for a third of the budget to pin and keep.
+  std::string paths;
+  for (int i = 0; i < 8; ++i) {
+    const std::string pack = "packs/Pack" + std::to_string(i);
+    write(dir_ / pack / "nodes/comfy-env.toml",
+          "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n");
+    paths += (i ? ", \"" : "\"") + pack + "\"";
+  }
+  write(dir_ / "d.toml", "[host]\ndevice = \"sim\"\n\n[plugins]\nsearch_paths = [\"" +
+                             std::string(ORCH_TEST_PLUGIN_DIR) + "\"]\n\n[packs]\npaths = [" +
+                             paths + "]\nlibrary_paths = [\"" + ORCH_TEST_PACKS_DIR +
+                             "\"]\n\n[shm]\npinned_pool_size = \"16MiB\"\n");
+  ASSERT_NO_FATAL_FAILURE(start_file(dir_ / "d.toml"));
+  const auto workers = host_->sync([&] { return host_->workers().workers(); });
+  ASSERT_EQ(workers.size(), 8u);
+  const std::uint64_t budget = host_->sync([&] { return host_->memory().budget_bytes(); });
+  const std::int64_t third_mib = static_cast<std::int64_t>(budget / 3 / mib);
+  int refused = 0;
+  for (const auto& w : workers) {
+    ASSERT_EQ(w.state, orchestrator::worker_state::ready);
+    const json r = call(w.env, "TestSleep", {{"ms", 0}, {"pin_mib", third_mib}}, 1);
+    refused += r["status"] == "error" ? 1 : 0;
+    const std::uint64_t sum = host_->sync([&] {
+      std::uint64_t total = 0;
+      auto& control = host_->memory().control();
+      for (std::uint32_t s = 0; s < control.slot_count(); ++s) {
+        total += control.slot(s).reserved.load(std::memory_order_acquire);
+      }
+      return total;
+    });
+    EXPECT_LE(sum, budget);
+  }
+  EXPECT_GE(refused, 5) << "at most two thirds-of-the-budget pins fit next to the pool";
+}
+
+}  // namespace
+}  // namespace orch::runtime_testing
