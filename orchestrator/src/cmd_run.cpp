@@ -36,7 +36,8 @@ void print_validation(std::ostream& out, const orchestrator::validation_report& 
   }
 }
 
-int run(const std::string& deployment_file, const std::string& prompt_file, bool json) {
+int run(const std::string& deployment_file, const std::string& prompt_file, bool json,
+        bool free_after) {
   manifests::diagnostics diags;
   const auto d = manifests::load_deployment(deployment_file, diags);
   if (!d) {
@@ -95,6 +96,20 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     orchestrator::executor ex(h, sink);
     const auto outcome = ex.run(*p, report.outputs, std::to_string(::getpid()) + "-1");
     ok = outcome.ok;
+    if (free_after) {
+      // ComfyUI's POST /free {unload_models, free_memory}, broadcast: one receipt per worker.
+      nlohmann::json receipts = nlohmann::json::object();
+      for (const auto& [env, r] : h.free_all(true, true)) {
+        receipts[env] = r ? *r : nlohmann::json{{"error", r.err().message}};
+        if (!json) {
+          std::cout << "free " << env << ": "
+                    << (r ? std::to_string((*r)["freed"].get<std::uint64_t>()) + " bytes freed"
+                          : "failed: " + r.err().message)
+                    << '\n';
+        }
+      }
+      if (json) std::cout << nlohmann::json{{"type", "free"}, {"data", receipts}}.dump() << std::endl;
+    }
     const auto rows = h.sync([&] { return orchestrator::read_memory_table(h); });
     if (json) {
       std::cout << nlohmann::json{{"type", "memory_table"}, {"data", orchestrator::to_json(rows)}}
@@ -121,6 +136,7 @@ void add_run_command(CLI::App& app) {
     std::string deployment;
     std::string prompt;
     bool json = false;
+    bool free_after = false;
   };
   auto opts = std::make_shared<options>();
   cmd->add_option("deployment", opts->deployment, "Deployment file (comfy-orch.toml)")
@@ -130,8 +146,11 @@ void add_run_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", opts->json, "Emit events and the memory table as JSON lines");
+  cmd->add_flag("--free-after", opts->free_after,
+                "After the prompt, ask every worker to unload its models and drop its caches "
+                "(ComfyUI's POST /free) and print each worker's receipt of bytes freed");
   cmd->callback([opts] {
-    const int code = run(opts->deployment, opts->prompt, opts->json);
+    const int code = run(opts->deployment, opts->prompt, opts->json, opts->free_after);
     if (code != exit_ok) throw CLI::RuntimeError(code);
   });
 }
