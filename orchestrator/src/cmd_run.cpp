@@ -16,6 +16,7 @@
 #include "orch/orchestrator/host_runtime.hpp"
 #include "orch/orchestrator/memory_table.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
+#include "json_fields.hpp"
 
 namespace orch::cli {
 namespace {
@@ -103,7 +104,8 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
         receipts[env] = r ? *r : nlohmann::json{{"error", r.err().message}};
         if (!json) {
           std::cout << "free " << env << ": "
-                    << (r ? std::to_string((*r)["freed"].get<std::uint64_t>()) + " bytes freed"
+                    << (r ? std::to_string(orchestrator::unsigned_field(*r, "freed")) +
+                                " bytes freed"
                           : "failed: " + r.err().message)
                     << '\n';
         }

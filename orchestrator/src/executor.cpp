@@ -128,8 +128,13 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
     result<json> r = call_node(env, body);
     // A model the device could not hold: ComfyUI's free_memory across every process's models
     // (the stand-ins), then the node once more (DESIGN.md §4.7).
-    if (r && r->value("status", "") == "error" && (*r)["error"].contains("required")) {
-      const auto required = (*r)["error"]["required"].get<std::uint64_t>();
+    const json* required_field =
+        r && r->is_object() && r->contains("error") && (*r)["error"].is_object() &&
+                (*r)["error"].contains("required") && (*r)["error"]["required"].is_number_unsigned()
+            ? &(*r)["error"]["required"]
+            : nullptr;
+    if (required_field != nullptr) {
+      const auto required = required_field->get<std::uint64_t>();
       std::uint64_t freed = 0;
       for (const auto& step : host_.free_through_stand_ins(required)) freed += step.freed;
       spdlog::info("node {} ({}) needs {} bytes on the device: {} freed through stand-ins{}", id,

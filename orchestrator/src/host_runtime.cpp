@@ -7,6 +7,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <spdlog/spdlog.h>
 
+#include "json_fields.hpp"
 
 namespace orch::orchestrator {
 
@@ -113,16 +114,15 @@ void host_runtime::update_stand_ins(const std::string& env, const nlohmann::json
     return;
   }
   std::vector<std::string> present;
-  for (const auto& m : models) {
-    if (!m.is_object()) continue;
-    const std::string id = env + "/" + m.value("key", "");
+  for (const auto& m : models) {  // validated by the supervisor
+    const std::string id = env + "/" + m["key"].get<std::string>();
     present.push_back(id);
-    const auto resident = m.value("resident", std::uint64_t{0});
+    const auto resident = m["resident"].get<std::uint64_t>();
     if (stand_ins_.find(id) == nullptr) {
       model_entry e;
       e.id = id;
       e.env = env;
-      e.size = m.value("size", std::uint64_t{0});
+      e.size = m["size"].get<std::uint64_t>();
       e.resident = resident;
       e.receipt_seq = seq;
       stand_ins_.load(std::move(e));
@@ -164,9 +164,9 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(std::uint64_t re
       spdlog::warn("evicting {} bytes of {} failed: {}", bytes, e.id, r.err().message);
       return 0;
     }
-    const auto freed = r->value("freed", std::uint64_t{0});
+    const auto freed = unsigned_field(*r, "freed");
     spdlog::info("evicted {} of {} bytes asked from {} through its stand-in (receipt {})", freed,
-                 bytes, e.id, r->value("sequence", std::uint64_t{0}));
+                 bytes, e.id, unsigned_field(*r, "sequence"));
     return freed;
   };
   return walk.free_memory(required, /*for_dynamic=*/false, free_now, evict);

@@ -11,6 +11,7 @@
 #include "orch/ipc/fd_passing.hpp"
 #include "orch/ipc/process_identity.hpp"
 #include "orch/orchestrator/worker_process.hpp"
+#include "json_fields.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -28,6 +29,21 @@ std::string make_token() {
     for (int k = 0; k < 8; ++k, v >>= 4) token.push_back(hex[v & 0xf]);
   }
   return token;
+}
+
+// A worker's models report: [{key text, size uint, resident uint}] with a sequence >= 1.
+bool valid_models_report(const json& body) {
+  auto seq = body.find("sequence");
+  auto models = body.find("models");
+  if (seq == body.end() || !seq->is_number_unsigned() || seq->get<std::uint64_t>() == 0 ||
+      models == body.end() || !models->is_array()) {
+    return false;
+  }
+  return std::all_of(models->begin(), models->end(), [](const json& m) {
+    return m.is_object() && m.contains("key") && m["key"].is_string() && m.contains("size") &&
+           m["size"].is_number_unsigned() && m.contains("resident") &&
+           m["resident"].is_number_unsigned();
+  });
 }
 
 }  // namespace
@@ -280,15 +296,15 @@ void supervisor::on_ready(worker& w, const ipc::message& m) {
 
 void supervisor::report_divergence(worker& w) {
   const json& p = w.info.plugins;
-  w.info.manager = p.value("manager", "");
-  w.info.manager_reason = p.value("reason", "");
+  w.info.manager = text_field(p, "manager");
+  w.info.manager_reason = text_field(p, "reason");
   const auto manager = w.info.manager == "pager" ? plugins::memory_manager::pager
                                                  : plugins::memory_manager::ledger;
   const unsigned level = manager == plugins::memory_manager::pager ? w.spec.plugins.level : 0;
   const std::uint64_t expected = plugins::applied_settings_hash(options_.memory, manager, level);
-  const std::uint64_t published = memory_.control().block(w.info.slot).read().ok()
-                                      ? memory_.control().block(w.info.slot).read()->settings_hash
-                                      : 0;
+  // The worker published its snapshot before it sent ready.
+  const auto stats = memory_.control().block(w.info.slot).read();
+  const std::uint64_t published = stats ? stats->settings_hash : 0;
   w.info.settings_match = published == expected;
   if (!w.info.settings_match) {
     spdlog::warn("worker {}: applied memory settings hash {:016x}, the host expects {:016x}: "
@@ -313,7 +329,11 @@ void supervisor::report_divergence(worker& w) {
 
 void supervisor::report_models(const std::string& env, const json& body) {
   if (!on_models || !body.is_object() || !body.contains("models")) return;
-  on_models(env, body["models"], body.value("sequence", std::uint64_t{0}));
+  if (!valid_models_report(body)) {
+    spdlog::warn("worker {}: ignored a malformed models report", env);
+    return;
+  }
+  on_models(env, body["models"], body["sequence"].get<std::uint64_t>());
 }
 
 std::size_t supervisor::free_memory(bool unload_models, bool drop_caches,

@@ -398,17 +398,21 @@ orch_status worker_memory::cast_buffer(std::uint32_t stream, std::uint64_t size,
   return allocator_api_->cast_buffer(allocator_, stream, size, address);
 }
 
+std::uint64_t worker_memory::reset_cast_buffers() noexcept {
+  if (allocator_ == nullptr) return 0;
+  orch_cast_stats c{};
+  c.struct_size = sizeof(c);
+  const std::uint64_t held =
+      allocator_api_->cast_stats(allocator_, &c) == ORCH_OK ? c.committed + c.retired : 0;
+  allocator_api_->reset_cast_buffers(allocator_);
+  return held;
+}
+
 void worker_memory::release_node_boundary() noexcept {
   const std::size_t pins = pins_.size();
   for (const auto& p : pins_) pager_api_->region_unpin(p.region->pager_region, p.offset, p.size);
   pins_.clear();
-  std::uint64_t cast = 0;
-  if (allocator_ != nullptr) {
-    orch_cast_stats c{};
-    c.struct_size = sizeof(c);
-    if (allocator_api_->cast_stats(allocator_, &c) == ORCH_OK) cast = c.committed + c.retired;
-    allocator_api_->reset_cast_buffers(allocator_);
-  }
+  const std::uint64_t cast = reset_cast_buffers();
   if (cast > 0 || pins > 0) {
     spdlog::info("node boundary: released {} cast-buffer bytes and {} pins left by the node", cast,
                  pins);
@@ -425,7 +429,7 @@ void worker_memory::cast_epoch_boundary(std::optional<std::uint64_t> epoch) noex
   cast_epoch_seen_ = true;
   cast_epoch_ = epoch;
   if (!changed) return;
-  if (allocator_ != nullptr) allocator_api_->reset_cast_buffers(allocator_);
+  reset_cast_buffers();
   ++boundary_releases_;
   last_boundary_ns_ = realtime_ns();
 }
@@ -454,13 +458,7 @@ release_receipt worker_memory::free(bool unload_models, bool drop_caches) noexce
     }
     sync_ledger_memory();
   }
-  std::uint64_t cast = 0;
-  if (drop_caches && allocator_ != nullptr) {
-    orch_cast_stats c{};
-    c.struct_size = sizeof(c);
-    if (allocator_api_->cast_stats(allocator_, &c) == ORCH_OK) cast = c.committed + c.retired;
-    allocator_api_->reset_cast_buffers(allocator_);
-  }
+  const std::uint64_t cast = drop_caches ? reset_cast_buffers() : 0;
   receipt.resident = resident_bytes();
   receipt.freed = (before > receipt.resident ? before - receipt.resident : 0) + cast;
   return receipt;

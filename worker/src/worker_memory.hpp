@@ -129,6 +129,7 @@ class worker_memory {
   status load_ledger_model(model_region& r);
   std::uint64_t sync_ledger_memory() noexcept;  // device bytes released
   std::uint64_t resident_bytes() const noexcept;
+  std::uint64_t reset_cast_buffers() noexcept;  // returns the bytes the buffers held
 
   host_settings settings_;
   ipc::unique_fd sim_fd_;

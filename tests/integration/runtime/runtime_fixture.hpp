@@ -185,6 +185,19 @@ class runtime_test : public ipc::testing::leak_checked_test {
     return host_->sync(pred);
   }
 
+  // SIGKILLs env's worker and waits for its replacement (a new generation) to be ready.
+  bool kill_and_wait_for_replacement(const std::string& env) {
+    const auto before = info(env);
+    if (::kill(before.pid, SIGKILL) != 0) return false;
+    return eventually(
+        [&] {
+          const auto* w = host_->workers().find(env);
+          return w->generation > before.generation &&
+                 w->state == orchestrator::worker_state::ready;
+        },
+        std::chrono::seconds(10));
+  }
+
   fs::path dir_;
   std::size_t children_before_ = 0;
   int prompts_ = 0;

@@ -388,14 +388,7 @@ TEST_F(memory_semantics, the_warning_is_said_once_per_env_and_again_after_a_repl
   call(env, "TestEmpty", json::object(), 1);
   call(env, "TestEmpty", json::object(), 2);
   EXPECT_EQ(logs_->count(warning), 1u) << "not again on the next prompt";
-  const auto before = info(env);
-  ASSERT_EQ(::kill(before.pid, SIGKILL), 0);
-  ASSERT_TRUE(eventually(
-      [&] {
-        const auto* w = host_->workers().find(env);
-        return w->generation > before.generation && w->state == orchestrator::worker_state::ready;
-      },
-      std::chrono::seconds(10)));
+  ASSERT_TRUE(kill_and_wait_for_replacement(env));
   EXPECT_EQ(logs_->count(warning), 2u) << "again for the replacement";
 }
 

@@ -50,14 +50,7 @@ TEST_F(pool_registration, a_killed_workers_registration_ends_with_it) {
   ASSERT_NO_FATAL_FAILURE(start());
   const std::uint64_t per_process = counters().process_registered_bytes;
   const std::string env = env_of(*host_, "SimSampler");
-  const auto before = info(env);
-  ASSERT_EQ(::kill(before.pid, SIGKILL), 0);
-  ASSERT_TRUE(eventually(
-      [&] {
-        const auto* w = host_->workers().find(env);
-        return w->generation > before.generation && w->state == orchestrator::worker_state::ready;
-      },
-      std::chrono::seconds(10)));
+  ASSERT_TRUE(kill_and_wait_for_replacement(env));
   // The replacement registered anew; the dead process's range was dropped with its slot, never
   // unregistered by anyone.
   const auto c = counters();

@@ -1,0 +1,22 @@
+// Reading fields a worker sent without trusting their types: a missing field or one of another
+// type reads as empty or 0, never as an exception (workers are processes we do not trust).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace orch::orchestrator {
+
+inline std::string text_field(const nlohmann::json& j, const char* key) {
+  auto it = j.is_object() ? j.find(key) : j.end();
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+inline std::uint64_t unsigned_field(const nlohmann::json& j, const char* key) {
+  auto it = j.is_object() ? j.find(key) : j.end();
+  return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+}
+
+}  // namespace orch::orchestrator
