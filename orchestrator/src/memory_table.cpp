@@ -102,7 +102,9 @@ std::string format_memory_table(const std::vector<memory_row>& rows) {
   }
   s << "\nwhy:\n";
   for (const auto& r : rows) {
-    if (!r.reason.empty()) s << "  " << r.process << ": " << r.manager << " (" << r.reason << ")\n";
+    if (r.reason.empty()) continue;
+    s << "  " << r.process << ": " << (r.mode == "in-process" ? "not isolated" : r.manager) << " ("
+      << r.reason << ")\n";
   }
   s << "pinned reservations: " << mib(pinned) << " of one budget of " << mib(budget)
     << (pinned <= budget ? "" : "  OVER BUDGET") << '\n';
