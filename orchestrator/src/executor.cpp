@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "json_fields.hpp"
+
 #include "orch/orchestrator/prompt_validation.hpp"
 
 namespace orch::orchestrator {
@@ -21,10 +23,26 @@ std::uint64_t now_ms() {
 void collect(const json& v, std::vector<ipc::buffer_descriptor>& out) {
   if (v.is_array()) {
     for (const auto& x : v) collect(x, out);
-  } else if (v.is_object() && v.contains("tensor")) {
-    auto d = ipc::descriptor_from_json(v["tensor"].value("descriptor", json()));
+  } else if (v.is_object() && v.contains("tensor") && v["tensor"].is_object() &&
+             v["tensor"].contains("descriptor")) {
+    auto d = ipc::descriptor_from_json(v["tensor"]["descriptor"]);
     if (d) out.push_back(*d);
   }
+}
+
+// A call response has the shape of docs/protocol.md, or it is refused: a worker is a process we
+// do not trust, and nothing below may throw on the io thread.
+result<json> checked_response(result<json> r) {
+  if (!r) return r;
+  const json& b = *r;
+  const bool ok_shape =
+      b.is_object() && b.contains("status") && b["status"].is_string() &&
+      (b["status"] != "ok" || (b.contains("outputs") && b["outputs"].is_array())) &&
+      (b["status"] == "ok" || (b.contains("error") && b["error"].is_object())) &&
+      (!b.contains("allocations") || b["allocations"].is_array()) &&
+      (!b.contains("inputs_seen") || b["inputs_seen"].is_object());
+  if (!ok_shape) return error{"bad_response", "the worker answered a call with a malformed body"};
+  return r;
 }
 
 }  // namespace
@@ -60,10 +78,11 @@ result<json> executor::call_node(const std::string& env, const json& body) {
   std::promise<result<json>> done;
   auto future = done.get_future();
   host_.sync([&] {
-    host_.workers().call(env, body, [this, &done, env](result<json> r) {
+    host_.workers().call(env, body, [this, &done, env](result<json> response) {
+      result<json> r = checked_response(std::move(response));
       // Leases move here, on the io thread, before anyone sees the result: each block the node
       // returned becomes the host's; each one it allocated and dropped goes back.
-      if (r && r->value("status", "") != "" && host_.workers().find(env) != nullptr) {
+      if (r && host_.workers().find(env) != nullptr) {
         const std::uint32_t slot = host_.workers().find(env)->slot;
         const auto returned = tensor_descriptors(r->value("outputs", json::array()));
         for (const auto& a : r->value("allocations", json::array())) {
@@ -148,9 +167,10 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
     if (!r) {
       error_data = {{"exception_type", r.err().code}, {"exception_message", r.err().message}};
     } else if ((*r).value("status", "") != "ok") {
-      const json e = (*r).value("error", json::object());
-      error_data = {{"exception_type", e.value("type", "node_error")},
-                    {"exception_message", e.value("message", "")}};
+      const json& e = (*r)["error"];  // an object: checked_response
+      const std::string type = text_field(e, "type");
+      error_data = {{"exception_type", type.empty() ? "node_error" : type},
+                    {"exception_message", text_field(e, "message")}};
     }
     if (!error_data.is_null()) {
       error_data["prompt_id"] = prompt_id;

@@ -81,8 +81,7 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
 }
 
 std::string host_memory::backend_plugin() const {
-  if (!backend_ || registrar_->name() == "none") return {};
-  return backend_->library().path().string();
+  return backend_ ? backend_->library().path().string() : std::string();
 }
 
 host_memory::~host_memory() {

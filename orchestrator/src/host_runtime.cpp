@@ -89,7 +89,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
       spec.env = name;
       spec.library = e.status.path;
       spec.env_vars = e.manifest.env_vars;
-      spec.plugins = h->plan_->choose_for(name, spec.env_vars);
+      spec.plugins = h->plan_->choose_for(name, spec.env_vars, e.dir.config.parent_path());
       spec.call_timeout = d.workers.call_timeout;
       if (e.manifest.options.call_timeout_s) {
         spec.call_timeout = std::chrono::milliseconds(
@@ -143,12 +143,14 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(std::uint64_t re
   // The walk runs here on a copy: each eviction waits for a worker's receipt, which the io
   // thread delivers. The receipts update the real stand-ins (sequence-checked) as they arrive.
   model_ledger walk = sync([this] { return stand_ins_; });
+  // An unreadable device reads as "enough": evicting every stand-in on a failed poll would be
+  // worse than refusing the one load that asked.
   auto free_now = [this]() -> std::uint64_t {
     return sync([this]() -> std::uint64_t {
       auto* dev = memory_->backend();
       std::uint64_t free_bytes = 0, total = 0;
       if (dev == nullptr || dev->api().mem_get_info(dev->device(), &free_bytes, &total) != ORCH_OK)
-        return 0;
+        return UINT64_MAX;
       return free_bytes;
     });
   };
@@ -185,7 +187,7 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
   auto st = std::make_shared<state>();
   auto finished = st->all.get_future();
   sync([&] {
-    // A channel already closed may answer at once, inside free_memory: no lock is held there.
+    // No lock is held while the requests go out, so a handler may never wait on this one.
     const std::size_t sent = supervisor_->free_memory(
         unload_models, drop_caches, [st](const std::string& env, result<nlohmann::json> r) {
           std::lock_guard lock(st->mutex);
@@ -195,6 +197,8 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
     std::lock_guard lock(st->mutex);
     st->expected = sent;
     if (st->receipts.size() == sent) st->all.set_value();
+    // A worker busy in a long node answers after it: say what the wait is for.
+    if (sent > 0) spdlog::info("free: waiting for {} workers' receipts", sent);
   });
   finished.get();
   std::lock_guard lock(st->mutex);

@@ -7,13 +7,17 @@
 namespace orch::orchestrator {
 namespace {
 
-std::vector<std::filesystem::path> split_paths(const std::string& value) {
+std::vector<std::filesystem::path> split_paths(const std::string& value,
+                                              const std::filesystem::path& base) {
   std::vector<std::filesystem::path> out;
   std::size_t start = 0;
   while (start <= value.size()) {
     const auto end = value.find(':', start);
     const auto part = value.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!part.empty()) out.emplace_back(part);
+    if (!part.empty()) {
+      const std::filesystem::path p(part);
+      out.push_back((p.is_absolute() ? p : base / p).lexically_normal());
+    }
     if (end == std::string::npos) break;
     start = end + 1;
   }
@@ -77,10 +81,11 @@ memory_plan memory_plan::make(const manifests::deployment& d) {
 }
 
 worker_plugin_choice memory_plan::choose_for(
-    const std::string& env, const std::vector<std::pair<std::string, std::string>>& env_vars) {
+    const std::string& env, const std::vector<std::pair<std::string, std::string>>& env_vars,
+    const std::filesystem::path& manifest_dir) {
   std::vector<std::filesystem::path> dirs = default_dirs_;
   for (const auto& [name, value] : env_vars) {
-    if (name == plugin_path_variable) dirs = split_paths(value);
+    if (name == plugin_path_variable) dirs = split_paths(value, manifest_dir);
   }
   const plugins::plugin_entry* host_entry = host_pager_ ? &*host_pager_ : nullptr;
   auto choice = choose_worker_plugins(scan(dirs), backend_, host_level_, host_entry,

@@ -381,8 +381,12 @@ void supervisor::release_process(worker& w) noexcept {
     w.info.pid = -1;
   }
   // Its models are gone with it, and its replacement is reported anew.
-  divergence_.on_worker_replaced(w.spec.env);
-  if (on_models) on_models(w.spec.env, json::array(), 0);
+  try {
+    divergence_.on_worker_replaced(w.spec.env);
+    if (on_models) on_models(w.spec.env, json::array(), 0);
+  } catch (const std::exception& e) {
+    spdlog::error("worker {}: dropping its stand-ins failed: {}", w.spec.env, e.what());
+  }
   if (w.has_slot) {
     // The process is gone: its budget slot and leases can be reclaimed exactly (§4.3, §4.2).
     const auto bytes = memory_.control().reclaim_slot(w.info.slot);

@@ -45,6 +45,10 @@ std::uint64_t realtime_ns() noexcept {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
 std::optional<std::string> process_env(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr) return std::nullopt;
@@ -165,7 +169,12 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
   }
   if (auto st = m->open_allocator(); !st) return st.err();
   m->level_ = m->is_pager() ? s.level : 0;
-  m->settings_hash_ = plugins::applied_settings_hash(s.memory, m->manager_.manager, m->level_);
+  // The hash of what the plugins accepted, not of what was sent: a setting a plugin could not
+  // take shows as a mismatch on the host's side.
+  plugins::host_memory_settings applied = s.memory;
+  if (m->is_pager() && s.level >= 3 && !m->simple_headroom_applied_) applied.simple_headroom = 0;
+  if (!m->allocator_ && s.memory.streams > 0) applied.streams = 0;
+  m->settings_hash_ = plugins::applied_settings_hash(applied, m->manager_.manager, m->level_);
   spdlog::info("memory manager: {} ({})", plugins::to_string(m->manager_.manager),
                m->manager_.reason);
   return m;
@@ -199,6 +208,7 @@ status worker_memory::open_pager() {
       return error{"pager_open_failed",
                    std::string("set_simple_headroom answered ") + plugins::status_name(st)};
     }
+    simple_headroom_applied_ = true;
   }
   return ok_status();
 }
@@ -313,39 +323,56 @@ result<model_region*> worker_memory::region(const std::string& key, std::uint64_
 status worker_memory::load_ledger_model(model_region& r) {
   // ComfyUI loads a whole model only when the device has it free plus the reserve
   // (free_memory(memory_required + extra_reserved_memory)); other processes' memory counts.
-  const std::uint64_t needed = r.size + settings_.memory.reserve_vram;
+  // This worker's own older models go first, in ComfyUI's order; only then is the host asked.
+  const std::uint64_t needed = saturating_add(r.size, settings_.memory.reserve_vram);
   std::uint64_t free_bytes = 0, total = 0;
   if (backend_->api().mem_get_info(backend_->device(), &free_bytes, &total) == ORCH_OK &&
       free_bytes < needed) {
-    last_required_ = needed;
-    return error{"out_of_memory", "the device has " + std::to_string(free_bytes) +
-                                      " bytes free; the model " + r.key + " needs " +
-                                      std::to_string(needed) + " with the reserve"};
+    evict(needed - free_bytes);
+    if (backend_->api().mem_get_info(backend_->device(), &free_bytes, &total) == ORCH_OK &&
+        free_bytes < needed) {
+      last_required_ = needed;
+      return error{"out_of_memory", "the device has " + std::to_string(free_bytes) +
+                                        " bytes free; the model " + r.key + " needs " +
+                                        std::to_string(needed) + " with the reserve"};
+    }
   }
   std::uint64_t loaded = 0;
   const orch_status st = ledger_api_->model_load(r.ledger_model, 0.0, &loaded);
   if (st != ORCH_OK && st != ORCH_OOM_RETRYABLE) {
     return error{plugins::status_name(st), "the ledger could not load the model"};
   }
-  sync_ledger_memory();
+  const orch_status created = sync_ledger_memory();
   if (r.held >= r.size) return ok_status();
-  // The device cannot hold it (other processes use it): unloaded again, and the host is told
-  // how much is needed so it can evict through its stand-ins and retry.
+  // The device did not give the memory: the model is unloaded again. Only an out-of-memory
+  // answer tells the host how much is needed (it may evict through its stand-ins and retry).
   std::uint64_t freed = 0;
   ledger_api_->model_unload(r.ledger_model, &freed);
   sync_ledger_memory();
+  if (created != ORCH_OOM_RETRYABLE && created != ORCH_OK) {
+    return error{plugins::status_name(created),
+                 "the backend could not allocate the model " + r.key + " on the device"};
+  }
   last_required_ = needed;
   return error{"out_of_memory", "the device cannot hold the model " + r.key + " (" +
                                     std::to_string(r.size) + " bytes)"};
 }
 
-std::uint64_t worker_memory::sync_ledger_memory() noexcept {
+orch_status worker_memory::sync_ledger_memory() noexcept {
   // The ledger keeps accounts only; the device memory follows its figures here. Releases first,
   // so a model evicted to make room gives its bytes back before the new one takes them.
   std::uint64_t granularity = 1;
-  backend_->api().granularity(backend_->device(), &granularity);
-  std::uint64_t released = 0;
-  std::vector<std::pair<model_region*, std::uint64_t>> grow;
+  if (backend_->api().granularity(backend_->device(), &granularity) != ORCH_OK ||
+      granularity == 0) {
+    granularity = 1;
+  }
+  orch_status result = ORCH_OK;
+  std::vector<model_region*> grow;
+  try {
+    grow.reserve(regions_.size());
+  } catch (...) {
+    return ORCH_OOM_RETRYABLE;
+  }
   for (auto& [key, r] : regions_) {
     if (r->ledger_model == nullptr) continue;
     orch_ledger_model_info info{};
@@ -354,18 +381,27 @@ std::uint64_t worker_memory::sync_ledger_memory() noexcept {
     if (info.loaded == r->held) continue;
     if (r->held > 0) {
       backend_->api().phys_release(backend_->device(), r->handle);
-      released += r->held;
       r->held = 0;
     }
-    if (info.loaded > 0) grow.emplace_back(r.get(), info.loaded);
+    if (info.loaded > 0) grow.push_back(r.get());
   }
-  for (auto& [r, bytes] : grow) {
-    const std::uint64_t rounded = (bytes + granularity - 1) / granularity * granularity;
-    if (backend_->api().phys_create(backend_->device(), rounded, &r->handle) == ORCH_OK) {
-      r->held = bytes;
+  for (model_region* r : grow) {
+    orch_ledger_model_info info{};
+    info.struct_size = sizeof(info);
+    if (ledger_api_->model_info(r->ledger_model, &info) != ORCH_OK) continue;
+    const std::uint64_t units = info.loaded / granularity + (info.loaded % granularity ? 1 : 0);
+    const std::uint64_t rounded =
+        units > UINT64_MAX / granularity ? UINT64_MAX : units * granularity;
+    const orch_status st = backend_->api().phys_create(backend_->device(), rounded, &r->handle);
+    if (st == ORCH_OK) {
+      r->held = info.loaded;
+    } else {
+      spdlog::warn("ledger model {}: allocating {} bytes on the device answered {}", r->key,
+                   rounded, plugins::status_name(st));
+      result = st;
     }
   }
-  return released;
+  return result;
 }
 
 orch_status worker_memory::fault(model_region* r, std::uint64_t offset, std::uint64_t size) {
@@ -474,14 +510,15 @@ release_receipt worker_memory::evict(std::uint64_t bytes) noexcept {
     // Whole models in ComfyUI's order until `bytes` more are free in the ledger's budget.
     orch_ledger_stats st{};
     st.struct_size = sizeof(st);
-    ledger_api_->stats(ledger_, &st);
-    // free_memory(n) makes n bytes free in the budget: ask for what is free now plus `bytes`.
-    const std::uint64_t free_now =
-        ledger_budget_ > st.loaded_bytes ? ledger_budget_ - st.loaded_bytes : 0;
-    const std::uint64_t target = std::min(ledger_budget_, free_now + bytes);
-    std::uint64_t freed = 0;
-    ledger_api_->free_memory(ledger_, target, &freed);
-    sync_ledger_memory();
+    if (ledger_api_->stats(ledger_, &st) == ORCH_OK) {
+      // free_memory(n) makes n bytes free in the budget: ask for what is free now plus `bytes`.
+      const std::uint64_t free_now =
+          ledger_budget_ > st.loaded_bytes ? ledger_budget_ - st.loaded_bytes : 0;
+      const std::uint64_t target = std::min(ledger_budget_, saturating_add(free_now, bytes));
+      std::uint64_t freed = 0;
+      ledger_api_->free_memory(ledger_, target, &freed);
+      sync_ledger_memory();
+    }
   }
   receipt.resident = resident_bytes();
   receipt.freed = before > receipt.resident ? before - receipt.resident : 0;

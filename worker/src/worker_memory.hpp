@@ -38,6 +38,7 @@ struct host_settings {
   std::string device = "cpu";
   int ordinal = 0;
   std::string backend_plugin;    // the device's backend; empty: none (cpu without its plugin)
+                                 // (the pool is registered with it when pinned_memory is on)
   std::string host_manager;      // "pager" or "ledger": what the host itself runs
   std::uint32_t level = 0;       // the level the pager runs at (the host's, or the adapter's)
   std::string pager_plugin;      // path, empty: no pager plugin serves this backend
@@ -127,7 +128,9 @@ class worker_memory {
   status open_ledger();
   status open_allocator();
   status load_ledger_model(model_region& r);
-  std::uint64_t sync_ledger_memory() noexcept;  // device bytes released
+  // The device memory of every ledger model follows the ledger's figures; the first failed
+  // allocation's status (ORCH_OK when every one succeeded).
+  orch_status sync_ledger_memory() noexcept;
   std::uint64_t resident_bytes() const noexcept;
   std::uint64_t reset_cast_buffers() noexcept;  // returns the bytes the buffers held
 
@@ -164,6 +167,7 @@ class worker_memory {
   std::uint64_t last_boundary_ns_ = 0;
   std::uint64_t last_required_ = 0;
   std::uint64_t settings_hash_ = 0;
+  bool simple_headroom_applied_ = false;
 };
 
 }  // namespace orch::worker

@@ -76,6 +76,7 @@ struct deployment_options {
   std::string capacity = "2GiB";
   std::string memory_extra;    // more [memory] lines ("highvram = true\n")
   std::string test_pack_env;   // more [env_vars] lines for the test pack
+  std::string sampler_pack_env;  // [env_vars] lines for the sim sampler pack
 };
 
 class runtime_test : public ipc::testing::leak_checked_test {
@@ -105,7 +106,8 @@ class runtime_test : public ipc::testing::leak_checked_test {
     write(dir_ / "packs/ComfyUI-ImageOps/nodes/comfy-env.toml",
           "[worker]\nlibrary = \"liborch_pack_image_ops.so\"\n");
     write(dir_ / "packs/ComfyUI-SimSampler/nodes/comfy-env.toml",
-          "[worker]\nlibrary = \"liborch_pack_sim_sampler.so\"\n");
+          "[worker]\nlibrary = \"liborch_pack_sim_sampler.so\"\n" +
+              (o.sampler_pack_env.empty() ? "" : "\n[env_vars]\n" + o.sampler_pack_env));
     write(dir_ / "packs/ComfyUI-TestNodes/nodes/comfy-env.toml",
           "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n\n[env_vars]\nTEST_PACK_VAR = "
           "\"from-pack\"\n" + o.test_pack_env);

@@ -375,6 +375,26 @@ TEST_F(memory_semantics, free_is_broadcast_and_every_worker_answers_with_a_recei
   EXPECT_GE(freed, 256 * mib);
 }
 
+TEST_F(memory_semantics, a_ledger_worker_unloads_its_own_older_model_before_it_asks_the_host) {
+  deployment_options o;
+  o.capacity = "1GiB";
+  o.sampler_pack_env = "ORCH_WORKER_PAGER = \"0\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  auto prompt = [](int size_mib) {
+    return std::string(R"({"1": {"class_type": "SolidImage", "inputs": {"width": 4, "height": 4, "value": 0.5}},
+      "2": {"class_type": "SimLoadModel", "inputs": {"size_mib": )") +
+           std::to_string(size_mib) + R"(, "layers": 4}},
+      "3": {"class_type": "SimSampler", "inputs": {"model": ["2", 0], "latent": ["1", 0], "steps": 1}},
+      "4": {"class_type": "ImageChecksum", "inputs": {"image": ["3", 0]}}})";
+  };
+  ASSERT_TRUE(run(prompt(600)).ok);
+  const auto outcome = run(prompt(592));
+  ASSERT_TRUE(outcome.ok) << outcome.error->dump();
+  const std::string env = env_of(*host_, "SimSampler");
+  EXPECT_EQ(stats(env).ledger_loaded_bytes, 592 * mib) << "the 600 MiB model was unloaded";
+  EXPECT_EQ(logs_->count("through stand-ins"), 0u) << "the worker made room itself";
+}
+
 // --- Divergence reports ----------------------------------------------------------------------
 
 TEST_F(memory_semantics, the_warning_is_said_once_per_env_and_again_after_a_replacement) {

@@ -62,11 +62,26 @@ TEST_F(pool_registration, a_killed_workers_registration_ends_with_it) {
 TEST_F(pool_registration, pinning_turned_off_registers_nothing) {
   deployment_options o;
   o.pinned_memory = false;
+  o.test_pack_env = "ORCH_WORKER_PAGER = \"0\"\n";  // a ledger worker still needs its device
   ASSERT_NO_FATAL_FAILURE(start(o));
   ASSERT_EQ(ready_workers().size(), 3u);
   const auto c = counters();
   EXPECT_EQ(c.host_registrations, 0u);
   EXPECT_EQ(c.registered_bytes, 0u);
+  // The ledger worker's cast buffer comes from its own device, opened without registering.
+  const std::string env = env_of(*host_, "TestCast");
+  std::promise<result<nlohmann::json>> done;
+  auto f = done.get_future();
+  host_->sync([&] {
+    host_->workers().call(env,
+                          {{"node", "1"}, {"class_type", "TestCast"}, {"epoch", 1},
+                           {"inputs", {{"mib", 16}, {"stream", 0}}}},
+                          [&done](result<nlohmann::json> r) { done.set_value(std::move(r)); });
+  });
+  const auto r = f.get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)["outputs"][0], 0) << r->dump();
+  EXPECT_EQ(counters().used_bytes - c.used_bytes, 16ull << 20);
 }
 
 }  // namespace

@@ -44,8 +44,9 @@ class host_memory {
   int sim_fd() const noexcept { return sim_fd_.get(); }  // -1 off sim
   // The host's backend device; nullptr on cpu when its plugin is not in the search paths.
   plugins::backend_device* backend() noexcept { return backend_.get(); }
-  // The backend plugin each worker registers the pool with; empty: pinning off, or cpu without
-  // the plugin (the handshake's backend_plugin).
+  // The backend plugin each worker opens its device with (the handshake's backend_plugin): it
+  // registers the pool there unless pinning is off, and a ledger worker's models live there.
+  // Empty only on cpu without the plugin.
   std::string backend_plugin() const;
   std::uint64_t budget_bytes() const noexcept { return control_->budget(); }
 

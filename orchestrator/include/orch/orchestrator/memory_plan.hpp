@@ -35,10 +35,13 @@ class memory_plan {
   const plugins::host_memory_settings& settings() const { return settings_; }
   const std::string& backend() const { return backend_; }
 
-  // The plugins for a worker whose pack sets `env_vars`, at the host's level. Each dropped
-  // setting and each version NOTE is logged once per call, naming `env`.
+  // The plugins for a worker whose pack sets `env_vars`, at the host's level. A relative
+  // ORCH_PLUGIN_PATH entry is relative to `manifest_dir` (the env's comfy-env.toml folder). Each
+  // dropped setting is logged, naming `env`. The host reads those plugins' tables (dlopen), as it
+  // does for [plugins] search_paths: both are the operator's installed files.
   worker_plugin_choice choose_for(const std::string& env,
-                                  const std::vector<std::pair<std::string, std::string>>& env_vars);
+                                  const std::vector<std::pair<std::string, std::string>>& env_vars,
+                                  const std::filesystem::path& manifest_dir);
 
   // The hash a worker publishes when it applied these settings under `manager` at `level`.
   std::uint64_t expected_hash(plugins::memory_manager manager, unsigned level) const {
