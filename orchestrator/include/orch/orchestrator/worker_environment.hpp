@@ -3,7 +3,8 @@
 //   1. the operator's environment (the host's own, as it was started);
 //   2. the pack's [env_vars], which override it (the pack author knows what its nodes need);
 //   3. host-derived values, written only where the name is still absent, so an operator or pack
-//      can always pin one (issue 6's ORCH_WORKER_PAGER relies on this).
+//      can always pin one. ORCH_WORKER_PAGER is added after these layers by the supervisor, also
+//      only where absent (and where comfy-env's alias is absent too).
 // A pure function over its inputs, so the order is tested without spawning anything.
 #pragma once
 
