@@ -227,9 +227,10 @@ TEST_F(memory_semantics, a_host_at_l4_with_only_an_l2_plugin_gets_the_adapter) {
 }
 
 TEST_F(memory_semantics, no_pager_plugin_for_the_backend_gives_the_ledger_with_that_reason) {
-  const fs::path dir = plugin_dir("no-pager", sim_support());
+  plugin_dir("no-pager", sim_support());
   deployment_options o;
-  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + dir.string() + "\"\n";
+  // Relative to the env's manifest folder, <dir>/packs/ComfyUI-TestNodes/nodes.
+  o.test_pack_env = "ORCH_PLUGIN_PATH = \"../../../no-pager\"\n";
   ASSERT_NO_FATAL_FAILURE(start(o));
   EXPECT_EQ(manager_of(test_env()), "ledger");
   EXPECT_EQ(reason_of(test_env()), "no pager plugin for backend sim");
