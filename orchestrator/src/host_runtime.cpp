@@ -40,6 +40,27 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
   return out;
 }
 
+namespace {
+
+// A pack's [worker] device: the cpu, or a device of the host's own kind (the host shares that
+// one, e.g. its sim segment). Anything else cannot be reached from this host: the host's device,
+// with a warning that names the env.
+manifests::device_spec worker_device(const manifests::deployment& d,
+                                     const std::optional<std::string>& pack_device,
+                                     const std::string& env) {
+  if (!pack_device) return d.host.device;
+  const auto spec = manifests::parse_device_spec(*pack_device);
+  if (spec && (spec->kind == manifests::device_kind::cpu || spec->kind == d.host.device.kind)) {
+    return *spec;
+  }
+  spdlog::warn("env {}: [worker] device = \"{}\" is not reachable from host device {}; its worker "
+               "runs on {}",
+               env, *pack_device, d.host.device.to_string(), d.host.device.to_string());
+  return d.host.device;
+}
+
+}  // namespace
+
 result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deployment& d,
                                                           const manifests::inventory& inv,
                                                           host_options options) {
@@ -55,10 +76,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   supervisor_options so;
   so.worker_executable = options.worker_executable;
   so.timing = d.workers;
-  so.device = manifests::to_string(d.host.device.kind);
-  so.ordinal = d.host.device.index;
   so.host_manager = h->plan_->host_manager();
-  so.memory = h->plan_->settings();
   so.operator_env = current_environment();
   so.debug_worker = debug_worker_enabled([&](const char* name) -> std::optional<std::string> {
     auto it = so.operator_env.find(name);
@@ -89,7 +107,17 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
       spec.env = name;
       spec.library = e.status.path;
       spec.env_vars = e.manifest.env_vars;
-      spec.plugins = h->plan_->choose_for(name, spec.env_vars, e.dir.config.parent_path());
+      spec.device = worker_device(d, e.manifest.worker.device, name);
+      spec.memory = h->plan_->settings_for(spec.device);
+      spec.backend_plugin =
+          spec.device.kind == d.host.device.kind
+              ? h->memory_->backend_plugin()
+              : plugins::find_plugin_file(
+                    std::string("orch-backend-") + manifests::to_string(spec.device.kind) + ".so",
+                    d.plugin_paths)
+                    .string();
+      spec.plugins = h->plan_->choose_for(name, spec.env_vars, e.dir.config.parent_path(),
+                                          manifests::to_string(spec.device.kind));
       spec.call_timeout = d.workers.call_timeout;
       if (e.manifest.options.call_timeout_s) {
         spec.call_timeout = std::chrono::milliseconds(

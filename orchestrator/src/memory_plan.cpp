@@ -80,15 +80,22 @@ memory_plan memory_plan::make(const manifests::deployment& d) {
   return p;
 }
 
+plugins::host_memory_settings memory_plan::settings_for(
+    const manifests::device_spec& device) const {
+  plugins::host_memory_settings s = settings_;
+  if (!device.is_gpu()) s.streams = 0;
+  return s;
+}
+
 worker_plugin_choice memory_plan::choose_for(
     const std::string& env, const std::vector<std::pair<std::string, std::string>>& env_vars,
-    const std::filesystem::path& manifest_dir) {
+    const std::filesystem::path& manifest_dir, const std::string& backend) {
   std::vector<std::filesystem::path> dirs = default_dirs_;
   for (const auto& [name, value] : env_vars) {
     if (name == plugin_path_variable) dirs = split_paths(value, manifest_dir);
   }
   const plugins::plugin_entry* host_entry = host_pager_ ? &*host_pager_ : nullptr;
-  auto choice = choose_worker_plugins(scan(dirs), backend_, host_level_, host_entry,
+  auto choice = choose_worker_plugins(scan(dirs), backend, host_level_, host_entry,
                                       pager_settings_);
   for (const auto& line : dropped_setting_lines(env, choice)) spdlog::info("{}", line);
   if (choice.ledger_reason) {

@@ -100,13 +100,13 @@ json supervisor::settings_for(const worker& w) const {
     segments.push_back({{"segment", seg.id()}, {"total_size", seg.total_size()}});
   }
   const auto& p = w.spec.plugins;
-  const auto& m = options_.memory;
+  const auto& m = w.spec.memory;
   auto path = [](const auto& entry) { return entry ? entry->path.string() : std::string(); };
   return {{"slot", w.info.slot},
           {"pool_segments", segments},
-          {"device", options_.device},
-          {"ordinal", options_.ordinal},
-          {"backend_plugin", memory_.backend_plugin()},
+          {"device", manifests::to_string(w.spec.device.kind)},
+          {"ordinal", w.spec.device.index},
+          {"backend_plugin", w.spec.backend_plugin},
           {"host_manager", plugins::to_string(options_.host_manager.manager)},
           {"level", p.pager ? p.level : p.host_level},
           {"pager_plugin", path(p.pager)},
@@ -145,7 +145,7 @@ void supervisor::spawn(worker& w) {
 
   // The worker follows the host's manager unless its pack or the operator set the variable or
   // comfy-env's alias for it (derived values are written only where absent).
-  environment derived{{"ORCH_WORKER_ENV", w.spec.env}, {"ORCH_DEVICE", options_.device}};
+  environment derived{{"ORCH_WORKER_ENV", w.spec.env}, {"ORCH_DEVICE", w.spec.device.to_string()}};
   environment env = build_worker_environment(options_.operator_env, w.spec.env_vars, derived);
   if (env.count(plugins::worker_pager_alias) == 0) {
     env.emplace(plugins::worker_pager_variable,
@@ -301,7 +301,7 @@ void supervisor::report_divergence(worker& w) {
   const auto manager = w.info.manager == "pager" ? plugins::memory_manager::pager
                                                  : plugins::memory_manager::ledger;
   const unsigned level = manager == plugins::memory_manager::pager ? w.spec.plugins.level : 0;
-  const std::uint64_t expected = plugins::applied_settings_hash(options_.memory, manager, level);
+  const std::uint64_t expected = plugins::applied_settings_hash(w.spec.memory, manager, level);
   // The worker published its snapshot before it sent ready.
   const auto stats = memory_.control().block(w.info.slot).read();
   const std::uint64_t published = stats ? stats->settings_hash : 0;

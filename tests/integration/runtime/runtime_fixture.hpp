@@ -76,6 +76,7 @@ struct deployment_options {
   std::string capacity = "2GiB";
   std::string memory_extra;    // more [memory] lines ("highvram = true\n")
   std::string test_pack_env;   // more [env_vars] lines for the test pack
+  std::string test_pack_worker;  // more [worker] lines for the test pack ("device = \"cpu\"\n")
   std::string sampler_pack_env;  // [env_vars] lines for the sim sampler pack
 };
 
@@ -109,8 +110,8 @@ class runtime_test : public ipc::testing::leak_checked_test {
           "[worker]\nlibrary = \"liborch_pack_sim_sampler.so\"\n" +
               (o.sampler_pack_env.empty() ? "" : "\n[env_vars]\n" + o.sampler_pack_env));
     write(dir_ / "packs/ComfyUI-TestNodes/nodes/comfy-env.toml",
-          "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n\n[env_vars]\nTEST_PACK_VAR = "
-          "\"from-pack\"\n" + o.test_pack_env);
+          "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n" + o.test_pack_worker +
+              "\n[env_vars]\nTEST_PACK_VAR = \"from-pack\"\n" + o.test_pack_env);
     const fs::path file = dir_ / "deployment.toml";
     write(file, "[host]\ndevice = \"" + o.device + "\"\n\n[host.sim]\ncapacity = \"" +
                     o.capacity + "\"\npage_size = \"2MiB\"\n\n[memory]\nasync_offload_streams = 2\n" +

@@ -190,6 +190,21 @@ TEST_F(memory_semantics, a_cpu_worker_runs_the_ledger_even_when_told_to_page) {
   EXPECT_EQ(reason_of(test_env()), "no GPU device in this process");
 }
 
+TEST_F(memory_semantics, a_pack_on_the_cpu_runs_the_ledger_next_to_pager_workers) {
+  deployment_options o;
+  o.test_pack_worker = "device = \"cpu\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(manager_of(test_env()), "ledger");
+  EXPECT_EQ(reason_of(test_env()), "no GPU device in this process");
+  EXPECT_EQ(manager_of(env_of(*host_, "SimSampler")), "pager");
+  EXPECT_TRUE(info(test_env()).settings_match);
+  // Its cast buffer is a per-call host buffer: nothing lands on the sim device.
+  const auto before = device();
+  EXPECT_EQ(call(test_env(), "TestCast", {{"mib", 16}, {"stream", 0}}, 1)["outputs"][0], 0);
+  EXPECT_EQ(device().used_bytes, before.used_bytes);
+  EXPECT_EQ(logs_->count("WARNING " + test_env()), 1u) << "a diverging env, by its device";
+}
+
 TEST_F(memory_semantics, a_pager_that_fails_to_start_leaves_the_ledger_with_the_error) {
   const fs::path dir = plugin_dir("broken-plugins", sim_support(), {ORCH_TEST_FAILING_PAGER});
   deployment_options o;

@@ -41,7 +41,10 @@ class memory_plan {
   // does for [plugins] search_paths: both are the operator's installed files.
   worker_plugin_choice choose_for(const std::string& env,
                                   const std::vector<std::pair<std::string, std::string>>& env_vars,
-                                  const std::filesystem::path& manifest_dir);
+                                  const std::filesystem::path& manifest_dir,
+                                  const std::string& backend);
+  // The host's settings as a worker on `device` takes them: a cpu device has no offload streams.
+  plugins::host_memory_settings settings_for(const manifests::device_spec& device) const;
 
   // The hash a worker publishes when it applied these settings under `manager` at `level`.
   std::uint64_t expected_hash(plugins::memory_manager manager, unsigned level) const {

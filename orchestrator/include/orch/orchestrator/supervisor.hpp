@@ -57,15 +57,16 @@ struct worker_spec {
   std::vector<std::pair<std::string, std::string>> env_vars;  // the pack's [env_vars]
   std::chrono::milliseconds call_timeout{600'000};
   worker_plugin_choice plugins;  // chosen at the host's level (memory_plan::choose_for)
+  // The worker's device: the pack's [worker] device (cpu, or the host's kind), else the host's.
+  manifests::device_spec device;
+  std::string backend_plugin;            // that device's backend plugin; empty: none
+  plugins::host_memory_settings memory;  // the host's settings as that device takes them
 };
 
 struct supervisor_options {
   std::string worker_executable;
   manifests::worker_settings timing;
-  std::string device = "sim";
-  int ordinal = 0;  // the device index (cuda:N, hip:N)
   plugins::manager_choice host_manager;  // exported as ORCH_WORKER_PAGER where absent
-  plugins::host_memory_settings memory;  // sent in the handshake
   environment operator_env;
   bool debug_worker = false;  // ORCH_DEBUG_WORKER: the routine divergence line
 };
