@@ -5,26 +5,6 @@
 #include "orch/plugins/loader.hpp"
 
 namespace orch::orchestrator {
-namespace {
-
-std::vector<std::filesystem::path> split_paths(const std::string& value,
-                                              const std::filesystem::path& base) {
-  std::vector<std::filesystem::path> out;
-  std::size_t start = 0;
-  while (start <= value.size()) {
-    const auto end = value.find(':', start);
-    const auto part = value.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!part.empty()) {
-      const std::filesystem::path p(part);
-      out.push_back((p.is_absolute() ? p : base / p).lexically_normal());
-    }
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
-
-}  // namespace
 
 const std::vector<plugins::plugin_entry>& memory_plan::scan(
     const std::vector<std::filesystem::path>& dirs) {
@@ -43,10 +23,9 @@ const std::vector<plugins::plugin_entry>& memory_plan::scan(
 
 memory_plan memory_plan::make(const manifests::deployment& d) {
   memory_plan p;
-  p.backend_ = manifests::to_string(d.host.device.kind);
   p.default_dirs_ = d.plugin_paths;
   const auto& found = p.scan(p.default_dirs_);
-  p.host_pager_ = orchestrator::host_pager(found, p.backend_);
+  p.host_pager_ = orchestrator::host_pager(found, manifests::to_string(d.host.device.kind));
 
   plugins::host_manager_inputs in;
   in.flags = {d.memory.disable_dynamic_vram, d.memory.enable_dynamic_vram, d.memory.highvram,
@@ -65,10 +44,8 @@ memory_plan memory_plan::make(const manifests::deployment& d) {
   p.host_manager_ = plugins::resolve_host_manager(in);
   p.host_level_ = p.host_pager_ ? p.host_pager_->max_level : 0;
 
-  // Offload streams exist on a GPU only: a cpu device has none, whatever [memory] says.
-  p.settings_.streams = d.host.device.is_gpu()
-                            ? static_cast<std::uint32_t>(d.memory.async_offload_streams.value_or(2))
-                            : 0;
+  // Per device in settings_for: a cpu device has no offload streams, whatever [memory] says.
+  p.settings_.streams = static_cast<std::uint32_t>(d.memory.async_offload_streams.value_or(2));
   p.settings_.page_size = d.host.sim.page_size;
   p.settings_.reserve_vram = d.memory.reserve_vram;
   p.settings_.simple_headroom = d.memory.vram_headroom.value_or(256ull << 20);
@@ -92,7 +69,9 @@ worker_plugin_choice memory_plan::choose_for(
     const std::filesystem::path& manifest_dir, const std::string& backend) {
   std::vector<std::filesystem::path> dirs = default_dirs_;
   for (const auto& [name, value] : env_vars) {
-    if (name == plugin_path_variable) dirs = split_paths(value, manifest_dir);
+    if (name == plugins::plugin_path_variable) {
+      dirs = plugins::split_plugin_path(value, manifest_dir);
+    }
   }
   const plugins::plugin_entry* host_entry = host_pager_ ? &*host_pager_ : nullptr;
   auto choice = choose_worker_plugins(scan(dirs), backend, host_level_, host_entry,

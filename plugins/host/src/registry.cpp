@@ -99,17 +99,24 @@ std::vector<fs::path> plugin_directories(const std::vector<std::string>& explici
                                          const fs::path& fallback) {
   std::vector<fs::path> dirs(explicit_dirs.begin(), explicit_dirs.end());
   if (!dirs.empty()) return dirs;
-  if (const char* env = std::getenv("ORCH_PLUGIN_PATH"); env != nullptr && env[0] != '\0') {
-    std::string path(env);
-    size_t start = 0;
-    while (start <= path.size()) {
-      const size_t colon = std::min(path.find(':', start), path.size());
-      if (colon > start) dirs.emplace_back(path.substr(start, colon - start));
-      start = colon + 1;
-    }
-    return dirs;
+  if (const char* env = std::getenv(plugin_path_variable); env != nullptr && env[0] != '\0') {
+    return split_plugin_path(env, {});
   }
   return {fallback};
+}
+
+std::vector<fs::path> split_plugin_path(const std::string& value, const fs::path& base) {
+  std::vector<fs::path> dirs;
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t colon = std::min(value.find(':', start), value.size());
+    if (colon > start) {
+      const fs::path p(value.substr(start, colon - start));
+      dirs.push_back(p.is_absolute() || base.empty() ? p : (base / p).lexically_normal());
+    }
+    start = colon + 1;
+  }
+  return dirs;
 }
 
 int run_plugins_command(const std::vector<fs::path>& directories, bool json, std::ostream& out) {

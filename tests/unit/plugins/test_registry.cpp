@@ -58,3 +58,17 @@ TEST(plugin_registry, skipped_files_and_directories_carry_their_problem) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(plugin_path, relative_entries_follow_the_base_and_empty_ones_are_skipped) {
+  const auto dirs = orch::plugins::split_plugin_path("/abs/a::rel/b:../c:", "/packs/p/nodes");
+  ASSERT_EQ(dirs.size(), 3u);
+  EXPECT_EQ(dirs[0], "/abs/a");
+  EXPECT_EQ(dirs[1], "/packs/p/nodes/rel/b");
+  EXPECT_EQ(dirs[2], "/packs/p/c");
+  EXPECT_EQ(orch::plugins::split_plugin_path("x:y", {}),
+            (std::vector<std::filesystem::path>{"x", "y"}));
+}
+
+}  // namespace

@@ -21,8 +21,6 @@
 
 namespace orch::orchestrator {
 
-inline constexpr const char* plugin_path_variable = "ORCH_PLUGIN_PATH";
-
 class memory_plan {
  public:
   // Scans the deployment's plugin directories and resolves the host's manager (its pager
@@ -31,9 +29,6 @@ class memory_plan {
 
   const plugins::manager_choice& host_manager() const { return host_manager_; }
   unsigned host_level() const { return host_level_; }
-  const std::optional<plugins::plugin_entry>& host_pager() const { return host_pager_; }
-  const plugins::host_memory_settings& settings() const { return settings_; }
-  const std::string& backend() const { return backend_; }
 
   // The plugins for a worker whose pack sets `env_vars`, at the host's level. A relative
   // ORCH_PLUGIN_PATH entry is relative to `manifest_dir` (the env's comfy-env.toml folder). Each
@@ -46,15 +41,9 @@ class memory_plan {
   // The host's settings as a worker on `device` takes them: a cpu device has no offload streams.
   plugins::host_memory_settings settings_for(const manifests::device_spec& device) const;
 
-  // The hash a worker publishes when it applied these settings under `manager` at `level`.
-  std::uint64_t expected_hash(plugins::memory_manager manager, unsigned level) const {
-    return plugins::applied_settings_hash(settings_, manager, level);
-  }
-
  private:
   const std::vector<plugins::plugin_entry>& scan(const std::vector<std::filesystem::path>& dirs);
 
-  std::string backend_;
   std::vector<std::filesystem::path> default_dirs_;
   std::map<std::vector<std::filesystem::path>, std::vector<plugins::plugin_entry>> scanned_;
   plugins::manager_choice host_manager_;

@@ -45,6 +45,13 @@ registry_report scan_directories(const std::vector<std::filesystem::path>& direc
 nlohmann::json to_json(const registry_report& report);
 std::string format_table(const registry_report& report);
 
+inline constexpr const char* plugin_path_variable = "ORCH_PLUGIN_PATH";
+
+// A colon-separated directory list; relative entries are taken relative to `base` (kept as
+// given when `base` is empty). Empty entries are skipped.
+std::vector<std::filesystem::path> split_plugin_path(const std::string& value,
+                                                     const std::filesystem::path& base);
+
 // The directories to scan: the explicit ones when given; else $ORCH_PLUGIN_PATH (colon-separated)
 // when set; else `fallback` (the build's plugin directory).
 std::vector<std::filesystem::path> plugin_directories(
