@@ -117,6 +117,18 @@ class memory_semantics : public runtime_test {
   static std::vector<std::string> sim_support() {
     return {"orch-backend-sim.so", "orch-allocator-sim.so", "orch-ledger-sim.so"};
   }
+  // Starts a host whose test pack has its own plugin directory: the sim backend, allocator and
+  // ledger, plus the built plugin `pager` (a file name) or the file `pager_file`.
+  void start_with_test_pack_plugins(const std::string& name, const std::string& pager,
+                                    const fs::path& pager_file = {}) {
+    auto built = sim_support();
+    if (!pager.empty()) built.push_back(pager);
+    std::vector<fs::path> extra;
+    if (!pager_file.empty()) extra.push_back(pager_file);
+    deployment_options o;
+    o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + plugin_dir(name, built, extra).string() + "\"\n";
+    start(o);
+  }
 
   orch_sim_counters device() {
     auto* dev = host_->memory().backend();
@@ -206,10 +218,8 @@ TEST_F(memory_semantics, a_pack_on_the_cpu_runs_the_ledger_next_to_pager_workers
 }
 
 TEST_F(memory_semantics, a_pager_that_fails_to_start_leaves_the_ledger_with_the_error) {
-  const fs::path dir = plugin_dir("broken-plugins", sim_support(), {ORCH_TEST_FAILING_PAGER});
-  deployment_options o;
-  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + dir.string() + "\"\n";
-  ASSERT_NO_FATAL_FAILURE(start(o));
+  ASSERT_NO_FATAL_FAILURE(
+      start_with_test_pack_plugins("broken-plugins", "", ORCH_TEST_FAILING_PAGER));
   const auto before = device();
   EXPECT_EQ(manager_of(test_env()), "ledger");
   EXPECT_NE(reason_of(test_env()).find("pager init failed"), std::string::npos)
@@ -223,12 +233,7 @@ TEST_F(memory_semantics, a_pager_that_fails_to_start_leaves_the_ledger_with_the_
 // --- Plugin injection -------------------------------------------------------------------------
 
 TEST_F(memory_semantics, a_host_at_l4_with_only_an_l2_plugin_gets_the_adapter) {
-  auto files = sim_support();
-  files.push_back("orch-pager-sim-l2.so");
-  const fs::path dir = plugin_dir("l2-plugins", files);
-  deployment_options o;
-  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + dir.string() + "\"\n";
-  ASSERT_NO_FATAL_FAILURE(start(o));
+  ASSERT_NO_FATAL_FAILURE(start_with_test_pack_plugins("l2-plugins", "orch-pager-sim-l2.so"));
   const auto s = stats(test_env());
   EXPECT_EQ(s.memory_manager, ipc::memory_manager_kind::pager);
   EXPECT_EQ(s.plugins[0].level, 2u);
@@ -252,12 +257,7 @@ TEST_F(memory_semantics, no_pager_plugin_for_the_backend_gives_the_ledger_with_t
 }
 
 TEST_F(memory_semantics, a_version_difference_is_a_note_and_no_fallback) {
-  auto files = sim_support();
-  files.push_back("orch-pager-sim-l3l4.so");
-  const fs::path dir = plugin_dir("other-build", files);
-  deployment_options o;
-  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + dir.string() + "\"\n";
-  ASSERT_NO_FATAL_FAILURE(start(o));
+  ASSERT_NO_FATAL_FAILURE(start_with_test_pack_plugins("other-build", "orch-pager-sim-l3l4.so"));
   const auto s = stats(test_env());
   EXPECT_EQ(s.memory_manager, ipc::memory_manager_kind::pager);
   EXPECT_EQ(s.plugins[0].level, 4u);
