@@ -97,6 +97,14 @@ class deployment_parser {
                   "caller's own budget)");
       }
     }
+    if (auto text = sim.string("runtime_version")) {
+      if (auto v = parse_runtime_version(*text)) {
+        s.runtime = *v;
+      } else {
+        sim.error("runtime_version", "expected \"MAJOR.MINOR\", got \"" + *text + "\"",
+                  "use e.g. runtime_version = \"12.8\"");
+      }
+    }
     const bool page_ok = s.page_size >= 4096 && (s.page_size & (s.page_size - 1)) == 0;
     if (!page_ok) {
       sim.error("page_size", "must be a power of two of at least 4 KiB",
@@ -131,6 +139,7 @@ class deployment_parser {
     if (auto v = mem.integer("async_offload_streams", 0, 16)) {
       m.async_offload_streams = static_cast<int>(*v);
     }
+    read_runtime_floor(mem);
     if (m.enable_dynamic_vram && m.disable_dynamic_vram) {
       mem.error("enable_dynamic_vram", "contradicts disable_dynamic_vram = true",
                 "set only one of the two");
@@ -151,6 +160,25 @@ class deployment_parser {
       chosen = name;
     }
     mem.finish();
+  }
+
+  void read_runtime_floor(strict_table& mem) {
+    const toml::node* memory_node = root_.get("memory");
+    strict_table floor(mem.table("runtime_floor"), "memory.runtime_floor", file_, diags_,
+                       memory_node);
+    for (const auto kind : {device_kind::sim, device_kind::cuda, device_kind::hip}) {
+      const char* name = to_string(kind);
+      auto text = floor.string(name);
+      if (!text) continue;
+      if (auto v = parse_runtime_version(*text)) {
+        result_.memory.runtime_floor[kind] = *v;
+      } else {
+        floor.error(name, "expected \"MAJOR.MINOR\", got \"" + *text + "\"",
+                    std::string("use e.g. ") + name + " = \"12.8\" (a string: as a float, 12.10 "
+                    "would read as 12.1)");
+      }
+    }
+    floor.finish();
   }
 
   void read_plugins(strict_table& top) {

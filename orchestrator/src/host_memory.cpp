@@ -32,6 +32,7 @@ status open_backend(const manifests::deployment& d, std::unique_ptr<plugins::bac
     sc.granularity = d.host.sim.page_size;
     sc.free_mode = d.host.sim.mode == manifests::free_memory_mode::device ? ORCH_SIM_FREE_DEVICE
                                                                           : ORCH_SIM_FREE_PROCESS;
+    sc.runtime_version = d.host.sim.runtime.major << 16 | d.host.sim.runtime.minor;
     int fd = -1;
     auto dev = plugins::backend_device::create_sim(path, sc, &fd);
     if (!dev) return dev.err();

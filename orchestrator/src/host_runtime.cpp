@@ -70,7 +70,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   if (!memory) return memory.err();
   h->memory_ = std::move(*memory);
 
-  h->plan_ = std::make_unique<memory_plan>(memory_plan::make(d));
+  h->plan_ = std::make_unique<memory_plan>(memory_plan::make(d, h->memory_->backend()));
   spdlog::info("{}", plugins::manager_log_line(h->plan_->host_manager()));
 
   supervisor_options so;

@@ -21,7 +21,32 @@ const std::vector<plugins::plugin_entry>& memory_plan::scan(
   return it->second;
 }
 
-memory_plan memory_plan::make(const manifests::deployment& d) {
+namespace {
+
+// The "runtime below the configured floor" rule: the reason when the host's device runtime is
+// older than its backend's [memory.runtime_floor] entry, or cannot be read while one is set (a
+// floor that cannot be checked is not met).
+std::optional<std::string> runtime_below_floor(const manifests::deployment& d,
+                                               const plugins::backend_device* device) {
+  const auto floor = d.memory.runtime_floor.find(d.host.device.kind);
+  if (floor == d.memory.runtime_floor.end()) return std::nullopt;
+  const std::string backend = manifests::to_string(d.host.device.kind);
+  const std::string key = "[memory.runtime_floor] " + backend + " = \"" +
+                          floor->second.to_string() + "\"";
+  if (device == nullptr) return "no " + backend + " device is open to check " + key;
+  auto version = device->runtime_version();
+  if (!version) return version.err().message + ", so " + key + " is not met";
+  const manifests::runtime_version have{version->first, version->second};
+  if (have < floor->second) {
+    return backend + " runtime " + have.to_string() + " is below the floor " + key;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+memory_plan memory_plan::make(const manifests::deployment& d,
+                              const plugins::backend_device* host_device) {
   memory_plan p;
   p.default_dirs_ = d.plugin_paths;
   const auto& found = p.scan(p.default_dirs_);
@@ -32,6 +57,7 @@ memory_plan memory_plan::make(const manifests::deployment& d) {
               d.memory.gpu_only, d.memory.novram, d.memory.cpu};
   in.device = d.host.device.to_string();
   in.device_supports_pager = d.host.device.is_gpu() && p.host_pager_.has_value();
+  in.below_floor = runtime_below_floor(d, host_device);
   if (p.host_pager_) {
     // The host's own pager must start: a plugin that cannot is the failed-init rule.
     auto lib = plugins::plugin_library::open(p.host_pager_->path, /*announce=*/false);

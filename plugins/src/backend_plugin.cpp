@@ -155,6 +155,7 @@ const orch_backend_api& gated_backend() {
     if (a.host_unregister != nullptr) a.host_unregister = ORCH_GATE_DEVICE(B, host_unregister);
     if (a.now_ns != nullptr) a.now_ns = ORCH_GATE_DEVICE(B, now_ns);
     if (a.host_pointer != nullptr) a.host_pointer = ORCH_GATE_DEVICE(B, host_pointer);
+    if (a.runtime_version != nullptr) a.runtime_version = ORCH_GATE_DEVICE(B, runtime_version);
     return a;
   }();
   return api;

@@ -86,6 +86,7 @@ class device_env {
   }
 
   bool is_sim() const { return sim_ != nullptr; }
+  const char* name() const { return target_.name; }
   int32_t fd() const { return fd_; }
   uint64_t capacity_cap() const { return capacity_cap_; }
   const orch_backend_api* backend() const { return backend_; }

@@ -94,6 +94,42 @@ TYPED_TEST_P(backend_conformance, invalid_arguments_answer_invalid) {
   EXPECT_EQ(this->be_->device_total_mem(this->dev_, nullptr), ORCH_INVALID);
 }
 
+TYPED_TEST_P(backend_conformance, reports_its_runtime_version_or_has_none) {
+  const auto* be = this->be_;
+  if (be->runtime_version == nullptr) {
+    EXPECT_EQ(std::string(this->env_.name()), "cpu") << "only cpu has no versioned runtime";
+    return;
+  }
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  ASSERT_EQ(be->runtime_version(this->dev_, &major, &minor), ORCH_OK);
+  EXPECT_GT(major * 65536ull + minor, 0u) << "a runtime reports a version above 0.0";
+  if (this->env_.is_sim()) {
+    EXPECT_EQ(major, 1u) << "a sim device created without one reports 1.0";
+    EXPECT_EQ(minor, 0u);
+  }
+  EXPECT_EQ(be->runtime_version(this->dev_, nullptr, &minor), ORCH_INVALID);
+  EXPECT_EQ(be->runtime_version(this->dev_, &major, nullptr), ORCH_INVALID);
+}
+
+TYPED_TEST_P(backend_conformance, sim_reports_the_runtime_version_it_was_created_with) {
+  ORCH_REQUIRE_SIM();
+  orch_sim_config c{sizeof(orch_sim_config), ORCH_SIM_FREE_DEVICE, 64 * MiB, 2 * MiB, 0,
+                    12u << 16 | 10u};
+  int32_t fd = -1;
+  ASSERT_EQ(this->env_.sim()->create(&c, &fd), ORCH_OK);
+  orch_device_config dc{sizeof(orch_device_config), 0, fd, 0};
+  orch_device* d = nullptr;
+  ASSERT_EQ(this->be_->device_open(&dc, &d), ORCH_OK);
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  EXPECT_EQ(this->be_->runtime_version(d, &major, &minor), ORCH_OK);
+  EXPECT_EQ(major, 12u);
+  EXPECT_EQ(minor, 10u);
+  this->be_->device_close(d);
+  ::close(fd);
+}
+
 TYPED_TEST_P(backend_conformance, sim_free_memory_follows_usage_in_device_mode) {
   ORCH_REQUIRE_SIM();
   uint64_t before = 0;
@@ -287,6 +323,10 @@ TYPED_TEST_P(backend_conformance, sim_open_refuses_a_segment_with_a_corrupt_conf
   seg->free_mode = 7;
   EXPECT_EQ(this->be_->device_open(&c, &d), ORCH_INVALID);
   seg->free_mode = saved_mode;
+  const auto saved_runtime = seg->runtime_version;
+  seg->runtime_version = 0;
+  EXPECT_EQ(this->be_->device_open(&c, &d), ORCH_INVALID);
+  seg->runtime_version = saved_runtime;
   munmap(seg, sizeof *seg);
 }
 
@@ -345,6 +385,8 @@ REGISTER_TYPED_TEST_SUITE_P(backend_conformance,
                             reports_a_device_with_memory_and_a_power_of_two_granularity,
                             reserve_create_map_round_trip, host_register_round_trip,
                             invalid_arguments_answer_invalid,
+                            reports_its_runtime_version_or_has_none,
+                            sim_reports_the_runtime_version_it_was_created_with,
                             sim_free_memory_follows_usage_in_device_mode,
                             sim_process_mode_reports_the_callers_own_budget,
                             sim_capacity_is_enforced_with_oom_retryable,

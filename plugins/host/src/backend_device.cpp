@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstddef>
+
 #include "orch/plugins/names.hpp"
 
 namespace orch::plugins {
@@ -67,6 +69,20 @@ backend_device::~backend_device() {
 
 std::string backend_device::backend() const {
   return backend_name(library_->table().backend);
+}
+
+result<std::pair<std::uint32_t, std::uint32_t>> backend_device::runtime_version() const {
+  constexpr auto end = offsetof(orch_backend_api, runtime_version) + sizeof(void*);
+  if (api_->struct_size < end || api_->runtime_version == nullptr) {
+    return error{"unsupported", "backend " + backend() + " reports no runtime version"};
+  }
+  std::uint32_t major = 0;
+  std::uint32_t minor = 0;
+  if (const orch_status st = api_->runtime_version(device_, &major, &minor); st != ORCH_OK) {
+    return error{"device_error", "backend " + backend() + ": reading the runtime version answered " +
+                                     status_name(st)};
+  }
+  return std::pair{major, minor};
 }
 
 const orch_sim_api* backend_device::sim() const noexcept {

@@ -164,7 +164,7 @@ constexpr orch_backend_api cpu_api{
     cpu_device_count, cpu_device_open, cpu_device_close, cpu_total_mem, cpu_granularity_of,
     cpu_mem_get_info, cpu_va_reserve, cpu_va_free, cpu_phys_create, cpu_phys_release, cpu_map,
     cpu_unmap, cpu_synchronize, cpu_host_register, cpu_host_unregister, nullptr,
-    cpu_host_pointer};
+    cpu_host_pointer, nullptr /* no runtime to version */};
 
 }  // namespace
 

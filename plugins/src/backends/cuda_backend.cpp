@@ -26,6 +26,7 @@ namespace {
 struct cuda_driver {
   void* lib = nullptr;
   CUresult (*init)(unsigned) = nullptr;
+  CUresult (*driver_get_version)(int*) = nullptr;
   CUresult (*device_get_count)(int*) = nullptr;
   CUresult (*device_get)(CUdevice*, int) = nullptr;
   CUresult (*device_total_mem)(size_t*, CUdevice) = nullptr;
@@ -81,6 +82,7 @@ const cuda_driver& driver() {
     auto v1 = v2 != nullptr ? nullptr
                             : reinterpret_cast<get_proc_v1_fn>(dlsym(d.lib, "cuGetProcAddress"));
     d.ok = resolve(v2, v1, "cuInit", d.init) &&
+           resolve(v2, v1, "cuDriverGetVersion", d.driver_get_version) &&
            resolve(v2, v1, "cuDeviceGetCount", d.device_get_count) &&
            resolve(v2, v1, "cuDeviceGet", d.device_get) &&
            resolve(v2, v1, "cuDeviceTotalMem", d.device_total_mem) &&
@@ -294,11 +296,23 @@ orch_status cu_host_unregister(orch_device* dev, void* ptr) {
   return map_error(driver().host_unregister(ptr));
 }
 
+// The driver's CUDA version: 12080 is 12.8.
+orch_status cu_runtime_version(orch_device* dev, uint32_t* major, uint32_t* minor) {
+  if (dev == nullptr || major == nullptr || minor == nullptr) return ORCH_INVALID;
+  int v = 0;
+  if (const orch_status st = map_error(driver().driver_get_version(&v)); st != ORCH_OK) return st;
+  if (v < 0) return ORCH_DEVICE_ERROR;
+  *major = static_cast<uint32_t>(v / 1000);
+  *minor = static_cast<uint32_t>(v % 1000 / 10);
+  return ORCH_OK;
+}
+
 constexpr orch_backend_api cuda_api{
     sizeof(orch_backend_api), 0,
     cu_device_count, cu_device_open, cu_device_close, cu_total_mem, cu_granularity,
     cu_mem_get_info, cu_va_reserve, cu_va_free, cu_phys_create, cu_phys_release, cu_map,
-    cu_unmap, cu_synchronize, cu_host_register, cu_host_unregister, nullptr, nullptr};
+    cu_unmap, cu_synchronize, cu_host_register, cu_host_unregister, nullptr, nullptr,
+    cu_runtime_version};
 
 }  // namespace
 

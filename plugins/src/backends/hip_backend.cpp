@@ -23,6 +23,7 @@ namespace {
 struct hip_driver {
   void* lib = nullptr;
   hipError_t (*init)(unsigned) = nullptr;
+  hipError_t (*runtime_get_version)(int*) = nullptr;
   hipError_t (*get_device_count)(int*) = nullptr;
   hipError_t (*set_device)(int) = nullptr;
   hipError_t (*get_device)(int*) = nullptr;
@@ -64,6 +65,7 @@ const hip_driver& driver() {
     if (d.lib == nullptr) return;
     void* l = d.lib;
     d.ok = resolve(l, "hipInit", d.init) && resolve(l, "hipGetDeviceCount", d.get_device_count) &&
+           resolve(l, "hipRuntimeGetVersion", d.runtime_get_version) &&
            resolve(l, "hipSetDevice", d.set_device) &&
            resolve(l, "hipGetDevice", d.get_device) &&
            resolve(l, "hipDeviceTotalMem", d.device_total_mem) &&
@@ -267,11 +269,23 @@ orch_status hip_host_unregister(orch_device* dev, void* ptr) {
   return map_error(driver().host_unregister(ptr));
 }
 
+// HIP_VERSION's encoding on AMD: major * 10000000 + minor * 100000 + patch (60241134 is 6.2).
+orch_status hip_runtime_version(orch_device* dev, uint32_t* major, uint32_t* minor) {
+  if (dev == nullptr || major == nullptr || minor == nullptr) return ORCH_INVALID;
+  int v = 0;
+  if (const orch_status st = map_error(driver().runtime_get_version(&v)); st != ORCH_OK) return st;
+  if (v < 0) return ORCH_DEVICE_ERROR;
+  *major = static_cast<uint32_t>(v / 10000000);
+  *minor = static_cast<uint32_t>(v / 100000 % 100);
+  return ORCH_OK;
+}
+
 constexpr orch_backend_api hip_api{
     sizeof(orch_backend_api), 0,
     hip_device_count, hip_device_open, hip_device_close, hip_total_mem, hip_granularity,
     hip_mem_get_info, hip_va_reserve, hip_va_free, hip_phys_create, hip_phys_release, hip_map,
-    hip_unmap, hip_synchronize, hip_host_register, hip_host_unregister, nullptr, nullptr};
+    hip_unmap, hip_synchronize, hip_host_register, hip_host_unregister, nullptr, nullptr,
+    hip_runtime_version};
 
 }  // namespace
 

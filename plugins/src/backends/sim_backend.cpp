@@ -34,6 +34,7 @@ struct orch_device {
   uint64_t granularity = 0;
   uint32_t free_mode = 0;
   bool backing_store = false;
+  uint32_t runtime_version = 0;
   std::mutex mutex;  // process-local bookkeeping below
   struct phys {
     uint64_t size;
@@ -54,6 +55,7 @@ namespace orch::plugin_detail {
 namespace {
 
 constexpr uint64_t default_granularity = 2ull << 20;
+constexpr uint32_t default_runtime = 1u << 16;  // 1.0
 constexpr uint64_t va_base = 0x200000000000ull;
 
 int32_t self_pid() noexcept { return static_cast<int32_t>(getpid()); }
@@ -181,6 +183,7 @@ orch_status sim_create(const orch_sim_config* config, int32_t* fd_out) {
   seg->granularity = gran;
   seg->free_mode = config->free_mode;
   seg->backing_store = config->backing_store != 0 ? 1u : 0u;
+  seg->runtime_version = config->runtime_version != 0 ? config->runtime_version : default_runtime;
   seg->next_va.store(va_base);
   seg->version = sim_version;
   seg->size = sizeof(sim_segment);
@@ -217,8 +220,10 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
   const uint64_t capacity = seg->capacity;
   const uint64_t gran = seg->granularity;
   const uint32_t free_mode = seg->free_mode;
+  const uint32_t runtime_version = seg->runtime_version;
   if (seg->magic != sim_magic || seg->version != sim_version || seg->size != sizeof(sim_segment) ||
-      capacity == 0 || gran == 0 || (gran & (gran - 1)) != 0 || free_mode > ORCH_SIM_FREE_PROCESS) {
+      capacity == 0 || gran == 0 || (gran & (gran - 1)) != 0 || free_mode > ORCH_SIM_FREE_PROCESS ||
+      runtime_version == 0) {
     munmap(p, sizeof(sim_segment));
     close(fd);
     return ORCH_INVALID;
@@ -253,6 +258,7 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
   dev->granularity = gran;
   dev->free_mode = free_mode;
   dev->backing_store = seg->backing_store != 0;
+  dev->runtime_version = runtime_version;
   *out = dev;
   return ORCH_OK;
 }
@@ -471,6 +477,13 @@ uint64_t sim_now_ns(orch_device* dev) {
   return monotonic_ns();
 }
 
+orch_status sim_runtime_version(orch_device* dev, uint32_t* major, uint32_t* minor) {
+  if (major == nullptr || minor == nullptr) return ORCH_INVALID;
+  *major = dev->runtime_version >> 16;
+  *minor = dev->runtime_version & 0xFFFFu;
+  return ORCH_OK;
+}
+
 void* sim_host_pointer(orch_device* dev, uint64_t va) {
   if (dev == nullptr) return nullptr;
   std::lock_guard lock(dev->mutex);
@@ -556,7 +569,7 @@ constexpr orch_backend_api sim_api{
     sim_device_count, sim_device_open, sim_device_close, sim_total_mem, sim_granularity,
     sim_mem_get_info, sim_va_reserve, sim_va_free, sim_phys_create, sim_phys_release, sim_map,
     sim_unmap, sim_synchronize, sim_host_register, sim_host_unregister, sim_now_ns,
-    sim_host_pointer};
+    sim_host_pointer, sim_runtime_version};
 
 constexpr orch_sim_api sim_control{
     sizeof(orch_sim_api), 0, sim_create, sim_set_other_usage, sim_inject_fault, sim_set_clock,

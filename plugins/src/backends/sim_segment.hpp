@@ -14,7 +14,7 @@ namespace orch::plugin_detail {
 
 inline constexpr uint64_t sim_magic = 0x4f52434853494d31ull;  // "ORCHSIM1"
 // 2: slots carry the owner's start time; 3: host registrations are counted
-inline constexpr uint32_t sim_version = 3;
+inline constexpr uint32_t sim_version = 4;
 inline constexpr uint32_t sim_max_slots = 64;
 inline constexpr uint32_t sim_fault_kinds = 8;
 
@@ -53,7 +53,7 @@ struct sim_segment {
   std::atomic<int32_t> faults[sim_fault_kinds];  // remaining injected failures per kind
   std::atomic<uint64_t> clock_ns;                // frozen clock value
   std::atomic<uint32_t> clock_frozen;
-  uint32_t reserved0;
+  uint32_t runtime_version;  // configuration: (major << 16) | minor, never 0
   std::atomic<uint64_t> next_va;  // device-wide VA cursor, so addresses never collide
   std::atomic<uint64_t> creates;
   std::atomic<uint64_t> releases;

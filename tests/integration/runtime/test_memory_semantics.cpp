@@ -202,6 +202,39 @@ TEST_F(memory_semantics, a_cpu_worker_runs_the_ledger_even_when_told_to_page) {
   EXPECT_EQ(reason_of(test_env()), "no GPU device in this process");
 }
 
+TEST_F(memory_semantics, a_device_runtime_below_the_configured_floor_runs_the_ledger) {
+  deployment_options o;
+  // The sim device reports runtime 1.0 unless [host.sim] runtime_version says otherwise.
+  o.memory_extra = "\n[memory.runtime_floor]\nsim = \"1.1\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(logs_->count("memory manager: ledger (sim runtime 1.0 is below the floor "
+                         "[memory.runtime_floor] sim = \"1.1\")"),
+            1u)
+      << logs_->all();
+  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+    EXPECT_EQ(manager_of(w.env), "ledger") << w.env;
+    EXPECT_EQ(reason_of(w.env), "disabled by ORCH_WORKER_PAGER") << w.env;
+  }
+}
+
+TEST_F(memory_semantics, a_runtime_at_the_floor_keeps_the_pager) {
+  deployment_options o;
+  o.memory_extra = "\n[memory.runtime_floor]\nsim = \"1.0\"\ncuda = \"99.0\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(logs_->count("memory manager: pager (default)"), 1u)
+      << "only the host backend's own entry applies\n" << logs_->all();
+  EXPECT_EQ(manager_of(test_env()), "pager");
+}
+
+TEST_F(memory_semantics, enable_dynamic_vram_forces_the_pager_past_the_runtime_floor) {
+  deployment_options o;
+  o.memory_extra = "enable_dynamic_vram = true\n\n[memory.runtime_floor]\nsim = \"3.2\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(logs_->count("memory manager: pager (forced by --enable-dynamic-vram)"), 1u)
+      << logs_->all();
+  EXPECT_EQ(manager_of(test_env()), "pager");
+}
+
 TEST_F(memory_semantics, a_pack_on_the_cpu_runs_the_ledger_next_to_pager_workers) {
   deployment_options o;
   o.test_pack_worker = "device = \"cpu\"\n";

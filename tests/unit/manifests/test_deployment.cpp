@@ -42,6 +42,8 @@ TEST_F(deployment_test, empty_file_gets_documented_defaults) {
   EXPECT_EQ(d->host.sim.page_size, 2ull << 20);
   EXPECT_EQ(d->host.sim.mode, free_memory_mode::device);
   EXPECT_FALSE(d->memory.disable_dynamic_vram);
+  EXPECT_TRUE(d->memory.runtime_floor.empty()) << "no floor unless one is configured";
+  EXPECT_EQ(d->host.sim.runtime, (runtime_version{1, 0}));
   EXPECT_EQ(d->workers.handshake_timeout, std::chrono::seconds(10));
   EXPECT_EQ(d->workers.crash_loop_limit, 5);
   EXPECT_EQ(d->shm.pinned_pool_size, 256ull << 20);
@@ -62,6 +64,7 @@ capacity = "4GiB"
 page_size = "64KiB"
 free_memory_mode = "process"
 other_process_usage = "512MiB"
+runtime_version = "12.10"
 
 [memory]
 disable_dynamic_vram = true
@@ -70,6 +73,10 @@ reserve_vram = "1GiB"
 vram_headroom = 268435456
 disable_pinned_memory = true
 async_offload_streams = 3
+
+[memory.runtime_floor]
+cuda = "12.8"
+hip = "7"
 
 [plugins]
 search_paths = ["build/plugins", "/opt/orch/plugins"]
@@ -108,6 +115,10 @@ pinned_pool_size = "1GiB"
   EXPECT_EQ(d->memory.vram_headroom, 256ull << 20);
   EXPECT_TRUE(d->memory.disable_pinned_memory);
   EXPECT_EQ(d->memory.async_offload_streams, 3);
+  EXPECT_EQ(d->host.sim.runtime, (runtime_version{12, 10}));
+  EXPECT_EQ(d->memory.runtime_floor.size(), 2u);
+  EXPECT_EQ(d->memory.runtime_floor.at(device_kind::cuda), (runtime_version{12, 8}));
+  EXPECT_EQ(d->memory.runtime_floor.at(device_kind::hip), (runtime_version{7, 0}));
   ASSERT_EQ(d->plugin_paths.size(), 2u);
   EXPECT_EQ(d->plugin_paths[0], tmp.path() / "build" / "plugins");
   EXPECT_EQ(d->plugin_paths[1], std::filesystem::path("/opt/orch/plugins"));
@@ -210,6 +221,28 @@ TEST_F(deployment_test, enable_and_disable_dynamic_vram_contradict) {
 TEST_F(deployment_test, streams_out_of_range_is_an_error) {
   EXPECT_FALSE(parse("[memory]\nasync_offload_streams = 64\n"));
   EXPECT_SINGLE_ERROR_AT(diags, "memory.async_offload_streams", 2u, 25u);
+}
+
+TEST_F(deployment_test, a_runtime_floor_that_is_not_a_version_is_an_error) {
+  EXPECT_FALSE(parse("[memory.runtime_floor]\ncuda = \"12.8.1\"\n"));
+  EXPECT_SINGLE_ERROR_AT(diags, "memory.runtime_floor.cuda", 2u, 8u);
+  EXPECT_NE(find(diags, "memory.runtime_floor.cuda")->fix.find("\"12.8\""), std::string::npos);
+}
+
+TEST_F(deployment_test, a_runtime_floor_written_as_a_float_is_an_error) {
+  EXPECT_FALSE(parse("[memory.runtime_floor]\ncuda = 12.8\n"));
+  EXPECT_SINGLE_ERROR_AT(diags, "memory.runtime_floor.cuda", 2u, 8u);
+}
+
+TEST_F(deployment_test, a_runtime_floor_for_an_unknown_backend_suggests_the_close_one) {
+  EXPECT_FALSE(parse("[memory.runtime_floor]\ncdua = \"12.8\"\n"));
+  EXPECT_SINGLE_ERROR_AT(diags, "memory.runtime_floor.cdua", 2u, 8u);
+  EXPECT_NE(find(diags, "memory.runtime_floor.cdua")->fix.find("cuda"), std::string::npos);
+}
+
+TEST_F(deployment_test, a_sim_runtime_version_out_of_range_is_an_error) {
+  EXPECT_FALSE(parse("[host.sim]\nruntime_version = \"70000.1\"\n"));
+  EXPECT_SINGLE_ERROR_AT(diags, "host.sim.runtime_version", 2u, 19u);
 }
 
 TEST_F(deployment_test, missing_pack_directory_is_an_error) {

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "orch/manifests/device_spec.hpp"
 #include "orch/manifests/diagnostic.hpp"
+#include "orch/manifests/runtime_version.hpp"
 
 namespace orch::manifests {
 
@@ -26,6 +28,7 @@ struct sim_device_settings {
   std::uint64_t page_size = 2ull << 20;
   free_memory_mode mode = free_memory_mode::device;
   std::uint64_t other_process_usage = 0;  // injected usage by "someone else" on the card
+  runtime_version runtime{1, 0};          // what the simulated runtime reports
 };
 
 // ComfyUI's command-line memory flags, mirrored (shared/reference/comfyui-memory.md).
@@ -40,6 +43,9 @@ struct memory_flags {
   std::optional<std::uint64_t> vram_headroom;  // the pager's simple headroom; default 256 MiB
   bool disable_pinned_memory = false;
   std::optional<int> async_offload_streams;  // default: 2 on a GPU device, 0 on cpu
+  // [memory.runtime_floor]: the lowest device runtime the pager runs on, per backend (the
+  // counterpart of ComfyUI's torch 2.8 gate). No entry: no floor for that backend.
+  std::map<device_kind, runtime_version> runtime_floor;
 };
 
 struct host_settings {

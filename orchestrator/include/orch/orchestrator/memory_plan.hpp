@@ -16,6 +16,7 @@
 #include "orch/manifests/deployment.hpp"
 #include "orch/orchestrator/plugin_selection.hpp"
 #include "orch/plugins/applied_settings.hpp"
+#include "orch/plugins/backend_device.hpp"
 #include "orch/plugins/memory_manager.hpp"
 #include "orch/plugins/registry.hpp"
 
@@ -24,8 +25,11 @@ namespace orch::orchestrator {
 class memory_plan {
  public:
   // Scans the deployment's plugin directories and resolves the host's manager (its pager
-  // plugin is initialised once to prove it starts; a failure selects the ledger).
-  static memory_plan make(const manifests::deployment& d);
+  // plugin is initialised once to prove it starts; a failure selects the ledger). `host_device`
+  // is the host's open device (null on cpu without a backend plugin): its runtime version is
+  // what [memory.runtime_floor] is checked against.
+  static memory_plan make(const manifests::deployment& d,
+                          const plugins::backend_device* host_device);
 
   const plugins::manager_choice& host_manager() const { return host_manager_; }
   unsigned host_level() const { return host_level_; }

@@ -50,6 +50,11 @@ typedef struct orch_backend_api {
   uint64_t (*now_ns)(orch_device* device);
   /* Optional: a host-visible view of mapped memory at va, or NULL (sim's backing store). */
   void* (*host_pointer)(orch_device* device, uint64_t va);
+  /* Appended; optional (NULL, or a struct_size that stops before it: the backend has no
+   * versioned runtime, as cpu). The device runtime's version, compared with a deployment's
+   * [memory.runtime_floor]: cuda the driver's (cuDriverGetVersion), hip the runtime's, sim the
+   * one its segment was created with. */
+  orch_status (*runtime_version)(orch_device* device, uint32_t* major, uint32_t* minor);
 } orch_backend_api;
 
 #ifdef __cplusplus

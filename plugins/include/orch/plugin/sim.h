@@ -37,7 +37,8 @@ typedef struct orch_sim_config {
   uint64_t granularity;  /* mapping unit, a power of two (default 2 MiB when 0) */
   uint32_t backing_store; /* non-zero: each physical allocation gets host memory, poisoned
                              when it is released (per process; never shared) */
-  uint32_t reserved0;
+  uint32_t runtime_version; /* what runtime_version answers, (major << 16) | minor; 0 (a caller
+                               that left it reserved): 1.0 */
 } orch_sim_config;
 
 typedef struct orch_sim_counters {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "orch/plugin/backend.h"
@@ -39,6 +40,9 @@ class backend_device {
   plugin_library& library() noexcept { return *library_; }
   // The backend's name in its table ("cpu", "sim", "cuda", "hip").
   std::string backend() const;
+  // The device runtime's {major, minor} (orch_backend_api.runtime_version); an error when the
+  // backend has none (cpu, or a plugin built before the entry was appended) or the call fails.
+  result<std::pair<std::uint32_t, std::uint32_t>> runtime_version() const;
   // sim only: the device controls (counters, faults); nullptr on other backends.
   const orch_sim_api* sim() const noexcept;
 
