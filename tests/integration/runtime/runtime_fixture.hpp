@@ -130,6 +130,16 @@ class runtime_test : public ipc::testing::leak_checked_test {
     return file;
   }
 
+  // The host's sim device counters. They are shared atomics: any thread may read them, also after
+  // the workers are gone.
+  orch_sim_counters sim_counters() {
+    auto* dev = host_->memory().backend();
+    orch_sim_counters c{};
+    c.struct_size = sizeof(c);
+    EXPECT_EQ(dev->sim()->counters(dev->device(), &c), ORCH_OK);
+    return c;
+  }
+
   // Starts a host on a fresh deployment and waits until every worker is ready (or failed).
   void start(const deployment_options& o = {}) {
     start_file(write_deployment(o), o.worker_executable);

@@ -130,14 +130,6 @@ class memory_semantics : public runtime_test {
     start(o);
   }
 
-  orch_sim_counters device() {
-    auto* dev = host_->memory().backend();
-    orch_sim_counters c{};
-    c.struct_size = sizeof(c);
-    EXPECT_EQ(dev->sim()->counters(dev->device(), &c), ORCH_OK);
-    return c;
-  }
-
   std::shared_ptr<log_capture> logs_;
   std::vector<std::string> set_vars_;
   int calls_ = 0;
@@ -244,23 +236,23 @@ TEST_F(memory_semantics, a_pack_on_the_cpu_runs_the_ledger_next_to_pager_workers
   EXPECT_EQ(manager_of(env_of(*host_, "SimSampler")), "pager");
   EXPECT_TRUE(info(test_env()).settings_match);
   // Its cast buffer is a per-call host buffer: nothing lands on the sim device.
-  const auto before = device();
+  const auto before = sim_counters();
   EXPECT_EQ(call(test_env(), "TestCast", {{"mib", 16}, {"stream", 0}}, 1)["outputs"][0], 0);
-  EXPECT_EQ(device().used_bytes, before.used_bytes);
+  EXPECT_EQ(sim_counters().used_bytes, before.used_bytes);
   EXPECT_EQ(logs_->count("WARNING " + test_env()), 1u) << "a diverging env, by its device";
 }
 
 TEST_F(memory_semantics, a_pager_that_fails_to_start_leaves_the_ledger_with_the_error) {
   ASSERT_NO_FATAL_FAILURE(
       start_with_test_pack_plugins("broken-plugins", "", ORCH_TEST_FAILING_PAGER));
-  const auto before = device();
+  const auto before = sim_counters();
   EXPECT_EQ(manager_of(test_env()), "ledger");
   EXPECT_NE(reason_of(test_env()).find("pager init failed"), std::string::npos)
       << reason_of(test_env());
   // The ledger worker still serves a cast buffer from its own device, and the failed pager
   // left nothing on the device.
   EXPECT_EQ(call(test_env(), "TestCast", {{"mib", 16}, {"stream", 0}}, 1)["outputs"][0], 0);
-  EXPECT_EQ(device().used_bytes - before.used_bytes, 16 * mib);
+  EXPECT_EQ(sim_counters().used_bytes - before.used_bytes, 16 * mib);
 }
 
 // --- Plugin injection -------------------------------------------------------------------------
@@ -389,7 +381,7 @@ TEST_F(memory_semantics, a_host_eviction_through_a_stand_in_frees_the_workers_by
   const std::string id = env + "/sim-model-256mib-8l";
   const auto resident = host_->sync([&] { return host_->stand_ins().find(id)->resident; });
   EXPECT_EQ(resident, 256 * mib);
-  const auto before = device();
+  const auto before = sim_counters();
   std::uint64_t free_before = 0;
   host_->sync([&] {
     auto* dev = host_->memory().backend();
@@ -400,7 +392,7 @@ TEST_F(memory_semantics, a_host_eviction_through_a_stand_in_frees_the_workers_by
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].id, id);
   EXPECT_EQ(steps[0].asked, 64 * mib);
-  const auto after = device();
+  const auto after = sim_counters();
   // The receipt is what the device itself counts as given back.
   EXPECT_EQ(steps[0].freed, before.used_bytes - after.used_bytes);
   EXPECT_GE(steps[0].freed, 64 * mib);
@@ -411,7 +403,7 @@ TEST_F(memory_semantics, a_host_eviction_through_a_stand_in_frees_the_workers_by
 TEST_F(memory_semantics, free_is_broadcast_and_every_worker_answers_with_a_receipt) {
   ASSERT_NO_FATAL_FAILURE(start());
   ASSERT_TRUE(run(load_and_sample).ok);
-  const auto before = device();
+  const auto before = sim_counters();
   const auto receipts = host_->free_all(/*unload_models=*/true, /*drop_caches=*/true);
   EXPECT_EQ(receipts.size(), 3u);
   std::uint64_t freed = 0;
@@ -420,7 +412,7 @@ TEST_F(memory_semantics, free_is_broadcast_and_every_worker_answers_with_a_recei
     freed += (*r)["freed"].get<std::uint64_t>();
     EXPECT_EQ((*r)["resident"], 0u) << env;
   }
-  EXPECT_EQ(freed, before.used_bytes - device().used_bytes);
+  EXPECT_EQ(freed, before.used_bytes - sim_counters().used_bytes);
   EXPECT_GE(freed, 256 * mib);
 }
 

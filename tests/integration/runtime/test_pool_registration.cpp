@@ -10,14 +10,6 @@ namespace {
 
 class pool_registration : public runtime_test {
  protected:
-  // The device's counters are shared atomics: any thread may read them, also after shutdown.
-  orch_sim_counters counters() {
-    auto* dev = host_->memory().backend();
-    orch_sim_counters c{};
-    c.struct_size = sizeof(c);
-    EXPECT_EQ(dev->sim()->counters(dev->device(), &c), ORCH_OK);
-    return c;
-  }
   std::vector<orchestrator::worker_info> ready_workers() {
     auto all = host_->sync([&] { return host_->workers().workers(); });
     std::erase_if(all, [](const auto& w) { return w.state != orchestrator::worker_state::ready; });
@@ -29,7 +21,7 @@ TEST_F(pool_registration, the_host_and_every_worker_register_the_pool_once) {
   ASSERT_NO_FATAL_FAILURE(start());
   const auto workers = ready_workers();
   ASSERT_EQ(workers.size(), 3u);
-  const auto c = counters();
+  const auto c = sim_counters();
   const std::uint64_t per_process = c.process_registered_bytes;  // the host's own registration
   EXPECT_GE(per_process, 64ull << 20);
   EXPECT_EQ(c.host_registrations, 1u + workers.size());
@@ -39,21 +31,21 @@ TEST_F(pool_registration, the_host_and_every_worker_register_the_pool_once) {
 
 TEST_F(pool_registration, workers_unregister_before_they_exit) {
   ASSERT_NO_FATAL_FAILURE(start());
-  const std::uint64_t per_process = counters().process_registered_bytes;
+  const std::uint64_t per_process = sim_counters().process_registered_bytes;
   host_->shutdown(std::chrono::seconds(5));
-  const auto c = counters();
+  const auto c = sim_counters();
   EXPECT_EQ(c.host_unregistrations, 3u);
   EXPECT_EQ(c.registered_bytes, per_process) << "only the host's registration is left";
 }
 
 TEST_F(pool_registration, a_killed_workers_registration_ends_with_it) {
   ASSERT_NO_FATAL_FAILURE(start());
-  const std::uint64_t per_process = counters().process_registered_bytes;
+  const std::uint64_t per_process = sim_counters().process_registered_bytes;
   const std::string env = env_of(*host_, "SimSampler");
   ASSERT_TRUE(kill_and_wait_for_replacement(env));
   // The replacement registered anew; the dead process's range was dropped with its slot, never
   // unregistered by anyone.
-  const auto c = counters();
+  const auto c = sim_counters();
   EXPECT_EQ(c.host_registrations, 5u);
   EXPECT_EQ(c.host_unregistrations, 0u);
   EXPECT_EQ(c.registered_bytes, per_process * 4);
@@ -65,7 +57,7 @@ TEST_F(pool_registration, pinning_turned_off_registers_nothing) {
   o.test_pack_env = "ORCH_WORKER_PAGER = \"0\"\n";  // a ledger worker still needs its device
   ASSERT_NO_FATAL_FAILURE(start(o));
   ASSERT_EQ(ready_workers().size(), 3u);
-  const auto c = counters();
+  const auto c = sim_counters();
   EXPECT_EQ(c.host_registrations, 0u);
   EXPECT_EQ(c.registered_bytes, 0u);
   // The ledger worker's cast buffer comes from its own device, opened without registering.
@@ -81,7 +73,7 @@ TEST_F(pool_registration, pinning_turned_off_registers_nothing) {
   const auto r = f.get();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)["outputs"][0], 0) << r->dump();
-  EXPECT_EQ(counters().used_bytes - c.used_bytes, 16ull << 20);
+  EXPECT_EQ(sim_counters().used_bytes - c.used_bytes, 16ull << 20);
 }
 
 }  // namespace
