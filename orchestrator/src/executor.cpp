@@ -147,15 +147,13 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
     result<json> r = call_node(env, body);
     // A model the device could not hold: ComfyUI's free_memory across every process's models
     // (the stand-ins), then the node once more (DESIGN.md §4.7).
-    const json* required_field =
-        r && r->is_object() && r->contains("error") && (*r)["error"].is_object() &&
-                (*r)["error"].contains("required") && (*r)["error"]["required"].is_number_unsigned()
-            ? &(*r)["error"]["required"]
-            : nullptr;
-    if (required_field != nullptr) {
-      const auto required = required_field->get<std::uint64_t>();
+    static const json no_response;
+    const json& failure = object_field(r ? *r : no_response, "error");
+    const std::uint64_t required =
+        text_field(failure, "type") == "out_of_memory" ? unsigned_field(failure, "required") : 0;
+    if (required > 0) {
       std::uint64_t freed = 0;
-      for (const auto& step : host_.free_through_stand_ins(required)) freed += step.freed;
+      for (const auto& step : host_.free_through_stand_ins(env, required)) freed += step.freed;
       spdlog::info("node {} ({}) needs {} bytes on the device: {} freed through stand-ins{}", id,
                    node.class_type, required, freed, freed > 0 ? ", retrying" : "");
       if (freed > 0) r = call_node(env, body);

@@ -108,6 +108,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
       spec.library = e.status.path;
       spec.env_vars = e.manifest.env_vars;
       spec.device = worker_device(d, e.manifest.worker.device, name);
+      h->env_devices_[name] = spec.device;
       spec.memory = h->plan_->settings_for(spec.device);
       spec.backend_plugin =
           spec.device.kind == d.host.device.kind
@@ -167,10 +168,38 @@ void host_runtime::update_stand_ins(const std::string& env, const nlohmann::json
   for (const auto& id : gone) stand_ins_.remove(id);
 }
 
-std::vector<eviction_step> host_runtime::free_through_stand_ins(std::uint64_t required) {
+std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::string& requester,
+                                                                 std::uint64_t required) {
+  const manifests::device_spec& device = deployment_.host.device;
+  auto on_host_device = [&](const std::string& env) {
+    const auto it = env_devices_.find(env);
+    return env.empty() || it == env_devices_.end() || it->second == device;
+  };
+  if (!on_host_device(requester)) {
+    spdlog::info("env {} runs on {}, not on the host's device {}: no stand-in can make room there",
+                 requester, env_devices_.at(requester).to_string(), device.to_string());
+    return {};
+  }
+  // More than the device holds cannot be made free; evicting everyone would only cost them.
+  const std::uint64_t total = sync([this]() -> std::uint64_t {
+    auto* dev = memory_->backend();
+    std::uint64_t bytes = 0;
+    if (dev == nullptr || dev->api().device_total_mem(dev->device(), &bytes) != ORCH_OK) return 0;
+    return bytes;
+  });
+  if (required > total) {
+    spdlog::warn("env {} needs {} bytes, more than device {} holds ({}): nothing evicted",
+                 requester, required, device.to_string(), total);
+    return {};
+  }
   // The walk runs here on a copy: each eviction waits for a worker's receipt, which the io
   // thread delivers. The receipts update the real stand-ins (sequence-checked) as they arrive.
   model_ledger walk = sync([this] { return stand_ins_; });
+  std::vector<std::string> elsewhere;
+  for (const auto& e : walk.entries()) {
+    if (!on_host_device(e.env)) elsewhere.push_back(e.id);
+  }
+  for (const auto& id : elsewhere) walk.remove(id);
   // An unreadable device reads as "enough": evicting every stand-in on a failed poll would be
   // worse than refusing the one load that asked.
   auto free_now = [this]() -> std::uint64_t {

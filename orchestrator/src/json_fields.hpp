@@ -14,6 +14,13 @@ inline std::string text_field(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// The field `key` when it is an object, else an empty object.
+inline const nlohmann::json& object_field(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json empty = nlohmann::json::object();
+  auto it = j.is_object() ? j.find(key) : j.end();
+  return it != j.end() && it->is_object() ? *it : empty;
+}
+
 inline std::uint64_t unsigned_field(const nlohmann::json& j, const char* key) {
   auto it = j.is_object() ? j.find(key) : j.end();
   return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;

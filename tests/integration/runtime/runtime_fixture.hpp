@@ -78,6 +78,7 @@ struct deployment_options {
   std::string test_pack_env;   // more [env_vars] lines for the test pack
   std::string test_pack_worker;  // more [worker] lines for the test pack ("device = \"cpu\"\n")
   std::string sampler_pack_env;  // [env_vars] lines for the sim sampler pack
+  std::string sampler_pack_worker;  // more [worker] lines for the sim sampler pack
 };
 
 class runtime_test : public ipc::testing::leak_checked_test {
@@ -107,7 +108,7 @@ class runtime_test : public ipc::testing::leak_checked_test {
     write(dir_ / "packs/ComfyUI-ImageOps/nodes/comfy-env.toml",
           "[worker]\nlibrary = \"liborch_pack_image_ops.so\"\n");
     write(dir_ / "packs/ComfyUI-SimSampler/nodes/comfy-env.toml",
-          "[worker]\nlibrary = \"liborch_pack_sim_sampler.so\"\n" +
+          "[worker]\nlibrary = \"liborch_pack_sim_sampler.so\"\n" + o.sampler_pack_worker +
               (o.sampler_pack_env.empty() ? "" : "\n[env_vars]\n" + o.sampler_pack_env));
     write(dir_ / "packs/ComfyUI-TestNodes/nodes/comfy-env.toml",
           "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n" + o.test_pack_worker +

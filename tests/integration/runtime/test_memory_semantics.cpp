@@ -381,6 +381,9 @@ TEST_F(memory_semantics, a_host_eviction_through_a_stand_in_frees_the_workers_by
   const std::string id = env + "/sim-model-256mib-8l";
   const auto resident = host_->sync([&] { return host_->stand_ins().find(id)->resident; });
   EXPECT_EQ(resident, 256 * mib);
+  // More than the device holds (1 GiB): nobody is evicted for a load that can never fit.
+  EXPECT_TRUE(host_->free_through_stand_ins(env, 2048 * mib).empty());
+  EXPECT_EQ(host_->sync([&] { return host_->stand_ins().find(id)->resident; }), resident);
   const auto before = sim_counters();
   std::uint64_t free_before = 0;
   host_->sync([&] {
@@ -388,7 +391,7 @@ TEST_F(memory_semantics, a_host_eviction_through_a_stand_in_frees_the_workers_by
     dev->api().mem_get_info(dev->device(), &free_before, nullptr);
   });
   // Ask for 64 MiB more than is free: the sampler's stand-in is the only candidate.
-  const auto steps = host_->free_through_stand_ins(free_before + 64 * mib);
+  const auto steps = host_->free_through_stand_ins(env, free_before + 64 * mib);
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].id, id);
   EXPECT_EQ(steps[0].asked, 64 * mib);
@@ -398,6 +401,34 @@ TEST_F(memory_semantics, a_host_eviction_through_a_stand_in_frees_the_workers_by
   EXPECT_GE(steps[0].freed, 64 * mib);
   EXPECT_EQ(host_->sync([&] { return host_->stand_ins().find(id)->resident; }),
             resident - steps[0].freed);
+}
+
+TEST_F(memory_semantics, only_stand_ins_on_the_host_device_make_room_and_only_for_a_load_there) {
+  deployment_options o;
+  o.capacity = "1GiB";
+  o.sampler_pack_worker = "device = \"cpu\"\n";  // its model lives in host memory
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  ASSERT_TRUE(run(load_and_sample).ok);
+  const std::string sampler = env_of(*host_, "SimSampler");
+  ASSERT_NE(host_->sync([&] { return host_->stand_ins().find(sampler + "/sim-model-256mib-8l"); }),
+            nullptr)
+      << "the cpu pack's model has a stand-in";
+  std::uint64_t free_now = 0;
+  host_->sync([&] {
+    auto* dev = host_->memory().backend();
+    dev->api().mem_get_info(dev->device(), &free_now, nullptr);
+  });
+  const auto before = sim_counters();
+  // A sim load short of 64 MiB: the cpu model is no candidate, as unloading it frees no device
+  // byte.
+  EXPECT_TRUE(host_->free_through_stand_ins(test_env(), free_now + 64 * mib).empty());
+  // A load on the cpu: the host cannot poll that device, so it evicts nothing for it.
+  EXPECT_TRUE(host_->free_through_stand_ins(sampler, 64 * mib).empty());
+  EXPECT_EQ(logs_->count("env " + sampler + " runs on cpu, not on the host's device sim"), 1u)
+      << logs_->all();
+  EXPECT_EQ(sim_counters().used_bytes, before.used_bytes);
+  EXPECT_NE(host_->sync([&] { return host_->stand_ins().find(sampler + "/sim-model-256mib-8l"); }),
+            nullptr);
 }
 
 TEST_F(memory_semantics, free_is_broadcast_and_every_worker_answers_with_a_receipt) {

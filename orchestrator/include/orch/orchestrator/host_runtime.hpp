@@ -56,11 +56,15 @@ class host_runtime {
   const std::vector<skipped_env>& skipped() const noexcept { return skipped_; }
   std::vector<std::string> catalogue_clashes() const { return clashes_; }
 
-  // ComfyUI's free_memory across processes (DESIGN.md §4.7): walks the host's models and the
-  // stand-ins of every worker's models in ComfyUI's order until `required` bytes are free on
-  // the device, evicting a stand-in by an evict request to its worker and counting what the
-  // worker's receipt says it freed. Call from any thread but the io thread.
-  std::vector<eviction_step> free_through_stand_ins(std::uint64_t required);
+  // ComfyUI's free_memory across processes (DESIGN.md §4.7), for a load of `required` bytes
+  // that `requester`'s worker could not make: walks the host's models and the stand-ins of
+  // every worker's models in ComfyUI's order until `required` bytes are free on the device,
+  // evicting a stand-in by an evict request to its worker and counting what the worker's
+  // receipt says it freed. Only the host's own device can be polled here, so only a requester
+  // on it is served, and only stand-ins on it are candidates (a cpu pack's models free no
+  // device bytes). Call from any thread but the io thread.
+  std::vector<eviction_step> free_through_stand_ins(const std::string& requester,
+                                                    std::uint64_t required);
   // ComfyUI's POST /free, broadcast: each ready worker's receipt by env.
   std::map<std::string, result<nlohmann::json>> free_all(bool unload_models, bool drop_caches);
 
@@ -92,6 +96,7 @@ class host_runtime {
   std::unique_ptr<memory_plan> plan_;
   std::unique_ptr<supervisor> supervisor_;
   model_ledger stand_ins_;  // the host's models (none when headless) and every worker's
+  std::map<std::string, manifests::device_spec> env_devices_;  // each worker's device
   std::thread io_thread_;
   node_catalogue catalogue_;
   std::vector<skipped_env> skipped_;
