@@ -2,26 +2,33 @@
 
 #include <spdlog/spdlog.h>
 
-#include "orch/plugins/names.hpp"
-
 namespace orch::ipc {
 
-backend_pin_registrar::backend_pin_registrar(plugins::backend_device& device)
-    : device_(device), name_(device.backend()) {}
+backend_pin_registrar::backend_pin_registrar(const orch_backend_api& api, orch_device* device,
+                                             std::string backend)
+    : api_(api), device_(device), name_(std::move(backend)) {
+  if (api_.host_register == nullptr) {
+    spdlog::warn("the {} backend cannot page-lock host memory (no host_register): pool segments "
+                 "stay pageable",
+                 name_);
+  }
+}
 
 status backend_pin_registrar::register_range(void* addr, std::uint64_t size) {
-  const orch_status st = device_.api().host_register(device_.device(), addr, size);
+  if (api_.host_register == nullptr) return ok_status();
+  const orch_status st = api_.host_register(device_, addr, size);
   if (st == ORCH_OK) return ok_status();
   return error{"pin_failed", "registering " + std::to_string(size) + " host bytes with the " +
-                                 name_ + " backend answered " + plugins::status_name(st) +
+                                 name_ + " backend answered " + orch_status_name(st) +
                                  "; disable it with [memory] disable_pinned_memory = true"};
 }
 
 void backend_pin_registrar::unregister_range(void* addr, std::uint64_t size) noexcept {
-  const orch_status st = device_.api().host_unregister(device_.device(), addr);
+  if (api_.host_unregister == nullptr) return;
+  const orch_status st = api_.host_unregister(device_, addr);
   if (st != ORCH_OK) {
     spdlog::warn("unregistering {} host bytes from the {} backend answered {}", size, name_,
-                 plugins::status_name(st));
+                 orch_status_name(st));
   }
 }
 

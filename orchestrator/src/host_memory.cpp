@@ -65,7 +65,8 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
   m->budget_ = std::make_unique<ipc::budget_account>(*m->control_, host_slot);
   if (auto st = open_backend(d, m->backend_, m->sim_fd_); !st) return st.err();
   if (m->backend_ && !d.memory.disable_pinned_memory) {
-    m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(*m->backend_);
+    m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(
+        m->backend_->api(), m->backend_->device(), m->backend_->backend());
   } else {
     m->registrar_ = std::make_unique<ipc::noop_pin_registrar>();
   }

@@ -181,15 +181,17 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::strin
     return {};
   }
   // More than the device holds cannot be made free; evicting everyone would only cost them.
-  const std::uint64_t total = sync([this]() -> std::uint64_t {
+  // (An unreadable total is no limit: the free reading below then decides.)
+  const std::uint64_t device_total = sync([this]() -> std::uint64_t {
     auto* dev = memory_->backend();
     std::uint64_t bytes = 0;
-    if (dev == nullptr || dev->api().device_total_mem(dev->device(), &bytes) != ORCH_OK) return 0;
+    if (dev == nullptr || dev->api().device_total_mem(dev->device(), &bytes) != ORCH_OK)
+      return UINT64_MAX;
     return bytes;
   });
-  if (required > total) {
+  if (required > device_total) {
     spdlog::warn("env {} needs {} bytes, more than device {} holds ({}): nothing evicted",
-                 requester, required, device.to_string(), total);
+                 requester, required, device.to_string(), device_total);
     return {};
   }
   // The walk runs here on a copy: each eviction waits for a worker's receipt, which the io

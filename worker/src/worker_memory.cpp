@@ -117,7 +117,8 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
     m->backend_ = std::move(*dev);
   }
   if (m->backend_ && s.memory.pinned_memory) {
-    m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(*m->backend_);
+    m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(
+        m->backend_->api(), m->backend_->device(), m->backend_->backend());
   } else {
     m->registrar_ = std::make_unique<ipc::noop_pin_registrar>();
   }

@@ -8,11 +8,52 @@
 
 namespace orch::plugins {
 
+status check_backend_api(const orch_backend_api& api, const std::string& origin) {
+  // ABI 1's entries up to host_unregister; the ones after are appended and optional.
+  constexpr auto frozen = offsetof(orch_backend_api, now_ns);
+  if (api.struct_size < frozen) {
+    return error{"invalid_table", origin + ": backend table of " +
+                                      std::to_string(api.struct_size) + " bytes, below the " +
+                                      std::to_string(frozen) + " of ABI 1"};
+  }
+  const std::pair<bool, const char*> required[] = {
+      {api.device_count != nullptr, "device_count"},
+      {api.device_open != nullptr, "device_open"},
+      {api.device_close != nullptr, "device_close"},
+      {api.device_total_mem != nullptr, "device_total_mem"},
+      {api.granularity != nullptr, "granularity"},
+      {api.mem_get_info != nullptr, "mem_get_info"},
+      {api.va_reserve != nullptr, "va_reserve"},
+      {api.va_free != nullptr, "va_free"},
+      {api.phys_create != nullptr, "phys_create"},
+      {api.phys_release != nullptr, "phys_release"},
+      {api.map != nullptr, "map"},
+      {api.unmap != nullptr, "unmap"},
+      {api.synchronize != nullptr, "synchronize"},
+  };
+  for (const auto& [present, name] : required) {
+    if (!present) {
+      return error{"invalid_table", origin + ": backend table has no " + std::string(name) +
+                                        "; rebuild the plugin against orch/plugin/backend.h"};
+    }
+  }
+  // host_register and host_unregister come as a pair: a plugin that can lock a range must be
+  // able to unlock it.
+  if ((api.host_register == nullptr) != (api.host_unregister == nullptr)) {
+    return error{"invalid_table", origin + ": backend table has only one of host_register and "
+                                           "host_unregister"};
+  }
+  return ok_status();
+}
+
 result<std::unique_ptr<backend_device>> backend_device::load(const std::filesystem::path& path) {
   auto lib = plugin_library::open(path);
   if (!lib) return lib.err();
   if ((*lib)->table().kind != ORCH_KIND_BACKEND || (*lib)->table().backend_api == nullptr) {
     return error{"invalid_plugin", path.string() + " is not a backend plugin"};
+  }
+  if (auto st = check_backend_api(*(*lib)->table().backend_api, path.string()); !st) {
+    return st.err();
   }
   if (auto st = (*lib)->init(); !st) return st.err();
   std::unique_ptr<backend_device> d(new backend_device());

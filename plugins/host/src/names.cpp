@@ -5,18 +5,7 @@
 
 namespace orch::plugins {
 
-const char* status_name(orch_status status) noexcept {
-  switch (status) {
-    case ORCH_OK: return "OK";
-    case ORCH_OOM_RETRYABLE: return "OOM_RETRYABLE";
-    case ORCH_DEVICE_ERROR: return "DEVICE_ERROR";
-    case ORCH_INVALID: return "INVALID";
-    case ORCH_UNSUPPORTED: return "UNSUPPORTED";
-    case ORCH_NOT_INITIALISED: return "NOT_INITIALISED";
-    case ORCH_ALREADY_INITIALISED: return "ALREADY_INITIALISED";
-    default: return "UNKNOWN_STATUS";
-  }
-}
+const char* status_name(orch_status status) noexcept { return orch_status_name(status); }
 
 const char* kind_name(orch_plugin_kind kind) noexcept {
   switch (kind) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "orch/plugins/backend_device.hpp"
 #include "orch/plugins/loader.hpp"
 
 namespace {
@@ -72,6 +73,36 @@ TEST(plugin_loader, init_and_shutdown_are_idempotent_and_the_real_path_is_kept) 
   (*lib)->shutdown();
   EXPECT_FALSE((*lib)->initialised());
   ASSERT_TRUE((*lib)->init());  // and it comes back up
+}
+
+TEST(backend_device, a_backend_table_without_its_required_entries_is_refused_before_any_call) {
+  auto d = orch::plugins::backend_device::open(ORCH_FIXTURE_7, 0, -1);
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.err().code, "invalid_table");
+  EXPECT_NE(d.err().message.find("no device_count"), std::string::npos) << d.err().message;
+}
+
+TEST(backend_device, a_backend_table_is_checked_for_size_and_paired_registration) {
+  using orch::plugins::check_backend_api;
+  auto lib = plugin_library::open(ORCH_TEST_PLUGIN_BACKEND_SIM);
+  ASSERT_TRUE(lib) << lib.err().message;
+  orch_backend_api api = *(*lib)->table().backend_api;
+  EXPECT_TRUE(check_backend_api(api, "sim"));
+  orch_backend_api unlockable = api;  // a backend that cannot page-lock at all is fine
+  unlockable.host_register = nullptr;
+  unlockable.host_unregister = nullptr;
+  EXPECT_TRUE(check_backend_api(unlockable, "sim"));
+  orch_backend_api half = api;
+  half.host_unregister = nullptr;
+  EXPECT_EQ(check_backend_api(half, "sim").err().code, "invalid_table");
+  orch_backend_api shorter = api;
+  shorter.struct_size = offsetof(orch_backend_api, synchronize);
+  const auto st = check_backend_api(shorter, "sim");
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.err().message.find("below the"), std::string::npos) << st.err().message;
+  orch_backend_api older = api;  // built before the appended entries: still a backend
+  older.struct_size = offsetof(orch_backend_api, now_ns);
+  EXPECT_TRUE(check_backend_api(older, "sim"));
 }
 
 TEST(plugin_loader, plugins_export_only_their_entry_points) {

@@ -36,6 +36,21 @@ typedef int32_t orch_status;
 #define ORCH_NOT_INITIALISED 5
 #define ORCH_ALREADY_INITIALISED 6
 
+/* A status's name for messages: "OK", "OOM_RETRYABLE", ...; "UNKNOWN_STATUS" for any other
+ * value (a status comes from a plugin, so it is not trusted to be one of the above). */
+static inline const char* orch_status_name(orch_status status) {
+  switch (status) {
+    case ORCH_OK: return "OK";
+    case ORCH_OOM_RETRYABLE: return "OOM_RETRYABLE";
+    case ORCH_DEVICE_ERROR: return "DEVICE_ERROR";
+    case ORCH_INVALID: return "INVALID";
+    case ORCH_UNSUPPORTED: return "UNSUPPORTED";
+    case ORCH_NOT_INITIALISED: return "NOT_INITIALISED";
+    case ORCH_ALREADY_INITIALISED: return "ALREADY_INITIALISED";
+    default: return "UNKNOWN_STATUS";
+  }
+}
+
 typedef uint32_t orch_plugin_kind;
 #define ORCH_KIND_PAGER 1u
 #define ORCH_KIND_ALLOCATOR 2u

@@ -55,6 +55,10 @@ class backend_device {
   orch_device* device_ = nullptr;
 };
 
+// A backend table a device can be opened through: the size of ABI 1 and every entry that is not
+// optional (host_register/host_unregister may both be NULL: nothing to page-lock).
+status check_backend_api(const orch_backend_api& api, const std::string& origin);
+
 // `file` in the first of `dirs` that holds it, or an empty path.
 std::filesystem::path find_plugin_file(const std::string& file,
                                        const std::vector<std::filesystem::path>& dirs);
