@@ -98,10 +98,12 @@ class deployment_parser {
       }
     }
     if (auto text = sim.string("runtime_version")) {
-      if (auto v = parse_runtime_version(*text)) {
+      const auto v = parse_runtime_version(*text);
+      if (v && *v > runtime_version{0, 0}) {
         s.runtime = *v;
       } else {
-        sim.error("runtime_version", "expected \"MAJOR.MINOR\", got \"" + *text + "\"",
+        sim.error("runtime_version",
+                  "expected \"MAJOR.MINOR\" above \"0.0\", got \"" + *text + "\"",
                   "use e.g. runtime_version = \"12.8\"");
       }
     }

@@ -1,18 +1,13 @@
 #include "orch/orchestrator/divergence_report.hpp"
 
-#include <algorithm>
-#include <cctype>
 
 namespace orch::orchestrator {
 
 bool debug_worker_enabled(const std::function<std::optional<std::string>(const char*)>& getenv) {
   for (const char* name : {debug_worker_variable, debug_worker_alias}) {
-    auto v = getenv(name);
-    if (!v || v->empty()) continue;
-    std::string flag = *v;
-    std::transform(flag.begin(), flag.end(), flag.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return !(flag == "0" || flag == "false" || flag == "no" || flag == "off");
+    const auto v = getenv(name);
+    const auto flag = v ? plugins::read_flag(*v) : plugins::flag_reading::blank;
+    if (flag != plugins::flag_reading::blank) return flag == plugins::flag_reading::set;
   }
   return false;
 }

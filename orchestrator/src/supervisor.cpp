@@ -311,11 +311,17 @@ void supervisor::report_divergence(worker& w) {
                  "the worker runs other settings than the host sent (a stale build?)",
                  w.spec.env, published, expected);
   }
-  // ORCH_DIVERGENCE_ACK in the pack's [env_vars] or the operator's shell: intended divergence.
-  bool acknowledged = options_.operator_env.count(divergence_ack_variable) > 0;
-  for (const auto& [name, value] : w.spec.env_vars) {
-    if (name == divergence_ack_variable) acknowledged = !value.empty() && value != "0";
+  // ORCH_DIVERGENCE_ACK in the pack's [env_vars] (which win, as in the worker's environment) or
+  // the operator's shell: intended divergence, when it reads as set.
+  std::optional<std::string> ack;
+  if (auto it = options_.operator_env.find(divergence_ack_variable);
+      it != options_.operator_env.end()) {
+    ack = it->second;
   }
+  for (const auto& [name, value] : w.spec.env_vars) {
+    if (name == divergence_ack_variable) ack = value;
+  }
+  const bool acknowledged = ack && plugins::read_flag(*ack) == plugins::flag_reading::set;
   worker_memory_report report{w.spec.env, {manager, w.info.manager_reason}, w.spec.plugins.notes,
                               acknowledged};
   for (const auto& line : divergence_.on_worker_ready(report)) {

@@ -48,9 +48,8 @@ pager_signal read_pager_signal(
   return {std::nullopt, worker_pager_variable};
 }
 
-manager_choice resolve_worker_manager(const worker_manager_inputs& in) {
-  if (!in.signal.value) return {memory_manager::ledger, "no parent signal"};
-  std::string flag = *in.signal.value;
+flag_reading read_flag(std::string_view value) {
+  std::string flag(value);
   flag.erase(flag.begin(), std::find_if(flag.begin(), flag.end(),
                                         [](unsigned char c) { return !std::isspace(c); }));
   flag.erase(
@@ -59,8 +58,15 @@ manager_choice resolve_worker_manager(const worker_manager_inputs& in) {
       flag.end());
   std::transform(flag.begin(), flag.end(), flag.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (flag.empty()) return {memory_manager::ledger, "no parent signal"};
-  if (flag == "0" || flag == "false" || flag == "no" || flag == "off") {
+  if (flag.empty()) return flag_reading::blank;
+  if (flag == "0" || flag == "false" || flag == "no" || flag == "off") return flag_reading::falsy;
+  return flag_reading::set;
+}
+
+manager_choice resolve_worker_manager(const worker_manager_inputs& in) {
+  const auto flag = in.signal.value ? read_flag(*in.signal.value) : flag_reading::blank;
+  if (flag == flag_reading::blank) return {memory_manager::ledger, "no parent signal"};
+  if (flag == flag_reading::falsy) {
     return {memory_manager::ledger, "disabled by " + in.signal.variable};
   }
   if (!in.gpu_device) return {memory_manager::ledger, "no GPU device in this process"};

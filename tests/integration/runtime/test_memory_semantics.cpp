@@ -495,6 +495,16 @@ TEST_F(memory_semantics, an_acknowledged_divergence_is_only_the_routine_line_und
       << logs_->all();
 }
 
+TEST_F(memory_semantics, a_falsy_acknowledgement_does_not_silence_the_warning) {
+  set_operator_var("ORCH_DIVERGENCE_ACK", "0");  // the shell: present, but says no
+  deployment_options o;
+  o.test_pack_env = "ORCH_WORKER_PAGER = \"0\"\n";
+  o.sampler_pack_env = "ORCH_WORKER_PAGER = \"0\"\nORCH_DIVERGENCE_ACK = \" off \"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_EQ(logs_->count("WARNING " + test_env() + ":"), 1u) << logs_->all();
+  EXPECT_EQ(logs_->count("WARNING " + env_of(*host_, "SimSampler") + ":"), 1u) << logs_->all();
+}
+
 // --- The one pinned budget ---------------------------------------------------------------------
 
 TEST_F(memory_semantics, eight_workers_never_promise_more_than_one_pinned_budget) {

@@ -243,6 +243,9 @@ TEST_F(deployment_test, a_runtime_floor_for_an_unknown_backend_suggests_the_clos
 TEST_F(deployment_test, a_sim_runtime_version_out_of_range_is_an_error) {
   EXPECT_FALSE(parse("[host.sim]\nruntime_version = \"70000.1\"\n"));
   EXPECT_SINGLE_ERROR_AT(diags, "host.sim.runtime_version", 2u, 19u);
+  // A runtime has a version: 0.0 is what the device segment reads as "none given".
+  EXPECT_FALSE(parse("[host.sim]\nruntime_version = \"0.0\"\n"));
+  EXPECT_SINGLE_ERROR_AT(diags, "host.sim.runtime_version", 2u, 19u);
 }
 
 TEST_F(deployment_test, missing_pack_directory_is_an_error) {

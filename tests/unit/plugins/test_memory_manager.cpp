@@ -145,6 +145,16 @@ TEST(worker_manager, plugin_init_failure_resolves_to_ledger_with_the_error) {
   EXPECT_EQ(c.reason, "pager init failed: map failure");
 }
 
+TEST(flag_variables, blank_falsy_and_set_read_the_same_everywhere) {
+  for (const char* v : {"", " ", "\t\n"}) EXPECT_EQ(read_flag(v), flag_reading::blank) << v;
+  for (const char* v : {"0", "false", "No", " OFF ", "FALSE"}) {
+    EXPECT_EQ(read_flag(v), flag_reading::falsy) << v;
+  }
+  for (const char* v : {"1", "yes", "on", "true", "anything", "00"}) {
+    EXPECT_EQ(read_flag(v), flag_reading::set) << v;
+  }
+}
+
 TEST(worker_manager, host_exports_one_or_zero) {
   EXPECT_STREQ(worker_pager_value(memory_manager::pager), "1");
   EXPECT_STREQ(worker_pager_value(memory_manager::ledger), "0");

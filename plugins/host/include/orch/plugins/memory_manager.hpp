@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace orch::plugins {
 
@@ -50,6 +51,11 @@ struct pager_signal {
   std::optional<std::string> value;  // nullopt when neither variable is set (or both are empty)
   std::string variable;              // which variable the value came from
 };
+
+// How a flag variable reads: blank, falsy (0|false|no|off, any case, surrounding white space
+// ignored), or set (anything else). Shared by every on/off variable so they all agree.
+enum class flag_reading { blank, falsy, set };
+flag_reading read_flag(std::string_view value);
 
 // Reads ORCH_WORKER_PAGER first, then COMFY_ENV_WORKER_AIMDO, through `getenv` (injectable).
 pager_signal read_pager_signal(
