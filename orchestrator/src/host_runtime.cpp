@@ -137,11 +137,17 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
 
 void host_runtime::update_stand_ins(const std::string& env, const nlohmann::json& models,
                                     std::uint64_t seq) {
-  // A lost worker (empty list, sequence 0) takes its stand-ins with it.
+  // A lost worker (empty list, sequence 0) takes its stand-ins with it; its replacement counts
+  // from 1 again.
   if (seq == 0) {
     stand_ins_.remove_env(env);
+    models_seq_.erase(env);
     return;
   }
+  // A report older than one already applied would resurrect what a newer one removed.
+  auto& last = models_seq_[env];
+  if (seq <= last) return;
+  last = seq;
   std::vector<std::string> present;
   for (const auto& m : models) {  // validated by the supervisor
     const std::string id = env + "/" + m["key"].get<std::string>();

@@ -431,6 +431,23 @@ TEST_F(memory_semantics, only_stand_ins_on_the_host_device_make_room_and_only_fo
             nullptr);
 }
 
+TEST_F(memory_semantics, a_models_report_older_than_the_last_one_applied_changes_nothing) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  ASSERT_TRUE(run(load_and_sample).ok);
+  const std::string env = env_of(*host_, "SimSampler");
+  const std::string id = env + "/sim-model-256mib-8l";
+  const auto seq = host_->sync([&] { return host_->stand_ins().find(id)->receipt_seq; });
+  ASSERT_GT(seq, 0u);
+  // A late report of "no models" from before the load must not drop the stand-in...
+  host_->sync([&] { host_->update_stand_ins(env, json::array(), seq - 1); });
+  EXPECT_NE(host_->sync([&] { return host_->stand_ins().find(id); }), nullptr);
+  // ... nor may a repeat of the newest one; a newer one is applied.
+  host_->sync([&] { host_->update_stand_ins(env, json::array(), seq); });
+  EXPECT_NE(host_->sync([&] { return host_->stand_ins().find(id); }), nullptr);
+  host_->sync([&] { host_->update_stand_ins(env, json::array(), seq + 1); });
+  EXPECT_EQ(host_->sync([&] { return host_->stand_ins().find(id); }), nullptr);
+}
+
 TEST_F(memory_semantics, free_is_broadcast_and_every_worker_answers_with_a_receipt) {
   ASSERT_NO_FATAL_FAILURE(start());
   ASSERT_TRUE(run(load_and_sample).ok);

@@ -84,12 +84,15 @@ class host_runtime {
   supervisor& workers() noexcept { return *supervisor_; }  // io thread only
   host_memory& memory() noexcept { return *memory_; }      // io thread only
   const model_ledger& stand_ins() const noexcept { return stand_ins_; }  // io thread only
+  // A worker's models report (validated by the supervisor, which calls this on the io thread):
+  // the env's stand-ins become exactly `models`, unless a report with a sequence number at least
+  // `seq` was applied already. Sequence 0 is the worker's loss: its stand-ins go.
+  void update_stand_ins(const std::string& env, const nlohmann::json& models, std::uint64_t seq);
   const memory_plan& plan() const noexcept { return *plan_; }
   const manifests::deployment& deployment() const noexcept { return deployment_; }
 
  private:
   host_runtime() = default;
-  void update_stand_ins(const std::string& env, const nlohmann::json& models, std::uint64_t seq);
   manifests::deployment deployment_;
   boost::asio::io_context io_;
   std::unique_ptr<host_memory> memory_;
@@ -97,6 +100,7 @@ class host_runtime {
   std::unique_ptr<supervisor> supervisor_;
   model_ledger stand_ins_;  // the host's models (none when headless) and every worker's
   std::map<std::string, manifests::device_spec> env_devices_;  // each worker's device
+  std::map<std::string, std::uint64_t> models_seq_;  // the newest models report applied per env
   std::thread io_thread_;
   node_catalogue catalogue_;
   std::vector<skipped_env> skipped_;
