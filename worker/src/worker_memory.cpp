@@ -119,6 +119,7 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
   if (m->backend_ && s.memory.pinned_memory) {
     m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(
         m->backend_->api(), m->backend_->device(), m->backend_->backend());
+    m->pool_pinned_ = m->backend_->api().host_register != nullptr;
   } else {
     m->registrar_ = std::make_unique<ipc::noop_pin_registrar>();
   }
@@ -170,15 +171,32 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
   }
   if (auto st = m->open_allocator(); !st) return st.err();
   m->level_ = m->is_pager() ? s.level : 0;
-  // The hash of what the plugins accepted, not of what was sent: a setting a plugin could not
-  // take shows as a mismatch on the host's side.
-  plugins::host_memory_settings applied = s.memory;
-  if (m->is_pager() && s.level >= 3 && !m->simple_headroom_applied_) applied.simple_headroom = 0;
-  if (!m->allocator_ && s.memory.streams > 0) applied.streams = 0;
-  m->settings_hash_ = plugins::applied_settings_hash(applied, m->manager_.manager, m->level_);
+  m->settings_hash_ =
+      plugins::applied_settings_hash(m->applied_settings(), m->manager_.manager, m->level_);
   spdlog::info("memory manager: {} ({})", plugins::to_string(m->manager_.manager),
                m->manager_.reason);
   return m;
+}
+
+plugins::host_memory_settings worker_memory::applied_settings() const {
+  // Read back from the plugins and the pool where they can tell, not copied from what was sent:
+  // a setting a plugin dropped or changed shows as a mismatch on the host's side. The pager has
+  // no getters for page size, extra headroom and pressure source; those are as sent, given to
+  // device_open, which refuses what it cannot take.
+  plugins::host_memory_settings applied = settings_.memory;
+  applied.streams = 0;
+  if (allocator_ != nullptr) {
+    orch_cast_stats cs{};
+    cs.struct_size = sizeof(cs);
+    if (allocator_api_->cast_stats(allocator_, &cs) == ORCH_OK) applied.streams = cs.streams;
+  }
+  applied.simple_headroom = 0;
+  if (is_pager() && level_ >= 3 && pager_api_->get_simple_headroom != nullptr) {
+    std::uint64_t headroom = 0;
+    if (pager_api_->get_simple_headroom(&headroom) == ORCH_OK) applied.simple_headroom = headroom;
+  }
+  applied.pinned_memory = pool_pinned_;
+  return applied;
 }
 
 status worker_memory::open_pager() {
@@ -209,7 +227,6 @@ status worker_memory::open_pager() {
       return error{"pager_open_failed",
                    std::string("set_simple_headroom answered ") + plugins::status_name(st)};
     }
-    simple_headroom_applied_ = true;
   }
   return ok_status();
 }

@@ -128,6 +128,8 @@ class worker_memory {
   status open_ledger();
   status open_allocator();
   status load_ledger_model(model_region& r);
+  // The memory settings this process runs with, as its plugins report them.
+  plugins::host_memory_settings applied_settings() const;
   // The device memory of every ledger model follows the ledger's figures; the first failed
   // allocation's status (ORCH_OK when every one succeeded).
   orch_status sync_ledger_memory() noexcept;
@@ -167,7 +169,7 @@ class worker_memory {
   std::uint64_t last_boundary_ns_ = 0;
   std::uint64_t last_required_ = 0;
   std::uint64_t settings_hash_ = 0;
-  bool simple_headroom_applied_ = false;
+  bool pool_pinned_ = false;  // the pool is registered with the device (page-locked on GPUs)
 };
 
 }  // namespace orch::worker

@@ -303,6 +303,20 @@ TEST_F(memory_semantics, every_worker_applies_the_settings_the_host_sent) {
       << "a ledger worker applies no pager settings";
 }
 
+TEST_F(memory_semantics, a_worker_that_runs_other_settings_shows_as_a_mismatch) {
+  // The pack's own plugin build has no allocator: its worker runs without the offload streams
+  // the host sent, and its published hash says so.
+  const fs::path dir =
+      plugin_dir("no-allocator", {"orch-backend-sim.so", "orch-pager-sim.so", "orch-ledger-sim.so"});
+  deployment_options o;
+  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + dir.string() + "\"\n";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_FALSE(info(test_env()).settings_match);
+  EXPECT_TRUE(info(env_of(*host_, "SimSampler")).settings_match);
+  EXPECT_EQ(logs_->count("worker " + test_env() + ": applied memory settings hash"), 1u)
+      << logs_->all();
+}
+
 // --- Release mirroring -----------------------------------------------------------------------
 
 TEST_F(memory_semantics, a_pager_workers_cast_buffers_and_pins_are_zero_after_every_node) {
