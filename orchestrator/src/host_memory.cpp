@@ -17,8 +17,8 @@ namespace {
 status open_backend(const manifests::deployment& d, std::unique_ptr<plugins::backend_device>& out,
                     ipc::unique_fd& sim_fd) {
   const std::string backend = manifests::to_string(d.host.device.kind);
-  const std::string file = "orch-backend-" + backend + ".so";
-  const auto path = plugins::find_plugin_file(file, d.plugin_paths);
+  const std::string file = plugins::backend_plugin_file(backend);
+  const auto path = plugins::find_backend_plugin(backend, d.plugin_paths);
   if (path.empty()) {
     // Without a device there is nothing to page-lock for: cpu runs without its plugin.
     if (d.host.device.kind == manifests::device_kind::cpu) return ok_status();

@@ -113,9 +113,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
       spec.backend_plugin =
           spec.device.kind == d.host.device.kind
               ? h->memory_->backend_plugin()
-              : plugins::find_plugin_file(
-                    std::string("orch-backend-") + manifests::to_string(spec.device.kind) + ".so",
-                    d.plugin_paths)
+              : plugins::find_backend_plugin(manifests::to_string(spec.device.kind), d.plugin_paths)
                     .string();
       spec.plugins = h->plan_->choose_for(name, spec.env_vars, e.dir.config.parent_path(),
                                           manifests::to_string(spec.device.kind));

@@ -342,20 +342,27 @@ void supervisor::report_models(const std::string& env, const json& body) {
   on_models(env, body["models"], body["sequence"].get<std::uint64_t>());
 }
 
+void supervisor::request_release(worker& w, ipc::message_type type, json body, call_done done) {
+  // A release's receipt carries the worker's models: the stand-ins follow it, unless the worker
+  // was lost meanwhile (its stand-ins went with it).
+  std::weak_ptr<worker> weak = w.self;
+  w.channel->request(type, std::move(body), w.spec.call_timeout,
+                     [this, weak, done = std::move(done), env = w.spec.env](
+                         result<ipc::message> r) {
+                       if (auto wp = weak.lock(); wp && r) report_models(env, r->body);
+                       done(r ? result<json>(std::move(r->body)) : result<json>(r.err()));
+                     });
+}
+
 std::size_t supervisor::free_memory(bool unload_models, bool drop_caches,
                                     std::function<void(const std::string&, result<json>)> done) {
   std::size_t sent = 0;
   for (auto& [env, w] : workers_) {
     if (w->info.state != worker_state::ready) continue;
     ++sent;
-    std::weak_ptr<worker> weak = w->self;
-    w->channel->request(ipc::message_type::free_memory,
-                        {{"unload_models", unload_models}, {"free_memory", drop_caches}},
-                        w->spec.call_timeout,
-                        [this, weak, done, name = env](result<ipc::message> r) {
-                          if (auto wp = weak.lock(); wp && r) report_models(name, r->body);
-                          done(name, r ? result<json>(std::move(r->body)) : result<json>(r.err()));
-                        });
+    request_release(*w, ipc::message_type::free_memory,
+                    {{"unload_models", unload_models}, {"free_memory", drop_caches}},
+                    [done, name = env](result<json> r) { done(name, std::move(r)); });
   }
   return sent;
 }
@@ -365,13 +372,7 @@ void supervisor::evict(const std::string& env, std::uint64_t bytes, call_done do
   if (it == workers_.end() || it->second->info.state != worker_state::ready) {
     return done(error{"not_ready", "no ready worker runs env " + env});
   }
-  std::weak_ptr<worker> weak = it->second->self;
-  it->second->channel->request(ipc::message_type::evict, {{"bytes", bytes}},
-                               it->second->spec.call_timeout,
-                               [this, weak, done, env](result<ipc::message> r) {
-                                 if (auto wp = weak.lock(); wp && r) report_models(env, r->body);
-                                 done(r ? result<json>(std::move(r->body)) : result<json>(r.err()));
-                               });
+  request_release(*it->second, ipc::message_type::evict, {{"bytes", bytes}}, std::move(done));
 }
 
 void supervisor::release_process(worker& w) noexcept {

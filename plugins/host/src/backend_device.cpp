@@ -131,8 +131,13 @@ const orch_sim_api* backend_device::sim() const noexcept {
   return static_cast<const orch_sim_api*>(library_->table().extension);
 }
 
-std::filesystem::path find_plugin_file(const std::string& file,
-                                       const std::vector<std::filesystem::path>& dirs) {
+std::string backend_plugin_file(const std::string& backend) {
+  return "orch-backend-" + backend + ".so";
+}
+
+std::filesystem::path find_backend_plugin(const std::string& backend,
+                                          const std::vector<std::filesystem::path>& dirs) {
+  const std::string file = backend_plugin_file(backend);
   for (const auto& dir : dirs) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(dir / file, ec)) return dir / file;

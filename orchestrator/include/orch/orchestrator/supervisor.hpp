@@ -167,6 +167,8 @@ class supervisor {
   void check_heartbeats();
   nlohmann::json settings_for(const worker& w) const;
   void report_models(const std::string& env, const nlohmann::json& body);
+  // Sends a free_memory or evict request to `w`; `done` gets its receipt.
+  void request_release(worker& w, ipc::message_type type, nlohmann::json body, call_done done);
   void report_divergence(worker& w);
 
   boost::asio::io_context& io_;

@@ -59,8 +59,10 @@ class backend_device {
 // optional (host_register/host_unregister may both be NULL: nothing to page-lock).
 status check_backend_api(const orch_backend_api& api, const std::string& origin);
 
-// `file` in the first of `dirs` that holds it, or an empty path.
-std::filesystem::path find_plugin_file(const std::string& file,
-                                       const std::vector<std::filesystem::path>& dirs);
+// The conventional file name of a backend's plugin: "orch-backend-<backend>.so".
+std::string backend_plugin_file(const std::string& backend);
+// That file in the first of `dirs` that holds it, or an empty path.
+std::filesystem::path find_backend_plugin(const std::string& backend,
+                                          const std::vector<std::filesystem::path>& dirs);
 
 }  // namespace orch::plugins
