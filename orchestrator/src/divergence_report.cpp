@@ -1,6 +1,5 @@
 #include "orch/orchestrator/divergence_report.hpp"
 
-
 namespace orch::orchestrator {
 
 bool debug_worker_enabled(const std::function<std::optional<std::string>(const char*)>& getenv) {
