@@ -70,7 +70,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   if (!memory) return memory.err();
   h->memory_ = std::move(*memory);
 
-  h->plan_ = std::make_unique<memory_plan>(memory_plan::make(d, h->memory_->backend()));
+  h->plan_ = std::make_unique<memory_plan>(memory_plan::make(d, h->memory_->backend(), options.worker_executable));
   spdlog::info("{}", plugins::manager_log_line(h->plan_->host_manager()));
 
   supervisor_options so;
@@ -89,6 +89,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
     host->update_stand_ins(env, models, seq);
   };
 
+  std::vector<worker_spec> specs;
   for (const auto& pack : inv.packs) {
     for (const auto& e : pack.envs) {
       const std::string& name = e.dir.env_name;
@@ -122,9 +123,12 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
         spec.call_timeout = std::chrono::milliseconds(
             static_cast<std::int64_t>(*e.manifest.options.call_timeout_s * 1000));
       }
-      h->supervisor_->start(std::move(spec));
+      specs.push_back(std::move(spec));
     }
   }
+  // Every plan first (a pack's plugin probe may take up to the handshake timeout), then every
+  // spawn: no worker's handshake deadline runs while the host is still probing.
+  for (auto& spec : specs) h->supervisor_->start(std::move(spec));
   for (const auto& s : h->skipped_) spdlog::warn("env {} runs no worker: {}", s.env, s.reason);
   h->io_thread_ = std::thread([io = &h->io_] {
     auto guard = boost::asio::make_work_guard(*io);

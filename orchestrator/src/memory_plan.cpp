@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "orch/orchestrator/plugin_probe.hpp"
 #include "orch/plugins/loader.hpp"
 
 namespace orch::orchestrator {
@@ -45,10 +46,22 @@ std::optional<std::string> runtime_below_floor(const manifests::deployment& d,
 
 }  // namespace
 
+const result<std::vector<plugins::plugin_entry>>& memory_plan::probe(
+    const std::vector<std::filesystem::path>& dirs) {
+  auto it = probed_.find(dirs);
+  if (it == probed_.end()) {
+    it = probed_.emplace(dirs, probe_plugins(probe_executable_, dirs, probe_timeout_)).first;
+  }
+  return it->second;
+}
+
 memory_plan memory_plan::make(const manifests::deployment& d,
-                              const plugins::backend_device* host_device) {
+                              const plugins::backend_device* host_device,
+                              std::string probe_executable) {
   memory_plan p;
   p.default_dirs_ = d.plugin_paths;
+  p.probe_executable_ = std::move(probe_executable);
+  p.probe_timeout_ = d.workers.handshake_timeout;
   const auto& found = p.scan(p.default_dirs_);
   p.host_pager_ = orchestrator::host_pager(found, manifests::to_string(d.host.device.kind));
 
@@ -100,8 +113,19 @@ worker_plugin_choice memory_plan::choose_for(
     }
   }
   const plugins::plugin_entry* host_entry = host_pager_ ? &*host_pager_ : nullptr;
-  auto choice = choose_worker_plugins(scan(dirs), backend, host_level_, host_entry,
-                                      pager_settings_);
+  const auto* found = &scan(default_dirs_);
+  if (dirs != default_dirs_) {
+    const auto& probed = probe(dirs);
+    if (!probed) {
+      spdlog::warn("env {}: {}; its worker runs the ledger without the pack's plugins", env,
+                   probed.err().message);
+      worker_plugin_choice none;
+      none.ledger_reason = "the plugins of its ORCH_PLUGIN_PATH could not be read";
+      return none;
+    }
+    found = &*probed;
+  }
+  auto choice = choose_worker_plugins(*found, backend, host_level_, host_entry, pager_settings_);
   for (const auto& line : dropped_setting_lines(env, choice)) spdlog::info("{}", line);
   if (choice.ledger_reason) {
     spdlog::info("env {}: {}: its worker runs the ledger", env, *choice.ledger_reason);

@@ -4,15 +4,45 @@
 // command line below.
 //
 //   comfy-orch-worker --channel-fd N --fd-socket M --generation G --env NAME --library PATH
+//
+// The host also runs it to read the tables of plugins a pack names (ORCH_PLUGIN_PATH): loading a
+// library runs its constructors, which belong in a short-lived process, not in the host.
+//
+//   comfy-orch-worker --probe-plugins FD DIR...   (writes `comfy-orch plugins --json` to FD)
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <vector>
 
+#include "orch/plugins/registry.hpp"
 #include "orch/support/logging.hpp"
 #include "orch/worker/worker.h"
 
+namespace {
+
+int probe_plugins(int fd, const std::vector<std::filesystem::path>& dirs) {
+  const std::string text = orch::plugins::to_json(orch::plugins::scan_directories(dirs)).dump();
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ORCH_WORKER_EXIT_USAGE;
+    done += static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   orch::init_logging("comfy-orch-worker");
+  if (argc >= 3 && std::strcmp(argv[1], "--probe-plugins") == 0) {
+    return probe_plugins(std::atoi(argv[2]),
+                         std::vector<std::filesystem::path>(argv + 3, argv + argc));
+  }
   orch_worker_options o{};
   o.struct_size = sizeof(o);
   o.channel_fd = -1;

@@ -1,6 +1,7 @@
 #include "orch/plugins/registry.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <system_error>
@@ -68,6 +69,7 @@ nlohmann::json to_json(const registry_report& report) {
                             {"min_level", p.min_level},
                             {"max_level", p.max_level},
                             {"capabilities", capability_names(p.capabilities)},
+                            {"capability_bits", p.capabilities},
                             {"path", p.path.string()},
                             {"real_path", p.real_path.string()}});
   }
@@ -75,6 +77,54 @@ nlohmann::json to_json(const registry_report& report) {
   for (const auto& s : report.skipped)
     j["skipped"].push_back({{"path", s.path.string()}, {"code", s.code}, {"message", s.message}});
   return j;
+}
+
+result<std::vector<plugin_entry>> plugins_from_json(const nlohmann::json& j) {
+  const auto bad = [](std::size_t i, const std::string& why) {
+    return error{"bad_plugin_list", "plugin entry " + std::to_string(i) + " " + why};
+  };
+  if (!j.is_object() || !j.contains("plugins") || !j["plugins"].is_array()) {
+    return error{"bad_plugin_list", "no \"plugins\" array"};
+  }
+  std::vector<plugin_entry> out;
+  const auto& list = j["plugins"];
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto& p = list[i];
+    if (!p.is_object()) return bad(i, "is not an object");
+    plugin_entry e;
+    for (auto [key, target] : {std::pair{"name", &e.name}, std::pair{"kind", &e.kind},
+                               std::pair{"backend", &e.backend}, std::pair{"version", &e.version}}) {
+      if (!p.contains(key) || !p[key].is_string()) return bad(i, std::string("lacks ") + key);
+      *target = p[key].get<std::string>();
+    }
+    for (auto [key, target] : {std::pair{"path", &e.path}, std::pair{"real_path", &e.real_path}}) {
+      if (!p.contains(key) || !p[key].is_string()) return bad(i, std::string("lacks ") + key);
+      *target = p[key].get<std::string>();
+    }
+    for (auto [key, target] :
+         {std::pair{"min_level", &e.min_level}, std::pair{"max_level", &e.max_level}}) {
+      if (!p.contains(key) || !p[key].is_number_unsigned()) return bad(i, std::string("lacks ") + key);
+      *target = static_cast<uint32_t>(std::min<uint64_t>(p[key].get<uint64_t>(), 0xFFFFFFFFu));
+    }
+    if (!p.contains("capability_bits") || !p["capability_bits"].is_number_unsigned()) {
+      return bad(i, "lacks capability_bits");
+    }
+    e.capabilities = p["capability_bits"].get<uint64_t>();
+    if (!p.contains("abi") || !p["abi"].is_string() ||
+        std::sscanf(p["abi"].get<std::string>().c_str(), "%u.%u", &e.abi_major, &e.abi_minor) != 2) {
+      return bad(i, "lacks abi");
+    }
+    // What the host's own loader would have refused (validate_table) is refused here too.
+    const bool known_kind = e.kind == "pager" || e.kind == "allocator" || e.kind == "backend";
+    const bool known_backend =
+        e.backend == "cpu" || e.backend == "sim" || e.backend == "cuda" || e.backend == "hip";
+    if (!known_kind || !known_backend || e.name.empty() || e.min_level < 1 || e.max_level > 4 ||
+        e.min_level > e.max_level || e.abi_major != ORCH_PLUGIN_ABI_MAJOR) {
+      return bad(i, "(" + e.name + ") is not a plugin this host can use");
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 std::string format_table(const registry_report& report) {

@@ -281,6 +281,36 @@ TEST_F(memory_semantics, no_pager_plugin_for_the_backend_gives_the_ledger_with_t
   EXPECT_EQ(reason_of(test_env()), "no pager plugin for backend sim");
 }
 
+TEST_F(memory_semantics, a_pack_plugin_that_crashes_when_loaded_is_read_outside_the_host) {
+  // The pack's directory holds a library whose constructor aborts: loading it in the host would
+  // end the host. The probe process dies instead, and the pack's worker runs the ledger.
+  ASSERT_NO_FATAL_FAILURE(start_with_test_pack_plugins("crashing", "", ORCH_TEST_CRASHING_PLUGIN));
+  EXPECT_EQ(manager_of(test_env()), "ledger");
+  EXPECT_EQ(reason_of(test_env()), "the plugins of its ORCH_PLUGIN_PATH could not be read");
+  EXPECT_EQ(logs_->count("killed by SIGABRT (a plugin's constructor crashed?); its worker runs "
+                         "the ledger without the pack's plugins"),
+            1u)
+      << logs_->all();
+  EXPECT_EQ(manager_of(env_of(*host_, "SimSampler")), "pager") << "other packs are unaffected";
+}
+
+TEST_F(memory_semantics, a_pack_plugin_that_hangs_when_loaded_is_given_up_on_in_time) {
+  auto built = sim_support();
+  deployment_options o;
+  o.handshake_timeout = "1s";
+  o.heartbeat_interval = "100ms";
+  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" +
+                    plugin_dir("hanging", built, {ORCH_TEST_HANGING_PLUGIN}).string() + "\"\n";
+  const auto begun = std::chrono::steady_clock::now();
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  EXPECT_LT(std::chrono::steady_clock::now() - begun, std::chrono::seconds(5));
+  EXPECT_EQ(manager_of(test_env()), "ledger");
+  EXPECT_EQ(logs_->count("no answer within 1000 ms"), 1u) << logs_->all();
+  EXPECT_EQ(logs_->count("did not complete its handshake"), 0u)
+      << "no worker's handshake deadline runs during the probe\n" << logs_->all();
+  EXPECT_EQ(manager_of(env_of(*host_, "SimSampler")), "pager");
+}
+
 TEST_F(memory_semantics, a_version_difference_is_a_note_and_no_fallback) {
   ASSERT_NO_FATAL_FAILURE(start_with_test_pack_plugins("other-build", "orch-pager-sim-l3l4.so"));
   const auto s = stats(test_env());

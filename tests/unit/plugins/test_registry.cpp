@@ -72,3 +72,68 @@ TEST(plugin_path, relative_entries_follow_the_base_and_empty_ones_are_skipped) {
 }
 
 }  // namespace
+
+namespace {
+
+using orch::plugins::plugins_from_json;
+
+TEST(plugin_list_json, a_report_reads_back_as_the_same_plugins) {
+  const auto report = scan_directories({ORCH_PLUGIN_BUILD_DIR});
+  ASSERT_FALSE(report.plugins.empty());
+  const auto back =
+      plugins_from_json(nlohmann::json::parse(orch::plugins::to_json(report).dump()));
+  ASSERT_TRUE(back) << back.err().message;
+  ASSERT_EQ(back->size(), report.plugins.size());
+  for (std::size_t i = 0; i < back->size(); ++i) {
+    const auto& a = (*back)[i];
+    const auto& b = report.plugins[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.backend, b.backend);
+    EXPECT_EQ(a.version, b.version);
+    EXPECT_EQ(a.path, b.path);
+    EXPECT_EQ(a.real_path, b.real_path);
+    EXPECT_EQ(a.min_level, b.min_level);
+    EXPECT_EQ(a.max_level, b.max_level);
+    EXPECT_EQ(a.capabilities, b.capabilities);
+    EXPECT_EQ(a.abi_major, b.abi_major);
+  }
+}
+
+TEST(plugin_list_json, what_the_loader_would_refuse_is_refused) {
+  const auto report = scan_directories({ORCH_PLUGIN_BUILD_DIR});
+  const nlohmann::json good = orch::plugins::to_json(report)["plugins"][0];
+  auto with = [&](const char* key, nlohmann::json value) {
+    nlohmann::json p = good;
+    if (value.is_null()) {
+      p.erase(key);
+    } else {
+      p[key] = std::move(value);
+    }
+    return nlohmann::json{{"plugins", nlohmann::json::array({p})}};
+  };
+  EXPECT_TRUE(plugins_from_json(with("name", good["name"])));
+  const std::pair<const char*, nlohmann::json> refused[] = {
+      {"name", nullptr},         {"name", 7},           {"name", ""},
+      {"kind", "daemon"},        {"backend", "opencl"}, {"min_level", 0},
+      {"max_level", 5},          {"min_level", -1},     {"abi", "2.0"},
+      {"abi", "one"},            {"capability_bits", nullptr}, {"path", nullptr},
+  };
+  for (const auto& [key, value] : refused) {
+    const auto r = plugins_from_json(with(key, value));
+    EXPECT_FALSE(r) << key << " = " << value.dump();
+    if (!r) {
+      EXPECT_EQ(r.err().code, "bad_plugin_list");
+    }
+  }
+  auto inverted = good;
+  inverted["min_level"] = 4;
+  inverted["max_level"] = 2;
+  EXPECT_FALSE(plugins_from_json({{"plugins", nlohmann::json::array({inverted})}}));
+  for (const auto& junk : {nlohmann::json(), nlohmann::json::array(), nlohmann::json{{"plugins", 3}},
+                           nlohmann::json{{"plugins", nlohmann::json::array({1})}}}) {
+    EXPECT_FALSE(plugins_from_json(junk)) << junk.dump();
+  }
+}
+
+}  // namespace

@@ -8,6 +8,7 @@
 // arise: the host never assumes a worker has the host's plugin build.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <utility>
@@ -28,16 +29,19 @@ class memory_plan {
   // plugin is initialised once to prove it starts; a failure selects the ledger). `host_device`
   // is the host's open device (null on cpu without a backend plugin): its runtime version is
   // what [memory.runtime_floor] is checked against.
+  // A pack's own plugin directories are read by `probe_executable` (comfy-orch-worker, see
+  // plugin_probe.hpp) within the deployment's handshake timeout.
   static memory_plan make(const manifests::deployment& d,
-                          const plugins::backend_device* host_device);
+                          const plugins::backend_device* host_device,
+                          std::string probe_executable);
 
   const plugins::manager_choice& host_manager() const { return host_manager_; }
   unsigned host_level() const { return host_level_; }
 
   // The plugins for a worker whose pack sets `env_vars`, at the host's level. A relative
-  // ORCH_PLUGIN_PATH entry is relative to `manifest_dir` (the env's comfy-env.toml folder). Each
-  // dropped setting is logged, naming `env`. The host reads those plugins' tables (dlopen), as it
-  // does for [plugins] search_paths: both are the operator's installed files.
+  // ORCH_PLUGIN_PATH entry is relative to `manifest_dir` (the env's comfy-env.toml folder); those
+  // directories are read by a probe process, never loaded into the host. Each dropped setting is
+  // logged, naming `env`. A probe that fails leaves the worker on the ledger with the reason.
   worker_plugin_choice choose_for(const std::string& env,
                                   const std::vector<std::pair<std::string, std::string>>& env_vars,
                                   const std::filesystem::path& manifest_dir,
@@ -47,9 +51,15 @@ class memory_plan {
 
  private:
   const std::vector<plugins::plugin_entry>& scan(const std::vector<std::filesystem::path>& dirs);
+  // A pack's directories, through the probe process (cached like scan).
+  const result<std::vector<plugins::plugin_entry>>& probe(
+      const std::vector<std::filesystem::path>& dirs);
 
   std::vector<std::filesystem::path> default_dirs_;
   std::map<std::vector<std::filesystem::path>, std::vector<plugins::plugin_entry>> scanned_;
+  std::map<std::vector<std::filesystem::path>, result<std::vector<plugins::plugin_entry>>> probed_;
+  std::string probe_executable_;
+  std::chrono::milliseconds probe_timeout_{10'000};
   plugins::manager_choice host_manager_;
   std::optional<plugins::plugin_entry> host_pager_;
   unsigned host_level_ = 0;

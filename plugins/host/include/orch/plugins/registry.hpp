@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "orch/support/result.hpp"
+
 namespace orch::plugins {
 
 struct plugin_entry {
@@ -43,6 +45,10 @@ struct registry_report {
 registry_report scan_directories(const std::vector<std::filesystem::path>& directories);
 
 nlohmann::json to_json(const registry_report& report);
+// The plugins of a to_json report read back (what a probe process sends the host). Checked as
+// the loader checks a table: an entry of another kind, backend, ABI major or level range is an
+// error ("bad_plugin_list") naming it, never a plugin.
+result<std::vector<plugin_entry>> plugins_from_json(const nlohmann::json& j);
 std::string format_table(const registry_report& report);
 
 inline constexpr const char* plugin_path_variable = "ORCH_PLUGIN_PATH";
