@@ -113,17 +113,19 @@ worker_plugin_choice memory_plan::choose_for(
     }
   }
   const plugins::plugin_entry* host_entry = host_pager_ ? &*host_pager_ : nullptr;
-  const auto* found = &scan(default_dirs_);
-  if (dirs != default_dirs_) {
-    const auto& probed = probe(dirs);
-    if (!probed) {
-      spdlog::warn("env {}: {}; its worker runs the ledger without the pack's plugins", env,
-                   probed.err().message);
-      worker_plugin_choice none;
-      none.ledger_reason = "the plugins of its ORCH_PLUGIN_PATH could not be read";
-      return none;
-    }
+  // The deployment's directories are read in-process (cached since make()); a pack's go through
+  // the probe process.
+  const std::vector<plugins::plugin_entry>* found = nullptr;
+  if (dirs == default_dirs_) {
+    found = &scan(dirs);
+  } else if (const auto& probed = probe(dirs); probed) {
     found = &*probed;
+  } else {
+    spdlog::warn("env {}: {}; its worker runs the ledger without the pack's plugins", env,
+                 probed.err().message);
+    worker_plugin_choice none;
+    none.ledger_reason = "the plugins of its ORCH_PLUGIN_PATH could not be read";
+    return none;
   }
   auto choice = choose_worker_plugins(*found, backend, host_level_, host_entry, pager_settings_);
   for (const auto& line : dropped_setting_lines(env, choice)) spdlog::info("{}", line);
