@@ -111,4 +111,9 @@ std::uint32_t lease_table::leases(const buffer_descriptor& d, process_id holder)
   return h == it->second.holders.end() ? 0 : h->second;
 }
 
+std::uint64_t lease_table::leased_size(const buffer_descriptor& d,
+                                       process_id holder) const noexcept {
+  return leases(d, holder) == 0 ? 0 : blocks_.find(key_of(d))->second.descriptor.size;
+}
+
 }  // namespace orch::ipc

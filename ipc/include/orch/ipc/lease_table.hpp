@@ -45,6 +45,10 @@ class lease_table {
   std::uint64_t limbo_bytes() const noexcept;
   // Leases `holder` has on the block, 0 when none or unknown.
   std::uint32_t leases(const buffer_descriptor& d, process_id holder) const noexcept;
+  // The size of the live block `d` names (as allocated, not as `d` claims it) when `holder`
+  // holds a lease on it; 0 when it does not, or the block is gone. What a tensor handed over
+  // may reach (tensor_extent.hpp).
+  std::uint64_t leased_size(const buffer_descriptor& d, process_id holder) const noexcept;
 
  private:
   using key = std::tuple<std::uint32_t, std::uint64_t, std::uint32_t>;  // segment, offset, gen

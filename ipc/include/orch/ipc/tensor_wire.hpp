@@ -1,0 +1,43 @@
+// tensor_wire: a tensor as a call carries it (docs/protocol.md, "Values in call"):
+// {"dtype": uint, "shape": [int…], "descriptor": descriptor}, the value under a "tensor" key. The
+// decoder reads a body we do not trust: every field must be present with the right kind, no
+// field may throw, and the layout must fit the descriptor's size (check_tensor_extent), so that
+// nobody can hold a decoded tensor whose view leaves its buffer. Whether the descriptor itself is
+// live and within its block is the receiver's check: the host's lease table, a worker's segment
+// table.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "orch/ipc/descriptor.hpp"
+#include "orch/ipc/tensor_extent.hpp"
+#include "orch/support/result.hpp"
+
+namespace orch::ipc {
+
+struct wire_tensor {
+  std::uint32_t dtype = 0;
+  std::uint32_t ndim = 0;
+  std::array<std::int64_t, max_tensor_dims> shape{};
+  buffer_descriptor descriptor;
+
+  std::span<const std::int64_t> dims() const noexcept { return {shape.data(), ndim}; }
+};
+
+// True when `value` is a tensor value ({"tensor": …}), well formed or not.
+bool is_tensor_value(const nlohmann::json& value) noexcept;
+
+// Decodes the object under "tensor" and checks its extent against descriptor.size.
+// Errors: body_errc::missing_field, body_errc::bad_field (a field of the wrong kind, a dim that
+// is not an integer of int64), tensor_errc::*.
+result<wire_tensor> tensor_from_json(const nlohmann::json& tensor);
+
+// "float32 [1, 8, 16, 3] in descriptor {segment …}" for messages.
+std::string describe(const wire_tensor& t);
+
+}  // namespace orch::ipc
