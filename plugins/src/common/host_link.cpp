@@ -58,6 +58,13 @@ uint64_t host_link::now_ns() const noexcept {
   return monotonic_ns();
 }
 
+void host_link::clock_source(uint64_t (**fn)(void*), void** ctx) const noexcept {
+  std::lock_guard lock(mutex_);
+  const bool lent = attached_ && services_.now_ns != nullptr;
+  *fn = lent ? services_.now_ns : nullptr;
+  *ctx = lent ? services_.ctx : nullptr;
+}
+
 void host_link::report_release(uint32_t reason, int32_t device, uint64_t bytes) const noexcept {
   std::lock_guard lock(mutex_);
   if (!attached_ || services_.report_release == nullptr) return;

@@ -24,6 +24,9 @@ class host_link {
   void log(int32_t level, const char* format, ...) const noexcept
       __attribute__((format(printf, 3, 4)));
   uint64_t now_ns() const noexcept;  // host clock, else CLOCK_MONOTONIC
+  // The host clock itself (fn NULL when none was lent), for a caller that must read the time
+  // without this object's lock (the pager's hit path). Valid until detach().
+  void clock_source(uint64_t (**fn)(void*), void** ctx) const noexcept;
   void report_release(uint32_t reason, int32_t device, uint64_t bytes) const noexcept;
   const char* name() const noexcept { return name_; }
   // L4's log callback (pager set_log_callback): when set, logs go there instead of the host sink.

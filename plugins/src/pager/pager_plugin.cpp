@@ -6,9 +6,11 @@
 #include "../common/handle_registry.hpp"
 #include "../common/host_link.hpp"
 #include "pager_policy.hpp"
+#include "reader_grace.hpp"
+#include "region_table.hpp"
 
 struct orch_pager {};   // never instantiated: handles are pager_device pointers
-struct orch_region {};  // ... and pager_region pointers
+struct orch_region {};  // ... and region_table handles (an index and a generation)
 
 namespace {
 
@@ -33,19 +35,21 @@ static_assert(min_level >= ORCH_LEVEL_MIN && max_level <= ORCH_LEVEL_MAX && min_
 
 host_link g_host{ORCH_PAGER_NAME};
 lifecycle g_life;
-// Open pagers and their regions: every entry point checks its handle here first, so a handle
-// used after device_close, region_destroy or shutdown is refused instead of dereferenced.
+// Open pagers: every entry point checks its handle here first, so a handle used after
+// device_close or shutdown is refused instead of dereferenced. Regions are checked in the region
+// table (region_table.hpp), which the lock-free hit path can read; it changes only under this
+// registry's exclusive lock, so the locked entry points read it under the shared one.
 handle_registry g_handles;
 constexpr uint32_t pager_handle = 1;
-constexpr uint32_t region_handle = 2;
 
 pager_device* dev(orch_pager* p) { return reinterpret_cast<pager_device*>(p); }
-pager_region* reg(orch_region* r) { return reinterpret_cast<pager_region*>(r); }
+uint64_t region_id(orch_region* r) { return reinterpret_cast<uintptr_t>(r); }
 
 orch_status plugin_init(const orch_host_services* host) {
   if (const orch_status st = g_life.begin_init(); st != ORCH_OK) return st;
   g_host.attach(host);
   simple_headroom().store(default_headroom);
+  init_reader_grace();
   g_life.finish_init(true);
   return ORCH_OK;
 }
@@ -54,6 +58,10 @@ void plugin_shutdown() {
   if (!g_life.begin_shutdown()) return;
   // Calls already inside hold the registry shared: this waits for them; later ones see "down".
   auto lock = g_handles.exclusive();
+  g_handles.for_each_locked(pager_handle, [](const void* d) {
+    static_cast<pager_device*>(const_cast<void*>(d))->unpublish_regions();
+  });
+  wait_for_readers();  // hit-path calls still inside (reader_grace.hpp)
   g_handles.for_each_locked(pager_handle,
                             [](const void* d) { delete static_cast<const pager_device*>(d); });
   g_handles.clear_locked();
@@ -115,8 +123,9 @@ orch_status device_open(const orch_pager_config* config, orch_pager** out) {
 void device_close(orch_pager* p) {
   auto lock = g_handles.exclusive();
   if (!g_life.up() || !g_handles.contains_locked(p, pager_handle)) return;
-  g_handles.remove_owned_locked(p);  // its regions die with it
+  dev(p)->unpublish_regions();  // its regions die with it
   g_handles.remove_locked(p);
+  wait_for_readers();
   delete dev(p);
 }
 
@@ -166,9 +175,11 @@ orch_status with_pager(orch_pager* p, F&& call) {
 
 template <typename F>
 orch_status with_region(orch_region* r, F&& call) {
-  const handle_registry::use use(g_handles, g_life, r, region_handle);
-  if (!use) return use.status();
-  return guarded([&] { return call(reg(r)->owner(), reg(r)); });
+  const auto lock = g_handles.shared();
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  pager_region* x = find_region(region_id(r));
+  if (x == nullptr) return ORCH_INVALID;
+  return guarded([&] { return call(x->owner(), x); });
 }
 
 orch_status set_budget_cap(orch_pager* p, uint64_t bytes) {
@@ -192,22 +203,24 @@ orch_status region_create(orch_pager* p, uint64_t bytes, orch_region** r, uint64
     pager_region* out = nullptr;
     const orch_status st = dev(p)->create_region(bytes, &out, clamped);
     if (st != ORCH_OK) return st;
-    try {
-      g_handles.add_locked(out, region_handle, p);
-    } catch (...) {
-      dev(p)->destroy_region(out);
-      throw;
+    const uint64_t handle = publish_region(out);
+    if (handle == 0) {
+      dev(p)->destroy_region(out);  // never published: no reader can hold it
+      return ORCH_OOM_RETRYABLE;
     }
-    *r = reinterpret_cast<orch_region*>(out);
+    *r = reinterpret_cast<orch_region*>(static_cast<uintptr_t>(handle));
     return ORCH_OK;
   });
 }
 
 void region_destroy(orch_region* r) {
   auto lock = g_handles.exclusive();
-  if (!g_life.up() || !g_handles.contains_locked(r, region_handle)) return;
-  g_handles.remove_locked(r);
-  reg(r)->owner().destroy_region(reg(r));
+  if (!g_life.up()) return;
+  pager_region* x = find_region(region_id(r));
+  if (x == nullptr) return;
+  unpublish_region(region_id(r));
+  wait_for_readers();  // a hit-path call that found it before has finished with it
+  x->owner().destroy_region(x);
 }
 
 orch_status region_info(orch_region* r, orch_region_info* info) {
@@ -219,13 +232,35 @@ orch_status region_prioritize(orch_region* r) {
 orch_status region_deprioritize(orch_region* r) {
   return with_region(r, [&](pager_device& d, pager_region* x) { return d.prioritize(x, false); });
 }
+// fault and unpin try the lock-free hit path first (pager_fast_path.cpp); whatever it leaves
+// goes through the registry and the pager mutex as every other call does.
 orch_status region_fault(orch_region* r, uint64_t offset, uint64_t size, uint64_t* sig,
                          size_t sig_cap, size_t* sig_len, uint64_t* newly_mapped) {
+  {
+    const reader_section section;
+    if (section)
+      if (pager_region* x = find_region(region_id(r));
+          x != nullptr &&
+          x->owner().fault_hit(*x, offset, size, sig, sig_cap, sig_len, newly_mapped))
+        return ORCH_OK;
+  }
   return with_region(r, [&](pager_device& d, pager_region* x) {
     return d.fault(x, offset, size, sig, sig_cap, sig_len, newly_mapped);
   });
 }
 orch_status region_unpin(orch_region* r, uint64_t offset, uint64_t size) {
+  auto result = pager_device::unpin_result::locked;
+  {
+    const reader_section section;
+    if (section)
+      if (pager_region* x = find_region(region_id(r)); x != nullptr)
+        result = x->owner().unpin_hit(*x, offset, size);
+  }
+  if (result == pager_device::unpin_result::done) return ORCH_OK;
+  if (result == pager_device::unpin_result::release_above_watermark)
+    return with_region(r, [&](pager_device& d, pager_region* x) {
+      return d.release_above_watermark(x, offset, size);
+    });
   return with_region(r,
                      [&](pager_device& d, pager_region* x) { return d.unpin(x, offset, size); });
 }

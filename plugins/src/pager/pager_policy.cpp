@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <new>
 
+#include "region_table.hpp"
+
 namespace orch::plugin_detail {
 
 std::atomic<uint64_t>& simple_headroom() noexcept {
@@ -30,6 +32,8 @@ pager_device::pager_device(const orch_backend_api* backend, orch_device* device,
                            const host_link* host) noexcept
     : backend_(backend), device_(device), options_(options), total_(total), host_(host) {
   stats_.struct_size = sizeof stats_;
+  if (host_ != nullptr) host_->clock_source(&host_clock_, &host_clock_ctx_);
+  publish_gate_locked();  // nobody else can see the device yet
 }
 
 orch_status pager_device::open(const orch_backend_api* backend, const orch_device_config& config,
@@ -58,6 +62,8 @@ orch_status pager_device::open(const orch_backend_api* backend, const orch_devic
   return ORCH_OK;
 }
 
+// The plugin has unpublished every region and waited for the hit path's readers (reader_grace.hpp)
+// before it deletes a device.
 pager_device::~pager_device() {
   while (!priority_.empty()) destroy_region(priority_.front());
   backend_->device_close(device_);
@@ -74,9 +80,36 @@ int64_t pager_device::usage_locked() const noexcept {
   return static_cast<int64_t>(page_bytes_) + external_bytes_;
 }
 
-uint64_t pager_device::now_ns() const noexcept {
+uint64_t pager_device::now_ns() const noexcept { return fast_now_ns(); }
+
+// Lock-free, so the hit path can read it: the backend's clock (sim's injectable one), else the
+// host's as lent at init, else CLOCK_MONOTONIC.
+uint64_t pager_device::fast_now_ns() const noexcept {
   if (backend_->now_ns != nullptr) return backend_->now_ns(device_);
-  return host_ != nullptr ? host_->now_ns() : monotonic_ns();
+  return host_clock_ != nullptr ? host_clock_(host_clock_ctx_) : monotonic_ns();
+}
+
+// The hit path's view of the stopgap `free(deficit(0))` (§4.2 step 1). deficit(0) is
+// max(simple, polled) + extra with simple = usage + H - capacity, H the process-wide simple
+// headroom that may change at any time; so what is published is the largest H for which the
+// stopgap frees nothing (INT64_MIN when the polled term alone already asks for a free), and the
+// next time a poll is due. Called whenever usage, capacity or the poll state change.
+void pager_device::publish_gate_locked() noexcept {
+  const int64_t extra = static_cast<int64_t>(options_.extra_headroom);
+  const bool polled_term = polled_ && options_.pressure_source != ORCH_PRESSURE_NONE;
+  const int64_t polled = deficit_sync_ + (usage_locked() - usage_at_poll_) + extra;
+  const int64_t limit = capacity_locked() - usage_locked() - extra;
+  fast_headroom_limit_.store(polled_term && polled > 0 ? INT64_MIN : limit,
+                             std::memory_order_release);
+  // A poll is due once now - last >= interval, as in poll_locked. Without a reading yet every
+  // fault tries one (interval 0), as the locked path does; with no pressure source none is.
+  uint64_t interval = 0;
+  if (options_.pressure_source == ORCH_PRESSURE_NONE)
+    interval = UINT64_MAX;
+  else if (polled_)
+    interval = options_.poll_interval_ns;
+  poll_last_ns_.store(last_poll_ns_, std::memory_order_relaxed);
+  poll_interval_ns_.store(interval, std::memory_order_relaxed);
 }
 
 void pager_device::poll_locked(bool force) noexcept {
@@ -86,11 +119,13 @@ void pager_device::poll_locked(bool force) noexcept {
   last_poll_ns_ = now;
   uint64_t free_bytes = 0;
   if (backend_->mem_get_info(device_, &free_bytes, nullptr) != ORCH_OK) {
-    // Keep the previous reading; without one the budget runs on the simple term alone.
+    // Keep the previous reading; without one the budget runs on the simple term alone. (aimdo
+    // charges the whole request as deficit instead: docs/design-changes.md.)
     if (!poll_failure_logged_ && host_ != nullptr)
       host_->log(ORCH_LOG_WARN, "device %d: pressure poll failed; using the last reading",
                  options_.ordinal);
     poll_failure_logged_ = true;
+    publish_gate_locked();  // the throttle restarted
     return;
   }
   ++stats_.polls;
@@ -98,6 +133,7 @@ void pager_device::poll_locked(bool force) noexcept {
   last_free_ = free_bytes;
   deficit_sync_ = options_.poll_floor - static_cast<int64_t>(free_bytes);
   usage_at_poll_ = usage_locked();
+  publish_gate_locked();
 }
 
 // budget_deficit (§4.6): max(simple, polled) + extra. simple is our own accounting against the
@@ -127,14 +163,43 @@ orch_status pager_device::map_page_locked(pager_region& r, uint64_t index) noexc
   }
   page_slot& p = r.pages_[index];
   p.handle = handle;
-  p.resident = true;
   p.serial = ++next_serial_;  // new physical page: new signature (§4.2)
+  // An absent page's word is 0 and nothing but the mutex holder changes it; the release store
+  // publishes handle and serial to a hit path that pins the page (acquire).
+  p.word.store(page_word::resident, std::memory_order_release);
   ++r.resident_;
   page_bytes_ += size;
+  publish_gate_locked();
   return ORCH_OK;
 }
 
-void pager_device::free_page_locked(pager_region& r, uint64_t index, uint32_t reason) noexcept {
+void pager_device::fold_counters_locked(page_slot& p) noexcept {
+  const uint64_t mask = (page_word::hit_max << page_word::hit_shift) |
+                        (page_word::fault_max << page_word::fault_shift);
+  uint64_t w = p.word.load();
+  while (!p.word.compare_exchange_weak(w, w & ~mask)) {
+  }
+  stats_.hits += page_word::hits(w);
+  stats_.faults += page_word::faults(w);
+}
+
+namespace {
+
+// Takes a resident, unpinned page away from the hit path: its word goes to 0 in one CAS, so a
+// concurrent pin either came first (the page stays) or fails (and takes the locked path).
+// Returns the word it replaced, or 0 when the page is absent or pinned.
+uint64_t claim_unpinned(page_slot& p) noexcept {
+  uint64_t w = p.word.load();
+  while ((w & page_word::resident) != 0 && page_word::pins(w) == 0)
+    if (p.word.compare_exchange_weak(w, 0)) return w;
+  return 0;
+}
+
+}  // namespace
+
+// `old` is the word the page had when it was claimed (its word is now 0).
+void pager_device::free_page_locked(pager_region& r, uint64_t index, uint64_t old,
+                                    uint32_t reason) noexcept {
   page_slot& p = r.pages_[index];
   const uint64_t size = options_.page_size;
   if (backend_->unmap(device_, r.base_ + index * size, size) != ORCH_OK ||
@@ -143,10 +208,12 @@ void pager_device::free_page_locked(pager_region& r, uint64_t index, uint32_t re
       host_->log(ORCH_LOG_ERROR, "device %d: releasing page %llu failed; page dropped",
                  options_.ordinal, static_cast<unsigned long long>(index));
   }
-  if (p.pins > 0) --r.pinned_;
-  p = page_slot{0, p.serial, 0, false};
+  p.handle = 0;
+  stats_.hits += page_word::hits(old);
+  stats_.faults += page_word::faults(old);
   --r.resident_;
   page_bytes_ -= size;
+  publish_gate_locked();
   ++stats_.evictions;
   if (host_ != nullptr) host_->report_release(reason, options_.ordinal, size);
 }
@@ -155,15 +222,18 @@ void pager_device::sync_locked() noexcept { backend_->synchronize(device_); }
 
 // Lowers r's watermark by one page. The watermark drops across absent and pinned pages; only a
 // resident, unpinned page is freed (§4.4). A pinned page is freed at unpin.
+// The watermark is stored before the page is claimed: an unpin that drops the last pin after
+// the claim saw it pinned then reads the lowered watermark and frees the page itself.
 bool pager_device::lower_one_locked(pager_region& r, bool& synced) noexcept {
-  --r.watermark_;
-  const page_slot& p = r.pages_[r.watermark_];
-  if (!p.resident || p.pins != 0) return false;
+  const uint64_t index = r.watermark_.load(std::memory_order_relaxed) - 1;
+  r.watermark_.store(index);
+  const uint64_t old = claim_unpinned(r.pages_[index]);
+  if (old == 0) return false;
   if (!synced) {
     sync_locked();  // the device must be done with a page before it is freed (§4.8)
     synced = true;
   }
-  free_page_locked(r, r.watermark_, ORCH_RELEASE_EVICT);
+  free_page_locked(r, index, old, ORCH_RELEASE_EVICT);
   return true;
 }
 
@@ -176,7 +246,7 @@ uint64_t pager_device::free_pages_locked(int64_t bytes) noexcept {
   bool synced = false;
   for (auto it = priority_.rbegin(); it != priority_.rend() && freed < need; ++it) {
     pager_region& r = **it;
-    while (freed < need && r.watermark_ > r.limit_)
+    while (freed < need && r.watermark_.load(std::memory_order_relaxed) > r.limit_)
       if (lower_one_locked(r, synced)) ++freed;
   }
   if (synced) sync_locked();
@@ -187,7 +257,7 @@ uint64_t pager_device::free_pages_locked(int64_t bytes) noexcept {
 bool pager_device::evict_step_locked(bool& synced, bool& freed) noexcept {
   for (auto it = priority_.rbegin(); it != priority_.rend(); ++it) {
     pager_region& r = **it;
-    if (r.watermark_ > r.limit_) {
+    if (r.watermark_.load(std::memory_order_relaxed) > r.limit_) {
       freed = lower_one_locked(r, synced);
       return true;
     }
@@ -214,8 +284,8 @@ void pager_device::rationalise_locked(pager_region& r, uint64_t first_missing,
   uint64_t cursor = 0;
   bool synced = false;
   for (;;) {
-    while (cursor < page_end && cursor < r.watermark_) {
-      if (r.pages_[cursor].resident) {
+    while (cursor < page_end && cursor < r.watermark_.load(std::memory_order_relaxed)) {
+      if ((r.pages_[cursor].word.load(std::memory_order_relaxed) & page_word::resident) != 0) {
         ++cursor;
         continue;
       }
@@ -224,7 +294,7 @@ void pager_device::rationalise_locked(pager_region& r, uint64_t first_missing,
       ++cursor;
     }
     if (cursor >= page_end && surplus >= 0) break;
-    if (r.watermark_ <= cursor) break;
+    if (r.watermark_.load(std::memory_order_relaxed) <= cursor) break;
     bool freed = false;
     if (!evict_step_locked(synced, freed)) break;
     if (freed) surplus += page;
@@ -257,9 +327,9 @@ orch_status pager_device::create_region(uint64_t bytes, pager_region** out, uint
   r->owner_ = this;
   r->base_ = va;
   r->nr_pages_ = nr;
-  r->watermark_ = nr;
+  r->watermark_.store(nr);
   try {
-    r->pages_.resize(nr);
+    r->pages_.reset(new page_slot[nr]);
     priority_.push_front(r);  // the newest region is the most important (§4.4)
   } catch (...) {
     backend_->va_free(device_, va, nr * page);
@@ -272,15 +342,33 @@ orch_status pager_device::create_region(uint64_t bytes, pager_region** out, uint
   return ORCH_OK;
 }
 
+// As aimdo's vbar_free (§2.1): sync, free every page (pinned ones too), free the VA, sync again.
+// Both syncs are skipped when nothing was resident: no device work can refer to the region then.
+// The plugin has unpublished the region and waited for the hit path's readers first.
 void pager_device::destroy_region(pager_region* r) noexcept {
   if (r == nullptr) return;
   std::lock_guard lock(mutex_);
-  if (r->resident_ > 0) sync_locked();
+  const bool had_pages = r->resident_ > 0;
+  if (had_pages) sync_locked();
   for (uint64_t i = 0; i < r->nr_pages_; ++i)
-    if (r->pages_[i].resident) free_page_locked(*r, i, ORCH_RELEASE_TARGETED);
+    if (const uint64_t old = r->pages_[i].word.exchange(0); (old & page_word::resident) != 0)
+      free_page_locked(*r, i, old, ORCH_RELEASE_TARGETED);
   backend_->va_free(device_, r->base_, r->nr_pages_ * options_.page_size);
+  if (had_pages) sync_locked();
   priority_.erase(r->position_);
   delete r;
+}
+
+void pager_device::unpublish_regions() noexcept {
+  std::lock_guard lock(mutex_);
+  for (const pager_region* r : priority_) unpublish_region(r->handle());
+}
+
+uint64_t pager_device::pinned_pages_locked(const pager_region& r) const noexcept {
+  uint64_t pinned = 0;
+  for (uint64_t i = 0; i < r.nr_pages_; ++i)
+    if (page_word::pins(r.pages_[i].word.load(std::memory_order_relaxed)) != 0) ++pinned;
+  return pinned;
 }
 
 orch_status pager_device::region_info(pager_region* r, orch_region_info* info) {
@@ -289,10 +377,10 @@ orch_status pager_device::region_info(pager_region* r, orch_region_info* info) {
   info->base = r->base_;
   info->page_size = options_.page_size;
   info->nr_pages = r->nr_pages_;
-  info->watermark = r->watermark_;
+  info->watermark = r->watermark_.load(std::memory_order_relaxed);
   info->watermark_limit = r->limit_;
   info->resident_pages = r->resident_;
-  info->pinned_pages = r->pinned_;
+  info->pinned_pages = pinned_pages_locked(*r);
   return ORCH_OK;
 }
 
@@ -301,7 +389,9 @@ orch_status pager_device::prioritize(pager_region* r, bool to_top) {
   // splice relinks the node: it cannot allocate or throw, and r->position_ stays valid. An
   // erase followed by a push could fail after the erase and leave position_ dangling.
   priority_.splice(to_top ? priority_.begin() : priority_.end(), priority_, r->position_);
-  r->watermark_ = r->nr_pages_;  // the only way back for evicted pages (§4.4)
+  // prioritize is the only way back for evicted pages (§4.4); deprioritize leaves the watermark
+  // where eviction put it (§2.1: it only moves the region), as aimdo does.
+  if (to_top) r->watermark_.store(r->nr_pages_);
   return ORCH_OK;
 }
 
@@ -317,30 +407,38 @@ orch_status pager_device::fault(pager_region* r, uint64_t offset, uint64_t size,
   std::lock_guard lock(mutex_);
   ++stats_.faults;
   if (newly_mapped != nullptr) *newly_mapped = 0;
+  // A hit path that backed out of an eviction race may have left pages for this (its unpin).
+  if (end <= r->nr_pages_) release_above_watermark_locked(*r, first, end);
   // 1. The stopgap: react to a polled spike even when no allocation hook ran.
   free_pages_locked(deficit_locked(0));
   // 2. The fast path: above the watermark (or past the clamp) nothing is mapped.
-  if (end > r->watermark_) return oom_locked();
+  if (end > r->watermark_.load(std::memory_order_relaxed)) return oom_locked();
+  const auto above = [&] { return end > r->watermark_.load(std::memory_order_relaxed); };
+  for (uint64_t i = first; i < end; ++i)
+    if (page_word::pins(r->pages_[i].word.load()) >= page_word::pin_max) return ORCH_INVALID;
   uint64_t mapped = 0;
   bool checked = false;
   for (uint64_t i = first; i < end; ++i) {
-    if (r->pages_[i].resident) {
+    if ((r->pages_[i].word.load(std::memory_order_relaxed) & page_word::resident) != 0) {
       ++stats_.hits;
       continue;
     }
     if (!checked) {
       checked = true;
       rationalise_locked(*r, i, end);
-      if (end > r->watermark_) return oom_locked();
+      if (above()) return oom_locked();
     }
+    // A budget-triggered free and, after a driver OOM, a second one before the retry: aimdo
+    // counts the budget's free as the retry's and fails with "Fault failed: 2" (ComfyUI #12943)
+    // where this maps the page (docs/design-changes.md).
     if (deficit_locked(page) > 0) {
       free_pages_locked(static_cast<int64_t>(page));
-      if (end > r->watermark_) return oom_locked();
+      if (above()) return oom_locked();
     }
     orch_status st = map_page_locked(*r, i);
     if (st == ORCH_OOM_RETRYABLE) {
       free_pages_locked(static_cast<int64_t>(page));
-      if (end > r->watermark_) return oom_locked();
+      if (above()) return oom_locked();
       st = map_page_locked(*r, i);  // one retry, budget not re-checked; any failure is an error
     }
     if (st != ORCH_OK) {
@@ -354,9 +452,15 @@ orch_status pager_device::fault(pager_region* r, uint64_t offset, uint64_t size,
     ++stats_.misses;
     ++mapped;
   }
-  // Only after every page succeeded are the pins taken.
-  for (uint64_t i = first; i < end; ++i)
-    if (r->pages_[i].pins++ == 0) ++r->pinned_;
+  // Only after every page succeeded are the pins taken. A hit path may pin the same words at the
+  // same time, hence the atomic add; counters near their limit are folded so it can go on.
+  for (uint64_t i = first; i < end; ++i) {
+    page_slot& p = r->pages_[i];
+    const uint64_t w = p.word.fetch_add(page_word::pin_one);
+    if (page_word::hits(w) >= page_word::hit_max / 2 ||
+        page_word::faults(w) >= page_word::fault_max / 2)
+      fold_counters_locked(p);
+  }
   if (sig != nullptr)
     for (uint64_t i = first; i < end; ++i) sig[i - first] = r->pages_[i].serial;
   if (sig_len != nullptr) *sig_len = end - first;
@@ -370,18 +474,48 @@ orch_status pager_device::unpin(pager_region* r, uint64_t offset, uint64_t size)
   std::lock_guard lock(mutex_);
   const uint64_t first = offset / page;
   const uint64_t end = std::min(ceil_div(offset + size, page), r->nr_pages_);
-  const bool above = end > r->watermark_;
+  const bool above = end > r->watermark_.load(std::memory_order_relaxed);
   if (above) sync_locked();
   for (uint64_t i = first; i < end; ++i) {
     page_slot& p = r->pages_[i];
-    if (p.pins == 0) continue;  // saturating, as aimdo
-    if (--p.pins == 0) {
-      --r->pinned_;
-      // Evicted while in use: the watermark already passed it, so it goes now.
-      if (i >= r->watermark_ && p.resident) free_page_locked(*r, i, ORCH_RELEASE_UNPIN);
+    uint64_t w = p.word.load();
+    // Saturating, as aimdo; a CAS because a hit path may pin or unpin the same word meanwhile.
+    while (page_word::pins(w) != 0 && !p.word.compare_exchange_weak(w, w - page_word::pin_one)) {
     }
+    if (page_word::pins(w) != 1) continue;
+    // Evicted while in use: the watermark already passed it, so it goes now (unless a hit path
+    // pinned it again meanwhile: then that pin's unpin frees it).
+    if (i >= r->watermark_.load(std::memory_order_relaxed))
+      if (const uint64_t old = claim_unpinned(p); old != 0)
+        free_page_locked(*r, i, old, ORCH_RELEASE_UNPIN);
   }
   if (above) sync_locked();
+  return ORCH_OK;
+}
+
+void pager_device::release_above_watermark_locked(pager_region& r, uint64_t first,
+                                                  uint64_t end) noexcept {
+  const uint64_t watermark = r.watermark_.load(std::memory_order_relaxed);
+  bool synced = false;
+  for (uint64_t i = std::max(first, watermark); i < end; ++i) {
+    const uint64_t old = claim_unpinned(r.pages_[i]);
+    if (old == 0) continue;
+    if (!synced) {
+      sync_locked();
+      synced = true;
+    }
+    free_page_locked(r, i, old, ORCH_RELEASE_UNPIN);
+  }
+  if (synced) sync_locked();
+}
+
+orch_status pager_device::release_above_watermark(pager_region* r, uint64_t offset,
+                                                  uint64_t size) {
+  if (size == 0 || offset + size < offset) return ORCH_INVALID;
+  std::lock_guard lock(mutex_);
+  const uint64_t first = offset / options_.page_size;
+  release_above_watermark_locked(
+      *r, first, std::min(ceil_div(offset + size, options_.page_size), r->nr_pages_));
   return ORCH_OK;
 }
 
@@ -390,12 +524,12 @@ orch_status pager_device::unpin(pager_region* r, uint64_t offset, uint64_t size)
 orch_status pager_device::set_watermark(pager_region* r, uint64_t bytes) {
   std::lock_guard lock(mutex_);
   const uint64_t target = std::min(ceil_div(bytes, options_.page_size), r->nr_pages_);
-  if (target >= r->watermark_) {
-    r->watermark_ = target;
+  if (target >= r->watermark_.load(std::memory_order_relaxed)) {
+    r->watermark_.store(target);
     return ORCH_OK;
   }
   bool synced = false;
-  while (r->watermark_ > target) lower_one_locked(*r, synced);  // syncs only before (§4.8)
+  while (r->watermark_.load(std::memory_order_relaxed) > target) lower_one_locked(*r, synced);  // syncs only before (§4.8)
   return ORCH_OK;
 }
 
@@ -448,9 +582,9 @@ orch_status pager_device::residency(pager_region* r, uint8_t* flags, size_t cap,
   if (len != nullptr) *len = r->nr_pages_;
   if (flags == nullptr || cap < r->nr_pages_) return ORCH_INVALID;
   for (uint64_t i = 0; i < r->nr_pages_; ++i) {
-    const page_slot& p = r->pages_[i];
-    flags[i] = static_cast<uint8_t>((p.resident ? ORCH_PAGE_RESIDENT : 0u) |
-                                    (p.pins > 0 ? ORCH_PAGE_PINNED : 0u));
+    const uint64_t w = r->pages_[i].word.load(std::memory_order_relaxed);
+    flags[i] = static_cast<uint8_t>(((w & page_word::resident) != 0 ? ORCH_PAGE_RESIDENT : 0u) |
+                                    (page_word::pins(w) > 0 ? ORCH_PAGE_PINNED : 0u));
   }
   return ORCH_OK;
 }
@@ -473,7 +607,7 @@ orch_status pager_device::pinned_bytes(uint64_t* bytes) {
   if (bytes == nullptr) return ORCH_INVALID;
   std::lock_guard lock(mutex_);
   uint64_t pinned = 0;
-  for (const pager_region* r : priority_) pinned += r->pinned_;
+  for (const pager_region* r : priority_) pinned += pinned_pages_locked(*r);
   *bytes = pinned * options_.page_size;
   return ORCH_OK;
 }
@@ -497,6 +631,7 @@ orch_status pager_device::account_external(int64_t delta) {
   std::lock_guard lock(mutex_);
   if (external_bytes_ + delta < 0) return ORCH_INVALID;
   external_bytes_ += delta;
+  publish_gate_locked();
   return ORCH_OK;
 }
 
@@ -516,12 +651,20 @@ orch_status pager_device::stats(orch_pager_stats* out) {
   const uint32_t size = out->struct_size;
   *out = stats_;
   out->struct_size = size;
+  // Plus what the hit path counted in the page words and has not been folded yet.
+  for (const pager_region* r : priority_)
+    for (uint64_t i = 0; i < r->nr_pages_; ++i) {
+      const uint64_t w = r->pages_[i].word.load(std::memory_order_relaxed);
+      out->hits += page_word::hits(w);
+      out->faults += page_word::faults(w);
+    }
   return ORCH_OK;
 }
 
 orch_status pager_device::set_budget_cap(uint64_t bytes) {
   std::lock_guard lock(mutex_);
   options_.budget_cap = bytes;
+  publish_gate_locked();
   return ORCH_OK;
 }
 
@@ -530,6 +673,7 @@ orch_status pager_device::set_pressure_source(uint32_t source) {
   std::lock_guard lock(mutex_);
   options_.pressure_source = source;
   polled_ = false;
+  publish_gate_locked();
   return ORCH_OK;
 }
 

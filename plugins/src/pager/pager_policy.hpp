@@ -4,14 +4,16 @@
 //
 // Thread safety: one mutex per device guards all of its state (aimdo added a per-device lock
 // later, §2.4). reclaim() may be asked to try-lock so an allocation path never waits behind a
-// model thread (§4.8).
+// model thread (§4.8). The one exception is the hit path (pager_fast_path.cpp): a fault or an
+// unpin of resident pages below the watermark takes no lock, only one atomic read-modify-write per
+// page word; the protocol that keeps that safe is written there.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
-#include <vector>
 
 #include "../common/host_link.hpp"
 #include "orch/plugin/backend.h"
@@ -39,27 +41,50 @@ struct pager_options {
 
 class pager_device;
 
+// A page's state word: everything the lock-free hit path reads and changes, so a pin or an unpin
+// is one compare-and-swap. Counters of fast-path hits and faults ride in the same word (an extra
+// atomic per call would cost as much as the pin itself); they are folded into the device's stats
+// under the mutex when the page is freed, when they near their limit, and when stats are read.
+namespace page_word {
+inline constexpr uint64_t resident = uint64_t{1} << 63;
+inline constexpr uint64_t pin_one = 1;
+inline constexpr uint64_t pin_max = (uint64_t{1} << 24) - 1;
+inline constexpr unsigned hit_shift = 24;
+inline constexpr uint64_t hit_one = uint64_t{1} << hit_shift;
+inline constexpr uint64_t hit_max = (uint64_t{1} << 20) - 1;
+inline constexpr unsigned fault_shift = 44;
+inline constexpr uint64_t fault_one = uint64_t{1} << fault_shift;
+inline constexpr uint64_t fault_max = (uint64_t{1} << 19) - 1;
+constexpr uint64_t pins(uint64_t w) { return w & pin_max; }
+constexpr uint64_t hits(uint64_t w) { return (w >> hit_shift) & hit_max; }
+constexpr uint64_t faults(uint64_t w) { return (w >> fault_shift) & fault_max; }
+}  // namespace page_word
+
 struct page_slot {
-  uint64_t handle = 0;
-  uint64_t serial = 0;
-  uint32_t pins = 0;
-  bool resident = false;
+  std::atomic<uint64_t> word{0};  // page_word: resident bit, pins, fast-path counters
+  uint64_t handle = 0;            // backend handle; under the mutex only
+  uint64_t serial = 0;  // written only while the page is absent (under the mutex); read by pinners
 };
 
 class pager_region {
  public:
   pager_device& owner() const noexcept { return *owner_; }
+  // The handle the plugin gave out for this region (region_table.hpp); 0 until published.
+  uint64_t handle() const noexcept { return handle_; }
+  void set_handle(uint64_t handle) noexcept { handle_ = handle; }
 
  private:
   friend class pager_device;
   pager_device* owner_ = nullptr;
+  uint64_t handle_ = 0;
   uint64_t base_ = 0;
   uint64_t nr_pages_ = 0;
-  uint64_t watermark_ = 0;  // pages [watermark, nr_pages) may not be faulted
-  uint64_t limit_ = 0;      // eviction never lowers the watermark below this
+  // Pages [watermark, nr_pages) may not be faulted. Written under the mutex, read by the hit path
+  // without it (seq_cst on both sides: see pager_fast_path.cpp).
+  std::atomic<uint64_t> watermark_{0};
+  uint64_t limit_ = 0;  // eviction never lowers the watermark below this
   uint64_t resident_ = 0;
-  uint64_t pinned_ = 0;
-  std::vector<page_slot> pages_;
+  std::unique_ptr<page_slot[]> pages_;
   std::list<pager_region*>::iterator position_;
 };
 
@@ -83,12 +108,26 @@ class pager_device {
 
   orch_status create_region(uint64_t bytes, pager_region** out, uint64_t* clamped);
   void destroy_region(pager_region* r) noexcept;
+  // Unpublishes every region's handle (region_table.hpp), before the device is deleted.
+  void unpublish_regions() noexcept;
   orch_status region_info(pager_region* r, orch_region_info* info);
   orch_status prioritize(pager_region* r, bool to_top);
 
   orch_status fault(pager_region* r, uint64_t offset, uint64_t size, uint64_t* sig,
                     size_t sig_cap, size_t* sig_len, uint64_t* newly_mapped);
   orch_status unpin(pager_region* r, uint64_t offset, uint64_t size);
+
+  // The lock-free hit path (pager_fast_path.cpp). The caller keeps `r` alive (a reader section,
+  // reader_grace.hpp). fault_hit answers true when it has done the whole fault (ORCH_OK): every
+  // page was resident and below the watermark and the stopgap had nothing to do; false when the
+  // locked fault must run, with nothing changed. unpin_hit answers what is left to do.
+  bool fault_hit(pager_region& r, uint64_t offset, uint64_t size, uint64_t* sig, size_t sig_cap,
+                 size_t* sig_len, uint64_t* newly_mapped) noexcept;
+  enum class unpin_result { done, release_above_watermark, locked };
+  unpin_result unpin_hit(pager_region& r, uint64_t offset, uint64_t size) noexcept;
+  // Frees the resident, unpinned pages of [offset, offset + size) at or above the watermark (an
+  // unpin that raced an eviction leaves them to this), with unpin's sync before and after.
+  orch_status release_above_watermark(pager_region* r, uint64_t offset, uint64_t size);
 
   orch_status set_watermark(pager_region* r, uint64_t bytes);
   orch_status set_watermark_limit(pager_region* r, uint64_t bytes);
@@ -111,13 +150,18 @@ class pager_device {
                uint64_t total, const host_link* host) noexcept;
 
   int64_t capacity_locked() const noexcept;
+  void publish_gate_locked() noexcept;
+  uint64_t fast_now_ns() const noexcept;
+  void fold_counters_locked(page_slot& p) noexcept;
+  void release_above_watermark_locked(pager_region& r, uint64_t first, uint64_t end) noexcept;
   int64_t usage_locked() const noexcept;
   uint64_t now_ns() const noexcept;
   void poll_locked(bool force) noexcept;
   int64_t deficit_locked(uint64_t request) noexcept;
 
   orch_status map_page_locked(pager_region& r, uint64_t index) noexcept;
-  void free_page_locked(pager_region& r, uint64_t index, uint32_t reason) noexcept;
+  void free_page_locked(pager_region& r, uint64_t index, uint64_t old, uint32_t reason) noexcept;
+  uint64_t pinned_pages_locked(const pager_region& r) const noexcept;
   void sync_locked() noexcept;
   bool lower_one_locked(pager_region& r, bool& synced) noexcept;
   uint64_t free_pages_locked(int64_t bytes) noexcept;
@@ -143,6 +187,17 @@ class pager_device {
   uint64_t last_free_ = 0;
   bool poll_failure_logged_ = false;
   orch_pager_stats stats_{};
+  // What the hit path reads instead of taking the mutex (publish_gate_locked): the stopgap
+  // `free(deficit(0))` is a no-op while the process-wide simple headroom is at most
+  // fast_headroom_limit_ and no poll is due (now - poll_last_ns_ < poll_interval_ns_). A torn
+  // read of the pair during a publish at worst sends one call down the locked path needlessly, or
+  // lets it skip a poll that fell due at that same instant.
+  std::atomic<int64_t> fast_headroom_limit_{INT64_MIN};
+  std::atomic<uint64_t> poll_last_ns_{0};
+  std::atomic<uint64_t> poll_interval_ns_{0};
+  // The host clock as lent at init (host_link's own accessor takes a lock).
+  uint64_t (*host_clock_)(void*) = nullptr;
+  void* host_clock_ctx_ = nullptr;
 };
 
 }  // namespace orch::plugin_detail

@@ -1,0 +1,110 @@
+#include "reader_grace.hpp"
+
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+namespace orch::plugin_detail {
+
+// One cache line per thread, so a reader's stores never contend with another reader's.
+struct alignas(64) slot {
+  std::atomic<uint32_t> active{0};
+  std::atomic<bool> taken{false};
+};
+
+namespace {
+
+// Threads beyond this many (at once) run the locked path; slots are reused when threads exit.
+constexpr unsigned max_slots = 1024;
+slot g_slots[max_slots];
+std::atomic<unsigned> g_used{0};  // slots [0, g_used) have ever been handed out
+std::atomic<bool> g_asymmetric{false};
+std::once_flag g_membarrier_once;
+
+// The slot goes back when its thread exits. A pthread key rather than a thread_local destructor:
+// the latter would pin the plugin in memory until every thread that ever called it had exited.
+// The key is deleted when the plugin is unloaded, so no destructor runs into unmapped code.
+struct key_holder {
+  pthread_key_t key{};
+  bool ok = false;
+  key_holder() noexcept {
+    ok = pthread_key_create(&key, [](void* s) {
+      static_cast<slot*>(s)->taken.store(false, std::memory_order_release);
+    }) == 0;
+  }
+  ~key_holder() {
+    if (ok) pthread_key_delete(key);
+  }
+};
+key_holder g_key;
+
+// initial-exec: one instruction to reach it, where the default model calls __tls_get_addr.
+thread_local slot* t_slot __attribute__((tls_model("initial-exec"))) = nullptr;
+
+slot* take_slot() noexcept {
+  if (!g_key.ok) return nullptr;
+  for (unsigned i = 0; i < max_slots; ++i) {
+    bool expected = false;
+    if (g_slots[i].taken.compare_exchange_strong(expected, true)) {
+      unsigned used = g_used.load();
+      while (used < i + 1 && !g_used.compare_exchange_weak(used, i + 1)) {
+      }
+      if (pthread_setspecific(g_key.key, &g_slots[i]) != 0) {
+        g_slots[i].taken.store(false);
+        return nullptr;
+      }
+      return &g_slots[i];
+    }
+  }
+  return nullptr;
+}
+
+long membarrier(int cmd) noexcept { return syscall(__NR_membarrier, cmd, 0u, 0); }
+
+}  // namespace
+
+reader_section::reader_section() noexcept : slot_(t_slot) {
+  if (slot_ == nullptr) slot_ = t_slot = take_slot();
+  if (slot_ == nullptr) return;
+  if (g_asymmetric.load(std::memory_order_relaxed)) {
+    slot_->active.store(1, std::memory_order_relaxed);
+    // Only the compiler must keep the lookup after the store; the writer's membarrier orders the
+    // CPU.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    slot_->active.store(1, std::memory_order_seq_cst);
+  }
+}
+
+reader_section::~reader_section() {
+  if (slot_ != nullptr) slot_->active.store(0, std::memory_order_release);
+}
+
+void init_reader_grace() noexcept {
+  std::call_once(g_membarrier_once, [] {
+    g_asymmetric.store(membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0);
+  });
+}
+
+void wait_for_readers() noexcept {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Every running thread of the process passes a full barrier: a reader whose announcement the
+  // scan below misses has not yet looked anything up, and will not find what was unpublished.
+  if (g_asymmetric.load(std::memory_order_relaxed) &&
+      membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+    // Cannot happen once registered; fall back to the slow command rather than guess.
+    membarrier(MEMBARRIER_CMD_GLOBAL);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const unsigned used = g_used.load();
+  for (unsigned i = 0; i < used; ++i)
+    while (g_slots[i].active.load(std::memory_order_acquire) != 0) sched_yield();
+}
+
+}  // namespace orch::plugin_detail
