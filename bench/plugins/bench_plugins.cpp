@@ -1,15 +1,20 @@
 // Plugin benchmarks on the sim device (docs/performance.md "Plugins (issue 3)"):
-//   BM_fault_unpin_hit      the per-layer hit path: fault + unpin of a resident page, per call;
+//   BM_fault_unpin_hit      the per-layer hit path: fault + unpin of a resident page, per call
+//                           (lock-free); _frozen_clock: the same with sim's clock frozen, so
+//                           the poll throttle's clock read is a load instead of clock_gettime;
 //   BM_evict_10000_pages    lowering a watermark over 10,000 resident pages (items = pages);
 //   BM_cast_grow_reset      growing a cast buffer by 16 chunks of 16 MiB, then reset.
 // Plugins go through the real loader, so every call crosses the C ABI as in production.
 // Each has a floor measured in the same run (DESIGN.md §5: claims are ratios against a floor):
+//   BM_floor_two_atomic_increments  two uncontended atomic increments (the hit path's target is
+//                                   1.5x this: issue 10);
 //   BM_floor_two_locked_calls   two indirect calls that each take an uncontended mutex;
 //   BM_floor_sim_release_10000  the sim backend's own unmap + release of 10,000 pages;
 //   BM_floor_sim_commit_16      the sim backend's reserve + 16 x (create + map) and back.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -44,6 +49,18 @@ void BM_floor_two_locked_calls(benchmark::State& state) {
 }
 BENCHMARK(BM_floor_two_locked_calls);
 
+void BM_floor_two_atomic_increments(benchmark::State& state) {
+  std::atomic<uint64_t> value{0};
+  for (auto _ : state) {
+    value.fetch_add(1);
+    value.fetch_add(1);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(value.load());
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+BENCHMARK(BM_floor_two_atomic_increments);
+
 struct sim_rig {
   std::unique_ptr<plugin_library> backend;
   std::unique_ptr<plugin_library> pager_lib;
@@ -75,8 +92,17 @@ struct sim_rig {
   }
 };
 
-void BM_fault_unpin_hit(benchmark::State& state) {
+void fault_unpin_hit(benchmark::State& state, bool frozen_clock) {
   sim_rig rig(1024 * MiB, 32 * MiB);
+  if (frozen_clock) {
+    const auto* sim = static_cast<const orch_sim_api*>(rig.backend->table().extension);
+    const orch_backend_api* be = rig.backend->table().backend_api;
+    orch_device_config dc{sizeof(orch_device_config), 0, rig.fd, 0};
+    orch_device* d = nullptr;
+    be->device_open(&dc, &d);
+    sim->set_clock(d, 1000000000ull);  // device-wide, in the sim segment
+    be->device_close(d);
+  }
   orch_region* r = nullptr;
   rig.api->region_create(rig.pager, 4 * 32 * MiB, &r, nullptr);
   uint64_t sig[1];
@@ -89,7 +115,10 @@ void BM_fault_unpin_hit(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
 }
+void BM_fault_unpin_hit(benchmark::State& state) { fault_unpin_hit(state, false); }
+void BM_fault_unpin_hit_frozen_clock(benchmark::State& state) { fault_unpin_hit(state, true); }
 BENCHMARK(BM_fault_unpin_hit);
+BENCHMARK(BM_fault_unpin_hit_frozen_clock);
 
 void BM_evict_10000_pages(benchmark::State& state) {
   constexpr uint64_t pages = 10000;
