@@ -1,5 +1,7 @@
 #include "orch/ipc/control_segment.hpp"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,115 +10,238 @@
 
 #include "saturating.hpp"
 
+// Why grants stay safe without a lock (all grant and reserved accesses below are seq_cst, so
+// they sit in one total order S):
+//
+//  - A reservation loads the grant G, CASes `reserved` from r to r+b if r+b <= G, then loads the
+//    grant again and undoes itself if r+b passes it.
+//  - The host takes grant back by loading `reserved` (r1), storing grant r1, loading `reserved`
+//    again (r2) and, if r2 > r1, storing min(old grant, r2).
+//
+// A reservation whose CAS comes before the host's second load is seen by it (r2 includes it),
+// so the final grant covers it. One whose CAS comes after that load has its re-check after the
+// host's first store in S, so it sees the lowered grant (or the final one) and undoes itself if
+// it no longer fits. Either way no honest slot keeps more than its grant, and the host never
+// had to read a total that a worker can write. Between an undo's CAS and its fetch_sub the slot
+// may claim more than its current grant, never more than the highest grant it was ever given,
+// which is why flagging compares against that ceiling.
+
 namespace orch::ipc {
 namespace {
 
 constexpr std::uint32_t max_slots = 4096;
 
-// Bytes of the read-write part: counters, slots, blocks.
-std::uint64_t shared_bytes(std::uint32_t slots) {
-  return sizeof(control_counters) +
-         std::uint64_t{slots} * (sizeof(budget_slot) + sizeof(control_block));
+std::uint64_t records_bytes(std::uint32_t slots) {
+  return std::uint64_t{slots} * sizeof(slot_record);
+}
+
+std::uint64_t slot_memfd_size() {
+  return round_up(sizeof(slot_counters) + sizeof(control_block), page_size());
+}
+
+void log_seal_refused_once(const error& e) {
+  static std::atomic<bool> logged{false};
+  if (logged.exchange(true)) return;
+  spdlog::warn(
+      "budget: the kernel refused to seal the control segment against later writers ({}); a "
+      "worker that re-opens its fd could then write the grants. Linux 5.1 or newer closes this.",
+      e.message);
 }
 
 }  // namespace
 
-control_segment::control_segment(memfd_segment file, mapping header, mapping shared,
+control_segment::control_segment(memfd_segment file, mapping header, mapping records,
                                  std::uint32_t slot_count, std::uint64_t budget) noexcept
     : file_(std::move(file)),
       header_(std::move(header)),
-      shared_(std::move(shared)),
+      records_(std::move(records)),
       slot_count_(slot_count),
       budget_(budget),
-      total_size_(file_.size()) {}
+      total_size_(file_.size()),
+      slots_(slot_count),
+      views_(slot_count) {}
 
 result<control_segment> control_segment::create(std::uint64_t budget_bytes,
                                                 std::uint32_t slot_count) {
   if (slot_count == 0 || slot_count > max_slots) {
     return error{"invalid_argument", "a control segment needs between 1 and 4096 slots"};
   }
-  // The header gets a page of its own so that workers can map it read-only.
-  const std::uint64_t shared_offset = page_size();
-  const std::uint64_t size = shared_offset + round_up(shared_bytes(slot_count), page_size());
-  auto file = memfd_segment::create("orch-control", size);
+  const std::uint64_t records_offset = page_size();
+  const std::uint64_t size = records_offset + round_up(records_bytes(slot_count), page_size());
+  auto file = memfd_segment::create("orch-control", size, /*final_seal=*/false);
   if (!file) return file.err();
-  auto header_map = mapping::map(file->fd(), 0, shared_offset, /*writable=*/true);
+  auto header_map = mapping::map(file->fd(), 0, records_offset, /*writable=*/true);
   if (!header_map) return header_map.err();
-  auto shared_map =
-      mapping::map(file->fd(), shared_offset, size - shared_offset, /*writable=*/true);
-  if (!shared_map) return shared_map.err();
-  // The memfd starts zeroed: every slot is free and every counter is 0. Only the fixed fields
-  // and the control block headers need writing.
+  auto records_map =
+      mapping::map(file->fd(), records_offset, size - records_offset, /*writable=*/true);
+  if (!records_map) return records_map.err();
+  // The memfd starts zeroed: every slot is free with a grant of 0.
   auto* header = new (header_map->data()) control_header{};
   header->magic = control_segment_magic;
   header->version = control_segment_version;
   header->header_size = sizeof(control_header);
   header->slot_count = slot_count;
-  header->slot_size = sizeof(budget_slot);
+  header->record_size = sizeof(slot_record);
   header->block_size = sizeof(control_block);
-  header->counters_size = sizeof(control_counters);
+  header->counters_size = sizeof(slot_counters);
   header->total_size = size;
-  header->shared_offset = shared_offset;
+  header->records_offset = records_offset;
+  header->slot_size = slot_memfd_size();
   header->budget_bytes = budget_bytes;
-  new (shared_map->data()) control_counters{};
-  control_segment segment(std::move(*file), std::move(*header_map), std::move(*shared_map),
-                          slot_count, budget_bytes);
   for (std::uint32_t i = 0; i < slot_count; ++i) {
-    new (&segment.slot(i)) budget_slot{};
-    initialise_control_block(*new (&segment.block(i)) control_block{});
+    new (records_map->data() + std::uint64_t{i} * sizeof(slot_record)) slot_record{};
   }
-  return segment;
+  // Our two writable mappings exist; from here on nobody maps it writable again.
+  if (auto st = file->seal_future_writes(); !st) {
+    if (st.err().code != "seal_refused") return st.err();
+    log_seal_refused_once(st.err());
+  }
+  return control_segment(std::move(*file), std::move(*header_map), std::move(*records_map),
+                         slot_count, budget_bytes);
 }
 
-result<control_segment> control_segment::attach(unique_fd fd) {
-  auto file = memfd_segment::adopt(std::move(fd), 0);
+result<control_segment> control_segment::attach(unique_fd control_fd, unique_fd slot_fd,
+                                                std::uint32_t slot) {
+  auto file = memfd_segment::adopt(std::move(control_fd), 0);
   if (!file) return file.err();
-  const std::uint64_t shared_offset = page_size();
-  if (file->size() <= shared_offset) {
+  const std::uint64_t records_offset = page_size();
+  if (file->size() <= records_offset) {
     return error{"bad_segment", "control segment is too small for its header page"};
   }
-  auto header_map = mapping::map(file->fd(), 0, shared_offset, /*writable=*/false);
+  auto header_map = mapping::map(file->fd(), 0, records_offset, /*writable=*/false);
   if (!header_map) return header_map.err();
   // One copy, validated against the fd's real (sealed) size; the object keeps what it needs
   // from this copy and never looks at the shared header again.
   const control_header h = *reinterpret_cast<const control_header*>(header_map->data());
   if (h.magic != control_segment_magic || h.version != control_segment_version ||
-      h.header_size != sizeof(control_header) || h.slot_size != sizeof(budget_slot) ||
-      h.block_size != sizeof(control_block) || h.counters_size != sizeof(control_counters) ||
-      h.total_size != file->size() || h.shared_offset != shared_offset || h.slot_count == 0 ||
-      h.slot_count > max_slots || shared_offset + shared_bytes(h.slot_count) > file->size()) {
+      h.header_size != sizeof(control_header) || h.record_size != sizeof(slot_record) ||
+      h.block_size != sizeof(control_block) || h.counters_size != sizeof(slot_counters) ||
+      h.total_size != file->size() || h.records_offset != records_offset ||
+      h.slot_size != slot_memfd_size() || h.slot_count == 0 || h.slot_count > max_slots ||
+      records_offset + records_bytes(h.slot_count) > file->size()) {
     return error{"bad_segment", "control segment failed validation (magic, version or sizes)"};
   }
-  auto shared_map =
-      mapping::map(file->fd(), shared_offset, file->size() - shared_offset, /*writable=*/true);
-  if (!shared_map) return shared_map.err();
-  return control_segment(std::move(*file), std::move(*header_map), std::move(*shared_map),
-                         h.slot_count, h.budget_bytes);
+  auto records_map =
+      mapping::map(file->fd(), records_offset, file->size() - records_offset, /*writable=*/false);
+  if (!records_map) return records_map.err();
+  control_segment segment(std::move(*file), std::move(*header_map), std::move(*records_map),
+                          h.slot_count, h.budget_bytes);
+  if (slot >= segment.slot_count() ||
+      segment.rec(slot).pid.load(std::memory_order_acquire) !=
+          static_cast<std::uint64_t>(::getpid())) {
+    return error{"bad_slot", "control slot " + std::to_string(slot) +
+                                 " is not recorded for this process"};
+  }
+  auto own = memfd_segment::adopt(std::move(slot_fd), slot_memfd_size());
+  if (!own) return own.err();
+  auto own_map = mapping::map(own->fd(), 0, own->size(), /*writable=*/true);
+  if (!own_map) return own_map.err();
+  segment.slots_[slot].emplace(owned_slot{own->release(), std::move(*own_map)});
+  return segment;
 }
 
-budget_slot& control_segment::slot(std::uint32_t index) const noexcept {
+int control_segment::slot_fd(std::uint32_t index) const noexcept {
+  return index < slot_count_ && slots_[index] ? slots_[index]->fd.get() : -1;
+}
+
+unique_fd control_segment::take_slot_fd(std::uint32_t index) noexcept {
+  if (index >= slot_count_ || !slots_[index]) return unique_fd();
+  return std::move(slots_[index]->fd);
+}
+
+slot_record& control_segment::rec(std::uint32_t index) const noexcept {
   assert(index < slot_count_);
-  auto* first = reinterpret_cast<budget_slot*>(shared_.data() + sizeof(control_counters));
-  return first[index];
+  return reinterpret_cast<slot_record*>(records_.data())[index];
+}
+
+const slot_record& control_segment::record(std::uint32_t index) const noexcept {
+  return rec(index);
+}
+
+slot_counters& control_segment::counters(std::uint32_t index) const noexcept {
+  assert(index < slot_count_ && slots_[index]);
+  return *reinterpret_cast<slot_counters*>(slots_[index]->map.data());
 }
 
 control_block& control_segment::block(std::uint32_t index) const noexcept {
-  assert(index < slot_count_);
-  auto* first = reinterpret_cast<control_block*>(shared_.data() + sizeof(control_counters) +
-                                                 std::uint64_t{slot_count_} * sizeof(budget_slot));
-  return first[index];
+  assert(index < slot_count_ && slots_[index]);
+  return *reinterpret_cast<control_block*>(slots_[index]->map.data() + sizeof(slot_counters));
+}
+
+std::uint64_t control_segment::claimed_reserved(std::uint32_t index) const noexcept {
+  return slots_[index] ? counters(index).reserved.load(std::memory_order_seq_cst) : 0;
+}
+
+std::uint64_t control_segment::grant(std::uint32_t index) const noexcept {
+  return rec(index).grant.load(std::memory_order_seq_cst);
+}
+
+bool control_segment::flagged(std::uint32_t index) const noexcept {
+  return index < slot_count_ && views_[index].flagged;
+}
+
+std::uint64_t control_segment::counted_reserved(std::uint32_t index) {
+  if (!slots_[index]) return 0;
+  const std::uint64_t claimed = claimed_reserved(index);
+  const std::uint64_t granted = grant(index);
+  if (claimed <= granted) return claimed;
+  host_view& v = views_[index];
+  if (claimed > v.ceiling && !v.flagged) {
+    v.flagged = true;
+    spdlog::error(
+        "budget: pid {} (slot {}) claims {} pinned bytes, more than it was ever granted ({}); "
+        "counted as its grant of {} and flagged: a worker wrote its own slot",
+        rec(index).pid.load(std::memory_order_relaxed), index, claimed, v.ceiling, granted);
+  }
+  return granted;
+}
+
+std::uint64_t control_segment::total_reserved() {
+  std::uint64_t total = 0;
+  for (std::uint32_t i = 0; i < slot_count_; ++i) {
+    if (slots_[i]) total = detail::saturating_add(total, counted_reserved(i));
+  }
+  return total;
+}
+
+void control_segment::set_grant(std::uint32_t index, std::uint64_t value) noexcept {
+  const std::uint64_t old = rec(index).grant.load(std::memory_order_seq_cst);
+  granted_total_ = granted_total_ - old + value;
+  rec(index).grant.store(value, std::memory_order_seq_cst);
+  views_[index].ceiling = std::max(views_[index].ceiling, value);
+}
+
+status control_segment::approve_total(std::uint64_t total) {
+  if (!limit_) return ok_status();
+  return limit_(total);
+}
+
+void control_segment::tell_total() noexcept {
+  if (!limit_) return;
+  try {
+    (void)limit_(granted_total_);
+  } catch (...) {
+    // A shrink that could not be told leaves the limit holding more than we use: safe.
+  }
 }
 
 result<std::uint32_t> control_segment::claim_slot(const process_identity& owner) {
   for (std::uint32_t i = 0; i < slot_count(); ++i) {
-    budget_slot& s = slot(i);
-    if (s.pid.load(std::memory_order_acquire) != 0) continue;
-    s.reserved.store(0, std::memory_order_relaxed);
-    s.high_water.store(0, std::memory_order_relaxed);
-    s.pending.store(0, std::memory_order_relaxed);
-    s.start_time.store(owner.start_time, std::memory_order_relaxed);
-    s.pid.store(owner.pid, std::memory_order_release);
-    initialise_control_block(block(i));
+    slot_record& r = rec(i);
+    if (r.pid.load(std::memory_order_acquire) != 0) continue;
+    // A fresh memfd per owner: whatever an earlier owner (or a process that inherited its fd)
+    // still writes lands in a file nobody reads any more.
+    auto file = memfd_segment::create("orch-slot", slot_memfd_size());
+    if (!file) return file.err();
+    auto map = mapping::map(file->fd(), 0, file->size(), /*writable=*/true);
+    if (!map) return map.err();
+    new (map->data()) slot_counters{};
+    initialise_control_block(*new (map->data() + sizeof(slot_counters)) control_block{});
+    slots_[i].emplace(owned_slot{file->release(), std::move(*map)});
+    views_[i] = host_view{};
+    set_grant(i, 0);
+    r.start_time.store(owner.start_time, std::memory_order_relaxed);
+    r.pid.store(owner.pid, std::memory_order_release);
     return i;
   }
   return error{"no_free_slot", "all " + std::to_string(slot_count()) +
@@ -124,53 +249,33 @@ result<std::uint32_t> control_segment::claim_slot(const process_identity& owner)
 }
 
 std::uint64_t control_segment::reclaim_slot(std::uint32_t index) noexcept {
-  budget_slot& s = slot(index);
-  // `reserved` was last written by the (dead) owner, so it is a claim, not a fact: a buggy or
-  // hostile worker can write anything there. Subtracting it unchecked would wrap the total to
-  // ~2^64 and refuse every later reservation. The most it can honestly hold is what the total
-  // has beyond the other owned slots' counters; the host returns no more than that, and never
-  // lets the total go below 0.
-  std::uint64_t others = 0;
-  for (std::uint32_t j = 0; j < slot_count(); ++j) {
-    const budget_slot& other = slot(j);
-    if (j == index || other.pid.load(std::memory_order_acquire) == 0) continue;
-    others = detail::saturating_add(others, other.reserved.load(std::memory_order_acquire));
-  }
-  const std::uint64_t claimed = s.reserved.exchange(0, std::memory_order_acq_rel);
-  const std::uint64_t pending = s.pending.exchange(0, std::memory_order_acq_rel);
-  std::atomic<std::uint64_t>& total = counters().total_reserved;
-  std::uint64_t current = total.load(std::memory_order_acquire);
-  std::uint64_t returned = 0;
-  do {
-    returned = std::min(claimed, detail::floored_sub(current, others));
-  } while (!total.compare_exchange_weak(current, current - returned, std::memory_order_acq_rel,
-                                        std::memory_order_acquire));
-  if (returned != claimed) {
-    overclaimed_bytes_ = detail::saturating_add(overclaimed_bytes_, claimed - returned);
+  slot_record& r = rec(index);
+  const std::uint64_t pid = r.pid.load(std::memory_order_acquire);
+  if (pid == 0 && !slots_[index]) return 0;
+  const std::uint64_t claimed = claimed_reserved(index);
+  const std::uint64_t counted = counted_reserved(index);
+  if (claimed > counted) {
+    overclaimed_bytes_ = detail::saturating_add(overclaimed_bytes_, claimed - counted);
     spdlog::error(
-        "budget: slot {} (pid {}) claimed {} reserved bytes, but the total held only {} "
-        "beyond the other slots; returned those and ignored the excess of {}",
-        index, s.pid.load(std::memory_order_relaxed), claimed, returned, claimed - returned);
+        "budget: slot {} (pid {}) claimed {} reserved bytes with a grant of {}; returned the "
+        "grant and ignored the excess of {}",
+        index, pid, claimed, counted, claimed - counted);
   }
-  if (pending != 0) {
-    counters().unresolved_bytes.fetch_add(pending, std::memory_order_acq_rel);
-    spdlog::warn(
-        "budget: slot {} (pid {}) died inside a reservation of {} bytes; they stay "
-        "counted against the budget",
-        index, s.pid.load(std::memory_order_relaxed), pending);
-  }
-  s.high_water.store(0, std::memory_order_relaxed);
-  s.start_time.store(0, std::memory_order_relaxed);
-  s.pid.store(0, std::memory_order_release);
-  return returned;
+  set_grant(index, 0);
+  tell_total();
+  r.start_time.store(0, std::memory_order_relaxed);
+  r.pid.store(0, std::memory_order_release);
+  slots_[index].reset();
+  views_[index] = host_view{};
+  return counted;
 }
 
 std::vector<std::uint32_t> control_segment::reclaim_dead() {
   std::vector<std::uint32_t> reclaimed;
   for (std::uint32_t i = 0; i < slot_count(); ++i) {
-    budget_slot& s = slot(i);
-    const process_identity id{s.pid.load(std::memory_order_acquire),
-                              s.start_time.load(std::memory_order_acquire)};
+    slot_record& r = rec(i);
+    const process_identity id{r.pid.load(std::memory_order_acquire),
+                              r.start_time.load(std::memory_order_acquire)};
     if (id.pid == 0 || is_alive(id)) continue;
     const std::uint64_t bytes = reclaim_slot(i);
     spdlog::info("budget: reclaimed slot {} of dead pid {}: {} bytes", i, id.pid, bytes);
@@ -179,45 +284,117 @@ std::vector<std::uint32_t> control_segment::reclaim_dead() {
   return reclaimed;
 }
 
+std::uint64_t control_segment::revoke_unused(std::uint32_t index) noexcept {
+  if (!slots_[index]) return 0;
+  slot_record& r = rec(index);
+  std::atomic<std::uint64_t>& reserved = counters(index).reserved;
+  const std::uint64_t old = r.grant.load(std::memory_order_seq_cst);
+  const std::uint64_t first = reserved.load(std::memory_order_seq_cst);
+  if (first >= old) return 0;
+  r.grant.store(first, std::memory_order_seq_cst);
+  // A reservation that passed its re-check against the old grant is visible now: cover it.
+  const std::uint64_t second = reserved.load(std::memory_order_seq_cst);
+  const std::uint64_t kept = second > first ? std::min(old, second) : first;
+  if (kept != first) r.grant.store(kept, std::memory_order_seq_cst);
+  granted_total_ -= old - kept;
+  return old - kept;
+}
+
+std::uint64_t control_segment::revoke_others(std::uint32_t except, std::uint64_t wanted) noexcept {
+  std::uint64_t taken = 0;
+  for (std::uint32_t j = 0; j < slot_count_ && taken < wanted; ++j) {
+    if (j != except) taken += revoke_unused(j);
+  }
+  if (taken > 0) tell_total();
+  return taken;
+}
+
+result<std::uint64_t> control_segment::grow_grant(std::uint32_t index, std::uint64_t shortfall,
+                                                  std::uint64_t slack) {
+  if (index >= slot_count_ || !slots_[index]) {
+    return error{"invalid_argument", "slot " + std::to_string(index) + " is not owned"};
+  }
+  const std::uint64_t granted = grant(index);
+  if (shortfall == 0) return granted;
+  auto free_now = [&] { return detail::floored_sub(budget_, granted_total_); };
+  if (shortfall > free_now()) revoke_others(index, shortfall - free_now());
+  if (shortfall > free_now()) {
+    return error{"budget_exceeded",
+                 "reserving " + std::to_string(shortfall) +
+                     " more pinned bytes would pass the budget of " + std::to_string(budget_) +
+                     " (" + std::to_string(granted_total_) + " granted to all processes, " +
+                     std::to_string(total_reserved()) + " reserved)"};
+  }
+  std::uint64_t extra = shortfall + std::min(slack, free_now() - shortfall);
+  status approved = approve_total(granted_total_ + extra);
+  if (!approved && extra != shortfall) {
+    extra = shortfall;
+    approved = approve_total(granted_total_ + extra);
+  }
+  if (!approved && revoke_others(index, UINT64_MAX) > 0) {
+    approved = approve_total(granted_total_ + extra);
+  }
+  if (!approved) return approved.err();
+  set_grant(index, granted + extra);
+  return granted + extra;
+}
+
 budget_account::budget_account(const control_segment& segment, std::uint32_t slot) noexcept
-    : total_(&segment.counters().total_reserved),
-      slot_(&segment.slot(slot)),
+    : grant_(&segment.record(slot).grant),
+      counters_(&segment.counters(slot)),
       budget_(segment.budget()) {
   assert(slot < segment.slot_count());
 }
 
+bool budget_account::try_reserve(std::uint64_t bytes, std::uint64_t& shortfall) noexcept {
+  std::uint64_t held = counters_->reserved.load(std::memory_order_seq_cst);
+  while (true) {
+    const std::uint64_t granted = grant_->load(std::memory_order_seq_cst);
+    if (bytes > granted || held > granted - bytes) {
+      shortfall = held > granted ? detail::saturating_add(held - granted, bytes)
+                                 : bytes - (granted - held);
+      return false;
+    }
+    if (!counters_->reserved.compare_exchange_weak(held, held + bytes, std::memory_order_seq_cst,
+                                                   std::memory_order_seq_cst)) {
+      continue;
+    }
+    if (held + bytes <= grant_->load(std::memory_order_seq_cst)) break;
+    // The host took grant back between our check and our CAS: undo, then look again.
+    release(bytes);
+    held = counters_->reserved.load(std::memory_order_seq_cst);
+  }
+  const std::uint64_t now = held + bytes;
+  std::uint64_t high = counters_->high_water.load(std::memory_order_relaxed);
+  while (now > high &&
+         !counters_->high_water.compare_exchange_weak(high, now, std::memory_order_relaxed)) {
+  }
+  return true;
+}
+
 status budget_account::reserve(std::uint64_t bytes) {
   if (bytes == 0) return ok_status();
-  // pending is added to, not stored, so several threads of one process can reserve at once.
-  slot_->pending.fetch_add(bytes, std::memory_order_seq_cst);
-  std::uint64_t current = total_->load(std::memory_order_acquire);
-  do {
-    if (bytes > budget_ || current > budget_ - bytes) {
-      slot_->pending.fetch_sub(bytes, std::memory_order_release);
-      return error{"budget_exceeded", "reserving " + std::to_string(bytes) +
-                                          " pinned bytes would pass the budget of " +
-                                          std::to_string(budget_) + " (" + std::to_string(current) +
-                                          " reserved by all processes)"};
-    }
-  } while (!total_->compare_exchange_weak(current, current + bytes, std::memory_order_acq_rel,
-                                          std::memory_order_acquire));
-  const std::uint64_t now = slot_->reserved.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
-  slot_->pending.fetch_sub(bytes, std::memory_order_release);
-  std::uint64_t high = slot_->high_water.load(std::memory_order_relaxed);
-  while (now > high &&
-         !slot_->high_water.compare_exchange_weak(high, now, std::memory_order_relaxed)) {
+  std::uint64_t shortfall = 0;
+  // A few rounds: between the host's answer and our retry another thread may take the new grant.
+  for (int round = 0; round < 4; ++round) {
+    if (try_reserve(bytes, shortfall)) return ok_status();
+    if (!source_) break;
+    if (auto st = source_(shortfall); !st) return st.err();
   }
-  return ok_status();
+  return error{"budget_exceeded", "reserving " + std::to_string(bytes) +
+                                      " pinned bytes would pass this process's grant of " +
+                                      std::to_string(grant()) + " (" +
+                                      std::to_string(reserved()) + " reserved here, budget " +
+                                      std::to_string(budget_) + ")"};
 }
 
 void budget_account::release(std::uint64_t bytes) noexcept {
   if (bytes == 0) return;
-  // Slot first, then the total: a death in between leaves the total over-counted (safe), and
-  // `pending` tells the host so.
-  slot_->pending.fetch_add(bytes, std::memory_order_seq_cst);
-  slot_->reserved.fetch_sub(bytes, std::memory_order_acq_rel);
-  total_->fetch_sub(bytes, std::memory_order_acq_rel);
-  slot_->pending.fetch_sub(bytes, std::memory_order_release);
+  std::uint64_t held = counters_->reserved.load(std::memory_order_seq_cst);
+  while (!counters_->reserved.compare_exchange_weak(held, detail::floored_sub(held, bytes),
+                                                    std::memory_order_seq_cst,
+                                                    std::memory_order_seq_cst)) {
+  }
 }
 
 }  // namespace orch::ipc

@@ -65,7 +65,8 @@ result<mapping> mapping::map(int fd, std::uint64_t offset, std::uint64_t length,
   return m;
 }
 
-result<memfd_segment> memfd_segment::create(const std::string& name, std::uint64_t size) {
+result<memfd_segment> memfd_segment::create(const std::string& name, std::uint64_t size,
+                                            bool final_seal) {
   if (size == 0) return error{"memfd_failed", "a segment needs a non-zero size"};
   unique_fd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd) return errno_error("memfd_failed", "memfd_create(" + name + ")");
@@ -73,10 +74,32 @@ result<memfd_segment> memfd_segment::create(const std::string& name, std::uint64
     return errno_error("memfd_failed", "ftruncate of segment " + name);
   }
   // F_SEAL_SEAL last: afterwards nobody, the host included, can lift the size seals.
-  if (::fcntl(fd.get(), F_ADD_SEALS, size_seals | F_SEAL_SEAL) != 0) {
+  if (::fcntl(fd.get(), F_ADD_SEALS, size_seals | (final_seal ? F_SEAL_SEAL : 0)) != 0) {
     return errno_error("seal_failed", "sealing segment " + name);
   }
   return memfd_segment(std::move(fd), size);
+}
+
+status memfd_segment::seal_future_writes() {
+#ifdef F_SEAL_FUTURE_WRITE
+  if (::fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0) return ok_status();
+  const error refused = errno_error("seal_refused", "F_SEAL_FUTURE_WRITE");
+#else
+  const error refused{"seal_refused", "F_SEAL_FUTURE_WRITE is not known to this build"};
+#endif
+  if (::fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_SEAL) != 0) {
+    return errno_error("seal_failed", "F_SEAL_SEAL");
+  }
+  return refused;
+}
+
+bool memfd_segment::future_writes_sealed() const noexcept {
+#ifdef F_SEAL_FUTURE_WRITE
+  const int seals = ::fcntl(fd_.get(), F_GET_SEALS);
+  return seals >= 0 && (seals & F_SEAL_FUTURE_WRITE) != 0;
+#else
+  return false;
+#endif
 }
 
 result<memfd_segment> memfd_segment::adopt(unique_fd fd, std::uint64_t expected_size) {

@@ -24,7 +24,7 @@ struct schema {
 };
 
 // The catalogue: required fields of each request/notification body (docs/protocol.md).
-constexpr std::array<schema, 16> catalogue{{
+constexpr std::array<schema, 17> catalogue{{
     {message_type::hello,
      "hello",
      {{{"token", kind::text}, {"pid", kind::unsigned_int}, {"protocol", kind::unsigned_int}}},
@@ -60,6 +60,7 @@ constexpr std::array<schema, 16> catalogue{{
      {{{"node", kind::text}, {"value", kind::unsigned_int}, {"max", kind::unsigned_int}}},
      3},
     {message_type::interrupt, "interrupt", {{{"epoch", kind::unsigned_int}, {}, {}}}, 1},
+    {message_type::pinned_grant, "pinned_grant", {{{"bytes", kind::unsigned_int}, {}, {}}}, 1},
 }};
 
 const schema* find_schema(std::uint16_t value) noexcept {

@@ -47,8 +47,21 @@ class memfd_segment {
  public:
   // Host only: creates a memfd of exactly `size` bytes (close-on-exec) and seals its size.
   // `name` shows in /proc/<pid>/fd and helps attribute a segment; it is never a path.
+  // With `final_seal` false, F_SEAL_SEAL waits for seal_future_writes(), so the host can map the
+  // segment writable first and then forbid every later writer.
   // Errors: "memfd_failed", "seal_failed".
-  static result<memfd_segment> create(const std::string& name, std::uint64_t size);
+  static result<memfd_segment> create(const std::string& name, std::uint64_t size,
+                                      bool final_seal = true);
+
+  // Host only, once it holds its writable mappings (create with final_seal false): adds
+  // F_SEAL_FUTURE_WRITE, so no later mmap(PROT_WRITE, MAP_SHARED), mprotect to writable or
+  // write(2) succeeds through any fd of this file, a re-open of /proc/<pid>/fd/N included; the
+  // mappings that exist keep working. Then F_SEAL_SEAL, whatever happened. Errors:
+  // "seal_refused" (a kernel without F_SEAL_FUTURE_WRITE, before 5.1; the size seals are final
+  // anyway), "seal_failed".
+  status seal_future_writes();
+  // True when F_SEAL_FUTURE_WRITE is on this fd (host or receiver).
+  bool future_writes_sealed() const noexcept;
 
   // Any process: adopts a received fd, checking that it is a memfd with the size seals and that
   // its size equals `expected_size` (0 means: take whatever size it has).
@@ -57,6 +70,11 @@ class memfd_segment {
 
   int fd() const noexcept { return fd_.get(); }
   std::uint64_t size() const noexcept { return size_; }
+  // Gives up the fd (mappings made from it stay valid): the segment is empty afterwards.
+  unique_fd release() noexcept {
+    size_ = 0;
+    return std::move(fd_);
+  }
 
  private:
   memfd_segment(unique_fd fd, std::uint64_t size) : fd_(std::move(fd)), size_(size) {}
