@@ -1,13 +1,15 @@
 #include "orch/orchestrator/prompt.hpp"
 
-#include <fstream>
-#include <sstream>
+#include "orch/support/regular_file.hpp"
+#include "orch/support/untrusted_text.hpp"
 
 namespace orch::orchestrator {
 namespace {
 
-error invalid(std::string message) {
-  return error{"invalid_prompt", std::move(message)};
+// The message goes into JSON (--json's validation_error line), and it can quote the input: a
+// parse error's "last read" token holds the raw bytes, a file name any. Made valid UTF-8 here.
+error invalid(std::string_view message) {
+  return error{"invalid_prompt", valid_utf8(message)};
 }
 
 // ComfyUI writes links as [id, slot] with a string id; some exporters write the id as a number.
@@ -23,6 +25,37 @@ std::optional<node_link> as_link(const nlohmann::json& value) {
   return std::nullopt;
 }
 
+// The stock DOM builder with a nesting limit and no exceptions. nlohmann's parser is iterative,
+// but copying and comparing a value recurse: a literal nested 100,000 arrays deep overflowed the
+// stack in the first copy. Stopping at max_prompt_depth means no deeper tree is ever built, so
+// none can be copied or destroyed either. Every parse error (syntax, a number out of range such
+// as 1e999, which nlohmann reports as out_of_range) ends here as a message, never a throw.
+class bounded_prompt_sax : public nlohmann::detail::json_sax_dom_parser<nlohmann::json> {
+ public:
+  using base = nlohmann::detail::json_sax_dom_parser<nlohmann::json>;
+  explicit bounded_prompt_sax(nlohmann::json& out) : base(out, /*allow_exceptions=*/false) {}
+  bool start_object(std::size_t n) { return deeper() && base::start_object(n); }
+  bool end_object() { return --depth_, base::end_object(); }
+  bool start_array(std::size_t n) { return deeper() && base::start_array(n); }
+  bool end_array() { return --depth_, base::end_array(); }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string&, const Exception& e) {
+    failure_ = "not valid JSON at byte " + std::to_string(position) + ": " + e.what();
+    return false;
+  }
+  const std::string& failure() const noexcept { return failure_; }
+
+ private:
+  bool deeper() {
+    if (++depth_ <= max_prompt_depth) return true;
+    failure_ = "the prompt nests deeper than " + std::to_string(max_prompt_depth) +
+               " levels of arrays and objects";
+    return false;
+  }
+  std::size_t depth_ = 0;
+  std::string failure_;
+};
+
 }  // namespace
 
 bool looks_like_link(const nlohmann::json& value) {
@@ -30,19 +63,33 @@ bool looks_like_link(const nlohmann::json& value) {
 }
 
 result<prompt> parse_prompt(const std::string& text) {
-  nlohmann::json doc;
+  nlohmann::json body;
+  bounded_prompt_sax sax(body);
+  bool parsed = false;
   try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return invalid("not valid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+    parsed = nlohmann::json::sax_parse(text, &sax, nlohmann::json::input_format_t::json,
+                                       /*strict=*/true);
+  } catch (const nlohmann::json::exception& e) {  // a backstop: the handler reports, never throws
+    return invalid(std::string("not valid JSON: ") + e.what());
   }
-  if (doc.is_object() && doc.contains("prompt") && doc["prompt"].is_object()) doc = doc["prompt"];
-  if (!doc.is_object()) return invalid("a prompt must be a JSON object of node id -> node");
+  if (!parsed || sax.is_errored()) {
+    return invalid(sax.failure().empty() ? "not valid JSON" : sax.failure());
+  }
+  // A /prompt request body holds the prompt under "prompt"; a reference avoids a deep copy.
+  const bool wrapped = body.is_object() && body.contains("prompt") && body["prompt"].is_object();
+  const nlohmann::json& doc = wrapped ? body["prompt"] : body;
+  if (!doc.is_object()) {
+    return invalid(std::string("a prompt must be a JSON object of node id -> node, not ") +
+                   doc.type_name());
+  }
   prompt out;
   for (const auto& [id, node] : doc.items()) {
     if (!node.is_object()) return invalid("node '" + id + "' is not an object");
     if (!node.contains("class_type") || !node["class_type"].is_string()) {
-      return invalid("node '" + id + "' has no class_type string");
+      // ComfyUI's wording (execution.py validate_prompt).
+      return invalid(
+          "Cannot execute because a node is missing the class_type property: Node ID '#" + id +
+          "'");
     }
     prompt_node pn;
     pn.id = id;
@@ -67,12 +114,10 @@ result<prompt> parse_prompt(const std::string& text) {
 }
 
 result<prompt> parse_prompt_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return error{"not_found", file.string() + ": cannot be read"};
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto parsed = parse_prompt(text.str());
-  if (!parsed) return error{parsed.err().code, file.string() + ": " + parsed.err().message};
+  auto text = read_regular_file(file, max_prompt_file_bytes);
+  if (!text) return invalid(text.err().message);
+  auto parsed = parse_prompt(*text);
+  if (!parsed) return invalid(file.string() + ": " + parsed.err().message);
   return parsed;
 }
 

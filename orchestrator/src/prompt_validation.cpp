@@ -2,14 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <set>
 
 namespace orch::orchestrator {
 namespace {
 
+// Values come from the prompt (valid UTF-8: the parser checks) and the catalogue (a worker's
+// text, made valid where it is decoded); replacing on dump is the last line of defence.
 std::string render(const nlohmann::json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump();
+  return v.is_string() ? v.get<std::string>()
+                       : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::optional<double> as_number(const nlohmann::json& v) {
@@ -43,8 +45,7 @@ class validator {
       return std::move(report_);
     }
     for (const auto& out : outputs) {
-      std::set<std::string> visiting;
-      if (validate_node(out, visiting)) {
+      if (validate_node(out)) {
         report_.outputs.push_back(out);
       } else {
         mark_dependents(out);
@@ -74,57 +75,108 @@ class validator {
     }
   }
 
-  // Every failing node reachable from `output` lists it as a dependent output.
+  // The node ids `id` links to, in the order of its inputs.
+  std::vector<std::string> links_of(const std::string& id) const {
+    std::vector<std::string> out;
+    for (const auto& [name, value] : prompt_.nodes.at(id).inputs) {
+      if (const auto* link = std::get_if<node_link>(&value)) out.push_back(link->node_id);
+    }
+    return out;
+  }
+
+  // Every failing node reachable from `output` lists it as a dependent output. An explicit stack,
+  // not recursion: a prompt is a chain of 100,000 nodes if its author says so.
   void mark_dependents(const std::string& output) {
-    std::set<std::string> seen;
-    std::function<void(const std::string&)> walk = [&](const std::string& id) {
-      if (!seen.insert(id).second || !prompt_.nodes.count(id)) return;
+    std::set<std::string> seen{output};
+    std::vector<std::string> stack{output};
+    while (!stack.empty()) {
+      const std::string id = std::move(stack.back());
+      stack.pop_back();
+      if (!prompt_.nodes.count(id)) continue;
       if (auto it = report_.node_errors.find(id); it != report_.node_errors.end()) {
         it->second.dependent_outputs.push_back(output);
       }
-      for (const auto& [name, value] : prompt_.nodes.at(id).inputs) {
-        if (const auto* link = std::get_if<node_link>(&value)) walk(link->node_id);
+      for (auto& next : links_of(id)) {
+        if (seen.insert(next).second) stack.push_back(std::move(next));
       }
-    };
-    walk(output);
+    }
   }
 
-  // Returns whether `id` and everything it depends on is valid; results are memoised.
-  bool validate_node(const std::string& id, std::set<std::string>& visiting) {
-    if (auto it = verdict_.find(id); it != verdict_.end()) return it->second;
-    if (visiting.count(id)) {
-      add(id, {"dependency_cycle", "Dependency cycle detected", "", {{"node_id", id}}});
-      return false;
-    }
-    visiting.insert(id);
-    const auto& node = prompt_.nodes.at(id);
-    const auto& cls = *catalogue_.find(node.class_type);
+  // One node being validated: where it is in its class's inputs, and whether it is valid so far.
+  struct frame {
+    std::string id;
+    std::size_t next_input = 0;
     bool ok = true;
-    for (const auto& input : cls.inputs) {
-      auto it = node.inputs.find(input.name);
-      if (it == node.inputs.end()) {
-        if (input.required) {
-          add(id, {"required_input_missing",
-                   "Required input is missing",
-                   input.name,
-                   {{"input_name", input.name}}});
-          ok = false;
+    bool awaiting = false;  // a linked node's verdict is being computed above this frame
+  };
+
+  // Whether `output` and everything it depends on is valid; verdicts are memoised across outputs.
+  // A depth-first walk on an explicit stack, in the order the recursive one had (inputs in class
+  // order, a link's own checks before its source): ComfyUI's validate_inputs recurses, but a
+  // 12,000-node chain overflowed the host's stack that way.
+  bool validate_node(const std::string& output) {
+    if (auto it = verdict_.find(output); it != verdict_.end()) return it->second;
+    std::set<std::string> visiting{output};
+    std::vector<frame> stack;
+    stack.push_back({output});
+    bool last = true;  // the verdict of the frame popped last
+    while (!stack.empty()) {
+      frame& f = stack.back();
+      if (f.awaiting) {  // back from the linked node
+        f.ok = last && f.ok;
+        f.awaiting = false;
+      }
+      const auto& node = prompt_.nodes.at(f.id);
+      const auto& cls = *catalogue_.find(node.class_type);
+      std::optional<std::string> descend;
+      while (!descend && f.next_input < cls.inputs.size()) {
+        const auto& input = cls.inputs[f.next_input++];
+        auto it = node.inputs.find(input.name);
+        if (it == node.inputs.end()) {
+          if (input.required) {
+            add(f.id, {"required_input_missing",
+                       "Required input is missing",
+                       input.name,
+                       {{"input_name", input.name}}});
+            f.ok = false;
+          }
+          continue;
         }
+        const auto* link = std::get_if<node_link>(&it->second);
+        if (link == nullptr) {
+          f.ok = validate_literal(f.id, input, std::get<nlohmann::json>(it->second)) && f.ok;
+          continue;
+        }
+        if (!check_link(f.id, input, *link)) {
+          f.ok = false;
+          if (!prompt_.nodes.count(link->node_id)) continue;  // nothing to descend into
+        }
+        if (auto v = verdict_.find(link->node_id); v != verdict_.end()) {
+          f.ok = v->second && f.ok;
+        } else if (visiting.count(link->node_id)) {
+          add(link->node_id,
+              {"dependency_cycle", "Dependency cycle detected", "", {{"node_id", link->node_id}}});
+          f.ok = false;
+        } else {
+          descend = link->node_id;
+          f.awaiting = true;
+        }
+      }
+      if (descend) {
+        visiting.insert(*descend);
+        stack.push_back({std::move(*descend)});  // `f` is not used past this point
         continue;
       }
-      if (const auto* link = std::get_if<node_link>(&it->second)) {
-        ok = validate_link(id, input, *link, visiting) && ok;
-      } else {
-        ok = validate_literal(id, input, std::get<nlohmann::json>(it->second)) && ok;
-      }
+      last = f.ok;
+      verdict_[f.id] = f.ok;
+      visiting.erase(f.id);
+      stack.pop_back();
     }
-    visiting.erase(id);
-    verdict_[id] = ok;
-    return ok;
+    return last;
   }
 
-  bool validate_link(const std::string& id, const node_input& input, const node_link& link,
-                     std::set<std::string>& visiting) {
+  // The link's own checks: its source exists, has the slot, and gives a compatible type.
+  bool check_link(const std::string& id, const node_input& input, const node_link& link) {
     auto src = prompt_.nodes.find(link.node_id);
     if (src == prompt_.nodes.end()) {
       add(id, {"bad_linked_input",
@@ -146,7 +198,6 @@ class validator {
     const auto& received = src_cls.outputs[static_cast<std::size_t>(link.slot)];
     const bool compatible = input.type == "*" || received == "*" || received == input.type ||
                             (input.type == "COMBO" && received == "STRING");
-    bool ok = true;
     if (!compatible) {
       add(id,
           {"return_type_mismatch",
@@ -155,9 +206,9 @@ class validator {
            {{"input_name", input.name},
             {"received_type", received},
             {"linked_node", {link.node_id, link.slot}}}});
-      ok = false;
+      return false;
     }
-    return validate_node(link.node_id, visiting) && ok;
+    return true;
   }
 
   bool validate_literal(const std::string& id, const node_input& input,
@@ -245,22 +296,49 @@ validation_report validate_prompt(const prompt& p, const node_catalogue& catalog
 }
 
 std::vector<std::string> execution_order(const prompt& p, const std::vector<std::string>& outputs) {
-  std::vector<std::string> order;
-  std::set<std::string> done;
-  std::function<void(const std::string&)> visit = [&](const std::string& id) {
-    if (done.count(id) || !p.nodes.count(id)) return;
-    done.insert(id);  // inserted first: a cycle (already rejected by validation) cannot recurse
+  // A post-order walk on an explicit stack (a chain may be 100,000 nodes long). A node is marked
+  // when it is first reached, so a cycle (validation rejects them) cannot loop.
+  struct pending {
+    std::string id;
+    std::vector<std::string> deps;  // sorted, unique: ties broken by node id
+    std::size_t next = 0;
+  };
+  const auto deps_of = [&](const std::string& id) {
     std::set<std::string> deps;
     for (const auto& [name, value] : p.nodes.at(id).inputs) {
       if (const auto* link = std::get_if<node_link>(&value)) deps.insert(link->node_id);
     }
-    for (const auto& dep : deps) visit(dep);
-    order.push_back(id);
+    return std::vector<std::string>(deps.begin(), deps.end());
+  };
+  std::vector<std::string> order;
+  std::set<std::string> done;
+  std::vector<pending> stack;
+  const auto reach = [&](const std::string& id) {
+    if (!p.nodes.count(id) || !done.insert(id).second) return;
+    stack.push_back({id, deps_of(id)});
   };
   std::vector<std::string> sorted = outputs;
   std::sort(sorted.begin(), sorted.end());
-  for (const auto& out : sorted) visit(out);
+  for (const auto& out : sorted) {
+    reach(out);
+    while (!stack.empty()) {
+      pending& top = stack.back();
+      if (top.next < top.deps.size()) {
+        const std::string dep = top.deps[top.next++];  // a copy: reach() may move the stack
+        reach(dep);
+        continue;
+      }
+      order.push_back(std::move(top.id));
+      stack.pop_back();
+    }
+  }
   return order;
+}
+
+validation_report invalid_prompt_report(const error& e) {
+  validation_report r;
+  r.error = validation_error{"invalid_prompt", e.message, "", nlohmann::json::object()};
+  return r;
 }
 
 }  // namespace orch::orchestrator

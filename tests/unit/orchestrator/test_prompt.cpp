@@ -1,6 +1,9 @@
 // Parsing ComfyUI API-format prompts, including the real ones of shared/corpus/prompts.
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -56,16 +59,126 @@ TEST(prompt, rejects_invalid_json_with_the_byte_offset) {
   EXPECT_NE(p.err().message.find("byte"), std::string::npos);
 }
 
-TEST(prompt, rejects_a_node_without_class_type_naming_it) {
+TEST(prompt, rejects_a_node_without_class_type_in_comfyui_words_naming_it) {
   auto p = parse_prompt(R"({"7": {"inputs": {}}})");
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.err().message.find("'7'"), std::string::npos);
+  EXPECT_EQ(p.err().code, "invalid_prompt");
+  EXPECT_EQ(p.err().message,
+            "Cannot execute because a node is missing the class_type property: Node ID '#7'");
 }
 
 TEST(prompt, rejects_non_object_shapes) {
   EXPECT_FALSE(parse_prompt("[]").ok());
   EXPECT_FALSE(parse_prompt(R"({"1": 5})").ok());
   EXPECT_FALSE(parse_prompt(R"({"1": {"class_type": "A", "inputs": []}})").ok());
+}
+
+TEST(prompt, an_array_is_an_invalid_prompt_naming_what_it_got) {
+  auto p = parse_prompt(R"([{"class_type": "A"}])");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.err().code, "invalid_prompt");
+  EXPECT_NE(p.err().message.find("not array"), std::string::npos) << p.err().message;
+}
+
+// nlohmann reports a number it cannot hold as out_of_range.406, which parse_prompt once let
+// escape and end the host.
+TEST(prompt, a_number_out_of_range_is_an_invalid_prompt_not_an_exception) {
+  auto p = parse_prompt(R"({"1": {"class_type": "A", "inputs": {"value": 1e999}}})");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.err().code, "invalid_prompt");
+  EXPECT_NE(p.err().message.find("number overflow"), std::string::npos) << p.err().message;
+}
+
+std::string nested_arrays(std::size_t depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
+
+// A literal nested 100,000 arrays deep once overflowed the stack when it was copied. It is
+// refused while parsing, before a tree that deep exists.
+TEST(prompt, nesting_deeper_than_the_limit_is_refused_while_parsing) {
+  auto p = parse_prompt(R"({"1": {"class_type": "A", "inputs": {"value": )" +
+                        nested_arrays(100000) + "}}}");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.err().code, "invalid_prompt");
+  EXPECT_NE(p.err().message.find("nests deeper than 256"), std::string::npos) << p.err().message;
+}
+
+TEST(prompt, nesting_up_to_the_limit_parses) {
+  // The document, the node, its inputs: three levels before the value.
+  const std::string at_limit = R"({"1": {"class_type": "A", "inputs": {"value": )" +
+                               nested_arrays(max_prompt_depth - 3) + "}}}";
+  EXPECT_TRUE(parse_prompt(at_limit).ok());
+  const std::string over = R"({"1": {"class_type": "A", "inputs": {"value": )" +
+                           nested_arrays(max_prompt_depth - 2) + "}}}";
+  EXPECT_FALSE(parse_prompt(over).ok());
+}
+
+TEST(prompt, text_that_is_not_json_is_an_invalid_prompt) {
+  auto p = parse_prompt("this is not json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.err().code, "invalid_prompt");
+  EXPECT_NE(p.err().message.find("not valid JSON at byte"), std::string::npos);
+}
+
+// nlohmann's parse error quotes the last token read, raw: an invalid byte there would make the
+// refusal itself throw type_error.316 when --json prints it.
+TEST(prompt, a_parse_error_quoting_invalid_bytes_is_valid_utf8) {
+  auto p = parse_prompt("{\"1\": \xff\xfe}");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NO_THROW((void)nlohmann::json(p.err().message).dump()) << p.err().message;
+}
+
+// `--prompt /dev/zero` read 2 GB before failing and /dev/urandom ran for seconds: a file that is
+// not a regular file is refused before a byte is read.
+TEST(prompt_file, a_device_is_refused_before_it_is_read) {
+  for (const char* device : {"/dev/zero", "/dev/urandom"}) {
+    auto p = parse_prompt_file(device);
+    ASSERT_FALSE(p.ok()) << device;
+    EXPECT_EQ(p.err().code, "invalid_prompt");
+    EXPECT_NE(p.err().message.find("not a regular file"), std::string::npos) << p.err().message;
+  }
+}
+
+class prompt_file_dir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/orch-prompt-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_;
+};
+
+TEST_F(prompt_file_dir, a_fifo_and_a_directory_are_refused_without_blocking) {
+  const fs::path fifo = dir_ / "prompt.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);  // no writer: an open() without O_NONBLOCK waits
+  auto p = parse_prompt_file(fifo);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.err().message.find("not a regular file"), std::string::npos) << p.err().message;
+  auto d = parse_prompt_file(dir_);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.err().message.find("not a regular file"), std::string::npos) << d.err().message;
+}
+
+TEST_F(prompt_file_dir, a_file_larger_than_the_cap_is_refused_before_it_is_read) {
+  const fs::path big = dir_ / "big.json";
+  { std::ofstream(big) << "{}"; }
+  fs::resize_file(big, max_prompt_file_bytes + 1);  // sparse: takes no disk
+  auto p = parse_prompt_file(big);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.err().code, "invalid_prompt");
+  EXPECT_NE(p.err().message.find("larger than the limit"), std::string::npos) << p.err().message;
+}
+
+TEST_F(prompt_file_dir, a_missing_file_is_an_invalid_prompt_naming_it) {
+  auto p = parse_prompt_file(dir_ / "absent.json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.err().code, "invalid_prompt");
+  EXPECT_NE(p.err().message.find("absent.json: file not found"), std::string::npos);
 }
 
 TEST(prompt_corpus, every_real_prompt_parses_and_is_refused_for_each_unknown_class) {

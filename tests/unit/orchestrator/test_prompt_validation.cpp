@@ -177,5 +177,62 @@ TEST(execution_order, dependencies_first_and_only_the_closure) {
   EXPECT_EQ(execution_order(*p, {"3"}), (std::vector<std::string>{"1", "2", "3"}));
 }
 
+// MakeImage -> Invert x (n - 2) -> Save, the Save node last, ids "0".."n-1". When `cycle`, the
+// first Invert links to the last one instead of MakeImage, closing a loop of n - 2 nodes.
+std::string chain(std::size_t n, bool cycle) {
+  std::string text = R"({"0": {"class_type": "MakeImage", "inputs": {"width": 8}})";
+  for (std::size_t i = 1; i + 1 < n; ++i) {
+    const std::size_t from = (cycle && i == 1) ? n - 2 : i - 1;
+    text += ",\"" + std::to_string(i) + R"(": {"class_type": "Invert", "inputs": {"image": [")" +
+            std::to_string(from) + R"(", 0]}})";
+  }
+  text += ",\"" + std::to_string(n - 1) + R"(": {"class_type": "Save", "inputs": {"image": [")" +
+          std::to_string(n - 2) + R"(", 0]}}})";
+  return text;
+}
+
+// The recursive validator overflowed the stack at 12,000 nodes (8,000 worked); ordering recursed
+// the same way.
+TEST(prompt_validation, a_chain_of_100000_nodes_validates_and_orders_without_recursion) {
+  for (const std::size_t n : {std::size_t{12000}, std::size_t{100000}}) {
+    auto p = parse_prompt(chain(n, false));
+    ASSERT_TRUE(p.ok()) << p.err().message;
+    const auto r = validate_prompt(*p, catalogue());
+    ASSERT_TRUE(r.ok()) << r.error->type;
+    ASSERT_EQ(r.outputs, std::vector<std::string>{std::to_string(n - 1)});
+    const auto order = execution_order(*p, r.outputs);
+    ASSERT_EQ(order.size(), n);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(order[i], std::to_string(i));
+  }
+}
+
+TEST(prompt_validation, a_cycle_of_100000_nodes_is_a_dependency_cycle) {
+  auto p = parse_prompt(chain(100000, true));
+  ASSERT_TRUE(p.ok());
+  const auto r = validate_prompt(*p, catalogue());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->type, "prompt_outputs_failed_validation");
+  // The walk from the output enters the loop at "99998" and comes back to it from "1": that node
+  // carries the error, naming the output that depends on it.
+  ASSERT_EQ(r.node_errors.size(), 1u);
+  const auto& ne = r.node_errors.at("99998");
+  ASSERT_EQ(ne.errors.size(), 1u);
+  EXPECT_EQ(ne.errors[0].type, "dependency_cycle");
+  EXPECT_EQ(ne.dependent_outputs, std::vector<std::string>{"99999"});
+  // Ordering a cycle (validation's job to refuse) still ends, each node once.
+  EXPECT_EQ(execution_order(*p, {"99999"}).size(), 99999u);
+}
+
+TEST(prompt_validation, an_unparsable_prompt_is_reported_as_comfyui_invalid_prompt) {
+  const auto r = invalid_prompt_report(error{"invalid_prompt", "p.json: not valid JSON at byte 1"});
+  EXPECT_FALSE(r.ok());
+  const auto j = r.to_json();
+  EXPECT_EQ(j["error"]["type"], "invalid_prompt");
+  EXPECT_EQ(j["error"]["message"], "p.json: not valid JSON at byte 1");
+  EXPECT_EQ(j["error"]["details"], "");
+  EXPECT_EQ(j["error"]["extra_info"], nlohmann::json::object());
+  EXPECT_EQ(j["node_errors"], nlohmann::json::object());
+}
+
 }  // namespace
 }  // namespace orch::orchestrator

@@ -3,6 +3,7 @@
 // checked by prompt_validation against the node catalogue.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -38,10 +39,21 @@ struct prompt {
   std::map<std::string, prompt_node> nodes;
 };
 
+// The deepest nesting of arrays and objects a prompt document may have. Real prompts nest a few
+// levels (a /prompt body with a UI workflow in extra_data about ten); the limit keeps the
+// recursive copy and compare of a literal value far from the stack's end.
+inline constexpr std::size_t max_prompt_depth = 256;
+// The largest prompt file read: ComfyUI's default --max-upload-size (its server's request cap).
+inline constexpr std::size_t max_prompt_file_bytes = std::size_t{100} << 20;
+
 // Parses the prompt object itself, or a /prompt request body ({"prompt": {...}, ...}).
-// Errors (code "invalid_prompt") name the node id and what is wrong; JSON syntax errors give the
-// byte offset.
+// Errors, all with code "invalid_prompt" (ComfyUI's type for a prompt it cannot execute), name
+// the node id and what is wrong: JSON that does not parse (with the byte offset), a number out
+// of range, nesting deeper than max_prompt_depth, a document that is not an object, a node that
+// is not an object or has no class_type. Never throws but bad_alloc.
 result<prompt> parse_prompt(const std::string& text);
+// As parse_prompt, for a file: a path that is not a regular file (a FIFO, /dev/zero) or is larger
+// than max_prompt_file_bytes is refused before it is read, also as invalid_prompt.
 result<prompt> parse_prompt_file(const std::filesystem::path& file);
 
 // True for a JSON value ComfyUI treats as a link: a two-element array.

@@ -42,7 +42,14 @@ struct validation_report {
 validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue);
 
 // The dependency closure of `outputs` in an order where every node follows its inputs; ties are
-// broken by node id so a run is reproducible. Requires a validated (acyclic) prompt.
+// broken by node id so a run is reproducible. Requires a validated (acyclic) prompt; a cycle
+// cannot make it loop. Validation and ordering walk the graph on explicit stacks: a chain of
+// 100,000 nodes validates, and a cycle of as many is reported as dependency_cycle.
 std::vector<std::string> execution_order(const prompt& p, const std::vector<std::string>& outputs);
+
+// The report of a prompt that could not be read or parsed (parse_prompt's error): ComfyUI's
+// invalid_prompt in the same {error, node_errors} shape as every other refusal, with no node
+// errors, as ComfyUI answers a node without class_type.
+validation_report invalid_prompt_report(const error& e);
 
 }  // namespace orch::orchestrator
