@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "json_fields.hpp"
+#include "output_tensors.hpp"
 
 #include "orch/orchestrator/prompt_validation.hpp"
 
@@ -78,7 +79,7 @@ result<json> executor::call_node(const std::string& env, const json& body) {
   std::promise<result<json>> done;
   auto future = done.get_future();
   host_.sync([&] {
-    host_.workers().call(env, body, [this, &done, env](result<json> response) {
+    host_.workers().call(env, body, [this, &done, env, &body](result<json> response) {
       result<json> r = checked_response(std::move(response));
       // Leases move here, on the io thread, before anyone sees the result: each block the node
       // returned becomes the host's; each one it allocated and dropped goes back.
@@ -94,6 +95,15 @@ result<json> executor::call_node(const std::string& env, const json& body) {
           (void)host_.memory().leases().free(*d, slot);
           if (kept) held_.push_back(*d);
         }
+      }
+      // Before any consumer sees them, the producer's tensors must fit the blocks the host holds
+      // for them (issue 10): a lie is this node's error, not a crash in the next worker.
+      if (r && (*r)["status"] == "ok") {
+        const std::string producer = "node " + text_field(body, "node") + " (" +
+                                     text_field(body, "class_type") + ", env " + env + ")";
+        auto st = check_output_tensors((*r)["outputs"], host_.memory().leases(), host_slot,
+                                       producer);
+        if (!st) r = st.err();
       }
       done.set_value(std::move(r));
     });

@@ -2,36 +2,33 @@
 
 #include <spdlog/spdlog.h>
 
-#include <limits>
+#include <span>
+
+#include "orch/ipc/tensor_extent.hpp"
+#include "orch/ipc/tensor_wire.hpp"
 
 namespace orch::worker {
 
-std::uint64_t dtype_size(std::uint32_t dtype) noexcept {
-  switch (dtype) {
-    case ORCH_DTYPE_F32:
-      return 4;
-    case ORCH_DTYPE_U8:
-      return 1;
-    case ORCH_DTYPE_I64:
-      return 8;
-    default:
-      return 0;
-  }
-}
+// The node ABI's codes are the wire's (ipc may not include worker headers, DESIGN.md §3).
+static_assert(ORCH_DTYPE_F32 == ipc::tensor_dtype::f32 && ORCH_DTYPE_U8 == ipc::tensor_dtype::u8 &&
+              ORCH_DTYPE_I64 == ipc::tensor_dtype::i64);
+static_assert(ORCH_TENSOR_MAX_DIMS == ipc::max_tensor_dims);
 
-std::uint64_t contiguous_strides(std::uint32_t ndim, const std::int64_t* shape,
-                                 std::int64_t* strides) noexcept {
-  if (ndim == 0 || ndim > ORCH_TENSOR_MAX_DIMS) return 0;
-  std::uint64_t count = 1;
-  for (std::uint32_t k = ndim; k-- > 0;) {
-    if (shape[k] <= 0) return 0;
-    strides[k] = static_cast<std::int64_t>(count);
-    if (count > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(shape[k])) {
-      return 0;
-    }
-    count *= static_cast<std::uint64_t>(shape[k]);
-  }
-  return count;
+result<orch_tensor> tensor_view(const nlohmann::json& tensor, const ipc::segment_table& segments) {
+  auto t = ipc::tensor_from_json(tensor);
+  if (!t) return t.err();
+  auto bytes = segments.bytes(t->descriptor);  // bounds and generation, in this process
+  if (!bytes) return error{bytes.err().code, ipc::describe(*t) + ": " + bytes.err().message};
+  orch_tensor v{};
+  v.dtype = t->dtype;
+  v.ndim = t->ndim;
+  for (std::uint32_t k = 0; k < t->ndim; ++k) v.shape[k] = t->shape[k];
+  // Cannot fail: tensor_extent refused every shape whose contiguous strides would not fit.
+  (void)ipc::contiguous_strides(t->dims(), std::span<std::int64_t>(v.strides, v.ndim));
+  v.data = bytes->data();
+  v.buffer = {t->descriptor.segment, t->descriptor.generation, t->descriptor.offset,
+              t->descriptor.size};
+  return v;
 }
 
 node_context_impl::node_context_impl(worker_memory& memory, node_call_hooks hooks,
@@ -54,18 +51,19 @@ struct node_api_impl {
                                const int64_t* shape, orch_tensor* out) noexcept try {
     if (ctx == nullptr || shape == nullptr || out == nullptr) return ORCH_INVALID;
     auto& s = self(ctx);
+    if (ndim > ORCH_TENSOR_MAX_DIMS) return ORCH_INVALID;
     orch_tensor t{};
     t.dtype = dtype;
     t.ndim = ndim;
-    for (std::uint32_t k = 0; k < ndim && k < ORCH_TENSOR_MAX_DIMS; ++k) t.shape[k] = shape[k];
-    const std::uint64_t count = contiguous_strides(ndim, t.shape, t.strides);
-    const std::uint64_t elem = dtype_size(dtype);
-    if (count == 0 || elem == 0 || count > std::numeric_limits<std::uint64_t>::max() / elem) {
-      return ORCH_INVALID;
-    }
-    auto d = s.hooks_.allocate(count * elem);
+    for (std::uint32_t k = 0; k < ndim; ++k) t.shape[k] = shape[k];
+    // The rule every receiver applies (ipc/tensor_extent.hpp); an empty tensor has no block.
+    const auto size = ipc::tensor_extent(dtype, std::span<const std::int64_t>(t.shape, ndim));
+    if (!size || *size == 0) return ORCH_INVALID;
+    (void)ipc::contiguous_strides(std::span<const std::int64_t>(t.shape, ndim),
+                                  std::span<std::int64_t>(t.strides, ndim));
+    auto d = s.hooks_.allocate(*size);
     if (!d) {
-      spdlog::warn("node {}: output allocation of {} bytes refused: {}", s.node_id_, count * elem,
+      spdlog::warn("node {}: output allocation of {} bytes refused: {}", s.node_id_, *size,
                    d.err().message);
       return ORCH_OOM_RETRYABLE;
     }
@@ -73,7 +71,7 @@ struct node_api_impl {
     if (!bytes) return ORCH_DEVICE_ERROR;
     s.allocations_.push_back(*d);
     t.data = bytes->data();
-    t.buffer = {d->segment, d->generation, d->offset, count * elem};
+    t.buffer = {d->segment, d->generation, d->offset, *size};
     *out = t;
     return ORCH_OK;
   } catch (...) {

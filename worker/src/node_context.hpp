@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "orch/ipc/descriptor.hpp"
+#include "orch/ipc/segment_table.hpp"
 #include "orch/support/result.hpp"
 #include "orch/worker/nodes.h"
 #include "worker_memory.hpp"
@@ -51,9 +54,13 @@ class node_context_impl {
   std::vector<ipc::buffer_descriptor> allocations_;
 };
 
-// Fills contiguous row-major strides; returns the element count, 0 when the shape is invalid.
-std::uint64_t contiguous_strides(std::uint32_t ndim, const std::int64_t* shape,
-                                 std::int64_t* strides) noexcept;
-std::uint64_t dtype_size(std::uint32_t dtype) noexcept;
+// The view a node gets of a tensor input ({"tensor": …}'s object, docs/protocol.md). Built only
+// after the same check the host made before handing it over (defence in depth: a host bug or a
+// forged call must give the consumer node a clean error, not a read past its buffer): the fields
+// decode strictly and dtype × shape fits the descriptor's size (ipc::tensor_from_json), and the
+// descriptor is live and within its block in this process's mapping (segment_table::bytes).
+// Strides are contiguous (the wire carries none). Errors: ipc::body_errc::*, ipc::tensor_errc::*,
+// ipc::descriptor_errc::*; the message names the claimed layout and the buffer.
+result<orch_tensor> tensor_view(const nlohmann::json& tensor, const ipc::segment_table& segments);
 
 }  // namespace orch::worker

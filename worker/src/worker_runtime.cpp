@@ -41,24 +41,10 @@ result<orch_value> value_from_json(const json& j, const std::string& type,
                                    ipc::segment_table& segments, std::deque<std::string>& storage) {
   orch_value v{};
   if (j.is_object() && j.contains("tensor")) {
-    const json& t = j["tensor"];
-    auto d = ipc::descriptor_from_json(t.value("descriptor", json()));
-    if (!d) return d.err();
-    auto bytes = segments.bytes(*d);  // bounds and generation checked in this process
-    if (!bytes) return bytes.err();
+    auto t = tensor_view(j["tensor"], segments);  // the extent and the block, checked here
+    if (!t) return t.err();
     v.kind = ORCH_VALUE_TENSOR;
-    v.tensor.dtype = t.value("dtype", 0u);
-    const json shape = t.value("shape", json::array());
-    if (!shape.is_array() || shape.size() > ORCH_TENSOR_MAX_DIMS) {
-      return error{"bad_value", "tensor shape is not a list of at most 8 sizes"};
-    }
-    v.tensor.ndim = static_cast<std::uint32_t>(shape.size());
-    for (std::size_t k = 0; k < shape.size(); ++k) v.tensor.shape[k] = shape[k].get<std::int64_t>();
-    if (contiguous_strides(v.tensor.ndim, v.tensor.shape, v.tensor.strides) == 0) {
-      return error{"bad_value", "tensor shape is empty or invalid"};
-    }
-    v.tensor.data = bytes->data();
-    v.tensor.buffer = {d->segment, d->generation, d->offset, d->size};
+    v.tensor = *t;
     return v;
   }
   if (type == "INT" && j.is_number()) {
