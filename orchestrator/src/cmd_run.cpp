@@ -49,7 +49,14 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   if (diags.has_errors()) print_diagnostics(std::cerr, diags);
   auto p = orchestrator::parse_prompt_file(prompt_file);
   if (!p) {
-    std::cerr << "prompt " << prompt_file << ": " << p.err().message << '\n';
+    // Refused like every other prompt (docs/cli.md): ComfyUI's invalid_prompt, on stdout.
+    const auto refused = orchestrator::invalid_prompt_report(p.err());
+    if (json) {
+      std::cout << nlohmann::json{{"type", "validation_error"}, {"data", refused.to_json()}}.dump()
+                << std::endl;
+    } else {
+      print_validation(std::cout, refused);
+    }
     return exit_invalid_input;
   }
   auto host = orchestrator::host_runtime::start(*d, inv, {worker_executable(), 64});
