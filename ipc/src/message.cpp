@@ -5,6 +5,7 @@
 #include <string>
 
 #include "orch/ipc/frame.hpp"
+#include "orch/support/untrusted_text.hpp"
 
 namespace orch::ipc {
 namespace {
@@ -76,6 +77,9 @@ const schema* find_schema(std::uint16_t value) noexcept {
 //  - a declared array or map length larger than the body (every element takes at least one
 //    byte) stops it too. The stock handler throws out_of_range for a length above max_size()
 //    even with exceptions off; fuzz_body found a 9-byte body that did so.
+// And one repair: CBOR text strings are not checked for UTF-8 by nlohmann, and dump() throws on
+// them later (type_error.316: a pack's STRING output "bad\xff\xfe" ended the host in an event
+// sink). Every text string and map key is made valid UTF-8 here, where a peer's text enters.
 class bounded_sax : public nlohmann::detail::json_sax_dom_parser<json> {
  public:
   using base = nlohmann::detail::json_sax_dom_parser<json>;
@@ -99,9 +103,20 @@ class bounded_sax : public nlohmann::detail::json_sax_dom_parser<json> {
     --depth_;
     return base::end_array();
   }
+  bool string(json::string_t& value) {
+    repair(value);
+    return base::string(value);
+  }
+  bool key(json::string_t& value) {
+    repair(value);
+    return base::key(value);
+  }
   bool too_deep() const noexcept { return too_deep_; }
 
  private:
+  static void repair(json::string_t& value) {
+    if (!is_valid_utf8(value)) value = valid_utf8(value);
+  }
   bool implausible(std::size_t n) const noexcept {
     return n != static_cast<std::size_t>(-1) && n > body_size_;  // -1: indefinite length
   }

@@ -8,32 +8,54 @@
 #include <spdlog/spdlog.h>
 
 #include "json_fields.hpp"
+#include "orch/support/untrusted_text.hpp"
 
 namespace orch::orchestrator {
 
 std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const std::string& env) {
+  // A worker's ready message is a pack's text: each field is read by its type (another type reads
+  // as absent, never as a throw on the host) and each name is made printable, since names reach
+  // the terminal in refusals and tables (untrusted_text.hpp).
+  const auto name = [](const nlohmann::json& j, const char* key) {
+    return printable(text_field(j, key));
+  };
+  const auto flag = [](const nlohmann::json& j, const char* key, bool fallback) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+  };
+  const auto number = [](const nlohmann::json& j, const char* key) -> std::optional<double> {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  const auto list = [](const nlohmann::json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_array() ? *it : nlohmann::json::array();
+  };
   std::vector<node_class> out;
   if (!nodes.is_array()) return out;
   for (const auto& n : nodes) {
+    if (!n.is_object()) continue;
     node_class c;
-    c.class_type = n.value("class_type", "");
-    c.display_name = n.value("display_name", c.class_type);
-    c.category = n.value("category", "");
-    c.output_node = n.value("output_node", false);
-    c.not_idempotent = n.value("not_idempotent", false);
+    c.class_type = name(n, "class_type");
+    c.display_name = n.contains("display_name") ? name(n, "display_name") : c.class_type;
+    c.category = name(n, "category");
+    c.output_node = flag(n, "output_node", false);
+    c.not_idempotent = flag(n, "not_idempotent", false);
     c.env = env;
-    for (const auto& in : n.value("inputs", nlohmann::json::array())) {
+    for (const auto& in : list(n, "inputs")) {
+      if (!in.is_object()) continue;
       node_input i;
-      i.name = in.value("name", "");
-      i.type = in.value("type", "");
-      i.required = in.value("required", true);
+      i.name = name(in, "name");
+      i.type = name(in, "type");
+      i.required = flag(in, "required", true);
       if (in.contains("default")) i.default_value = in["default"];
-      if (in.contains("min")) i.min = in["min"].get<double>();
-      if (in.contains("max")) i.max = in["max"].get<double>();
+      i.min = number(in, "min");
+      i.max = number(in, "max");
       c.inputs.push_back(std::move(i));
     }
-    for (const auto& o : n.value("outputs", nlohmann::json::array())) {
-      c.outputs.push_back(o.get<std::string>());
+    for (const auto& o : list(n, "outputs")) {
+      c.outputs.push_back(o.is_string() ? printable(o.get_ref<const std::string&>()) : "?");
     }
     if (!c.class_type.empty()) out.push_back(std::move(c));
   }

@@ -5,6 +5,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "orch/support/untrusted_text.hpp"
+
 namespace orch::orchestrator {
 namespace {
 
@@ -53,7 +55,8 @@ std::vector<memory_row> read_memory_table(host_runtime& host) {
     if (w.state == worker_state::ready) {
       if (auto stats = control.block(w.slot).read()) {
         r.manager = manager_name(stats->memory_manager);
-        r.reason = std::string(ipc::get_text(stats->memory_manager_reason));
+        // Bytes a worker wrote into shared memory: printable for the table, valid for JSON.
+        r.reason = printable(ipc::get_text(stats->memory_manager_reason));
         r.level = stats->plugins[static_cast<int>(ipc::plugin_slot::pager)].level;
         r.device_resident = stats->pager_resident_bytes + stats->ledger_loaded_bytes;
         r.cast_now = stats->cast_buffer_bytes;

@@ -12,6 +12,7 @@
 #include "orch/ipc/process_identity.hpp"
 #include "orch/orchestrator/worker_process.hpp"
 #include "json_fields.hpp"
+#include "orch/support/untrusted_text.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -297,7 +298,7 @@ void supervisor::on_ready(worker& w, const ipc::message& m) {
 void supervisor::report_divergence(worker& w) {
   const json& p = w.info.plugins;
   w.info.manager = text_field(p, "manager");
-  w.info.manager_reason = text_field(p, "reason");
+  w.info.manager_reason = printable(text_field(p, "reason"));  // a pack's text, for the table
   const auto manager = w.info.manager == "pager" ? plugins::memory_manager::pager
                                                  : plugins::memory_manager::ledger;
   const unsigned level = manager == plugins::memory_manager::pager ? w.spec.plugins.level : 0;

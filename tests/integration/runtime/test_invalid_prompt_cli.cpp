@@ -1,0 +1,135 @@
+// Prompts that once crashed `comfy-orch run` or printed only to stderr: each is refused as
+// ComfyUI's invalid_prompt (or, for a graph, a validation error) in the shape of every other
+// refusal, on stdout, with exit code 1 (docs/cli.md). Real host, real workers.
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "runtime_fixture.hpp"
+
+namespace orch::runtime_testing {
+namespace {
+
+struct cli_result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+class invalid_prompt_cli : public runtime_test {
+ protected:
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  fs::path prompt_file(const std::string& text) {
+    const fs::path file = dir_ / ("prompt-" + std::to_string(++files_) + ".json");
+    std::ofstream(file, std::ios::binary) << text;
+    return file;
+  }
+
+  cli_result run_cli(const fs::path& prompt, bool json) {
+    if (deployment_.empty()) deployment_ = write_deployment();
+    const fs::path out = dir_ / "out", err = dir_ / "err";
+    const std::string cmd = "'" + std::string(ORCH_TEST_COMFY_ORCH) + "' run '" +
+                            deployment_.string() + "' --prompt '" + prompt.string() + "'" +
+                            (json ? " --json" : "") + " >'" + out.string() + "' 2>'" +
+                            err.string() + "'";
+    const int status = std::system(cmd.c_str());
+    cli_result r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  // --json: exactly one line, ComfyUI's /prompt answer for an invalid prompt; text: the refusal.
+  void expect_invalid_prompt(const fs::path& prompt, const std::string& message_part) {
+    SCOPED_TRACE(prompt.string());
+    const auto json = run_cli(prompt, true);
+    EXPECT_EQ(json.exit_code, 1) << json.out << json.err;
+    ASSERT_TRUE(nlohmann::json::accept(json.out)) << json.out << json.err;
+    const auto line = nlohmann::json::parse(json.out);
+    EXPECT_EQ(line["type"], "validation_error");
+    EXPECT_EQ(line["data"]["error"]["type"], "invalid_prompt");
+    EXPECT_EQ(line["data"]["error"]["details"], "");
+    EXPECT_EQ(line["data"]["error"]["extra_info"], nlohmann::json::object());
+    EXPECT_EQ(line["data"]["node_errors"], nlohmann::json::object());
+    const std::string message = line["data"]["error"]["message"];
+    EXPECT_NE(message.find(message_part), std::string::npos) << message;
+
+    const auto text = run_cli(prompt, false);
+    EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+    EXPECT_EQ(text.out.rfind("prompt refused: invalid_prompt: ", 0), 0u) << text.out << text.err;
+    EXPECT_NE(text.out.find(message_part), std::string::npos) << text.out;
+  }
+
+  fs::path deployment_;
+  int files_ = 0;
+};
+
+TEST_F(invalid_prompt_cli, an_array_is_refused_as_invalid_prompt_on_stdout) {
+  expect_invalid_prompt(prompt_file(R"([{"class_type": "SolidImage"}])"), "not array");
+}
+
+TEST_F(invalid_prompt_cli, a_node_without_class_type_is_refused_in_comfyui_words) {
+  expect_invalid_prompt(prompt_file(R"({"4": {"inputs": {}}})"),
+                        "Cannot execute because a node is missing the class_type property: "
+                        "Node ID '#4'");
+}
+
+TEST_F(invalid_prompt_cli, text_that_is_not_json_is_refused_with_its_byte_offset) {
+  expect_invalid_prompt(prompt_file("{\"1\": \xff\xfe"), "not valid JSON at byte");
+}
+
+TEST_F(invalid_prompt_cli, a_number_out_of_range_is_refused_not_a_crash) {
+  expect_invalid_prompt(
+      prompt_file(R"({"1": {"class_type": "SolidImage", "inputs": {"value": 1e999}}})"),
+      "number overflow");
+}
+
+TEST_F(invalid_prompt_cli, a_value_nested_100000_deep_is_refused_not_a_stack_overflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_invalid_prompt(
+      prompt_file(R"({"1": {"class_type": "SolidImage", "inputs": {"value": )" + deep + "}}}"),
+      "nests deeper than 256");
+}
+
+TEST_F(invalid_prompt_cli, dev_zero_is_refused_before_it_is_read) {
+  expect_invalid_prompt("/dev/zero", "not a regular file");
+}
+
+// A graph problem is a validation error, not invalid_prompt: the recursive validator overflowed
+// the stack on long chains; a cycle of 100,000 nodes is now a dependency_cycle.
+TEST_F(invalid_prompt_cli, a_cycle_of_100000_nodes_is_refused_as_a_dependency_cycle) {
+  constexpr int n = 100000;
+  std::string text = R"({"0": {"class_type": "ImageChecksum", "inputs": {"image": ["1", 0]}})";
+  for (int i = 1; i < n; ++i) {
+    const int from = i + 1 < n ? i + 1 : 1;
+    text += ",\"" + std::to_string(i) +
+            R"(": {"class_type": "InvertImage", "inputs": {"image": [")" + std::to_string(from) +
+            R"(", 0]}})";
+  }
+  text += "}";
+  const auto json = run_cli(prompt_file(text), true);
+  EXPECT_EQ(json.exit_code, 1) << json.err;
+  std::istringstream lines(json.out);
+  std::string line;
+  bool refused = false;
+  while (std::getline(lines, line)) {
+    ASSERT_TRUE(nlohmann::json::accept(line)) << line;
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] != "validation_error") continue;
+    refused = true;
+    EXPECT_EQ(j["data"]["error"]["type"], "prompt_outputs_failed_validation");
+    EXPECT_EQ(j["data"]["node_errors"]["1"]["errors"][0]["type"], "dependency_cycle");
+  }
+  EXPECT_TRUE(refused) << json.out;
+}
+
+}  // namespace
+}  // namespace orch::runtime_testing
