@@ -79,6 +79,13 @@ result<json> executor::call_node(const std::string& env, const json& body) {
   std::promise<result<json>> done;
   auto future = done.get_future();
   host_.sync([&] {
+    // Only what a node of this prompt produced reaches a worker as a tensor (issue 10): a tensor
+    // typed into the prompt could name any block the host holds.
+    if (auto st = check_input_tensors(body.value("inputs", json::object()),
+                                      host_.memory().leases(), host_slot, held_);
+        !st) {
+      return done.set_value(st.err());
+    }
     host_.workers().call(env, body, [this, &done, env, &body](result<json> response) {
       result<json> r = checked_response(std::move(response));
       // Leases move here, on the io thread, before anyone sees the result: each block the node

@@ -1,14 +1,17 @@
-// output_tensors: the host's check of the tensors a worker returns, before it hands any of them
-// to another call (issue 10). A node's claim about its output (dtype, shape, descriptor) is
-// untrusted: a shape larger than its block made the consumer in another worker read other
-// blocks' data, or crash, and the innocent consumer took the blame. Checked here, a lie is the
-// producer's error, raised while the producer is still the node being called.
+// output_tensors: the host's check of the tensors it hands over between calls (issue 10). A
+// node's claim about its output (dtype, shape, descriptor) is untrusted: a shape larger than its
+// block made the consumer in another worker read other blocks' data, or crash, and the innocent
+// consumer took the blame. Checked when the producer's call returns, a lie is the producer's
+// error. Checked again when a call is sent, a tensor that no node of the prompt produced (one
+// typed into the prompt, a host bug) never reaches a worker.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "orch/ipc/descriptor.hpp"
 #include "orch/ipc/lease_table.hpp"
 #include "orch/support/result.hpp"
 
@@ -16,6 +19,8 @@ namespace orch::orchestrator {
 
 // The code of a refused output: the producer's execution_error type.
 inline constexpr const char* invalid_output = "invalid_output";
+// The code of a refused input: the node that was to receive it never runs.
+inline constexpr const char* invalid_input = "invalid_input";
 
 // Checks every tensor value in `outputs` (a call response's list; nested lists too):
 //   - it decodes strictly and dtype × shape fits its descriptor's size (ipc::tensor_from_json,
@@ -26,5 +31,12 @@ inline constexpr const char* invalid_output = "invalid_output";
 // claimed layout and bytes, and the buffer's size.
 status check_output_tensors(const nlohmann::json& outputs, const ipc::lease_table& leases,
                             ipc::process_id holder, const std::string& producer);
+
+// Checks every tensor value in a call's `inputs` (name → value) before the call is sent: as
+// above, and the block is one of `produced` (the host's blocks for this prompt's outputs).
+// Errors: invalid_input, naming the input.
+status check_input_tensors(const nlohmann::json& inputs, const ipc::lease_table& leases,
+                           ipc::process_id holder,
+                           std::span<const ipc::buffer_descriptor> produced);
 
 }  // namespace orch::orchestrator

@@ -271,6 +271,24 @@ TEST_F(forged_call_test, a_descriptor_larger_than_its_block_is_refused_by_the_wo
   expect_clean_refusal(forge(t), "leaves the segment");
 }
 
+TEST_F(forged_call_test, a_tensor_typed_into_a_prompt_never_reaches_a_worker) {
+  // The block stands for another prompt's output that the host still holds: a prompt that names
+  // it literally must not read it, though it fits and is live.
+  const json p{{"2", {{"class_type", "ImageChecksum"},
+                      {"inputs", {{"image", {{"tensor", tensor(1, {1, 8, 16, 3})}}}}}}}};
+  const auto o = run(p.dump());
+  ASSERT_FALSE(o.ok) << "a prompt read a pool block it did not produce";
+  ASSERT_TRUE(o.error.has_value());
+  EXPECT_EQ((*o.error)["exception_type"], "invalid_input") << o.error->dump();
+  EXPECT_EQ((*o.error)["node_id"], "2");
+  const std::string message = (*o.error)["exception_message"];
+  EXPECT_NE(message.find("input image: float32 [1, 8, 16, 3] in descriptor"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("is no output of this prompt"), std::string::npos) << message;
+  expect_consumer_untouched();
+  expect_truthful_prompt_runs();
+}
+
 // --- the operator's view: comfy-orch run ---
 
 TEST_F(tensor_lies_test, comfy_orch_run_exits_2_naming_the_producer) {
