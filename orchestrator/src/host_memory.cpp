@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
 #include "orch/ipc/backend_pin_registrar.hpp"
 #include "orch/ipc/budget.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
@@ -46,6 +50,12 @@ status open_backend(const manifests::deployment& d, std::unique_ptr<plugins::bac
   return ok_status();
 }
 
+// What a worker's grant grows by beyond what it asked: enough that a node's next small
+// reservations stay on the lock-free path, small enough that idle grants strand little.
+std::uint64_t grant_slack(std::uint64_t budget) {
+  return std::min<std::uint64_t>(32ull << 20, budget / 64);
+}
+
 }  // namespace
 
 result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deployment& d,
@@ -54,15 +64,38 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
   auto readings = ipc::probe_memory_readings();
   if (!readings) return readings.err();
   const auto budget = ipc::compute_pinned_budget(*readings);
+  // One budget per machine (DESIGN.md §4.3): every grant this host gives is first reserved in
+  // the machine ledger, which the other hosts of this user share.
+  auto ledger = ipc::machine_ledger::join(ipc::machine_ledger::default_name(), budget.bytes);
+  if (ledger) {
+    m->ledger_.emplace(std::move(*ledger));
+  } else if (ledger.err().code == "ledger_failed") {
+    spdlog::warn("budget: no machine-wide pinned budget ({}); this host keeps to its own budget "
+                 "and does not see other hosts on this machine",
+                 ledger.err().message);
+  } else {
+    return ledger.err();
+  }
   auto control = ipc::control_segment::create(budget.bytes, slots);
   if (!control) return control.err();
   m->control_.emplace(std::move(*control));
+  if (m->ledger_) {
+    m->control_->set_grant_limit(
+        [ledger = &*m->ledger_](std::uint64_t total) { return ledger->reserve(total); });
+  }
   auto self = ipc::read_process_identity(::getpid());
   if (!self) return self.err();
   auto slot = m->control_->claim_slot(*self);
   if (!slot) return slot.err();
   if (*slot != host_slot) return error{"bad_slot", "the host did not get slot 0"};
+  m->control_->take_slot_fd(host_slot).reset();  // mapped; nobody else may ever open it
   m->budget_ = std::make_unique<ipc::budget_account>(*m->control_, host_slot);
+  // The host is its own grant source: no message, the same rules as a worker's request.
+  m->budget_->set_grant_source([control = &*m->control_](std::uint64_t shortfall) -> status {
+    auto grown = control->grow_grant(host_slot, shortfall);
+    if (!grown) return grown.err();
+    return ok_status();
+  });
   if (auto st = open_backend(d, m->backend_, m->sim_fd_); !st) return st.err();
   if (m->backend_ && !d.memory.disable_pinned_memory) {
     m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(
@@ -76,10 +109,19 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
   m->pool_ = std::make_unique<ipc::pinned_pool>(po, *m->registrar_, m->budget_.get());
   // Create the segment now: workers map it at their handshake, before any call.
   auto probe = m->pool_->allocate(po.granule);
+  if (!probe && probe.err().code == "machine_budget_exceeded") {
+    return error{probe.err().code, "the pinned pool ([shm] pinned_pool_size = " +
+                                       std::to_string(po.segment_data_size >> 20) +
+                                       " MiB) cannot start: " + probe.err().message};
+  }
   if (!probe) return probe.err();
   if (auto st = m->pool_->deallocate(*probe); !st) return st.err();
   m->leases_ = std::make_unique<ipc::lease_table>(*m->pool_);
   return m;
+}
+
+result<std::uint64_t> host_memory::grant(std::uint32_t slot, std::uint64_t shortfall) {
+  return control_->grow_grant(slot, shortfall, grant_slack(control_->budget()));
 }
 
 std::string host_memory::backend_plugin() const {
@@ -94,6 +136,8 @@ host_memory::~host_memory() {
   backend_.reset();
   sim_fd_.reset();
   if (control_) control_->reclaim_slot(host_slot);
+  control_.reset();
+  ledger_.reset();  // leaves the machine ledger
 }
 
 }  // namespace orch::orchestrator

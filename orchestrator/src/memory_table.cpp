@@ -64,7 +64,12 @@ std::vector<memory_row> read_memory_table(host_runtime& host) {
         r.boundary_releases = stats->boundary_releases;
       }
       r.settings_match = w.settings_match;
-      r.pinned_reserved = control.slot(w.slot).reserved.load(std::memory_order_acquire);
+      // Counted host-side: a slot's own word is a claim, clamped to its grant.
+      r.pinned_reserved = control.counted_reserved(w.slot);
+      if (control.flagged(w.slot)) {
+        r.reason += std::string(r.reason.empty() ? "" : "; ") +
+                    "claimed more pinned memory than it was granted: counted as its grant";
+      }
     }
     rows.push_back(r);
   }

@@ -179,8 +179,11 @@ void supervisor::spawn(worker& w) {
   w.last_beat = 0;
   w.last_beat_at = clock::now();
 
-  // The segments the worker maps: control, sim device, pool (fd_passing.hpp).
-  std::vector<int> pass{memory_.control().fd()};
+  // The segments the worker maps: control (sealed: read-only to it), its own slot, sim device,
+  // pool (fd_passing.hpp, docs/protocol.md).
+  // The slot's fd leaves the host once sent (control_segment::take_slot_fd).
+  const ipc::unique_fd slot_fd = memory_.control().take_slot_fd(w.info.slot);
+  std::vector<int> pass{memory_.control().fd(), slot_fd.get()};
   const bool sim = memory_.sim_fd() >= 0;
   if (sim) pass.push_back(memory_.sim_fd());
   for (std::size_t i = 0; i < memory_.pool().segment_count(); ++i) {
@@ -258,6 +261,12 @@ void supervisor::on_message(worker& w, std::uint32_t generation, ipc::message m)
       return;
     case ipc::message_type::ping:
       return w.channel->respond(m.header, json::object());
+    case ipc::message_type::pinned_grant: {
+      // The worker's reservation passed its grant (docs/shared-memory.md).
+      auto grant = memory_.grant(w.info.slot, m.body["bytes"].get<std::uint64_t>());
+      if (!grant) return w.channel->respond_error(m.header, grant.err());
+      return w.channel->respond(m.header, {{"grant", *grant}});
+    }
     default:
       if (m.header.request_id != 0) {
         w.channel->respond_error(m.header, {"unsupported", "the host does not serve this"});

@@ -3,7 +3,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <future>
 
 #include <spdlog/spdlog.h>
 
@@ -103,6 +105,7 @@ result<host_settings> host_settings::from_json(const nlohmann::json& j) {
 
 result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings& s,
                                                             ipc::unique_fd control_fd,
+                                                            ipc::unique_fd slot_fd,
                                                             std::vector<ipc::unique_fd> pool_fds,
                                                             ipc::unique_fd sim_fd) {
   std::unique_ptr<worker_memory> m(new worker_memory());
@@ -134,14 +137,10 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
                                    s.pool_segments[i].total_size);
     if (!id) return id.err();
   }
-  auto control = ipc::control_segment::attach(std::move(control_fd));
+  // Our slot is ours alone; the control segment (grants, the other slots' owners) is read-only.
+  auto control = ipc::control_segment::attach(std::move(control_fd), std::move(slot_fd), s.slot);
   if (!control) return control.err();
   m->control_.emplace(std::move(*control));
-  if (s.slot >= m->control_->slot_count()) {
-    return error{"bad_handshake", "the host gave slot " + std::to_string(s.slot) +
-                                      " of a control segment with " +
-                                      std::to_string(m->control_->slot_count())};
-  }
   m->budget_ = std::make_unique<ipc::budget_account>(*m->control_, s.slot);
 
   // The worker follows the host through ORCH_WORKER_PAGER (DESIGN.md §4.6).
@@ -176,6 +175,21 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const host_settings&
   spdlog::info("memory manager: {} ({})", plugins::to_string(m->manager_.manager),
                m->manager_.reason);
   return m;
+}
+
+void worker_memory::ask_grants_over(std::shared_ptr<ipc::channel> channel) {
+  budget_->set_grant_source([channel = std::move(channel)](std::uint64_t shortfall) -> status {
+    auto answer = std::make_shared<std::promise<status>>();
+    auto done = answer->get_future();
+    channel->request(ipc::message_type::pinned_grant, {{"bytes", shortfall}},
+                     std::chrono::seconds(10), [answer](result<ipc::message> r) {
+                       answer->set_value(r ? ok_status() : status(r.err()));
+                     });
+    if (done.wait_for(std::chrono::seconds(12)) != std::future_status::ready) {
+      return error{"budget_exceeded", "the host did not answer a pinned_grant request"};
+    }
+    return done.get();
+  });
 }
 
 plugins::host_memory_settings worker_memory::applied_settings() const {

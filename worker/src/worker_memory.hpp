@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "orch/ipc/channel.hpp"
 #include "orch/ipc/control_segment.hpp"
 #include "orch/ipc/pin_registrar.hpp"
 #include "orch/ipc/segment_table.hpp"
@@ -73,10 +74,11 @@ struct release_receipt {
 
 class worker_memory {
  public:
-  // control_fd and pool fds come from the host's fd socket; sim_fd is -1 off sim. `getenv`
-  // reads the worker's environment (injectable for tests).
+  // control_fd (read-only to us), slot_fd (our own slot: counters and control block) and pool
+  // fds come from the host's fd socket; sim_fd is -1 off sim.
   static result<std::unique_ptr<worker_memory>> setup(const host_settings& s,
                                                       ipc::unique_fd control_fd,
+                                                      ipc::unique_fd slot_fd,
                                                       std::vector<ipc::unique_fd> pool_fds,
                                                       ipc::unique_fd sim_fd);
   worker_memory(const worker_memory&) = delete;
@@ -85,6 +87,10 @@ class worker_memory {
 
   ipc::segment_table& segments() noexcept { return *segments_; }
   ipc::budget_account& budget() noexcept { return *budget_; }
+  // The slow path of this worker's pinned reservations: a pinned_grant request to the host over
+  // `channel`, waited for. Call it from the node thread only, never from the io thread that
+  // delivers the answer. Set before the first call.
+  void ask_grants_over(std::shared_ptr<ipc::channel> channel);
   ipc::control_block& block() noexcept { return control_->block(settings_.slot); }
   const host_settings& settings() const noexcept { return settings_; }
   const plugins::manager_choice& manager() const noexcept { return manager_; }

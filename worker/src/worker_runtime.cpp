@@ -104,14 +104,16 @@ class runtime {
     }
     const bool has_sim = std::to_integer<int>(fds->payload[0]) != 0;
     const std::size_t pools = std::to_integer<std::size_t>(fds->payload[1]);
-    if (fds->fds.size() != 1 + (has_sim ? 1 : 0) + pools) {
+    // control (read-only), our own slot, the sim device, the pool (docs/protocol.md).
+    if (fds->fds.size() != 2 + (has_sim ? 1 : 0) + pools) {
       spdlog::error("worker {}: expected {} fds from the host, got {}", options_.env_name,
-                    1 + (has_sim ? 1 : 0) + pools, fds->fds.size());
+                    2 + (has_sim ? 1 : 0) + pools, fds->fds.size());
       return ORCH_WORKER_EXIT_HANDSHAKE;
     }
     control_fd_ = std::move(fds->fds[0]);
-    if (has_sim) sim_fd_ = std::move(fds->fds[1]);
-    for (std::size_t i = 1 + (has_sim ? 1 : 0); i < fds->fds.size(); ++i) {
+    slot_fd_ = std::move(fds->fds[1]);
+    if (has_sim) sim_fd_ = std::move(fds->fds[2]);
+    for (std::size_t i = 2 + (has_sim ? 1 : 0); i < fds->fds.size(); ++i) {
       pool_fds_.push_back(std::move(fds->fds[i]));
     }
 
@@ -163,10 +165,12 @@ class runtime {
     }
     auto settings = host_settings::from_json(r->body);
     if (!settings) return fail_setup(settings.err());
-    auto memory = worker_memory::setup(*settings, std::move(control_fd_), std::move(pool_fds_),
+    auto memory = worker_memory::setup(*settings, std::move(control_fd_), std::move(slot_fd_),
+                                       std::move(pool_fds_),
                                        std::move(sim_fd_));
     if (!memory) return fail_setup(memory.err());
     memory_ = std::move(*memory);
+    memory_->ask_grants_over(channel_);  // pinned reservations beyond the grant
     auto library = node_library::open(options_.library);
     if (!library) return fail_setup(library.err());
     library_ = std::move(*library);
@@ -401,7 +405,7 @@ class runtime {
   orch_worker_options options_;
   boost::asio::io_context io_;
   std::shared_ptr<ipc::channel> channel_;
-  ipc::unique_fd control_fd_, sim_fd_;
+  ipc::unique_fd control_fd_, slot_fd_, sim_fd_;
   std::vector<ipc::unique_fd> pool_fds_;
   std::unique_ptr<worker_memory> memory_;
   std::unique_ptr<node_library> library_;

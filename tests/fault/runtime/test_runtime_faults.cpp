@@ -23,7 +23,7 @@ class runtime_faults : public runtime_test {
  protected:
   std::uint64_t slot_reserved(std::uint32_t slot) {
     return host_->sync([&] {
-      return host_->memory().control().slot(slot).reserved.load(std::memory_order_acquire);
+      return host_->memory().control().claimed_reserved(slot);
     });
   }
 };
@@ -66,14 +66,14 @@ TEST_F(runtime_faults, a_killed_workers_budget_slot_is_reclaimed_to_the_byte) {
       R"({"1": {"class_type": "TestSleep", "inputs": {"ms": 20000, "pin_mib": 8}}})", "1");
   const auto w = info(env);
   ASSERT_TRUE(eventually([&] {
-    return host_->memory().control().slot(w.slot).reserved.load() == (8u << 20);
+    return host_->memory().control().claimed_reserved(w.slot) == (8u << 20);
   }, generous));
   EXPECT_EQ(host_->sync([&] { return host_->memory().control().total_reserved(); }),
             total_before + (8u << 20));
   ::kill(w.pid, SIGKILL);
   running.get();
   EXPECT_EQ(host_->sync([&] { return host_->memory().control().total_reserved(); }), total_before);
-  EXPECT_EQ(host_->sync([&] { return host_->memory().control().unresolved_bytes(); }), 0u);
+  EXPECT_EQ(host_->sync([&] { return host_->memory().control().overclaimed_bytes(); }), 0u);
 }
 
 TEST_F(runtime_faults, outputs_a_killed_worker_already_delivered_stay_intact) {

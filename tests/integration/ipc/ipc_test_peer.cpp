@@ -13,12 +13,18 @@
 //     When the connection closes it prints "closed <code>" and exits 0.
 //
 //   ipc_test_peer budget <fd-socket> <slot> <bytes> <pieces> [<misbehaviour>]
-//       receives the control segment fd, reserves <bytes> in <pieces> steps from its slot,
-//       publishes a stats snapshot and a heartbeat, answers 'y' (or 'n' when refused) on
-//       <fd-socket>, then waits to be killed. Before answering, a misbehaving peer does one of:
+//       receives the control segment fd and its own slot's fd, reserves <bytes> in <pieces>
+//       steps within the grant the host gave its slot, publishes a stats snapshot and a
+//       heartbeat, answers 'y' (or 'n' when refused) on <fd-socket>, then waits to be killed.
+//       Before answering, a misbehaving peer does one of:
 //         claim=<n>          overwrites its slot's `reserved` word with <n> (a lying slot)
-//         corrupt_header     maps the header page writable itself and rewrites the geometry
+//         corrupt_header     tries every way to write the control memfd (a writable mmap of
+//                            its fd and of a /proc/self/fd re-open, write(2), mprotect of its
+//                            read-only mapping, a punched hole); answers 'y' only when every
+//                            one was refused, else 'w'
 //         write_header_page  writes through its read-only header mapping (dies by SIGSEGV)
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -122,9 +128,10 @@ int run_channel(int channel_fd, int fd_socket) {
 
 int run_budget(int fd_socket, std::uint32_t slot, std::uint64_t bytes, std::uint64_t pieces,
                const std::string& misbehaviour) {
-  auto got = recv_fds(fd_socket, 1, 1);
-  if (!got || got->fds.size() != 1) return 2;
-  auto control = control_segment::attach(std::move(got->fds[0]));
+  auto got = recv_fds(fd_socket, 1, 2);
+  if (!got || got->fds.size() != 2) return 2;
+  auto control =
+      control_segment::attach(std::move(got->fds[0]), std::move(got->fds[1]), slot);
   if (!control) return 3;
   budget_account account(*control, slot);
   bool ok = true;
@@ -141,16 +148,36 @@ int run_budget(int fd_socket, std::uint32_t slot, std::uint64_t bytes, std::uint
   control->block(slot).publish(stats);
   control->block(slot).beat();
   if (misbehaviour.rfind("claim=", 0) == 0) {
-    control->slot(slot).reserved.store(std::strtoull(misbehaviour.c_str() + 6, nullptr, 10));
+    control->counters(slot).reserved.store(std::strtoull(misbehaviour.c_str() + 6, nullptr, 10));
   } else if (misbehaviour == "corrupt_header") {
-    // Any holder of the fd can map the header writable, read-only attach or not: the host must
-    // not care what the shared header says once it has made or attached the segment.
-    auto page = mapping::map(control->fd(), 0, page_size(), /*writable=*/true);
-    if (!page) return 6;
-    auto* header = reinterpret_cast<control_header*>(page->data());
-    header->slot_count = 1u << 20;
-    header->budget_bytes = 1;
-    header->total_size = ~std::uint64_t{0};
+    // The attack of issue 10: the control memfd is sealed against later writers, so none of
+    // these may get through, whatever fd or mapping it goes through.
+    const std::uint64_t size = control->total_size();
+    const std::string path = "/proc/self/fd/" + std::to_string(control->fd());
+    const int reopened = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    bool wrote = false;
+    for (const int fd : {control->fd(), reopened}) {
+      if (fd < 0) continue;
+      void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (map != MAP_FAILED) {
+        std::memset(map, 0xff, size);
+        ::munmap(map, size);
+        wrote = true;
+      }
+      const std::string junk(static_cast<std::size_t>(size), '\xff');
+      wrote = wrote || ::pwrite(fd, junk.data(), junk.size(), 0) > 0;
+      wrote = wrote || ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                                   static_cast<off_t>(size)) == 0;
+    }
+    if (reopened >= 0) ::close(reopened);
+    auto* header = const_cast<std::byte*>(control->header_page().data());
+    wrote = wrote || ::mprotect(header, page_size(), PROT_READ | PROT_WRITE) == 0;
+    ok = ok && !wrote;
+    if (wrote) {
+      const std::byte answer{'w'};
+      if (::write(fd_socket, &answer, 1) != 1) return 4;
+      while (true) ::pause();
+    }
   } else if (misbehaviour == "write_header_page") {
     // A buggy worker writing through its attached header mapping: it is read-only, so this
     // faults. Die by the plain signal (not a sanitizer's handler) and leave no core file.

@@ -270,9 +270,10 @@ TEST_F(ipc_processes, host_reads_a_worker_control_block_without_a_message) {
   auto slot = control->claim_slot(*id);
   ASSERT_TRUE(slot.ok());
   ASSERT_EQ(*slot, 0u);
+  ASSERT_TRUE(control->grow_grant(0, 4096).ok());
   const std::byte tag{1};
-  const int fd = control->fd();
-  ASSERT_TRUE(send_fds(fd_link.ours.get(), {&tag, 1}, {&fd, 1}).ok());
+  const int fds[2] = {control->fd(), control->slot_fd(0)};
+  ASSERT_TRUE(send_fds(fd_link.ours.get(), {&tag, 1}, fds).ok());
   char answer = 0;
   ASSERT_EQ(::read(fd_link.ours.get(), &answer, 1), 1);
   EXPECT_EQ(answer, 'y');
@@ -298,8 +299,8 @@ TEST_F(ipc_processes, worker_cannot_write_the_control_header_and_its_crash_chang
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(control->claim_slot(*id).ok());
   const std::byte tag{1};
-  const int fd = control->fd();
-  ASSERT_TRUE(send_fds(fd_link.ours.get(), {&tag, 1}, {&fd, 1}).ok());
+  const int fds[2] = {control->fd(), control->slot_fd(0)};
+  ASSERT_TRUE(send_fds(fd_link.ours.get(), {&tag, 1}, fds).ok());
   // The header page is read-only in the worker: its write faults and it dies before answering.
   char answer = 0;
   EXPECT_EQ(::read(fd_link.ours.get(), &answer, 1), 0);

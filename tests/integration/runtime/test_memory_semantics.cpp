@@ -595,7 +595,7 @@ TEST_F(memory_semantics, eight_workers_never_promise_more_than_one_pinned_budget
       std::uint64_t total = 0;
       auto& control = host_->memory().control();
       for (std::uint32_t s = 0; s < control.slot_count(); ++s) {
-        total += control.slot(s).reserved.load(std::memory_order_acquire);
+        total += control.claimed_reserved(s);
       }
       return total;
     });

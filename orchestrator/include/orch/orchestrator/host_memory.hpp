@@ -1,6 +1,8 @@
 // host_memory: the shared memory the host creates once per run and lends every worker
-// (DESIGN.md §4.2, §4.3, §4.8): the control segment (the one pinned budget, a slot and a control
-// block per process), the pinned pool with its lease table (the host is their only writer), and,
+// (DESIGN.md §4.2, §4.3, §4.8): its place in the machine's pinned-budget ledger (one budget for
+// every host on the machine), the control segment (the pinned budget's grants, a slot and a
+// control block per process), the pinned pool with its lease table (the host is their only
+// writer), and,
 // the host's device opened through its backend plugin (the pool's segments are registered with
 // it, so they are page-locked on GPUs) and, on sim, the simulated device every process attaches
 // to.
@@ -15,6 +17,7 @@
 
 #include "orch/ipc/control_segment.hpp"
 #include "orch/ipc/lease_table.hpp"
+#include "orch/ipc/machine_ledger.hpp"
 #include "orch/ipc/pin_registrar.hpp"
 #include "orch/ipc/pinned_pool.hpp"
 #include "orch/ipc/unique_fd.hpp"
@@ -30,7 +33,10 @@ inline constexpr std::uint32_t host_slot = 0;
 class host_memory {
  public:
   // `slots` counts the host and every worker generation alive at once. The pool is one segment
-  // of [shm] pinned_pool_size, created now so workers can map it at their handshake.
+  // of [shm] pinned_pool_size, created now so workers can map it at their handshake. The host
+  // joins the machine ledger (ORCH_MACHINE_LEDGER_NAME, else /comfy-orch-budget-<uid>) first:
+  // a pool that does not fit what the machine's other hosts leave is refused here
+  // ("machine_budget_exceeded", naming those hosts and the fix).
   static result<std::unique_ptr<host_memory>> create(const manifests::deployment& d,
                                                      std::uint32_t slots);
   host_memory(const host_memory&) = delete;
@@ -50,8 +56,17 @@ class host_memory {
   std::string backend_plugin() const;
   std::uint64_t budget_bytes() const noexcept { return control_->budget(); }
 
+  // A worker's pinned_grant request: grows slot `slot`'s grant by `shortfall` (and a little
+  // slack, so its next small reservations need no message). Errors: those of grow_grant.
+  result<std::uint64_t> grant(std::uint32_t slot, std::uint64_t shortfall);
+  // The machine ledger; nullptr when /dev/shm could not hold one (logged: this host then keeps
+  // only its own budget).
+  ipc::machine_ledger* ledger() noexcept { return ledger_ ? &*ledger_ : nullptr; }
+
  private:
   host_memory() = default;
+  // Declared first: the control segment tells it its last total when the host slot goes.
+  std::optional<ipc::machine_ledger> ledger_;
   std::optional<ipc::control_segment> control_;
   std::unique_ptr<ipc::budget_account> budget_;
   ipc::unique_fd sim_fd_;
