@@ -16,6 +16,7 @@
 #include "orch/orchestrator/host_runtime.hpp"
 #include "orch/orchestrator/memory_table.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/orchestrator/unstarted_envs.hpp"
 #include "json_fields.hpp"
 
 namespace orch::cli {
@@ -86,6 +87,20 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   if (json) std::cout << nlohmann::json{{"type", "workers"}, {"data", workers}}.dump() << std::endl;
 
   const auto report = orchestrator::validate_prompt(*p, h.catalogue());
+  // A class no running worker provides, while a worker is not running: a worker failure (2).
+  if (const auto failed = orchestrator::missing_classes_of_unstarted_envs(report, infos)) {
+    if (json) {
+      std::cout << nlohmann::json{{"type", "worker_error"},
+                                  {"data", orchestrator::to_json(*failed, report)}}.dump()
+                << std::endl;
+    } else {
+      auto shown = report;
+      shown.error = failed->error;
+      print_validation(std::cout, shown);
+    }
+    h.shutdown();
+    return exit_failure;
+  }
   if (!report.ok()) {
     if (json) {
       std::cout << nlohmann::json{{"type", "validation_error"}, {"data", report.to_json()}}.dump()

@@ -1,9 +1,14 @@
 #include "orch/orchestrator/supervisor.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <random>
 
 #include <spdlog/spdlog.h>
@@ -20,6 +25,9 @@ namespace {
 using nlohmann::json;
 using clock = std::chrono::steady_clock;
 constexpr int missed_beats_for_hung = 3;
+// How long a worker that closed its channel while starting is given to exit on its own, so its
+// exit status can be read (it is exiting already; a live one is SIGKILLed after this).
+constexpr std::chrono::milliseconds exit_status_grace{250};
 
 std::string make_token() {
   std::random_device rd;
@@ -45,6 +53,24 @@ bool valid_models_report(const json& body) {
            m["size"].is_number_unsigned() && m.contains("resident") &&
            m["resident"].is_number_unsigned();
   });
+}
+
+// The exit statuses of a worker that stopped while starting and cannot do better on a retry
+// (worker_process.hpp): its command line was refused, its set-up failed, or a wrapper found no command.
+std::optional<std::string> unrecoverable_exit(int status) {
+  if (!WIFEXITED(status)) return std::nullopt;
+  switch (WEXITSTATUS(status)) {
+    case worker_exit_usage:
+      return "it exited with 64 (ORCH_WORKER_EXIT_USAGE: its command line was refused; is "
+             "ORCH_WORKER_EXECUTABLE a comfy-orch-worker of this build?)";
+    case worker_exit_setup:
+      return "it exited with 66 (ORCH_WORKER_EXIT_SETUP: a plugin, a segment or its node "
+             "library failed; its log says which)";
+    case 127:
+      return "it exited with 127 (a command it runs was not found)";
+    default:
+      return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -131,10 +157,12 @@ void supervisor::spawn(worker& w) {
   w.token = make_token();
   w.answered_shutdown = false;
   const std::uint32_t generation = w.info.generation;
-  auto fail_start = [&](const std::string& why) {
+  w.setup_failure.clear();
+  // `peer_gone`: the child may already have exited, so its exit status is worth waiting for.
+  auto fail_start = [&](const std::string& why, bool peer_gone = false) {
     w.info.last_error = "worker for env " + w.spec.env + " could not be started: " + why;
     spdlog::error("{}", w.info.last_error);
-    lose(w, generation, why);
+    lose(w, generation, why, peer_gone);
   };
   int chan[2], fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) != 0)
@@ -152,23 +180,45 @@ void supervisor::spawn(worker& w) {
     env.emplace(plugins::worker_pager_variable,
                 plugins::worker_pager_value(options_.host_manager.manager));
   }
-  env["ORCH_WORKER_TOKEN"] = w.token;  // always the host's: never taken from a layer
+  // The token travels in a pipe the worker reads once (fd 5), never in the environment, which
+  // stays readable in /proc/<pid>/environ for the life of the process; none is taken from a layer.
+  env.erase("ORCH_WORKER_TOKEN");
+  int token_pipe[2];
+  if (::pipe2(token_pipe, O_CLOEXEC) != 0) {
+    return fail_start(std::string("pipe failed: ") + std::strerror(errno));
+  }
+  ipc::unique_fd token_read(token_pipe[0]);
+  {
+    // A few dozen bytes fit any pipe buffer; closing the write end gives the worker end of file.
+    ipc::unique_fd token_write(token_pipe[1]);
+    if (::write(token_write.get(), w.token.data(), w.token.size()) !=
+        static_cast<ssize_t>(w.token.size())) {
+      return fail_start(std::string("cannot write the startup token: ") + std::strerror(errno));
+    }
+  }
   spawn_request req;
   req.executable = options_.worker_executable;
   req.args = {"--channel-fd", std::to_string(worker_channel_fd),
               "--fd-socket",  std::to_string(worker_fd_socket),
+              "--token-fd",   std::to_string(worker_token_fd),
               "--generation", std::to_string(generation),
               "--env",        w.spec.env,
               "--library",    w.spec.library.string()};
   req.envp = to_envp(env);
   req.channel_fd = chan_child.get();
   req.fd_socket = fds_child.get();
+  req.token_fd = token_read.get();
   auto pid = spawn_worker(req);
-  if (!pid) return fail_start(pid.err().message);
+  if (!pid) {
+    // An executable that cannot be run will not run on a retry either.
+    if (pid.err().code == "exec_failed") w.setup_failure = pid.err().message;
+    return fail_start(pid.err().message);
+  }
   w.info.pid = *pid;
   w.info.spawned_at = clock::now();
   chan_child.reset();
   fds_child.reset();
+  token_read.reset();
 
   auto identity = ipc::read_process_identity(*pid);
   auto slot =
@@ -193,7 +243,7 @@ void supervisor::spawn(worker& w) {
       std::byte{sim ? std::uint8_t{1} : std::uint8_t{0}},
       std::byte{static_cast<std::uint8_t>(memory_.pool().segment_count())}};
   if (auto st = ipc::send_fds(fds_host.get(), header, pass); !st) {
-    return fail_start("cannot pass segments: " + st.err().message);
+    return fail_start("cannot pass segments: " + st.err().message, /*peer_gone=*/true);
   }
   w.fd_socket = std::move(fds_host);
 
@@ -211,7 +261,8 @@ void supervisor::spawn(worker& w) {
       },
       [this, weak, generation](const error& e) {
         if (auto wp = weak.lock()) {
-          lose(*wp, generation, "its channel closed (" + e.code + ": " + e.message + ")");
+          lose(*wp, generation, "its channel closed (" + e.code + ": " + e.message + ")",
+               /*peer_gone=*/true);
         }
       });
   spdlog::info("worker {}: spawned pid {} generation {} slot {}", w.spec.env, *pid, generation,
@@ -240,6 +291,8 @@ void supervisor::on_message(worker& w, std::uint32_t generation, ipc::message m)
       return on_hello(w, m);
     case ipc::message_type::ready:
       return on_ready(w, m);
+    case ipc::message_type::setup_failed:
+      return on_setup_failed(w, m);
     case ipc::message_type::allocate: {
       // The host alone writes allocation metadata (DESIGN.md §4.2): the worker gets a lease.
       auto d = memory_.leases().allocate(w.info.slot, m.body["size"].get<std::uint64_t>());
@@ -280,7 +333,10 @@ void supervisor::on_hello(worker& w, const ipc::message& m) {
   if (token != w.token || pid != static_cast<std::uint64_t>(w.info.pid) ||
       m.body["protocol"].get<std::uint64_t>() != ipc::protocol_version) {
     spdlog::error("worker {}: hello refused (token, pid or protocol does not match)", w.spec.env);
-    return w.channel->respond_error(m.header, {"bad_hello", "token, pid or protocol mismatch"});
+    w.channel->respond_error(m.header, {"bad_hello", "token, pid or protocol mismatch"});
+    // Not worth waiting for it to leave: whoever sent this is not the worker the host started.
+    return lose(w, w.info.generation,
+                "sent a hello that does not match its startup token, pid or protocol; refused");
   }
   w.channel->respond(m.header, settings_for(w));
 }
@@ -302,6 +358,17 @@ void supervisor::on_ready(worker& w, const ipc::message& m) {
                w.info.generation, w.info.nodes.size());
   if (on_state) on_state(w.info);
   dispatch(w);
+}
+
+void supervisor::on_setup_failed(worker& w, const ipc::message& m) {
+  if (w.info.state != worker_state::starting) {
+    return w.channel->respond_error(m.header, {"unexpected", "setup_failed outside the handshake"});
+  }
+  // Kept for the loss that follows (the worker closes its channel once answered): a set-up that
+  // failed (a library that is no pack, a plugin that does not load) fails the same way again.
+  w.setup_failure = "[" + m.body["code"].get<std::string>() + "] " +
+                    m.body["message"].get<std::string>();
+  w.channel->respond(m.header, json::object());
 }
 
 void supervisor::report_divergence(worker& w) {
@@ -385,16 +452,18 @@ void supervisor::evict(const std::string& env, std::uint64_t bytes, call_done do
   request_release(*it->second, ipc::message_type::evict, {{"bytes", bytes}}, std::move(done));
 }
 
-void supervisor::release_process(worker& w) noexcept {
+std::optional<int> supervisor::release_process(worker& w, std::chrono::milliseconds grace) noexcept {
   if (w.channel) {
     w.channel->close("worker lost");
     w.channel.reset();
   }
   w.fd_socket.reset();
+  std::optional<int> status;
   if (w.info.pid > 0) {
-    ::kill(-w.info.pid, SIGKILL);
-    const int status = reap_worker(w.info.pid, std::chrono::milliseconds(0));
-    spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(status));
+    // A grace only for a worker that went away on its own: its exit status may say why.
+    if (grace.count() == 0) ::kill(-w.info.pid, SIGKILL);
+    status = reap_worker(w.info.pid, grace);
+    spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(*status));
     w.info.pid = -1;
   }
   // Its models are gone with it, and its replacement is reported anew.
@@ -412,9 +481,11 @@ void supervisor::release_process(worker& w) noexcept {
                  leases, w.info.slot);
     w.has_slot = false;
   }
+  return status;
 }
 
-void supervisor::lose(worker& w, std::uint32_t generation, const std::string& reason) {
+void supervisor::lose(worker& w, std::uint32_t generation, const std::string& reason,
+                      bool peer_gone) {
   if (w.info.generation != generation) return;
   const auto state = w.info.state;
   if (state == worker_state::stopping || state == worker_state::stopped) {
@@ -431,12 +502,28 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
       w.info.last_error.find(reason) == std::string::npos) {
     w.info.last_error = what;
   }
-  spdlog::warn("{}", what);
-  release_process(w);
+  const pid_t pid = w.info.pid;
+  const auto status = release_process(
+      w, !was_ready && peer_gone ? exit_status_grace : std::chrono::milliseconds(0));
+  if (!was_ready && w.setup_failure.empty() && status) {
+    if (auto cause = unrecoverable_exit(*status)) w.setup_failure = *cause;
+  }
   w.info.losses += 1;
+  spdlog::warn("{}", what);
   if (w.in_flight) {
     auto call = std::move(w.in_flight);
     call->done(error{"worker_died", what});
+  }
+  if (!was_ready && !w.setup_failure.empty() && !shutting_down_) {
+    // A set-up that cannot succeed on a retry: no restart, and the cause is what is kept.
+    w.info.last_error = "worker for env " + w.spec.env + " (" +
+                        (pid > 0 ? "pid " + std::to_string(pid) + ", " : std::string()) +
+                        "generation " + std::to_string(generation) + ") cannot start: " +
+                        w.setup_failure + "; not restarted (a retry cannot succeed)";
+    spdlog::error("{}", w.info.last_error);
+    w.info.state = worker_state::failed;
+    fail_queue(w);
+    return;
   }
   const auto now = clock::now();
   w.losses.push_back(now);
@@ -452,11 +539,7 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
           w.spec.env, w.losses.size(), options_.timing.crash_loop_window.count(),
           options_.timing.crash_loop_limit, w.info.last_error);
     }
-    auto queue = std::move(w.queue);
-    w.queue.clear();
-    for (auto& q : queue)
-      q.done(error{"pack_failed", "env " + w.spec.env + " failed: " + w.info.last_error});
-    if (on_state) on_state(w.info);
+    fail_queue(w);
     return;
   }
   auto delay = options_.timing.restart_backoff;
@@ -472,6 +555,14 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
     if (ec || !wp || wp->info.state != worker_state::backoff || shutting_down_) return;
     spawn(*wp);
   });
+}
+
+void supervisor::fail_queue(worker& w) {
+  auto queue = std::move(w.queue);
+  w.queue.clear();
+  for (auto& q : queue)
+    q.done(error{"pack_failed", "env " + w.spec.env + " failed: " + w.info.last_error});
+  if (on_state) on_state(w.info);
 }
 
 void supervisor::call(const std::string& env, json body, call_done done) {

@@ -47,7 +47,8 @@ status check_backend_api(const orch_backend_api& api, const std::string& origin)
 }
 
 result<std::unique_ptr<backend_device>> backend_device::load(const std::filesystem::path& path) {
-  auto lib = plugin_library::open(path);
+  // Debug: the host and every worker open one; `run`'s default output is for the run itself.
+  auto lib = plugin_library::open(path, /*announce=*/false);
   if (!lib) return lib.err();
   if ((*lib)->table().kind != ORCH_KIND_BACKEND || (*lib)->table().backend_api == nullptr) {
     return error{"invalid_plugin", path.string() + " is not a backend plugin"};
