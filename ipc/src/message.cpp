@@ -25,7 +25,7 @@ struct schema {
 };
 
 // The catalogue: required fields of each request/notification body (docs/protocol.md).
-constexpr std::array<schema, 17> catalogue{{
+constexpr std::array<schema, 18> catalogue{{
     {message_type::hello,
      "hello",
      {{{"token", kind::text}, {"pid", kind::unsigned_int}, {"protocol", kind::unsigned_int}}},
@@ -61,6 +61,10 @@ constexpr std::array<schema, 17> catalogue{{
      {{{"node", kind::text}, {"value", kind::unsigned_int}, {"max", kind::unsigned_int}}},
      3},
     {message_type::interrupt, "interrupt", {{{"epoch", kind::unsigned_int}, {}, {}}}, 1},
+    {message_type::setup_failed,
+     "setup_failed",
+     {{{"code", kind::text}, {"message", kind::text}, {}}},
+     2},
     {message_type::pinned_grant, "pinned_grant", {{{"bytes", kind::unsigned_int}, {}, {}}}, 1},
 }};
 

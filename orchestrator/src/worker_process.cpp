@@ -11,7 +11,30 @@
 #include <cstring>
 #include <thread>
 
+#include "orch/ipc/unique_fd.hpp"
+
 namespace orch::orchestrator {
+namespace {
+
+// What the child writes on the status pipe when it cannot exec: where it failed and the errno.
+struct exec_report {
+  int stage = 0;
+  int error = 0;
+};
+constexpr int stage_fds = 1;   // moving the inherited fds into place
+constexpr int stage_exec = 2;  // execve itself
+
+// Async-signal-safe: runs in the child between fork and exec.
+[[noreturn]] void report_and_exit(int status_fd, int stage, int code) noexcept {
+  const exec_report r{stage, errno};
+  ssize_t n;
+  do {
+    n = ::write(status_fd, &r, sizeof r);
+  } while (n < 0 && errno == EINTR);
+  ::_exit(code);
+}
+
+}  // namespace
 
 result<pid_t> spawn_worker(const spawn_request& request) {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
@@ -25,6 +48,17 @@ result<pid_t> spawn_worker(const spawn_request& request) {
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   const pid_t parent = ::getpid();
+  const bool has_token = request.token_fd >= 0;
+  const int first_closed = has_token ? worker_token_fd + 1 : worker_fd_socket + 1;
+
+  // The exec status pipe: close-on-exec, so a successful execve closes the child's write end and
+  // the parent reads end of file; a failure writes an exec_report first.
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
+    return error{"spawn_failed", std::string("pipe failed: ") + std::strerror(errno)};
+  }
+  ipc::unique_fd status_read(status_pipe[0]), status_write(status_pipe[1]);
+  const int status_source = status_write.get();
 
   const pid_t pid = ::fork();
   if (pid < 0) return error{"spawn_failed", std::string("fork failed: ") + std::strerror(errno)};
@@ -32,22 +66,42 @@ result<pid_t> spawn_worker(const spawn_request& request) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);  // the host died before prctl took effect
-    // Move the two ends above the target numbers first so the dup2s cannot clobber each other.
+    // Every source fd moves above the target numbers first, so the dup2s cannot clobber one.
+    const int status = ::fcntl(status_source, F_DUPFD_CLOEXEC, 10);
+    if (status < 0) ::_exit(125);
     const int channel = ::fcntl(request.channel_fd, F_DUPFD, 10);
     const int fds = ::fcntl(request.fd_socket, F_DUPFD, 10);
-    if (channel < 0 || fds < 0 || ::dup2(channel, worker_channel_fd) < 0 ||
-        ::dup2(fds, worker_fd_socket) < 0) {
-      ::_exit(125);
+    const int token = has_token ? ::fcntl(request.token_fd, F_DUPFD, 10) : -1;
+    if (channel < 0 || fds < 0 || (has_token && token < 0) ||
+        ::dup2(channel, worker_channel_fd) < 0 || ::dup2(fds, worker_fd_socket) < 0 ||
+        (has_token && ::dup2(token, worker_token_fd) < 0)) {
+      report_and_exit(status, stage_fds, 125);
     }
-    ::syscall(SYS_close_range, worker_fd_socket + 1, ~0u, 0);
+    // Everything else is closed; the status pipe (above them all) closes itself at exec.
+    ::syscall(SYS_close_range, first_closed, status - 1, 0);
+    ::syscall(SYS_close_range, status + 1, ~0u, 0);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
+    report_and_exit(status, stage_exec, 127);
   }
   ::setpgid(pid, pid);  // also from the parent: no window where a group signal misses the child
-  return pid;
+  status_write = ipc::unique_fd();
+
+  exec_report report;
+  ssize_t n;
+  do {
+    n = ::read(status_read.get(), &report, sizeof report);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof report)) return pid;  // end of file: the child exec'd
+  (void)reap_worker(pid, std::chrono::seconds(2));  // it _exits right after its report
+  const std::string why = std::strerror(report.error);
+  if (report.stage == stage_exec) {
+    return error{"exec_failed", "cannot execute " + request.executable + ": " + why};
+  }
+  return error{"exec_failed",
+               "cannot hand the inherited fds to " + request.executable + ": " + why};
 }
 
 int reap_worker(pid_t pid, std::chrono::milliseconds grace) noexcept {

@@ -63,7 +63,8 @@ result<std::unique_ptr<plugins::plugin_library>> open_plugin(const std::string& 
                                                              const Api* orch_plugin_table::*api,
                                                              const Api*& out,
                                                              const char* what) {
-  auto lib = plugins::plugin_library::open(path);
+  // Debug: every worker loads its plugins, and `run`'s default output is for the run itself.
+  auto lib = plugins::plugin_library::open(path, /*announce=*/false);
   if (!lib) return lib.err();
   if (auto st = (*lib)->init(); !st) return st.err();
   out = (*lib)->table().*api;

@@ -190,10 +190,14 @@ class runtime {
                       });
   }
 
+  // The host is told why before the worker exits: a set-up that failed here (a library that is
+  // no pack, a plugin that does not load) fails the same way on a retry, so the host keeps the
+  // cause as the env's error instead of restarting it. Closed once answered (or refused).
   void fail_setup(const error& e) {
     spdlog::error("worker {}: setup failed: [{}] {}", options_.env_name, e.code, e.message);
     exit_code_ = ORCH_WORKER_EXIT_SETUP;
-    channel_->close("setup failed");
+    channel_->request(message_type::setup_failed, {{"code", e.code}, {"message", e.message}}, 5s,
+                      [this](result<ipc::message>) { channel_->close("setup failed"); });
   }
 
   // The heartbeat thread: a liveness tick the host reads without sending a message (§4.11).

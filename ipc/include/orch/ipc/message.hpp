@@ -40,6 +40,7 @@ enum class message_type : std::uint16_t {
   call = 14,           // host -> worker, request: run one node
   progress = 15,       // worker -> host, notification: a node's progress
   interrupt = 16,      // host -> worker, notification: stop the running prompt
+  setup_failed = 17,   // worker -> host, request: my set-up cannot succeed; I exit once answered
   pinned_grant = 18,   // worker -> host, request: grow my pinned-budget grant by `bytes`
 };
 

@@ -13,6 +13,10 @@
 //              others hold stay valid), and the worker restarts after a doubling backoff;
 //   crash loop more than crash_loop_limit losses within crash_loop_window mark that env failed:
 //              its queued calls fail with "pack_failed" and the other envs go on;
+//   no retry   a start that cannot succeed on a retry marks the env failed at its first loss:
+//              the worker executable cannot be exec'd, the worker said setup_failed (a library
+//              that is no pack, a plugin that does not load), or it exited while starting with
+//              ORCH_WORKER_EXIT_USAGE, ORCH_WORKER_EXIT_SETUP or 127; last_error keeps the cause;
 //   fence      every frame carries the generation; the channel drops other generations, and
 //              handlers of a replaced generation are ignored;
 //   router     one call in flight per worker, the rest queued in order; every call has a
@@ -31,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -153,6 +158,9 @@ class supervisor {
     std::deque<queued_call> queue;
     std::unique_ptr<queued_call> in_flight;
     std::deque<std::chrono::steady_clock::time_point> losses;
+    // Why this generation's start cannot succeed on a retry (an exec failure, the worker's
+    // setup_failed, an exit status); empty: a loss like any other.
+    std::string setup_failure;
     bool answered_shutdown = false;
   };
 
@@ -160,8 +168,15 @@ class supervisor {
   void on_message(worker& w, std::uint32_t generation, ipc::message m);
   void on_hello(worker& w, const ipc::message& m);
   void on_ready(worker& w, const ipc::message& m);
-  void lose(worker& w, std::uint32_t generation, const std::string& reason);
-  void release_process(worker& w) noexcept;
+  void on_setup_failed(worker& w, const ipc::message& m);
+  // `peer_gone`: the worker closed its channel (or its socket) itself, so while it was starting
+  // its exit status is waited for briefly and may mark the start as one a retry cannot fix.
+  void lose(worker& w, std::uint32_t generation, const std::string& reason,
+            bool peer_gone = false);
+  // Closes the channel and reaps the process (SIGKILL at once, or after `grace`); returns its wait
+  // status, if there was a process.
+  std::optional<int> release_process(worker& w, std::chrono::milliseconds grace) noexcept;
+  void fail_queue(worker& w);  // a failed env: its queued calls get pack_failed; on_state
   void dispatch(worker& w);
   void arm_heartbeat_check();
   void check_heartbeats();
