@@ -241,21 +241,27 @@ class deployment_parser {
   void read_workers(strict_table& top) {
     strict_table w(top.table("workers"), "workers", file_, diags_, &root_);
     auto& s = result_.workers;
-    auto positive = [&w](const std::string& key, std::chrono::milliseconds& target) {
+    // Each timing key has a floor below which the runtime cannot keep its promise: at
+    // heartbeat_interval = "1ms" a busy machine's scheduling delay alone got live workers killed
+    // as hung (issue 10).
+    using std::chrono::milliseconds;
+    auto at_least = [&w](const std::string& key, milliseconds floor, milliseconds& target) {
       if (auto v = w.duration(key)) {
-        if (v->count() > 0) {
+        if (*v >= floor) {
           target = *v;
         } else {
-          w.error(key, "must be greater than zero", "use e.g. " + key + " = \"10s\"");
+          w.error(key, "must be at least " + std::to_string(floor.count()) + "ms",
+                  "use e.g. " + key + " = \"" +
+                      std::to_string(std::max<std::int64_t>(floor.count(), 1000) / 1000) + "s\"");
         }
       }
     };
-    positive("handshake_timeout", s.handshake_timeout);
-    positive("heartbeat_interval", s.heartbeat_interval);
-    positive("call_timeout", s.call_timeout);
-    positive("restart_backoff", s.restart_backoff);
-    positive("restart_backoff_max", s.restart_backoff_max);
-    positive("crash_loop_window", s.crash_loop_window);
+    at_least("handshake_timeout", milliseconds(100), s.handshake_timeout);
+    at_least("heartbeat_interval", milliseconds(50), s.heartbeat_interval);
+    at_least("call_timeout", milliseconds(100), s.call_timeout);
+    at_least("restart_backoff", milliseconds(10), s.restart_backoff);
+    at_least("restart_backoff_max", milliseconds(10), s.restart_backoff_max);
+    at_least("crash_loop_window", milliseconds(100), s.crash_loop_window);
     if (auto v = w.duration("idle_reap")) s.idle_reap = *v;
     if (auto v = w.integer("crash_loop_limit", 1, 1000)) s.crash_loop_limit = static_cast<int>(*v);
     if (s.restart_backoff > s.restart_backoff_max) {

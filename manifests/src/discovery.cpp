@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "orch/manifests/env_naming.hpp"
 
@@ -18,6 +20,40 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 bool is_file(const fs::path& p) {
   std::error_code ec;
   return fs::is_regular_file(p, ec);
+}
+
+// Why a manifest path that exists cannot be read as one: a directory, a FIFO, a device such as
+// /dev/zero (directly or through a symlink), or a symlink that loops or dangles. Nothing when the
+// path is a regular file or absent.
+std::optional<std::string> not_a_manifest_file(const fs::path& p) {
+  std::error_code ec;
+  const auto link = fs::symlink_status(p, ec);
+  if (ec || link.type() == fs::file_type::not_found) return std::nullopt;
+  const auto target = fs::status(p, ec);
+  if (ec) return "cannot be followed (" + ec.message() + ")";
+  switch (target.type()) {
+    case fs::file_type::regular:
+      return std::nullopt;
+    case fs::file_type::directory:
+      return std::string("is a directory");
+    case fs::file_type::fifo:
+      return std::string("is a FIFO");
+    case fs::file_type::character:
+    case fs::file_type::block:
+      return std::string("is a device");
+    case fs::file_type::not_found:
+      return std::string("is a symlink to nothing");
+    default:
+      return std::string("is not a regular file");
+  }
+}
+
+void warn_unreadable_manifest(const fs::path& manifest, diagnostics& diags) {
+  if (auto why = not_a_manifest_file(manifest)) {
+    diags.warning({manifest.string(), 0, 0}, "comfy-env.toml",
+                  manifest.string() + " " + *why + ", so this node directory runs no worker",
+                  "make it a regular comfy-env.toml file, or remove it");
+  }
 }
 
 node_dir make_node_dir(const fs::path& pack_dir, const fs::path& relative) {
@@ -41,8 +77,11 @@ pack_layout discover_pack(const fs::path& pack_dir, diagnostics& diags) {
   }
 
   const fs::path nodes = pack_dir / "nodes";
-  if (is_file(nodes / env_manifest_name))
+  if (is_file(nodes / env_manifest_name)) {
     pack.node_dirs.push_back(make_node_dir(pack_dir, "nodes"));
+  } else {
+    warn_unreadable_manifest(nodes / env_manifest_name, diags);
+  }
   std::error_code ec;
   if (fs::is_directory(nodes, ec)) {
     std::vector<std::string> children;
@@ -50,8 +89,11 @@ pack_layout discover_pack(const fs::path& pack_dir, diagnostics& diags) {
       const std::string child = entry.path().filename().string();
       if (child.empty() || child[0] == '.' || child[0] == '_') continue;
       std::error_code dir_ec;
-      if (entry.is_directory(dir_ec) && is_file(entry.path() / env_manifest_name)) {
+      if (!entry.is_directory(dir_ec)) continue;
+      if (is_file(entry.path() / env_manifest_name)) {
         children.push_back(child);
+      } else {
+        warn_unreadable_manifest(entry.path() / env_manifest_name, diags);
       }
     }
     std::sort(children.begin(), children.end());

@@ -104,6 +104,10 @@ std::optional<std::uint64_t> strict_table::size(const std::string& key) {
   }
   if (const auto text = node->value_exact<std::string>()) {
     if (const auto bytes = parse_size(*text)) return bytes;
+    if (size_overflows(*text)) {
+      error(key, "\"" + *text + "\" overflows: sizes stop below 16 EiB (2^64 bytes)", fix);
+      return std::nullopt;
+    }
     error(key, "\"" + *text + "\" is not a size (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
           fix);
     return std::nullopt;

@@ -26,9 +26,8 @@ std::optional<std::pair<double, std::string_view>> split_number(std::string_view
   return std::make_pair(value, unit);
 }
 
-}  // namespace
-
-std::optional<std::uint64_t> parse_size(std::string_view text) {
+// The bytes a size names, before the range check: parse_size and size_overflows read one table.
+std::optional<double> size_in_bytes(std::string_view text) {
   const auto parts = split_number(text);
   if (!parts) return std::nullopt;
   const auto [value, unit] = *parts;
@@ -44,12 +43,24 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
       {"TB", 1e12},
   };
   for (const auto& [name, factor] : units) {
-    if (unit != name) continue;
-    const double bytes = std::round(value * factor);
-    if (!(bytes < 18446744073709551615.0)) return std::nullopt;
-    return static_cast<std::uint64_t>(bytes);
+    if (unit == name) return std::round(value * factor);
   }
   return std::nullopt;
+}
+
+constexpr double two_to_the_64 = 18446744073709551616.0;
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_size(std::string_view text) {
+  const auto bytes = size_in_bytes(text);
+  if (!bytes || !(*bytes < two_to_the_64)) return std::nullopt;
+  return static_cast<std::uint64_t>(*bytes);
+}
+
+bool size_overflows(std::string_view text) {
+  const auto bytes = size_in_bytes(text);
+  return bytes && !(*bytes < two_to_the_64);
 }
 
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {

@@ -258,6 +258,21 @@ TEST_F(deployment_test, zero_heartbeat_is_an_error) {
   EXPECT_SINGLE_ERROR_AT(diags, "workers.heartbeat_interval", 2u, 22u);
 }
 
+TEST_F(deployment_test, a_heartbeat_below_its_floor_is_an_error) {
+  // At 1ms, live workers were killed as hung in 4 runs of 5.
+  EXPECT_FALSE(parse("[workers]\nheartbeat_interval = \"1ms\"\n"));
+  EXPECT_SINGLE_ERROR_AT(diags, "workers.heartbeat_interval", 2u, 22u);
+  EXPECT_NE(testing::find(diags, "workers.heartbeat_interval")->message.find("at least 50ms"),
+            std::string::npos);
+}
+
+TEST_F(deployment_test, a_size_past_64_bits_says_it_overflows) {
+  EXPECT_FALSE(parse("[shm]\npinned_pool_size = \"99999999999TiB\"\n"));
+  EXPECT_SINGLE_ERROR_AT(diags, "shm.pinned_pool_size", 2u, 20u);
+  EXPECT_NE(testing::find(diags, "shm.pinned_pool_size")->message.find("overflows"),
+            std::string::npos);
+}
+
 TEST_F(deployment_test, section_of_wrong_type_is_an_error) {
   EXPECT_FALSE(parse("host = \"sim\"\n"));
   EXPECT_SINGLE_ERROR_AT(diags, "host", 1u, 8u);

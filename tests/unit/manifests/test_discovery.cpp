@@ -1,5 +1,7 @@
 // Node-directory discovery, pack listing, collisions and env states, following comfy-env's
 // install-time discovery (PROVENANCE.md, "tests/test_discovery.py" pairs).
+#include <sys/stat.h>
+
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -26,6 +28,35 @@ std::vector<std::string> discovered_names(const fs::path& custom_nodes, diagnost
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+TEST(discovery, a_manifest_that_is_not_a_regular_file_is_warned_about_not_dropped_silently) {
+  temp_dir root;
+  const fs::path pack = root.path() / "ComfyUI-Odd";
+  fs::create_directories(pack / "nodes" / "comfy-env.toml");  // a directory
+  fs::create_directories(pack / "nodes" / "fifo");
+  ASSERT_EQ(::mkfifo((pack / "nodes" / "fifo" / "comfy-env.toml").c_str(), 0600), 0);
+  fs::create_directories(pack / "nodes" / "loop");
+  fs::create_symlink("comfy-env.toml", pack / "nodes" / "loop" / "comfy-env.toml");
+  fs::create_directories(pack / "nodes" / "zero");
+  fs::create_symlink("/dev/zero", pack / "nodes" / "zero" / "comfy-env.toml");
+  diagnostics diags;
+  const auto layout = discover_pack(pack, diags);
+  EXPECT_TRUE(layout.node_dirs.empty());
+  std::vector<std::string> messages;
+  for (const auto& d : diags.items()) {
+    EXPECT_EQ(d.level, severity::warning) << d.format();
+    messages.push_back(d.message);
+  }
+  ASSERT_EQ(messages.size(), 4u);
+  auto has = [&](const std::string& text) {
+    return std::any_of(messages.begin(), messages.end(),
+                       [&](const std::string& m) { return m.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(has("is a directory"));
+  EXPECT_TRUE(has("is a FIFO"));
+  EXPECT_TRUE(has("cannot be followed"));
+  EXPECT_TRUE(has("is a device"));
 }
 
 TEST(discovery, nodes_and_nodes_children_are_bound) {

@@ -14,6 +14,9 @@ namespace orch::manifests {
 // (powers of 1000). Fractions are allowed ("1.5GiB"). Returns nullopt for anything else,
 // including negative values and results that overflow 64 bits.
 std::optional<std::uint64_t> parse_size(std::string_view text);
+// True when `text` is a well-formed size that does not fit in 64 bits ("99999999999TiB"), so
+// the error can say so instead of "is not a size".
+bool size_overflows(std::string_view text);
 
 // Parses "<number><unit>" with unit ms, s, m or h. Returns nullopt for anything else.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
