@@ -84,5 +84,18 @@ TEST_F(message_body_test, error_response_needs_code_and_message) {
   EXPECT_EQ(code(message_type::ping, encode_body(json{{"code", "x"}}), flags), "bad_field");
 }
 
+// CBOR text strings are not checked for UTF-8 by nlohmann: a worker's "bad\xff\xfe" once passed
+// here and ended the host when an event sink dumped it (type_error.316).
+TEST_F(message_body_test, text_strings_and_keys_of_invalid_utf8_are_repaired_when_decoded) {
+  const std::string bad = "bad\xff\xfe";
+  const auto flags = static_cast<std::uint16_t>(frame_flags::response);
+  auto body = decode_body(static_cast<std::uint16_t>(message_type::call), flags,
+                          encode_body(json{{"outputs", json::array({bad})}, {bad, 1}}));
+  ASSERT_TRUE(body.ok()) << body.err().message;
+  EXPECT_EQ((*body)["outputs"][0], "bad\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_TRUE(body->contains("bad\xEF\xBF\xBD\xEF\xBF\xBD"));
+  EXPECT_NO_THROW((void)body->dump());
+}
+
 }  // namespace
 }  // namespace orch::ipc
