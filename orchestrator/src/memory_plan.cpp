@@ -12,8 +12,14 @@ const std::vector<plugins::plugin_entry>& memory_plan::scan(
   auto it = scanned_.find(dirs);
   if (it == scanned_.end()) {
     auto report = plugins::scan_directories(dirs);
+    // Missing, non-directory and other libraries' paths are the preflight's to report (once,
+    // with the deployment's line); a plugin that fails to load is news here.
     for (const auto& skipped : report.skipped) {
-      if (skipped.code != "not_found") {
+      const bool path_problem = skipped.code == "not_found" || skipped.code == "not_a_directory" ||
+                                skipped.code == "not_plugin_name";
+      if (path_problem) {
+        spdlog::debug("plugin path {}: {}", skipped.path.string(), skipped.message);
+      } else {
         spdlog::warn("plugin {} skipped: {}", skipped.path.string(), skipped.message);
       }
     }

@@ -23,14 +23,26 @@ std::string join(const std::vector<std::string>& parts) {
 
 }  // namespace
 
+bool named_like_a_plugin(const fs::path& file) {
+  const std::string name = file.filename().string();
+  return name.size() > 8 && (name.rfind("orch-", 0) == 0 || name.rfind("orch_", 0) == 0) &&
+         file.extension() == ".so";
+}
+
 registry_report scan_directories(const std::vector<fs::path>& directories) {
   registry_report report;
   report.directories = directories;
   for (const auto& dir : directories) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
+    if (!fs::exists(dir, ec)) {
       report.skipped.push_back({dir, "not_found",
                                 dir.string() + ": plugin directory not found; fix the path"});
+      continue;
+    }
+    if (!fs::is_directory(dir, ec)) {
+      report.skipped.push_back({dir, "not_a_directory",
+                                dir.string() + ": is not a directory; a plugin search path names "
+                                               "the directory that holds orch-*.so files"});
       continue;
     }
     std::vector<fs::path> files;
@@ -38,6 +50,11 @@ registry_report scan_directories(const std::vector<fs::path>& directories) {
       if (e.path().extension() == ".so") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
+      if (!named_like_a_plugin(file)) {
+        report.skipped.push_back({file, "not_plugin_name",
+                                  file.string() + ": not loaded: plugins are named orch-*.so"});
+        continue;
+      }
       auto lib = plugin_library::open(file, /*announce=*/false);
       if (!lib) {
         report.skipped.push_back({file, lib.err().code, lib.err().message});

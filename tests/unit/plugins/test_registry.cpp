@@ -1,5 +1,9 @@
 // The registry behind `comfy-orch plugins`: every built plugin listed with its kind, backend,
 // version, levels and capabilities; every skipped file with its problem.
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -43,8 +47,8 @@ TEST(plugin_registry, lists_every_built_plugin_with_kind_backend_levels_and_capa
 TEST(plugin_registry, skipped_files_and_directories_carry_their_problem) {
   const fs::path dir = fs::temp_directory_path() / ("orch-registry-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  fs::copy_file(ORCH_FIXTURE_1, dir / "no-entry.so");
-  fs::copy_file(ORCH_FIXTURE_2, dir / "old-abi.so");
+  fs::copy_file(ORCH_FIXTURE_1, dir / "orch-no-entry.so");
+  fs::copy_file(ORCH_FIXTURE_2, dir / "orch-old-abi.so");
   fs::copy_file(ORCH_TEST_PLUGIN_PAGER_SIM, dir / "orch-pager-sim.so");
   const auto report = scan_directories({dir, dir / "missing"});
   ASSERT_EQ(report.plugins.size(), 1u);
@@ -55,6 +59,33 @@ TEST(plugin_registry, skipped_files_and_directories_carry_their_problem) {
   const auto json = orch::plugins::to_json(report);
   EXPECT_EQ(json["skipped"][1]["code"], "abi_mismatch");
   fs::remove_all(dir);
+}
+
+TEST(plugin_registry, a_library_not_named_like_a_plugin_is_never_loaded) {
+  // A search path such as /lib/x86_64-linux-gnu: loading libmemusage.so there ran its
+  // constructor inside the host. The fixture's constructor marks the process if it ever runs.
+  const fs::path dir = fs::temp_directory_path() / ("orch-registry-names-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(ORCH_FIXTURE_8, dir / "libmemusage.so");
+  ::unsetenv("ORCH_FIXTURE_CONSTRUCTOR_RAN");
+  const auto report = scan_directories({dir});
+  EXPECT_EQ(std::getenv("ORCH_FIXTURE_CONSTRUCTOR_RAN"), nullptr);
+  ASSERT_EQ(report.skipped.size(), 1u);
+  EXPECT_EQ(report.skipped[0].code, "not_plugin_name");
+  EXPECT_NE(report.skipped[0].message.find("orch-*.so"), std::string::npos);
+  EXPECT_TRUE(report.plugins.empty());
+  // The same library named like a plugin is loaded (to read its table): the mark proves the
+  // test would see a load.
+  fs::copy_file(ORCH_FIXTURE_8, dir / "orch-marked.so");
+  (void)scan_directories({dir});
+  EXPECT_NE(std::getenv("ORCH_FIXTURE_CONSTRUCTOR_RAN"), nullptr);
+  fs::remove_all(dir);
+}
+
+TEST(plugin_registry, a_search_path_that_is_a_file_is_not_a_directory) {
+  const auto report = scan_directories({"/etc/passwd"});
+  ASSERT_EQ(report.skipped.size(), 1u);
+  EXPECT_EQ(report.skipped[0].code, "not_a_directory");
 }
 
 }  // namespace

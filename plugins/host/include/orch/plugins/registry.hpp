@@ -40,8 +40,17 @@ struct registry_report {
   std::vector<skipped_file> skipped;  // a missing directory is reported here as "not_found"
 };
 
-// Scans each directory (not recursively) for *.so files, loads each with the loader to read its
-// table, and unloads it again. Plugins are not initialised.
+// Whether a file is named like a plugin: "orch-*.so" or "orch_*.so". Only those are ever loaded
+// by a scan: loading runs a library's constructors in the scanning process (the host), so a
+// search path that holds other libraries (/lib/x86_64-linux-gnu, libmemusage.so) must not run
+// their code there (docs/plugin-abi.md, "Trust boundary").
+bool named_like_a_plugin(const std::filesystem::path& file);
+
+// Scans each directory (not recursively) for *.so files named like plugins, loads each with the
+// loader to read its table, and unloads it again. Plugins are not initialised. Other *.so files
+// are reported as skipped ("not_plugin_name") without being loaded; a path that is not a
+// directory is "not_a_directory", a missing one "not_found".
+registry_report scan_directories(const std::vector<std::filesystem::path>& directories);
 registry_report scan_directories(const std::vector<std::filesystem::path>& directories);
 
 nlohmann::json to_json(const registry_report& report);
