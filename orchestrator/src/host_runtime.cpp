@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <spdlog/spdlog.h>
@@ -81,6 +82,26 @@ manifests::device_spec worker_device(const manifests::deployment& d,
   return d.host.device;
 }
 
+// A pager signal the worker will read as on although it is neither true nor false ("maybe",
+// control bytes): said once per variable and value, naming the first env it reaches.
+void warn_unrecognised_pager_flags(const environment& operator_env,
+                                   const std::vector<std::pair<std::string, std::string>>& pack,
+                                   const std::string& env, std::set<std::string>& warned) {
+  for (const char* name : {plugins::worker_pager_variable, plugins::worker_pager_alias}) {
+    std::optional<std::string> value;
+    for (const auto& [k, v] : pack) {
+      if (k == name) value = v;
+    }
+    if (!value) {
+      const auto it = operator_env.find(name);
+      if (it != operator_env.end()) value = it->second;
+    }
+    if (!value) continue;
+    const auto warning = plugins::unrecognised_flag_warning(name, *value, "true");
+    if (warning && warned.insert(*warning).second) spdlog::warn("env {}: {}", env, *warning);
+  }
+}
+
 }  // namespace
 
 result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deployment& d,
@@ -126,6 +147,8 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
                                          e.status.detail});
         continue;
       }
+      warn_unrecognised_pager_flags(operator_env, e.manifest.env_vars, name,
+                                    flag_warnings);
       worker_spec spec;
       spec.env = name;
       spec.library = e.status.path;

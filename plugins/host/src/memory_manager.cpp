@@ -1,6 +1,7 @@
 #include "orch/plugins/memory_manager.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <array>
 #include <cctype>
 #include <utility>
@@ -60,7 +61,26 @@ flag_reading read_flag(std::string_view value) {
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (flag.empty()) return flag_reading::blank;
   if (flag == "0" || flag == "false" || flag == "no" || flag == "off") return flag_reading::falsy;
-  return flag_reading::set;
+  if (flag == "1" || flag == "true" || flag == "yes" || flag == "on") return flag_reading::set;
+  return flag_reading::unrecognised;
+}
+
+std::optional<std::string> unrecognised_flag_warning(std::string_view variable,
+                                                     std::string_view value,
+                                                     std::string_view read_as) {
+  if (read_flag(value) != flag_reading::unrecognised) return std::nullopt;
+  std::string shown;
+  for (const unsigned char c : value) {
+    if (c < 0x20 || c == 0x7f || c >= 0x80 || c == '"' || c == '\\') {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      shown += hex;
+    } else {
+      shown += static_cast<char>(c);
+    }
+  }
+  return std::string(variable) + " = \"" + shown + "\" is neither true nor false; read as " +
+         std::string(read_as) + " (use 1 or 0)";
 }
 
 manager_choice resolve_worker_manager(const worker_manager_inputs& in) {
@@ -69,9 +89,13 @@ manager_choice resolve_worker_manager(const worker_manager_inputs& in) {
   if (flag == flag_reading::falsy) {
     return {memory_manager::ledger, "disabled by " + in.signal.variable};
   }
+  const std::string enabled_by =
+      flag == flag_reading::unrecognised
+          ? "enabled by " + *unrecognised_flag_warning(in.signal.variable, *in.signal.value, "true")
+          : "enabled by " + in.signal.variable;
   if (!in.gpu_device) return {memory_manager::ledger, "no GPU device in this process"};
   if (in.init_error) return {memory_manager::ledger, "pager init failed: " + *in.init_error};
-  return {memory_manager::pager, "enabled by " + in.signal.variable};
+  return {memory_manager::pager, enabled_by};
 }
 
 const char* worker_pager_value(memory_manager host) noexcept {

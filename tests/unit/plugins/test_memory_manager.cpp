@@ -150,9 +150,25 @@ TEST(flag_variables, blank_falsy_and_set_read_the_same_everywhere) {
   for (const char* v : {"0", "false", "No", " OFF ", "FALSE"}) {
     EXPECT_EQ(read_flag(v), flag_reading::falsy) << v;
   }
-  for (const char* v : {"1", "yes", "on", "true", "anything", "00"}) {
+  for (const char* v : {"1", "yes", "on", "true", " TRUE "}) {
     EXPECT_EQ(read_flag(v), flag_reading::set) << v;
   }
+  for (const char* v : {"maybe", "anything", "00", "1\x1b[2J"}) {
+    EXPECT_EQ(read_flag(v), flag_reading::unrecognised) << v;
+  }
+}
+
+TEST(flag_variables, an_unrecognised_value_is_read_as_on_and_never_silently) {
+  const auto c = resolve_worker_manager(
+      {read_pager_signal(env_of({{"ORCH_WORKER_PAGER", "maybe"}})), true, std::nullopt});
+  EXPECT_EQ(c.manager, memory_manager::pager);
+  EXPECT_NE(c.reason.find("\"maybe\" is neither true nor false"), std::string::npos) << c.reason;
+  const auto w = unrecognised_flag_warning("COMFY_ENV_WORKER_AIMDO", "on\x1b[31m\n", "true");
+  ASSERT_TRUE(w);
+  EXPECT_EQ(*w, "COMFY_ENV_WORKER_AIMDO = \"on\\x1b[31m\\x0a\" is neither true nor false; read "
+                "as true (use 1 or 0)");
+  EXPECT_FALSE(unrecognised_flag_warning("ORCH_WORKER_PAGER", "0", "true"));
+  EXPECT_FALSE(unrecognised_flag_warning("ORCH_WORKER_PAGER", "yes", "true"));
 }
 
 TEST(worker_manager, host_exports_one_or_zero) {

@@ -53,9 +53,17 @@ struct pager_signal {
 };
 
 // How a flag variable reads: blank, falsy (0|false|no|off, any case, surrounding white space
-// ignored), or set (anything else). Shared by every on/off variable so they all agree.
-enum class flag_reading { blank, falsy, set };
+// ignored), set (1|true|yes|on), or unrecognised (anything else: "maybe", control bytes).
+// Shared by every on/off variable so they all agree. An unrecognised value keeps comfy-env's
+// meaning where it has one (not falsy, so the pager signal reads as on), but is never silent:
+// unrecognised_flag_warning says so.
+enum class flag_reading { blank, falsy, set, unrecognised };
 flag_reading read_flag(std::string_view value);
+// "ORCH_WORKER_PAGER = \"maybe\" is neither true nor false; read as true (use 1 or 0)", with
+// the value's control bytes escaped; nothing when the value reads as blank, falsy or set.
+std::optional<std::string> unrecognised_flag_warning(std::string_view variable,
+                                                     std::string_view value,
+                                                     std::string_view read_as);
 
 // Reads ORCH_WORKER_PAGER first, then COMFY_ENV_WORKER_AIMDO, through `getenv` (injectable).
 pager_signal read_pager_signal(
