@@ -120,7 +120,8 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   so.worker_executable = options.worker_executable;
   so.timing = d.workers;
   so.host_manager = h->plan_->host_manager();
-  so.operator_env = current_environment();
+  const environment operator_env = current_environment();
+  so.operator_env = operator_env;
   so.debug_worker = debug_worker_enabled([&](const char* name) -> std::optional<std::string> {
     auto it = so.operator_env.find(name);
     if (it == so.operator_env.end()) return std::nullopt;
@@ -133,6 +134,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   };
 
   std::vector<worker_spec> specs;
+  std::set<std::string> flag_warnings;
   for (const auto& pack : inv.packs) {
     for (const auto& e : pack.envs) {
       const std::string& name = e.dir.env_name;
