@@ -74,6 +74,7 @@ class deployment_parser {
   void read_host(strict_table& top) {
     strict_table host(top.table("host"), "host", file_, diags_, &root_);
     if (auto text = host.string("device")) {
+      result_.positions["host.device"] = host.where("device");
       if (auto spec = parse_device_spec(*text)) {
         result_.host.device = *spec;
       } else {
@@ -186,6 +187,7 @@ class deployment_parser {
   void read_plugins(strict_table& top) {
     strict_table plugins(top.table("plugins"), "plugins", file_, diags_, &root_);
     if (auto paths = plugins.string_list("search_paths")) {
+      result_.positions["plugins.search_paths"] = plugins.where("search_paths");
       for (const auto& p : *paths) result_.plugin_paths.push_back(resolve(p));
     }
     plugins.finish();
@@ -280,6 +282,7 @@ class deployment_parser {
   void read_shm(strict_table& top) {
     strict_table shm(top.table("shm"), "shm", file_, diags_, &root_);
     if (auto v = shm.size("pinned_pool_size")) {
+      result_.positions["shm.pinned_pool_size"] = shm.where("pinned_pool_size");
       if (*v == 0 && !result_.memory.disable_pinned_memory) {
         shm.error("pinned_pool_size", "must be greater than zero",
                   "use e.g. pinned_pool_size = \"256MiB\", or set [memory] "

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "diagnostics_output.hpp"
 #include "orch/manifests/deployment.hpp"
+#include "orch/orchestrator/preflight.hpp"
 #include "orch/plugins/registry.hpp"
 
 namespace orch::cli {
@@ -20,9 +21,11 @@ void add_plugins_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "plugins",
       "List the pager, allocator and backend plugins found (kind, backend, version, protocol "
-      "level range, capabilities) and every file skipped, with its problem. Directories: the "
-      "deployment's [plugins] search_paths and each --dir; without either, $ORCH_PLUGIN_PATH, "
-      "else the build's plugin directory. Exits 1 when no plugin is found.");
+      "level range, capabilities) and every file skipped, with its problem. Directories: those "
+      "`run` reads for the deployment (its [plugins] search_paths, else $ORCH_PLUGIN_PATH, "
+      "else the build's plugin directory) and each --dir; with neither, $ORCH_PLUGIN_PATH, "
+      "else the build's plugin directory. Only files named orch-*.so are loaded. Exits 1 when "
+      "no plugin is found.");
   cmd->add_option("deployment", opts->deployment, "Deployment file whose [plugins] to scan")
       ->check(CLI::ExistingFile);
   cmd->add_option("--dir", opts->dirs, "A plugin directory to scan (repeatable)");
@@ -34,7 +37,12 @@ void add_plugins_command(CLI::App& app) {
       const auto d = manifests::load_deployment(opts->deployment, diags);
       print_diagnostics(std::cerr, diags);
       if (!d) throw CLI::RuntimeError(exit_invalid_input);
-      for (const auto& p : d->plugin_paths) dirs.push_back(p.string());
+      // The directories `run` reads for this deployment (preflight.hpp), then any --dir.
+      std::vector<std::string> with_deployment;
+      for (const auto& p : orchestrator::deployment_plugin_directories(*d)) {
+        with_deployment.push_back(p.string());
+      }
+      dirs.insert(dirs.begin(), with_deployment.begin(), with_deployment.end());
     }
     const auto directories = plugins::plugin_directories(dirs, ORCH_DEFAULT_PLUGIN_DIR);
     const int rc = plugins::run_plugins_command(directories, opts->json, std::cout);

@@ -11,13 +11,18 @@
 
 #include "commands.hpp"
 #include "diagnostics_output.hpp"
+#include "orch/ipc/cgroup_probe.hpp"
 #include "orch/manifests/inventory.hpp"
+#include "orch/manifests/units.hpp"
 #include "orch/orchestrator/executor.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
 #include "orch/orchestrator/memory_table.hpp"
+#include "orch/orchestrator/preflight.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
 #include "orch/orchestrator/unstarted_envs.hpp"
 #include "json_fields.hpp"
+#include "process_limits.hpp"
+#include "run_signals.hpp"
 
 namespace orch::cli {
 namespace {
@@ -41,13 +46,26 @@ void print_validation(std::ostream& out, const orchestrator::validation_report& 
 int run(const std::string& deployment_file, const std::string& prompt_file, bool json,
         bool free_after) {
   manifests::diagnostics diags;
-  const auto d = manifests::load_deployment(deployment_file, diags);
+  auto d = manifests::load_deployment(deployment_file, diags);
   if (!d) {
     print_diagnostics(std::cerr, diags);
     return exit_invalid_input;
   }
+  d->plugin_paths = orchestrator::deployment_plugin_directories(*d);
+  if (auto readings = ipc::probe_memory_readings()) {
+    orchestrator::preflight(*d, *readings, diags);
+  } else {
+    std::cerr << "cannot read this machine's memory: " << readings.err().message << '\n';
+    return exit_failure;
+  }
   const auto inv = manifests::build_inventory(*d, diags);
-  if (diags.has_errors()) print_diagnostics(std::cerr, diags);
+  // Warnings too: a pack dropped for a bad manifest must not vanish without a word.
+  print_diagnostics(std::cerr, diags);
+  if (diags.has_errors()) {
+    std::cerr << "nothing started: fix the errors above (comfy-orch validate " << deployment_file
+              << " lists them)\n";
+    return exit_invalid_input;
+  }
   auto p = orchestrator::parse_prompt_file(prompt_file);
   if (!p) {
     // Refused like every other prompt (docs/cli.md): ComfyUI's invalid_prompt, on stdout.
@@ -60,10 +78,23 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     }
     return exit_invalid_input;
   }
+  std::size_t env_count = 0;
+  for (const auto& pack : inv.packs) env_count += pack.envs.size();
+  if (auto st = ensure_open_file_limit(descriptors_needed(env_count)); !st) {
+    std::cerr << "cannot start the host: " << st.err().message << '\n';
+    return exit_failure;
+  }
+  // Before any thread exists: every thread inherits the blocked mask (run_signals.hpp).
+  run_signals signals;
   auto host = orchestrator::host_runtime::start(*d, inv, {worker_executable(), 64});
   if (!host) {
     std::cerr << "cannot start the host: [" << host.err().code << "] " << host.err().message
               << '\n';
+    if (host.err().code == "map_failed") {
+      std::cerr << "fix: the pinned pool (" << manifests::format_size(d->shm.pinned_pool_size)
+                << ") and the device segments must fit this process's address space and memory: "
+                   "check ulimit -v, or lower [shm] pinned_pool_size\n";
+    }
     return exit_failure;
   }
   auto& h = **host;
@@ -117,7 +148,10 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   bool ok = false;
   {
     orchestrator::executor ex(h, sink);
+    signals.on_interrupt([&ex] { ex.interrupt(); });
+    if (signals.interrupted()) ex.interrupt();  // it came while the workers started
     const auto outcome = ex.run(*p, report.outputs, std::to_string(::getpid()) + "-1");
+    signals.on_interrupt({});
     ok = outcome.ok;
     if (free_after) {
       // ComfyUI's POST /free {unload_models, free_memory}, broadcast: one receipt per worker.
@@ -144,6 +178,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     }
   }
   h.shutdown();
+  if (signals.interrupted()) return exit_interrupted;
   return ok ? exit_ok : exit_failure;
 }
 

@@ -5,7 +5,10 @@
 
 #include "commands.hpp"
 #include "diagnostics_output.hpp"
+#include "orch/ipc/cgroup_probe.hpp"
+#include "orch/manifests/deployment.hpp"
 #include "orch/manifests/validate.hpp"
+#include "orch/orchestrator/preflight.hpp"
 
 namespace orch::cli {
 
@@ -14,7 +17,9 @@ void add_validate_command(CLI::App& app) {
       "validate",
       "Validate deployment files and pack manifests. A file's role is decided by its name: "
       "*comfy-env-root.toml is a pack-root manifest, *comfy-env.toml an env manifest, anything "
-      "else a deployment (validated together with its packs). Prints every warning and error "
+      "else a deployment (validated together with its packs, and against this machine as "
+      "`run` would: plugin directories, the device's backend plugin, the pinned pool against "
+      "the machine's budget). Prints every warning and error "
       "with file:line:column and key; exits 1 if any file has an error.");
   struct options {
     std::vector<std::string> files;
@@ -28,8 +33,17 @@ void add_validate_command(CLI::App& app) {
   cmd->callback([opts] {
     auto report = nlohmann::json::array();
     bool any_error = false;
+    const auto readings = ipc::probe_memory_readings();
     for (const auto& file : opts->files) {
-      const auto diags = manifests::validate_file(file);
+      auto diags = manifests::validate_file(file);
+      // A deployment is also checked against this machine, as `run` will (preflight.hpp).
+      if (manifests::role_of(file) == manifests::file_role::deployment && !diags.has_errors()) {
+        manifests::diagnostics scratch;
+        if (auto d = manifests::load_deployment(file, scratch)) {
+          d->plugin_paths = orchestrator::deployment_plugin_directories(*d);
+          if (readings) orchestrator::preflight(*d, *readings, diags);
+        }
+      }
       any_error = any_error || diags.has_errors();
       report.push_back({{"file", file},
                         {"role", manifests::to_string(manifests::role_of(file))},

@@ -71,6 +71,7 @@ void executor::release_outputs() noexcept {
 }
 
 void executor::interrupt() {
+  interrupted_.store(true);
   const std::uint64_t epoch = epoch_.load();
   host_.sync([&] { host_.workers().interrupt(epoch); });
 }
@@ -145,6 +146,15 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
                            {"exception_type", "missing_node_type"},
                            {"exception_message", node.class_type + " is provided by no pack"}};
       events_.emit("execution_error", *outcome.error);
+      return outcome;
+    }
+    // ComfyUI checks for an interrupt before each node too: the rest of the prompt never runs.
+    if (interrupted_.load()) {
+      outcome.error = json{{"prompt_id", prompt_id}, {"node_id", id},
+                           {"node_type", node.class_type}, {"executed", executed},
+                           {"exception_type", "interrupted"},
+                           {"exception_message", "the prompt was interrupted"}};
+      events_.emit("execution_interrupted", *outcome.error);
       return outcome;
     }
     events_.emit("executing", {{"node", id}, {"display_node", id}, {"prompt_id", prompt_id}});

@@ -341,6 +341,12 @@ bool host_runtime::wait_settled(std::chrono::milliseconds limit) {
 void host_runtime::shutdown(std::chrono::milliseconds grace) {
   if (stopped_) return;
   stopped_ = true;
+  // A start that failed part-way never started the io thread: nothing would run a posted
+  // task, and sync() would wait forever. Whatever was built so far is torn down here instead.
+  if (!io_thread_.joinable()) {
+    supervisor_.reset();
+    return;
+  }
   sync([&] { supervisor_->begin_shutdown(grace); });
   const auto end = std::chrono::steady_clock::now() + grace;
   while (!sync([this] { return supervisor_->shutdown_answered(); }) &&

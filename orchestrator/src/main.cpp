@@ -1,4 +1,6 @@
 // comfy-orch: the host CLI. Each subcommand is one cmd_<name>.cpp (see commands.hpp).
+#include <iostream>
+
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
@@ -15,6 +17,17 @@ int main(int argc, char** argv) {
   orch::cli::add_plugins_command(app);
   orch::cli::add_run_command(app);
   orch::cli::add_validate_command(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);  // usage errors and the RuntimeError exit codes of the subcommands
+  } catch (const std::exception& e) {
+    // A system limit hit somewhere without a check of its own (the open-file limit inside
+    // Boost.Asio, memory under ulimit -v): its cause, never std::terminate.
+    std::cerr << "comfy-orch: " << e.what() << '\n'
+              << "comfy-orch: if this names a resource (files, memory), check ulimit -n and "
+                 "ulimit -v\n";
+    return orch::cli::exit_failure;
+  }
   return orch::cli::exit_ok;
 }

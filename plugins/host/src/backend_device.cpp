@@ -70,9 +70,24 @@ status backend_device::open_device(int ordinal, int sim_fd) {
   config.sim_fd = sim_fd;
   if (const orch_status st = api_->device_open(&config, &device_); st != ORCH_OK) {
     device_ = nullptr;
+    // The count tells the operator which of the usual causes it is: no driver at all (the
+    // backend cannot even count), no such device, or a device that refused to open.
+    int32_t count = -1;
+    const orch_status counted = api_->device_count(&count);
+    std::string why;
+    if (counted != ORCH_OK) {
+      why = "the " + backend() + " backend cannot reach a driver here (" + status_name(counted) +
+            "): is the " + backend() + " driver installed? device = \"sim\" runs without a GPU";
+    } else if (ordinal >= count) {
+      why = "the " + backend() + " backend sees " + std::to_string(count) +
+            " device(s); use an index below that, or device = \"sim\" to run without a GPU";
+    } else {
+      why = "the device exists but did not open; check that no other process holds it "
+            "exclusively";
+    }
     return error{"device_open_failed", library_->path().string() + ": opening device " +
                                            std::to_string(ordinal) + " answered " +
-                                           status_name(st)};
+                                           status_name(st) + ": " + why};
   }
   return ok_status();
 }

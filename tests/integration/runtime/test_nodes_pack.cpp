@@ -39,6 +39,15 @@ orch_node_status sleep_node(orch_node_context* ctx, const orch_value* in, orch_v
   return ORCH_NODE_OK;
 }
 
+// Sleeps `ms` without ever looking at interrupted(): a node that an interrupt cannot stop, so
+// only a forced shutdown ends the call.
+orch_node_status busy_node(orch_node_context*, const orch_value* in, orch_value* out) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(in[0].i));
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = in[0].i;
+  return ORCH_NODE_OK;
+}
+
 orch_node_status fail_node(orch_node_context* ctx, const orch_value*, orch_value*) {
   ctx->api->fail(ctx, "value_error", "TestFail always fails");
   return ORCH_NODE_ERROR;
@@ -149,8 +158,11 @@ const orch_node_class classes[] = {
      pin_inputs, 2, 1, int_output, &pin_and_cast},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestCast"), "Cast", "test", cast_inputs,
      2, 1, int_output, &cast_node},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestBusy"), "Busy", "test", ms_input, 2,
+     1, int_output, &busy_node},
 };
-const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 8, 0};
+const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes,
+                           sizeof(classes) / sizeof(classes[0]), 0};
 
 }  // namespace
 

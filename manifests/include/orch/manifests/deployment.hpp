@@ -91,6 +91,9 @@ struct deployment {
   pack_settings packs;
   worker_settings workers;
   shm_settings shm;
+  // Where checks that need the running machine (orchestrator/preflight.hpp) point their
+  // diagnostics: "host.device", "plugins.search_paths", "shm.pinned_pool_size" (when written).
+  std::map<std::string, source_position> positions;
 };
 
 // The process environment the defaults are read from (ORCH_ENV_ROOT, COMFY_ENV_ROOT, HOME);

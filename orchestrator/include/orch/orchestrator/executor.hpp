@@ -52,7 +52,9 @@ class executor {
   // `outputs` are the validated output node ids (validation_report::outputs).
   prompt_outcome run(const prompt& p, const std::vector<std::string>& outputs,
                      const std::string& prompt_id);
-  // Reaches the running node through its context (interrupted()); safe from any thread.
+  // Reaches the running node through its context (interrupted()), and stops this executor
+  // before its next node (execution_interrupted), for this and every later run. Safe from any
+  // thread but the io thread.
   void interrupt();
   void release_outputs() noexcept;
   // The pool blocks the host holds for the last prompt's outputs.
@@ -65,6 +67,7 @@ class executor {
   host_runtime& host_;
   event_sink& events_;
   std::atomic<std::uint64_t> epoch_{0};
+  std::atomic<bool> interrupted_{false};
   std::vector<ipc::buffer_descriptor> held_;
 };
 

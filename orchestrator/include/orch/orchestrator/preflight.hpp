@@ -1,0 +1,28 @@
+// preflight: what can be known about a deployment on this machine before anything starts
+// (issue 10). `validate` reports it; `run` prints it and starts nothing after an error.
+//   - the plugin directories: one rule for `run`, `plugins` and `validate`;
+//   - each [plugins] search_paths entry that is missing, not a directory, or holds no plugin;
+//   - the host's device kind against the backend plugins found (what this build can open);
+//   - [shm] pinned_pool_size against this machine's pinned budget (ComfyUI's formula).
+// Every diagnostic points at the key's line in the deployment (deployment::positions).
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "orch/ipc/budget.hpp"
+#include "orch/manifests/deployment.hpp"
+#include "orch/manifests/diagnostic.hpp"
+
+namespace orch::orchestrator {
+
+// The deployment's [plugins] search_paths; without them, $ORCH_PLUGIN_PATH; else this build's
+// plugin directory (the same rule as `comfy-orch plugins`).
+std::vector<std::filesystem::path> deployment_plugin_directories(const manifests::deployment& d);
+
+// Adds the checks above to `diags`. `d.plugin_paths` must already be
+// deployment_plugin_directories(d); `readings` are this machine's (ipc::probe_memory_readings).
+void preflight(const manifests::deployment& d, const ipc::memory_readings& readings,
+               manifests::diagnostics& diags);
+
+}  // namespace orch::orchestrator
