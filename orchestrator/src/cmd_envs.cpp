@@ -15,15 +15,27 @@ namespace orch::cli {
 namespace {
 
 struct row {
-  std::string pack, node_dir, env, state, python, path;
+  std::string pack, node_dir, env, state, runs, python, path;
 };
 
+// What an env still needs before a worker can run it; nothing when one can. A materialised
+// Python env is "ok" as an env, but this build has no Python worker yet: saying only "ok" told
+// operators it would run (issue 10).
+std::string needs(const manifests::env_status& s) {
+  if (s.state != manifests::env_state::ok) {
+    return s.native ? "its node library built" : "its env installed (comfy-env install)";
+  }
+  if (!s.native) return "the Python worker, which this build does not have yet";
+  return {};
+}
+
 void print_table(std::ostream& out, const std::vector<row>& rows) {
-  const std::vector<std::string> header = {"PACK", "NODE DIR", "ENV", "STATE", "PYTHON", "PATH"};
+  const std::vector<std::string> header = {"PACK",   "NODE DIR", "ENV", "STATE",
+                                           "RUNS",   "PYTHON",   "PATH"};
   std::vector<std::size_t> width(header.size());
   for (std::size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
   auto cells = [](const row& r) {
-    return std::vector<std::string>{r.pack, r.node_dir, r.env, r.state, r.python, r.path};
+    return std::vector<std::string>{r.pack, r.node_dir, r.env, r.state, r.runs, r.python, r.path};
   };
   for (const auto& r : rows) {
     const auto c = cells(r);
@@ -47,7 +59,8 @@ void add_envs_command(CLI::App& app) {
       "envs",
       "List the envs of a deployment: one line per isolated node directory (nodes/ and "
       "nodes/<child>/ with a comfy-env.toml) with pack, env name (comfy-env's naming rule), "
-      "location in the env workspace, state (ok, missing, broken) and Python version. The "
+      "location in the env workspace, state (ok, missing, broken), whether a worker can run it "
+      "(RUNS, and what it still needs) and Python version. The "
       "workspace root is [env] root, else ORCH_ENV_ROOT, else COMFY_ENV_ROOT, else ~/.ce.");
   struct options {
     std::string deployment;
@@ -79,11 +92,13 @@ void add_envs_command(CLI::App& app) {
                         {"env", e.dir.env_name},
                         {"kind", s.native ? "native" : "python"},
                         {"state", manifests::to_string(s.state)},
+                        {"runnable", needs(s).empty()},
+                        {"needs", needs(s)},
                         {"python", s.python_version},
                         {"path", s.path.string()},
                         {"detail", s.detail}});
         rows.push_back({pack.layout.name, e.dir.relative_dir.string(), e.dir.env_name,
-                        manifests::to_string(s.state),
+                        manifests::to_string(s.state), needs(s).empty() ? "yes" : "no",
                         s.python_version.empty() ? "-" : s.python_version, s.path.string()});
       }
     }
@@ -113,6 +128,8 @@ void add_envs_command(CLI::App& app) {
           for (const auto& e : pack.envs) {
             if (!e.status.detail.empty())
               std::cout << e.dir.env_name << ": " << e.status.detail << '\n';
+            if (const auto n = needs(e.status); !n.empty())
+              std::cout << e.dir.env_name << ": runs no worker: needs " << n << '\n';
           }
         }
       }

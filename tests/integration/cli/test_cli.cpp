@@ -103,8 +103,17 @@ TEST(cli, envs_lists_the_example_packs_with_states_matching_the_disk) {
   for (const auto& e : doc2["envs"]) {
     if (e["env"] == "depthtools-nodes") {
       EXPECT_EQ(e["state"], "ok");
+      // An installed Python env is not one a worker can run yet: the listing says so.
+      EXPECT_EQ(e["runnable"], false);
+      EXPECT_NE(e["needs"].get<std::string>().find("Python worker"), std::string::npos) << e;
+    } else {
+      EXPECT_EQ(e["runnable"], e["state"] == "ok") << e;
     }
   }
+  const auto text = run("envs examples/sim-deployment.toml", "ORCH_ENV_ROOT=" + ws.path().string());
+  EXPECT_NE(text.out.find("depthtools-nodes: runs no worker: needs the Python worker"),
+            std::string::npos)
+      << text.out;
 }
 
 TEST(cli, envs_table_has_one_line_per_node_directory) {
