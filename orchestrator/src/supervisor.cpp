@@ -165,18 +165,11 @@ void supervisor::spawn(worker& w) {
     lose(w, generation, why, peer_gone);
   };
   int chan[2], fds[2];
-  // EMFILE here is the open-file limit: say so, with the fix (ulimit -n).
-  auto socketpair_failed = [](int err) {
-    return std::string("socketpair failed: ") + std::strerror(err) +
-           (err == EMFILE || err == ENFILE
-                ? " (each worker needs about 8 descriptors; raise the limit, e.g. ulimit -n 4096)"
-                : "");
-  };
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) != 0)
-    return fail_start(socketpair_failed(errno));
+    return fail_start("socketpair failed");
   ipc::unique_fd chan_host(chan[0]), chan_child(chan[1]);
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    return fail_start(socketpair_failed(errno));
+    return fail_start("socketpair failed");
   ipc::unique_fd fds_host(fds[0]), fds_child(fds[1]);
 
   // The worker follows the host's manager unless its pack or the operator set the variable or
@@ -373,8 +366,9 @@ void supervisor::on_setup_failed(worker& w, const ipc::message& m) {
   }
   // Kept for the loss that follows (the worker closes its channel once answered): a set-up that
   // failed (a library that is no pack, a plugin that does not load) fails the same way again.
-  w.setup_failure = "[" + m.body["code"].get<std::string>() + "] " +
-                    m.body["message"].get<std::string>();
+  // The text is the worker's (a pack's constructor has run there): printable before it is kept.
+  w.setup_failure = printable("[" + m.body["code"].get<std::string>() + "] " +
+                              m.body["message"].get<std::string>());
   w.channel->respond(m.header, json::object());
 }
 
