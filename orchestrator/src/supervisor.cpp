@@ -165,11 +165,18 @@ void supervisor::spawn(worker& w) {
     lose(w, generation, why, peer_gone);
   };
   int chan[2], fds[2];
+  // EMFILE here is the open-file limit: say so, with the fix (ulimit -n).
+  auto socketpair_failed = [](int err) {
+    return std::string("socketpair failed: ") + std::strerror(err) +
+           (err == EMFILE || err == ENFILE
+                ? " (each worker needs about 8 descriptors; raise the limit, e.g. ulimit -n 4096)"
+                : "");
+  };
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) != 0)
-    return fail_start("socketpair failed");
+    return fail_start(socketpair_failed(errno));
   ipc::unique_fd chan_host(chan[0]), chan_child(chan[1]);
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    return fail_start("socketpair failed");
+    return fail_start(socketpair_failed(errno));
   ipc::unique_fd fds_host(fds[0]), fds_child(fds[1]);
 
   // The worker follows the host's manager unless its pack or the operator set the variable or
