@@ -94,6 +94,20 @@ TEST_F(start_failures, a_file_that_is_no_library_is_started_once_and_dlerror_kep
       << w.last_error;
 }
 
+TEST_F(start_failures, the_workers_cause_is_kept_with_its_control_characters_escaped) {
+  // The cause is the worker's text (pack code has run in that process): an ANSI escape in it,
+  // here through the library's file name in dlerror's message, must not reach a terminal raw.
+  const fs::path lib = dir_ / "bad\x1b[31mlib.so";
+  write(lib, "garbage");
+  ASSERT_NO_FATAL_FAILURE(
+      start_file(deployment_with_test_pack_library((dir_ / "bad\\u001b[31mlib.so").string())));
+  const auto w = the_failed_worker();
+  EXPECT_EQ(w.generation, 1u) << w.last_error;
+  EXPECT_NE(w.last_error.find("[load_failed]"), std::string::npos) << w.last_error;
+  EXPECT_NE(w.last_error.find("bad\\e[31mlib.so"), std::string::npos) << w.last_error;
+  EXPECT_EQ(w.last_error.find('\x1b'), std::string::npos) << w.last_error;
+}
+
 TEST_F(start_failures, a_worker_executable_that_does_not_exist_is_spawned_once_per_env) {
   deployment_options o;
   o.crash_loop_limit = 5;
