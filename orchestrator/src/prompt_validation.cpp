@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
+
+#include "orch/ipc/message.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -25,6 +28,24 @@ std::optional<double> as_number(const nlohmann::json& v) {
   }
   return std::nullopt;
 }
+
+// How many arrays and objects deep `value` goes (a scalar: 0). Iterative: this is the check
+// that keeps deep values out, so it must not recurse on them itself.
+std::size_t nesting(const nlohmann::json& value) {
+  std::size_t deepest = 0;
+  std::vector<std::pair<const nlohmann::json*, std::size_t>> stack{{&value, 0}};
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    deepest = std::max(deepest, depth + 1);
+    for (const auto& child : *v) stack.emplace_back(&child, depth + 1);
+  }
+  return deepest;
+}
+
+// A literal travels in a call body as {inputs: {name: value}}, two levels above the value.
+constexpr std::size_t max_literal_depth = ipc::max_body_depth - 2;
 
 class validator {
  public:
@@ -213,6 +234,16 @@ class validator {
 
   bool validate_literal(const std::string& id, const node_input& input,
                         const nlohmann::json& value) {
+    if (nesting(value) > max_literal_depth) {
+      // The call carries it as {inputs: {name: value}}; deeper than the wire's limit, the worker
+      // would refuse the whole call body and drop its channel: the prompt would kill a worker.
+      add(id, {"invalid_input_type",
+               "Value nests deeper than " + std::to_string(max_literal_depth) +
+                   " levels of arrays and objects",
+               input.name,
+               {{"input_name", input.name}}});
+      return false;
+    }
     if (looks_like_link(value) || (value.is_array() && input.type != "COMBO")) {
       add(id, {"bad_linked_input",
                "Bad linked input, must be a length-2 list of [node_id, slot_index]",

@@ -131,5 +131,32 @@ TEST_F(invalid_prompt_cli, a_cycle_of_100000_nodes_is_refused_as_a_dependency_cy
   EXPECT_TRUE(refused) << json.out;
 }
 
+// A literal travels to the worker inside the call body, whose nesting the worker's decoder caps
+// (ipc::max_body_depth): one level deeper and the worker refused the whole body and dropped its
+// channel, so a prompt could kill a worker. Validation refuses that; the deepest literal it lets
+// through reaches the worker, which stays up.
+TEST_F(invalid_prompt_cli, the_deepest_literal_validation_accepts_does_not_kill_the_worker) {
+  start();
+  const auto nested = [](int depth) {
+    std::string text = "1";
+    for (int i = 0; i < depth; ++i) text = R"({"a": )" + text + "}";
+    return R"({"1": {"class_type": "ImageChecksum", "inputs": {"image": )" + text + "}}}";
+  };
+  const std::string env = env_of(*host_, "ImageChecksum");
+  const auto before = info(env);
+  const auto outcome = run(nested(14));
+  ASSERT_FALSE(outcome.ok);  // an object is not an image
+  EXPECT_NE((*outcome.error)["exception_type"], "worker_died") << outcome.error->dump();
+  const auto after = info(env);
+  EXPECT_EQ(after.generation, before.generation) << "the worker was restarted";
+  EXPECT_EQ(after.state, orchestrator::worker_state::ready);
+
+  auto p = orchestrator::parse_prompt(nested(15));
+  ASSERT_TRUE(p.ok());
+  const auto report = orchestrator::validate_prompt(*p, host_->catalogue());
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.node_errors.at("1").errors.at(0).type, "invalid_input_type");
+}
+
 }  // namespace
 }  // namespace orch::runtime_testing

@@ -223,6 +223,27 @@ TEST(prompt_validation, a_cycle_of_100000_nodes_is_a_dependency_cycle) {
   EXPECT_EQ(execution_order(*p, {"99999"}).size(), 99999u);
 }
 
+// {"a": {"a": ... 1}} nested `depth` objects deep.
+std::string nested_objects(std::size_t depth) {
+  std::string text = "1";
+  for (std::size_t i = 0; i < depth; ++i) text = R"({"a": )" + text + "}";
+  return text;
+}
+
+// A call body deeper than the wire allows is refused by the worker, which drops its channel: a
+// literal that deep would let a prompt kill a worker. It is refused before anything runs.
+TEST(prompt_validation, a_literal_deeper_than_a_call_can_carry_is_invalid_input_type) {
+  const auto prompt = [](std::size_t depth) {
+    return R"({"3": {"class_type": "Save", "inputs": {"image": )" + nested_objects(depth) + "}}}";
+  };
+  EXPECT_TRUE(check(prompt(14)).ok());
+  auto r = check(prompt(15));
+  ASSERT_FALSE(r.ok());
+  const auto& e = only_error(r, "3");
+  EXPECT_EQ(e.type, "invalid_input_type");
+  EXPECT_EQ(e.message, "Value nests deeper than 14 levels of arrays and objects");
+}
+
 TEST(prompt_validation, an_unparsable_prompt_is_reported_as_comfyui_invalid_prompt) {
   const auto r = invalid_prompt_report(error{"invalid_prompt", "p.json: not valid JSON at byte 1"});
   EXPECT_FALSE(r.ok());
