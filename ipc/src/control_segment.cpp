@@ -126,11 +126,10 @@ result<control_segment> control_segment::attach(unique_fd control_fd, unique_fd 
   if (!records_map) return records_map.err();
   control_segment segment(std::move(*file), std::move(*header_map), std::move(*records_map),
                           h.slot_count, h.budget_bytes);
-  if (slot >= segment.slot_count() ||
-      segment.rec(slot).pid.load(std::memory_order_acquire) !=
-          static_cast<std::uint64_t>(::getpid())) {
-    return error{"bad_slot", "control slot " + std::to_string(slot) +
-                                 " is not recorded for this process"};
+  if (slot >= segment.slot_count() || segment.rec(slot).pid.load(std::memory_order_acquire) !=
+                                          static_cast<std::uint64_t>(::getpid())) {
+    return error{"bad_slot",
+                 "control slot " + std::to_string(slot) + " is not recorded for this process"};
   }
   auto own = memfd_segment::adopt(std::move(slot_fd), slot_memfd_size());
   if (!own) return own.err();
@@ -351,8 +350,8 @@ bool budget_account::try_reserve(std::uint64_t bytes, std::uint64_t& shortfall) 
   while (true) {
     const std::uint64_t granted = grant_->load(std::memory_order_seq_cst);
     if (bytes > granted || held > granted - bytes) {
-      shortfall = held > granted ? detail::saturating_add(held - granted, bytes)
-                                 : bytes - (granted - held);
+      shortfall =
+          held > granted ? detail::saturating_add(held - granted, bytes) : bytes - (granted - held);
       return false;
     }
     if (!counters_->reserved.compare_exchange_weak(held, held + bytes, std::memory_order_seq_cst,
@@ -383,9 +382,8 @@ status budget_account::reserve(std::uint64_t bytes) {
   }
   return error{"budget_exceeded", "reserving " + std::to_string(bytes) +
                                       " pinned bytes would pass this process's grant of " +
-                                      std::to_string(grant()) + " (" +
-                                      std::to_string(reserved()) + " reserved here, budget " +
-                                      std::to_string(budget_) + ")"};
+                                      std::to_string(grant()) + " (" + std::to_string(reserved()) +
+                                      " reserved here, budget " + std::to_string(budget_) + ")"};
 }
 
 void budget_account::release(std::uint64_t bytes) noexcept {

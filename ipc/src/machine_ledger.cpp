@@ -58,13 +58,15 @@ std::string mib(std::uint64_t bytes) {
 }
 
 // Where glibc's shm_open puts `name`.
-std::string shm_path(const std::string& name) { return "/dev/shm" + name; }
+std::string shm_path(const std::string& name) {
+  return "/dev/shm" + name;
+}
 
 status check_name(const std::string& name) {
   if (name.size() < 2 || name.size() > 200 || name[0] != '/' ||
       name.find('/', 1) != std::string::npos) {
-    return error{"invalid_argument", "machine ledger name '" + name +
-                                         "' must be '/' and then a name without '/'"};
+    return error{"invalid_argument",
+                 "machine ledger name '" + name + "' must be '/' and then a name without '/'"};
   }
   return ok_status();
 }
@@ -135,7 +137,8 @@ status open_locked(const std::string& name, unique_fd& fd, std::unique_ptr<flock
     if (!fd) return errno_error("ledger_failed", "shm_open(" + name + ")");
     lock = std::make_unique<flock_guard>(fd.get(), LOCK_EX);
     if (!lock->ok()) return errno_error("ledger_failed", "flock of " + shm_path(name));
-    struct stat held {}, named {};
+    struct stat held {
+    }, named{};
     if (::fstat(fd.get(), &held) != 0) return errno_error("ledger_failed", "fstat of the ledger");
     // The last host may have unlinked the name between our open and our lock: open again.
     if (::stat(shm_path(name).c_str(), &named) != 0 || named.st_ino != held.st_ino ||
@@ -149,8 +152,13 @@ status open_locked(const std::string& name, unique_fd& fd, std::unique_ptr<flock
     }
     if (held.st_size == 0) {  // new, or its creator died before writing it
       ledger_page fresh{};
-      fresh.header = {machine_ledger_magic, machine_ledger_version, sizeof(ledger_header),
-                      machine_ledger_slots, sizeof(ledger_slot), sizeof(ledger_page), {}};
+      fresh.header = {machine_ledger_magic,
+                      machine_ledger_version,
+                      sizeof(ledger_header),
+                      machine_ledger_slots,
+                      sizeof(ledger_slot),
+                      sizeof(ledger_page),
+                      {}};
       if (::pwrite(fd.get(), &fresh, sizeof(fresh), 0) != static_cast<ssize_t>(sizeof(fresh))) {
         return errno_error("ledger_failed", "initialising " + shm_path(name));
       }
@@ -215,16 +223,24 @@ status machine_ledger::reserve(std::uint64_t bytes) {
   if (bytes > reserved_ && (bytes > budget_ || others > budget_ - bytes)) {
     const std::uint64_t left = detail::floored_sub(budget_, others);
     return error{"machine_budget_exceeded",
-                 mib(bytes) + " of pinned memory for this host does not fit the machine's one "
-                              "pinned budget of " + mib(budget_) + ": other comfy-orch hosts "
-                              "on this machine hold " + mib(others) + " (" +
-                     (list.empty() ? std::string("none") : list) + "), which leaves " +
-                     mib(left) + ". Lower [shm] pinned_pool_size to fit what is left, or stop "
-                                 "one of those hosts (ledger " + shm_path(name_) + ")"};
+                 mib(bytes) +
+                     " of pinned memory for this host does not fit the machine's one "
+                     "pinned budget of " +
+                     mib(budget_) +
+                     ": other comfy-orch hosts "
+                     "on this machine hold " +
+                     mib(others) + " (" + (list.empty() ? std::string("none") : list) +
+                     "), which leaves " + mib(left) +
+                     ". Lower [shm] pinned_pool_size to fit what is left, or stop "
+                     "one of those hosts (ledger " +
+                     shm_path(name_) + ")"};
   }
   auto self = read_process_identity(::getpid());
   const ledger_slot mine{self ? self->pid : static_cast<std::uint64_t>(::getpid()),
-                         self ? self->start_time : 0, bytes, budget_, {}};
+                         self ? self->start_time : 0,
+                         bytes,
+                         budget_,
+                         {}};
   if (auto st = write_slot(fd_.get(), name_, slot_, mine); !st) return st;
   reserved_ = bytes;
   return ok_status();

@@ -70,9 +70,10 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
   if (ledger) {
     m->ledger_.emplace(std::move(*ledger));
   } else if (ledger.err().code == "ledger_failed") {
-    spdlog::warn("budget: no machine-wide pinned budget ({}); this host keeps to its own budget "
-                 "and does not see other hosts on this machine",
-                 ledger.err().message);
+    spdlog::warn(
+        "budget: no machine-wide pinned budget ({}); this host keeps to its own budget "
+        "and does not see other hosts on this machine",
+        ledger.err().message);
   } else {
     return ledger.err();
   }

@@ -156,7 +156,8 @@ std::string read_line(int fd) {
   return line;
 }
 
-TEST_F(budget_faults, three_hosts_share_one_machine_budget_and_the_one_that_does_not_fit_names_the_others) {
+TEST_F(budget_faults,
+       three_hosts_share_one_machine_budget_and_the_one_that_does_not_fit_names_the_others) {
   // A private ledger: parallel test runs and real hosts on this machine keep their own.
   const std::string ledger = "/orch-test-machine-" + std::to_string(::getpid());
   auto readings = ipc::probe_memory_readings();

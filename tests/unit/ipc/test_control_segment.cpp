@@ -143,7 +143,8 @@ TEST_F(control_segment_test, contending_reservations_and_revocations_never_excee
   std::mutex host_lock;  // grow_grant and revoke_unused are the host's, one at a time
   std::atomic<bool> over{false}, stop{false};
   std::vector<std::uint32_t> slots;
-  for (unsigned t = 0; t < 4; ++t) slots.push_back(*seg->claim_slot(process_identity{1000u + t, 1}));
+  for (unsigned t = 0; t < 4; ++t)
+    slots.push_back(*seg->claim_slot(process_identity{1000u + t, 1}));
   std::vector<std::thread> threads;
   for (const auto slot : slots) {
     threads.emplace_back([&, slot] {
@@ -279,16 +280,15 @@ TEST_F(control_segment_test, no_reopen_of_the_control_memfd_can_write_it) {
   const std::string path = "/proc/self/fd/" + std::to_string(seg->fd());
   unique_fd reopened(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   ASSERT_TRUE(reopened.valid());
-  void* writable = ::mmap(nullptr, seg->total_size(), PROT_READ | PROT_WRITE, MAP_SHARED,
-                          reopened.get(), 0);
+  void* writable =
+      ::mmap(nullptr, seg->total_size(), PROT_READ | PROT_WRITE, MAP_SHARED, reopened.get(), 0);
   EXPECT_EQ(writable, MAP_FAILED);
   EXPECT_EQ(errno, EPERM);
   if (writable != MAP_FAILED) ::munmap(writable, seg->total_size());
   const std::vector<char> junk(4096, '\xff');
   EXPECT_LT(::pwrite(reopened.get(), junk.data(), junk.size(), 0), 0);
   EXPECT_LT(::pwrite(seg->fd(), junk.data(), junk.size(), 4096), 0);
-  void* readable =
-      ::mmap(nullptr, seg->total_size(), PROT_READ, MAP_SHARED, reopened.get(), 0);
+  void* readable = ::mmap(nullptr, seg->total_size(), PROT_READ, MAP_SHARED, reopened.get(), 0);
   ASSERT_NE(readable, MAP_FAILED);
   EXPECT_NE(::mprotect(readable, seg->total_size(), PROT_READ | PROT_WRITE), 0);
   EXPECT_NE(::fallocate(reopened.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), 0);

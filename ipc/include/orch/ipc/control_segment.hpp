@@ -43,7 +43,7 @@
 namespace orch::ipc {
 
 inline constexpr std::uint32_t control_segment_magic = 0x4c54434fu;  // "OCTL"
-inline constexpr std::uint16_t control_segment_version = 3;  // 3: grants, per-slot memfds
+inline constexpr std::uint16_t control_segment_version = 3;          // 3: grants, per-slot memfds
 
 // In the control memfd. Host only; read-only everywhere else.
 struct alignas(64) slot_record {
@@ -69,10 +69,10 @@ struct control_header {
   std::uint16_t version;
   std::uint16_t header_size;  // sizeof(control_header)
   std::uint32_t slot_count;
-  std::uint32_t record_size;    // sizeof(slot_record)
-  std::uint32_t block_size;     // sizeof(control_block)
-  std::uint32_t counters_size;  // sizeof(slot_counters)
-  std::uint64_t total_size;     // the control memfd's sealed size
+  std::uint32_t record_size;     // sizeof(slot_record)
+  std::uint32_t block_size;      // sizeof(control_block)
+  std::uint32_t counters_size;   // sizeof(slot_counters)
+  std::uint64_t total_size;      // the control memfd's sealed size
   std::uint64_t records_offset;  // one page
   std::uint64_t slot_size;       // a slot memfd's size (one page)
   std::uint64_t budget_bytes;
@@ -165,7 +165,7 @@ class control_segment {
     unique_fd fd;  // until taken
     mapping map;
   };
-  struct host_view {  // host-local, per slot
+  struct host_view {            // host-local, per slot
     std::uint64_t ceiling = 0;  // highest grant the owner may have seen since it last fit
     bool flagged = false;
   };
