@@ -17,7 +17,7 @@ step decode(std::string_view text, std::size_t at) noexcept {
   const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[at + i]); };
   const unsigned char lead = byte(0);
   if (lead < 0x80) return {true, lead, 1};
-  std::size_t need = 0;  // continuation bytes after the lead
+  std::size_t need = 0;                   // continuation bytes after the lead
   unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
   std::uint32_t cp = 0;
   if (lead >= 0xC2 && lead <= 0xDF) {

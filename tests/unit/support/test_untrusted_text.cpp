@@ -10,8 +10,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "orch/support/logging.hpp"
 
@@ -31,9 +31,9 @@ TEST(untrusted_text, a_truncated_sequence_is_one_replacement) {
 }
 
 TEST(untrusted_text, overlong_forms_surrogates_and_out_of_range_are_replaced) {
-  EXPECT_EQ(valid_utf8("\xC0\xAF"), fffd + fffd);          // overlong '/'
-  EXPECT_EQ(valid_utf8("\xE0\x80\xAF"), fffd + fffd + fffd);  // overlong, 3 bytes
-  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), fffd + fffd + fffd);  // U+D800
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), fffd + fffd);                        // overlong '/'
+  EXPECT_EQ(valid_utf8("\xE0\x80\xAF"), fffd + fffd + fffd);             // overlong, 3 bytes
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), fffd + fffd + fffd);             // U+D800
   EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // U+110000
   EXPECT_EQ(valid_utf8("\xF5"), fffd);
 }
@@ -67,8 +67,12 @@ TEST(untrusted_text, ansi_escapes_and_newlines_are_escaped_for_a_terminal) {
 }
 
 TEST(untrusted_text, c1_controls_and_bidi_overrides_are_escaped) {
-  EXPECT_EQ(printable("\xC2\x9B" "31m"), "\\u{009b}31m");  // CSI as one C1 code point
-  EXPECT_EQ(printable("abc\xE2\x80\xAE" "fed"), "abc\\u{202e}fed");  // RIGHT-TO-LEFT OVERRIDE
+  EXPECT_EQ(printable("\xC2\x9B"
+                      "31m"),
+            "\\u{009b}31m");  // CSI as one C1 code point
+  EXPECT_EQ(printable("abc\xE2\x80\xAE"
+                      "fed"),
+            "abc\\u{202e}fed");  // RIGHT-TO-LEFT OVERRIDE
   EXPECT_EQ(printable("\xE2\x81\xA6x"), "\\u{2066}x");
 }
 
