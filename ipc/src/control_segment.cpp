@@ -313,6 +313,9 @@ result<std::uint64_t> control_segment::grow_grant(std::uint32_t index, std::uint
   if (index >= slot_count_ || !slots_[index]) {
     return error{"invalid_argument", "slot " + std::to_string(index) + " is not owned"};
   }
+  // Every slow path looks at every slot's claim once, so a liar is flagged (and logged) when
+  // anyone needs budget, not only when a table is printed.
+  (void)total_reserved();
   const std::uint64_t granted = grant(index);
   if (shortfall == 0) return granted;
   auto free_now = [&] { return detail::floored_sub(budget_, granted_total_); };
