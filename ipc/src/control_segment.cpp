@@ -135,7 +135,10 @@ result<control_segment> control_segment::attach(unique_fd control_fd, unique_fd 
   if (!own) return own.err();
   auto own_map = mapping::map(own->fd(), 0, own->size(), /*writable=*/true);
   if (!own_map) return own_map.err();
-  segment.slots_[slot].emplace(owned_slot{own->release(), std::move(*own_map)});
+  // Only the mapping stays: an open fd would let any process of this uid re-open the slot
+  // through /proc/<this worker>/fd and write this worker's counters (a sibling worker, too).
+  (void)own->release();
+  segment.slots_[slot].emplace(owned_slot{unique_fd(), std::move(*own_map)});
   return segment;
 }
 
@@ -288,11 +291,15 @@ std::uint64_t control_segment::revoke_unused(std::uint32_t index) noexcept {
   slot_record& r = rec(index);
   std::atomic<std::uint64_t>& reserved = counters(index).reserved;
   const std::uint64_t old = r.grant.load(std::memory_order_seq_cst);
-  const std::uint64_t first = reserved.load(std::memory_order_seq_cst);
+  // A slot that lied about its reservations keeps nothing: its claim says nothing true about
+  // what it uses, so it would otherwise hold its grant forever.
+  const std::uint64_t first =
+      views_[index].flagged ? 0 : reserved.load(std::memory_order_seq_cst);
   if (first >= old) return 0;
   r.grant.store(first, std::memory_order_seq_cst);
   // A reservation that passed its re-check against the old grant is visible now: cover it.
-  const std::uint64_t second = reserved.load(std::memory_order_seq_cst);
+  const std::uint64_t second =
+      views_[index].flagged ? 0 : reserved.load(std::memory_order_seq_cst);
   const std::uint64_t kept = second > first ? std::min(old, second) : first;
   if (kept != first) r.grant.store(kept, std::memory_order_seq_cst);
   granted_total_ -= old - kept;
@@ -318,6 +325,10 @@ result<std::uint64_t> control_segment::grow_grant(std::uint32_t index, std::uint
   (void)total_reserved();
   const std::uint64_t granted = grant(index);
   if (shortfall == 0) return granted;
+  if (views_[index].flagged) {
+    return error{"budget_exceeded", "slot " + std::to_string(index) +
+                                        " claimed more than it was granted; it gets no more"};
+  }
   auto free_now = [&] { return detail::floored_sub(budget_, granted_total_); };
   if (shortfall > free_now()) revoke_others(index, shortfall - free_now());
   if (shortfall > free_now()) {

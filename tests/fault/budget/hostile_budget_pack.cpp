@@ -98,21 +98,52 @@ struct attack {
     }
   }
 
-  // The lie: our own slot is the one thing we may write.
+  // Sibling workers (the host's other children): any slot memfd they still hold open.
+  void write_siblings_slots() {
+    const std::string parent = std::to_string(::getppid());
+    for (const auto& proc : fd_links("/proc")) {
+      const std::string pid = proc.substr(proc.rfind('/') + 1);
+      if (pid.find_first_not_of("0123456789") != std::string::npos ||
+          pid == std::to_string(::getpid())) {
+        continue;
+      }
+      std::ifstream stat(proc + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto close = line.rfind(')');
+      char state = 0;
+      long ppid = 0;
+      if (close == std::string::npos ||
+          std::sscanf(line.c_str() + close + 1, " %c %ld", &state, &ppid) != 2 ||
+          std::to_string(ppid) != parent) {
+        continue;
+      }
+      ++siblings;
+      for (const auto& path : fd_links(proc + "/fd")) {
+        if (link_of(path).rfind("/memfd:orch-slot", 0) == 0) {
+          write_all(path, "a sibling worker's slot");
+        }
+      }
+    }
+  }
+
+  // The lie: our own slot is the one thing we may write, through the mapping we were given
+  // (the worker keeps no fd of it).
   bool lie_in_own_slot() {
-    for (const auto& path : fd_links("/proc/self/fd")) {
-      if (link_of(path).rfind("/memfd:orch-slot", 0) != 0) continue;
-      const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-      if (fd < 0) return false;
-      void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      ::close(fd);
-      if (map == MAP_FAILED) return false;
-      std::memset(map, 0xff, sizeof(std::uint64_t));  // slot_counters::reserved
-      ::munmap(map, 4096);
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+      if (line.find("memfd:orch-slot") == std::string::npos) continue;
+      unsigned long begin = 0, end = 0;
+      char perms[5] = {};
+      if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3) continue;
+      if (perms[1] != 'w') continue;
+      std::memset(reinterpret_cast<void*>(begin), 0xff, sizeof(std::uint64_t));  // reserved
       return true;
     }
     return false;
   }
+  int siblings = 0;
 };
 
 orch_node_status hostile_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
@@ -130,6 +161,11 @@ orch_node_status hostile_node(orch_node_context* ctx, const orch_value* in, orch
     const std::string target = link_of(path);
     if (target.rfind("/memfd:orch-slot", 0) == 0) a.write_all(path, "a slot in the host");
     if (target.rfind("/memfd:orch-control", 0) == 0) a.write_all(path, "the host's control fd");
+  }
+  a.write_siblings_slots();
+  if (a.siblings == 0) {
+    ctx->api->fail(ctx, "hostile_found_nothing", "no sibling worker to attack");
+    return ORCH_NODE_ERROR;
   }
   if (!a.got_through.empty()) {
     ctx->api->fail(ctx, "hostile_write_succeeded", a.got_through.c_str());

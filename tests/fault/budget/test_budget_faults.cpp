@@ -63,6 +63,9 @@ TEST_F(budget_faults, a_hostile_pack_writes_only_its_own_slot_and_its_lie_is_cla
   ASSERT_TRUE(run_node("TestSleep", {{"ms", 0}, {"pin_mib", 8}}).ok);
   const auto attacked = run_node("HostileBudget", {{"pin_mib", 4}});
   ASSERT_TRUE(attacked.ok) << (attacked.error ? attacked.error->dump() : "");
+  // The attack really ran: the control memfd (open, map, write, punch), its mappings and the
+  // host's fds were each tried.
+  EXPECT_GE(attacked.nodes.at("1").outputs[0].get<int>(), 5) << attacked.nodes.at("1").outputs;
 
   // The liar claims 2^64 - 1 bytes; the host counts its grant and flags it.
   const auto liar = host_->sync([&] {

@@ -210,6 +210,8 @@ TEST_F(control_segment_test, a_slot_claiming_more_than_its_grant_is_clamped_and_
   EXPECT_EQ(seg->counted_reserved(liar), 5u);
   EXPECT_TRUE(seg->flagged(liar));
   EXPECT_EQ(seg->total_reserved(), 1005u);
+  // Being flagged costs the liar its grant: it gets no more, and what it holds can be taken.
+  EXPECT_FALSE(seg->grow_grant(liar, 1).ok());
   // Another process still gets everything the liar was not granted.
   const auto honest = *seg->claim_slot(process_identity{999998, 1});
   budget_account other(*seg, honest);
@@ -236,6 +238,7 @@ TEST_F(control_segment_test, a_worker_maps_the_control_memfd_read_only_and_only_
   EXPECT_EQ(worker->budget(), 1000u);
   EXPECT_EQ(worker->total_size(), host->total_size());
   EXPECT_EQ(worker->slot_fd(0), -1) << "a worker maps no slot but its own";
+  EXPECT_EQ(worker->slot_fd(mine), -1) << "nor keeps its own slot's fd, which a sibling could open";
   ASSERT_TRUE(host->grow_grant(mine, 100).ok());
   budget_account account(*worker, mine);
   EXPECT_EQ(account.grant(), 100u);  // the host's grant, read through the read-only mapping
