@@ -24,7 +24,14 @@ result<wire_tensor> tensor_from_json(const nlohmann::json& t) {
   out.dtype = static_cast<std::uint32_t>(dtype->get<std::uint64_t>());
   auto shape = t.find("shape");
   if (shape == t.end()) return error{body_errc::missing_field, "tensor lacks shape"};
-  if (!shape->is_array()) return error{body_errc::bad_field, "tensor shape is not a list"};
+  if (!shape->is_array()) {
+    // A producer whose node set ndim past the shape array sends its rank alone (worker_runtime).
+    if (auto ndim = t.find("ndim"); shape->is_null() && ndim != t.end() && ndim->is_number()) {
+      return error{tensor_errc::bad_rank, "a tensor of rank " + ndim->dump() + " (at most " +
+                                              std::to_string(max_tensor_dims) + ")"};
+    }
+    return error{body_errc::bad_field, "tensor shape is not a list"};
+  }
   if (shape->size() > max_tensor_dims) {
     return error{tensor_errc::bad_rank, "a tensor of rank " + std::to_string(shape->size()) +
                                             " (at most " + std::to_string(max_tensor_dims) + ")"};

@@ -30,10 +30,17 @@ using namespace std::chrono_literals;
 // How the node inputs and outputs travel (docs/protocol.md, "call"): literals as themselves, a
 // tensor as {"tensor": {dtype, shape, descriptor}} naming a pool block, never its bytes.
 json tensor_to_json(const orch_tensor& t) {
-  auto shape = json::array();
-  for (std::uint32_t k = 0; k < t.ndim; ++k) shape.push_back(t.shape[k]);
+  // A node that set ndim past the shape array: reading on would leave the struct. Sent without
+  // a shape, which the host refuses as this node's invalid output (output_tensors.cpp).
+  json shape = nullptr;
+  if (t.ndim <= ORCH_TENSOR_MAX_DIMS) {
+    shape = json::array();
+    for (std::uint32_t k = 0; k < t.ndim; ++k) shape.push_back(t.shape[k]);
+  }
   ipc::buffer_descriptor d{t.buffer.segment, t.buffer.generation, t.buffer.offset, t.buffer.size};
-  return {{"tensor", {{"dtype", t.dtype}, {"shape", shape}, {"descriptor", ipc::descriptor_to_json(d)}}}};
+  json out = {{"dtype", t.dtype}, {"shape", shape}, {"descriptor", ipc::descriptor_to_json(d)}};
+  if (shape.is_null()) out["ndim"] = t.ndim;
+  return {{"tensor", std::move(out)}};
 }
 
 // Decodes one input value for declared type `type`. Strings stay owned by `storage`.

@@ -13,7 +13,7 @@ enum lie : std::int64_t {
   truthful = 0,
   height = 1,            // shape [1, claim, 16, 3]
   unknown_dtype = 2,     // dtype 99
-  rank_nine = 3,         // ndim 9
+  rank_nine = 3,         // ndim 1000: past the shape array, which the worker must not read on
   negative_dim = 4,      // shape [1, -8, 16, 3]
   overflowing_dim = 5,   // shape [1, 2^62, 16, 3]: × 4 bytes wraps past 64 bits
   descriptor_size = 6,   // buffer.size 4096 (the whole granule) and a shape that fits it
@@ -38,7 +38,7 @@ orch_node_status lying_image(orch_node_context* ctx, const orch_value* in, orch_
       t.dtype = 99;
       break;
     case rank_nine:
-      t.ndim = 9;  // the worker sends shape[0..8]; the ninth is strides[0], inside the struct
+      t.ndim = 1000;
       break;
     case negative_dim:
       t.shape[1] = -8;

@@ -152,7 +152,7 @@ TEST_F(tensor_lies_test, every_other_lie_about_a_tensor_is_the_producers_error) 
     const char* says;
   } lies[] = {
       {2, "dtype 99 is not a tensor dtype"},
-      {3, "a tensor of rank 9"},
+      {3, "a tensor of rank 1000"},
       {4, "has a negative dim"},
       {5, "past 64 bits"},
       {6, "names no block the host holds"},  // a descriptor larger than the allocation
