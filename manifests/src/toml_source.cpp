@@ -32,9 +32,22 @@ std::optional<toml::table> parse_toml_file(const std::filesystem::path& file, di
     diags.error({name, 0, 0}, {}, "cannot be read", "check the file's permissions");
     return std::nullopt;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_toml_text(text.str(), name, diags);
+  // Read at most one chunk past the cap: a file that grows after the check cannot make us read
+  // more than that. Real manifests and deployments are a few KiB.
+  std::string text;
+  char chunk[64 * 1024];
+  while (text.size() <= max_toml_file_bytes &&
+         in.read(chunk, sizeof chunk).gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  }
+  if (text.size() > max_toml_file_bytes) {
+    diags.error({name, 0, 0}, {},
+                "is larger than " + std::to_string(max_toml_file_bytes >> 20) +
+                    " MiB, which no deployment or manifest is",
+                "check that the path names the TOML file");
+    return std::nullopt;
+  }
+  return parse_toml_text(text, name, diags);
 }
 
 namespace {

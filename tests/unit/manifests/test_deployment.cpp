@@ -1,6 +1,8 @@
 // comfy-orch.toml: defaults, every section, the env-root precedence, and strict errors.
 #include <map>
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "manifest_test_support.hpp"
@@ -246,6 +248,19 @@ TEST_F(deployment_test, a_sim_runtime_version_out_of_range_is_an_error) {
   // A runtime has a version: 0.0 is what the device segment reads as "none given".
   EXPECT_FALSE(parse("[host.sim]\nruntime_version = \"0.0\"\n"));
   EXPECT_SINGLE_ERROR_AT(diags, "host.sim.runtime_version", 2u, 19u);
+}
+
+TEST_F(deployment_test, a_file_past_the_size_cap_is_refused_before_it_is_parsed) {
+  const auto file = tmp.path() / "huge.toml";
+  {
+    std::ofstream out(file);
+    const std::string comment(1023, '#');
+    for (int i = 0; i < 5 * 1024; ++i) out << comment << '\n';  // 5 MiB of comments
+  }
+  EXPECT_FALSE(load_deployment(file, diags, env));
+  ASSERT_EQ(diags.count(severity::error), 1u) << testing::dump(diags);
+  EXPECT_NE(diags.items()[0].message.find("larger than 4 MiB"), std::string::npos)
+      << testing::dump(diags);
 }
 
 TEST_F(deployment_test, missing_pack_directory_is_an_error) {

@@ -12,8 +12,11 @@
 
 namespace orch::manifests {
 
-// Parses a TOML file. A missing or unreadable file, or a syntax error, adds one error (with the
-// line and column toml++ reports) and returns nullopt.
+// The largest TOML file read; a bigger one is an error before it is parsed.
+inline constexpr std::size_t max_toml_file_bytes = std::size_t{4} << 20;
+
+// Parses a TOML file. A missing, unreadable, not regular or oversized file, or a syntax error,
+// adds one error (with the line and column toml++ reports) and returns nullopt.
 std::optional<toml::table> parse_toml_file(const std::filesystem::path& file, diagnostics& diags);
 
 // Parses TOML text; `display_name` is used as the file name in diagnostics.
