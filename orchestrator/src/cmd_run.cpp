@@ -20,6 +20,7 @@
 #include "orch/orchestrator/preflight.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
 #include "orch/orchestrator/unstarted_envs.hpp"
+#include "orch/support/untrusted_text.hpp"
 #include "json_fields.hpp"
 #include "process_limits.hpp"
 #include "run_signals.hpp"
@@ -32,12 +33,16 @@ std::string worker_executable() {
   return ORCH_DEFAULT_WORKER;
 }
 
+// Node ids, class names and messages quote the prompt, which may come from anyone: escaped
+// before they reach the terminal (untrusted_text.hpp).
 void print_validation(std::ostream& out, const orchestrator::validation_report& report) {
-  out << "prompt refused: " << report.error->type << ": " << report.error->message << '\n';
+  out << "prompt refused: " << report.error->type << ": " << printable(report.error->message)
+      << '\n';
   for (const auto& [id, ne] : report.node_errors) {
     for (const auto& e : ne.errors) {
-      out << "  node " << id << " (" << ne.class_type << "): " << e.type << ": " << e.message;
-      if (!e.details.empty()) out << ": " << e.details;
+      out << "  node " << printable(id) << " (" << printable(ne.class_type) << "): " << e.type
+          << ": " << printable(e.message);
+      if (!e.details.empty()) out << ": " << printable(e.details);
       out << '\n';
     }
   }
@@ -98,7 +103,12 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     return exit_failure;
   }
   auto& h = **host;
-  h.wait_settled(d->workers.handshake_timeout + std::chrono::seconds(5));
+  // In short steps, so that Ctrl-C while slow workers start is acted on at once.
+  const auto settle_by =
+      std::chrono::steady_clock::now() + d->workers.handshake_timeout + std::chrono::seconds(5);
+  while (!h.wait_settled(std::chrono::milliseconds(50)) && !signals.interrupted() &&
+         std::chrono::steady_clock::now() < settle_by) {
+  }
   auto infos = h.sync([&] { return h.workers().workers(); });
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& w : infos) {
@@ -130,7 +140,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
       print_validation(std::cout, shown);
     }
     h.shutdown();
-    return exit_failure;
+    return signals.interrupted() ? exit_interrupted : exit_failure;
   }
   if (!report.ok()) {
     if (json) {
@@ -140,7 +150,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
       print_validation(std::cout, report);
     }
     h.shutdown();
-    return exit_invalid_input;
+    return signals.interrupted() ? exit_interrupted : exit_invalid_input;
   }
   orchestrator::text_event_sink text(std::cout);
   orchestrator::json_event_sink lines(std::cout);

@@ -72,6 +72,17 @@ class invalid_prompt_cli : public runtime_test {
   int files_ = 0;
 };
 
+TEST_F(invalid_prompt_cli, a_refusal_in_text_mode_escapes_what_the_prompt_said) {
+  // A class name with an ANSI escape and a forged newline: the terminal gets it escaped.
+  const auto text = run_cli(
+      prompt_file(R"({"1\u001b[2J": {"class_type": "Evil\u001b[31m\nnode 9 (X): ok", "inputs": {}}})"),
+      false);
+  EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+  EXPECT_NE(text.out.find("prompt refused: "), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find('\x1b'), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("\nnode 9 (X): ok"), std::string::npos) << text.out;
+}
+
 TEST_F(invalid_prompt_cli, an_array_is_refused_as_invalid_prompt_on_stdout) {
   expect_invalid_prompt(prompt_file(R"([{"class_type": "SolidImage"}])"), "not array");
 }
