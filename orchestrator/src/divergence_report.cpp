@@ -6,7 +6,7 @@ bool debug_worker_enabled(const std::function<std::optional<std::string>(const c
   for (const char* name : {debug_worker_variable, debug_worker_alias}) {
     const auto v = getenv(name);
     const auto flag = v ? plugins::read_flag(*v) : plugins::flag_reading::blank;
-    if (flag != plugins::flag_reading::blank) return flag != plugins::flag_reading::falsy;
+    if (flag != plugins::flag_reading::blank) return plugins::reads_as_on(flag);
   }
   return false;
 }

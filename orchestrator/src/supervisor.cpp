@@ -406,7 +406,7 @@ void supervisor::report_divergence(worker& w) {
   for (const auto& [name, value] : w.spec.env_vars) {
     if (name == divergence_ack_variable) ack = value;
   }
-  const bool acknowledged = ack && plugins::read_flag(*ack) == plugins::flag_reading::set;
+  const bool acknowledged = ack && plugins::reads_as_on(plugins::read_flag(*ack));
   worker_memory_report report{w.spec.env, {manager, w.info.manager_reason}, w.spec.plugins.notes,
                               acknowledged};
   for (const auto& line : divergence_.on_worker_ready(report)) {

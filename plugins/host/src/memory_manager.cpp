@@ -1,10 +1,11 @@
 #include "orch/plugins/memory_manager.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <array>
 #include <cctype>
 #include <utility>
+
+#include "orch/support/untrusted_text.hpp"
 
 namespace orch::plugins {
 
@@ -69,18 +70,8 @@ std::optional<std::string> unrecognised_flag_warning(std::string_view variable,
                                                      std::string_view value,
                                                      std::string_view read_as) {
   if (read_flag(value) != flag_reading::unrecognised) return std::nullopt;
-  std::string shown;
-  for (const unsigned char c : value) {
-    if (c < 0x20 || c == 0x7f || c >= 0x80 || c == '"' || c == '\\') {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      shown += hex;
-    } else {
-      shown += static_cast<char>(c);
-    }
-  }
-  return std::string(variable) + " = \"" + shown + "\" is neither true nor false; read as " +
-         std::string(read_as) + " (use 1 or 0)";
+  return std::string(variable) + " = \"" + printable(value) +
+         "\" is neither true nor false; read as " + std::string(read_as) + " (use 1 or 0)";
 }
 
 manager_choice resolve_worker_manager(const worker_manager_inputs& in) {

@@ -165,7 +165,7 @@ TEST(flag_variables, an_unrecognised_value_is_read_as_on_and_never_silently) {
   EXPECT_NE(c.reason.find("\"maybe\" is neither true nor false"), std::string::npos) << c.reason;
   const auto w = unrecognised_flag_warning("COMFY_ENV_WORKER_AIMDO", "on\x1b[31m\n", "true");
   ASSERT_TRUE(w);
-  EXPECT_EQ(*w, "COMFY_ENV_WORKER_AIMDO = \"on\\x1b[31m\\x0a\" is neither true nor false; read "
+  EXPECT_EQ(*w, "COMFY_ENV_WORKER_AIMDO = \"on\\e[31m\\n\" is neither true nor false; read "
                 "as true (use 1 or 0)");
   EXPECT_FALSE(unrecognised_flag_warning("ORCH_WORKER_PAGER", "0", "true"));
   EXPECT_FALSE(unrecognised_flag_warning("ORCH_WORKER_PAGER", "yes", "true"));

@@ -59,6 +59,11 @@ struct pager_signal {
 // unrecognised_flag_warning says so.
 enum class flag_reading { blank, falsy, set, unrecognised };
 flag_reading read_flag(std::string_view value);
+// Whether a reading means "on": set, or unrecognised (comfy-env reads every non-falsy value as
+// true). Every on/off variable goes through this, so "Y" means the same for all of them.
+inline bool reads_as_on(flag_reading r) noexcept {
+  return r == flag_reading::set || r == flag_reading::unrecognised;
+}
 // "ORCH_WORKER_PAGER = \"maybe\" is neither true nor false; read as true (use 1 or 0)", with
 // the value's control bytes escaped; nothing when the value reads as blank, falsy or set.
 std::optional<std::string> unrecognised_flag_warning(std::string_view variable,
