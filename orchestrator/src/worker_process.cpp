@@ -109,8 +109,18 @@ int reap_worker(pid_t pid, std::chrono::milliseconds grace) noexcept {
   const auto end = std::chrono::steady_clock::now() + grace;
   int status = 0;
   while (true) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
+    // Looked at without reaping (WNOWAIT): while the leader is an unreaped zombie its pid, and
+    // so its group id, cannot be reused, so the group kill below reaches only what the worker
+    // left behind (a helper its pack forked), never a stranger.
+    siginfo_t info{};
+    const int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid) {
+      ::kill(-pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) return 0;
+      }
+      return status;
+    }
     if (r < 0 && errno != EINTR) return 0;
     if (std::chrono::steady_clock::now() >= end) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

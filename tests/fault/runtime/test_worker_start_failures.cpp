@@ -140,6 +140,27 @@ TEST_F(start_failures, a_worker_that_exits_with_the_usage_status_is_not_restarte
   }
 }
 
+TEST_F(start_failures, what_a_worker_forked_before_failing_to_start_dies_with_it) {
+  // A pack whose constructor started a helper and then failed set-up: the helper is in the
+  // worker's process group, which goes with the worker even when it exited by itself.
+  write(dir_ / "forking-worker", "#!/bin/sh\nsleep 600 &\necho $! >> '" +
+                                     (dir_ / "helpers").string() + "'\nexit 66\n");
+  fs::permissions(dir_ / "forking-worker", fs::perms::owner_all);
+  deployment_options o;
+  o.worker_executable = (dir_ / "forking-worker").string();
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  std::ifstream helpers(dir_ / "helpers");
+  int count = 0;
+  for (pid_t helper = 0; helpers >> helper; ++count) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!process_gone(helper) && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(process_gone(helper)) << "helper " << helper << " outlived its worker";
+  }
+  EXPECT_GT(count, 0);
+}
+
 TEST_F(start_failures, a_worker_that_dies_while_starting_for_other_reasons_is_still_restarted) {
   // Exit 1 is no promise that a retry fails: the crash-loop cap decides, as before.
   write(dir_ / "flaky-worker", "#!/bin/sh\nexit 1\n");
