@@ -27,6 +27,9 @@ std::atomic<unsigned> g_used{0};  // slots [0, g_used) have ever been handed out
 std::atomic<bool> g_asymmetric{false};
 std::once_flag g_membarrier_once;
 
+// initial-exec: one instruction to reach it, where the default model calls __tls_get_addr.
+thread_local slot* t_slot __attribute__((tls_model("initial-exec"))) = nullptr;
+
 // The slot goes back when its thread exits. A pthread key rather than a thread_local destructor:
 // the latter would pin the plugin in memory until every thread that ever called it had exited.
 // The key is deleted when the plugin is unloaded, so no destructor runs into unmapped code.
@@ -35,6 +38,10 @@ struct key_holder {
   bool ok = false;
   key_holder() noexcept {
     ok = pthread_key_create(&key, [](void* s) {
+      // Runs on the exiting thread: forget the slot first, so a plugin call from a later
+      // thread-local destructor of this thread takes a fresh slot instead of sharing this one
+      // with whichever thread takes it next (which would break its grace periods).
+      t_slot = nullptr;
       static_cast<slot*>(s)->taken.store(false, std::memory_order_release);
     }) == 0;
   }
@@ -43,9 +50,6 @@ struct key_holder {
   }
 };
 key_holder g_key;
-
-// initial-exec: one instruction to reach it, where the default model calls __tls_get_addr.
-thread_local slot* t_slot __attribute__((tls_model("initial-exec"))) = nullptr;
 
 slot* take_slot() noexcept {
   if (!g_key.ok) return nullptr;
