@@ -109,9 +109,13 @@ struct node_api_impl {
     if (ctx == nullptr || address == nullptr) return ORCH_INVALID;
     return self(ctx).memory_->cast_buffer(stream, size, address);
   }
-  static int32_t pinned_reserve(orch_node_context* ctx, uint64_t bytes) noexcept {
+  // A reservation past the grant asks the host (allocations, a message, a future): under the
+  // memory pressure that sends it there, an exception must become "not now", not terminate().
+  static int32_t pinned_reserve(orch_node_context* ctx, uint64_t bytes) noexcept try {
     if (ctx == nullptr) return ORCH_INVALID;
     return self(ctx).memory_->budget().reserve(bytes).ok() ? ORCH_OK : ORCH_OOM_RETRYABLE;
+  } catch (...) {
+    return ORCH_OOM_RETRYABLE;
   }
   static void pinned_release(orch_node_context* ctx, uint64_t bytes) noexcept {
     if (ctx != nullptr) self(ctx).memory_->budget().release(bytes);
