@@ -11,39 +11,20 @@
 #include <nlohmann/json.hpp>
 
 #include "../../unit/manifests/manifest_test_support.hpp"
+#include "command_runner.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using orch::manifests::testing::temp_dir;
 
-struct run_result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using orch::testing::command_result;
+using orch::testing::slurp;
 
 // Runs comfy-orch with `args` (already shell-quoted) and `env_prefix` (e.g. "ORCH_ENV_ROOT=x").
-run_result run(const std::string& args, const std::string& env_prefix = "") {
-  temp_dir tmp;
-  const auto out = tmp.path() / "out";
-  const auto err = tmp.path() / "err";
-  const std::string cmd = "cd '" + std::string(ORCH_SOURCE_DIR) + "' && env " + env_prefix + " '" +
-                          COMFY_ORCH_BIN + "' " + args + " >'" + out.string() + "' 2>'" +
-                          err.string() + "'";
-  const int status = std::system(cmd.c_str());
-  run_result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+command_result run(const std::string& args, const std::string& env_prefix = "") {
+  return orch::testing::run_command("cd '" + std::string(ORCH_SOURCE_DIR) + "' && env " +
+                                    env_prefix + " '" + COMFY_ORCH_BIN + "' " + args);
 }
 
 TEST(cli, version_prints_the_project_version) {

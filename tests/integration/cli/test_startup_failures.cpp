@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../unit/manifests/manifest_test_support.hpp"
+#include "command_runner.hpp"
 
 namespace {
 
@@ -21,18 +22,7 @@ using orch::manifests::testing::temp_dir;
 
 constexpr int killed_by_timeout = 128 + 9;
 
-struct run_result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using orch::testing::command_result;
 
 void write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
@@ -40,19 +30,10 @@ void write(const fs::path& p, const std::string& text) {
 }
 
 // Runs `comfy-orch <args>` in a shell that first runs `shell_prefix` (e.g. "ulimit -n 8;").
-run_result run(const std::string& args, const std::string& shell_prefix = "") {
-  temp_dir tmp;
-  const auto out = tmp.path() / "out";
-  const auto err = tmp.path() / "err";
-  const std::string cmd = "cd '" + std::string(ORCH_SOURCE_DIR) + "' && timeout -s KILL 30 sh -c \"" +
-                          shell_prefix + " exec '" + COMFY_ORCH_BIN + "' " + args + "\" >'" +
-                          out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(cmd.c_str());
-  run_result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+command_result run(const std::string& args, const std::string& shell_prefix = "") {
+  return orch::testing::run_command("cd '" + std::string(ORCH_SOURCE_DIR) +
+                                    "' && timeout -s KILL 30 sh -c \"" + shell_prefix + " exec '" +
+                                    COMFY_ORCH_BIN + "' " + args + "\"");
 }
 
 std::string prompt_file() {

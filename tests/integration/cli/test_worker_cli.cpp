@@ -10,33 +10,16 @@
 
 #include <gtest/gtest.h>
 
+#include "command_runner.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct run_result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using orch::testing::command_result;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-run_result run_worker(const std::string& args) {
-  char tmpl[] = "/tmp/orch-worker-cli-XXXXXX";
-  const fs::path dir = ::mkdtemp(tmpl);
-  const std::string cmd = "'" + std::string(COMFY_ORCH_WORKER_BIN) + "' " + args + " >'" +
-                          (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
-  const int status = std::system(cmd.c_str());
-  run_result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "out"),
-               slurp(dir / "err")};
-  fs::remove_all(dir);
-  return r;
+command_result run_worker(const std::string& args) {
+  return orch::testing::run_command("'" + std::string(COMFY_ORCH_WORKER_BIN) + "' " + args);
 }
 
 TEST(worker_cli, help_says_the_host_starts_it_and_lists_every_flag) {
