@@ -139,8 +139,8 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
     for (const auto& e : pack.envs) {
       const std::string& name = e.dir.env_name;
       if (!e.status.native) {
-        h->skipped_.push_back({name, "Python pack: its env runs under the Python bridge, which "
-                                     "this build does not have (" + e.status.detail + ")"});
+        h->skipped_.push_back({name, "Python pack: its env needs the Python worker, which "
+                                     "this build does not have yet (" + e.status.detail + ")"});
         continue;
       }
       if (e.status.state != manifests::env_state::ok) {
