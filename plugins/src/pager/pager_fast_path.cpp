@@ -41,6 +41,7 @@
 // - Stats: a hit adds to counters inside the same page word (no extra atomic). The locked side
 //   folds them into the device's stats.
 #include <algorithm>
+#include <bit>
 
 #include "pager_policy.hpp"
 
@@ -48,7 +49,22 @@ namespace orch::plugin_detail {
 
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+// The pages [first, end) a non-empty byte range touches (offset + size must not wrap). Page sizes
+// are powers of two in practice (2 MiB granules, aimdo's 32 MiB): shifts then, since the two
+// 64-bit divisions otherwise took a third of the hit path's time (perf, bench_plugins).
+struct page_span {
+  uint64_t first;
+  uint64_t end;
+};
+page_span pages_of(uint64_t offset, uint64_t size, uint64_t page) noexcept {
+  const uint64_t last = offset + size - 1;
+  // Not std::has_single_bit: without -mpopcnt that is a libgcc call, as slow as the division.
+  if (page != 0 && (page & (page - 1)) == 0) {
+    const int shift = std::countr_zero(page);
+    return {offset >> shift, (last >> shift) + 1};
+  }
+  return {offset / page, last / page + 1};
+}
 
 // The hit path leaves a word with many pins, or a counter at its limit, to the locked path (which
 // folds the counters); half the pin range stays for the locked path's own pins.
@@ -58,10 +74,8 @@ constexpr uint64_t fast_pin_limit = page_word::pin_max / 2;
 
 bool pager_device::fault_hit(pager_region& r, uint64_t offset, uint64_t size, uint64_t* sig,
                              size_t sig_cap, size_t* sig_len, uint64_t* newly_mapped) noexcept {
-  const uint64_t page = options_.page_size;
   if (size == 0 || offset + size < offset) return false;
-  const uint64_t first = offset / page;
-  const uint64_t end = ceil_div(offset + size, page);
+  const auto [first, end] = pages_of(offset, size, options_.page_size);
   if (sig != nullptr && sig_cap < end - first) return false;
   // The stopgap would free nothing: no poll due, and deficit(0) <= 0 for the current headroom.
   const int64_t headroom = static_cast<int64_t>(
@@ -115,10 +129,10 @@ bool pager_device::fault_hit(pager_region& r, uint64_t offset, uint64_t size, ui
 
 pager_device::unpin_result pager_device::unpin_hit(pager_region& r, uint64_t offset,
                                                    uint64_t size) noexcept {
-  const uint64_t page = options_.page_size;
   if (size == 0 || offset + size < offset) return unpin_result::locked;
-  const uint64_t first = offset / page;
-  const uint64_t end = std::min(ceil_div(offset + size, page), r.nr_pages_);
+  const auto span = pages_of(offset, size, options_.page_size);
+  const uint64_t first = span.first;
+  const uint64_t end = std::min(span.end, r.nr_pages_);
   // A range reaching above the watermark syncs before and after (§4.3): the locked path's job.
   if (end > r.watermark_.load()) return unpin_result::locked;
   bool release = false;

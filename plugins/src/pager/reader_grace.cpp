@@ -12,23 +12,23 @@
 
 namespace orch::plugin_detail {
 
-// One cache line per thread, so a reader's stores never contend with another reader's.
-struct alignas(64) slot {
-  std::atomic<uint32_t> active{0};
-  std::atomic<bool> taken{false};
-};
+using slot = reader_slot;
+
+namespace reader_grace_detail {
+thread_local reader_slot* this_thread_slot __attribute__((tls_model("initial-exec"))) = nullptr;
+std::atomic<bool> asymmetric{false};
+}  // namespace reader_grace_detail
 
 namespace {
+
+using reader_grace_detail::asymmetric;
+reader_slot*& t_slot() noexcept { return reader_grace_detail::this_thread_slot; }
 
 // Threads beyond this many (at once) run the locked path; slots are reused when threads exit.
 constexpr unsigned max_slots = 1024;
 slot g_slots[max_slots];
 std::atomic<unsigned> g_used{0};  // slots [0, g_used) have ever been handed out
-std::atomic<bool> g_asymmetric{false};
 std::once_flag g_membarrier_once;
-
-// initial-exec: one instruction to reach it, where the default model calls __tls_get_addr.
-thread_local slot* t_slot __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // The slot goes back when its thread exits. A pthread key rather than a thread_local destructor:
 // the latter would pin the plugin in memory until every thread that ever called it had exited.
@@ -41,7 +41,7 @@ struct key_holder {
       // Runs on the exiting thread: forget the slot first, so a plugin call from a later
       // thread-local destructor of this thread takes a fresh slot instead of sharing this one
       // with whichever thread takes it next (which would break its grace periods).
-      t_slot = nullptr;
+      t_slot() = nullptr;
       static_cast<slot*>(s)->taken.store(false, std::memory_order_release);
     }) == 0;
   }
@@ -51,7 +51,11 @@ struct key_holder {
 };
 key_holder g_key;
 
-slot* take_slot() noexcept {
+long membarrier(int cmd) noexcept { return syscall(__NR_membarrier, cmd, 0u, 0); }
+
+}  // namespace
+
+reader_slot* reader_grace_detail::take_slot() noexcept {
   if (!g_key.ok) return nullptr;
   for (unsigned i = 0; i < max_slots; ++i) {
     bool expected = false;
@@ -63,36 +67,16 @@ slot* take_slot() noexcept {
         g_slots[i].taken.store(false);
         return nullptr;
       }
+      t_slot() = &g_slots[i];
       return &g_slots[i];
     }
   }
   return nullptr;
 }
 
-long membarrier(int cmd) noexcept { return syscall(__NR_membarrier, cmd, 0u, 0); }
-
-}  // namespace
-
-reader_section::reader_section() noexcept : slot_(t_slot) {
-  if (slot_ == nullptr) slot_ = t_slot = take_slot();
-  if (slot_ == nullptr) return;
-  if (g_asymmetric.load(std::memory_order_relaxed)) {
-    slot_->active.store(1, std::memory_order_relaxed);
-    // Only the compiler must keep the lookup after the store; the writer's membarrier orders the
-    // CPU.
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  } else {
-    slot_->active.store(1, std::memory_order_seq_cst);
-  }
-}
-
-reader_section::~reader_section() {
-  if (slot_ != nullptr) slot_->active.store(0, std::memory_order_release);
-}
-
 void init_reader_grace() noexcept {
   std::call_once(g_membarrier_once, [] {
-    g_asymmetric.store(membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0);
+    asymmetric.store(membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0);
   });
 }
 
@@ -100,7 +84,7 @@ void wait_for_readers() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   // Every running thread of the process passes a full barrier: a reader whose announcement the
   // scan below misses has not yet looked anything up, and will not find what was unpublished.
-  if (g_asymmetric.load(std::memory_order_relaxed) &&
+  if (asymmetric.load(std::memory_order_relaxed) &&
       membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
     // Cannot happen once registered; fall back to the slow command rather than guess.
     membarrier(MEMBARRIER_CMD_GLOBAL);
