@@ -7,11 +7,6 @@
 
 namespace orch::plugin_detail {
 
-std::atomic<uint64_t>& simple_headroom() noexcept {
-  static std::atomic<uint64_t> bytes{default_headroom};
-  return bytes;
-}
-
 namespace {
 
 // ceil(a / b) without forming a + b - 1, which wraps for requests near UINT64_MAX ("evict

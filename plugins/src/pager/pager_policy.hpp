@@ -26,7 +26,9 @@ inline constexpr uint64_t default_headroom = 256ull << 20;      // VRAM_HEADROOM
 inline constexpr uint64_t default_poll_interval_ns = 2000000000;  // 2000 ms (§4.6)
 
 // Process-wide simple headroom (aimdo's simple_vram_headroom is one process-wide int64_t, §4.1).
-std::atomic<uint64_t>& simple_headroom() noexcept;
+// Inline (a constant-initialised variable, no guard), as the hit path reads it on every fault.
+inline std::atomic<uint64_t> g_simple_headroom{default_headroom};
+inline std::atomic<uint64_t>& simple_headroom() noexcept { return g_simple_headroom; }
 
 struct pager_options {
   int32_t ordinal = 0;
