@@ -14,7 +14,7 @@
 namespace orch::testing {
 
 struct command_result {
-  int exit_code = -1;  // -1 when a signal ended it
+  int exit_code = -1;  // as a shell reports it: 128 + N when signal N ended it
   std::string out;
   std::string err;
 };
@@ -34,8 +34,8 @@ inline command_result run_command(const std::string& command) {
   const std::string full = command + " >'" + (dir / "out").string() + "' 2>'" +
                            (dir / "err").string() + "'";
   const int status = std::system(full.c_str());
-  command_result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "out"),
-                   slurp(dir / "err")};
+  command_result r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+                   slurp(dir / "out"), slurp(dir / "err")};
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return r;

@@ -6,26 +6,17 @@
 #include <fstream>
 #include <sstream>
 
+#include "../cli/command_runner.hpp"
 #include "runtime_fixture.hpp"
 
 namespace orch::runtime_testing {
 namespace {
 
-struct cli_result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using cli_result = orch::testing::command_result;
+using orch::testing::slurp;
 
 class invalid_prompt_cli : public runtime_test {
  protected:
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
   fs::path prompt_file(const std::string& text) {
     const fs::path file = dir_ / ("prompt-" + std::to_string(++files_) + ".json");
     std::ofstream(file, std::ios::binary) << text;
@@ -34,17 +25,9 @@ class invalid_prompt_cli : public runtime_test {
 
   cli_result run_cli(const fs::path& prompt, bool json) {
     if (deployment_.empty()) deployment_ = write_deployment();
-    const fs::path out = dir_ / "out", err = dir_ / "err";
-    const std::string cmd = "'" + std::string(ORCH_TEST_COMFY_ORCH) + "' run '" +
-                            deployment_.string() + "' --prompt '" + prompt.string() + "'" +
-                            (json ? " --json" : "") + " >'" + out.string() + "' 2>'" +
-                            err.string() + "'";
-    const int status = std::system(cmd.c_str());
-    cli_result r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
+    return orch::testing::run_command("'" + std::string(ORCH_TEST_COMFY_ORCH) + "' run '" +
+                                      deployment_.string() + "' --prompt '" + prompt.string() + "'" +
+                                      (json ? " --json" : ""));
   }
 
   // --json: exactly one line, ComfyUI's /prompt answer for an invalid prompt; text: the refusal.

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../cli/command_runner.hpp"
 #include "runtime_fixture.hpp"
 
 #include "orch/orchestrator/events.hpp"
@@ -17,18 +18,8 @@ namespace {
 
 const std::string fffd = "\xEF\xBF\xBD";
 
-struct cli_result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using cli_result = orch::testing::command_result;
+using orch::testing::slurp;
 
 class untrusted_text : public runtime_test {
  protected:
@@ -63,17 +54,9 @@ class untrusted_text : public runtime_test {
   cli_result cli(const fs::path& deployment, const std::string& prompt_json, bool json) {
     const fs::path prompt = dir_ / "prompt.json";
     std::ofstream(prompt, std::ios::trunc) << prompt_json;
-    const fs::path out = dir_ / "out", err = dir_ / "err";
-    const std::string cmd = "'" + std::string(ORCH_TEST_COMFY_ORCH) + "' run '" +
-                            deployment.string() + "' --prompt '" + prompt.string() + "'" +
-                            (json ? " --json" : "") + " >'" + out.string() + "' 2>'" +
-                            err.string() + "'";
-    const int status = std::system(cmd.c_str());
-    cli_result r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
+    return orch::testing::run_command("'" + std::string(ORCH_TEST_COMFY_ORCH) + "' run '" +
+                                      deployment.string() + "' --prompt '" + prompt.string() + "'" +
+                                      (json ? " --json" : ""));
   }
 };
 
