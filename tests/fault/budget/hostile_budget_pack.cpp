@@ -45,6 +45,7 @@ std::vector<std::string> fd_links(const std::string& dir) {
 }
 
 struct attack {
+  explicit attack(orch_node_context* c) : ctx(c) {}
   orch_node_context* ctx;
   int tried = 0;
   std::string got_through;  // what a write reached that it must not have
