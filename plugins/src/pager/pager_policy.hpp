@@ -30,6 +30,17 @@ inline constexpr uint64_t default_poll_interval_ns = 2000000000;  // 2000 ms (§
 inline std::atomic<uint64_t> g_simple_headroom{default_headroom};
 inline std::atomic<uint64_t>& simple_headroom() noexcept { return g_simple_headroom; }
 
+// ceil(a / b) without forming a + b - 1, which wraps for requests near UINT64_MAX ("evict
+// everything" is a natural host request).
+inline uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// A byte request as a signed amount. The deficit arithmetic adds it to usage and headroom, so
+// it is clamped far below INT64_MAX: 2^61 bytes is still more than any device holds.
+inline constexpr uint64_t max_signed_request = uint64_t{1} << 61;
+inline int64_t signed_request(uint64_t bytes) {
+  return static_cast<int64_t>(std::min(bytes, max_signed_request));
+}
+
 struct pager_options {
   int32_t ordinal = 0;
   uint32_t level = ORCH_LEVEL_4;
@@ -67,6 +78,16 @@ struct page_slot {
   uint64_t handle = 0;            // backend handle; under the mutex only
   uint64_t serial = 0;  // written only while the page is absent (under the mutex); read by pinners
 };
+
+// Takes a resident, unpinned page away from the hit path: its word goes to 0 in one CAS, so a
+// concurrent pin either came first (the page stays) or fails (and takes the locked path).
+// Returns the word it replaced, or 0 when the page is absent or pinned.
+inline uint64_t claim_unpinned(page_slot& p) noexcept {
+  uint64_t w = p.word.load();
+  while ((w & page_word::resident) != 0 && page_word::pins(w) == 0)
+    if (p.word.compare_exchange_weak(w, 0)) return w;
+  return 0;
+}
 
 class pager_region {
  public:
