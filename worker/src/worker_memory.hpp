@@ -33,6 +33,11 @@
 
 namespace orch::worker {
 
+// Byte sums that cannot wrap: a model size plus the reserve, a free reading plus a request.
+inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
 // The host settings of the handshake, read back from the hello response (docs/protocol.md).
 struct host_settings {
   std::uint32_t slot = 0;

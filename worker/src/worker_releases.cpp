@@ -1,0 +1,123 @@
+// A worker's releases (DESIGN.md §4.7): cast buffers, the node boundary, the prompt epoch, and the
+// free and evict requests answered with receipts measured on the device.
+#include "worker_memory.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "orch/plugins/names.hpp"
+
+namespace orch::worker {
+namespace {
+
+// The last release is stamped with wall-clock time, comparable across processes (the table).
+std::uint64_t realtime_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+orch_status worker_memory::cast_buffer(std::uint32_t stream, std::uint64_t size,
+                                       std::uint64_t* address) {
+  if (allocator_ == nullptr) return ORCH_UNSUPPORTED;
+  return allocator_api_->cast_buffer(allocator_, stream, size, address);
+}
+
+std::uint64_t worker_memory::reset_cast_buffers() noexcept {
+  if (allocator_ == nullptr) return 0;
+  orch_cast_stats c{};
+  c.struct_size = sizeof(c);
+  const std::uint64_t held =
+      allocator_api_->cast_stats(allocator_, &c) == ORCH_OK ? c.committed + c.retired : 0;
+  allocator_api_->reset_cast_buffers(allocator_);
+  return held;
+}
+
+void worker_memory::release_node_boundary() noexcept {
+  const std::size_t pins = pins_.size();
+  for (const auto& p : pins_) pager_api_->region_unpin(p.region->pager_region, p.offset, p.size);
+  pins_.clear();
+  const std::uint64_t cast = reset_cast_buffers();
+  if (cast > 0 || pins > 0) {
+    spdlog::info("node boundary: released {} cast-buffer bytes and {} pins left by the node", cast,
+                 pins);
+  }
+  if (pager_ != nullptr && pager_api_->reset_watermark_limits != nullptr) {
+    pager_api_->reset_watermark_limits(pager_);
+  }
+  ++boundary_releases_;
+  last_boundary_ns_ = realtime_ns();
+}
+
+void worker_memory::cast_epoch_boundary(std::optional<std::uint64_t> epoch) noexcept {
+  const bool changed = !epoch || !cast_epoch_seen_ || cast_epoch_ != epoch;
+  cast_epoch_seen_ = true;
+  cast_epoch_ = epoch;
+  if (!changed) return;
+  reset_cast_buffers();
+  ++boundary_releases_;
+  last_boundary_ns_ = realtime_ns();
+}
+
+std::uint64_t worker_memory::resident_bytes() const noexcept {
+  if (pager_ != nullptr) {
+    orch_pager_usage u{};
+    u.struct_size = sizeof(u);
+    return pager_api_->usage(pager_, &u) == ORCH_OK ? u.page_bytes : 0;
+  }
+  std::uint64_t held = 0;
+  for (const auto& [key, r] : regions_) held += r->held;
+  return held;
+}
+
+release_receipt worker_memory::free(bool unload_models, bool drop_caches) noexcept {
+  release_receipt receipt;
+  const std::uint64_t before = resident_bytes();
+  if (unload_models && pager_ != nullptr) {
+    std::uint64_t freed = 0;
+    pager_api_->reclaim(pager_, UINT64_MAX, 0, &freed);
+  } else if (unload_models && ledger_ != nullptr) {
+    for (auto& [key, r] : regions_) {
+      std::uint64_t freed = 0;
+      if (r->ledger_model != nullptr) ledger_api_->model_unload(r->ledger_model, &freed);
+    }
+    sync_ledger_memory();
+  }
+  const std::uint64_t cast = drop_caches ? reset_cast_buffers() : 0;
+  receipt.resident = resident_bytes();
+  receipt.freed = (before > receipt.resident ? before - receipt.resident : 0) + cast;
+  return receipt;
+}
+
+release_receipt worker_memory::evict(std::uint64_t bytes) noexcept {
+  release_receipt receipt;
+  const std::uint64_t before = resident_bytes();
+  if (pager_ != nullptr) {
+    std::uint64_t freed = 0;
+    pager_api_->reclaim(pager_, bytes, 0, &freed);
+  } else if (ledger_ != nullptr) {
+    // Whole models in ComfyUI's order until `bytes` more are free in the ledger's budget.
+    orch_ledger_stats st{};
+    st.struct_size = sizeof(st);
+    if (ledger_api_->stats(ledger_, &st) == ORCH_OK) {
+      // free_memory(n) makes n bytes free in the budget: ask for what is free now plus `bytes`.
+      const std::uint64_t free_now =
+          ledger_budget_ > st.loaded_bytes ? ledger_budget_ - st.loaded_bytes : 0;
+      const std::uint64_t target = std::min(ledger_budget_, saturating_add(free_now, bytes));
+      std::uint64_t freed = 0;
+      ledger_api_->free_memory(ledger_, target, &freed);
+      sync_ledger_memory();
+    }
+  }
+  receipt.resident = resident_bytes();
+  receipt.freed = before > receipt.resident ? before - receipt.resident : 0;
+  return receipt;
+}
+
+}  // namespace orch::worker
