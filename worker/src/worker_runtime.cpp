@@ -16,6 +16,7 @@
 
 #include "node_context.hpp"
 #include "node_library.hpp"
+#include "node_values.hpp"
 #include "orch/ipc/channel.hpp"
 #include "orch/ipc/fd_passing.hpp"
 #include "worker_memory.hpp"
@@ -26,69 +27,6 @@ namespace {
 using ipc::json;
 using ipc::message_type;
 using namespace std::chrono_literals;
-
-// How the node inputs and outputs travel (docs/protocol.md, "call"): literals as themselves, a
-// tensor as {"tensor": {dtype, shape, descriptor}} naming a pool block, never its bytes.
-json tensor_to_json(const orch_tensor& t) {
-  // A node that set ndim past the shape array: reading on would leave the struct. Sent without
-  // a shape, which the host refuses as this node's invalid output (output_tensors.cpp).
-  json shape = nullptr;
-  if (t.ndim <= ORCH_TENSOR_MAX_DIMS) {
-    shape = json::array();
-    for (std::uint32_t k = 0; k < t.ndim; ++k) shape.push_back(t.shape[k]);
-  }
-  ipc::buffer_descriptor d{t.buffer.segment, t.buffer.generation, t.buffer.offset, t.buffer.size};
-  json out = {{"dtype", t.dtype}, {"shape", shape}, {"descriptor", ipc::descriptor_to_json(d)}};
-  if (shape.is_null()) out["ndim"] = t.ndim;
-  return {{"tensor", std::move(out)}};
-}
-
-// Decodes one input value for declared type `type`. Strings stay owned by `storage`.
-result<orch_value> value_from_json(const json& j, const std::string& type,
-                                   ipc::segment_table& segments, std::deque<std::string>& storage) {
-  orch_value v{};
-  if (j.is_object() && j.contains("tensor")) {
-    auto t = tensor_view(j["tensor"], segments);  // the extent and the block, checked here
-    if (!t) return t.err();
-    v.kind = ORCH_VALUE_TENSOR;
-    v.tensor = *t;
-    return v;
-  }
-  if (type == "INT" && j.is_number()) {
-    v.kind = ORCH_VALUE_INT;
-    v.i = j.is_number_float() ? static_cast<std::int64_t>(j.get<double>()) : j.get<std::int64_t>();
-  } else if (type == "FLOAT" && j.is_number()) {
-    v.kind = ORCH_VALUE_FLOAT;
-    v.f = j.get<double>();
-  } else if (type == "BOOLEAN" && j.is_boolean()) {
-    v.kind = ORCH_VALUE_BOOL;
-    v.i = j.get<bool>() ? 1 : 0;
-  } else if (j.is_string()) {
-    v.kind = ORCH_VALUE_STRING;
-    storage.push_back(j.get<std::string>());
-    v.s = storage.back().c_str();
-  } else {
-    return error{"bad_value", "a value of type " + type + " cannot be " + j.dump()};
-  }
-  return v;
-}
-
-json value_to_json(const orch_value& v) {
-  switch (v.kind) {
-    case ORCH_VALUE_INT:
-      return v.i;
-    case ORCH_VALUE_FLOAT:
-      return v.f;
-    case ORCH_VALUE_BOOL:
-      return v.i != 0;
-    case ORCH_VALUE_STRING:
-      return v.s == nullptr ? std::string() : std::string(v.s);
-    case ORCH_VALUE_TENSOR:
-      return tensor_to_json(v.tensor);
-    default:
-      return nullptr;
-  }
-}
 
 // A request the node thread serves in order: node calls, and the host's free and evict requests
 // (queued with the calls, so a release never races a running node).
@@ -351,7 +289,7 @@ class runtime {
       auto v = value_from_json(*it, in.type, memory_->segments(), storage);
       if (!v) return fail("invalid_input", std::string(in.name) + ": " + v.err().message);
       inputs[k] = *v;
-      if (v->kind == ORCH_VALUE_TENSOR) seen[in.name] = tensor_to_json(v->tensor)["tensor"];
+      if (v->kind == ORCH_VALUE_TENSOR) seen[in.name] = value_to_json(*v)["tensor"];
     }
     node_call_hooks hooks;
     hooks.allocate = [this](std::uint64_t size) { return allocate(size); };
