@@ -1,14 +1,17 @@
-// The sim device's shared control block (DESIGN.md §4.8, docs/sim-device.md).
+// The sim device's shared control block (DESIGN.md §4.8, docs/sim-device.md), and the
+// operations on it (sim_segment.cpp).
 //
 // It lives in a memfd segment mapped MAP_SHARED by every attached process. Only fixed-width
 // fields and lock-free atomics: a process that dies mid-call can corrupt nothing and leaves no
 // lock held (STYLE.md "Shared memory"). Physical bookkeeping that needs more than a counter
-// (handles, mappings, backing store) stays process-local in the backend.
+// (handles, mappings, backing store) stays process-local in the backend (sim_device.hpp).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <type_traits>
+
+#include "orch/plugin/sim.h"
 
 namespace orch::plugin_detail {
 
@@ -75,4 +78,46 @@ static_assert(sizeof(sim_slot) == 40);
 static_assert(sizeof(sim_segment) == 176 + sim_max_slots * sizeof(sim_slot),
               "the sim segment layout is frozen: bump sim_version when it changes");
 
+// The operations on the segment: creation, validation at attach, process slots and the reclaim
+// of dead processes' slots. Both the device vtable (sim_backend.cpp) and the test controls
+// (sim_controls.cpp) use them; nothing here touches a process's local bookkeeping.
+namespace sim {
+
+// One process's attachment: the mapping, its own fd, its slot and the configuration validated
+// and copied at attach. Any attached process can write the shared block, so nothing a call
+// depends on for its arithmetic is re-read from it.
+struct attachment {
+  sim_segment* seg = nullptr;
+  int fd = -1;
+  uint32_t slot = 0;
+  uint64_t capacity = 0;
+  uint64_t granularity = 0;
+  uint32_t free_mode = 0;
+  bool backing_store = false;
+  uint32_t runtime_version = 0;
+};
+
+// A new device: a sealed memfd holding an initialised block. The caller owns *fd_out.
+orch_status create_segment(const orch_sim_config* config, int32_t* fd_out);
+
+// Dups and maps sim_fd, checks the frozen header and the configuration, reclaims dead slots and
+// claims one. ORCH_INVALID: not a valid segment; ORCH_OOM_RETRYABLE: every slot is taken.
+orch_status attach(int32_t sim_fd, attachment* out);
+
+// Frees the slot, unmaps and closes. The caller has given its physical usage back first.
+void detach(attachment& a) noexcept;
+
+// Gives back the slots of processes that died without closing; adds what it freed to *bytes and
+// *slots when they are not NULL.
+void reclaim_dead_slots(sim_segment* seg, uint64_t* bytes, uint32_t* slots) noexcept;
+
+// Consumes one injected failure of `kind`; true when the call must fail.
+bool take_fault(sim_segment* seg, uint32_t kind) noexcept;
+
+int32_t self_pid() noexcept;
+// The calling process's views, summed over every slot carrying its pid.
+uint64_t process_used(const sim_segment* seg) noexcept;
+uint64_t process_budget(const sim_segment* seg, uint64_t capacity) noexcept;
+
+}  // namespace sim
 }  // namespace orch::plugin_detail
