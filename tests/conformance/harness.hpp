@@ -35,6 +35,7 @@ struct target {
   const char* backend_plugin;
   const char* pager_plugin;      // nullptr: no pager for this backend
   const char* allocator_plugin;  // nullptr: no allocator
+  const char* ledger_plugin;     // nullptr: no ledger
 };
 
 inline std::unique_ptr<plugins::plugin_library> load(const char* path) {

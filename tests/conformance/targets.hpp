@@ -59,25 +59,25 @@ namespace orch::test {
 struct sim_target {
   static target get() {
     return {"sim", ORCH_BACKEND_SIM, ORCH_TEST_PLUGIN_BACKEND_SIM, ORCH_TEST_PLUGIN_PAGER_SIM,
-            ORCH_TEST_PLUGIN_ALLOCATOR_SIM};
+            ORCH_TEST_PLUGIN_ALLOCATOR_SIM, ORCH_TEST_PLUGIN_LEDGER_SIM};
   }
 };
 struct cpu_target {
   static target get() {
     return {"cpu", ORCH_BACKEND_CPU, ORCH_TEST_PLUGIN_BACKEND_CPU, nullptr,
-            ORCH_TEST_PLUGIN_ALLOCATOR_CPU};
+            ORCH_TEST_PLUGIN_ALLOCATOR_CPU, ORCH_TEST_PLUGIN_LEDGER_CPU};
   }
 };
 struct cuda_target {
   static target get() {
     return {"cuda", ORCH_BACKEND_CUDA, ORCH_TEST_PLUGIN_BACKEND_CUDA, ORCH_TEST_PLUGIN_PAGER_CUDA,
-            ORCH_TEST_PLUGIN_ALLOCATOR_CUDA};
+            ORCH_TEST_PLUGIN_ALLOCATOR_CUDA, ORCH_TEST_PLUGIN_LEDGER_CUDA};
   }
 };
 struct hip_target {
   static target get() {
     return {"hip", ORCH_BACKEND_HIP, ORCH_TEST_PLUGIN_BACKEND_HIP, ORCH_TEST_PLUGIN_PAGER_HIP,
-            ORCH_TEST_PLUGIN_ALLOCATOR_HIP};
+            ORCH_TEST_PLUGIN_ALLOCATOR_HIP, ORCH_TEST_PLUGIN_LEDGER_HIP};
   }
 };
 
