@@ -19,7 +19,7 @@ typedef struct orch_allocator orch_allocator; /* owned by the plugin */
 
 #define ORCH_ALLOC_STREAMS_DEFAULT 0xFFFFFFFFu /* 2 on cuda/hip/sim, 0 on cpu */
 
-typedef struct orch_allocator_config {
+typedef struct orch_allocator_config_v1 {
   uint32_t struct_size;
   uint32_t level;         /* protocol level (levels.h) */
   int32_t ordinal;        /* device index; the torch exports find the allocator by it */
@@ -29,16 +29,17 @@ typedef struct orch_allocator_config {
   uint64_t replace_threshold; /* 0: 50 MB; a larger buffer being replaced is released at once */
   /* The pager to reclaim through and whose backend/device supply memory. Borrowed; must outlive
    * the allocator. Required on cuda/hip/sim, ignored on cpu. */
-  const struct orch_pager_api* pager_api;
+  const struct orch_pager_api_v1* pager_api;
   orch_pager* pager;
   /* Appended: without a pager (a ledger worker, DESIGN.md §4.6), memory comes straight from
    * this backend device and nothing is reclaimed before growth. Borrowed; ignored when pager is
    * set. A caller whose struct_size ends before these fields must pass a pager. */
-  const struct orch_backend_api* backend_api;
+  const struct orch_backend_api_v1* backend_api;
   struct orch_device* device;
-} orch_allocator_config;
+} orch_allocator_config_v1;
+typedef orch_allocator_config_v1 orch_allocator_config;
 
-typedef struct orch_cast_stats {
+typedef struct orch_cast_stats_v1 {
   uint32_t struct_size;
   uint32_t streams;
   uint64_t committed;  /* bytes held by every cast buffer now */
@@ -48,12 +49,13 @@ typedef struct orch_cast_stats {
   uint64_t replaced;   /* buffers replaced by a larger reservation */
   uint64_t retired;    /* bytes of replaced buffers waiting for the next reset */
   uint64_t torch_bytes; /* bytes held by orch_torch_malloc */
-} orch_cast_stats;
+} orch_cast_stats_v1;
+typedef orch_cast_stats_v1 orch_cast_stats;
 
-typedef struct orch_allocator_api {
+typedef struct orch_allocator_api_v1 {
   uint32_t struct_size;
   uint32_t reserved0;
-  orch_status (*open)(const orch_allocator_config* config, orch_allocator** allocator);
+  orch_status (*open)(const orch_allocator_config_v1* config, orch_allocator** allocator);
   void (*close)(orch_allocator* allocator); /* releases everything */
   /* A buffer of at least `size` bytes for `stream` (< streams). On a backend with no offload
    * stream (cpu, streams == 0) every call gets a fresh per-call host buffer, valid until the next
@@ -62,8 +64,9 @@ typedef struct orch_allocator_api {
   orch_status (*cast_buffer)(orch_allocator* allocator, uint32_t stream, uint64_t size,
                              uint64_t* address);
   orch_status (*reset_cast_buffers)(orch_allocator* allocator);
-  orch_status (*cast_stats)(orch_allocator* allocator, orch_cast_stats* stats);
-} orch_allocator_api;
+  orch_status (*cast_stats)(orch_allocator* allocator, orch_cast_stats_v1* stats);
+} orch_allocator_api_v1;
+typedef orch_allocator_api_v1 orch_allocator_api;
 
 /* Exported by allocator plugins, shaped for torch.cuda.memory.CUDAPluggableAllocator. They serve
  * the allocator opened for `device` and never refuse for budget reasons: they reclaim through the

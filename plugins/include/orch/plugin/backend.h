@@ -13,23 +13,24 @@ extern "C" {
 /* One attached device. Owned by the backend; released by device_close. */
 typedef struct orch_device orch_device;
 
-typedef struct orch_device_config {
+typedef struct orch_device_config_v1 {
   uint32_t struct_size;
   int32_t ordinal; /* device index (cuda/hip); 0 for cpu and sim */
   int32_t sim_fd;  /* sim only: fd of the device segment (orch_sim_api.create); the backend dups
                       it, the caller keeps ownership of its own fd. -1 elsewhere. */
   uint32_t reserved0;
-} orch_device_config;
+} orch_device_config_v1;
+typedef orch_device_config_v1 orch_device_config;
 
 /* Every function returns ORCH_OK or a status; none may device-synchronise unless it says so.
  * Virtual addresses are plain integers: on sim and cpu they need not be dereferenceable. */
-typedef struct orch_backend_api {
+typedef struct orch_backend_api_v1 {
   uint32_t struct_size;
   uint32_t reserved0;
   /* Number of usable devices; 0 (and ORCH_OK) when the driver is present but has none;
    * ORCH_DEVICE_ERROR when the driver cannot be loaded. */
   orch_status (*device_count)(int32_t* count);
-  orch_status (*device_open)(const orch_device_config* config, orch_device** device);
+  orch_status (*device_open)(const orch_device_config_v1* config, orch_device** device);
   void (*device_close)(orch_device* device); /* NULL-safe; releases what the device still maps */
   orch_status (*device_total_mem)(orch_device* device, uint64_t* bytes);
   orch_status (*granularity)(orch_device* device, uint64_t* bytes); /* mapping unit */
@@ -55,7 +56,8 @@ typedef struct orch_backend_api {
    * [memory.runtime_floor]: cuda the driver's (cuDriverGetVersion), hip the runtime's, sim the
    * one its segment was created with. */
   orch_status (*runtime_version)(orch_device* device, uint32_t* major, uint32_t* minor);
-} orch_backend_api;
+} orch_backend_api_v1;
+typedef orch_backend_api_v1 orch_backend_api;
 
 #ifdef __cplusplus
 }

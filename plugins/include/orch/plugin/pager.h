@@ -34,7 +34,7 @@ typedef struct orch_region orch_region; /* owned by its pager */
 #define ORCH_PAGE_RESIDENT 1u
 #define ORCH_PAGE_PINNED 2u
 
-typedef struct orch_pager_config {
+typedef struct orch_pager_config_v1 {
   uint32_t struct_size;
   uint32_t level;    /* protocol level the caller speaks (levels.h) */
   int32_t ordinal;   /* device index */
@@ -46,9 +46,10 @@ typedef struct orch_pager_config {
   int64_t poll_floor;        /* <0: 256 MiB (aimdo's VRAM_HEADROOM) */
   uint32_t pressure_source;  /* L4+: ORCH_PRESSURE_*; 0 below L4 */
   uint32_t reserved0;
-} orch_pager_config;
+} orch_pager_config_v1;
+typedef orch_pager_config_v1 orch_pager_config;
 
-typedef struct orch_region_info {
+typedef struct orch_region_info_v1 {
   uint32_t struct_size;
   uint32_t reserved0;
   uint64_t base;         /* reserved virtual address */
@@ -58,18 +59,20 @@ typedef struct orch_region_info {
   uint64_t watermark_limit; /* pages; eviction floor */
   uint64_t resident_pages;
   uint64_t pinned_pages;
-} orch_region_info;
+} orch_region_info_v1;
+typedef orch_region_info_v1 orch_region_info;
 
-typedef struct orch_pager_usage {
+typedef struct orch_pager_usage_v1 {
   uint32_t struct_size;
   uint32_t reserved0;
   uint64_t capacity;       /* device total, or the budget cap when smaller */
   uint64_t page_bytes;     /* resident region pages */
   uint64_t external_bytes; /* accounted by account_external (cast buffers, torch allocations) */
   uint64_t last_polled_free;
-} orch_pager_usage;
+} orch_pager_usage_v1;
+typedef orch_pager_usage_v1 orch_pager_usage;
 
-typedef struct orch_pager_stats {
+typedef struct orch_pager_stats_v1 {
   uint32_t struct_size;
   uint32_t reserved0;
   uint64_t faults;       /* fault calls */
@@ -80,15 +83,16 @@ typedef struct orch_pager_stats {
   uint64_t polls;        /* pressure polls that reached the backend */
   uint64_t reclaims;     /* reclaim calls */
   uint64_t errors;       /* faults answered ORCH_DEVICE_ERROR */
-} orch_pager_stats;
+} orch_pager_stats_v1;
+typedef orch_pager_stats_v1 orch_pager_stats;
 
 typedef void (*orch_pager_log_fn)(void* ctx, int32_t level, const char* message);
 
-typedef struct orch_pager_api {
+typedef struct orch_pager_api_v1 {
   uint32_t struct_size;
   uint32_t reserved0;
   /* Device lifecycle. ORCH_NOT_INITIALISED before init. */
-  orch_status (*device_open)(const orch_pager_config* config, orch_pager** pager);
+  orch_status (*device_open)(const orch_pager_config_v1* config, orch_pager** pager);
   void (*device_close)(orch_pager* pager); /* frees every region, even pinned pages */
 
   /* Budget knobs. */
@@ -103,7 +107,7 @@ typedef struct orch_pager_api {
   orch_status (*region_create)(orch_pager* pager, uint64_t bytes, orch_region** region,
                                uint64_t* clamped_bytes);
   void (*region_destroy)(orch_region* region); /* NULL-safe; frees pinned pages too */
-  orch_status (*region_info)(orch_region* region, orch_region_info* info);
+  orch_status (*region_info)(orch_region* region, orch_region_info_v1* info);
   orch_status (*region_prioritize)(orch_region* region);   /* to the top; watermark = nr_pages */
   orch_status (*region_deprioritize)(orch_region* region); /* to the bottom; watermark = nr_pages */
 
@@ -137,12 +141,13 @@ typedef struct orch_pager_api {
   orch_status (*poll)(orch_pager* pager); /* forces a pressure poll */
   /* Memory the pager does not own but must budget (cast buffers, torch allocations). */
   orch_status (*account_external)(orch_pager* pager, int64_t delta_bytes);
-  orch_status (*usage)(orch_pager* pager, orch_pager_usage* usage);
-  orch_status (*stats)(orch_pager* pager, orch_pager_stats* stats);
+  orch_status (*usage)(orch_pager* pager, orch_pager_usage_v1* usage);
+  orch_status (*stats)(orch_pager* pager, orch_pager_stats_v1* stats);
   /* The backend this pager drives, for plugins built on it (the allocator); borrowed. */
-  const struct orch_backend_api* (*backend)(orch_pager* pager);
+  const struct orch_backend_api_v1* (*backend)(orch_pager* pager);
   struct orch_device* (*device)(orch_pager* pager);
-} orch_pager_api;
+} orch_pager_api_v1;
+typedef orch_pager_api_v1 orch_pager_api;
 
 #ifdef __cplusplus
 }

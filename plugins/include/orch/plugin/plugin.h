@@ -1,8 +1,14 @@
 /* The plugin entry point, host services and status codes (DESIGN.md §4.4, docs/plugin-abi.md).
  *
  * Pure C. Every struct starts with struct_size and fields are only ever appended, so an old
- * reader sees a prefix of a newer table (the NCCL/Triton rule, STYLE.md). A NULL function or
- * table pointer means "not supported". No exception ever crosses this boundary. */
+ * reader sees a prefix of a newer table (the NCCL/Triton rule, STYLE.md); a reader checks a field
+ * with ORCH_HAS_FIELD before it reads it. A NULL function or table pointer means "not supported".
+ * No exception ever crosses this boundary.
+ *
+ * Every struct is named for the ABI major that defined it (orch_plugin_table_v1, NCCL's
+ * ncclNet_v8_t), and today's name is a typedef of the newest: a plugin or host written against
+ * `orch_plugin_table` gets the current major, and a host of a later major still declares the
+ * _v1 structs it adapts old plugins from (docs/plugin-abi.md, "Versions"). */
 #ifndef ORCH_PLUGIN_PLUGIN_H
 #define ORCH_PLUGIN_PLUGIN_H
 
@@ -18,6 +24,22 @@ extern "C" {
 
 /* The one exported symbol every plugin provides. */
 #define ORCH_PLUGIN_ENTRY_SYMBOL "orch_plugin_query"
+
+/* Whether the struct at p (any struct of this ABI: it has a struct_size) is long enough to hold
+ * `field`. A reader checks this before it reads any field appended after the struct's first
+ * version, so a struct from an older caller or plugin, a shorter prefix, is read as far as it goes
+ * and no further. p must not be NULL. */
+#ifdef __cplusplus
+#define ORCH_HAS_FIELD(p, field)                                                               \
+  (static_cast<size_t>(reinterpret_cast<const char*>(&(p)->field) -                            \
+                       reinterpret_cast<const char*>(p)) +                                     \
+       sizeof((p)->field) <=                                                                   \
+   (p)->struct_size)
+#else
+#define ORCH_HAS_FIELD(p, field)                                                               \
+  ((size_t)((const char*)&(p)->field - (const char*)(p)) + sizeof((p)->field) <=               \
+   (p)->struct_size)
+#endif
 
 #if defined(__GNUC__)
 #define ORCH_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -89,37 +111,45 @@ typedef uint32_t orch_backend_kind;
 #define ORCH_RELEASE_UNPIN 3u     /* a page evicted while pinned was freed at unpin */
 #define ORCH_RELEASE_RESET 4u     /* cast buffers released at a boundary */
 
-typedef struct orch_release_report {
+typedef struct orch_release_report_v1 {
   uint32_t struct_size;
   uint32_t reason;      /* ORCH_RELEASE_* */
   int32_t device;       /* device ordinal */
   uint32_t reserved0;
   uint64_t bytes;       /* bytes returned to the device */
-} orch_release_report;
+} orch_release_report_v1;
+typedef orch_release_report_v1 orch_release_report;
 
 /* Services the host lends a plugin at init. The host owns this struct and everything it points
  * to; it stays valid until shutdown returns. Any function may be NULL: the plugin then drops
  * logs, uses CLOCK_MONOTONIC and reports nothing. All of them may be called from any thread, and
  * report_release is called while the plugin holds its own lock: a service must return promptly
  * and must not call back into the same plugin on the calling thread. */
-typedef struct orch_host_services {
+typedef struct orch_host_services_v1 {
   uint32_t struct_size;
   uint32_t reserved0;
   void* ctx; /* passed back verbatim */
   /* message is only valid during the call. */
   void (*log)(void* ctx, int32_t level, const char* plugin_name, const char* message);
   uint64_t (*now_ns)(void* ctx);
-  void (*report_release)(void* ctx, const orch_release_report* report);
-} orch_host_services;
+  void (*report_release)(void* ctx, const orch_release_report_v1* report);
+} orch_host_services_v1;
+typedef orch_host_services_v1 orch_host_services;
 
-struct orch_backend_api;
-struct orch_pager_api;
-struct orch_ledger_api;
-struct orch_allocator_api;
+struct orch_backend_api_v1;
+struct orch_pager_api_v1;
+struct orch_ledger_api_v1;
+struct orch_allocator_api_v1;
 
 /* The versioned table returned by orch_plugin_query. It is static, owned by the plugin and valid
- * until the library is unloaded. Fields up to `capabilities` are frozen by DESIGN.md §4.4. */
-typedef struct orch_plugin_table {
+ * until the library is unloaded. Fields up to `capabilities` are frozen by DESIGN.md §4.4, and
+ * the first three (struct_size, abi_major, abi_minor) stay where they are in every major, so a
+ * host reads a table's major before it knows its layout.
+ *
+ * A host reads kind, backend and the level range as open sets: a value it does not know (a kind,
+ * a backend or a level added after it was built) makes the plugin unsupported there, not
+ * invalid. */
+typedef struct orch_plugin_table_v1 {
   uint32_t struct_size;
   uint16_t abi_major;
   uint16_t abi_minor;
@@ -136,22 +166,24 @@ typedef struct orch_plugin_table {
   /* Lifecycle. init is idempotent: a second call returns ORCH_ALREADY_INITIALISED and changes
    * nothing. A failed init leaves nothing behind. shutdown may be called any number of times and
    * closes every handle still open. host may be NULL. */
-  orch_status (*init)(const orch_host_services* host);
+  orch_status (*init)(const orch_host_services_v1* host);
   void (*shutdown)(void);
 
   /* Kind-specific tables; NULL when the plugin does not provide one. */
-  const struct orch_backend_api* backend_api;
-  const struct orch_pager_api* pager_api;
-  const struct orch_ledger_api* ledger_api;
-  const struct orch_allocator_api* allocator_api;
-  const void* extension; /* backend-specific (sim: const orch_sim_api*) */
-} orch_plugin_table;
+  const struct orch_backend_api_v1* backend_api;
+  const struct orch_pager_api_v1* pager_api;
+  const struct orch_ledger_api_v1* ledger_api;
+  const struct orch_allocator_api_v1* allocator_api;
+  const void* extension; /* backend-specific (sim: const orch_sim_api_v1*) */
+} orch_plugin_table_v1;
+typedef orch_plugin_table_v1 orch_plugin_table;
 
-/* The entry point. host_abi_major/minor say what the host understands; a plugin may return NULL
- * when it cannot serve that major. The returned table is owned by the plugin. */
-typedef const orch_plugin_table* (*orch_plugin_query_fn)(uint32_t host_abi_major,
-                                                         uint32_t host_abi_minor);
-
+/* The entry point. host_abi_major/minor say what the host understands. A plugin answers with its
+ * table of that major (orch_plugin_table_v<major>, here the v1 table for major 1), or NULL when it
+ * cannot serve that major; a host that speaks several majors asks the newest first
+ * (docs/plugin-abi.md, "Versions"). The returned table is owned by the plugin. */
+typedef const orch_plugin_table_v1* (*orch_plugin_query_fn)(uint32_t host_abi_major,
+                                                            uint32_t host_abi_minor);
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,7 @@ extern "C" {
 /* The byte a backing store is filled with when its contents are lost. */
 #define ORCH_SIM_POISON 0xA5u
 
-typedef struct orch_sim_config {
+typedef struct orch_sim_config_v1 {
   uint32_t struct_size;
   uint32_t free_mode;    /* ORCH_SIM_FREE_* */
   uint64_t capacity;     /* bytes */
@@ -39,9 +39,10 @@ typedef struct orch_sim_config {
                              when it is released (per process; never shared) */
   uint32_t runtime_version; /* what runtime_version answers, (major << 16) | minor; 0 (a caller
                                that left it reserved): 1.0 */
-} orch_sim_config;
+} orch_sim_config_v1;
+typedef orch_sim_config_v1 orch_sim_config;
 
-typedef struct orch_sim_counters {
+typedef struct orch_sim_counters_v1 {
   uint32_t struct_size;
   uint32_t reserved0;
   uint64_t creates;  /* successful phys_create, device-wide */
@@ -58,14 +59,15 @@ typedef struct orch_sim_counters {
   uint64_t host_unregistrations;     /* successful host_unregister, device-wide */
   uint64_t registered_bytes;         /* host bytes registered by every live attached process */
   uint64_t process_registered_bytes; /* ... by the calling process */
-} orch_sim_counters;
+} orch_sim_counters_v1;
+typedef orch_sim_counters_v1 orch_sim_counters;
 
-typedef struct orch_sim_api {
+typedef struct orch_sim_api_v1 {
   uint32_t struct_size;
   uint32_t reserved0;
   /* Creates a device segment (memfd, size sealed). *fd is owned by the caller, who closes it;
    * the device lives as long as any fd or mapping of it. */
-  orch_status (*create)(const orch_sim_config* config, int32_t* fd);
+  orch_status (*create)(const orch_sim_config_v1* config, int32_t* fd);
   /* Usage by "another process": seen by mem_get_info in device mode, and by capacity. */
   orch_status (*set_other_usage)(orch_device* device, uint64_t bytes);
   /* The next `count` calls of the given kind fail (ORCH_SIM_FAULT_ALWAYS: until cleared with 0). */
@@ -75,14 +77,15 @@ typedef struct orch_sim_api {
   orch_status (*advance_clock)(orch_device* device, uint64_t delta_ns);
   /* The calling process's budget in process mode (default: capacity). */
   orch_status (*set_process_budget)(orch_device* device, uint64_t bytes);
-  orch_status (*counters)(orch_device* device, orch_sim_counters* out);
+  orch_status (*counters)(orch_device* device, orch_sim_counters_v1* out);
   /* Appended: gives back the slots of attached processes that died without closing (killed,
    * crashed; zombies count as dead). Their usage is subtracted exactly and their slots become
    * free. A slot is matched to its owner by pid and /proc start time, so a reused pid is not
    * mistaken for the owner. device_open does the same before claiming a slot. *bytes and *slots
    * (each may be NULL) receive what was given back. */
   orch_status (*reclaim_dead)(orch_device* device, uint64_t* bytes, uint32_t* slots);
-} orch_sim_api;
+} orch_sim_api_v1;
+typedef orch_sim_api_v1 orch_sim_api;
 
 #ifdef __cplusplus
 }
