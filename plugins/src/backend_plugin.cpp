@@ -6,6 +6,7 @@
 #include "backends/backends.hpp"
 #include "common/handle_registry.hpp"
 #include "common/host_link.hpp"
+#include "common/plugin_entry.hpp"
 
 namespace {
 
@@ -47,12 +48,7 @@ lifecycle g_life;
 handle_registry g_handles;
 constexpr uint32_t device_handle = 1;
 
-orch_status plugin_init(const orch_host_services* host) {
-  if (const orch_status st = g_life.begin_init(); st != ORCH_OK) return st;
-  g_host.attach(host);
-  g_life.finish_init(true);
-  return ORCH_OK;
-}
+orch_status plugin_init(const orch_host_services* host) { return init_plugin(g_life, g_host, host); }
 
 void plugin_shutdown() {
   if (!g_life.begin_shutdown()) return;
@@ -134,48 +130,51 @@ void device_close(orch_device* d) {
   backend()->device_close(d);
 }
 
+// The backend's own table with every entry it provides behind the gates above. An entry it
+// leaves NULL ("unsupported") stays NULL; one past the end of its struct_size is absent too.
 const orch_backend_api& gated_backend() {
-  static const orch_backend_api api = [] {
-    using B = orch_backend_api;
-    B a = *backend();  // size, version and any entry left NULL ("unsupported") as they are
-    a.device_count = ORCH_GATE_UP(B, device_count);
-    a.device_open = device_open;
-    a.device_close = device_close;
-    a.device_total_mem = ORCH_GATE_DEVICE(B, device_total_mem);
-    a.granularity = ORCH_GATE_DEVICE(B, granularity);
-    a.mem_get_info = ORCH_GATE_DEVICE(B, mem_get_info);
-    a.va_reserve = ORCH_GATE_DEVICE(B, va_reserve);
-    a.va_free = ORCH_GATE_DEVICE(B, va_free);
-    a.phys_create = ORCH_GATE_DEVICE(B, phys_create);
-    a.phys_release = ORCH_GATE_DEVICE(B, phys_release);
-    a.map = ORCH_GATE_DEVICE(B, map);
-    a.unmap = ORCH_GATE_DEVICE(B, unmap);
-    a.synchronize = ORCH_GATE_DEVICE(B, synchronize);
-    if (a.host_register != nullptr) a.host_register = ORCH_GATE_DEVICE(B, host_register);
-    if (a.host_unregister != nullptr) a.host_unregister = ORCH_GATE_DEVICE(B, host_unregister);
-    if (a.now_ns != nullptr) a.now_ns = ORCH_GATE_DEVICE(B, now_ns);
-    if (a.host_pointer != nullptr) a.host_pointer = ORCH_GATE_DEVICE(B, host_pointer);
-    if (a.runtime_version != nullptr) a.runtime_version = ORCH_GATE_DEVICE(B, runtime_version);
-    return a;
-  }();
+  using B = orch_backend_api;
+  static const B& raw = *backend();
+  const auto gate = [](auto entry, auto gated) { return entry != nullptr ? gated : nullptr; };
+  static const B api{
+      .struct_size = raw.struct_size,
+      .reserved0 = 0,
+      .device_count = ORCH_GATE_UP(B, device_count),
+      .device_open = device_open,
+      .device_close = device_close,
+      .device_total_mem = ORCH_GATE_DEVICE(B, device_total_mem),
+      .granularity = ORCH_GATE_DEVICE(B, granularity),
+      .mem_get_info = ORCH_GATE_DEVICE(B, mem_get_info),
+      .va_reserve = ORCH_GATE_DEVICE(B, va_reserve),
+      .va_free = ORCH_GATE_DEVICE(B, va_free),
+      .phys_create = ORCH_GATE_DEVICE(B, phys_create),
+      .phys_release = ORCH_GATE_DEVICE(B, phys_release),
+      .map = ORCH_GATE_DEVICE(B, map),
+      .unmap = ORCH_GATE_DEVICE(B, unmap),
+      .synchronize = ORCH_GATE_DEVICE(B, synchronize),
+      .host_register = gate(raw.host_register, ORCH_GATE_DEVICE(B, host_register)),
+      .host_unregister = gate(raw.host_unregister, ORCH_GATE_DEVICE(B, host_unregister)),
+      .now_ns = gate(raw.now_ns, ORCH_GATE_DEVICE(B, now_ns)),
+      .host_pointer = gate(raw.host_pointer, ORCH_GATE_DEVICE(B, host_pointer)),
+      .runtime_version = ORCH_HAS_FIELD(&raw, runtime_version)
+                             ? gate(raw.runtime_version, ORCH_GATE_DEVICE(B, runtime_version))
+                             : nullptr};
   return api;
 }
 
 const void* gated_extension() {
 #if defined(ORCH_PLUGIN_BACKEND_SIM)
-  static const orch_sim_api api = [] {
-    using S = orch_sim_api;
-    S a = *sim_control_api();
-    a.create = ORCH_GATE_UP(S, create);
-    a.set_other_usage = ORCH_GATE_DEVICE(S, set_other_usage);
-    a.inject_fault = ORCH_GATE_DEVICE(S, inject_fault);
-    a.set_clock = ORCH_GATE_DEVICE(S, set_clock);
-    a.advance_clock = ORCH_GATE_DEVICE(S, advance_clock);
-    a.set_process_budget = ORCH_GATE_DEVICE(S, set_process_budget);
-    a.counters = ORCH_GATE_DEVICE(S, counters);
-    a.reclaim_dead = ORCH_GATE_DEVICE(S, reclaim_dead);
-    return a;
-  }();
+  using S = orch_sim_api;
+  static const S api{.struct_size = sim_control_api()->struct_size,
+                     .reserved0 = 0,
+                     .create = ORCH_GATE_UP(S, create),
+                     .set_other_usage = ORCH_GATE_DEVICE(S, set_other_usage),
+                     .inject_fault = ORCH_GATE_DEVICE(S, inject_fault),
+                     .set_clock = ORCH_GATE_DEVICE(S, set_clock),
+                     .advance_clock = ORCH_GATE_DEVICE(S, advance_clock),
+                     .set_process_budget = ORCH_GATE_DEVICE(S, set_process_budget),
+                     .counters = ORCH_GATE_DEVICE(S, counters),
+                     .reclaim_dead = ORCH_GATE_DEVICE(S, reclaim_dead)};
   return &api;
 #else
   return extension();
@@ -186,32 +185,20 @@ const void* gated_extension() {
 #undef ORCH_GATE_UP
 
 const orch_plugin_table& table() {
-  static const orch_plugin_table t = [] {
-    orch_plugin_table x{};
-    x.struct_size = sizeof x;
-    x.abi_major = ORCH_PLUGIN_ABI_MAJOR;
-    x.abi_minor = ORCH_PLUGIN_ABI_MINOR;
-    x.kind = ORCH_KIND_BACKEND;
-    x.name = plugin_name;
-    x.version = ORCH_PLUGIN_VERSION;
-    x.backend = plugin_backend;
-    x.min_level = ORCH_LEVEL_1;
-    x.max_level = ORCH_LEVEL_4;
-    x.capabilities = plugin_caps;
-    x.init = plugin_init;
-    x.shutdown = plugin_shutdown;
-    x.backend_api = &gated_backend();
-    x.extension = gated_extension();
-    return x;
-  }();
+  static const orch_plugin_table t = make_plugin_table(
+      {.kind = ORCH_KIND_BACKEND,
+       .name = plugin_name,
+       .backend = plugin_backend,
+       .min_level = ORCH_LEVEL_1,
+       .max_level = ORCH_LEVEL_4,
+       .capabilities = plugin_caps},
+      {.init = plugin_init,
+       .shutdown = plugin_shutdown,
+       .backend_api = &gated_backend(),
+       .extension = gated_extension()});
   return t;
 }
 
 }  // namespace
 
-extern "C" ORCH_PLUGIN_EXPORT const orch_plugin_table* orch_plugin_query(uint32_t host_major,
-                                                                          uint32_t /*minor*/) {
-  // Always answer: the loader compares abi_major itself, so it can name an ABI mismatch.
-  (void)host_major;
-  return &table();
-}
+ORCH_PLUGIN_QUERY(table())

@@ -9,6 +9,7 @@
 
 #include "../common/host_link.hpp"
 #include "../common/plugin_backend.hpp"
+#include "../common/plugin_entry.hpp"
 #include "cast_allocator.hpp"
 
 struct orch_allocator {};  // never instantiated: handles are cast_allocator pointers
@@ -39,12 +40,7 @@ cast_allocator* for_device(int device) {
   return nullptr;
 }
 
-orch_status plugin_init(const orch_host_services* host) {
-  if (const orch_status st = g_life.begin_init(); st != ORCH_OK) return st;
-  g_host.attach(host);
-  g_life.finish_init(true);
-  return ORCH_OK;
-}
+orch_status plugin_init(const orch_host_services* host) { return init_plugin(g_life, g_host, host); }
 
 void plugin_shutdown() {
   if (!g_life.begin_shutdown()) return;
@@ -56,8 +52,9 @@ void plugin_shutdown() {
 
 orch_status open(const orch_allocator_config* config, orch_allocator** out) {
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
-  if (config == nullptr || out == nullptr || config->struct_size < offsetof(orch_allocator_config, backend_api))
-    return ORCH_INVALID;
+  // ABI 1.0's struct ends with pager; backend_api and device were appended (cast_allocator.cpp
+  // reads them only after ORCH_HAS_FIELD).
+  if (config == nullptr || out == nullptr || !ORCH_HAS_FIELD(config, pager)) return ORCH_INVALID;
   if (config->level < ORCH_LEVEL_MIN || config->level > ORCH_LEVEL_MAX) return ORCH_UNSUPPORTED;
   const uint32_t streams =
       config->streams == ORCH_ALLOC_STREAMS_DEFAULT ? default_streams : config->streams;
@@ -111,38 +108,28 @@ orch_status cast_stats(orch_allocator* a, orch_cast_stats* s) {
   return with_allocator(a, [&](cast_allocator& x) { return x.stats(s); });
 }
 
-constexpr orch_allocator_api allocator_api{
-    sizeof(orch_allocator_api), 0, open, close, cast_buffer, reset_cast_buffers, cast_stats};
+constexpr orch_allocator_api allocator_api{.struct_size = sizeof(orch_allocator_api),
+                                           .reserved0 = 0,
+                                           .open = open,
+                                           .close = close,
+                                           .cast_buffer = cast_buffer,
+                                           .reset_cast_buffers = reset_cast_buffers,
+                                           .cast_stats = cast_stats};
 
-const orch_plugin_table& table() {
-  static const orch_plugin_table t = [] {
-    orch_plugin_table x{};
-    x.struct_size = sizeof x;
-    x.abi_major = ORCH_PLUGIN_ABI_MAJOR;
-    x.abi_minor = ORCH_PLUGIN_ABI_MINOR;
-    x.kind = ORCH_KIND_ALLOCATOR;
-    x.name = plugin_name;
-    x.version = ORCH_PLUGIN_VERSION;
-    x.backend = plugin_backend;
-    x.min_level = ORCH_LEVEL_1;
-    x.max_level = ORCH_LEVEL_4;
-    x.capabilities = ORCH_CAP_TORCH_ALLOC | (default_streams > 0 ? ORCH_CAP_CAST_BUFFERS : 0);
-    x.init = plugin_init;
-    x.shutdown = plugin_shutdown;
-    x.allocator_api = &allocator_api;
-    return x;
-  }();
-  return t;
-}
+constexpr orch_plugin_table table = make_plugin_table(
+    {.kind = ORCH_KIND_ALLOCATOR,
+     .name = plugin_name,
+     .backend = plugin_backend,
+     .min_level = ORCH_LEVEL_1,
+     .max_level = ORCH_LEVEL_4,
+     .capabilities = ORCH_CAP_TORCH_ALLOC | (default_streams > 0 ? ORCH_CAP_CAST_BUFFERS : 0)},
+    {.init = plugin_init, .shutdown = plugin_shutdown, .allocator_api = &allocator_api});
 
 }  // namespace
 
-extern "C" {
+ORCH_PLUGIN_QUERY(table)
 
-ORCH_PLUGIN_EXPORT const orch_plugin_table* orch_plugin_query(uint32_t /*major*/,
-                                                              uint32_t /*minor*/) {
-  return &table();
-}
+extern "C" {
 
 // torch.cuda.memory.CUDAPluggableAllocator(path, "orch_torch_malloc", "orch_torch_free").
 ORCH_PLUGIN_EXPORT void* orch_torch_malloc(ssize_t size, int device, void* /*stream*/) {

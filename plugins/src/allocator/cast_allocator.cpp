@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "../common/struct_prefix.hpp"
+
 namespace orch::plugin_detail {
 namespace {
 
@@ -16,14 +18,14 @@ orch_status cast_allocator::open(const orch_allocator_config& config, uint32_t s
                                  const host_link* host, cast_allocator** out) {
   // Memory comes from the pager's device, or (no pager: a ledger worker) from a backend device
   // given directly, when the caller's struct carries those appended fields.
-  const bool has_backend_fields =
-      config.struct_size >= offsetof(orch_allocator_config, device) + sizeof(orch_device*);
+  const bool has_backend_fields = ORCH_HAS_FIELD(&config, device);
   const bool via_pager = config.pager_api != nullptr && config.pager != nullptr;
   if (streams > 0 && !via_pager &&
       (!has_backend_fields || config.backend_api == nullptr || config.device == nullptr))
     return ORCH_INVALID;
   if (streams > 0 && via_pager &&
-      (config.pager_api->backend == nullptr || config.pager_api->device == nullptr))
+      (!ORCH_HAS_FIELD(config.pager_api, device) || config.pager_api->backend == nullptr ||
+       config.pager_api->device == nullptr))
     return ORCH_INVALID;
   auto* a = new (std::nothrow) cast_allocator;
   if (a == nullptr) return ORCH_OOM_RETRYABLE;
@@ -198,12 +200,11 @@ orch_status cast_allocator::reset() {
 }
 
 orch_status cast_allocator::stats(orch_cast_stats* out) {
-  if (out == nullptr || out->struct_size < sizeof(orch_cast_stats)) return ORCH_INVALID;
+  if (out == nullptr || !ORCH_HAS_FIELD(out, torch_bytes)) return ORCH_INVALID;
   std::lock_guard lock(mutex_);
-  const uint32_t size = out->struct_size;
-  *out = stats_;
-  out->struct_size = size;
-  out->torch_bytes = torch_bytes_;
+  orch_cast_stats s = stats_;
+  s.torch_bytes = torch_bytes_;
+  write_prefix(out, s);
   return ORCH_OK;
 }
 

@@ -39,7 +39,7 @@ orch_status cpu_device_count(int32_t* count) {
 }
 
 orch_status cpu_device_open(const orch_device_config* config, orch_device** out) {
-  if (config == nullptr || out == nullptr || config->struct_size < sizeof(orch_device_config) ||
+  if (config == nullptr || out == nullptr || !ORCH_HAS_FIELD(config, reserved0) ||
       config->ordinal != 0)
     return ORCH_INVALID;
   auto* dev = new (std::nothrow) orch_device;
@@ -159,12 +159,26 @@ void* cpu_host_pointer(orch_device* dev, uint64_t va) {
   return static_cast<unsigned char*>(h->second.second) + (va - it->first);
 }
 
-constexpr orch_backend_api cpu_api{
-    sizeof(orch_backend_api), 0,
-    cpu_device_count, cpu_device_open, cpu_device_close, cpu_total_mem, cpu_granularity_of,
-    cpu_mem_get_info, cpu_va_reserve, cpu_va_free, cpu_phys_create, cpu_phys_release, cpu_map,
-    cpu_unmap, cpu_synchronize, cpu_host_register, cpu_host_unregister, nullptr,
-    cpu_host_pointer, nullptr /* no runtime to version */};
+constexpr orch_backend_api cpu_api{.struct_size = sizeof(orch_backend_api),
+                                   .reserved0 = 0,
+                                   .device_count = cpu_device_count,
+                                   .device_open = cpu_device_open,
+                                   .device_close = cpu_device_close,
+                                   .device_total_mem = cpu_total_mem,
+                                   .granularity = cpu_granularity_of,
+                                   .mem_get_info = cpu_mem_get_info,
+                                   .va_reserve = cpu_va_reserve,
+                                   .va_free = cpu_va_free,
+                                   .phys_create = cpu_phys_create,
+                                   .phys_release = cpu_phys_release,
+                                   .map = cpu_map,
+                                   .unmap = cpu_unmap,
+                                   .synchronize = cpu_synchronize,
+                                   .host_register = cpu_host_register,
+                                   .host_unregister = cpu_host_unregister,
+                                   .now_ns = nullptr,
+                                   .host_pointer = cpu_host_pointer,
+                                   .runtime_version = nullptr /* no runtime to version */};
 
 }  // namespace
 

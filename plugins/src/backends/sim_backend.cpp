@@ -28,7 +28,7 @@ orch_status sim_device_count(int32_t* count) {
 }
 
 orch_status sim_device_open(const orch_device_config* config, orch_device** out) {
-  if (config == nullptr || out == nullptr || config->struct_size < sizeof(orch_device_config) ||
+  if (config == nullptr || out == nullptr || !ORCH_HAS_FIELD(config, reserved0) ||
       config->sim_fd < 0)
     return ORCH_INVALID;
   sim::attachment a;
@@ -269,12 +269,26 @@ void* sim_host_pointer(orch_device* dev, uint64_t va) {
   return ph->second.backing + (va - it->first);
 }
 
-constexpr orch_backend_api sim_api{
-    sizeof(orch_backend_api), 0,
-    sim_device_count, sim_device_open, sim_device_close, sim_total_mem, sim_granularity,
-    sim_mem_get_info, sim_va_reserve, sim_va_free, sim_phys_create, sim_phys_release, sim_map,
-    sim_unmap, sim_synchronize, sim_host_register, sim_host_unregister, sim_now_ns,
-    sim_host_pointer, sim_runtime_version};
+constexpr orch_backend_api sim_api{.struct_size = sizeof(orch_backend_api),
+                                   .reserved0 = 0,
+                                   .device_count = sim_device_count,
+                                   .device_open = sim_device_open,
+                                   .device_close = sim_device_close,
+                                   .device_total_mem = sim_total_mem,
+                                   .granularity = sim_granularity,
+                                   .mem_get_info = sim_mem_get_info,
+                                   .va_reserve = sim_va_reserve,
+                                   .va_free = sim_va_free,
+                                   .phys_create = sim_phys_create,
+                                   .phys_release = sim_phys_release,
+                                   .map = sim_map,
+                                   .unmap = sim_unmap,
+                                   .synchronize = sim_synchronize,
+                                   .host_register = sim_host_register,
+                                   .host_unregister = sim_host_unregister,
+                                   .now_ns = sim_now_ns,
+                                   .host_pointer = sim_host_pointer,
+                                   .runtime_version = sim_runtime_version};
 
 }  // namespace
 

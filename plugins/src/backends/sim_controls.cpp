@@ -50,8 +50,7 @@ orch_status sim_set_process_budget(orch_device* dev, uint64_t bytes) {
 
 orch_status sim_counters(orch_device* dev, orch_sim_counters* out) {
   // Callers built before the appended fields pass a shorter struct_size: they get the prefix.
-  constexpr uint32_t first_size = offsetof(orch_sim_counters, host_registrations);
-  if (dev == nullptr || out == nullptr || out->struct_size < first_size) return ORCH_INVALID;
+  if (dev == nullptr || out == nullptr || !ORCH_HAS_FIELD(out, other_bytes)) return ORCH_INVALID;
   const sim_segment* seg = dev->seg;
   out->creates = seg->creates.load();
   out->releases = seg->releases.load();
@@ -62,7 +61,7 @@ orch_status sim_counters(orch_device* dev, orch_sim_counters* out) {
   out->used_bytes = seg->used.load();
   out->process_used_bytes = sim::process_used(seg);
   out->other_bytes = seg->other.load();
-  if (out->struct_size < sizeof(orch_sim_counters)) return ORCH_OK;
+  if (!ORCH_HAS_FIELD(out, process_registered_bytes)) return ORCH_OK;
   out->host_registrations = seg->host_registrations.load();
   out->host_unregistrations = seg->host_unregistrations.load();
   out->registered_bytes = 0;
@@ -85,9 +84,16 @@ orch_status sim_reclaim_dead(orch_device* dev, uint64_t* bytes, uint32_t* slots)
   return ORCH_OK;
 }
 
-constexpr orch_sim_api sim_control{
-    sizeof(orch_sim_api), 0, sim_create, sim_set_other_usage, sim_inject_fault, sim_set_clock,
-    sim_advance_clock, sim_set_process_budget, sim_counters, sim_reclaim_dead};
+constexpr orch_sim_api sim_control{.struct_size = sizeof(orch_sim_api),
+                                   .reserved0 = 0,
+                                   .create = sim_create,
+                                   .set_other_usage = sim_set_other_usage,
+                                   .inject_fault = sim_inject_fault,
+                                   .set_clock = sim_set_clock,
+                                   .advance_clock = sim_advance_clock,
+                                   .set_process_budget = sim_set_process_budget,
+                                   .counters = sim_counters,
+                                   .reclaim_dead = sim_reclaim_dead};
 
 }  // namespace
 

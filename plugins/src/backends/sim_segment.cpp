@@ -84,7 +84,8 @@ uint32_t claim_slot(sim_segment* seg) noexcept {
 int32_t self_pid() noexcept { return static_cast<int32_t>(getpid()); }
 
 orch_status create_segment(const orch_sim_config* config, int32_t* fd_out) {
-  if (config == nullptr || fd_out == nullptr || config->struct_size < sizeof(orch_sim_config))
+  // ABI 1.0's struct ends with runtime_version (which took the place of a reserved field).
+  if (config == nullptr || fd_out == nullptr || !ORCH_HAS_FIELD(config, runtime_version))
     return ORCH_INVALID;
   const uint64_t gran = config->granularity == 0 ? default_granularity : config->granularity;
   if ((gran & (gran - 1)) != 0 || config->capacity == 0 ||

@@ -16,11 +16,13 @@ void host_link::attach(const orch_host_services* host) noexcept {
   services_ = {};
   attached_ = false;
   if (host == nullptr) return;
-  // Copy only the prefix the host actually provided: an older host passes a shorter struct.
-  const size_t n = host->struct_size < sizeof(services_) ? host->struct_size : sizeof(services_);
-  const auto* src = reinterpret_cast<const unsigned char*>(host);
-  auto* dst = reinterpret_cast<unsigned char*>(&services_);
-  for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+  // Only the fields the host's struct holds: an older host passes a shorter one, and what it
+  // lacks stays NULL (the fallbacks).
+  if (ORCH_HAS_FIELD(host, ctx)) services_.ctx = host->ctx;
+  if (ORCH_HAS_FIELD(host, log)) services_.log = host->log;
+  if (ORCH_HAS_FIELD(host, now_ns)) services_.now_ns = host->now_ns;
+  if (ORCH_HAS_FIELD(host, report_release)) services_.report_release = host->report_release;
+  services_.struct_size = sizeof services_;
   attached_ = true;
 }
 

@@ -4,6 +4,7 @@
 #include "../common/handle_registry.hpp"
 #include "../common/host_link.hpp"
 #include "../common/plugin_backend.hpp"
+#include "../common/plugin_entry.hpp"
 #include "ledger_policy.hpp"
 #include "orch/plugin/levels.h"
 
@@ -32,12 +33,7 @@ ledger_entry* as(orch_ledger_model* m) {
   return reinterpret_cast<ledger_entry*>(m);
 }
 
-orch_status plugin_init(const orch_host_services* host) {
-  if (const orch_status st = g_life.begin_init(); st != ORCH_OK) return st;
-  g_host.attach(host);
-  g_life.finish_init(true);
-  return ORCH_OK;
-}
+orch_status plugin_init(const orch_host_services* host) { return init_plugin(g_life, g_host, host); }
 
 void plugin_shutdown() {
   if (!g_life.begin_shutdown()) return;
@@ -50,8 +46,7 @@ void plugin_shutdown() {
 
 orch_status open(const orch_ledger_config* config, orch_ledger** out) {
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
-  if (config == nullptr || out == nullptr || config->struct_size < sizeof(orch_ledger_config))
-    return ORCH_INVALID;
+  if (config == nullptr || out == nullptr || !ORCH_HAS_FIELD(config, budget)) return ORCH_INVALID;
   auto* l = new (std::nothrow) ledger(config->budget, &g_host);
   if (l == nullptr) return ORCH_OOM_RETRYABLE;
   auto lock = g_handles.exclusive();
@@ -137,45 +132,30 @@ orch_status stats(orch_ledger* l, orch_ledger_stats* s) {
   return with_ledger(l, [&](ledger& x) { return x.stats(s); });
 }
 
-constexpr orch_ledger_api ledger_api{sizeof(orch_ledger_api),
-                                     0,
-                                     open,
-                                     close,
-                                     set_budget,
-                                     model_add,
-                                     model_remove,
-                                     model_set_refcount,
-                                     model_load,
-                                     model_unload,
-                                     model_info,
-                                     free_memory,
-                                     stats};
+constexpr orch_ledger_api ledger_api{.struct_size = sizeof(orch_ledger_api),
+                                     .reserved0 = 0,
+                                     .open = open,
+                                     .close = close,
+                                     .set_budget = set_budget,
+                                     .model_add = model_add,
+                                     .model_remove = model_remove,
+                                     .model_set_refcount = model_set_refcount,
+                                     .model_load = model_load,
+                                     .model_unload = model_unload,
+                                     .model_info = model_info,
+                                     .free_memory = free_memory,
+                                     .stats = stats};
 
-const orch_plugin_table& table() {
-  static const orch_plugin_table t = [] {
-    orch_plugin_table x{};
-    x.struct_size = sizeof x;
-    x.abi_major = ORCH_PLUGIN_ABI_MAJOR;
-    x.abi_minor = ORCH_PLUGIN_ABI_MINOR;
-    x.kind = ORCH_KIND_PAGER;
-    x.name = plugin_name;
-    x.version = ORCH_PLUGIN_VERSION;
-    x.backend = plugin_backend;
-    // The ledger is the fallback for every level (DESIGN.md §4.5 step 3).
-    x.min_level = ORCH_LEVEL_MIN;
-    x.max_level = ORCH_LEVEL_MAX;
-    x.capabilities = ORCH_CAP_LEDGER;
-    x.init = plugin_init;
-    x.shutdown = plugin_shutdown;
-    x.ledger_api = &ledger_api;
-    return x;
-  }();
-  return t;
-}
+// The ledger is the fallback for every level (DESIGN.md §4.5 step 3).
+constexpr orch_plugin_table table =
+    make_plugin_table({.kind = ORCH_KIND_PAGER,
+                       .name = plugin_name,
+                       .backend = plugin_backend,
+                       .min_level = ORCH_LEVEL_MIN,
+                       .max_level = ORCH_LEVEL_MAX,
+                       .capabilities = ORCH_CAP_LEDGER},
+                      {.init = plugin_init, .shutdown = plugin_shutdown, .ledger_api = &ledger_api});
 
 }  // namespace
 
-extern "C" ORCH_PLUGIN_EXPORT const orch_plugin_table* orch_plugin_query(uint32_t /*major*/,
-                                                                         uint32_t /*minor*/) {
-  return &table();
-}
+ORCH_PLUGIN_QUERY(table)

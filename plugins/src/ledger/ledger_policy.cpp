@@ -5,6 +5,8 @@
 #include <new>
 #include <tuple>
 
+#include "../common/struct_prefix.hpp"
+
 namespace orch::plugin_detail {
 
 ledger::~ledger() {
@@ -131,7 +133,7 @@ orch_status ledger::unload(ledger_entry* m, uint64_t* freed) {
 }
 
 orch_status ledger::info(ledger_entry* m, orch_ledger_model_info* out) {
-  if (out == nullptr || out->struct_size < sizeof(orch_ledger_model_info)) return ORCH_INVALID;
+  if (out == nullptr || !ORCH_HAS_FIELD(out, position)) return ORCH_INVALID;
   std::lock_guard lock(mutex_);
   out->refcount = m->refcount;
   out->size = m->size;
@@ -151,12 +153,11 @@ orch_status ledger::free_memory(uint64_t bytes, uint64_t* freed) {
 }
 
 orch_status ledger::stats(orch_ledger_stats* out) {
-  if (out == nullptr || out->struct_size < sizeof(orch_ledger_stats)) return ORCH_INVALID;
+  if (out == nullptr || !ORCH_HAS_FIELD(out, loaded_bytes)) return ORCH_INVALID;
   std::lock_guard lock(mutex_);
-  const uint32_t size = out->struct_size;
-  *out = stats_;
-  out->struct_size = size;
-  out->loaded_bytes = loaded_total_locked();
+  orch_ledger_stats s = stats_;
+  s.loaded_bytes = loaded_total_locked();
+  write_prefix(out, s);
   return ORCH_OK;
 }
 

@@ -5,6 +5,7 @@
 #include "../backends/backends.hpp"
 #include "../common/handle_registry.hpp"
 #include "../common/host_link.hpp"
+#include "../common/plugin_entry.hpp"
 #include "pager_policy.hpp"
 #include "reader_grace.hpp"
 #include "region_table.hpp"
@@ -46,12 +47,10 @@ pager_device* dev(orch_pager* p) { return reinterpret_cast<pager_device*>(p); }
 uint64_t region_id(orch_region* r) { return reinterpret_cast<uintptr_t>(r); }
 
 orch_status plugin_init(const orch_host_services* host) {
-  if (const orch_status st = g_life.begin_init(); st != ORCH_OK) return st;
-  g_host.attach(host);
-  simple_headroom().store(default_headroom);
-  init_reader_grace();
-  g_life.finish_init(true);
-  return ORCH_OK;
+  return init_plugin(g_life, g_host, host, [] {
+    simple_headroom().store(default_headroom);
+    init_reader_grace();
+  });
 }
 
 void plugin_shutdown() {
@@ -85,7 +84,9 @@ orch_status check_level(const orch_pager_config& c) {
 }
 
 orch_status device_open_unguarded(const orch_pager_config* config, orch_pager** out) {
-  if (config == nullptr || out == nullptr || config->struct_size < sizeof(orch_pager_config) ||
+  // The whole of ABI 1.0's struct (it ends with reserved0); a field appended later is read only
+  // after ORCH_HAS_FIELD.
+  if (config == nullptr || out == nullptr || !ORCH_HAS_FIELD(config, reserved0) ||
       config->pressure_source > ORCH_PRESSURE_NONE)
     return ORCH_INVALID;
   auto lock = g_handles.exclusive();
@@ -323,75 +324,53 @@ orch_device* pager_device_of(orch_pager* p) {
 }
 
 // Entries a level range cannot speak are NULL: "NULL means unsupported" (DESIGN.md §4.4).
-const orch_pager_api& pager_table() {
-  static const orch_pager_api api = [] {
-    orch_pager_api a{};
-    a.struct_size = sizeof a;
-    a.device_open = device_open;
-    a.device_close = device_close;
-    if (max_level >= ORCH_LEVEL_3) {
-      a.set_simple_headroom = set_simple_headroom;
-      a.get_simple_headroom = get_simple_headroom;
-    }
-    a.set_budget_cap = set_budget_cap;
-    if (max_level >= ORCH_LEVEL_4) {
-      a.set_pressure_source = set_pressure_source;
-      a.set_log_callback = set_log_callback;
-    }
-    a.region_create = region_create;
-    a.region_destroy = region_destroy;
-    a.region_info = region_info;
-    a.region_prioritize = region_prioritize;
-    a.region_deprioritize = region_deprioritize;
-    a.region_fault = region_fault;
-    a.region_unpin = region_unpin;
-    a.region_set_watermark = region_set_watermark;
-    a.region_set_watermark_limit = region_set_watermark_limit;
-    a.reset_watermark_limits = reset_watermark_limits;
-    a.region_evict = region_evict;
-    a.reclaim = reclaim;
-    a.region_residency = region_residency;
-    a.region_resident_bytes = region_resident_bytes;
-    a.resident_bytes = resident_bytes;
-    a.pinned_bytes = pinned_bytes;
-    a.budget_deficit = budget_deficit;
-    a.poll = poll;
-    a.account_external = account_external;
-    a.usage = usage;
-    a.stats = stats;
-    a.backend = pager_backend;
-    a.device = pager_device_of;
-    return a;
-  }();
-  return api;
-}
+constexpr bool speaks_l3 = max_level >= ORCH_LEVEL_3;
+constexpr bool speaks_l4 = max_level >= ORCH_LEVEL_4;
+constexpr orch_pager_api pager_api{
+    .struct_size = sizeof(orch_pager_api),
+    .reserved0 = 0,
+    .device_open = device_open,
+    .device_close = device_close,
+    .set_simple_headroom = speaks_l3 ? set_simple_headroom : nullptr,
+    .get_simple_headroom = speaks_l3 ? get_simple_headroom : nullptr,
+    .set_budget_cap = set_budget_cap,
+    .set_pressure_source = speaks_l4 ? set_pressure_source : nullptr,
+    .set_log_callback = speaks_l4 ? set_log_callback : nullptr,
+    .region_create = region_create,
+    .region_destroy = region_destroy,
+    .region_info = region_info,
+    .region_prioritize = region_prioritize,
+    .region_deprioritize = region_deprioritize,
+    .region_fault = region_fault,
+    .region_unpin = region_unpin,
+    .region_set_watermark = region_set_watermark,
+    .region_set_watermark_limit = region_set_watermark_limit,
+    .reset_watermark_limits = reset_watermark_limits,
+    .region_evict = region_evict,
+    .reclaim = reclaim,
+    .region_residency = region_residency,
+    .region_resident_bytes = region_resident_bytes,
+    .resident_bytes = resident_bytes,
+    .pinned_bytes = pinned_bytes,
+    .budget_deficit = budget_deficit,
+    .poll = poll,
+    .account_external = account_external,
+    .usage = usage,
+    .stats = stats,
+    .backend = pager_backend,
+    .device = pager_device_of};
 
-const orch_plugin_table& table() {
-  static const orch_plugin_table t = [] {
-    orch_plugin_table x{};
-    x.struct_size = sizeof x;
-    x.abi_major = ORCH_PLUGIN_ABI_MAJOR;
-    x.abi_minor = ORCH_PLUGIN_ABI_MINOR;
-    x.kind = ORCH_KIND_PAGER;
-    x.name = ORCH_PAGER_NAME;
-    x.version = ORCH_PLUGIN_VERSION;
-    x.backend = plugin_backend;
-    x.min_level = min_level;
-    x.max_level = max_level;
-    x.capabilities = ORCH_CAP_SIGNATURES | ORCH_CAP_WATERMARK_LIMIT | ORCH_CAP_SET_WATERMARK |
+constexpr orch_plugin_table table = make_plugin_table(
+    {.kind = ORCH_KIND_PAGER,
+     .name = ORCH_PAGER_NAME,
+     .backend = plugin_backend,
+     .min_level = min_level,
+     .max_level = max_level,
+     .capabilities = ORCH_CAP_SIGNATURES | ORCH_CAP_WATERMARK_LIMIT | ORCH_CAP_SET_WATERMARK |
                      ORCH_CAP_RESIDENCY | ORCH_CAP_BUDGET_CAP |
-                     (max_level >= ORCH_LEVEL_4 ? ORCH_CAP_PRESSURE_SOURCE : 0);
-    x.init = plugin_init;
-    x.shutdown = plugin_shutdown;
-    x.pager_api = &pager_table();
-    return x;
-  }();
-  return t;
-}
+                     (speaks_l4 ? ORCH_CAP_PRESSURE_SOURCE : 0)},
+    {.init = plugin_init, .shutdown = plugin_shutdown, .pager_api = &pager_api});
 
 }  // namespace
 
-extern "C" ORCH_PLUGIN_EXPORT const orch_plugin_table* orch_plugin_query(uint32_t /*major*/,
-                                                                          uint32_t /*minor*/) {
-  return &table();
-}
+ORCH_PLUGIN_QUERY(table)

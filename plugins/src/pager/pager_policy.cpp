@@ -230,7 +230,7 @@ uint64_t pager_device::pinned_pages_locked(const pager_region& r) const noexcept
 }
 
 orch_status pager_device::region_info(pager_region* r, orch_region_info* info) {
-  if (info == nullptr || info->struct_size < sizeof(orch_region_info)) return ORCH_INVALID;
+  if (info == nullptr || !ORCH_HAS_FIELD(info, pinned_pages)) return ORCH_INVALID;
   std::lock_guard lock(mutex_);
   info->base = r->base_;
   info->page_size = options_.page_size;

@@ -3,6 +3,7 @@
 // the pressure source.
 #include <algorithm>
 
+#include "../common/struct_prefix.hpp"
 #include "pager_policy.hpp"
 
 namespace orch::plugin_detail {
@@ -66,7 +67,7 @@ orch_status pager_device::account_external(int64_t delta) {
 }
 
 orch_status pager_device::usage(orch_pager_usage* out) {
-  if (out == nullptr || out->struct_size < sizeof(orch_pager_usage)) return ORCH_INVALID;
+  if (out == nullptr || !ORCH_HAS_FIELD(out, last_polled_free)) return ORCH_INVALID;
   std::lock_guard lock(mutex_);
   out->capacity = static_cast<uint64_t>(capacity_locked());
   out->page_bytes = page_bytes_;
@@ -76,18 +77,17 @@ orch_status pager_device::usage(orch_pager_usage* out) {
 }
 
 orch_status pager_device::stats(orch_pager_stats* out) {
-  if (out == nullptr || out->struct_size < sizeof(orch_pager_stats)) return ORCH_INVALID;
+  if (out == nullptr || !ORCH_HAS_FIELD(out, errors)) return ORCH_INVALID;
   std::lock_guard lock(mutex_);
-  const uint32_t size = out->struct_size;
-  *out = stats_;
-  out->struct_size = size;
+  orch_pager_stats s = stats_;
   // Plus what the hit path counted in the page words and has not been folded yet.
   for (const pager_region* r : priority_)
     for (uint64_t i = 0; i < r->nr_pages_; ++i) {
       const uint64_t w = r->pages_[i].word.load(std::memory_order_relaxed);
-      out->hits += page_word::hits(w);
-      out->faults += page_word::faults(w);
+      s.hits += page_word::hits(w);
+      s.faults += page_word::faults(w);
     }
+  write_prefix(out, s);
   return ORCH_OK;
 }
 
