@@ -118,7 +118,7 @@ TYPED_TEST_P(ledger_conformance, is_a_pager_kind_plugin_for_its_backend_at_every
 
 // A second init answers ALREADY_INITIALISED and disturbs nothing; shutdown may be called any
 // number of times; the plugin comes back up after it.
-TYPED_TEST_P(ledger_conformance, second_init_and_double_shutdown_are_harmless) {
+TYPED_TEST_P(ledger_conformance, init_is_idempotent_and_shutdown_may_repeat) {
   const orch_plugin_table& t = this->lib_->table();
   orch_ledger_model* m = this->model(1 * GiB);
   ASSERT_EQ(this->load(m), 1 * GiB);
@@ -345,7 +345,7 @@ TYPED_TEST_P(ledger_conformance, invalid_arguments_are_refused) {
 
 REGISTER_TYPED_TEST_SUITE_P(ledger_conformance,
                             is_a_pager_kind_plugin_for_its_backend_at_every_level,
-                            second_init_and_double_shutdown_are_harmless,
+                            init_is_idempotent_and_shutdown_may_repeat,
                             handles_from_before_a_shutdown_are_refused,
                             loads_are_accounted_against_the_budget,
                             unload_frees_what_was_loaded_and_reports_it,
