@@ -11,7 +11,7 @@ namespace orch::plugins {
 status check_backend_api(const orch_backend_api& api, const std::string& origin) {
   // ABI 1's entries up to host_unregister; the ones after are appended and optional.
   constexpr auto frozen = offsetof(orch_backend_api, now_ns);
-  if (api.struct_size < frozen) {
+  if (!ORCH_HAS_FIELD(&api, host_unregister)) {
     return error{"invalid_table", origin + ": backend table of " +
                                       std::to_string(api.struct_size) + " bytes, below the " +
                                       std::to_string(frozen) + " of ABI 1"};
@@ -129,8 +129,7 @@ std::string backend_device::backend() const {
 }
 
 result<std::pair<std::uint32_t, std::uint32_t>> backend_device::runtime_version() const {
-  constexpr auto end = offsetof(orch_backend_api, runtime_version) + sizeof(void*);
-  if (api_->struct_size < end || api_->runtime_version == nullptr) {
+  if (!ORCH_HAS_FIELD(api_, runtime_version) || api_->runtime_version == nullptr) {
     return error{"unsupported", "backend " + backend() + " reports no runtime version"};
   }
   std::uint32_t major = 0;
@@ -143,8 +142,12 @@ result<std::pair<std::uint32_t, std::uint32_t>> backend_device::runtime_version(
 }
 
 const orch_sim_api* backend_device::sim() const noexcept {
-  if ((library_->table().capabilities & ORCH_CAP_SIM_CONTROL) == 0) return nullptr;
-  return static_cast<const orch_sim_api*>(library_->table().extension);
+  const orch_plugin_table& t = library_->table();
+  if ((t.capabilities & ORCH_CAP_SIM_CONTROL) == 0 || !ORCH_HAS_FIELD(&t, extension))
+    return nullptr;
+  const auto* sim = static_cast<const orch_sim_api*>(t.extension);
+  // The entries of ABI 1.0 (up to counters) or nothing; reclaim_dead was appended.
+  return sim != nullptr && ORCH_HAS_FIELD(sim, counters) ? sim : nullptr;
 }
 
 std::string backend_plugin_file(const std::string& backend) {

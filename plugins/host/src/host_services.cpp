@@ -23,13 +23,18 @@ uint64_t steady_ns(void* /*ctx*/) {
 }
 
 void release_sink(void* /*ctx*/, const orch_release_report* report) {
-  if (report == nullptr) return;
+  // A plugin built against an older struct sends a shorter one: nothing is read past it.
+  if (report == nullptr || !ORCH_HAS_FIELD(report, bytes)) return;
   spdlog::debug("plugin release: device={} reason={} bytes={}", report->device, report->reason,
                 report->bytes);
 }
 
-const orch_host_services services{sizeof(orch_host_services), 0, nullptr, log_sink, steady_ns,
-                                  release_sink};
+const orch_host_services services{.struct_size = sizeof(orch_host_services),
+                                  .reserved0 = 0,
+                                  .ctx = nullptr,
+                                  .log = log_sink,
+                                  .now_ns = steady_ns,
+                                  .report_release = release_sink};
 
 }  // namespace
 

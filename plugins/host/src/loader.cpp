@@ -6,6 +6,10 @@
 #include <cstddef>
 #include <system_error>
 
+#include "orch/plugin/allocator.h"
+#include "orch/plugin/ledger.h"
+#include "orch/plugin/levels.h"
+#include "orch/plugins/abi_adapters.hpp"
 #include "orch/plugins/host_services.hpp"
 #include "orch/plugins/names.hpp"
 
@@ -16,7 +20,6 @@ namespace {
 
 // The frozen prefix of DESIGN.md §4.4 ends with `capabilities`; init and shutdown follow it and
 // every table of ABI 1 carries them.
-constexpr size_t frozen_prefix = offsetof(orch_plugin_table, capabilities) + sizeof(uint64_t);
 constexpr size_t lifecycle_end = offsetof(orch_plugin_table, shutdown) + sizeof(void*);
 
 error invalid(const std::string& origin, const std::string& what) {
@@ -66,8 +69,54 @@ bool printable_utf8(const char* s) {
   return true;
 }
 
-bool has_field(const orch_plugin_table* t, size_t offset_end) {
-  return t->struct_size >= offset_end;
+// A plugin that is well formed but uses a value this host does not know yet: a kind, a backend
+// or a protocol level added after it was built. Skipped, never taken for a broken plugin.
+error unsupported(const std::string& origin, const std::string& what) {
+  return {"unsupported_plugin",
+          origin + ": not supported by this host: " + what +
+              "; the plugin was built for a newer comfy-orch (upgrade comfy-orch, or use a plugin "
+              "built for this one)"};
+}
+
+// A kind table must hold every entry of ABI 1.0: the host reads those without a size check, and
+// the entries appended since only after ORCH_HAS_FIELD. `holds_1_0` says whether it does.
+template <typename Api>
+status check_kind_table(const Api* api, bool holds_1_0, const char* what,
+                        const std::string& origin) {
+  if (api == nullptr || holds_1_0) return ok_status();
+  return invalid(origin, std::string(what) + " table of " + std::to_string(api->struct_size) +
+                             " bytes is below the entries of ABI 1");
+}
+
+// Asks the plugin for each major this host loads, newest first, and adapts the first table it
+// answers with (docs/plugin-abi.md, "Versions"). A plugin answers NULL for a major it cannot
+// serve; one that ignores the major it was asked for answers with its own, which is adapted when
+// this host loads that major too.
+result<const orch_plugin_table*> query_table(orch_plugin_query_fn query,
+                                             const std::string& origin) {
+  for (const abi_adapter& asked : abi_adapters()) {
+    const orch_plugin_table* raw = query(asked.major, asked.minor);
+    if (raw == nullptr) continue;
+    // The header every major shares: struct_size, abi_major, abi_minor.
+    if (raw->struct_size < offsetof(orch_plugin_table, kind))
+      return invalid(origin, "struct_size " + std::to_string(raw->struct_size) + " is too small");
+    const abi_adapter* a = adapter_for(raw->abi_major);
+    if (a == nullptr)
+      return error{"abi_mismatch",
+                   origin + ": plugin ABI major " + std::to_string(raw->abi_major) +
+                       " but this host speaks " + loaded_abi_majors() +
+                       "; install a plugin built for ABI " + std::to_string(ORCH_PLUGIN_ABI_MAJOR)};
+    const orch_plugin_table* adapted = a->adapt(raw);
+    if (adapted == nullptr)
+      return invalid(origin, "its ABI " + std::to_string(raw->abi_major) +
+                                 " table cannot be adapted to ABI " +
+                                 std::to_string(ORCH_PLUGIN_ABI_MAJOR));
+    return adapted;
+  }
+  return error{"abi_mismatch",
+               origin + ": orch_plugin_query serves none of the plugin ABI majors this host "
+                        "speaks (" + loaded_abi_majors() + "); install a plugin built for ABI " +
+                   std::to_string(ORCH_PLUGIN_ABI_MAJOR)};
 }
 
 }  // namespace
@@ -81,40 +130,55 @@ status validate_table(const orch_plugin_table* t, const std::string& origin) {
                  origin + ": plugin ABI major " + std::to_string(t->abi_major) +
                      " but this host speaks " + std::to_string(ORCH_PLUGIN_ABI_MAJOR) +
                      "; install a plugin built for ABI " + std::to_string(ORCH_PLUGIN_ABI_MAJOR)};
-  if (t->struct_size < frozen_prefix || !has_field(t, lifecycle_end))
+  if (!ORCH_HAS_FIELD(t, capabilities) || !ORCH_HAS_FIELD(t, shutdown))
     return invalid(origin, "struct_size " + std::to_string(t->struct_size) + " is below the " +
                                std::to_string(lifecycle_end) + " bytes of ABI 1");
-  if (t->kind < ORCH_KIND_PAGER || t->kind > ORCH_KIND_BACKEND)
-    return invalid(origin, "unknown kind " + std::to_string(t->kind));
-  if (t->backend < ORCH_BACKEND_CPU || t->backend > ORCH_BACKEND_HIP)
-    return invalid(origin, "unknown backend " + std::to_string(t->backend));
   if (t->name == nullptr || t->name[0] == '\0' || t->version == nullptr)
     return invalid(origin, "missing name or version");
   if (!printable_utf8(t->name) || !printable_utf8(t->version))
     return invalid(origin, "name or version is not printable UTF-8 of at most 256 bytes");
-  if (t->min_level < 1 || t->max_level > 4 || t->min_level > t->max_level)
+  if (t->min_level < ORCH_LEVEL_MIN || t->min_level > t->max_level)
     return invalid(origin, "level range [" + std::to_string(t->min_level) + ", " +
-                               std::to_string(t->max_level) + "] is not within [1, 4]");
+                               std::to_string(t->max_level) + "] is not a range of levels from 1");
   if (t->init == nullptr || t->shutdown == nullptr) return invalid(origin, "no init or shutdown");
-  const auto ends = [t](size_t off) { return has_field(t, off + sizeof(void*)); };
+  // Open sets (plugin.h): what a later ABI minor may add is unsupported here, not invalid.
+  if (t->kind < ORCH_KIND_PAGER || t->kind > ORCH_KIND_BACKEND)
+    return unsupported(origin, "plugin kind " + std::to_string(t->kind) +
+                                   " (this host knows pager, allocator and backend)");
+  if (t->backend < ORCH_BACKEND_CPU || t->backend > ORCH_BACKEND_HIP)
+    return unsupported(origin, "backend " + std::to_string(t->backend) +
+                                   " (this host knows cpu, sim, cuda and hip)");
+  if (t->max_level > ORCH_LEVEL_MAX)
+    return unsupported(origin, "level range [" + std::to_string(t->min_level) + ", " +
+                                   std::to_string(t->max_level) +
+                                   "] reaches past L4, the highest level this host speaks");
+  // A kind table the table's struct_size does not reach is absent.
+  const auto* backend_api = ORCH_HAS_FIELD(t, backend_api) ? t->backend_api : nullptr;
+  const auto* pager_api = ORCH_HAS_FIELD(t, pager_api) ? t->pager_api : nullptr;
+  const auto* ledger_api = ORCH_HAS_FIELD(t, ledger_api) ? t->ledger_api : nullptr;
+  const auto* allocator_api = ORCH_HAS_FIELD(t, allocator_api) ? t->allocator_api : nullptr;
   bool api = false;
   switch (t->kind) {
-    case ORCH_KIND_BACKEND:
-      api = ends(offsetof(orch_plugin_table, backend_api)) && t->backend_api != nullptr;
-      break;
-    case ORCH_KIND_PAGER:
-      api = (ends(offsetof(orch_plugin_table, pager_api)) && t->pager_api != nullptr) ||
-            (ends(offsetof(orch_plugin_table, ledger_api)) && t->ledger_api != nullptr);
-      break;
-    case ORCH_KIND_ALLOCATOR:
-      api = ends(offsetof(orch_plugin_table, allocator_api)) && t->allocator_api != nullptr;
-      break;
+    case ORCH_KIND_BACKEND: api = backend_api != nullptr; break;
+    case ORCH_KIND_PAGER: api = pager_api != nullptr || ledger_api != nullptr; break;
+    case ORCH_KIND_ALLOCATOR: api = allocator_api != nullptr; break;
     default: break;
   }
   if (!api)
     return invalid(origin, std::string("a ") + kind_name(t->kind) +
                                " plugin must provide its kind's table");
-  return ok_status();
+  // The backend table is checked entry by entry before a device is opened (check_backend_api).
+  if (auto st = check_kind_table(pager_api, pager_api && ORCH_HAS_FIELD(pager_api, device),
+                                 "pager", origin);
+      !st)
+    return st;
+  if (auto st = check_kind_table(ledger_api, ledger_api && ORCH_HAS_FIELD(ledger_api, stats),
+                                 "ledger", origin);
+      !st)
+    return st;
+  return check_kind_table(allocator_api,
+                          allocator_api && ORCH_HAS_FIELD(allocator_api, cast_stats), "allocator",
+                          origin);
 }
 
 result<std::unique_ptr<plugin_library>> plugin_library::open(const fs::path& path,
@@ -141,8 +205,12 @@ result<std::unique_ptr<plugin_library>> plugin_library::open(const fs::path& pat
                                      ORCH_PLUGIN_ENTRY_SYMBOL + " symbol); remove it from the "
                                      "plugin directory"};
   }
-  auto query = reinterpret_cast<orch_plugin_query_fn>(sym);
-  const orch_plugin_table* table = query(ORCH_PLUGIN_ABI_MAJOR, ORCH_PLUGIN_ABI_MINOR);
+  const auto queried = query_table(reinterpret_cast<orch_plugin_query_fn>(sym), path.string());
+  if (!queried) {
+    dlclose(handle);
+    return queried.err();
+  }
+  const orch_plugin_table* table = *queried;
   if (auto st = validate_table(table, path.string()); !st) {
     dlclose(handle);
     return st.err();

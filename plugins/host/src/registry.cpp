@@ -7,6 +7,7 @@
 #include <system_error>
 #include <tuple>
 
+#include "orch/plugins/abi_adapters.hpp"
 #include "orch/plugins/loader.hpp"
 #include "orch/plugins/names.hpp"
 
@@ -136,7 +137,7 @@ result<std::vector<plugin_entry>> plugins_from_json(const nlohmann::json& j) {
     const bool known_backend =
         e.backend == "cpu" || e.backend == "sim" || e.backend == "cuda" || e.backend == "hip";
     if (!known_kind || !known_backend || e.name.empty() || e.min_level < 1 || e.max_level > 4 ||
-        e.min_level > e.max_level || e.abi_major != ORCH_PLUGIN_ABI_MAJOR) {
+        e.min_level > e.max_level || adapter_for(e.abi_major) == nullptr) {
       return bad(i, "(" + e.name + ") is not a plugin this host can use");
     }
     out.push_back(std::move(e));

@@ -7,11 +7,21 @@ static orch_status failing_init(const orch_host_services* host) {
   return ORCH_DEVICE_ERROR;
 }
 static void failing_shutdown(void) {}
-static orch_pager_api failing_api; /* zeroed: never called, the init fails first */
-static const orch_plugin_table failing_table = {
-    sizeof(orch_plugin_table), ORCH_PLUGIN_ABI_MAJOR, ORCH_PLUGIN_ABI_MINOR, ORCH_KIND_PAGER, 0,
-    "sim-pager-broken", "0.0.1-broken", ORCH_BACKEND_SIM, 1, 4, 0, 0, failing_init,
-    failing_shutdown, 0, &failing_api, 0, 0, 0};
+/* Every entry NULL: never called, the init fails first. The size is ABI 1's, which the loader
+ * checks before it reads the table. */
+static const orch_pager_api failing_api = {.struct_size = sizeof(orch_pager_api)};
+static const orch_plugin_table failing_table = {.struct_size = sizeof(orch_plugin_table),
+                                                .abi_major = ORCH_PLUGIN_ABI_MAJOR,
+                                                .abi_minor = ORCH_PLUGIN_ABI_MINOR,
+                                                .kind = ORCH_KIND_PAGER,
+                                                .name = "sim-pager-broken",
+                                                .version = "0.0.1-broken",
+                                                .backend = ORCH_BACKEND_SIM,
+                                                .min_level = 1,
+                                                .max_level = 4,
+                                                .init = failing_init,
+                                                .shutdown = failing_shutdown,
+                                                .pager_api = &failing_api};
 
 ORCH_PLUGIN_EXPORT const orch_plugin_table* orch_plugin_query(uint32_t major, uint32_t minor) {
   (void)major;

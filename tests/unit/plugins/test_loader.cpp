@@ -1,6 +1,8 @@
 // The loader: real dlopen, one error code per cause (DESIGN.md §4.12), idempotent lifecycle.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -48,8 +50,62 @@ TEST(plugin_loader, a_name_that_is_not_utf8_is_an_invalid_table) {
   EXPECT_EQ(code_of(ORCH_FIXTURE_6), "invalid_table");
 }
 
-TEST(plugin_loader, a_null_table_is_an_invalid_table) {
-  EXPECT_EQ(code_of(ORCH_FIXTURE_5), "invalid_table");
+// NULL is a plugin's answer for a major it cannot serve (docs/plugin-abi.md, "Versions").
+TEST(plugin_loader, a_plugin_that_serves_no_major_this_host_speaks_is_an_abi_mismatch) {
+  auto lib = plugin_library::open(ORCH_FIXTURE_5);
+  ASSERT_FALSE(lib);
+  EXPECT_EQ(lib.err().code, "abi_mismatch");
+  EXPECT_NE(lib.err().message.find("serves none of the plugin ABI majors"), std::string::npos)
+      << lib.err().message;
+}
+
+// Kinds, backends and levels are open sets (plugin.h): a plugin built for a newer host is
+// skipped as unsupported, never taken for a broken one.
+TEST(plugin_loader, a_backend_this_host_does_not_know_yet_is_unsupported_not_invalid) {
+  auto lib = plugin_library::open(ORCH_FIXTURE_9);
+  ASSERT_FALSE(lib);
+  EXPECT_EQ(lib.err().code, "unsupported_plugin");
+  EXPECT_NE(lib.err().message.find("backend 99"), std::string::npos) << lib.err().message;
+}
+
+TEST(plugin_loader, a_level_above_l4_is_unsupported_not_invalid) {
+  auto lib = plugin_library::open(ORCH_FIXTURE_10);
+  ASSERT_FALSE(lib);
+  EXPECT_EQ(lib.err().code, "unsupported_plugin");
+  EXPECT_NE(lib.err().message.find("[1, 7]"), std::string::npos) << lib.err().message;
+}
+
+TEST(plugin_loader, a_plugin_kind_this_host_does_not_know_yet_is_unsupported_not_invalid) {
+  auto lib = plugin_library::open(ORCH_FIXTURE_11);
+  ASSERT_FALSE(lib);
+  EXPECT_EQ(lib.err().code, "unsupported_plugin");
+  EXPECT_NE(lib.err().message.find("plugin kind 9"), std::string::npos) << lib.err().message;
+}
+
+// Every plugin built here reads the major the host asks for: it serves major 1, at any minor,
+// and answers NULL for any other, so a host of a later major can fall back to adapting its v1
+// table (NCCL's pattern).
+TEST(plugin_loader, every_built_plugin_serves_major_1_and_answers_null_for_any_other_major) {
+  int plugins = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(ORCH_PLUGIN_BUILD_DIR)) {
+    if (entry.path().extension() != ".so") continue;
+    void* handle = dlopen(entry.path().c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(handle, nullptr) << entry.path() << ": " << dlerror();
+    const auto query =
+        reinterpret_cast<orch_plugin_query_fn>(dlsym(handle, ORCH_PLUGIN_ENTRY_SYMBOL));
+    ASSERT_NE(query, nullptr) << entry.path();
+    ++plugins;
+    const orch_plugin_table* t = query(1, ORCH_PLUGIN_ABI_MINOR);
+    ASSERT_NE(t, nullptr) << entry.path();
+    EXPECT_EQ(t->abi_major, 1u);
+    EXPECT_EQ(query(1, 0), t) << entry.path();   // an older minor of major 1
+    EXPECT_EQ(query(1, 99), t) << entry.path();  // a newer one: it reads what it knows
+    EXPECT_EQ(query(0, 0), nullptr) << entry.path();
+    EXPECT_EQ(query(2, 0), nullptr) << entry.path();
+    EXPECT_EQ(query(99, 1), nullptr) << entry.path();
+    dlclose(handle);
+  }
+  EXPECT_GE(plugins, 9);
 }
 
 TEST(plugin_loader, a_failed_init_leaves_the_plugin_down) {

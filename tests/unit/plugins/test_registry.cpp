@@ -61,6 +61,28 @@ TEST(plugin_registry, skipped_files_and_directories_carry_their_problem) {
   fs::remove_all(dir);
 }
 
+// What `comfy-orch plugins` prints for a plugin built for a newer host: skipped, with a code and
+// a message of its own, never "invalid".
+TEST(plugin_registry, a_plugin_with_values_this_host_does_not_know_is_listed_as_unsupported) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("orch-registry-new-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(ORCH_FIXTURE_9, dir / "orch-backend-99.so");
+  fs::copy_file(ORCH_FIXTURE_10, dir / "orch-pager-l7.so");
+  fs::copy_file(ORCH_FIXTURE_11, dir / "orch-kind-9.so");
+  fs::copy_file(ORCH_TEST_PLUGIN_PAGER_SIM, dir / "orch-pager-sim.so");
+  const auto report = scan_directories({dir});
+  ASSERT_EQ(report.plugins.size(), 1u);
+  ASSERT_EQ(report.skipped.size(), 3u);
+  for (const auto& s : report.skipped) EXPECT_EQ(s.code, "unsupported_plugin") << s.message;
+  const std::string table = orch::plugins::format_table(report);
+  EXPECT_NE(table.find("[unsupported_plugin]"), std::string::npos) << table;
+  EXPECT_NE(table.find("backend 99"), std::string::npos) << table;
+  EXPECT_NE(table.find("not supported by this host"), std::string::npos) << table;
+  EXPECT_EQ(orch::plugins::to_json(report)["skipped"][0]["code"], "unsupported_plugin");
+  fs::remove_all(dir);
+}
+
 TEST(plugin_registry, a_library_not_named_like_a_plugin_is_never_loaded) {
   // A search path such as /lib/x86_64-linux-gnu: loading libmemusage.so there ran its
   // constructor inside the host. The fixture's constructor marks the process if it ever runs.
