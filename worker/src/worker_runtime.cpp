@@ -273,14 +273,14 @@ class runtime {
       return json{{"status", "error"},
                   {"error", {{"node", node_id}, {"type", type}, {"message", message}}}};
     };
-    const orch_node_class* cls = library_->find(class_type);
+    const node_class* cls = library_->find(class_type);
     if (cls == nullptr) return fail("missing_node_type", class_type + " is not in this pack");
     std::deque<std::string> storage;
-    std::vector<orch_value> inputs(cls->input_count);
+    std::vector<orch_value> inputs(cls->inputs.size());
     json seen = json::object();
     const json& given = body["inputs"];
-    for (std::uint32_t k = 0; k < cls->input_count; ++k) {
-      const orch_node_input& in = cls->inputs[k];
+    for (std::size_t k = 0; k < cls->inputs.size(); ++k) {
+      const orch_node_input& in = *cls->inputs[k];
       auto it = given.find(in.name);
       if (it == given.end()) {
         if (in.flags & ORCH_INPUT_HAS_DEFAULT) inputs[k] = in.default_value;
@@ -297,12 +297,12 @@ class runtime {
       channel_->notify(message_type::progress, {{"node", node_id}, {"value", value}, {"max", max}});
     };
     node_context_impl ctx(*memory_, std::move(hooks), node_id, epoch_.load(), interrupted_epoch_);
-    std::vector<orch_value> outputs(cls->output_count);
+    std::vector<orch_value> outputs(cls->decl->output_count);
     orch_node_status status;
     {
       // Pager workers release at every node boundary, also when the node fails (§4.7).
       node_call_guard guard(*this);
-      status = cls->execute(ctx.context(), inputs.data(), outputs.data());
+      status = cls->decl->execute(ctx.context(), inputs.data(), outputs.data());
     }
     auto allocated = json::array();
     for (const auto& d : ctx.allocations()) allocated.push_back(ipc::descriptor_to_json(d));

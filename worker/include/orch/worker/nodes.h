@@ -72,6 +72,12 @@ typedef struct orch_value {
   orch_tensor tensor;
 } orch_value;
 
+/* Arrays of growable structs (orch_node_set.classes, orch_node_class.inputs) are walked by each
+ * element's own struct_size: element i + 1 starts struct_size bytes after element i. A pack built
+ * against a later minor, whose structs have grown, keeps working with an older worker, which
+ * reads the fields it knows of each element and steps over the rest (docs/nodes.md). Elements
+ * shorter than the fields of ABI 1.0 make the pack invalid. */
+
 #define ORCH_INPUT_REQUIRED 1u
 #define ORCH_INPUT_HAS_MIN 2u
 #define ORCH_INPUT_HAS_MAX 4u
@@ -81,7 +87,10 @@ typedef struct orch_node_input {
   const char* name;
   const char* type; /* "INT", "FLOAT", "BOOLEAN", "STRING", or a link type such as "IMAGE" */
   uint32_t flags;   /* ORCH_INPUT_* */
-  uint32_t reserved0;
+  /* sizeof(orch_node_input) as the pack was built. It took the place of a reserved field that
+   * packs had to zero, and 0 keeps its old meaning: the struct of ABI 1.0, which ends with
+   * default_value. */
+  uint32_t struct_size;
   double min;
   double max;
   orch_value default_value;
@@ -98,12 +107,12 @@ typedef orch_node_status (*orch_node_execute_fn)(orch_node_context* ctx, const o
                                                  orch_value* outputs);
 
 typedef struct orch_node_class {
-  uint32_t struct_size;
-  uint32_t flags; /* ORCH_NODE_* */
+  uint32_t struct_size; /* sizeof(orch_node_class) as the pack was built: the array's stride */
+  uint32_t flags;       /* ORCH_NODE_* */
   const char* class_type;
   const char* display_name;
   const char* category;
-  const orch_node_input* inputs;
+  const orch_node_input* inputs; /* input_count elements, walked by their own struct_size */
   uint32_t input_count;
   uint32_t output_count;
   const char* const* outputs; /* output type names, by slot */
@@ -113,7 +122,7 @@ typedef struct orch_node_class {
 typedef struct orch_node_set {
   uint32_t struct_size;
   uint32_t abi_major;
-  const orch_node_class* classes;
+  const orch_node_class* classes; /* count elements, walked by their own struct_size */
   uint32_t count;
   uint32_t reserved0;
 } orch_node_set;
