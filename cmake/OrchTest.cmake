@@ -7,6 +7,7 @@ function(orch_add_test)
   cmake_parse_arguments(T "RUN_SERIAL" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE GTest::gtest GTest::gtest_main GTest::gmock ${T_LIBS})
+  target_compile_features(${T_NAME} PRIVATE cxx_std_20)
   orch_set_warnings(${T_NAME})
   target_compile_definitions(${T_NAME} PRIVATE
     ORCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"

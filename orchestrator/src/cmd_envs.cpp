@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "diagnostics_output.hpp"
 #include "orch/manifests/inventory.hpp"
+#include "orch/orchestrator/preflight.hpp"
 
 namespace orch::cli {
 namespace {
@@ -73,9 +74,11 @@ void add_envs_command(CLI::App& app) {
   cmd->add_flag("--json", opts->json, "Print one JSON document (schema: docs/cli.md)");
   cmd->callback([opts] {
     manifests::diagnostics diags;
-    const auto d = manifests::load_deployment(opts->deployment, diags);
+    auto d = manifests::load_deployment(opts->deployment, diags);
     manifests::inventory inv;
     if (d) {
+      // The libraries `run` would load (preflight.hpp).
+      d->packs.library_paths = orchestrator::deployment_library_directories(*d);
       inv = manifests::build_inventory(*d, diags);
       spdlog::debug("deployment {}: {} pack(s), {} env(s), workspace {}", opts->deployment,
                     inv.packs.size(), inv.env_count(), d->env.root.string());

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "diagnostics_output.hpp"
 #include "orch/manifests/deployment.hpp"
+#include "orch/orchestrator/install_layout.hpp"
 #include "orch/orchestrator/preflight.hpp"
 #include "orch/plugins/registry.hpp"
 
@@ -23,9 +24,9 @@ void add_plugins_command(CLI::App& app) {
       "List the pager, allocator and backend plugins found (kind, backend, version, protocol "
       "level range, capabilities) and every file skipped, with its problem. Directories: those "
       "`run` reads for the deployment (its [plugins] search_paths, else $ORCH_PLUGIN_PATH, "
-      "else the build's plugin directory) and each --dir; with neither, $ORCH_PLUGIN_PATH, "
-      "else the build's plugin directory. Only files named orch-*.so are loaded. Exits 1 when "
-      "no plugin is found.");
+      "else the plugin directory installed or built with comfy-orch) and each --dir; with "
+      "neither, $ORCH_PLUGIN_PATH, else that plugin directory. Only files named orch-*.so are "
+      "loaded. Exits 1 when no plugin is found.");
   cmd->add_option("deployment", opts->deployment, "Deployment file whose [plugins] to scan")
       ->check(CLI::ExistingFile);
   cmd->add_option("--dir", opts->dirs, "A plugin directory to scan (repeatable)");
@@ -44,7 +45,8 @@ void add_plugins_command(CLI::App& app) {
       }
       dirs.insert(dirs.begin(), with_deployment.begin(), with_deployment.end());
     }
-    const auto directories = plugins::plugin_directories(dirs, ORCH_DEFAULT_PLUGIN_DIR);
+    const auto directories =
+        plugins::plugin_directories(dirs, orchestrator::this_install_layout().plugin_directory);
     const int rc = plugins::run_plugins_command(directories, opts->json, std::cout);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

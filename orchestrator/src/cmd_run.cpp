@@ -16,6 +16,7 @@
 #include "orch/manifests/units.hpp"
 #include "orch/orchestrator/executor.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
+#include "orch/orchestrator/install_layout.hpp"
 #include "orch/orchestrator/memory_table.hpp"
 #include "orch/orchestrator/preflight.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
@@ -28,9 +29,11 @@
 namespace orch::cli {
 namespace {
 
+// $ORCH_WORKER_EXECUTABLE, else the comfy-orch-worker installed or built with this host
+// (install_layout.hpp).
 std::string worker_executable() {
   if (const char* e = std::getenv("ORCH_WORKER_EXECUTABLE")) return e;
-  return ORCH_DEFAULT_WORKER;
+  return orchestrator::this_install_layout().worker_executable.string();
 }
 
 // Node ids, class names and messages quote the prompt, which may come from anyone: escaped
@@ -57,6 +60,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     return exit_invalid_input;
   }
   d->plugin_paths = orchestrator::deployment_plugin_directories(*d);
+  d->packs.library_paths = orchestrator::deployment_library_directories(*d);
   if (auto readings = ipc::probe_memory_readings()) {
     orchestrator::preflight(*d, *readings, diags);
   } else {

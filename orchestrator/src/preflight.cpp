@@ -3,6 +3,7 @@
 #include <system_error>
 
 #include "orch/manifests/units.hpp"
+#include "orch/orchestrator/install_layout.hpp"
 #include "orch/plugins/backend_device.hpp"
 #include "orch/plugins/registry.hpp"
 
@@ -98,7 +99,12 @@ std::vector<fs::path> deployment_plugin_directories(const manifests::deployment&
   for (const auto& p : d.plugin_paths) explicit_dirs.push_back(p.string());
   // A deployment that wrote search_paths = [] asked for no directory: still the fallback, as
   // `plugins` does, so that the two commands always read the same directories.
-  return plugins::plugin_directories(explicit_dirs, ORCH_DEFAULT_PLUGIN_DIR);
+  return plugins::plugin_directories(explicit_dirs, this_install_layout().plugin_directory);
+}
+
+std::vector<fs::path> deployment_library_directories(const manifests::deployment& d) {
+  if (!d.packs.library_paths.empty()) return d.packs.library_paths;
+  return {this_install_layout().node_library_directory};
 }
 
 void preflight(const manifests::deployment& d, const ipc::memory_readings& readings,

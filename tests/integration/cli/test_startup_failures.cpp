@@ -120,8 +120,9 @@ TEST(startup_failures, search_paths_without_a_backend_plugin_are_named_and_nothi
   EXPECT_NE(r.err.find("orch-backend-sim.so"), std::string::npos) << r.err;
 }
 
-TEST(startup_failures, the_example_away_from_its_build_directory_names_what_is_missing) {
-  // Its search_paths and library_paths say ../build: elsewhere neither exists.
+TEST(startup_failures, the_example_copied_anywhere_runs_with_what_was_built_with_comfy_orch) {
+  // It names no build path: comfy-orch finds its plugins and the example packs' libraries from
+  // where it runs (docs/deployment.md, "Install and relocation").
   temp_dir dir;
   fs::create_directories(dir.path() / "examples");
   fs::copy(std::string(ORCH_SOURCE_DIR) + "/examples", dir.path() / "examples",
@@ -129,9 +130,8 @@ TEST(startup_failures, the_example_away_from_its_build_directory_names_what_is_m
   const auto r = run("run '" + (dir.path() / "examples/sim-deployment.toml").string() +
                      "' --prompt '" + prompt_file() + "'");
   ASSERT_NE(r.exit_code, killed_by_timeout) << "hung";
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("build/plugins/lib does not exist"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("orch-backend-sim.so"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("execution_success"), std::string::npos) << r.out;
 }
 
 TEST(startup_failures, validate_reports_what_run_would_refuse) {

@@ -1,0 +1,49 @@
+# Where everything lands, in the build tree and under an installed prefix (GNUInstallDirs), and
+# how the host finds its files from its own location (orchestrator/src/install_layout.cpp,
+# docs/deployment.md "Install and relocation"). Only relative paths reach the host's code, so an
+# installed prefix can be moved and a build directory can be anywhere.
+include(GNUInstallDirs)
+
+# Under the prefix: bin/ holds both executables, lib/comfy-orch/ the plugins and the example
+# packs' node libraries, include/ the C ABI headers, lib/cmake/comfy_orch/ the CMake package.
+set(ORCH_INSTALL_PLUGIN_DIR ${CMAKE_INSTALL_LIBDIR}/comfy-orch/plugins)
+set(ORCH_INSTALL_NODE_DIR ${CMAKE_INSTALL_LIBDIR}/comfy-orch/nodes)
+set(ORCH_INSTALL_EXAMPLES_DIR ${CMAKE_INSTALL_DATADIR}/comfy-orch/examples)
+set(ORCH_INSTALL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/comfy_orch)
+
+# In the build tree: every plugin in one directory (so `comfy-orch plugins --dir` finds them
+# together) and the example packs' libraries in another.
+set(ORCH_PLUGIN_DIR ${PROJECT_BINARY_DIR}/plugins/lib)
+set(ORCH_NODE_LIBRARY_DIR ${PROJECT_BINARY_DIR}/examples)
+# The example packs' targets, which examples/CMakeLists.txt adds when ORCH_BUILD_EXAMPLES is on.
+set(ORCH_EXAMPLE_PACKS "" CACHE INTERNAL "")
+
+# orch_add_layout_definitions(<target> HOST <host executable> WORKER <worker executable>):
+# compile definitions ORCH_LAYOUT_{INSTALLED,BUILD}_{WORKER,PLUGINS,NODES} on <target>, each a
+# path relative to the directory the host executable runs from.
+function(orch_add_layout_definitions target)
+  cmake_parse_arguments(L "" "HOST;WORKER" "" ${ARGN})
+  # Installed: both executables in bin/; the rest relative between two directories of one
+  # prefix, so the prefix itself drops out (an absolute CMAKE_INSTALL_LIBDIR stays absolute, and
+  # such an installation cannot be moved).
+  foreach(dir BINDIR PLUGIN_DIR NODE_DIR)
+    if(dir STREQUAL "BINDIR")
+      set(path "${CMAKE_INSTALL_BINDIR}")
+    else()
+      set(path "${ORCH_INSTALL_${dir}}")
+    endif()
+    cmake_path(ABSOLUTE_PATH path BASE_DIRECTORY "${CMAKE_INSTALL_PREFIX}" NORMALIZE
+      OUTPUT_VARIABLE full_${dir})
+  endforeach()
+  file(RELATIVE_PATH installed_plugins "${full_BINDIR}" "${full_PLUGIN_DIR}")
+  file(RELATIVE_PATH installed_nodes "${full_BINDIR}" "${full_NODE_DIR}")
+  # Build tree: from where the host is linked to where the worker, plugins and packs are.
+  set(host_dir "$<TARGET_FILE_DIR:${L_HOST}>")
+  target_compile_definitions(${target} PRIVATE
+    ORCH_LAYOUT_INSTALLED_WORKER="$<TARGET_FILE_NAME:${L_WORKER}>"
+    ORCH_LAYOUT_INSTALLED_PLUGINS="${installed_plugins}"
+    ORCH_LAYOUT_INSTALLED_NODES="${installed_nodes}"
+    ORCH_LAYOUT_BUILD_WORKER="$<PATH:RELATIVE_PATH,$<TARGET_FILE:${L_WORKER}>,${host_dir}>"
+    ORCH_LAYOUT_BUILD_PLUGINS="$<PATH:RELATIVE_PATH,${ORCH_PLUGIN_DIR},${host_dir}>"
+    ORCH_LAYOUT_BUILD_NODES="$<PATH:RELATIVE_PATH,${ORCH_NODE_LIBRARY_DIR},${host_dir}>")
+endfunction()

@@ -1,0 +1,30 @@
+// install_layout: where the host finds the files that were built or installed with it (its
+// worker executable, its plugin directory, the native node libraries shipped with it), relative
+// to its own executable and never through a path fixed at build time: an installed prefix can be
+// moved and a build directory can be anywhere (docs/deployment.md, "Install and relocation").
+//
+// Two layouts are known, each as paths relative to the directory of the host executable:
+//   - the installed one (`cmake --install`): bin/comfy-orch-worker,
+//     lib/comfy-orch/plugins, lib/comfy-orch/nodes (GNUInstallDirs names them);
+//   - the build tree's: worker/comfy-orch-worker, plugins/lib, examples.
+// The first whose worker executable exists is used, as a whole; with neither, the installed one,
+// so that messages name where an installation would have put the files.
+#pragma once
+
+#include <filesystem>
+
+namespace orch::orchestrator {
+
+struct install_layout {
+  std::filesystem::path worker_executable;       // comfy-orch-worker
+  std::filesystem::path plugin_directory;        // orch-*.so: the last fallback of the search
+  std::filesystem::path node_library_directory;  // native node libraries (the example packs')
+};
+
+// The layout beside the host executable `host_executable` (an absolute path).
+install_layout locate_install_layout(const std::filesystem::path& host_executable);
+
+// The layout beside this process's executable (/proc/self/exe), computed once.
+const install_layout& this_install_layout();
+
+}  // namespace orch::orchestrator
