@@ -48,7 +48,9 @@ lifecycle g_life;
 handle_registry g_handles;
 constexpr uint32_t device_handle = 1;
 
-orch_status plugin_init(const orch_host_services* host) { return init_plugin(g_life, g_host, host); }
+orch_status plugin_init(const orch_host_services* host) {
+  return init_plugin(g_life, g_host, host);
+}
 
 void plugin_shutdown() {
   if (!g_life.begin_shutdown()) return;

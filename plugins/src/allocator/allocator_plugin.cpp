@@ -40,7 +40,9 @@ cast_allocator* for_device(int device) {
   return nullptr;
 }
 
-orch_status plugin_init(const orch_host_services* host) { return init_plugin(g_life, g_host, host); }
+orch_status plugin_init(const orch_host_services* host) {
+  return init_plugin(g_life, g_host, host);
+}
 
 void plugin_shutdown() {
   if (!g_life.begin_shutdown()) return;

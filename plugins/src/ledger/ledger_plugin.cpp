@@ -33,7 +33,9 @@ ledger_entry* as(orch_ledger_model* m) {
   return reinterpret_cast<ledger_entry*>(m);
 }
 
-orch_status plugin_init(const orch_host_services* host) { return init_plugin(g_life, g_host, host); }
+orch_status plugin_init(const orch_host_services* host) {
+  return init_plugin(g_life, g_host, host);
+}
 
 void plugin_shutdown() {
   if (!g_life.begin_shutdown()) return;
@@ -147,14 +149,14 @@ constexpr orch_ledger_api ledger_api{.struct_size = sizeof(orch_ledger_api),
                                      .stats = stats};
 
 // The ledger is the fallback for every level (DESIGN.md §4.5 step 3).
-constexpr orch_plugin_table table =
-    make_plugin_table({.kind = ORCH_KIND_PAGER,
-                       .name = plugin_name,
-                       .backend = plugin_backend,
-                       .min_level = ORCH_LEVEL_MIN,
-                       .max_level = ORCH_LEVEL_MAX,
-                       .capabilities = ORCH_CAP_LEDGER},
-                      {.init = plugin_init, .shutdown = plugin_shutdown, .ledger_api = &ledger_api});
+constexpr orch_plugin_table table = make_plugin_table(
+    {.kind = ORCH_KIND_PAGER,
+     .name = plugin_name,
+     .backend = plugin_backend,
+     .min_level = ORCH_LEVEL_MIN,
+     .max_level = ORCH_LEVEL_MAX,
+     .capabilities = ORCH_CAP_LEDGER},
+    {.init = plugin_init, .shutdown = plugin_shutdown, .ledger_api = &ledger_api});
 
 }  // namespace
 

@@ -6,9 +6,12 @@
 //   "not_found"     the file does not exist;
 //   "load_failed"   dlopen refused it (not an ELF object, missing dependency; dlerror() quoted);
 //   "not_a_plugin"  it loads but exports no orch_plugin_query;
-//   "abi_mismatch"  its table's abi_major differs from ORCH_PLUGIN_ABI_MAJOR;
-//   "invalid_table" NULL table, a short struct_size, unknown kind/backend, a bad level range, or a
-//                   missing init/shutdown/kind table.
+//   "abi_mismatch"  it answers NULL to every ABI major this host loads, or a table of a major
+//                   it has no adapter for (abi_adapters.hpp);
+//   "invalid_table" a short struct_size, a bad level range, a missing init/shutdown/kind table,
+//                   or a kind table shorter than ABI 1's entries;
+//   "unsupported_plugin" well formed, but a kind, backend or level above L4 this host does not
+//                   know yet: built for a newer host, skipped.
 #pragma once
 
 #include <filesystem>
