@@ -116,7 +116,7 @@ TEST_F(runtime_faults, a_call_past_its_deadline_fails_typed_and_the_worker_is_re
 }
 
 TEST_F(runtime_faults, a_stopped_worker_is_detected_by_its_heartbeat_and_replaced) {
-  start();  // heartbeat_interval 100 ms
+  ASSERT_NO_FATAL_FAILURE(start());  // heartbeat_interval 100 ms
   const std::string env = env_of(*host_, "SolidImage");
   const auto before = info(env);
   ::kill(before.pid, SIGSTOP);
