@@ -1,6 +1,6 @@
 // Budget reserve/release pairs per second from the control segment, on the fast path (within
 // each slot's grant, no message): one process alone (the floor), then two processes on the same
-// budget at once. Reported as the ratio of the two-process total to the floor. Since issue 10 a
+// budget at once. Reported as the ratio of the two-process total to the floor. A
 // reservation is one CAS on the process's own slot plus two loads of its grant, so the two
 // processes share no written cache line.
 //

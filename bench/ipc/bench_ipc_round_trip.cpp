@@ -1,6 +1,6 @@
 // Empty request/response round trip over the channel, p50 and p99, against its floor: a raw
 // socketpair ping-pong of the same number of bytes, in the same binary and run, between two
-// processes. Target (issue 4): p50 ratio <= 1.5.
+// processes. Target (docs/performance.md): p50 ratio <= 1.5.
 //
 //   bench_ipc_round_trip [iterations]     (default 20000 of each, after 2000 warm-up round trips,
 //                                          in alternating blocks of 500)

@@ -1,13 +1,13 @@
-// Plugin benchmarks on the sim device (docs/performance.md "Plugins (issue 3)"):
+// Plugin benchmarks on the sim device (docs/performance.md, "Plugins"):
 //   BM_fault_unpin_hit      the per-layer hit path: fault + unpin of a resident page, per call
 //                           (lock-free); _frozen_clock: the same with sim's clock frozen, so
 //                           the poll throttle's clock read is a load instead of clock_gettime;
 //   BM_evict_10000_pages    lowering a watermark over 10,000 resident pages (items = pages);
 //   BM_cast_grow_reset      growing a cast buffer by 16 chunks of 16 MiB, then reset.
 // Plugins go through the real loader, so every call crosses the C ABI as in production.
-// Each has a floor measured in the same run (DESIGN.md §5: claims are ratios against a floor):
+// Each has a floor measured in the same run (docs/performance.md):
 //   BM_floor_two_atomic_increments  two uncontended atomic increments (the hit path's target is
-//                                   1.5x this: issue 10);
+//                                   1.5x this);
 //   BM_floor_two_locked_calls   two indirect calls that each take an uncontended mutex;
 //   BM_floor_sim_release_10000  the sim backend's own unmap + release of 10,000 pages;
 //   BM_floor_sim_commit_16      the sim backend's reserve + 16 x (create + map) and back.

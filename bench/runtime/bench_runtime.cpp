@@ -1,4 +1,4 @@
-// bench_runtime: the runtime's figures of issue 5, each against a floor from the same run.
+// bench_runtime: runtime figures (docs/performance.md), each against a floor from the same run.
 //
 //   bench_runtime [calls] [cold_starts] [fleet]     (defaults 2000, 10, 32)
 //
@@ -33,7 +33,7 @@ using namespace orch;
 using orchestrator::host_runtime;
 using clock_type = std::chrono::steady_clock;
 
-constexpr double comfy_env_warm_echo_us = 2400.0;  // reference/comfy-env.md, published figure
+constexpr double comfy_env_warm_echo_us = 2400.0;  // docs/references.md, comfy-env's figures
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -109,7 +109,7 @@ double round_trip(host_runtime& h, Start start_one) {
   std::promise<void> done;
   auto f = done.get_future();
   const auto t0 = clock_type::now();
-  h.sync([&] { start_one([&done] { done.set_value(); }); });
+  h.on_io_thread([&] { start_one([&done] { done.set_value(); }); });
   f.get();
   return us(clock_type::now() - t0);
 }
@@ -150,7 +150,7 @@ void bench_cold_start(int runs) {
   for (int i = 0; i < runs; ++i) {
     temp_dir dir;
     auto h = start(write_deployment(dir.path, 1, false, "64MiB"));
-    for (const auto& w : h->sync([&] { return h->workers().workers(); })) {
+    for (const auto& w : h->on_io_thread([&] { return h->workers().workers(); })) {
       ready_ms.push_back(us(w.ready_at - w.spawned_at) / 1000.0);
     }
     h->shutdown();
@@ -169,7 +169,7 @@ void bench_fleet(int fleet) {
   const double total_ms = us(clock_type::now() - t0) / 1000.0;
   const long rss_after = rss_kib();
   int ready = 0;
-  for (const auto& w : h->sync([&] { return h->workers().workers(); })) {
+  for (const auto& w : h->on_io_thread([&] { return h->workers().workers(); })) {
     ready += w.state == orchestrator::worker_state::ready ? 1 : 0;
   }
   std::printf("%d workers started together: %d ready in %.1f ms total (%.1f ms per worker); host "

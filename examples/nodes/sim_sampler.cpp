@@ -1,7 +1,7 @@
 // ComfyUI-SimSampler: a native pack that "loads a model" into a pager region on the sim device
 // and samples with it (docs/nodes.md). Every step faults each layer's pages (pinning them), takes
 // a cast buffer for the layer on its offload stream, and unpins: the access pattern of ComfyUI's
-// dynamic-VRAM model loading (DESIGN.md §4.4, §4.7), without real math.
+// dynamic-VRAM model loading (docs/references.md, aimdo §4.10), without real math.
 #include <cstdint>
 #include <cstdio>
 #include <string>

@@ -1,4 +1,5 @@
 #include "orch/ipc/backend_pin_registrar.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -18,9 +19,10 @@ status backend_pin_registrar::register_range(void* addr, std::uint64_t size) {
   if (api_.host_register == nullptr) return ok_status();
   const orch_status st = api_.host_register(device_, addr, size);
   if (st == ORCH_OK) return ok_status();
-  return error{"pin_failed", "registering " + std::to_string(size) + " host bytes with the " +
-                                 name_ + " backend answered " + orch_status_name(st) +
-                                 "; disable it with [memory] disable_pinned_memory = true"};
+  return error{shm_errc::pin_failed, "registering " + std::to_string(size) +
+                                         " host bytes with the " + name_ + " backend answered " +
+                                         orch_status_name(st) +
+                                         "; disable it with [memory] disable_pinned_memory = true"};
 }
 
 void backend_pin_registrar::unregister_range(void* addr, std::uint64_t size) noexcept {

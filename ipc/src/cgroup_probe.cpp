@@ -1,4 +1,5 @@
 #include "orch/ipc/cgroup_probe.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -81,7 +82,7 @@ std::vector<fs::path> walk_up(const fs::path& mount, const std::string& cgroup_p
 
 result<std::uint64_t> read_physical_ram(const fs::path& root) {
   auto text = read_text(root / "proc/meminfo");
-  if (!text) return error{"no_meminfo", "cannot read " + (root / "proc/meminfo").string()};
+  if (!text) return error{proc_errc::no_meminfo, "cannot read " + (root / "proc/meminfo").string()};
   std::istringstream lines(*text);
   std::string line;
   while (std::getline(lines, line)) {
@@ -90,7 +91,7 @@ result<std::uint64_t> read_physical_ram(const fs::path& root) {
     std::uint64_t kib = 0;
     if (fields >> kib) return kib_to_bytes(kib);
   }
-  return error{"no_meminfo", "no MemTotal line in " + (root / "proc/meminfo").string()};
+  return error{proc_errc::no_meminfo, "no MemTotal line in " + (root / "proc/meminfo").string()};
 }
 
 std::optional<std::uint64_t> find_cgroup_limit(const fs::path& root, std::uint64_t physical_ram) {

@@ -1,4 +1,5 @@
 #include "orch/ipc/channel.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -89,8 +90,8 @@ void channel::dispatch(const frame_header& header, std::span<const std::uint8_t>
   auto body = decode_body(header.type, header.flags, bytes);
   if (!body) {
     if (body.err().code == body_errc::unknown_type) {
-      // Unknown types are logged and dropped, never asserted on (§8.4.1): a newer peer may add
-      // some.
+      // Unknown types are logged and dropped, not asserted on (docs/references.md, anchors §8.4.1):
+      // a newer peer may add some.
       spdlog::warn("channel {}: dropping frame: {}", options_.name, body.err().message);
       return;
     }
@@ -272,7 +273,7 @@ void channel::respond_error(const frame_header& to, const error& e) {
 
 void channel::close(std::string reason) {
   asio::post(strand_, [self = shared_from_this(), reason = std::move(reason)] {
-    self->shut(error{"closed", reason});
+    self->shut(error{channel_errc::closed, reason});
   });
 }
 
@@ -290,7 +291,7 @@ void channel::fail_all_pending(const error& reason) {
 void channel::shut(error reason) {
   if (closed_) return;
   closed_ = true;
-  if (reason.code == channel_errc::peer_lost || reason.code == "closed") {
+  if (reason.code == channel_errc::peer_lost || reason.code == channel_errc::closed) {
     spdlog::info("channel {}: closed: {}", options_.name, reason.message);
   } else {
     spdlog::warn("channel {}: closing on protocol violation [{}]: {}", options_.name, reason.code,

@@ -1,4 +1,5 @@
 #include "orch/ipc/control_block.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <cstring>
 
@@ -16,7 +17,7 @@ void control_block::publish(const stats_snapshot& snapshot) noexcept {
 
 result<stats_snapshot> control_block::read(unsigned max_tries) const noexcept {
   if (!valid_header())
-    return error{"bad_block", "control block has a wrong magic, version or size"};
+    return error{budget_errc::bad_block, "control block has a wrong magic, version or size"};
   std::uint64_t words[stats_words];
   for (unsigned attempt = 0; attempt < max_tries; ++attempt) {
     const std::uint64_t before = stats_sequence.load(std::memory_order_acquire);
@@ -30,7 +31,7 @@ result<stats_snapshot> control_block::read(unsigned max_tries) const noexcept {
       return out;
     }
   }
-  return error{"writer_stalled",
+  return error{budget_errc::writer_stalled,
                "control block stats stayed inconsistent; its writer may have "
                "died while publishing"};
 }

@@ -1,4 +1,5 @@
 #include "orch/ipc/control_segment.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <unistd.h>
 
@@ -64,7 +65,7 @@ control_segment::control_segment(memfd_segment file, mapping header, mapping rec
 result<control_segment> control_segment::create(std::uint64_t budget_bytes,
                                                 std::uint32_t slot_count) {
   if (slot_count == 0 || slot_count > max_slots) {
-    return error{"invalid_argument", "a control segment needs between 1 and 4096 slots"};
+    return error{budget_errc::invalid_argument, "a control segment needs between 1 and 4096 slots"};
   }
   const std::uint64_t records_offset = page_size();
   const std::uint64_t size = records_offset + round_up(records_bytes(slot_count), page_size());
@@ -93,7 +94,7 @@ result<control_segment> control_segment::create(std::uint64_t budget_bytes,
   }
   // Our two writable mappings exist; from here on nobody maps it writable again.
   if (auto st = file->seal_future_writes(); !st) {
-    if (st.err().code != "seal_refused") return st.err();
+    if (st.err().code != shm_errc::seal_refused) return st.err();
     log_seal_refused_once(st.err());
   }
   return control_segment(std::move(*file), std::move(*header_map), std::move(*records_map),
@@ -106,7 +107,7 @@ result<control_segment> control_segment::attach(unique_fd control_fd, unique_fd 
   if (!file) return file.err();
   const std::uint64_t records_offset = page_size();
   if (file->size() <= records_offset) {
-    return error{"bad_segment", "control segment is too small for its header page"};
+    return error{budget_errc::bad_segment, "control segment is too small for its header page"};
   }
   auto header_map = mapping::map(file->fd(), 0, records_offset, /*writable=*/false);
   if (!header_map) return header_map.err();
@@ -119,7 +120,8 @@ result<control_segment> control_segment::attach(unique_fd control_fd, unique_fd 
       h.total_size != file->size() || h.records_offset != records_offset ||
       h.slot_size != slot_memfd_size() || h.slot_count == 0 || h.slot_count > max_slots ||
       records_offset + records_bytes(h.slot_count) > file->size()) {
-    return error{"bad_segment", "control segment failed validation (magic, version or sizes)"};
+    return error{budget_errc::bad_segment,
+                 "control segment failed validation (magic, version or sizes)"};
   }
   auto records_map =
       mapping::map(file->fd(), records_offset, file->size() - records_offset, /*writable=*/false);
@@ -128,7 +130,7 @@ result<control_segment> control_segment::attach(unique_fd control_fd, unique_fd 
                           h.slot_count, h.budget_bytes);
   if (slot >= segment.slot_count() || segment.rec(slot).pid.load(std::memory_order_acquire) !=
                                           static_cast<std::uint64_t>(::getpid())) {
-    return error{"bad_slot",
+    return error{budget_errc::bad_slot,
                  "control slot " + std::to_string(slot) + " is not recorded for this process"};
   }
   auto own = memfd_segment::adopt(std::move(slot_fd), slot_memfd_size());
@@ -246,8 +248,8 @@ result<std::uint32_t> control_segment::claim_slot(const process_identity& owner)
     r.pid.store(owner.pid, std::memory_order_release);
     return i;
   }
-  return error{"no_free_slot", "all " + std::to_string(slot_count()) +
-                                   " control slots are taken; raise the slot count"};
+  return error{budget_errc::no_free_slot, "all " + std::to_string(slot_count()) +
+                                              " control slots are taken; raise the slot count"};
 }
 
 std::uint64_t control_segment::reclaim_slot(std::uint32_t index) noexcept {
@@ -318,7 +320,7 @@ std::uint64_t control_segment::revoke_others(std::uint32_t except, std::uint64_t
 result<std::uint64_t> control_segment::grow_grant(std::uint32_t index, std::uint64_t shortfall,
                                                   std::uint64_t slack) {
   if (index >= slot_count_ || !slots_[index]) {
-    return error{"invalid_argument", "slot " + std::to_string(index) + " is not owned"};
+    return error{budget_errc::invalid_argument, "slot " + std::to_string(index) + " is not owned"};
   }
   // Every slow path looks at every slot's claim once, so a liar is flagged (and logged) when
   // anyone needs budget, not only when a table is printed.
@@ -326,13 +328,14 @@ result<std::uint64_t> control_segment::grow_grant(std::uint32_t index, std::uint
   const std::uint64_t granted = grant(index);
   if (shortfall == 0) return granted;
   if (views_[index].flagged) {
-    return error{"budget_exceeded", "slot " + std::to_string(index) +
-                                        " claimed more than it was granted; it gets no more"};
+    return error{
+        budget_errc::budget_exceeded,
+        "slot " + std::to_string(index) + " claimed more than it was granted; it gets no more"};
   }
   auto free_now = [&] { return detail::floored_sub(budget_, granted_total_); };
   if (shortfall > free_now()) revoke_others(index, shortfall - free_now());
   if (shortfall > free_now()) {
-    return error{"budget_exceeded",
+    return error{budget_errc::budget_exceeded,
                  "reserving " + std::to_string(shortfall) +
                      " more pinned bytes would pass the budget of " + std::to_string(budget_) +
                      " (" + std::to_string(granted_total_) + " granted to all processes, " +
@@ -394,10 +397,11 @@ status budget_account::reserve(std::uint64_t bytes) {
     if (!source_) break;
     if (auto st = source_(shortfall); !st) return st.err();
   }
-  return error{"budget_exceeded", "reserving " + std::to_string(bytes) +
-                                      " pinned bytes would pass this process's grant of " +
-                                      std::to_string(grant()) + " (" + std::to_string(reserved()) +
-                                      " reserved here, budget " + std::to_string(budget_) + ")"};
+  return error{budget_errc::budget_exceeded,
+               "reserving " + std::to_string(bytes) +
+                   " pinned bytes would pass this process's grant of " + std::to_string(grant()) +
+                   " (" + std::to_string(reserved()) + " reserved here, budget " +
+                   std::to_string(budget_) + ")"};
 }
 
 void budget_account::release(std::uint64_t bytes) noexcept {

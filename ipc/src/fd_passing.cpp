@@ -1,4 +1,5 @@
 #include "orch/ipc/fd_passing.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -18,7 +19,7 @@ constexpr std::size_t excess_fd_room = 16;
 }  // namespace
 
 status send_fds(int socket, std::span<const std::byte> payload, std::span<const int> fds) {
-  if (payload.empty()) return error{"invalid_argument", "send_fds needs at least one byte"};
+  if (payload.empty()) return error{fd_errc::invalid_argument, "send_fds needs at least one byte"};
   std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
   std::size_t sent = 0;
   while (sent < payload.size()) {
@@ -38,7 +39,8 @@ status send_fds(int socket, std::span<const std::byte> payload, std::span<const 
     const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return error{"send_failed", std::string("sendmsg with SCM_RIGHTS: ") + std::strerror(errno)};
+      return error{fd_errc::send_failed,
+                   std::string("sendmsg with SCM_RIGHTS: ") + std::strerror(errno)};
     }
     sent += static_cast<std::size_t>(n);
   }
@@ -61,7 +63,7 @@ result<received_fds> recv_fds(int socket, std::size_t payload_size, std::size_t 
     const ssize_t n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return error{"recv_failed", std::string("recvmsg: ") + std::strerror(errno)};
+      return error{fd_errc::recv_failed, std::string("recvmsg: ") + std::strerror(errno)};
     }
     // Take ownership of every fd that arrived before judging the message, so none can leak.
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
@@ -74,14 +76,15 @@ result<received_fds> recv_fds(int socket, std::size_t payload_size, std::size_t 
       }
     }
     if ((msg.msg_flags & MSG_CTRUNC) != 0) too_many = true;
-    if (n == 0) return error{"peer_closed", "socket closed before the fd message was complete"};
+    if (n == 0)
+      return error{fd_errc::peer_closed, "socket closed before the fd message was complete"};
     got += static_cast<std::size_t>(n);
   }
   if (too_many || out.fds.size() > max_fds) {
     const std::size_t count = out.fds.size();
     out.fds.clear();  // closes them all
-    return error{"too_many_fds", "peer sent " + std::to_string(count) + " fds, at most " +
-                                     std::to_string(max_fds) + " expected; all were closed"};
+    return error{fd_errc::too_many_fds, "peer sent " + std::to_string(count) + " fds, at most " +
+                                            std::to_string(max_fds) + " expected; all were closed"};
   }
   return out;
 }

@@ -1,4 +1,5 @@
 #include "orch/ipc/lease_table.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -20,7 +21,7 @@ result<lease_table::block*> lease_table::find(const buffer_descriptor& d) {
   if (auto st = pool_->validate(d); !st) return st.err();
   auto it = blocks_.find(key_of(d));
   if (it == blocks_.end()) {
-    return error{"unknown_lease", "the block is live in the pool but has no lease entry"};
+    return error{shm_errc::unknown_lease, "the block is live in the pool but has no lease entry"};
   }
   if (d.size > it->second.descriptor.size) {
     return error{descriptor_errc::out_of_bounds, "descriptor is larger than the leased block"};
@@ -53,7 +54,8 @@ status lease_table::release(const buffer_descriptor& d, process_id holder) {
   auto b = find(d);
   if (!b) return b.err();
   if ((*b)->holders.count(holder) == 0) {
-    return error{"not_held", "process " + std::to_string(holder) + " holds no lease on the block"};
+    return error{shm_errc::not_held,
+                 "process " + std::to_string(holder) + " holds no lease on the block"};
   }
   drop(blocks_.find(key_of(d)), holder);
   return ok_status();
@@ -63,11 +65,12 @@ status lease_table::free(const buffer_descriptor& d, process_id owner) {
   auto b = find(d);
   if (!b) return b.err();
   if ((*b)->owner != owner) {
-    return error{"not_owner", "process " + std::to_string(owner) + " did not produce the block"};
+    return error{shm_errc::not_owner,
+                 "process " + std::to_string(owner) + " did not produce the block"};
   }
-  if ((*b)->in_limbo) return error{"in_limbo", "the block was freed already"};
+  if ((*b)->in_limbo) return error{shm_errc::in_limbo, "the block was freed already"};
   if ((*b)->holders.count(owner) == 0) {
-    return error{"not_held", "the producer already released its lease"};
+    return error{shm_errc::not_held, "the producer already released its lease"};
   }
   (*b)->in_limbo = true;
   drop(blocks_.find(key_of(d)), owner);

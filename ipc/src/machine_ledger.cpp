@@ -1,4 +1,6 @@
 #include "orch/ipc/machine_ledger.hpp"
+#include "orch/ipc/errc.hpp"
+#include "orch/support/errno_error.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -47,10 +49,6 @@ struct ledger_page {
 };
 static_assert(sizeof(ledger_page) == 4096);
 
-error errno_error(const char* code, const std::string& what) {
-  return error{code, what + ": " + std::strerror(errno)};
-}
-
 std::string mib(std::uint64_t bytes) {
   char text[64];
   std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -65,15 +63,16 @@ std::string shm_path(const std::string& name) {
 status check_name(const std::string& name) {
   if (name.size() < 2 || name.size() > 200 || name[0] != '/' ||
       name.find('/', 1) != std::string::npos) {
-    return error{"invalid_argument",
+    return error{budget_errc::invalid_argument,
                  "machine ledger name '" + name + "' must be '/' and then a name without '/'"};
   }
   return ok_status();
 }
 
 error bad_ledger(const std::string& name, const std::string& why) {
-  return error{"bad_ledger", "the machine's pinned-budget ledger " + shm_path(name) + " " + why +
-                                 "; stop every comfy-orch host of this user and remove it"};
+  return error{budget_errc::bad_ledger,
+               "the machine's pinned-budget ledger " + shm_path(name) + " " + why +
+                   "; stop every comfy-orch host of this user and remove it"};
 }
 
 class flock_guard {
@@ -96,7 +95,7 @@ class flock_guard {
 
 status read_page(int fd, const std::string& name, ledger_page& page) {
   const ssize_t n = ::pread(fd, &page, sizeof(page), 0);
-  if (n < 0) return errno_error("ledger_failed", "reading " + shm_path(name));
+  if (n < 0) return errno_error(budget_errc::ledger_failed, "reading " + shm_path(name));
   const ledger_header& h = page.header;
   if (n != static_cast<ssize_t>(sizeof(page)) || h.magic != machine_ledger_magic ||
       h.version != machine_ledger_version || h.header_size != sizeof(ledger_header) ||
@@ -110,7 +109,7 @@ status read_page(int fd, const std::string& name, ledger_page& page) {
 status write_slot(int fd, const std::string& name, std::uint32_t index, const ledger_slot& s) {
   const auto offset = static_cast<off_t>(sizeof(ledger_header) + index * sizeof(ledger_slot));
   if (::pwrite(fd, &s, sizeof(s), offset) != static_cast<ssize_t>(sizeof(s))) {
-    return errno_error("ledger_failed", "writing " + shm_path(name));
+    return errno_error(budget_errc::ledger_failed, "writing " + shm_path(name));
   }
   return ok_status();
 }
@@ -134,12 +133,13 @@ status open_locked(const std::string& name, unique_fd& fd, std::unique_ptr<flock
                    ledger_page& page) {
   for (int attempt = 0; attempt < 16; ++attempt) {
     fd = unique_fd(::shm_open(name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd) return errno_error("ledger_failed", "shm_open(" + name + ")");
+    if (!fd) return errno_error(budget_errc::ledger_failed, "shm_open(" + name + ")");
     lock = std::make_unique<flock_guard>(fd.get(), LOCK_EX);
-    if (!lock->ok()) return errno_error("ledger_failed", "flock of " + shm_path(name));
+    if (!lock->ok()) return errno_error(budget_errc::ledger_failed, "flock of " + shm_path(name));
     struct stat held {
     }, named{};
-    if (::fstat(fd.get(), &held) != 0) return errno_error("ledger_failed", "fstat of the ledger");
+    if (::fstat(fd.get(), &held) != 0)
+      return errno_error(budget_errc::ledger_failed, "fstat of the ledger");
     // The last host may have unlinked the name between our open and our lock: open again.
     if (::stat(shm_path(name).c_str(), &named) != 0 || named.st_ino != held.st_ino ||
         named.st_dev != held.st_dev) {
@@ -160,15 +160,16 @@ status open_locked(const std::string& name, unique_fd& fd, std::unique_ptr<flock
                       sizeof(ledger_page),
                       {}};
       if (::pwrite(fd.get(), &fresh, sizeof(fresh), 0) != static_cast<ssize_t>(sizeof(fresh))) {
-        return errno_error("ledger_failed", "initialising " + shm_path(name));
+        return errno_error(budget_errc::ledger_failed, "initialising " + shm_path(name));
       }
     } else if (held.st_size != static_cast<off_t>(sizeof(ledger_page))) {
       return bad_ledger(name, "has a wrong size (" + std::to_string(held.st_size) + " bytes)");
     }
     return read_page(fd.get(), name, page);
   }
-  return error{"ledger_failed", "the machine ledger " + shm_path(name) +
-                                    " kept disappearing under this host; is /dev/shm mounted?"};
+  return error{budget_errc::ledger_failed,
+               "the machine ledger " + shm_path(name) +
+                   " kept disappearing under this host; is /dev/shm mounted?"};
 }
 
 }  // namespace
@@ -194,8 +195,9 @@ result<machine_ledger> machine_ledger::join(const std::string& name, std::uint64
     lock.reset();
     return machine_ledger(name, std::move(fd), i, budget);
   }
-  return error{"no_free_slot", "the machine ledger " + shm_path(name) + " has all " +
-                                   std::to_string(machine_ledger_slots) + " host slots taken"};
+  return error{budget_errc::no_free_slot, "the machine ledger " + shm_path(name) + " has all " +
+                                              std::to_string(machine_ledger_slots) +
+                                              " host slots taken"};
 }
 
 machine_ledger::machine_ledger(machine_ledger&& other) noexcept
@@ -207,7 +209,7 @@ machine_ledger::machine_ledger(machine_ledger&& other) noexcept
 
 status machine_ledger::reserve(std::uint64_t bytes) {
   flock_guard lock(fd_.get(), LOCK_EX);
-  if (!lock.ok()) return errno_error("ledger_failed", "flock of " + shm_path(name_));
+  if (!lock.ok()) return errno_error(budget_errc::ledger_failed, "flock of " + shm_path(name_));
   ledger_page page{};
   if (auto st = read_page(fd_.get(), name_, page); !st) return st;
   if (auto st = reclaim_dead(fd_.get(), name_, page, slot_); !st) return st;
@@ -222,7 +224,7 @@ status machine_ledger::reserve(std::uint64_t bytes) {
   }
   if (bytes > reserved_ && (bytes > budget_ || others > budget_ - bytes)) {
     const std::uint64_t left = detail::floored_sub(budget_, others);
-    return error{"machine_budget_exceeded",
+    return error{budget_errc::machine_budget_exceeded,
                  mib(bytes) +
                      " of pinned memory for this host does not fit the machine's one "
                      "pinned budget of " +
@@ -248,7 +250,7 @@ status machine_ledger::reserve(std::uint64_t bytes) {
 
 result<std::vector<ledger_host>> machine_ledger::hosts() {
   flock_guard lock(fd_.get(), LOCK_EX);
-  if (!lock.ok()) return errno_error("ledger_failed", "flock of " + shm_path(name_));
+  if (!lock.ok()) return errno_error(budget_errc::ledger_failed, "flock of " + shm_path(name_));
   ledger_page page{};
   if (auto st = read_page(fd_.get(), name_, page); !st) return st.err();
   if (auto st = reclaim_dead(fd_.get(), name_, page, slot_); !st) return st.err();
@@ -264,10 +266,10 @@ result<std::vector<ledger_host>> machine_ledger::snapshot(const std::string& nam
   unique_fd fd(::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0));
   if (!fd) {
     if (errno == ENOENT) return std::vector<ledger_host>{};
-    return errno_error("ledger_failed", "shm_open(" + name + ")");
+    return errno_error(budget_errc::ledger_failed, "shm_open(" + name + ")");
   }
   flock_guard lock(fd.get(), LOCK_SH);
-  if (!lock.ok()) return errno_error("ledger_failed", "flock of " + shm_path(name));
+  if (!lock.ok()) return errno_error(budget_errc::ledger_failed, "flock of " + shm_path(name));
   struct stat st {};
   if (::fstat(fd.get(), &st) == 0 && st.st_size == 0) return std::vector<ledger_host>{};
   ledger_page page{};

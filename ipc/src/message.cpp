@@ -53,7 +53,7 @@ constexpr std::array<schema, 18> catalogue{{
     {message_type::ready, "ready", {{{"nodes", kind::list}, {"plugins", kind::map}, {}}}, 2},
     {message_type::call,
      "call",
-     // "epoch" is optional: a call without it is a prompt of its own (DESIGN.md §4.7).
+     // "epoch" is optional: a call without it is a prompt of its own (docs/memory-semantics.md).
      {{{"node", kind::text}, {"class_type", kind::text}, {"inputs", kind::map}, {}}},
      3},
     {message_type::progress,

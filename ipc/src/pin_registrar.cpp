@@ -1,4 +1,5 @@
 #include "orch/ipc/pin_registrar.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <sys/mman.h>
 
@@ -9,7 +10,7 @@ namespace orch::ipc {
 status counting_pin_registrar::register_range(void* addr, std::uint64_t size) {
   if (!ranges_.emplace(addr, size).second) {
     ++misuses_;
-    return error{"pin_failed", "range is already registered"};
+    return error{shm_errc::pin_failed, "range is already registered"};
   }
   registered_bytes_ += size;
   ++registrations_;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "orch/ipc/control_segment.hpp"
+#include "orch/ipc/errc.hpp"
 
 namespace orch::ipc {
 
@@ -22,8 +23,8 @@ const pool_segment* pinned_pool::find(std::uint32_t id) const noexcept {
 
 result<pinned_pool::segment_state*> pinned_pool::add_segment() {
   if (segments_.size() >= options_.max_segments) {
-    return error{"pool_exhausted", "the pinned pool already has its " +
-                                       std::to_string(options_.max_segments) + " segments"};
+    return error{shm_errc::pool_exhausted, "the pinned pool already has its " +
+                                               std::to_string(options_.max_segments) + " segments"};
   }
   const auto id = static_cast<std::uint32_t>(segments_.size() + 1);
   // Reserve a page-rounded upper bound of the memfd first, so a refused budget creates nothing.
@@ -50,18 +51,19 @@ result<pinned_pool::segment_state*> pinned_pool::add_segment() {
 }
 
 result<buffer_descriptor> pinned_pool::allocate(std::uint64_t size) {
-  if (size == 0) return error{"invalid_argument", "cannot allocate 0 bytes"};
+  if (size == 0) return error{shm_errc::invalid_argument, "cannot allocate 0 bytes"};
   if (options_.granule < 64 || !std::has_single_bit(options_.granule) ||
       options_.segment_data_size == 0) {
-    return error{"invalid_argument",
+    return error{shm_errc::invalid_argument,
                  "pool options need a power-of-two granule >= 64 and a "
                  "non-zero segment size"};
   }
   const std::uint64_t data =
       round_up(round_up(options_.segment_data_size, options_.granule), page_size());
   if (size > data || size / options_.granule >= std::numeric_limits<std::uint32_t>::max()) {
-    return error{"too_large", "a block of " + std::to_string(size) +
-                                  " bytes does not fit a pool segment of " + std::to_string(data)};
+    return error{shm_errc::too_large, "a block of " + std::to_string(size) +
+                                          " bytes does not fit a pool segment of " +
+                                          std::to_string(data)};
   }
   const std::uint64_t length = round_up(size, options_.granule);
   segment_state* target = nullptr;

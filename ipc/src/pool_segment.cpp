@@ -1,4 +1,5 @@
 #include "orch/ipc/pool_segment.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <bit>
 #include <new>
@@ -42,7 +43,7 @@ result<pool_segment> pool_segment::create(std::uint32_t id, std::uint64_t data_s
                                           std::uint64_t granule, pin_registrar& registrar) {
   if (id == 0 || granule < 64 || !std::has_single_bit(granule) || data_size == 0 ||
       data_size > max_data_size) {
-    return error{"invalid_argument",
+    return error{shm_errc::invalid_argument,
                  "a pool segment needs an id > 0, a power-of-two granule >= 64 and a data size "
                  "between 1 byte and 16 TiB"};
   }
@@ -78,7 +79,7 @@ result<pool_segment> pool_segment::attach(unique_fd fd, std::uint64_t expected_s
   auto file = memfd_segment::adopt(std::move(fd), expected_size);
   if (!file) return file.err();
   if (file->size() < sizeof(segment_header)) {
-    return error{"bad_segment", "segment is smaller than its header"};
+    return error{shm_errc::bad_segment, "segment is smaller than its header"};
   }
   // Map the first page to read the header, then remap the whole metadata once its size is known.
   auto first = mapping::map(file->fd(), 0, page_size(), /*writable=*/false);
@@ -92,7 +93,8 @@ result<pool_segment> pool_segment::attach(unique_fd fd, std::uint64_t expected_s
       header.entry_count != header.data_size / header.granule ||
       header.data_offset != metadata_bytes(header.entry_count) ||
       header.data_offset + header.data_size != header.total_size) {
-    return error{"bad_segment", "segment header failed validation (magic, version or geometry)"};
+    return error{shm_errc::bad_segment,
+                 "segment header failed validation (magic, version or geometry)"};
   }
   auto meta = mapping::map(file->fd(), 0, header.data_offset, /*writable=*/false);
   if (!meta) return meta.err();

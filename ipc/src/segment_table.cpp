@@ -1,4 +1,5 @@
 #include "orch/ipc/segment_table.hpp"
+#include "orch/ipc/errc.hpp"
 
 #include <string>
 
@@ -8,17 +9,20 @@ result<std::uint32_t> segment_table::attach(unique_fd fd, std::uint32_t segment,
                                             std::uint64_t total_size) {
   // 0 would tell memfd_segment::adopt to accept any size; no real segment is empty.
   if (total_size == 0) {
-    return error{"size_mismatch", "segment " + std::to_string(segment) + " announced with 0 bytes"};
+    return error{shm_errc::size_mismatch,
+                 "segment " + std::to_string(segment) + " announced with 0 bytes"};
   }
   if (segments_.count(segment) != 0) {
-    return error{"duplicate_segment", "segment " + std::to_string(segment) + " is already mapped"};
+    return error{shm_errc::duplicate_segment,
+                 "segment " + std::to_string(segment) + " is already mapped"};
   }
   auto mapped = pool_segment::attach(std::move(fd), total_size, *registrar_);
   if (!mapped) return mapped.err();
   if (mapped->id() != segment) {
     // `mapped` unregisters and unmaps on the way out, and its fd closes with it.
-    return error{"segment_mismatch", "received fd holds segment " + std::to_string(mapped->id()) +
-                                         ", announced as segment " + std::to_string(segment)};
+    return error{shm_errc::segment_mismatch,
+                 "received fd holds segment " + std::to_string(mapped->id()) +
+                     ", announced as segment " + std::to_string(segment)};
   }
   segments_.emplace(segment, std::move(*mapped));
   return segment;

@@ -125,18 +125,10 @@ class deployment_parser {
   void read_memory(strict_table& top) {
     strict_table mem(top.table("memory"), "memory", file_, diags_, &root_);
     auto& m = result_.memory;
-    const std::pair<const char*, bool*> flags[] = {
-        {"disable_dynamic_vram", &m.disable_dynamic_vram},
-        {"enable_dynamic_vram", &m.enable_dynamic_vram},
-        {"highvram", &m.highvram},
-        {"gpu_only", &m.gpu_only},
-        {"novram", &m.novram},
-        {"cpu", &m.cpu},
-        {"disable_pinned_memory", &m.disable_pinned_memory},
-    };
-    for (const auto& [name, target] : flags) {
-      if (auto v = mem.boolean(name)) *target = *v;
+    for (const auto& flag : comfyui_flag_table) {
+      if (auto v = mem.boolean(flag.key)) m.*flag.field = *v;
     }
+    if (auto v = mem.boolean("disable_pinned_memory")) m.disable_pinned_memory = *v;
     if (auto v = mem.size("reserve_vram")) m.reserve_vram = *v;
     if (auto v = mem.size("vram_headroom")) m.vram_headroom = *v;
     if (auto v = mem.integer("async_offload_streams", 0, 16)) {
@@ -149,10 +141,9 @@ class deployment_parser {
     }
     // ComfyUI's VRAM modes are one mutually exclusive group of command-line flags.
     const char* chosen = nullptr;
-    for (const auto& [name, target] :
-         {std::pair{"highvram", m.highvram}, std::pair{"gpu_only", m.gpu_only},
-          std::pair{"novram", m.novram}, std::pair{"cpu", m.cpu}}) {
-      if (!target) continue;
+    for (const auto& flag : comfyui_flag_table) {
+      if (!flag.vram_mode || !(m.*flag.field)) continue;
+      const char* name = flag.key;
       if (chosen != nullptr) {
         mem.error(name,
                   std::string("contradicts ") + chosen +
@@ -245,7 +236,7 @@ class deployment_parser {
     auto& s = result_.workers;
     // Each timing key has a floor below which the runtime cannot keep its promise: at
     // heartbeat_interval = "1ms" a busy machine's scheduling delay alone got live workers killed
-    // as hung (issue 10).
+    // as hung.
     using std::chrono::milliseconds;
     auto at_least = [&w](const std::string& key, milliseconds floor, milliseconds& target) {
       if (auto v = w.duration(key)) {

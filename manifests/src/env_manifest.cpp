@@ -11,7 +11,7 @@
 namespace orch::manifests {
 namespace {
 
-// comfy-env.md §2.2, bucket 2: handed to the environment builder as written.
+// docs/references.md, comfy-env §2.2, bucket 2: handed to the environment builder as written.
 constexpr detail::name_list<7> passthrough_tables = {
     "dependencies", "pypi-dependencies",   "target", "activation",
     "pypi-options", "system-requirements", "tasks"};

@@ -14,7 +14,7 @@ namespace {
 constexpr detail::name_list<8> legacy_ignored = {
     "apt", "brew", "cuda", "dependencies", "pypi-dependencies", "target", "python", "nodes"};
 
-// [settings] keys of the Aug-18 era (comfy-env.md §2.1).
+// [settings] keys of the Aug-18 era (docs/references.md, comfy-env §2.1).
 constexpr detail::name_list<5> known_settings = {"isolate", "install_isolated", "auto_install",
                                                  "pool_ipc", "worker_vram_budget"};
 

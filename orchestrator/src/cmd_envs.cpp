@@ -21,7 +21,7 @@ struct row {
 
 // What an env still needs before a worker can run it; nothing when one can. A materialised
 // Python env is "ok" as an env, but this build has no Python worker yet: saying only "ok" told
-// operators it would run (issue 10).
+// operators it would run.
 std::string needs(const manifests::env_status& s) {
   if (s.state != manifests::env_state::ok) {
     return s.native ? "its node library built" : "its env installed (comfy-env install)";

@@ -11,7 +11,9 @@
 
 #include "commands.hpp"
 #include "diagnostics_output.hpp"
+#include "json_fields.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
+#include "orch/ipc/errc.hpp"
 #include "orch/manifests/inventory.hpp"
 #include "orch/manifests/units.hpp"
 #include "orch/orchestrator/executor.hpp"
@@ -22,7 +24,6 @@
 #include "orch/orchestrator/prompt_validation.hpp"
 #include "orch/orchestrator/unstarted_envs.hpp"
 #include "orch/support/untrusted_text.hpp"
-#include "json_fields.hpp"
 #include "process_limits.hpp"
 #include "run_signals.hpp"
 
@@ -99,7 +100,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   if (!host) {
     std::cerr << "cannot start the host: [" << host.err().code << "] " << host.err().message
               << '\n';
-    if (host.err().code == "map_failed") {
+    if (host.err().code == ipc::shm_errc::map_failed) {
       std::cerr << "fix: the pinned pool (" << manifests::format_size(d->shm.pinned_pool_size)
                 << ") and the device segments must fit this process's address space and memory: "
                    "check ulimit -v, or lower [shm] pinned_pool_size\n";
@@ -113,7 +114,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   while (!h.wait_settled(std::chrono::milliseconds(50)) && !signals.interrupted() &&
          std::chrono::steady_clock::now() < settle_by) {
   }
-  auto infos = h.sync([&] { return h.workers().workers(); });
+  auto infos = h.on_io_thread([&] { return h.workers().workers(); });
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& w : infos) {
     workers.push_back({{"env", w.env}, {"pid", w.pid}, {"state", orchestrator::to_string(w.state)},
@@ -182,7 +183,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
       }
       if (json) std::cout << nlohmann::json{{"type", "free"}, {"data", receipts}}.dump() << std::endl;
     }
-    const auto rows = h.sync([&] { return orchestrator::read_memory_table(h); });
+    const auto rows = h.on_io_thread([&] { return orchestrator::read_memory_table(h); });
     if (json) {
       std::cout << nlohmann::json{{"type", "memory_table"}, {"data", orchestrator::to_json(rows)}}
                        .dump()

@@ -12,7 +12,7 @@ inline constexpr int exit_failure = 2;        // the work itself failed
 
 void add_envs_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
-// `comfy-orch plugins [<deployment>] [--dir DIR]... [--json]` (DESIGN.md §4.4).
+// `comfy-orch plugins [<deployment>] [--dir DIR]... [--json]` (docs/cli.md).
 void add_plugins_command(CLI::App& app);
 // `comfy-orch run <deployment> --prompt <api.json> [--json]` (docs/runtime.md).
 void add_run_command(CLI::App& app);

@@ -7,16 +7,18 @@
 #include <algorithm>
 
 #include "orch/ipc/backend_pin_registrar.hpp"
-#include "orch/ipc/budget.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
+#include "orch/ipc/errc.hpp"
+#include "orch/ipc/pinned_budget.hpp"
 #include "orch/ipc/process_identity.hpp"
+#include "orch/orchestrator/errc.hpp"
 #include "orch/plugin/sim.h"
 
 namespace orch::orchestrator {
 namespace {
 
 // The host's device, opened through its backend plugin before the pool exists so the pool's
-// segments are registered with it (DESIGN.md §4.2). On sim the device segment is created here,
+// segments are registered with it (docs/shared-memory.md). On sim the device segment is made here,
 // once per run, and passed to every worker.
 status open_backend(const manifests::deployment& d, std::unique_ptr<plugins::backend_device>& out,
                     ipc::unique_fd& sim_fd) {
@@ -26,8 +28,9 @@ status open_backend(const manifests::deployment& d, std::unique_ptr<plugins::bac
   if (path.empty()) {
     // Without a device there is nothing to page-lock for: cpu runs without its plugin.
     if (d.host.device.kind == manifests::device_kind::cpu) return ok_status();
-    return error{"not_found", "device " + d.host.device.to_string() + " needs " + file +
-                                  " in [plugins] search_paths; build the plugins or fix the path"};
+    return error{runtime_errc::not_found,
+                 "device " + d.host.device.to_string() + " needs " + file +
+                     " in [plugins] search_paths; build the plugins or fix the path"};
   }
   if (d.host.device.kind == manifests::device_kind::sim) {
     orch_sim_config sc{};
@@ -64,12 +67,12 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
   auto readings = ipc::probe_memory_readings();
   if (!readings) return readings.err();
   const auto budget = ipc::compute_pinned_budget(*readings);
-  // One budget per machine (DESIGN.md §4.3): every grant this host gives is first reserved in
+  // One budget per machine (docs/shared-memory.md): every grant given here is first reserved in
   // the machine ledger, which the other hosts of this user share.
   auto ledger = ipc::machine_ledger::join(ipc::machine_ledger::default_name(), budget.bytes);
   if (ledger) {
     m->ledger_.emplace(std::move(*ledger));
-  } else if (ledger.err().code == "ledger_failed") {
+  } else if (ledger.err().code == ipc::budget_errc::ledger_failed) {
     spdlog::warn(
         "budget: no machine-wide pinned budget ({}); this host keeps to its own budget "
         "and does not see other hosts on this machine",
@@ -88,7 +91,7 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
   if (!self) return self.err();
   auto slot = m->control_->claim_slot(*self);
   if (!slot) return slot.err();
-  if (*slot != host_slot) return error{"bad_slot", "the host did not get slot 0"};
+  if (*slot != host_slot) return error{runtime_errc::bad_slot, "the host did not get slot 0"};
   m->control_->take_slot_fd(host_slot).reset();  // mapped; nobody else may ever open it
   m->budget_ = std::make_unique<ipc::budget_account>(*m->control_, host_slot);
   // The host is its own grant source: no message, the same rules as a worker's request.
@@ -110,7 +113,7 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
   m->pool_ = std::make_unique<ipc::pinned_pool>(po, *m->registrar_, m->budget_.get());
   // Create the segment now: workers map it at their handshake, before any call.
   auto probe = m->pool_->allocate(po.granule);
-  if (!probe && probe.err().code == "machine_budget_exceeded") {
+  if (!probe && probe.err().code == ipc::budget_errc::machine_budget_exceeded) {
     return error{probe.err().code, "the pinned pool ([shm] pinned_pool_size = " +
                                        std::to_string(po.segment_data_size >> 20) +
                                        " MiB) cannot start: " + probe.err().message};

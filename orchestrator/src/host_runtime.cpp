@@ -157,7 +157,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
       spec.env_vars = e.manifest.env_vars;
       spec.device = worker_device(d, e.manifest.worker.device, name);
       h->env_devices_[name] = spec.device;
-      spec.memory = h->plan_->settings_for(spec.device);
+      spec.memory = h->plan_->memory_settings_for(spec.device);
       spec.backend_plugin =
           spec.device.kind == d.host.device.kind
               ? h->memory_->backend_plugin()
@@ -237,7 +237,7 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::strin
   }
   // More than the device holds cannot be made free; evicting everyone would only cost them.
   // (An unreadable total is no limit: the free reading below then decides.)
-  const std::uint64_t device_total = sync([this]() -> std::uint64_t {
+  const std::uint64_t device_total = on_io_thread([this]() -> std::uint64_t {
     auto* dev = memory_->backend();
     std::uint64_t bytes = 0;
     if (dev == nullptr || dev->api().device_total_mem(dev->device(), &bytes) != ORCH_OK)
@@ -251,7 +251,7 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::strin
   }
   // The walk runs here on a copy: each eviction waits for a worker's receipt, which the io
   // thread delivers. The receipts update the real stand-ins (sequence-checked) as they arrive.
-  model_ledger walk = sync([this] { return stand_ins_; });
+  stand_in_table walk = on_io_thread([this] { return stand_ins_; });
   std::vector<std::string> elsewhere;
   for (const auto& e : walk.entries()) {
     if (!on_host_device(e.env)) elsewhere.push_back(e.id);
@@ -260,7 +260,7 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::strin
   // An unreadable device reads as "enough": evicting every stand-in on a failed poll would be
   // worse than refusing the one load that asked.
   auto free_now = [this]() -> std::uint64_t {
-    return sync([this]() -> std::uint64_t {
+    return on_io_thread([this]() -> std::uint64_t {
       auto* dev = memory_->backend();
       std::uint64_t free_bytes = 0, total = 0;
       if (dev == nullptr || dev->api().mem_get_info(dev->device(), &free_bytes, &total) != ORCH_OK)
@@ -272,9 +272,10 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::strin
     if (!e.is_stand_in()) return 0;  // headless: the host has no models of its own
     std::promise<result<nlohmann::json>> done;
     auto receipt = done.get_future();
-    sync([&] { supervisor_->evict(e.env, bytes, [&done](result<nlohmann::json> r) {
-                 done.set_value(std::move(r));
-               }); });
+    on_io_thread([&] {
+      supervisor_->evict(e.env, bytes,
+                         [&done](result<nlohmann::json> r) { done.set_value(std::move(r)); });
+    });
     auto r = receipt.get();
     if (!r) {
       spdlog::warn("evicting {} bytes of {} failed: {}", bytes, e.id, r.err().message);
@@ -300,7 +301,7 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
   };
   auto st = std::make_shared<state>();
   auto finished = st->all.get_future();
-  sync([&] {
+  on_io_thread([&] {
     // No lock is held while the requests go out, so a handler may never wait on this one.
     const std::size_t sent = supervisor_->free_memory(
         unload_models, drop_caches, [st](const std::string& env, result<nlohmann::json> r) {
@@ -322,11 +323,11 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
 bool host_runtime::wait_settled(std::chrono::milliseconds limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
   bool settled = false;
-  while (!(settled = sync([this] { return supervisor_->settled(); })) &&
+  while (!(settled = on_io_thread([this] { return supervisor_->settled(); })) &&
          std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  auto infos = sync([this] { return supervisor_->workers(); });
+  auto infos = on_io_thread([this] { return supervisor_->workers(); });
   catalogue_ = node_catalogue{};
   clashes_.clear();
   for (const auto& w : infos) {
@@ -342,21 +343,22 @@ void host_runtime::shutdown(std::chrono::milliseconds grace) {
   if (stopped_) return;
   stopped_ = true;
   // A start that failed part-way never started the io thread: nothing would run a posted
-  // task, and sync() would wait forever. Whatever was built so far is torn down here instead.
+  // task, and on_io_thread() would wait forever. Whatever was built so far is torn down here
+  // instead.
   if (!io_thread_.joinable()) {
     supervisor_.reset();
     return;
   }
-  sync([&] { supervisor_->begin_shutdown(grace); });
+  on_io_thread([&] { supervisor_->begin_shutdown(grace); });
   const auto end = std::chrono::steady_clock::now() + grace;
-  while (!sync([this] { return supervisor_->shutdown_answered(); }) &&
+  while (!on_io_thread([this] { return supervisor_->shutdown_answered(); }) &&
          std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
                                  end - std::chrono::steady_clock::now()),
                              std::chrono::milliseconds(0));
-  sync([&] {
+  on_io_thread([&] {
     supervisor_->finish_shutdown(left);
     supervisor_.reset();  // cancels its timers on the io thread
   });

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "orch/orchestrator/plugin_probe.hpp"
+#include "orch/plugins/errc.hpp"
 #include "orch/plugins/loader.hpp"
 
 namespace orch::orchestrator {
@@ -15,8 +16,9 @@ const std::vector<plugins::plugin_entry>& memory_plan::scan(
     // Missing, non-directory and other libraries' paths are the preflight's to report (once,
     // with the deployment's line); a plugin that fails to load is news here.
     for (const auto& skipped : report.skipped) {
-      const bool path_problem = skipped.code == "not_found" || skipped.code == "not_a_directory" ||
-                                skipped.code == "not_plugin_name";
+      const bool path_problem = skipped.code == plugins::plugin_errc::not_found ||
+                                skipped.code == plugins::plugin_errc::not_a_directory ||
+                                skipped.code == plugins::plugin_errc::not_plugin_name;
       if (path_problem) {
         spdlog::debug("plugin path {}: {}", skipped.path.string(), skipped.message);
       } else {
@@ -72,8 +74,7 @@ memory_plan memory_plan::make(const manifests::deployment& d,
   p.host_pager_ = orchestrator::host_pager(found, manifests::to_string(d.host.device.kind));
 
   plugins::host_manager_inputs in;
-  in.flags = {d.memory.disable_dynamic_vram, d.memory.enable_dynamic_vram, d.memory.highvram,
-              d.memory.gpu_only, d.memory.novram, d.memory.cpu};
+  in.flags = d.memory;  // the ComfyUI flags part of [memory]
   in.device = d.host.device.to_string();
   in.device_supports_pager = d.host.device.is_gpu() && p.host_pager_.has_value();
   in.below_floor = runtime_below_floor(d, host_device);
@@ -89,7 +90,7 @@ memory_plan memory_plan::make(const manifests::deployment& d,
   p.host_manager_ = plugins::resolve_host_manager(in);
   p.host_level_ = p.host_pager_ ? p.host_pager_->max_level : 0;
 
-  // Per device in settings_for: a cpu device has no offload streams, whatever [memory] says.
+  // Per device in memory_settings_for: a cpu device has no offload streams, whatever [memory] says.
   p.settings_.streams = static_cast<std::uint32_t>(d.memory.async_offload_streams.value_or(2));
   p.settings_.page_size = d.host.sim.page_size;
   p.settings_.reserve_vram = d.memory.reserve_vram;
@@ -102,7 +103,7 @@ memory_plan memory_plan::make(const manifests::deployment& d,
   return p;
 }
 
-plugins::host_memory_settings memory_plan::settings_for(
+plugins::host_memory_settings memory_plan::memory_settings_for(
     const manifests::device_spec& device) const {
   plugins::host_memory_settings s = settings_;
   if (!device.is_gpu()) s.streams = 0;

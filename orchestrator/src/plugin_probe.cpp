@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "orch/ipc/unique_fd.hpp"
+#include "orch/orchestrator/errc.hpp"
 #include "orch/orchestrator/worker_environment.hpp"
 #include "orch/orchestrator/worker_process.hpp"
 
@@ -52,7 +53,7 @@ result<std::vector<plugins::plugin_entry>> probe_plugins(
   const std::string what = "reading the plugins in " + joined(dirs);
   int ends[2];
   if (::pipe2(ends, O_CLOEXEC) != 0) {
-    return error{"probe_failed", what + ": pipe failed: " + std::strerror(errno)};
+    return error{runtime_errc::probe_failed, what + ": pipe failed: " + std::strerror(errno)};
   }
   ipc::unique_fd read_end(ends[0]);
   ipc::unique_fd write_end(ends[1]);
@@ -64,7 +65,7 @@ result<std::vector<plugins::plugin_entry>> probe_plugins(
   request.channel_fd = write_end.get();
   request.fd_socket = write_end.get();
   auto pid = spawn_worker(request);
-  if (!pid) return error{"probe_failed", what + ": " + pid.err().message};
+  if (!pid) return error{runtime_errc::probe_failed, what + ": " + pid.err().message};
   write_end = ipc::unique_fd();  // the child holds the only write end: its exit is end of file
 
   std::string answer;
@@ -72,16 +73,17 @@ result<std::vector<plugins::plugin_entry>> probe_plugins(
                                    answer);
   const int status = reap_worker(*pid, in_time ? timeout : std::chrono::milliseconds(0));
   if (!in_time) {
-    return error{"probe_failed", what + ": no answer within " + std::to_string(timeout.count()) +
-                                     " ms (a plugin's constructor hangs?); the probe was killed"};
+    return error{runtime_errc::probe_failed,
+                 what + ": no answer within " + std::to_string(timeout.count()) +
+                     " ms (a plugin's constructor hangs?); the probe was killed"};
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return error{"probe_failed", what + ": the probe " + describe_exit(status) +
-                                     " (a plugin's constructor crashed?)"};
+    return error{runtime_errc::probe_failed, what + ": the probe " + describe_exit(status) +
+                                                 " (a plugin's constructor crashed?)"};
   }
   const auto j = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
   auto entries = plugins::plugins_from_json(j);
-  if (!entries) return error{"probe_failed", what + ": " + entries.err().message};
+  if (!entries) return error{runtime_errc::probe_failed, what + ": " + entries.err().message};
   return entries;
 }
 

@@ -2,6 +2,7 @@
 
 #include <tuple>
 
+#include "orch/plugin/levels.h"
 #include "orch/plugin/plugin.h"
 
 namespace orch::orchestrator {
@@ -26,13 +27,13 @@ std::vector<const plugins::plugin_entry*> of_kind(const std::vector<plugins::plu
 // Everything a level below L3 or L4 cannot carry, with the host's values.
 std::vector<dropped_setting> settings_dropped_at(unsigned level, const pager_settings& s) {
   std::vector<dropped_setting> out;
-  if (level < 3) {
-    out.push_back({"simple_headroom", std::to_string(s.simple_headroom), 3});
-    out.push_back({"extra_headroom", std::to_string(s.extra_headroom), 3});
+  if (level < ORCH_LEVEL_HEADROOM) {
+    out.push_back({"simple_headroom", std::to_string(s.simple_headroom), ORCH_LEVEL_HEADROOM});
+    out.push_back({"extra_headroom", std::to_string(s.extra_headroom), ORCH_LEVEL_HEADROOM});
   }
-  if (level < 4) {
-    out.push_back({"pressure_source", std::to_string(s.pressure_source), 4});
-    out.push_back({"log_callback", s.log_callback ? "on" : "off", 4});
+  if (level < ORCH_LEVEL_PRESSURE) {
+    out.push_back({"pressure_source", std::to_string(s.pressure_source), ORCH_LEVEL_PRESSURE});
+    out.push_back({"log_callback", s.log_callback ? "on" : "off", ORCH_LEVEL_PRESSURE});
   }
   return out;
 }

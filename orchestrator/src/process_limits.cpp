@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "orch/orchestrator/errc.hpp"
+
 namespace orch::cli {
 
 std::uint64_t descriptors_needed(std::size_t workers) noexcept {
@@ -23,12 +25,13 @@ status ensure_open_file_limit(std::uint64_t needed) {
                           : std::max<rlim_t>(needed, std::min<rlim_t>(limit.rlim_max, 65536));
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return ok_status();
   }
-  return error{"fd_limit",
+  return error{orchestrator::runtime_errc::fd_limit,
                "the open-file limit is " + std::to_string(limit.rlim_cur) + " (hard limit " +
                    (limit.rlim_max == RLIM_INFINITY ? std::string("unlimited")
                                                     : std::to_string(limit.rlim_max)) +
                    "); this deployment needs about " + std::to_string(needed) +
-                   ": raise it, e.g. ulimit -n " + std::to_string(std::max<std::uint64_t>(needed, 4096))};
+                   ": raise it, e.g. ulimit -n " +
+                   std::to_string(std::max<std::uint64_t>(needed, 4096))};
 }
 
 }  // namespace orch::cli

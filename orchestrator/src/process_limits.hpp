@@ -1,7 +1,7 @@
 // process_limits: the open-file limit a run needs, checked (and raised where allowed) before
 // anything starts. Each worker costs the host a few descriptors (its channel, its fd socket, the
 // segments it maps); at `ulimit -n 8` Boost.Asio could not even create its reactor and the host
-// aborted (issue 10).
+// aborted.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 #include "orch/orchestrator/prompt.hpp"
 
+#include "orch/orchestrator/errc.hpp"
 #include "orch/support/regular_file.hpp"
 #include "orch/support/untrusted_text.hpp"
 
@@ -9,7 +10,7 @@ namespace {
 // The message goes into JSON (--json's validation_error line), and it can quote the input: a
 // parse error's "last read" token holds the raw bytes, a file name any. Made valid UTF-8 here.
 error invalid(std::string_view message) {
-  return error{"invalid_prompt", valid_utf8(message)};
+  return error{runtime_errc::invalid_prompt, valid_utf8(message)};
 }
 
 // ComfyUI writes links as [id, slot] with a string id; some exporters write the id as a number.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "orch/ipc/message.hpp"
+#include "orch/orchestrator/errc.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -368,7 +369,7 @@ std::vector<std::string> execution_order(const prompt& p, const std::vector<std:
 
 validation_report invalid_prompt_report(const error& e) {
   validation_report r;
-  r.error = validation_error{"invalid_prompt", e.message, "", nlohmann::json::object()};
+  r.error = validation_error{runtime_errc::invalid_prompt, e.message, "", nlohmann::json::object()};
   return r;
 }
 

@@ -1,4 +1,4 @@
-// run_signals: what Ctrl-C, SIGTERM and SIGHUP do to `comfy-orch run` (issue 10).
+// run_signals: what Ctrl-C, SIGTERM and SIGHUP do to `comfy-orch run` (docs/cli.md).
 //
 // The first one interrupts the prompt the way ComfyUI's POST /interrupt does: the running node
 // sees interrupted(), the executor stops before the next node and emits execution_interrupted,

@@ -1,6 +1,8 @@
-// Supervision of running workers (DESIGN.md §4.11): messages, loss and restart, calls,
-// heartbeats and shutdown. Starting a worker is in supervisor_spawn.cpp, its memory messages in
-// supervisor_memory.cpp.
+// The supervisor's state machine (docs/runtime.md): a worker's messages sorted to their service,
+// its loss and restart with backoff, heartbeats and shutdown. The other parts of the supervisor
+// each have their file (docs/architecture.md): starting a worker (supervisor_spawn.cpp), the
+// router (supervisor_router.cpp), the lease service (supervisor_leases.cpp) and release mirroring
+// (supervisor_releases.cpp).
 #include "orch/orchestrator/supervisor.hpp"
 
 #include <fcntl.h>
@@ -15,10 +17,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "json_fields.hpp"
 #include "orch/ipc/fd_passing.hpp"
 #include "orch/ipc/process_identity.hpp"
+#include "orch/orchestrator/errc.hpp"
 #include "orch/orchestrator/worker_process.hpp"
-#include "json_fields.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -102,36 +105,22 @@ void supervisor::on_message(worker& w, std::uint32_t generation, ipc::message m)
       return on_ready(w, m);
     case ipc::message_type::setup_failed:
       return on_setup_failed(w, m);
-    case ipc::message_type::allocate: {
-      // The host alone writes allocation metadata (DESIGN.md §4.2): the worker gets a lease.
-      auto d = memory_.leases().allocate(w.info.slot, m.body["size"].get<std::uint64_t>());
-      if (!d) return w.channel->respond_error(m.header, d.err());
-      return w.channel->respond(m.header, {{"descriptor", ipc::descriptor_to_json(*d)}});
-    }
-    case ipc::message_type::lease_free: {
-      auto d = ipc::descriptor_from_json(m.body["descriptor"]);
-      if (d) (void)memory_.leases().free(*d, w.info.slot);
-      return;
-    }
-    case ipc::message_type::lease_release: {
-      auto d = ipc::descriptor_from_json(m.body["descriptor"]);
-      if (d) (void)memory_.leases().release(*d, w.info.slot);
-      return;
-    }
+    case ipc::message_type::allocate:
+      return on_allocate(w, m);
+    case ipc::message_type::lease_free:
+    case ipc::message_type::lease_release:
+      return on_lease_message(w, m);
     case ipc::message_type::progress:
       if (on_progress) on_progress(w.spec.env, m.body);
       return;
     case ipc::message_type::ping:
       return w.channel->respond(m.header, json::object());
-    case ipc::message_type::pinned_grant: {
-      // The worker's reservation passed its grant (docs/shared-memory.md).
-      auto grant = memory_.grant(w.info.slot, m.body["bytes"].get<std::uint64_t>());
-      if (!grant) return w.channel->respond_error(m.header, grant.err());
-      return w.channel->respond(m.header, {{"grant", *grant}});
-    }
+    case ipc::message_type::pinned_grant:
+      return on_pinned_grant(w, m);
     default:
       if (m.header.request_id != 0) {
-        w.channel->respond_error(m.header, {"unsupported", "the host does not serve this"});
+        w.channel->respond_error(
+            m.header, {ipc::body_errc::unknown_type, "the host does not serve this message type"});
       }
   }
 }
@@ -158,7 +147,7 @@ std::optional<int> supervisor::release_process(worker& w, std::chrono::milliseco
     spdlog::error("worker {}: dropping its stand-ins failed: {}", w.spec.env, e.what());
   }
   if (w.has_slot) {
-    // The process is gone: its budget slot and leases can be reclaimed exactly (§4.3, §4.2).
+    // The process is gone: its slot and leases can be reclaimed exactly (docs/shared-memory.md).
     const auto bytes = memory_.control().reclaim_slot(w.info.slot);
     const auto leases = memory_.leases().release_process(w.info.slot);
     spdlog::info("worker {}: reclaimed {} pinned bytes and {} leases of slot {}", w.spec.env, bytes,
@@ -196,7 +185,7 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
   spdlog::warn("{}", what);
   if (w.in_flight) {
     auto call = std::move(w.in_flight);
-    call->done(error{"worker_died", what});
+    call->done(error{runtime_errc::worker_died, what});
   }
   if (!was_ready && !w.setup_failure.empty() && !shutting_down_) {
     // A set-up that cannot succeed on a retry: no restart, and the cause is what is kept.
@@ -241,80 +230,6 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
   });
 }
 
-void supervisor::fail_queue(worker& w) {
-  auto queue = std::move(w.queue);
-  w.queue.clear();
-  for (auto& q : queue)
-    q.done(error{"pack_failed", "env " + w.spec.env + " failed: " + w.info.last_error});
-  if (on_state) on_state(w.info);
-}
-
-void supervisor::call(const std::string& env, json body, call_done done) {
-  auto it = workers_.find(env);
-  if (it == workers_.end()) {
-    return done(error{"unknown_env", "no worker runs env " + env});
-  }
-  worker& w = *it->second;
-  if (w.info.state == worker_state::failed || w.info.state == worker_state::stopped ||
-      w.info.state == worker_state::stopping) {
-    return done(error{"pack_failed",
-                      "env " + env + " is " + to_string(w.info.state) + ": " + w.info.last_error});
-  }
-  w.queue.push_back({std::move(body), std::move(done)});
-  dispatch(w);
-}
-
-void supervisor::dispatch(worker& w) {
-  if (w.info.state != worker_state::ready || w.in_flight || w.queue.empty()) return;
-  w.in_flight = std::make_unique<queued_call>(std::move(w.queue.front()));
-  w.queue.pop_front();
-  const std::uint32_t generation = w.info.generation;
-  std::weak_ptr<worker> weak = w.self;
-  w.channel->request(ipc::message_type::call, w.in_flight->body, w.spec.call_timeout,
-                     [this, weak, generation](result<ipc::message> r) {
-                       auto wp = weak.lock();
-                       if (!wp || wp->info.generation != generation || !wp->in_flight) return;
-                       if (!r && r.err().code == ipc::channel_errc::deadline_exceeded) {
-                         // The worker's state is unknown after a call it never finished.
-                         auto call = std::move(wp->in_flight);
-                         lose(*wp, generation, "did not answer a call within its deadline");
-                         call->done(r.err());
-                         return;
-                       }
-                       if (!r && r.err().code == ipc::channel_errc::peer_lost) {
-                         return;  // lose() answers the call with worker_died
-                       }
-                       auto call = std::move(wp->in_flight);
-                       if (r) {
-                         report_models(wp->spec.env, r->body);
-                         call->done(std::move(r->body));
-                       } else {
-                         call->done(r.err());
-                       }
-                       dispatch(*wp);
-                     });
-}
-
-void supervisor::ping(const std::string& env, call_done done) {
-  auto it = workers_.find(env);
-  if (it == workers_.end() || it->second->info.state != worker_state::ready) {
-    return done(error{"not_ready", "no ready worker runs env " + env});
-  }
-  it->second->channel->request(ipc::message_type::ping, json::object(), std::chrono::seconds(10),
-                               [done](result<ipc::message> r) {
-                                 if (r) return done(std::move(r->body));
-                                 done(r.err());
-                               });
-}
-
-void supervisor::interrupt(std::uint64_t epoch) {
-  for (auto& [env, w] : workers_) {
-    if (w->info.state == worker_state::ready) {
-      w->channel->notify(ipc::message_type::interrupt, {{"epoch", epoch}});
-    }
-  }
-}
-
 void supervisor::arm_heartbeat_check() {
   heartbeat_timer_.expires_after(options_.timing.heartbeat_interval);
   heartbeat_timer_.async_wait(
@@ -354,7 +269,7 @@ void supervisor::begin_shutdown(std::chrono::milliseconds grace) {
   for (auto& [env, wptr] : workers_) {
     worker& w = *wptr;
     w.timer.cancel();
-    for (auto& q : w.queue) q.done(error{"shutting_down", "the host is shutting down"});
+    for (auto& q : w.queue) q.done(error{runtime_errc::shutting_down, "the host is shutting down"});
     w.queue.clear();
     if (!w.channel) {
       w.answered_shutdown = true;
@@ -404,9 +319,9 @@ void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
     }
     if (w.in_flight) {
       auto call = std::move(w.in_flight);
-      call->done(error{"shutting_down", "the host is shutting down"});
+      call->done(error{runtime_errc::shutting_down, "the host is shutting down"});
     }
-    for (auto& q : w.queue) q.done(error{"shutting_down", "the host is shutting down"});
+    for (auto& q : w.queue) q.done(error{runtime_errc::shutting_down, "the host is shutting down"});
     w.queue.clear();
     if (w.info.state != worker_state::failed) w.info.state = worker_state::stopped;
   }

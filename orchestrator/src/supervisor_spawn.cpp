@@ -1,4 +1,4 @@
-// Starting a worker (DESIGN.md §4.11): the spawn with its channel, fd socket and token pipe,
+// Starting a worker (docs/runtime.md): the spawn with its channel, fd socket and token pipe,
 // and the handshake (hello, ready, setup_failed). The rest of supervision is in supervisor.cpp.
 #include "orch/orchestrator/supervisor.hpp"
 
@@ -15,10 +15,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include "orch/ipc/fd_passing.hpp"
-#include "orch/ipc/process_identity.hpp"
-#include "orch/orchestrator/worker_process.hpp"
 #include "json_fields.hpp"
+#include "orch/ipc/errc.hpp"
+#include "orch/ipc/fd_passing.hpp"
+#include "orch/ipc/handshake.hpp"
+#include "orch/ipc/process_identity.hpp"
+#include "orch/orchestrator/errc.hpp"
+#include "orch/orchestrator/worker_process.hpp"
 #include "orch/support/untrusted_text.hpp"
 
 namespace orch::orchestrator {
@@ -108,7 +111,7 @@ void supervisor::spawn(worker& w) {
   auto pid = spawn_worker(req);
   if (!pid) {
     // An executable that cannot be run will not run on a retry either.
-    if (pid.err().code == "exec_failed") w.setup_failure = pid.err().message;
+    if (pid.err().code == runtime_errc::exec_failed) w.setup_failure = pid.err().message;
     return fail_start(pid.err().message);
   }
   w.info.pid = *pid;
@@ -187,17 +190,19 @@ void supervisor::on_hello(worker& w, const ipc::message& m) {
   if (token != w.token || pid != static_cast<std::uint64_t>(w.info.pid) ||
       m.body["protocol"].get<std::uint64_t>() != ipc::protocol_version) {
     spdlog::error("worker {}: hello refused (token, pid or protocol does not match)", w.spec.env);
-    w.channel->respond_error(m.header, {"bad_hello", "token, pid or protocol mismatch"});
+    w.channel->respond_error(m.header,
+                             {ipc::handshake_errc::bad_hello, "token, pid or protocol mismatch"});
     // Not worth waiting for it to leave: whoever sent this is not the worker the host started.
     return lose(w, w.info.generation,
                 "sent a hello that does not match its startup token, pid or protocol; refused");
   }
-  w.channel->respond(m.header, settings_for(w));
+  w.channel->respond(m.header, handshake_for(w));
 }
 
 void supervisor::on_ready(worker& w, const ipc::message& m) {
   if (w.info.state != worker_state::starting) {
-    return w.channel->respond_error(m.header, {"unexpected", "ready outside the handshake"});
+    return w.channel->respond_error(
+        m.header, {ipc::handshake_errc::out_of_order, "ready outside the handshake"});
   }
   w.timer.cancel();
   w.info.nodes = m.body["nodes"];
@@ -216,7 +221,8 @@ void supervisor::on_ready(worker& w, const ipc::message& m) {
 
 void supervisor::on_setup_failed(worker& w, const ipc::message& m) {
   if (w.info.state != worker_state::starting) {
-    return w.channel->respond_error(m.header, {"unexpected", "setup_failed outside the handshake"});
+    return w.channel->respond_error(
+        m.header, {ipc::handshake_errc::out_of_order, "setup_failed outside the handshake"});
   }
   // Kept for the loss that follows (the worker closes its channel once answered): a set-up that
   // failed (a library that is no pack, a plugin that does not load) fails the same way again.
@@ -224,6 +230,33 @@ void supervisor::on_setup_failed(worker& w, const ipc::message& m) {
   w.setup_failure = printable("[" + m.body["code"].get<std::string>() + "] " +
                               m.body["message"].get<std::string>());
   w.channel->respond(m.header, json::object());
+}
+
+json supervisor::handshake_for(const worker& w) const {
+  // The host settings that shape the worker's memory (ipc/handshake.hpp, read back by the
+  // worker). The pool segments are listed in the order their fds were sent: each receiver checks
+  // an fd against what the host announced before mapping it.
+  ipc::handshake_settings s;
+  for (std::size_t i = 0; i < memory_.pool().segment_count(); ++i) {
+    const auto& seg = memory_.pool().segment(i);
+    s.pool_segments.push_back({seg.id(), seg.total_size()});
+  }
+  const auto& p = w.spec.plugins;
+  auto path = [](const auto& entry) { return entry ? entry->path.string() : std::string(); };
+  s.slot = w.info.slot;
+  s.generation = w.info.generation;
+  s.device = manifests::to_string(w.spec.device.kind);
+  s.ordinal = w.spec.device.index;
+  s.backend_plugin = w.spec.backend_plugin;
+  s.host_manager = plugins::to_string(options_.host_manager.manager);
+  s.level = p.pager ? p.level : p.host_level;
+  s.pager_plugin = path(p.pager);
+  s.ledger_plugin = path(p.ledger);
+  s.allocator_plugin = path(p.allocator);
+  s.no_pager_reason = p.ledger_reason.value_or("");
+  s.memory = w.spec.memory;
+  s.heartbeat_ms = static_cast<std::uint32_t>(options_.timing.heartbeat_interval.count());
+  return ipc::to_json(s);
 }
 
 }  // namespace orch::orchestrator

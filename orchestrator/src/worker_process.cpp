@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "orch/ipc/unique_fd.hpp"
+#include "orch/orchestrator/errc.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -55,13 +56,14 @@ result<pid_t> spawn_worker(const spawn_request& request) {
   // the parent reads end of file; a failure writes an exec_report first.
   int status_pipe[2];
   if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
-    return error{"spawn_failed", std::string("pipe failed: ") + std::strerror(errno)};
+    return error{runtime_errc::spawn_failed, std::string("pipe failed: ") + std::strerror(errno)};
   }
   ipc::unique_fd status_read(status_pipe[0]), status_write(status_pipe[1]);
   const int status_source = status_write.get();
 
   const pid_t pid = ::fork();
-  if (pid < 0) return error{"spawn_failed", std::string("fork failed: ") + std::strerror(errno)};
+  if (pid < 0)
+    return error{runtime_errc::spawn_failed, std::string("fork failed: ") + std::strerror(errno)};
   if (pid == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -98,9 +100,9 @@ result<pid_t> spawn_worker(const spawn_request& request) {
   (void)reap_worker(pid, std::chrono::seconds(2));  // it _exits right after its report
   const std::string why = std::strerror(report.error);
   if (report.stage == stage_exec) {
-    return error{"exec_failed", "cannot execute " + request.executable + ": " + why};
+    return error{runtime_errc::exec_failed, "cannot execute " + request.executable + ": " + why};
   }
-  return error{"exec_failed",
+  return error{runtime_errc::exec_failed,
                "cannot hand the inherited fds to " + request.executable + ": " + why};
 }
 

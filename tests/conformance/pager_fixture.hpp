@@ -1,5 +1,5 @@
-// The pager conformance suite (RMM's typed-suite pattern, STYLE.md): every pager plugin passes
-// the same scenarios, at least the 15 of reference/aimdo.md §6.7, with the exact numbers of the
+// The pager conformance suite (RMM's typed-suite pattern): every pager plugin passes
+// the scenarios, at least the 15 of docs/references.md, aimdo §6.7, with the exact numbers of the
 // worked table in §5.3 (32 MiB pages, 256 MiB simple headroom). Instantiated for sim always and
 // for cuda and hip, which skip where no device exists. Scenarios that need the sim device's
 // controls (fault injection, the clock, other-process usage, backing store) skip elsewhere.
@@ -69,7 +69,7 @@ class pager_conformance : public ::testing::Test {
     ASSERT_EQ(api_->region_unpin(r, first_page * page, pages * page), ORCH_OK);
   }
 
-  // ComfyUI's per-layer loop (§4.10): fault each weight, run, unpin; a failed fault streams.
+  // ComfyUI's per-layer loop (aimdo §4.10): fault each weight, run, unpin; a failed fault streams.
   // Returns how many weights faulted OK.
   uint64_t run_model(orch_region* r, uint64_t weights, uint64_t weight_pages) {
     uint64_t ok = 0;

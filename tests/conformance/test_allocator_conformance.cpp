@@ -205,7 +205,7 @@ TYPED_TEST_P(allocator_conformance, torch_exports_allocate_and_free_through_the_
   }
 }
 
-// aimdo never refuses torch for budget reasons (§4.7): it evicts pager pages instead.
+// aimdo never refuses torch for budget reasons (aimdo §4.7): it evicts pager pages instead.
 TYPED_TEST_P(allocator_conformance, torch_malloc_evicts_pager_pages_rather_than_refuse) {
   if (this->on_cpu()) GTEST_SKIP() << "cpu has no offload stream";
   orch_region* r = nullptr;

@@ -1,6 +1,6 @@
-// The backend conformance suite: the driver primitives every backend provides (reference
-// §6.2). Instantiated for sim and cpu always, cuda and hip where a device exists. The sim's
-// own controls (DESIGN.md §4.8) are tested once, on sim only, in test_sim_backend.cpp.
+// The backend conformance suite: the driver primitives all backends provide (docs/references.md,
+// aimdo §6.2). Instantiated for sim and cpu always, cuda and hip where a device exists. The sim's
+// own controls (docs/sim-device.md) are tested once, on sim only, in test_sim_backend.cpp.
 #include <string>
 #include <vector>
 

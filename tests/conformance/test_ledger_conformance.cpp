@@ -1,5 +1,5 @@
 // The ledger conformance suite: what every ledger plugin promises (plugins/include/orch/plugin/
-// ledger.h; DESIGN.md §4.4): an idempotent lifecycle, whole models loaded against a byte budget
+// ledger.h; docs/plugin-abi.md): an idempotent lifecycle, whole models loaded against a byte budget
 // and evicted whole, exact accounts, a release report for every byte that leaves the device, and
 // invalid arguments or dead handles refused. ComfyUI's eviction order itself is specified by the
 // unit tests (tests/unit/plugins/test_ledger.cpp).
@@ -104,7 +104,7 @@ class ledger_conformance : public ::testing::Test {
 
 TYPED_TEST_SUITE_P(ledger_conformance);
 
-// The ledger is the orchestrator's fallback for every level (DESIGN.md §4.5): a pager-kind
+// The ledger is the host's fallback for every level (docs/memory-semantics.md): a pager-kind
 // plugin with the ledger capability, for the backend it was built for.
 TYPED_TEST_P(ledger_conformance, is_a_pager_kind_plugin_for_its_backend_at_every_level) {
   const orch_plugin_table& t = this->lib_->table();

@@ -1,4 +1,4 @@
-// The pager conformance suite, eviction on request and under the budget (reference/aimdo.md §6.7,
+// Pager conformance, eviction on request and under the budget (docs/references.md, aimdo §6.7,
 // §4.2): the miss check, driver OOMs, region_evict and reclaim (UINT64_MAX included), the
 // allocator's deficit request and the budget cap. The fixture and the suite's conventions:
 // pager_fixture.hpp.

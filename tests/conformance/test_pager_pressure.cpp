@@ -1,4 +1,4 @@
-// The pager conformance suite, pressure from other processes (reference/aimdo.md §6.7, §5.3):
+// Pager conformance, pressure from other processes (docs/references.md, aimdo §6.7, §5.3):
 // what the poll sees and when, a failing poll, the pressure-source selector, and the simple and
 // extra headroom. The fixture and the suite's conventions: pager_fixture.hpp.
 #include "pager_fixture.hpp"

@@ -1,4 +1,4 @@
-// The pager conformance suite, regions and watermarks (reference/aimdo.md §6.7, §5.3): VA clamp,
+// Pager conformance, regions and watermarks (docs/references.md, aimdo §6.7, §5.3): VA clamp,
 // the steady watermark, preemption between regions, pins, residency queries, prioritize and
 // deprioritize, watermark limits. The fixture and the suite's conventions: pager_fixture.hpp.
 #include "pager_fixture.hpp"
@@ -38,7 +38,7 @@ TYPED_TEST_P(pager_conformance, single_region_over_budget_settles_at_the_steady_
 
 // The conservatism decision (docs/plugin-abi.md): like aimdo, the steady state sits one faulting
 // weight below the simple budget (2 GiB, budget 56 pages): watermark 55, 54, 53, 52 for weights
-// of 1, 2, 3, 4 pages (reference §5.3).
+// of 1, 2, 3, 4 pages (aimdo §5.3).
 TYPED_TEST_P(pager_conformance, steady_state_sits_one_weight_below_the_simple_budget) {
   const uint64_t expected[] = {55, 54, 53, 52};
   for (uint64_t w = 1; w <= 4; ++w) {
@@ -120,7 +120,7 @@ TYPED_TEST_P(pager_conformance, deprioritize_makes_a_region_the_first_to_be_evic
   EXPECT_EQ(this->info(newer).watermark, 1u);  // the move leaves the watermark (aimdo §2.1)
 }
 
-// Held against aimdo on the same trace (issue 10): only prioritize and set_watermark raise a
+// Held against aimdo on the same trace: only prioritize and set_watermark raise a
 // watermark (§2.1, §4.4). An evict with nothing resident walks it 141 -> 0; deprioritize keeps 0.
 TYPED_TEST_P(pager_conformance, deprioritize_leaves_the_watermark_where_eviction_put_it) {
   this->start(6021 * MiB);

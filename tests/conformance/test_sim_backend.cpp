@@ -1,4 +1,4 @@
-// The sim backend's own tests: the simulation controls of DESIGN.md §4.8 (docs/sim-device.md)
+// The sim backend's own tests: the simulation controls (docs/sim-device.md)
 // and the sim's guarantees no real backend shares. What every backend must do is the typed
 // suite in test_backend_conformance.cpp; these need the sim's controls or its segment, so they
 // run on sim only and are registered once.

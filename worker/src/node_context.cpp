@@ -2,14 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <new>
 #include <span>
 
 #include "orch/ipc/tensor_extent.hpp"
 #include "orch/ipc/tensor_wire.hpp"
+#include "orch/plugins/status_error.hpp"
 
 namespace orch::worker {
 
-// The node ABI's codes are the wire's (ipc may not include worker headers, DESIGN.md §3).
+// The node ABI's codes are the wire's (ipc may not include worker headers, docs/architecture.md).
 static_assert(ORCH_DTYPE_F32 == ipc::tensor_dtype::f32 && ORCH_DTYPE_U8 == ipc::tensor_dtype::u8 &&
               ORCH_DTYPE_I64 == ipc::tensor_dtype::i64);
 static_assert(ORCH_TENSOR_MAX_DIMS == ipc::max_tensor_dims);
@@ -83,10 +85,7 @@ struct node_api_impl {
     if (ctx == nullptr || key == nullptr || out == nullptr) return ORCH_INVALID;
     bool fresh = false;
     auto r = self(ctx).memory_->region(key, bytes, fresh);
-    if (!r) {
-      if (r.err().code == "unsupported") return ORCH_UNSUPPORTED;
-      return r.err().code == "out_of_memory" ? ORCH_OOM_RETRYABLE : ORCH_DEVICE_ERROR;
-    }
+    if (!r) return plugins::error_status(r.err());
     *out = reinterpret_cast<orch_node_region*>(*r);
     if (created != nullptr) *created = fresh ? 1 : 0;
     return ORCH_OK;
@@ -110,12 +109,14 @@ struct node_api_impl {
     return self(ctx).memory_->cast_buffer(stream, size, address);
   }
   // A reservation past the grant asks the host (allocations, a message, a future): under the
-  // memory pressure that sends it there, an exception must become "not now", not terminate().
+  // memory pressure that sends it there, an exception must become a status, not terminate().
   static int32_t pinned_reserve(orch_node_context* ctx, uint64_t bytes) noexcept try {
     if (ctx == nullptr) return ORCH_INVALID;
     return self(ctx).memory_->budget().reserve(bytes).ok() ? ORCH_OK : ORCH_OOM_RETRYABLE;
+  } catch (const std::bad_alloc&) {
+    return ORCH_HOST_OOM;
   } catch (...) {
-    return ORCH_OOM_RETRYABLE;
+    return ORCH_DEVICE_ERROR;
   }
   static void pinned_release(orch_node_context* ctx, uint64_t bytes) noexcept {
     if (ctx != nullptr) self(ctx).memory_->budget().release(bytes);

@@ -1,4 +1,5 @@
 #include "node_library.hpp"
+#include "worker_errc.hpp"
 
 #include <dlfcn.h>
 
@@ -49,26 +50,28 @@ result<std::unique_ptr<node_library>> node_library::open(const std::filesystem::
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = ::dlerror();
-    return error{"load_failed", "cannot load node library " + path.string() + ": " +
-                                    (why ? why : "unknown error") +
-                                    "; build the pack or fix [worker] library in its comfy-env.toml"};
+    return error{worker_errc::load_failed,
+                 "cannot load node library " + path.string() + ": " +
+                     (why ? why : "unknown error") +
+                     "; build the pack or fix [worker] library in its comfy-env.toml"};
   }
   auto query = reinterpret_cast<orch_nodes_query_fn>(::dlsym(handle, ORCH_NODES_ENTRY_SYMBOL));
   if (query == nullptr) {
     ::dlclose(handle);
-    return error{"not_a_pack", path.string() + " exports no " ORCH_NODES_ENTRY_SYMBOL
-                                               "; a native pack must (docs/nodes.md)"};
+    return error{worker_errc::not_a_pack, path.string() + " exports no " ORCH_NODES_ENTRY_SYMBOL
+                                                          "; a native pack must (docs/nodes.md)"};
   }
   const orch_node_set* set = query(ORCH_NODES_ABI_MAJOR);
   if (set == nullptr || set->struct_size < sizeof(orch_node_set) ||
       set->abi_major != ORCH_NODES_ABI_MAJOR) {
     ::dlclose(handle);
-    return error{"abi_mismatch", path.string() + " does not serve node ABI major " +
-                                     std::to_string(ORCH_NODES_ABI_MAJOR) + "; rebuild the pack"};
+    return error{worker_errc::abi_mismatch, path.string() + " does not serve node ABI major " +
+                                                std::to_string(ORCH_NODES_ABI_MAJOR) +
+                                                "; rebuild the pack"};
   }
   const auto invalid = [&](std::uint32_t i, const std::string& what) {
     ::dlclose(handle);
-    return error{"invalid_pack",
+    return error{worker_errc::invalid_pack,
                  path.string() + ": node class #" + std::to_string(i) + " " + what};
   };
   if (set->count > 0 && set->classes == nullptr) return invalid(0, "is missing (classes is NULL)");

@@ -1,5 +1,5 @@
 // node_library: one native pack's shared library, opened in the worker (never in the host:
-// DESIGN.md §4.9, the host knows node classes only from what the worker reports at handshake).
+// docs/nodes.md: the host knows node classes only from what the worker reports at handshake).
 #pragma once
 
 #include <filesystem>

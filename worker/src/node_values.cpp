@@ -2,6 +2,7 @@
 
 #include "node_context.hpp"
 #include "orch/ipc/descriptor.hpp"
+#include "worker_errc.hpp"
 
 namespace orch::worker {
 
@@ -51,7 +52,7 @@ result<orch_value> value_from_json(const json& j, const std::string& type,
     storage.push_back(j.get<std::string>());
     v.s = storage.back().c_str();
   } else {
-    return error{"bad_value", "a value of type " + type + " cannot be " + j.dump()};
+    return error{worker_errc::bad_value, "a value of type " + type + " cannot be " + j.dump()};
   }
   return v;
 }

@@ -1,8 +1,8 @@
 // worker_memory: what shapes memory in one worker, set up from the host's handshake settings
-// (DESIGN.md §4.2 to §4.7): the pinned pool's segments mapped and registered here, the worker's
+// (docs/memory-semantics.md): the pool's segments mapped and registered here, the worker's
 // slot of the one pinned budget and its control block, the memory manager this worker resolved
-// (pager or ledger, DESIGN.md §4.6) with its plugins, the model regions node code keeps across
-// calls, and the release mirroring of §4.7 (node boundary for pager workers, prompt epoch for
+// (pager or ledger) with its plugins, the model regions node code keeps across
+// calls, and the release mirroring (node boundary for pager workers, prompt epoch for
 // ledger workers, the host's free and evict requests).
 //
 // Threading: every member but block() is used by the node thread only (the runtime queues the
@@ -20,6 +20,7 @@
 
 #include "orch/ipc/channel.hpp"
 #include "orch/ipc/control_segment.hpp"
+#include "orch/ipc/handshake.hpp"
 #include "orch/ipc/pin_registrar.hpp"
 #include "orch/ipc/segment_table.hpp"
 #include "orch/ipc/unique_fd.hpp"
@@ -31,45 +32,9 @@
 #include "orch/plugins/memory_manager.hpp"
 #include "orch/support/result.hpp"
 
+#include "model_store.hpp"
+
 namespace orch::worker {
-
-// Byte sums that cannot wrap: a model size plus the reserve, a free reading plus a request.
-inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
-  return b > UINT64_MAX - a ? UINT64_MAX : a + b;
-}
-
-// The host settings of the handshake, read back from the hello response (docs/protocol.md).
-struct host_settings {
-  std::uint32_t slot = 0;
-  std::string device = "cpu";
-  int ordinal = 0;
-  std::string backend_plugin;    // the device's backend; empty: none (cpu without its plugin)
-                                 // (the pool is registered with it when pinned_memory is on)
-  std::string host_manager;      // "pager" or "ledger": what the host itself runs
-  std::uint32_t level = 0;       // the level the pager runs at (the host's, or the adapter's)
-  std::string pager_plugin;      // path, empty: no pager plugin serves this backend
-  std::string ledger_plugin;     // path, empty: none
-  std::string allocator_plugin;  // path, empty: none
-  std::string no_pager_reason;   // why pager_plugin is empty ("no pager plugin for backend X")
-  plugins::host_memory_settings memory;
-  std::uint32_t heartbeat_ms = 1000;
-  struct pool_segment_info {
-    std::uint32_t segment = 0;
-    std::uint64_t total_size = 0;
-  };
-  std::vector<pool_segment_info> pool_segments;  // in the order the fds were sent
-  static result<host_settings> from_json(const nlohmann::json& j);
-};
-
-// A model node code keeps across calls: pager pages, or a whole ledger model on the device.
-struct model_region {
-  std::string key;
-  std::uint64_t size = 0;
-  orch_region* pager_region = nullptr;        // pager workers
-  orch_ledger_model* ledger_model = nullptr;  // ledger workers
-  std::uint64_t held = 0;                     // ledger: device bytes held for it
-  std::uint64_t handle = 0;                   // ledger: the physical allocation (held > 0)
-};
 
 // What a host free or evict request actually released, measured on the device.
 struct release_receipt {
@@ -81,7 +46,7 @@ class worker_memory {
  public:
   // control_fd (read-only to us), slot_fd (our own slot: counters and control block) and pool
   // fds come from the host's fd socket; sim_fd is -1 off sim.
-  static result<std::unique_ptr<worker_memory>> setup(const host_settings& s,
+  static result<std::unique_ptr<worker_memory>> setup(const ipc::handshake_settings& s,
                                                       ipc::unique_fd control_fd,
                                                       ipc::unique_fd slot_fd,
                                                       std::vector<ipc::unique_fd> pool_fds,
@@ -97,29 +62,32 @@ class worker_memory {
   // delivers the answer. Set before the first call.
   void ask_grants_over(std::shared_ptr<ipc::channel> channel);
   ipc::control_block& block() noexcept { return control_->block(settings_.slot); }
-  const host_settings& settings() const noexcept { return settings_; }
+  const ipc::handshake_settings& settings() const noexcept { return settings_; }
   const plugins::manager_choice& manager() const noexcept { return manager_; }
   bool is_pager() const noexcept { return manager_.manager == plugins::memory_manager::pager; }
 
-  // The model named `key`, created (and on the ledger loaded) on first use. Errors:
-  // "unsupported" (no pager and no ledger), "out_of_memory" (the device cannot hold it: see
-  // last_required()), a plugin status name.
+  // The model named `key`, created (and on the ledger loaded) on first use. Errors carry the
+  // plugin host's codes (orch/plugins/errc.hpp), so plugins::error_status() gives the node its
+  // status back: unsupported (no pager and no ledger), out_of_memory (the device cannot hold it:
+  // see last_required()), or what the pager or the ledger answered.
   result<model_region*> region(const std::string& key, std::uint64_t bytes, bool& created);
   orch_status fault(model_region* r, std::uint64_t offset, std::uint64_t size);
   orch_status unpin(model_region* r, std::uint64_t offset, std::uint64_t size);
   orch_status cast_buffer(std::uint32_t stream, std::uint64_t size, std::uint64_t* address);
   // Bytes the last refused model load needed (0: none since the last call began).
-  std::uint64_t last_required() const noexcept { return last_required_; }
+  std::uint64_t last_required() const noexcept { return models_ ? models_->last_required() : 0; }
 
-  // §4.7, pager workers: after every node, failed or not: unpins what the node left pinned,
+  // Pager workers: after every node, failed or not: unpins what the node left pinned,
   // resets the cast buffers and the watermark limits.
   void release_node_boundary() noexcept;
-  // §4.7, ledger workers: at the start of every call; resets the cast buffers when the prompt
+  // Ledger workers: at the start of every call; resets the cast buffers when the prompt
   // epoch changed, and on every call when the epoch is missing.
   void cast_epoch_boundary(std::optional<std::uint64_t> epoch) noexcept;
-  void begin_call() noexcept { last_required_ = 0; }
+  void begin_call() noexcept {
+    if (models_) models_->begin_call();
+  }
 
-  // The host's requests (DESIGN.md §4.7): free unloads every model and/or drops caches (cast
+  // Host requests (docs/memory-semantics.md): free unloads every model and/or drops caches (cast
   // buffers); evict frees at least `bytes` of model memory if it can.
   release_receipt free(bool unload_models, bool drop_caches) noexcept;
   release_receipt evict(std::uint64_t bytes) noexcept;
@@ -138,16 +106,14 @@ class worker_memory {
   void close_pager() noexcept;
   status open_ledger();
   status open_allocator();
-  status load_ledger_model(model_region& r);
   // The memory settings this process runs with, as its plugins report them.
   plugins::host_memory_settings applied_settings() const;
-  // The device memory of every ledger model follows the ledger's figures; the first failed
-  // allocation's status (ORCH_OK when every one succeeded).
-  orch_status sync_ledger_memory() noexcept;
-  std::uint64_t resident_bytes() const noexcept;
+  // The plugins' names, versions and levels into the stats snapshot.
+  void report_plugins(ipc::stats_snapshot& s) const noexcept;
+  std::uint64_t resident_bytes() const noexcept { return models_ ? models_->resident_bytes() : 0; }
   std::uint64_t reset_cast_buffers() noexcept;  // returns the bytes the buffers held
 
-  host_settings settings_;
+  ipc::handshake_settings settings_;
   ipc::unique_fd sim_fd_;
   // Declared before the registrar and the segments: they unregister before the device closes.
   std::unique_ptr<plugins::backend_device> backend_;
@@ -163,22 +129,14 @@ class worker_memory {
   const orch_pager_api* pager_api_ = nullptr;
   const orch_ledger_api* ledger_api_ = nullptr;
   const orch_allocator_api* allocator_api_ = nullptr;
-  orch_pager* pager_ = nullptr;
-  orch_ledger* ledger_ = nullptr;
-  std::uint64_t ledger_budget_ = 0;
+  orch_pager* pager_ = nullptr;  // the allocator's source under the pager; models_ owns it
   orch_allocator* allocator_ = nullptr;
-  std::map<std::string, std::unique_ptr<model_region>> regions_;
-  struct pin {
-    model_region* region;
-    std::uint64_t offset;
-    std::uint64_t size;
-  };
-  std::vector<pin> pins_;  // faulted by the node now running and not yet unpinned
+  // The models node code keeps (pager or ledger store); null without either plugin.
+  std::unique_ptr<model_store> models_;
   std::optional<std::uint64_t> cast_epoch_;
   bool cast_epoch_seen_ = false;
   std::uint64_t boundary_releases_ = 0;
   std::uint64_t last_boundary_ns_ = 0;
-  std::uint64_t last_required_ = 0;
   std::uint64_t settings_hash_ = 0;
   bool pool_pinned_ = false;  // the pool is registered with the device (page-locked on GPUs)
 };

@@ -1,4 +1,4 @@
-// A worker's releases (DESIGN.md §4.7): cast buffers, the node boundary, the prompt epoch, and the
+// Worker releases (docs/memory-semantics.md): cast buffers, node boundary, prompt epoch, and the
 // free and evict requests answered with receipts measured on the device.
 #include "worker_memory.hpp"
 
@@ -40,16 +40,11 @@ std::uint64_t worker_memory::reset_cast_buffers() noexcept {
 }
 
 void worker_memory::release_node_boundary() noexcept {
-  const std::size_t pins = pins_.size();
-  for (const auto& p : pins_) pager_api_->region_unpin(p.region->pager_region, p.offset, p.size);
-  pins_.clear();
+  const std::size_t pins = models_ ? models_->release_node_boundary() : 0;
   const std::uint64_t cast = reset_cast_buffers();
   if (cast > 0 || pins > 0) {
     spdlog::info("node boundary: released {} cast-buffer bytes and {} pins left by the node", cast,
                  pins);
-  }
-  if (pager_ != nullptr && pager_api_->reset_watermark_limits != nullptr) {
-    pager_api_->reset_watermark_limits(pager_);
   }
   ++boundary_releases_;
   last_boundary_ns_ = realtime_ns();
@@ -65,30 +60,10 @@ void worker_memory::cast_epoch_boundary(std::optional<std::uint64_t> epoch) noex
   last_boundary_ns_ = realtime_ns();
 }
 
-std::uint64_t worker_memory::resident_bytes() const noexcept {
-  if (pager_ != nullptr) {
-    orch_pager_usage u{};
-    u.struct_size = sizeof(u);
-    return pager_api_->usage(pager_, &u) == ORCH_OK ? u.page_bytes : 0;
-  }
-  std::uint64_t held = 0;
-  for (const auto& [key, r] : regions_) held += r->held;
-  return held;
-}
-
 release_receipt worker_memory::free(bool unload_models, bool drop_caches) noexcept {
   release_receipt receipt;
   const std::uint64_t before = resident_bytes();
-  if (unload_models && pager_ != nullptr) {
-    std::uint64_t freed = 0;
-    pager_api_->reclaim(pager_, UINT64_MAX, 0, &freed);
-  } else if (unload_models && ledger_ != nullptr) {
-    for (auto& [key, r] : regions_) {
-      std::uint64_t freed = 0;
-      if (r->ledger_model != nullptr) ledger_api_->model_unload(r->ledger_model, &freed);
-    }
-    sync_ledger_memory();
-  }
+  if (unload_models && models_) models_->unload_all();
   const std::uint64_t cast = drop_caches ? reset_cast_buffers() : 0;
   receipt.resident = resident_bytes();
   receipt.freed = (before > receipt.resident ? before - receipt.resident : 0) + cast;
@@ -98,23 +73,7 @@ release_receipt worker_memory::free(bool unload_models, bool drop_caches) noexce
 release_receipt worker_memory::evict(std::uint64_t bytes) noexcept {
   release_receipt receipt;
   const std::uint64_t before = resident_bytes();
-  if (pager_ != nullptr) {
-    std::uint64_t freed = 0;
-    pager_api_->reclaim(pager_, bytes, 0, &freed);
-  } else if (ledger_ != nullptr) {
-    // Whole models in ComfyUI's order until `bytes` more are free in the ledger's budget.
-    orch_ledger_stats st{};
-    st.struct_size = sizeof(st);
-    if (ledger_api_->stats(ledger_, &st) == ORCH_OK) {
-      // free_memory(n) makes n bytes free in the budget: ask for what is free now plus `bytes`.
-      const std::uint64_t free_now =
-          ledger_budget_ > st.loaded_bytes ? ledger_budget_ - st.loaded_bytes : 0;
-      const std::uint64_t target = std::min(ledger_budget_, saturating_add(free_now, bytes));
-      std::uint64_t freed = 0;
-      ledger_api_->free_memory(ledger_, target, &freed);
-      sync_ledger_memory();
-    }
-  }
+  if (models_) models_->evict(bytes);
   receipt.resident = resident_bytes();
   receipt.freed = before > receipt.resident ? before - receipt.resident : 0;
   return receipt;

@@ -19,6 +19,7 @@
 #include "node_values.hpp"
 #include "orch/ipc/channel.hpp"
 #include "orch/ipc/fd_passing.hpp"
+#include "worker_errc.hpp"
 #include "worker_memory.hpp"
 
 namespace orch::worker {
@@ -108,7 +109,7 @@ class runtime {
       channel_->close("handshake refused");
       return;
     }
-    auto settings = host_settings::from_json(r->body);
+    auto settings = ipc::handshake_from_json(r->body);
     if (!settings) return fail_setup(settings.err());
     auto memory = worker_memory::setup(*settings, std::move(control_fd_), std::move(slot_fd_),
                                        std::move(pool_fds_),
@@ -145,7 +146,7 @@ class runtime {
                       [this](result<ipc::message>) { channel_->close("setup failed"); });
   }
 
-  // The heartbeat thread: a liveness tick the host reads without sending a message (§4.11).
+  // The heartbeat thread: a liveness tick the host reads without a message (docs/runtime.md).
   // It only beats: a hung node thread must not stop it from proving the process alive, and a
   // stopped process (SIGSTOP) stops it. Stats are published by the node thread after each call,
   // before the response, so the host reads them fresh (one writer at a time: the io thread
@@ -165,7 +166,8 @@ class runtime {
         break;
       case message_type::call: {
         if (!library_) {
-          channel_->respond_error(m.header, {"not_ready", "the worker is not set up yet"});
+          channel_->respond_error(m.header,
+                                  {worker_errc::not_ready, "the worker is not set up yet"});
           break;
         }
         enqueue({message_type::call, m.header, std::move(m.body)});
@@ -174,7 +176,8 @@ class runtime {
       case message_type::free_memory:
       case message_type::evict:
         if (!memory_) {
-          channel_->respond_error(m.header, {"not_ready", "the worker is not set up yet"});
+          channel_->respond_error(m.header,
+                                  {worker_errc::not_ready, "the worker is not set up yet"});
           break;
         }
         enqueue({static_cast<message_type>(m.header.type), m.header, std::move(m.body)});
@@ -194,10 +197,10 @@ class runtime {
         channel_->respond(m.header, json::object());
         break;  // the host closes its end; on_close then stops us
       default:
-        channel_->respond_error(m.header, {"unsupported", std::string("worker does not serve ") +
-                                                              std::string(ipc::to_string(
-                                                                  static_cast<message_type>(
-                                                                      m.header.type)))});
+        channel_->respond_error(
+            m.header, {ipc::body_errc::unknown_type,
+                       std::string("worker does not serve ") +
+                           std::string(ipc::to_string(static_cast<message_type>(m.header.type)))});
     }
   }
 
@@ -240,7 +243,7 @@ class runtime {
   }
 
   // The start of every call: the prompt epoch (absent: the call is a prompt of its own). Ledger
-  // workers reset their cast buffers here when it changed (DESIGN.md §4.7).
+  // workers reset their cast buffers here when it changed (docs/memory-semantics.md).
   void begin_call(const json& body) {
     std::optional<std::uint64_t> epoch;
     if (auto it = body.find("epoch"); it != body.end() && it->is_number_unsigned()) {
@@ -274,7 +277,8 @@ class runtime {
                   {"error", {{"node", node_id}, {"type", type}, {"message", message}}}};
     };
     const node_class* cls = library_->find(class_type);
-    if (cls == nullptr) return fail("missing_node_type", class_type + " is not in this pack");
+    if (cls == nullptr)
+      return fail(ipc::node_error_type::missing_node_type, class_type + " is not in this pack");
     std::deque<std::string> storage;
     std::vector<orch_value> inputs(cls->inputs.size());
     json seen = json::object();
@@ -287,7 +291,9 @@ class runtime {
         continue;
       }
       auto v = value_from_json(*it, in.type, memory_->segments(), storage);
-      if (!v) return fail("invalid_input", std::string(in.name) + ": " + v.err().message);
+      if (!v)
+        return fail(ipc::node_error_type::invalid_input,
+                    std::string(in.name) + ": " + v.err().message);
       inputs[k] = *v;
       if (v->kind == ORCH_VALUE_TENSOR) seen[in.name] = value_to_json(*v)["tensor"];
     }
@@ -300,19 +306,19 @@ class runtime {
     std::vector<orch_value> outputs(cls->decl->output_count);
     orch_node_status status;
     {
-      // Pager workers release at every node boundary, also when the node fails (§4.7).
+      // Pager workers release at each node boundary, failed or not (docs/memory-semantics.md).
       node_call_guard guard(*this);
       status = cls->decl->execute(ctx.context(), inputs.data(), outputs.data());
     }
     auto allocated = json::array();
     for (const auto& d : ctx.allocations()) allocated.push_back(ipc::descriptor_to_json(d));
     if (status == ORCH_NODE_INTERRUPTED) {
-      json r = fail("interrupted", "the prompt was interrupted");
+      json r = fail(ipc::node_error_type::interrupted, "the prompt was interrupted");
       r["allocations"] = std::move(allocated);
       return r;
     }
     if (status != ORCH_NODE_OK) {
-      json r = fail(ctx.error_type().empty() ? "node_error" : ctx.error_type(),
+      json r = fail(ctx.error_type().empty() ? ipc::node_error_type::node_error : ctx.error_type(),
                     ctx.error_message().empty() ? class_type + " failed" : ctx.error_message());
       r["allocations"] = std::move(allocated);
       // A model the device could not hold: the host may evict through its stand-ins and retry.

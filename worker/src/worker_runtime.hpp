@@ -1,4 +1,4 @@
-// worker_runtime: one worker process's life (DESIGN.md §4.11, docs/runtime.md):
+// worker_runtime: one worker process's life (docs/runtime.md):
 //   1. receive the control, sim-device and pool segment fds on the fd socket;
 //   2. hello (token, pid, protocol, generation) -> the host's settings, read back as one object;
 //   3. map the pool, attach the budget slot, load the injected plugins, load the node library;

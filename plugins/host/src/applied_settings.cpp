@@ -1,4 +1,5 @@
 #include "orch/plugins/applied_settings.hpp"
+#include "orch/plugin/levels.h"
 
 namespace orch::plugins {
 
@@ -8,11 +9,11 @@ std::string applied_settings_text(const host_memory_settings& s, memory_manager 
                   ";pinned=" + (s.pinned_memory ? "1" : "0");
   if (manager == memory_manager::ledger) return t + ";manager=ledger";
   t += ";level=" + std::to_string(level) + ";page_size=" + std::to_string(s.page_size);
-  if (level >= 3) {
+  if (level >= ORCH_LEVEL_HEADROOM) {
     t += ";extra_headroom=" + std::to_string(s.reserve_vram) +
          ";simple_headroom=" + std::to_string(s.simple_headroom);
   }
-  if (level >= 4) t += ";pressure_source=" + std::to_string(s.pressure_source);
+  if (level >= ORCH_LEVEL_PRESSURE) t += ";pressure_source=" + std::to_string(s.pressure_source);
   return t;
 }
 

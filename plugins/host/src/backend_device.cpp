@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "orch/plugins/errc.hpp"
 #include "orch/plugins/names.hpp"
 
 namespace orch::plugins {
@@ -12,9 +13,9 @@ status check_backend_api(const orch_backend_api& api, const std::string& origin)
   // ABI 1's entries up to host_unregister; the ones after are appended and optional.
   constexpr auto frozen = offsetof(orch_backend_api, now_ns);
   if (!ORCH_HAS_FIELD(&api, host_unregister)) {
-    return error{"invalid_table", origin + ": backend table of " +
-                                      std::to_string(api.struct_size) + " bytes, below the " +
-                                      std::to_string(frozen) + " of ABI 1"};
+    return error{plugin_errc::invalid_table,
+                 origin + ": backend table of " + std::to_string(api.struct_size) +
+                     " bytes, below the " + std::to_string(frozen) + " of ABI 1"};
   }
   const std::pair<bool, const char*> required[] = {
       {api.device_count != nullptr, "device_count"},
@@ -33,15 +34,18 @@ status check_backend_api(const orch_backend_api& api, const std::string& origin)
   };
   for (const auto& [present, name] : required) {
     if (!present) {
-      return error{"invalid_table", origin + ": backend table has no " + std::string(name) +
-                                        "; rebuild the plugin against orch/plugin/backend.h"};
+      return error{plugin_errc::invalid_table,
+                   origin + ": backend table has no " + std::string(name) +
+                       "; rebuild the plugin against orch/plugin/backend.h"};
     }
   }
   // host_register and host_unregister come as a pair: a plugin that can lock a range must be
   // able to unlock it.
   if ((api.host_register == nullptr) != (api.host_unregister == nullptr)) {
-    return error{"invalid_table", origin + ": backend table has only one of host_register and "
-                                           "host_unregister"};
+    return error{plugin_errc::invalid_table,
+                 origin +
+                     ": backend table has only one of host_register and "
+                     "host_unregister"};
   }
   return ok_status();
 }
@@ -51,7 +55,7 @@ result<std::unique_ptr<backend_device>> backend_device::load(const std::filesyst
   auto lib = plugin_library::open(path, /*announce=*/false);
   if (!lib) return lib.err();
   if ((*lib)->table().kind != ORCH_KIND_BACKEND || (*lib)->table().backend_api == nullptr) {
-    return error{"invalid_plugin", path.string() + " is not a backend plugin"};
+    return error{plugin_errc::invalid_plugin, path.string() + " is not a backend plugin"};
   }
   if (auto st = check_backend_api(*(*lib)->table().backend_api, path.string()); !st) {
     return st.err();
@@ -85,9 +89,9 @@ status backend_device::open_device(int ordinal, int sim_fd) {
       why = "the device exists but did not open; check that no other process holds it "
             "exclusively";
     }
-    return error{"device_open_failed", library_->path().string() + ": opening device " +
-                                           std::to_string(ordinal) + " answered " +
-                                           status_name(st) + ": " + why};
+    return error{plugin_errc::device_open_failed, library_->path().string() + ": opening device " +
+                                                      std::to_string(ordinal) + " answered " +
+                                                      status_name(st) + ": " + why};
   }
   return ok_status();
 }
@@ -105,11 +109,13 @@ result<std::unique_ptr<backend_device>> backend_device::create_sim(
   auto d = load(path);
   if (!d) return d.err();
   const orch_sim_api* sim = (*d)->sim();
-  if (sim == nullptr) return error{"invalid_plugin", path.string() + " has no sim controls"};
+  if (sim == nullptr)
+    return error{plugin_errc::invalid_plugin, path.string() + " has no sim controls"};
   int32_t created = -1;
   if (const orch_status st = sim->create(&config, &created); st != ORCH_OK) {
-    return error{"sim_failed", std::string("creating the sim device answered ") +
-                                   status_name(st) + "; check [host.sim] capacity and page_size"};
+    return error{plugin_errc::sim_failed, std::string("creating the sim device answered ") +
+                                              status_name(st) +
+                                              "; check [host.sim] capacity and page_size"};
   }
   if (auto st = (*d)->open_device(0, created); !st) {
     ::close(created);
@@ -130,13 +136,14 @@ std::string backend_device::backend() const {
 
 result<std::pair<std::uint32_t, std::uint32_t>> backend_device::runtime_version() const {
   if (!ORCH_HAS_FIELD(api_, runtime_version) || api_->runtime_version == nullptr) {
-    return error{"unsupported", "backend " + backend() + " reports no runtime version"};
+    return error{plugin_errc::unsupported, "backend " + backend() + " reports no runtime version"};
   }
   std::uint32_t major = 0;
   std::uint32_t minor = 0;
   if (const orch_status st = api_->runtime_version(device_, &major, &minor); st != ORCH_OK) {
-    return error{"device_error", "backend " + backend() + ": reading the runtime version answered " +
-                                     status_name(st)};
+    return error{
+        plugin_errc::device_error,
+        "backend " + backend() + ": reading the runtime version answered " + status_name(st)};
   }
   return std::pair{major, minor};
 }

@@ -10,6 +10,7 @@
 #include "orch/plugin/ledger.h"
 #include "orch/plugin/levels.h"
 #include "orch/plugins/abi_adapters.hpp"
+#include "orch/plugins/errc.hpp"
 #include "orch/plugins/host_services.hpp"
 #include "orch/plugins/names.hpp"
 
@@ -18,13 +19,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The frozen prefix of DESIGN.md §4.4 ends with `capabilities`; init and shutdown follow it and
-// every table of ABI 1 carries them.
+// The frozen prefix (docs/plugin-abi.md) ends with `capabilities`; init and shutdown follow
+// it and every table of ABI 1 carries them.
 constexpr size_t lifecycle_end = offsetof(orch_plugin_table, shutdown) + sizeof(void*);
 
 error invalid(const std::string& origin, const std::string& what) {
-  return {"invalid_table", origin + ": invalid plugin table: " + what +
-                               "; rebuild the plugin against this comfy-orch's plugin headers"};
+  return {plugin_errc::invalid_table,
+          origin + ": invalid plugin table: " + what +
+              "; rebuild the plugin against this comfy-orch's plugin headers"};
 }
 
 // A plugin string fit for logs and JSON: at most 256 bytes of well-formed UTF-8 without control
@@ -72,7 +74,7 @@ bool printable_utf8(const char* s) {
 // A plugin that is well formed but uses a value this host does not know yet: a kind, a backend
 // or a protocol level added after it was built. Skipped, never taken for a broken plugin.
 error unsupported(const std::string& origin, const std::string& what) {
-  return {"unsupported_plugin",
+  return {plugin_errc::unsupported_plugin,
           origin + ": not supported by this host: " + what +
               "; the plugin was built for a newer comfy-orch (upgrade comfy-orch, or use a plugin "
               "built for this one)"};
@@ -102,7 +104,7 @@ result<const orch_plugin_table*> query_table(orch_plugin_query_fn query,
       return invalid(origin, "struct_size " + std::to_string(raw->struct_size) + " is too small");
     const abi_adapter* a = adapter_for(raw->abi_major);
     if (a == nullptr)
-      return error{"abi_mismatch",
+      return error{plugin_errc::abi_mismatch,
                    origin + ": plugin ABI major " + std::to_string(raw->abi_major) +
                        " but this host speaks " + loaded_abi_majors() +
                        "; install a plugin built for ABI " + std::to_string(ORCH_PLUGIN_ABI_MAJOR)};
@@ -113,9 +115,11 @@ result<const orch_plugin_table*> query_table(orch_plugin_query_fn query,
                                  std::to_string(ORCH_PLUGIN_ABI_MAJOR));
     return adapted;
   }
-  return error{"abi_mismatch",
-               origin + ": orch_plugin_query serves none of the plugin ABI majors this host "
-                        "speaks (" + loaded_abi_majors() + "); install a plugin built for ABI " +
+  return error{plugin_errc::abi_mismatch,
+               origin +
+                   ": orch_plugin_query serves none of the plugin ABI majors this host "
+                   "speaks (" +
+                   loaded_abi_majors() + "); install a plugin built for ABI " +
                    std::to_string(ORCH_PLUGIN_ABI_MAJOR)};
 }
 
@@ -126,7 +130,7 @@ status validate_table(const orch_plugin_table* t, const std::string& origin) {
   if (t->struct_size < offsetof(orch_plugin_table, kind))
     return invalid(origin, "struct_size " + std::to_string(t->struct_size) + " is too small");
   if (t->abi_major != ORCH_PLUGIN_ABI_MAJOR)
-    return error{"abi_mismatch",
+    return error{plugin_errc::abi_mismatch,
                  origin + ": plugin ABI major " + std::to_string(t->abi_major) +
                      " but this host speaks " + std::to_string(ORCH_PLUGIN_ABI_MAJOR) +
                      "; install a plugin built for ABI " + std::to_string(ORCH_PLUGIN_ABI_MAJOR)};
@@ -185,25 +189,27 @@ result<std::unique_ptr<plugin_library>> plugin_library::open(const fs::path& pat
                                                              bool announce) {
   std::error_code ec;
   if (!fs::exists(path, ec))
-    return error{"not_found", path.string() + ": plugin file not found; check the [plugins] "
-                                              "search paths or build the plugin"};
+    return error{plugin_errc::not_found, path.string() +
+                                             ": plugin file not found; check the [plugins] "
+                                             "search paths or build the plugin"};
   const fs::path real = fs::canonical(path, ec);
   const fs::path real_path = ec ? path : real;
   // RTLD_LOCAL: a plugin's symbols never satisfy another's (aimdo's RTLD_GLOBAL trap,
-  // reference/aimdo.md §3.4). RTLD_NOW: a missing dependency fails here, not mid-call.
+  // docs/references.md, aimdo §3.4). RTLD_NOW: a missing dependency fails here, not mid-call.
   void* handle = dlopen(real_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    return error{"load_failed", path.string() + ": cannot be loaded: " +
-                                    (why != nullptr ? why : "unknown dlopen error")};
+    return error{plugin_errc::load_failed, path.string() + ": cannot be loaded: " +
+                                               (why != nullptr ? why : "unknown dlopen error")};
   }
   dlerror();
   void* sym = dlsym(handle, ORCH_PLUGIN_ENTRY_SYMBOL);
   if (sym == nullptr) {
     dlclose(handle);
-    return error{"not_a_plugin", path.string() + ": not a comfy-orch plugin (no " +
-                                     ORCH_PLUGIN_ENTRY_SYMBOL + " symbol); remove it from the "
-                                     "plugin directory"};
+    return error{plugin_errc::not_a_plugin, path.string() + ": not a comfy-orch plugin (no " +
+                                                ORCH_PLUGIN_ENTRY_SYMBOL +
+                                                " symbol); remove it from the "
+                                                "plugin directory"};
   }
   const auto queried = query_table(reinterpret_cast<orch_plugin_query_fn>(sym), path.string());
   if (!queried) {
@@ -239,7 +245,8 @@ status plugin_library::init(const orch_host_services* host) {
     initialised_ = st == ORCH_OK;
     return ok_status();
   }
-  return error{"init_failed", real_path_.string() + ": init returned " + status_name(st)};
+  return error{plugin_errc::init_failed,
+               real_path_.string() + ": init returned " + status_name(st)};
 }
 
 void* plugin_library::symbol(const char* name) const noexcept { return dlsym(handle_, name); }

@@ -20,15 +20,10 @@ manager_choice resolve_host_manager(const host_manager_inputs& in) {
   if (in.flags.enable_dynamic_vram) {
     return {memory_manager::pager, "forced by --enable-dynamic-vram"};
   }
-  const std::array<std::pair<bool, const char*>, 5> flags = {{
-      {in.flags.disable_dynamic_vram, "--disable-dynamic-vram"},
-      {in.flags.highvram, "--highvram"},
-      {in.flags.gpu_only, "--gpu-only"},
-      {in.flags.novram, "--novram"},
-      {in.flags.cpu, "--cpu"},
-  }};
-  for (const auto& [set, name] : flags) {
-    if (set) return {memory_manager::ledger, std::string("disabled by ") + name};
+  for (const auto& flag : comfyui_flag_table) {
+    if (flag.selects_ledger && in.flags.*flag.field) {
+      return {memory_manager::ledger, std::string("disabled by ") + flag.argument};
+    }
   }
   if (!in.device_supports_pager) {
     return {memory_manager::ledger, "device " + in.device + " has no pager"};

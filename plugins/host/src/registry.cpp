@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "orch/plugins/abi_adapters.hpp"
+#include "orch/plugins/errc.hpp"
 #include "orch/plugins/loader.hpp"
 #include "orch/plugins/names.hpp"
 
@@ -41,7 +42,7 @@ registry_report scan_directories(const std::vector<fs::path>& directories) {
       continue;
     }
     if (!fs::is_directory(dir, ec)) {
-      report.skipped.push_back({dir, "not_a_directory",
+      report.skipped.push_back({dir, plugin_errc::not_a_directory,
                                 dir.string() + ": is not a directory; a plugin search path names "
                                                "the directory that holds orch-*.so files"});
       continue;
@@ -52,7 +53,7 @@ registry_report scan_directories(const std::vector<fs::path>& directories) {
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
       if (!named_like_a_plugin(file)) {
-        report.skipped.push_back({file, "not_plugin_name",
+        report.skipped.push_back({file, plugin_errc::not_plugin_name,
                                   file.string() + ": not loaded: plugins are named orch-*.so"});
         continue;
       }
@@ -99,10 +100,10 @@ nlohmann::json to_json(const registry_report& report) {
 
 result<std::vector<plugin_entry>> plugins_from_json(const nlohmann::json& j) {
   const auto bad = [](std::size_t i, const std::string& why) {
-    return error{"bad_plugin_list", "plugin entry " + std::to_string(i) + " " + why};
+    return error{plugin_errc::bad_plugin_list, "plugin entry " + std::to_string(i) + " " + why};
   };
   if (!j.is_object() || !j.contains("plugins") || !j["plugins"].is_array()) {
-    return error{"bad_plugin_list", "no \"plugins\" array"};
+    return error{plugin_errc::bad_plugin_list, "no \"plugins\" array"};
   }
   std::vector<plugin_entry> out;
   const auto& list = j["plugins"];

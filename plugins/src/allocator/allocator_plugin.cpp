@@ -22,7 +22,7 @@ constexpr orch_backend_kind plugin_backend = ORCH_PLUGIN_BACKEND_KIND;
 constexpr const char* plugin_name = ORCH_PLUGIN_BACKEND_NAME "-allocator";
 
 // ComfyUI: two offload streams on NVIDIA and AMD; none elsewhere, where get_offload_stream
-// returns None and the staging buffer is a per-call tensor (seed "Carry").
+// returns None and the staging buffer is a per-call tensor (docs/references.md, seed "Carry").
 constexpr uint32_t default_streams = plugin_backend == ORCH_BACKEND_CPU ? 0u : 2u;
 
 host_link g_host{plugin_name};

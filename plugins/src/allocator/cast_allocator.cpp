@@ -28,7 +28,7 @@ orch_status cast_allocator::open(const orch_allocator_config& config, uint32_t s
        config.pager_api->device == nullptr))
     return ORCH_INVALID;
   auto* a = new (std::nothrow) cast_allocator;
-  if (a == nullptr) return ORCH_OOM_RETRYABLE;
+  if (a == nullptr) return ORCH_HOST_OOM;
   a->host_ = host;
   a->ordinal_ = config.ordinal;
   a->stats_.struct_size = sizeof a->stats_;
@@ -88,8 +88,8 @@ void cast_allocator::account(int64_t delta) noexcept {
 }
 
 // Creates and maps `size` bytes at va. Reclaims through the pager first (the deficit of the
-// request, try-lock: an allocation path never waits for the model thread, §4.8), and once more
-// after a driver OOM before the single retry (§4.7).
+// request, try-lock: an allocation path never waits for the model thread), and once more
+// after a driver OOM before the single retry (docs/references.md, aimdo §4.7 and §4.8).
 orch_status cast_allocator::commit_locked(uint64_t va, uint64_t size, uint64_t* handle) noexcept {
   reclaim(size, ORCH_RECLAIM_TRY_LOCK | ORCH_RECLAIM_DEFICIT);
   orch_status st = backend_->phys_create(device_, size, handle);
@@ -150,7 +150,7 @@ orch_status cast_allocator::cast_buffer(uint32_t stream, uint64_t size, uint64_t
     if (stream != 0) return ORCH_INVALID;
     std::free(per_call_);
     per_call_ = std::malloc(size);
-    if (per_call_ == nullptr) return ORCH_OOM_RETRYABLE;
+    if (per_call_ == nullptr) return ORCH_HOST_OOM;
     *address = reinterpret_cast<uintptr_t>(per_call_);
     return ORCH_OK;
   }

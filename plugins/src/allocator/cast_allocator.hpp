@@ -1,4 +1,4 @@
-// The allocator policy (reference/aimdo.md §4.7 and §6.4; seed "Carry"): cast buffers, one per
+// The allocator policy (docs/references.md: aimdo §4.7, §6.4, seed "Carry"): cast buffers, one per
 // offload stream, grow-only in chunks and VA-stable (aimdo's VRAMBuffer), reclaiming through the
 // pager before every growth; and the torch pluggable-allocator path, which never refuses for
 // budget reasons. Backend-agnostic: memory comes from the pager's own backend and device, so

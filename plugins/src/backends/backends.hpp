@@ -1,4 +1,4 @@
-// The backend implementations compiled into plugins (reference/aimdo.md §6.2). Each returns a
+// The backend implementations built into plugins (docs/references.md, aimdo §6.2). Each returns a
 // static vtable; the backend plugins export them directly, and pager plugins drive them through
 // the backend-agnostic policy.
 #pragma once

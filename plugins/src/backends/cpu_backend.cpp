@@ -1,5 +1,5 @@
 // The cpu backend: no device. "Physical" memory is host memory, pinning is a no-op and nothing
-// ever synchronises (DESIGN.md §4.4). It exists so a CPU worker runs the same code paths; the
+// ever synchronises (docs/plugin-abi.md). It exists so a CPU worker runs the same code paths; the
 // ledger, not the pager, manages its weights (seed "Two eras": a CPU load device takes the
 // legacy path).
 #include <unistd.h>
@@ -43,7 +43,7 @@ orch_status cpu_device_open(const orch_device_config* config, orch_device** out)
       config->ordinal != 0)
     return ORCH_INVALID;
   auto* dev = new (std::nothrow) orch_device;
-  if (dev == nullptr) return ORCH_OOM_RETRYABLE;
+  if (dev == nullptr) return ORCH_HOST_OOM;
   *out = dev;
   return ORCH_OK;
 }

@@ -1,6 +1,6 @@
 // The cuda backend: the driver traits of vmm_backend.hpp. The driver is reached at run time:
-// dlopen("libcuda.so.1"), then every entry point through cuGetProcAddress (reference/aimdo.md
-// §1.3: aimdo's "linkless" build). cuda.h supplies types only, so a machine without a GPU builds
+// dlopen("libcuda.so.1"), then every entry point through cuGetProcAddress (docs/references.md,
+// aimdo §1.3: the "linkless" build). cuda.h supplies types only, so a machine without a GPU builds
 // and loads this plugin; device_count then answers ORCH_DEVICE_ERROR (no driver) or 0 devices.
 #include <cuda.h>
 #include <dlfcn.h>

@@ -1,5 +1,5 @@
 // The hip backend: the driver traits of vmm_backend.hpp, the cuda backend's twin over
-// libamdhip64, loaded at run time with dlopen and resolved with dlsym (reference/aimdo.md §1.4:
+// libamdhip64, loaded at run time with dlopen, resolved with dlsym (docs/references.md, aimdo §1.4:
 // aimdo's src-hip/dispatch.c does the same). It uses the HIP virtual memory API
 // (hipMemAddressReserve / hipMemCreate / hipMemMap / hipMemSetAccess), which the headers declare
 // from ROCm 5.2 (HIP_VERSION 5.2); at run time the driver must implement it (ROCm 6.x for real

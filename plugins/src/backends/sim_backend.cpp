@@ -1,4 +1,4 @@
-// The simulated GPU's device vtable (DESIGN.md §4.8, docs/sim-device.md): the orch_backend_api a
+// The simulated GPU's device vtable (docs/sim-device.md): the orch_backend_api a
 // pager or a backend plugin drives, exactly as it drives cuda or hip.
 //
 // Device state that every attached process shares (capacity, usage, faults, the clock) is read
@@ -36,7 +36,7 @@ orch_status sim_device_open(const orch_device_config* config, orch_device** out)
   auto* dev = new (std::nothrow) orch_device;
   if (dev == nullptr) {
     sim::detach(a);
-    return ORCH_OOM_RETRYABLE;
+    return ORCH_HOST_OOM;
   }
   static_cast<sim::attachment&>(*dev) = a;
   *out = dev;
@@ -106,6 +106,7 @@ orch_status sim_mem_get_info(orch_device* dev, uint64_t* free_bytes, uint64_t* t
 orch_status sim_va_reserve(orch_device* dev, uint64_t size, uint64_t* va) {
   if (dev == nullptr || va == nullptr || size == 0) return ORCH_INVALID;
   if (sim::take_fault(dev->seg, ORCH_SIM_FAULT_VA)) return ORCH_DEVICE_ERROR;
+  if (sim::take_fault(dev->seg, ORCH_SIM_FAULT_VA_OOM)) return ORCH_OOM_RETRYABLE;
   const uint64_t g = dev->granularity;
   if (size > UINT64_MAX - 2 * g) return ORCH_INVALID;  // rounding and the guard would wrap
   const uint64_t rounded = (size + g - 1) / g * g;

@@ -1,4 +1,4 @@
-// The sim device's test controls (DESIGN.md §4.8, docs/sim-device.md): the orch_sim_api the sim
+// The sim device's test controls (docs/sim-device.md): the orch_sim_api the sim
 // backend plugin exports as its `extension`. Tests use it to create a device, inject usage and
 // faults, freeze the clock, set a process budget, read the counters and reclaim dead processes.
 //

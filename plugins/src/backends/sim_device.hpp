@@ -1,4 +1,4 @@
-// One process's open sim device (DESIGN.md §4.8, docs/sim-device.md): its attachment to the
+// One process's open sim device (docs/sim-device.md): its attachment to the
 // shared segment plus the bookkeeping that stays process-local. Shared by the device vtable
 // (sim_backend.cpp) and the test controls (sim_controls.cpp).
 //

@@ -1,18 +1,19 @@
-// The sim device's shared segment (DESIGN.md §4.8, docs/sim-device.md): creating it, validating
+// The sim device's shared segment (docs/sim-device.md): creating it, validating
 // it at attach, the process slots and the reclaim of slots whose process died.
 //
 // Every function here works on the shared block alone, with atomics and CASes and no lock, so
-// that a process killed at any instruction leaves a state the others can repair (STYLE.md
-// "Shared memory").
+// that a process killed at any instruction leaves a state the others can repair
+// (docs/sim-device.md).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
 #include <new>
+#include <string_view>
 
+#include "orch/support/proc_stat.hpp"
 #include "sim_segment.hpp"
 
 namespace orch::plugin_detail::sim {
@@ -22,40 +23,21 @@ constexpr uint64_t default_granularity = 2ull << 20;
 constexpr uint32_t default_runtime = 1u << 16;  // 1.0
 constexpr uint64_t va_base = 0x200000000000ull;
 
-// What /proc/<pid>/stat says about a process: its state (field 3) and start time (field 22).
-struct proc_stat {
-  char state = '?';
-  uint64_t start_time = 0;
-};
-
 // False when the process does not exist (or its stat line cannot be read or parsed).
-bool read_proc_stat(int32_t pid, proc_stat* out) noexcept {
+bool read_proc_stat(int32_t pid, proc_stat_fields* out) noexcept {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[1024];
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  const ssize_t n = read(fd, buf, sizeof buf);
   close(fd);
   if (n <= 0) return false;
-  const char* end = buf + n;
-  // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-  const char* p = end;
-  while (p > buf && p[-1] != ')') --p;
-  if (p == buf) return false;
-  for (int field = 3; field <= 22; ++field) {
-    while (p < end && *p == ' ') ++p;
-    const char* token = p;
-    while (p < end && *p != ' ' && *p != '\n') ++p;
-    if (token == p) return false;
-    if (field == 3) out->state = *token;
-    if (field == 22) return std::from_chars(token, p, out->start_time).ec == std::errc{};
-  }
-  return false;
+  return parse_proc_stat_line(std::string_view(buf, static_cast<std::size_t>(n)), *out);
 }
 
 uint64_t self_start_time() noexcept {
-  proc_stat st;
+  proc_stat_fields st;
   return read_proc_stat(self_pid(), &st) ? st.start_time : 0;
 }
 
@@ -63,7 +45,7 @@ uint64_t self_start_time() noexcept {
 // more, so it need not be reaped first), or now names a process started at another time (pid
 // reuse). A slot whose start time is not written yet is judged on the pid alone.
 bool owner_is_dead(int32_t pid, uint64_t start_time) noexcept {
-  proc_stat st;
+  proc_stat_fields st;
   if (!read_proc_stat(pid, &st)) return true;
   if (st.state == 'Z' || st.state == 'X') return true;
   return start_time != 0 && st.start_time != start_time;
@@ -91,7 +73,7 @@ orch_status create_segment(const orch_sim_config* config, int32_t* fd_out) {
   if ((gran & (gran - 1)) != 0 || config->capacity == 0 ||
       config->free_mode > ORCH_SIM_FREE_PROCESS)
     return ORCH_INVALID;
-  // memfd, not shm_open: nothing can be left behind in /dev/shm (DESIGN.md §4.2). The size is
+  // memfd, not shm_open: nothing can be left in /dev/shm (docs/shared-memory.md). The size is
   // sealed so no attached process can shrink the segment under the others.
   const int fd = memfd_create("orch-sim-device", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return ORCH_DEVICE_ERROR;
@@ -153,7 +135,7 @@ orch_status attach(int32_t sim_fd, attachment* out) {
   if (slot == sim_max_slots) {
     munmap(p, sizeof(sim_segment));
     close(fd);
-    return ORCH_OOM_RETRYABLE;
+    return ORCH_NO_SLOT;  // every process slot is held by a live process
   }
   seg->slots[slot].start_time.store(self_start_time(), std::memory_order_release);
   seg->slots[slot].attachments.store(1);

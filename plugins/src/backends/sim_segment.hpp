@@ -1,9 +1,9 @@
-// The sim device's shared control block (DESIGN.md §4.8, docs/sim-device.md), and the
+// The sim device's shared control block (docs/sim-device.md), and the
 // operations on it (sim_segment.cpp).
 //
 // It lives in a memfd segment mapped MAP_SHARED by every attached process. Only fixed-width
 // fields and lock-free atomics: a process that dies mid-call can corrupt nothing and leaves no
-// lock held (STYLE.md "Shared memory"). Physical bookkeeping that needs more than a counter
+// lock held (docs/sim-device.md). Physical bookkeeping that needs more than a counter
 // (handles, mappings, backing store) stays process-local in the backend (sim_device.hpp).
 #pragma once
 

@@ -1,6 +1,6 @@
 // The backend vtable over a GPU driver's virtual memory API (docs/plugin-abi.md, "Backends"):
 // one implementation for the cuda and hip backends, which mirror each other call for call
-// (reference/aimdo.md §6.2). Memory: reserve / create / map + set-access, the VMM calls aimdo's
+// (docs/references.md, aimdo §6.2). Memory: reserve/create/map + set-access, the VMM calls aimdo's
 // VBAR uses (§4.2); pressure: mem_get_info; pinning: host_register.
 //
 // A traits struct names the driver (cuda_backend.cpp, hip_backend.cpp):
@@ -16,7 +16,7 @@
 //       what a device keeps besides its ordinal (cuda: the primary context it retains);
 //   scope(driver, ordinal, state)
 //       makes the device current for one call and restores the caller's on every way out
-//       (plugins get explicit handles, never a thread-local current device, reference §6.1);
+//       (plugins get explicit handles, never a thread-local current device, aimdo §6.1);
 //   va, to_va, from_va, handle, to_handle, from_handle
 //       the driver's address and allocation handle types, as the ABI's uint64_t;
 //   allocation_prop(ordinal), access_desc(ordinal), granularity_recommended;
@@ -79,7 +79,7 @@ class vmm_backend {
     const auto& d = T::driver();
     if (!d.ok) return ORCH_DEVICE_ERROR;
     auto* dev = new (std::nothrow) device;
-    if (dev == nullptr) return ORCH_OOM_RETRYABLE;
+    if (dev == nullptr) return ORCH_HOST_OOM;
     dev->ordinal = config->ordinal;
     if (const orch_status st = map_error(T::open(d, dev->ordinal, dev->state)); st != ORCH_OK) {
       delete dev;
@@ -178,7 +178,7 @@ class vmm_backend {
           st != ORCH_OK)
         return st;
       const auto access = T::access_desc(dev->ordinal);
-      // Setting access is where "device not ready" surfaces (reference §4.11); undo the map so
+      // Setting access is where "device not ready" surfaces (aimdo §4.11); undo the map so
       // the caller's state stays consistent.
       const orch_status st = map_error(d.mem_set_access(T::to_va(va), size, &access, 1));
       if (st != ORCH_OK) (void)d.mem_unmap(T::to_va(va), size);

@@ -1,4 +1,4 @@
-// The plugin side of the host services (DESIGN.md §4.4): a copy of what the host lent at init,
+// The plugin side of the host services (docs/plugin-abi.md): a copy of what the host lent at init,
 // used for logs, the clock and release reports. Plugins link neither spdlog nor Boost, so this is
 // the only way a plugin speaks to the outside world.
 #pragma once
@@ -44,7 +44,7 @@ class host_link {
 
 uint64_t monotonic_ns() noexcept;
 
-// Idempotent init/shutdown bookkeeping shared by every plugin (reference/aimdo.md §6.1:
+// Idempotent init/shutdown bookkeeping shared by every plugin (docs/references.md, aimdo §6.1:
 // "a second init returns ALREADY_INITIALISED and disturbs nothing").
 class lifecycle {
  public:
@@ -63,15 +63,15 @@ class lifecycle {
 
 namespace orch::plugin_detail {
 
-// No exception crosses the C ABI (DESIGN.md §4.12): entry points that may allocate run their
-// body through this, so std::bad_alloc becomes ORCH_OOM_RETRYABLE and anything else
+// No exception crosses the C ABI (docs/errors.md): entry points that may allocate run their
+// body through this, so std::bad_alloc becomes ORCH_HOST_OOM and anything else
 // ORCH_DEVICE_ERROR instead of unwinding into C.
 template <typename F>
 orch_status guarded(F&& body) noexcept {
   try {
     return body();
   } catch (const std::bad_alloc&) {
-    return ORCH_OOM_RETRYABLE;
+    return ORCH_HOST_OOM;
   } catch (...) {
     return ORCH_DEVICE_ERROR;
   }

@@ -10,7 +10,7 @@
 
 namespace orch::plugin_detail {
 
-// What a plugin says about itself in the frozen prefix of its table (DESIGN.md §4.4).
+// What a plugin says about itself in the frozen prefix of its table (docs/plugin-abi.md).
 struct plugin_identity {
   orch_plugin_kind kind;
   const char* name;

@@ -1,4 +1,4 @@
-// Entry point of the ledger plugins: a pager-kind plugin (DESIGN.md §4.4) whose table carries
+// Entry point of the ledger plugins: a pager-kind plugin (docs/plugin-abi.md) whose table carries
 // ledger_api instead of pager_api, with ORCH_CAP_LEDGER. It keeps accounts only, so one source
 // serves every backend; the backend in the table is what the orchestrator's fallback matches on.
 #include "../common/handle_registry.hpp"
@@ -50,7 +50,7 @@ orch_status open(const orch_ledger_config* config, orch_ledger** out) {
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
   if (config == nullptr || out == nullptr || !ORCH_HAS_FIELD(config, budget)) return ORCH_INVALID;
   auto* l = new (std::nothrow) ledger(config->budget, &g_host);
-  if (l == nullptr) return ORCH_OOM_RETRYABLE;
+  if (l == nullptr) return ORCH_HOST_OOM;
   auto lock = g_handles.exclusive();
   const orch_status st = g_life.up() ? guarded([&] {
     g_handles.add_locked(l, ledger_handle);
@@ -148,7 +148,7 @@ constexpr orch_ledger_api ledger_api{.struct_size = sizeof(orch_ledger_api),
                                      .free_memory = free_memory,
                                      .stats = stats};
 
-// The ledger is the fallback for every level (DESIGN.md §4.5 step 3).
+// The ledger is the fallback for every level (docs/memory-semantics.md).
 constexpr orch_plugin_table table = make_plugin_table(
     {.kind = ORCH_KIND_PAGER,
      .name = plugin_name,

@@ -67,7 +67,7 @@ orch_status ledger::set_budget(uint64_t bytes) {
 orch_status ledger::add(uint64_t size, ledger_entry** out) {
   if (out == nullptr || size == 0) return ORCH_INVALID;
   auto* m = new (std::nothrow) ledger_entry;
-  if (m == nullptr) return ORCH_OOM_RETRYABLE;
+  if (m == nullptr) return ORCH_HOST_OOM;
   m->owner = this;
   m->size = size;
   std::lock_guard lock(mutex_);

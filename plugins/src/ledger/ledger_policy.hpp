@@ -1,5 +1,5 @@
-// The ledger: ComfyUI's legacy weight manager (seed "Two eras of weight management", "On the
-// ledger path, whole models, by budget"). Whole models load against a byte budget, possibly
+// The ledger: ComfyUI's legacy weight manager (docs/references.md, seed "Two eras of weight
+// management"). Whole models load against a byte budget, possibly
 // partially (lowvram_model_memory), and are evicted whole in free_memory's order.
 #pragma once
 

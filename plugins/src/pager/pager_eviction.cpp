@@ -1,9 +1,9 @@
-// The pager's eviction (reference/aimdo.md §4.3, §4.4): freeing a page, lowering watermarks from
+// Pager eviction (docs/references.md, aimdo §4.3, §4.4): freeing a page, lowering watermarks from
 // the lowest-priority region up, the deficit-driven walk, and the evict/reclaim and watermark
-// entry points. Faults, regions and the budget terms are in pager_policy.cpp.
+// entry points. Faults, regions and the budget terms are in pager_device.cpp.
 #include <algorithm>
 
-#include "pager_policy.hpp"
+#include "pager_device.hpp"
 
 namespace orch::plugin_detail {
 
@@ -188,7 +188,7 @@ orch_status pager_device::reclaim(uint64_t bytes, uint32_t flags, uint64_t* free
   if ((flags & ORCH_RECLAIM_TRY_LOCK) != 0) {
     if (!lock.try_lock()) {
       if (freed != nullptr) *freed = 0;
-      return ORCH_OOM_RETRYABLE;  // "not now": the model thread holds the pager
+      return ORCH_BUSY;  // "not now": the model thread holds the pager; freeing would not help
     }
   } else {
     lock.lock();

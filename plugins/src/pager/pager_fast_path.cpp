@@ -1,5 +1,5 @@
 // The lock-free hit path: region_fault and region_unpin of resident pages below the watermark,
-// which ComfyUI runs for every layer of every step (reference/aimdo.md §4.10). It takes neither
+// that ComfyUI runs for each layer of each step (docs/references.md, aimdo §4.10). It takes neither
 // the handle registry nor the pager mutex: one compare-and-swap per page word for the fault (the
 // pin), one for the unpin. Anything else goes to the locked path, unchanged.
 //
@@ -10,7 +10,7 @@
 //   then wait for every reader section before they free anything, so `r`, its page words and its
 //   device stay valid for the whole of this file's work, whatever another thread does.
 //
-// - The page word (page_word in pager_policy.hpp) holds the resident bit and the pin count, and
+// - The page word (page_word in pager_device.hpp) holds the resident bit and the pin count, and
 //   every change to either is an atomic RMW on it, under the mutex or not. A pin succeeds only on
 //   a word with the resident bit set. The locked side takes a page away from the hit path by
 //   replacing a resident, unpinned word with 0 in one CAS (claim_unpinned) before it releases the
@@ -43,7 +43,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "pager_policy.hpp"
+#include "pager_device.hpp"
 
 namespace orch::plugin_detail {
 

@@ -1,12 +1,12 @@
 // Entry point of the pager plugins: the C ABI over pager_policy, with the protocol-level rules of
 // levels.h enforced at the boundary. One source builds every variant: the backend comes from
 // ORCH_PLUGIN_BACKEND_*, the level range from ORCH_PAGER_MIN_LEVEL / ORCH_PAGER_MAX_LEVEL (the
-// level-restricted sim variants exist so the runtime can test injection, DESIGN.md §4.5).
+// level-restricted sim variants exist so the runtime can test injection, docs/plugin-abi.md).
 #include "../backends/backends.hpp"
 #include "../common/handle_registry.hpp"
 #include "../common/host_link.hpp"
 #include "../common/plugin_entry.hpp"
-#include "pager_policy.hpp"
+#include "pager_device.hpp"
 #include "reader_grace.hpp"
 #include "region_table.hpp"
 
@@ -75,10 +75,10 @@ orch_status check_level(const orch_pager_config& c) {
                c.level, min_level, max_level);
     return ORCH_UNSUPPORTED;
   }
-  if (c.level < ORCH_LEVEL_2 && (c.ordinal != 0 || g_handles.any_locked(pager_handle)))
+  if (c.level < ORCH_LEVEL_MULTI_DEVICE && (c.ordinal != 0 || g_handles.any_locked(pager_handle)))
     return ORCH_UNSUPPORTED;
-  if (c.level < ORCH_LEVEL_3 && c.extra_headroom != 0) return ORCH_UNSUPPORTED;
-  if (c.level < ORCH_LEVEL_4 && c.pressure_source != ORCH_PRESSURE_DEFAULT)
+  if (c.level < ORCH_LEVEL_HEADROOM && c.extra_headroom != 0) return ORCH_UNSUPPORTED;
+  if (c.level < ORCH_LEVEL_PRESSURE && c.pressure_source != ORCH_PRESSURE_DEFAULT)
     return ORCH_UNSUPPORTED;
   return ORCH_OK;
 }
@@ -144,7 +144,7 @@ bool every_open_pager_speaks(uint32_t level) {
 orch_status set_simple_headroom(uint64_t bytes) {
   const auto lock = g_handles.shared();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
-  if (!every_open_pager_speaks(ORCH_LEVEL_3)) return ORCH_UNSUPPORTED;
+  if (!every_open_pager_speaks(ORCH_LEVEL_HEADROOM)) return ORCH_UNSUPPORTED;
   simple_headroom().store(bytes);
   return ORCH_OK;
 }
@@ -152,7 +152,7 @@ orch_status set_simple_headroom(uint64_t bytes) {
 orch_status get_simple_headroom(uint64_t* bytes) {
   const auto lock = g_handles.shared();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
-  if (!every_open_pager_speaks(ORCH_LEVEL_3)) return ORCH_UNSUPPORTED;
+  if (!every_open_pager_speaks(ORCH_LEVEL_HEADROOM)) return ORCH_UNSUPPORTED;
   if (bytes == nullptr) return ORCH_INVALID;
   *bytes = simple_headroom().load();
   return ORCH_OK;
@@ -161,7 +161,7 @@ orch_status get_simple_headroom(uint64_t* bytes) {
 orch_status set_log_callback(orch_pager_log_fn fn, void* ctx) {
   const auto lock = g_handles.shared();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
-  if (!every_open_pager_speaks(ORCH_LEVEL_4)) return ORCH_UNSUPPORTED;
+  if (!every_open_pager_speaks(ORCH_LEVEL_PRESSURE)) return ORCH_UNSUPPORTED;
   g_host.redirect(fn, ctx);
   return ORCH_OK;
 }
@@ -189,7 +189,7 @@ orch_status set_budget_cap(orch_pager* p, uint64_t bytes) {
 
 orch_status set_pressure_source(orch_pager* p, uint32_t source) {
   return with_pager(p, [&](pager_device& d) {
-    return d.level() < ORCH_LEVEL_4 ? ORCH_UNSUPPORTED : d.set_pressure_source(source);
+    return d.level() < ORCH_LEVEL_PRESSURE ? ORCH_UNSUPPORTED : d.set_pressure_source(source);
   });
 }
 
@@ -207,7 +207,7 @@ orch_status region_create(orch_pager* p, uint64_t bytes, orch_region** r, uint64
     const uint64_t handle = publish_region(out);
     if (handle == 0) {
       dev(p)->destroy_region(out);  // never published: no reader can hold it
-      return ORCH_OOM_RETRYABLE;
+      return ORCH_NO_SLOT;          // every handle of the region table is in use
     }
     *r = reinterpret_cast<orch_region*>(static_cast<uintptr_t>(handle));
     return ORCH_OK;
@@ -323,9 +323,9 @@ orch_device* pager_device_of(orch_pager* p) {
   return use ? dev(p)->device() : nullptr;
 }
 
-// Entries a level range cannot speak are NULL: "NULL means unsupported" (DESIGN.md §4.4).
-constexpr bool speaks_l3 = max_level >= ORCH_LEVEL_3;
-constexpr bool speaks_l4 = max_level >= ORCH_LEVEL_4;
+// Entries a level range cannot speak are NULL: "NULL means unsupported" (docs/plugin-abi.md).
+constexpr bool speaks_l3 = max_level >= ORCH_LEVEL_HEADROOM;
+constexpr bool speaks_l4 = max_level >= ORCH_LEVEL_PRESSURE;
 constexpr orch_pager_api pager_api{
     .struct_size = sizeof(orch_pager_api),
     .reserved0 = 0,

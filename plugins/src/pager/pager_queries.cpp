@@ -1,10 +1,10 @@
-// The pager's read-outs and settings (reference/aimdo.md §4.6, §4.9): residency, resident and
+// Pager read-outs and settings (docs/references.md, aimdo §4.6, §4.9): residency, resident and
 // pinned bytes, the budget deficit, polls, external accounting, usage, stats, the budget cap and
 // the pressure source.
 #include <algorithm>
 
 #include "../common/struct_prefix.hpp"
-#include "pager_policy.hpp"
+#include "pager_device.hpp"
 
 namespace orch::plugin_detail {
 

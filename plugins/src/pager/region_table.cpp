@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "pager_policy.hpp"
+#include "pager_device.hpp"
 
 namespace orch::plugin_detail {
 

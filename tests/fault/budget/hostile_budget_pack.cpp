@@ -1,4 +1,4 @@
-// A hostile native pack (issue 10, "One worker can exhaust the pinned budget for all"). Its one
+// A hostile native pack: one worker trying to exhaust the pinned budget for all. Its one
 // node, HostileBudget, first reserves `pin_mib` MiB honestly (so it holds a grant), then tries
 // every write a worker could make to the pinned budget besides its own slot:
 //   - each control memfd it holds, through a writable mmap and write(2) of a read-write re-open

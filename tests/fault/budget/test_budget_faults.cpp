@@ -1,4 +1,4 @@
-// The pinned budget against hostile workers and other hosts (issue 10):
+// The pinned budget against hostile workers and other hosts (docs/shared-memory.md):
 //  - a hostile native pack tries every write a worker can make besides its own slot, then lies
 //    in its own slot; the host, the other workers and the memory table are unharmed, and the
 //    liar is clamped to its grant and flagged;
@@ -12,9 +12,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "orch/ipc/budget.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
 #include "orch/ipc/machine_ledger.hpp"
+#include "orch/ipc/pinned_budget.hpp"
 #include "orch/orchestrator/memory_table.hpp"
 #include "runtime_fixture.hpp"
 
@@ -54,11 +54,11 @@ TEST_F(budget_faults, a_hostile_pack_writes_only_its_own_slot_and_its_lie_is_cla
   const auto hostile = info(env_of(*host_, "HostileBudget"));
   ASSERT_EQ(healthy.state, orchestrator::worker_state::ready);
   ASSERT_EQ(hostile.state, orchestrator::worker_state::ready);
-  const auto host_before = host_->sync([&] {
+  const auto host_before = host_->on_io_thread([&] {
     auto& c = host_->memory().control();
     return std::make_tuple(c.claimed_reserved(0), c.grant(0), c.record(0).pid.load());
   });
-  const std::uint64_t budget = host_->sync([&] { return host_->memory().budget_bytes(); });
+  const std::uint64_t budget = host_->on_io_thread([&] { return host_->memory().budget_bytes(); });
 
   ASSERT_TRUE(run_node("TestSleep", {{"ms", 0}, {"pin_mib", 8}}).ok);
   const auto attacked = run_node("HostileBudget", {{"pin_mib", 4}});
@@ -68,7 +68,7 @@ TEST_F(budget_faults, a_hostile_pack_writes_only_its_own_slot_and_its_lie_is_cla
   EXPECT_GE(attacked.nodes.at("1").outputs[0].get<int>(), 5) << attacked.nodes.at("1").outputs;
 
   // The liar claims 2^64 - 1 bytes; the host counts its grant and flags it.
-  const auto liar = host_->sync([&] {
+  const auto liar = host_->on_io_thread([&] {
     auto& c = host_->memory().control();
     const std::uint64_t claimed = c.claimed_reserved(hostile.slot);
     const std::uint64_t counted = c.counted_reserved(hostile.slot);  // this read flags it
@@ -81,25 +81,27 @@ TEST_F(budget_faults, a_hostile_pack_writes_only_its_own_slot_and_its_lie_is_cla
   EXPECT_TRUE(std::get<3>(liar));
 
   // The host's own slot is intact and nobody else is flagged.
-  const auto host_after = host_->sync([&] {
+  const auto host_after = host_->on_io_thread([&] {
     auto& c = host_->memory().control();
     return std::make_tuple(c.claimed_reserved(0), c.grant(0), c.record(0).pid.load());
   });
   EXPECT_EQ(host_after, host_before);
   EXPECT_EQ(std::get<2>(host_after), static_cast<std::uint64_t>(::getpid()));
-  EXPECT_FALSE(host_->sync([&] { return host_->memory().control().flagged(0); }));
-  EXPECT_FALSE(host_->sync([&] { return host_->memory().control().flagged(healthy.slot); }));
+  EXPECT_FALSE(host_->on_io_thread([&] { return host_->memory().control().flagged(0); }));
+  EXPECT_FALSE(
+      host_->on_io_thread([&] { return host_->memory().control().flagged(healthy.slot); }));
 
   // Healthy workers still reserve pinned memory for their later nodes.
   for (int i = 0; i < 3; ++i) {
     const auto later = run_node("TestSleep", {{"ms", 0}, {"pin_mib", 16}});
     EXPECT_TRUE(later.ok) << (later.error ? later.error->dump() : "");
   }
-  EXPECT_EQ(host_->sync([&] { return host_->memory().control().claimed_reserved(healthy.slot); }),
-            (8u + 3 * 16u) << 20);
+  EXPECT_EQ(
+      host_->on_io_thread([&] { return host_->memory().control().claimed_reserved(healthy.slot); }),
+      (8u + 3 * 16u) << 20);
 
   // The table is sane: no row counts more than the budget, the sum fits, the liar is named.
-  const auto rows = host_->sync([&] { return orchestrator::read_memory_table(*host_); });
+  const auto rows = host_->on_io_thread([&] { return orchestrator::read_memory_table(*host_); });
   std::uint64_t sum = 0;
   bool named = false;
   for (const auto& r : rows) {
@@ -113,8 +115,9 @@ TEST_F(budget_faults, a_hostile_pack_writes_only_its_own_slot_and_its_lie_is_cla
   EXPECT_TRUE(named) << "the memory table does not flag the hostile worker";
   const std::string table = orchestrator::format_memory_table(rows);
   EXPECT_EQ(table.find("OVER BUDGET"), std::string::npos) << table;
-  EXPECT_LE(host_->sync([&] { return host_->memory().control().total_reserved(); }), budget);
-  EXPECT_LE(host_->sync([&] { return host_->memory().control().granted_total(); }), budget);
+  EXPECT_LE(host_->on_io_thread([&] { return host_->memory().control().total_reserved(); }),
+            budget);
+  EXPECT_LE(host_->on_io_thread([&] { return host_->memory().control().granted_total(); }), budget);
 }
 
 // One host process (machine_budget_host) with its stdin and stdout on pipes.

@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 using testing::inherited_pair;
 using testing::peer_process;
 
-// The acceptance bound of issue 4: a pending request fails within 1 s of the peer's SIGKILL.
+// The bound of docs/protocol.md: a pending request fails within 1 s of the peer's SIGKILL.
 constexpr auto peer_lost_bound = 1s;
 
 using ipc_faults = testing::leak_checked_test;

@@ -1,6 +1,6 @@
 // A hostile native pack for test_tensor_lies.cpp only: its node allocates a real 1.5 KB image
 // (float32 [1, 8, 16, 3]) and then lies about it in the output it returns, in the way `lie`
-// selects. Before issue 10 the host handed such a tensor on unchecked, and the consumer in
+// selects. Before the host checked outputs it handed such a tensor on, and the consumer in
 // another worker read past the block or died of SIGSEGV.
 #include <cstdint>
 #include <cstring>

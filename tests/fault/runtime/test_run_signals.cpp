@@ -1,4 +1,4 @@
-// `comfy-orch run` under Ctrl-C, SIGTERM and SIGHUP (issue 10): the first signal interrupts the
+// `comfy-orch run` under Ctrl-C, SIGTERM and SIGHUP (docs/cli.md): the first signal interrupts the
 // prompt as ComfyUI's /interrupt does (the running node sees interrupted(), execution_interrupted
 // is printed, then the memory table, the workers stop gracefully, exit 130); a second one forces
 // the shutdown (exit 130, no worker left). Real processes: the CLI, its workers, real signals.

@@ -1,4 +1,4 @@
-// A worker must not hurt another through a tensor (issue 10). A producer's claim about its
+// A worker must not hurt another through a tensor (docs/runtime.md). A producer's claim about its
 // output tensor (dtype, shape, descriptor) is checked by the host before it is handed over, and a
 // lie is the producer's execution_error; the consumer's worker checks again before it builds a
 // view, so a forged call gets a clean error from the consumer node, never a crash. Real host,
@@ -173,7 +173,7 @@ TEST_F(tensor_lies_test, every_other_lie_about_a_tensor_is_the_producers_error) 
   // Nothing the lies allocated stays leased past the next prompt.
   expect_truthful_prompt_runs();
   executor_->release_outputs();
-  EXPECT_EQ(host_->sync([&] { return host_->memory().leases().live_blocks(); }), 0u);
+  EXPECT_EQ(host_->on_io_thread([&] { return host_->memory().leases().live_blocks(); }), 0u);
 }
 
 // --- the worker's own check: a call the host did not check (a host bug, a forged message) ---
@@ -188,7 +188,7 @@ class forged_call_test : public tensor_lies_test {
     const json body{{"node", "forged"},
                     {"class_type", "ImageChecksum"},
                     {"inputs", {{"image", {{"tensor", tensor}}}}}};
-    host_->sync([&] {
+    host_->on_io_thread([&] {
       host_->workers().call(consumer_, body,
                             [&done](result<json> r) { done.set_value(std::move(r)); });
     });
@@ -198,15 +198,15 @@ class forged_call_test : public tensor_lies_test {
   void SetUp() override {
     tensor_lies_test::SetUp();
     if (HasFatalFailure()) return;
-    auto d = host_->sync([&] {
-      return host_->memory().leases().allocate(orchestrator::host_slot, 1536);
-    });
+    auto d = host_->on_io_thread(
+        [&] { return host_->memory().leases().allocate(orchestrator::host_slot, 1536); });
     ASSERT_TRUE(d.ok()) << d.err().message;
     block_ = *d;
   }
   void TearDown() override {
     if (host_ && block_.generation != 0) {
-      host_->sync([&] { (void)host_->memory().leases().free(block_, orchestrator::host_slot); });
+      host_->on_io_thread(
+          [&] { (void)host_->memory().leases().free(block_, orchestrator::host_slot); });
     }
     tensor_lies_test::TearDown();
   }

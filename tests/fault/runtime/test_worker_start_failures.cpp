@@ -1,4 +1,4 @@
-// Workers that can never start (issue 10, "Workers that can never start"): a pack library that is
+// Workers that can never start (docs/runtime.md): a pack library that is
 // no pack, a file that is no library, a worker executable that does not exist, a worker that exits
 // with a usage error. None is restarted (one spawn: generation 1, one loss), the cause is the
 // env's last_error, and `comfy-orch run` names it and exits 2 for a prompt that needs the pack.
@@ -44,7 +44,7 @@ class start_failures : public runtime_test {
   // The one worker that is not ready; every other one must be.
   orchestrator::worker_info the_failed_worker() {
     std::vector<orchestrator::worker_info> failed;
-    for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+    for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
       if (w.state == orchestrator::worker_state::ready) continue;
       failed.push_back(w);
     }
@@ -113,7 +113,7 @@ TEST_F(start_failures, a_worker_executable_that_does_not_exist_is_spawned_once_p
   o.crash_loop_limit = 5;
   o.worker_executable = (dir_ / "no-such-worker").string();
   ASSERT_NO_FATAL_FAILURE(start(o));
-  const auto workers = host_->sync([&] { return host_->workers().workers(); });
+  const auto workers = host_->on_io_thread([&] { return host_->workers().workers(); });
   ASSERT_EQ(workers.size(), 3u);
   for (const auto& w : workers) {
     EXPECT_EQ(w.state, orchestrator::worker_state::failed) << w.env;
@@ -133,7 +133,7 @@ TEST_F(start_failures, a_worker_that_exits_with_the_usage_status_is_not_restarte
   o.crash_loop_limit = 5;
   o.worker_executable = (dir_ / "usage-worker").string();
   ASSERT_NO_FATAL_FAILURE(start(o));
-  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+  for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
     EXPECT_EQ(w.state, orchestrator::worker_state::failed) << w.env;
     EXPECT_EQ(w.generation, 1u) << w.env << " restarted: " << w.last_error;
     EXPECT_NE(w.last_error.find("exited with 64"), std::string::npos) << w.last_error;
@@ -169,7 +169,7 @@ TEST_F(start_failures, a_worker_that_dies_while_starting_for_other_reasons_is_st
   o.crash_loop_limit = 1;
   o.worker_executable = (dir_ / "flaky-worker").string();
   ASSERT_NO_FATAL_FAILURE(start(o));
-  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+  for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
     EXPECT_EQ(w.state, orchestrator::worker_state::failed) << w.env;
     EXPECT_EQ(w.generation, 2u) << w.env;
   }

@@ -1,5 +1,5 @@
 // `comfy-orch run` when it cannot start: every cause is printed with its fix and the command
-// exits non-zero, never hangs (issue 10, "A start-up failure hangs comfy-orch run forever").
+// exits non-zero, never hangs (docs/cli.md).
 // Each run is wrapped in `timeout -s KILL`, so a hang fails the test (exit 137) instead of
 // hanging the suite; no test asserts how fast it was.
 #include <sys/wait.h>

@@ -150,7 +150,7 @@ int run_budget(int fd_socket, std::uint32_t slot, std::uint64_t bytes, std::uint
   if (misbehaviour.rfind("claim=", 0) == 0) {
     control->counters(slot).reserved.store(std::strtoull(misbehaviour.c_str() + 6, nullptr, 10));
   } else if (misbehaviour == "corrupt_header") {
-    // The attack of issue 10: the control memfd is sealed against later writers, so none of
+    // The hostile pack's attack: the control memfd is sealed against later writers, so none of
     // these may get through, whatever fd or mapping it goes through.
     const std::uint64_t size = control->total_size();
     const std::string path = "/proc/self/fd/" + std::to_string(control->fd());

@@ -1,4 +1,4 @@
-// Two real processes fault regions on one sim device (DESIGN.md §4.8): in device mode each
+// Two real processes fault regions on one sim device (docs/sim-device.md): in device mode each
 // process's free view includes the other's usage, in process mode it does not, and eviction in
 // one process never touches the other's pages.
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* A sim pager whose init always fails, for the worker's failed-init rule (issue 6): the worker
+/* A sim pager whose init always fails, for the worker's failed-init rule: the worker
  * must deinitialise it and run the ledger, with the error as its reason. */
 #include "orch/plugin/pager.h"
 

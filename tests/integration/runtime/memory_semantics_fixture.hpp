@@ -76,7 +76,7 @@ class memory_semantics : public runtime_test {
   std::string test_env() { return env_of(*host_, "TestCast"); }
 
   ipc::stats_snapshot stats(const std::string& env) {
-    return host_->sync([&] {
+    return host_->on_io_thread([&] {
       const auto* w = host_->workers().find(env);
       ipc::stats_snapshot out{};
       if (w == nullptr || w->state != orchestrator::worker_state::ready) {
@@ -104,7 +104,7 @@ class memory_semantics : public runtime_test {
     if (epoch) body["epoch"] = *epoch;
     std::promise<result<json>> done;
     auto f = done.get_future();
-    host_->sync([&] {
+    host_->on_io_thread([&] {
       host_->workers().call(env, body, [&done](result<json> r) { done.set_value(std::move(r)); });
     });
     auto r = f.get();

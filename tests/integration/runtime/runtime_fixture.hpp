@@ -185,7 +185,7 @@ class runtime_test : public ipc::testing::leak_checked_test {
   }
 
   orchestrator::worker_info info(const std::string& env) {
-    return host_->sync([&] { return *host_->workers().find(env); });
+    return host_->on_io_thread([&] { return *host_->workers().find(env); });
   }
 
   // Polls `pred` (run on the io thread) until it holds or `limit` passes.
@@ -193,10 +193,10 @@ class runtime_test : public ipc::testing::leak_checked_test {
   bool eventually(Pred pred, std::chrono::milliseconds limit) {
     const auto end = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < end) {
-      if (host_->sync(pred)) return true;
+      if (host_->on_io_thread(pred)) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    return host_->sync(pred);
+    return host_->on_io_thread(pred);
   }
 
   // SIGKILLs env's worker and waits for its replacement (a new generation) to be ready.

@@ -1,6 +1,6 @@
 // Every real prompt of the corpus parses, and against the example packs each one is refused
 // before any node runs, with missing_node_type naming each node whose class no pack provides
-// (issue 5, Acceptance). The corpus is read in place: $ORCH_SHARED_DIR/corpus/prompts, else
+// (docs/runtime.md). The corpus is read in place: $ORCH_SHARED_DIR/corpus/prompts, else
 // ../shared/corpus/prompts next to the source tree; the test skips with a message without it.
 #include <set>
 

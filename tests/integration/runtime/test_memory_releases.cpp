@@ -86,14 +86,14 @@ TEST_F(memory_semantics, a_host_eviction_through_a_stand_in_frees_the_workers_by
   ASSERT_TRUE(run(load_and_sample).ok);
   const std::string env = env_of(*host_, "SimSampler");
   const std::string id = env + "/sim-model-256mib-8l";
-  const auto resident = host_->sync([&] { return host_->stand_ins().find(id)->resident; });
+  const auto resident = host_->on_io_thread([&] { return host_->stand_ins().find(id)->resident; });
   EXPECT_EQ(resident, 256 * mib);
   // More than the device holds (1 GiB): nobody is evicted for a load that can never fit.
   EXPECT_TRUE(host_->free_through_stand_ins(env, 2048 * mib).empty());
-  EXPECT_EQ(host_->sync([&] { return host_->stand_ins().find(id)->resident; }), resident);
+  EXPECT_EQ(host_->on_io_thread([&] { return host_->stand_ins().find(id)->resident; }), resident);
   const auto before = sim_counters();
   std::uint64_t free_before = 0;
-  host_->sync([&] {
+  host_->on_io_thread([&] {
     auto* dev = host_->memory().backend();
     dev->api().mem_get_info(dev->device(), &free_before, nullptr);
   });
@@ -106,7 +106,7 @@ TEST_F(memory_semantics, a_host_eviction_through_a_stand_in_frees_the_workers_by
   // The receipt is what the device itself counts as given back.
   EXPECT_EQ(steps[0].freed, before.used_bytes - after.used_bytes);
   EXPECT_GE(steps[0].freed, 64 * mib);
-  EXPECT_EQ(host_->sync([&] { return host_->stand_ins().find(id)->resident; }),
+  EXPECT_EQ(host_->on_io_thread([&] { return host_->stand_ins().find(id)->resident; }),
             resident - steps[0].freed);
 }
 
@@ -117,11 +117,12 @@ TEST_F(memory_semantics, only_stand_ins_on_the_host_device_make_room_and_only_fo
   ASSERT_NO_FATAL_FAILURE(start(o));
   ASSERT_TRUE(run(load_and_sample).ok);
   const std::string sampler = env_of(*host_, "SimSampler");
-  ASSERT_NE(host_->sync([&] { return host_->stand_ins().find(sampler + "/sim-model-256mib-8l"); }),
+  ASSERT_NE(host_->on_io_thread(
+                [&] { return host_->stand_ins().find(sampler + "/sim-model-256mib-8l"); }),
             nullptr)
       << "the cpu pack's model has a stand-in";
   std::uint64_t free_now = 0;
-  host_->sync([&] {
+  host_->on_io_thread([&] {
     auto* dev = host_->memory().backend();
     dev->api().mem_get_info(dev->device(), &free_now, nullptr);
   });
@@ -134,7 +135,8 @@ TEST_F(memory_semantics, only_stand_ins_on_the_host_device_make_room_and_only_fo
   EXPECT_EQ(logs_->count("env " + sampler + " runs on cpu, not on the host's device sim"), 1u)
       << logs_->all();
   EXPECT_EQ(sim_counters().used_bytes, before.used_bytes);
-  EXPECT_NE(host_->sync([&] { return host_->stand_ins().find(sampler + "/sim-model-256mib-8l"); }),
+  EXPECT_NE(host_->on_io_thread(
+                [&] { return host_->stand_ins().find(sampler + "/sim-model-256mib-8l"); }),
             nullptr);
 }
 
@@ -143,16 +145,16 @@ TEST_F(memory_semantics, a_models_report_older_than_the_last_one_applied_changes
   ASSERT_TRUE(run(load_and_sample).ok);
   const std::string env = env_of(*host_, "SimSampler");
   const std::string id = env + "/sim-model-256mib-8l";
-  const auto seq = host_->sync([&] { return host_->stand_ins().find(id)->receipt_seq; });
+  const auto seq = host_->on_io_thread([&] { return host_->stand_ins().find(id)->receipt_seq; });
   ASSERT_GT(seq, 0u);
   // A late report of "no models" from before the load must not drop the stand-in...
-  host_->sync([&] { host_->update_stand_ins(env, json::array(), seq - 1); });
-  EXPECT_NE(host_->sync([&] { return host_->stand_ins().find(id); }), nullptr);
+  host_->on_io_thread([&] { host_->update_stand_ins(env, json::array(), seq - 1); });
+  EXPECT_NE(host_->on_io_thread([&] { return host_->stand_ins().find(id); }), nullptr);
   // ... nor may a repeat of the newest one; a newer one is applied.
-  host_->sync([&] { host_->update_stand_ins(env, json::array(), seq); });
-  EXPECT_NE(host_->sync([&] { return host_->stand_ins().find(id); }), nullptr);
-  host_->sync([&] { host_->update_stand_ins(env, json::array(), seq + 1); });
-  EXPECT_EQ(host_->sync([&] { return host_->stand_ins().find(id); }), nullptr);
+  host_->on_io_thread([&] { host_->update_stand_ins(env, json::array(), seq); });
+  EXPECT_NE(host_->on_io_thread([&] { return host_->stand_ins().find(id); }), nullptr);
+  host_->on_io_thread([&] { host_->update_stand_ins(env, json::array(), seq + 1); });
+  EXPECT_EQ(host_->on_io_thread([&] { return host_->stand_ins().find(id); }), nullptr);
 }
 
 TEST_F(memory_semantics, free_is_broadcast_and_every_worker_answers_with_a_receipt) {

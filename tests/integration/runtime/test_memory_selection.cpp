@@ -14,7 +14,7 @@ using nlohmann::json;
 TEST_F(memory_semantics, the_host_resolves_the_pager_and_every_worker_follows_it) {
   ASSERT_NO_FATAL_FAILURE(start());
   EXPECT_EQ(logs_->count("memory manager: pager (default)"), 1u) << logs_->all();
-  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+  for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
     EXPECT_EQ(manager_of(w.env), "pager") << w.env;
     EXPECT_EQ(reason_of(w.env), "enabled by ORCH_WORKER_PAGER") << w.env;
   }
@@ -53,7 +53,7 @@ TEST_F(memory_semantics, the_comfy_env_alias_can_enable_the_pager_too) {
 TEST_F(memory_semantics, the_operators_shell_wins_over_the_host_value) {
   set_operator_var("ORCH_WORKER_PAGER", "no");
   ASSERT_NO_FATAL_FAILURE(start());
-  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+  for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
     EXPECT_EQ(reason_of(w.env), "disabled by ORCH_WORKER_PAGER") << w.env;
   }
 }
@@ -77,7 +77,7 @@ TEST_F(memory_semantics, a_device_runtime_below_the_configured_floor_runs_the_le
                          "[memory.runtime_floor] sim = \"1.1\")"),
             1u)
       << logs_->all();
-  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+  for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
     EXPECT_EQ(manager_of(w.env), "ledger") << w.env;
     EXPECT_EQ(reason_of(w.env), "disabled by ORCH_WORKER_PAGER") << w.env;
   }
@@ -199,7 +199,7 @@ TEST_F(memory_semantics, every_worker_applies_the_settings_the_host_sent) {
   deployment_options o;
   o.test_pack_env = "ORCH_WORKER_PAGER = \"0\"\n";
   ASSERT_NO_FATAL_FAILURE(start(o));
-  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+  for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
     EXPECT_TRUE(w.settings_match) << w.env;
     EXPECT_NE(stats(w.env).settings_hash, 0u);
   }

@@ -29,16 +29,16 @@ TEST_F(memory_semantics, eight_workers_never_promise_more_than_one_pinned_budget
                              paths + "]\nlibrary_paths = [\"" + ORCH_TEST_PACKS_DIR +
                              "\"]\n\n[shm]\npinned_pool_size = \"16MiB\"\n");
   ASSERT_NO_FATAL_FAILURE(start_file(dir_ / "d.toml"));
-  const auto workers = host_->sync([&] { return host_->workers().workers(); });
+  const auto workers = host_->on_io_thread([&] { return host_->workers().workers(); });
   ASSERT_EQ(workers.size(), 8u);
-  const std::uint64_t budget = host_->sync([&] { return host_->memory().budget_bytes(); });
+  const std::uint64_t budget = host_->on_io_thread([&] { return host_->memory().budget_bytes(); });
   const std::int64_t third_mib = static_cast<std::int64_t>(budget / 3 / mib);
   int refused = 0;
   for (const auto& w : workers) {
     ASSERT_EQ(w.state, orchestrator::worker_state::ready);
     const json r = call(w.env, "TestSleep", {{"ms", 0}, {"pin_mib", third_mib}}, 1);
     refused += r["status"] == "error" ? 1 : 0;
-    const std::uint64_t sum = host_->sync([&] {
+    const std::uint64_t sum = host_->on_io_thread([&] {
       std::uint64_t total = 0;
       auto& control = host_->memory().control();
       for (std::uint32_t s = 0; s < control.slot_count(); ++s) {

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "orch/worker/nodes.h"
@@ -112,6 +113,21 @@ orch_node_status pin_and_cast(orch_node_context* ctx, const orch_value* in, orch
   return ORCH_NODE_OK;
 }
 
+// Asks for the model region "region-<mib>" of `mib` MiB and faults all of it. Returns the first
+// status that is not ORCH_OK (region's, else the fault's), as a node that streams its weight on
+// ORCH_OOM_RETRYABLE would see it, and leaves the pin to the node boundary.
+orch_node_status region_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  const std::uint64_t bytes = static_cast<std::uint64_t>(in[0].i) << 20;
+  const std::string key = "region-" + std::to_string(in[0].i);
+  orch_node_region* region = nullptr;
+  int32_t created = 0;
+  int32_t st = ctx->api->region(ctx, key.c_str(), bytes, &region, &created);
+  if (st == 0) st = ctx->api->region_fault(ctx, region, 0, bytes);
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = st;
+  return ORCH_NODE_OK;
+}
+
 // A cast buffer of `mib` MiB on `stream`, kept past the node (the ledger's carry).
 orch_node_status cast_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
   std::uint64_t address = 0;
@@ -142,14 +158,14 @@ const char* const int_output[] = {"INT"};
 const char* const blob_output[] = {"BLOB"};
 
 const orch_node_class classes[] = {
-    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestSleep"), "Sleep", "test", ms_input, 2, 1,
-     int_output, &sleep_node},
-    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestFail"), "Fail", "test", nullptr, 0, 1,
-     int_output, &fail_node},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestSleep"), "Sleep", "test", ms_input,
+     2, 1, int_output, &sleep_node},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestFail"), "Fail", "test", nullptr, 0,
+     1, int_output, &fail_node},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE | ORCH_NODE_NOT_IDEMPOTENT, NAME("TestCrash"),
      "Crash", "test", nullptr, 0, 1, int_output, &crash_node},
-    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestEmpty"), "Empty", "test", nullptr, 0, 1,
-     int_output, &empty_node},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestEmpty"), "Empty", "test", nullptr, 0,
+     1, int_output, &empty_node},
     {sizeof(orch_node_class), 0, NAME("TestBlob"), "Blob", "test", mib_input, 1, 1, blob_output,
      &blob_node},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestBlobPeek"), "Blob Peek", "test",
@@ -160,6 +176,8 @@ const orch_node_class classes[] = {
      2, 1, int_output, &cast_node},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestBusy"), "Busy", "test", ms_input, 2,
      1, int_output, &busy_node},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE | ORCH_NODE_NOT_IDEMPOTENT, NAME("TestRegion"),
+     "Region", "test", mib_input, 1, 1, int_output, &region_node},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes,
                            sizeof(classes) / sizeof(classes[0]), 0};

@@ -1,5 +1,5 @@
 // Every process registers the pinned pool's segments with its device through the backend plugin
-// (issue 4, "Segments"; DESIGN.md §4.2): on sim the device counts each registration, so these
+// (docs/shared-memory.md): on sim the device counts each registration, so these
 // tests see the host's and each worker's, and that they end with the process.
 #include <signal.h>
 
@@ -11,7 +11,7 @@ namespace {
 class pool_registration : public runtime_test {
  protected:
   std::vector<orchestrator::worker_info> ready_workers() {
-    auto all = host_->sync([&] { return host_->workers().workers(); });
+    auto all = host_->on_io_thread([&] { return host_->workers().workers(); });
     std::erase_if(all, [](const auto& w) { return w.state != orchestrator::worker_state::ready; });
     return all;
   }
@@ -64,7 +64,7 @@ TEST_F(pool_registration, pinning_turned_off_registers_nothing) {
   const std::string env = env_of(*host_, "TestCast");
   std::promise<result<nlohmann::json>> done;
   auto f = done.get_future();
-  host_->sync([&] {
+  host_->on_io_thread([&] {
     host_->workers().call(env,
                           {{"node", "1"}, {"class_type", "TestCast"}, {"epoch", 1},
                            {"inputs", {{"mib", 16}, {"stream", 0}}}},

@@ -1,4 +1,4 @@
-// The runtime end to end on real processes (issue 5, "Tests on real processes"): a host, its
+// The runtime end to end on real processes (docs/runtime.md): a host, its
 // supervisor and comfy-orch-worker processes running the example packs on the sim device.
 #include <cstring>
 
@@ -24,8 +24,8 @@ class runtime_processes : public runtime_test {};
 
 TEST_F(runtime_processes, every_native_pack_reports_its_node_classes_at_the_handshake) {
   ASSERT_NO_FATAL_FAILURE(start());
-  // ImageOps 3, SimSampler 2, the test pack 9.
-  EXPECT_EQ(host_->catalogue().size(), 14u);
+  // ImageOps 3, SimSampler 2, the test pack 10.
+  EXPECT_EQ(host_->catalogue().size(), 15u);
   const auto* sampler = host_->catalogue().find("SimSampler");
   ASSERT_NE(sampler, nullptr);
   EXPECT_EQ(sampler->outputs, std::vector<std::string>{"IMAGE"});
@@ -65,7 +65,7 @@ TEST_F(runtime_processes, an_output_reaches_the_next_pack_at_the_same_pool_offse
   EXPECT_EQ(outcome.nodes.at("4").outputs[1].get<std::int64_t>(),
             static_cast<std::int64_t>(sampled.offset));
   // And the producer's bytes are unchanged: every value still 0.5.
-  host_->sync([&] {
+  host_->on_io_thread([&] {
     auto bytes = host_->memory().pool().bytes(produced);
     ASSERT_TRUE(bytes.ok());
     ASSERT_EQ(bytes->size(), 16u * 8u * 3u * sizeof(float));
@@ -110,9 +110,8 @@ TEST_F(runtime_processes, each_prompt_is_a_new_epoch_in_the_workers_control_bloc
   const std::string prompt = R"({"1": {"class_type": "TestEmpty", "inputs": {}}})";
   EXPECT_EQ(run(prompt).epoch, 1u);
   EXPECT_EQ(run(prompt).epoch, 2u);
-  const auto stats = host_->sync([&] {
-    return host_->memory().control().block(host_->workers().find(env)->slot).read();
-  });
+  const auto stats = host_->on_io_thread(
+      [&] { return host_->memory().control().block(host_->workers().find(env)->slot).read(); });
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->current_epoch, 2u);
   EXPECT_EQ(stats->call_count, 2u);
@@ -123,9 +122,8 @@ TEST_F(runtime_processes, the_example_sampler_faults_its_model_and_uses_cast_buf
   ASSERT_NO_FATAL_FAILURE(start());
   ASSERT_TRUE(run(cross_pack_prompt).ok);
   const std::string env = env_of(*host_, "SimSampler");
-  const auto stats = host_->sync([&] {
-    return host_->memory().control().block(host_->workers().find(env)->slot).read();
-  });
+  const auto stats = host_->on_io_thread(
+      [&] { return host_->memory().control().block(host_->workers().find(env)->slot).read(); });
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->pager_resident_bytes, 16u << 20);  // the whole 16 MiB model stays resident
   EXPECT_GT(stats->cast_buffer_high_water, 0u);

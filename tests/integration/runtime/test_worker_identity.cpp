@@ -1,4 +1,4 @@
-// What a real worker shows of itself (issue 10): its startup token is nowhere in its environment
+// What a real worker shows (docs/runtime.md): its startup token is nowhere in its environment
 // (/proc/<pid>/environ keeps what execve got, whatever unsetenv does later), a wrong token is
 // still refused, and every log line it writes names its env while its plugin loads stay at debug.
 #include <sys/wait.h>
@@ -52,7 +52,7 @@ TEST_F(worker_identity, a_workers_environ_holds_no_startup_token) {
   ::setenv("ORCH_WORKER_TOKEN", planted.c_str(), 1);
   start();
   ::unsetenv("ORCH_WORKER_TOKEN");
-  const auto workers = host_->sync([&] { return host_->workers().workers(); });
+  const auto workers = host_->on_io_thread([&] { return host_->workers().workers(); });
   ASSERT_EQ(workers.size(), 3u);
   for (const auto& w : workers) {
     ASSERT_EQ(w.state, orchestrator::worker_state::ready) << w.env << ": " << w.last_error;
@@ -75,7 +75,7 @@ TEST_F(worker_identity, a_worker_that_presents_a_wrong_token_is_refused) {
   o.crash_loop_limit = 1;
   o.worker_executable = (dir_ / "wrong-token-worker").string();
   ASSERT_NO_FATAL_FAILURE(start(o));
-  for (const auto& w : host_->sync([&] { return host_->workers().workers(); })) {
+  for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
     EXPECT_EQ(w.state, orchestrator::worker_state::failed) << w.env;
     EXPECT_NE(w.last_error.find("sent a hello that does not match its startup token"),
               std::string::npos)

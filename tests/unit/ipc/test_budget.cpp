@@ -1,12 +1,12 @@
-// The pinned budget formula (DESIGN.md §4.3) on fixture trees of /proc and /sys.
+// The pinned budget formula (docs/shared-memory.md) on fixture trees of /proc and /sys.
 #include <gtest/gtest.h>
 
 #include <limits>
 
 #include "leak_check.hpp"
 
-#include "orch/ipc/budget.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
+#include "orch/ipc/pinned_budget.hpp"
 
 namespace orch::ipc {
 namespace {

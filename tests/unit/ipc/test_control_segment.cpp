@@ -279,7 +279,7 @@ TEST_F(control_segment_test, no_reopen_of_the_control_memfd_can_write_it) {
   ASSERT_TRUE(seg.ok());
   ASSERT_TRUE(seg->sealed_against_writers()) << "kernel without F_SEAL_FUTURE_WRITE?";
   const auto before = std::vector<std::byte>(seg->header_page().begin(), seg->header_page().end());
-  // What the hostile pack of issue 10 did: re-open the fd read-write through /proc.
+  // What the hostile budget pack did: re-open the fd read-write through /proc.
   const std::string path = "/proc/self/fd/" + std::to_string(seg->fd());
   unique_fd reopened(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   ASSERT_TRUE(reopened.valid());

@@ -1,5 +1,5 @@
 // tensor_extent and tensor_wire: the one rule both the host and a worker apply before a tensor's
-// view is built over a pool buffer (issue 10). Every claimed layout either fits its buffer or is
+// view is built over a pool buffer. Every claimed layout either fits its buffer or is
 // refused with a typed error; nothing wraps, nothing throws.
 #include <gtest/gtest.h>
 

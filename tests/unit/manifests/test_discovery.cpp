@@ -1,5 +1,5 @@
 // Node-directory discovery, pack listing, collisions and env states, following comfy-env's
-// install-time discovery (PROVENANCE.md, "tests/test_discovery.py" pairs).
+// install-time discovery (docs/references.md, comfy-env §1.4; its test_discovery.py pairs).
 #include <sys/stat.h>
 
 #include <algorithm>

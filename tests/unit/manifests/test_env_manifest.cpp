@@ -1,4 +1,4 @@
-// comfy-env.toml schema rules (shared/reference/comfy-env.md §2.2) and comfy-orch's policy for
+// comfy-env.toml schema rules (docs/references.md, comfy-env §2.2) and comfy-orch's policy for
 // every era found in the wild: errors only for what would break the environment.
 #include <gtest/gtest.h>
 

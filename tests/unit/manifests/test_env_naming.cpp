@@ -1,6 +1,6 @@
 // The env naming rule of comfy-env 507d341, with every example pair of
-// shared/corpus/manifests/PROVENANCE.md ("Example pairs asserted by comfy-env's tests" and
-// "Further examples").
+// comfy-env's tests and further pairs computed with its function (docs/references.md,
+// comfy-env §1.4).
 #include <gtest/gtest.h>
 
 #include "manifest_test_support.hpp"

@@ -1,4 +1,4 @@
-// When the host says a worker diverges, and how often (DESIGN.md §4.6).
+// When the host says a worker diverges, and how often (docs/memory-semantics.md).
 #include <map>
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Injection at the host's protocol level (DESIGN.md §4.5), on synthetic registries and on the
+// Injection at the host's level (docs/memory-semantics.md), on synthetic registries and on the
 // plugins this build produced.
 #include <gtest/gtest.h>
 

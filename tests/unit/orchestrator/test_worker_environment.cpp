@@ -1,5 +1,5 @@
 // The worker's environment is layered: operator, then the pack's [env_vars] (override), then
-// host-derived values only where absent (issue 5, "The worker's environment").
+// host-derived values only where absent (docs/runtime.md, "The worker's environment").
 #include <gtest/gtest.h>
 
 #include "orch/orchestrator/worker_environment.hpp"

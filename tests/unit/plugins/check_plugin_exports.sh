@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every plugin exports only its entry points and links neither Boost nor spdlog/fmt
-# (DESIGN.md §4.4). Usage: check_plugin_exports.sh PLUGIN.so...
+# (docs/plugin-abi.md). Usage: check_plugin_exports.sh PLUGIN.so...
 status=0
 for plugin in "$@"; do
   extra=$(nm -D --defined-only "$plugin" | awk '{print $3}' |

@@ -1,4 +1,4 @@
-// The loader: real dlopen, one error code per cause (DESIGN.md §4.12), idempotent lifecycle.
+// The loader: real dlopen, one error code per cause (docs/errors.md), idempotent lifecycle.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-// Memory-manager resolution, host and worker (DESIGN.md §4.6): one rule per test.
+// Memory-manager resolution, host and worker (docs/memory-semantics.md): one rule per test.
 #include <map>
 
 #include <gtest/gtest.h>

@@ -225,7 +225,7 @@ TEST_F(pager_hit_path, a_hit_racing_region_destroy_answers_ok_or_invalid) {
   }
 }
 
-// aimdo's vbar_free syncs, frees, and syncs again (§2.1); docs/plugin-abi.md promises the sync
+// vbar_free syncs, frees, and syncs again (aimdo §2.1); docs/plugin-abi.md promises the sync
 // after freeing. The release reports record the sim's sync count as each page goes.
 TEST_F(pager_hit_path, region_destroy_syncs_after_its_last_release) {
   orch_region* r = region(4);

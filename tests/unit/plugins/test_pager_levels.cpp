@@ -1,4 +1,4 @@
-// Protocol levels at the pager boundary (DESIGN.md §4.5, levels.h): what each level lets a caller
+// Protocol levels at the pager boundary (docs/plugin-abi.md): what each level lets a caller
 // pass, and the level-restricted sim variants the runtime uses to test injection.
 #include <gtest/gtest.h>
 #include <unistd.h>

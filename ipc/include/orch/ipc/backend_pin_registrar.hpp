@@ -1,10 +1,10 @@
 // backend_pin_registrar: pool segments registered with the process's device through its backend
 // plugin's host_register / host_unregister (cuMemHostRegister / hipHostRegister on GPUs, counted
 // on sim, accepted on cpu). This is what makes a shared pool segment page-locked for DMA in every
-// process that maps it (DESIGN.md §4.2; reference/architecture-anchors.md §8.2.6).
+// process that maps it (docs/shared-memory.md; docs/references.md, anchors §8.2.6).
 //
 // It takes the plugin's C table and device only (ipc depends on the plugins' C headers, never on
-// their host library, DESIGN.md §3). The device must outlive every range registered through it:
+// their host library). The device must outlive every range registered through it:
 // owners declare it before the segment table or pool that uses this registrar, so the segments
 // unregister first.
 #pragma once

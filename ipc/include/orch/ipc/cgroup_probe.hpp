@@ -1,6 +1,6 @@
 // cgroup_probe: the readings the budget formula needs, taken from /proc and /sys the way
 // ComfyUI's comfy/system_memory.py and get_disk_swap_total() take them
-// (reference/comfyui-memory.md §1.4 and §1.7). Every function reads below a `root` so tests run
+// (docs/references.md, ComfyUI §1.4 and §1.7). Every function reads below a `root` so tests run
 // them on fixture trees (tests/unit/ipc/fixtures/) instead of the build machine.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "orch/ipc/budget.hpp"
+#include "orch/ipc/pinned_budget.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::ipc {

@@ -1,6 +1,6 @@
 // channel: the framed, request/response connection between the host and one worker over a local
-// stream socket (a socketpair end inherited at spawn; DESIGN.md §4.1), on Boost.Asio.
-// Mechanisms from reference/architecture-anchors.md §8.4 (Ray's client_connection, Triton's
+// stream socket (a socketpair end inherited at spawn; docs/protocol.md), on Boost.Asio.
+// Mechanisms from docs/references.md, anchors §8.4 (Ray's client_connection, Triton's
 // "respond error to all requests"):
 //   - every frame header is validated before any of its body is used, and before the read
 //     buffer grows for that body; any violation closes the connection with a logged reason
@@ -8,7 +8,7 @@
 //   - requests carry ids, responses echo them; every request has a deadline;
 //   - when the peer goes away, every pending request fails at once with "peer_lost";
 //   - writes go through a bounded queue with exactly one async_write in flight;
-//   - frames stamped with another worker generation are dropped (the generation fence, §4.11).
+//   - frames stamped with another worker generation are dropped (the generation fence).
 //
 // Threading: all state lives on one strand. Public calls may come from any thread; they post to
 // the strand. Every handler passed in runs on the strand.
@@ -30,19 +30,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include "orch/ipc/errc.hpp"
 #include "orch/ipc/frame.hpp"
 #include "orch/ipc/message.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::ipc {
-
-// Typed channel errors (orch::error::code values), besides frame_errc/body_errc close reasons.
-namespace channel_errc {
-inline constexpr const char* peer_lost = "peer_lost";
-inline constexpr const char* deadline_exceeded = "deadline_exceeded";
-inline constexpr const char* queue_full = "queue_full";
-inline constexpr const char* body_too_large = "body_too_large";
-}  // namespace channel_errc
 
 struct channel_options {
   std::string name = "channel";               // used in every log line

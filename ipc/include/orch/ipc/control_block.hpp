@@ -1,6 +1,6 @@
 // control_block: one per process, in the control segment, that the host reads without sending
-// any message (DESIGN.md §4.11 heartbeat, §1 use 4 "debugging worker memory divergence").
-// Layout rules from reference/architecture-anchors.md §8.3.4: magic/version/size header,
+// any message (the heartbeat, docs/runtime.md; divergence reports, docs/memory-semantics.md).
+// Layout rules from docs/references.md, anchors §8.3.4: magic/version/size header,
 // fixed-width fields, hot atomics on their own cache line, sizes frozen by static_assert.
 //
 // Only lock-free atomics are shared (§8.3.1: a mutex held by a dead worker is gone for good).
@@ -26,7 +26,7 @@ enum class memory_manager_kind : std::uint32_t { unknown = 0, pager = 1, ledger 
 enum class plugin_slot : std::uint32_t { pager = 0, allocator = 1, backend = 2 };
 inline constexpr std::uint32_t plugin_slot_count = 3;
 
-// One loaded plugin as the process reports it (DESIGN.md §4.4/§4.5). Strings are NUL padded.
+// One loaded plugin as the process reports it (docs/plugin-abi.md). Strings are NUL padded.
 struct plugin_report {
   char name[32];
   char version[24];

@@ -1,8 +1,8 @@
 // control_segment: the one pinned budget of a host, one budget slot per process and one control
-// block per process (DESIGN.md §4.3; issue 4 "One global pinned budget", issue 10 "One worker
-// can exhaust the pinned budget for all").
+// block per process (docs/shared-memory.md, "The one pinned budget"; no worker
+// can exhaust the pinned budget for all).
 //
-// The rule (DESIGN.md §4.3): a worker can write its own slot and nothing else, and the host
+// The rule (docs/shared-memory.md): a worker can write its own slot and nothing else, and the host
 // never trusts a word a worker can write for the total. So the memory is split by writer:
 //
 //   control memfd (one, every process maps it)       written by the host only
@@ -16,7 +16,7 @@
 // can make it writable. A slot memfd is created fresh at each claim and sent to its owner only,
 // so an earlier owner's fd (or a process that inherited it) writes into a file nobody reads.
 //
-// Accounting without a shared total (reference/architecture-anchors.md §8.3.2, RMM's limiting
+// Accounting without a shared total (docs/references.md, anchors §8.3.2, RMM's limiting
 // adaptor with per-owner slots, plus grants): the host gives each slot a `grant`, and the sum of
 // grants never passes the budget. A process reserves lock-free within its grant with one CAS on
 // its own `reserved` word; beyond it, it asks its grant source (the host, by message) for more.
@@ -93,7 +93,7 @@ class control_segment {
  public:
   // Host: creates the control memfd with the budget and `slot_count` free slots (1..4096) and
   // seals it against later writers; a kernel that refuses the seal is logged once (the segment
-  // then only has its size sealed, as before issue 10). Errors: "invalid_argument", memfd /
+  // then only has its size sealed). Errors: "invalid_argument", memfd /
   // mapping errors.
   static result<control_segment> create(std::uint64_t budget_bytes, std::uint32_t slot_count);
   // Worker: adopts the control fd and its own slot's fd. Checks magic, version and that the

@@ -1,5 +1,5 @@
-// buffer_descriptor: how a pinned-pool buffer is named between processes (DESIGN.md §4.2,
-// reference/architecture-anchors.md §8.2.5). It is never a pointer: every receiver resolves it
+// buffer_descriptor: how a pinned-pool buffer is named between processes (docs/shared-memory.md,
+// docs/references.md, anchors §8.2.5). It is never a pointer: every receiver resolves it
 // against its own mapping of the segment, after checking bounds and generation, so a corrupt or
 // stale descriptor is rejected with a typed error instead of being read.
 #pragma once
@@ -9,6 +9,7 @@
 #include <span>
 #include <type_traits>
 
+#include "orch/ipc/errc.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::ipc {
@@ -24,15 +25,6 @@ struct buffer_descriptor {
 };
 static_assert(std::is_standard_layout_v<buffer_descriptor>);
 static_assert(sizeof(buffer_descriptor) == 24);
-
-// Typed validation errors (orch::error::code values).
-namespace descriptor_errc {
-inline constexpr const char* unknown_segment = "unknown_segment";
-inline constexpr const char* out_of_bounds = "out_of_bounds";
-inline constexpr const char* misaligned = "misaligned";
-inline constexpr const char* stale_generation = "stale_generation";
-inline constexpr const char* empty = "empty_descriptor";
-}  // namespace descriptor_errc
 
 // What a receiver knows of one segment: published by the host in the segment header.
 struct segment_geometry {

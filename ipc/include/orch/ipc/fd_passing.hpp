@@ -1,4 +1,4 @@
-// fd passing over a local stream socket with SCM_RIGHTS (reference/architecture-anchors.md §8.4.5
+// fd passing over a local stream socket with SCM_RIGHTS (docs/references.md, anchors §8.4.5
 // and Ray's send_fd/recv_fd): this is how host-created memfd segments reach workers. Ray's checks
 // are kept: a message carrying more fds than the receiver expects is refused (every fd it carried
 // is closed, so nothing leaks into the receiver), and EINTR is retried.

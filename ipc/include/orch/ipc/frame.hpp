@@ -1,5 +1,5 @@
 // frame: the fixed 32-byte little-endian header in front of every message on a channel
-// (DESIGN.md §4.1, reference/architecture-anchors.md §8.4.1). It is decoded and validated before
+// (docs/protocol.md; docs/references.md, anchors §8.4.1). It is decoded and validated before
 // a single body byte is used: a wrong magic, version, reserved field or a length over the cap is
 // a protocol violation that closes the connection (Ray's cookie check).
 //
@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <span>
 
+#include "orch/ipc/errc.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::ipc {
@@ -48,15 +49,6 @@ struct frame_header {
 };
 
 using header_bytes = std::array<std::byte, frame_header_size>;
-
-// Typed decode errors (orch::error::code values).
-namespace frame_errc {
-inline constexpr const char* bad_magic = "bad_magic";
-inline constexpr const char* bad_version = "bad_version";
-inline constexpr const char* bad_flags = "bad_flags";
-inline constexpr const char* bad_reserved = "bad_reserved";
-inline constexpr const char* oversize = "oversize";
-}  // namespace frame_errc
 
 header_bytes encode_header(const frame_header& header) noexcept;
 

@@ -1,5 +1,5 @@
-// lease_table: the host's reference counts on pinned-pool buffers (DESIGN.md §4.2,
-// reference/architecture-anchors.md §8.7). The host is the only owner of every shared block:
+// lease_table: the host's reference counts on pinned-pool buffers (docs/shared-memory.md,
+// docs/references.md, anchors §8.7). The host is the only owner of every shared block:
 //   - allocate() gives the producer the first lease;
 //   - acquire() adds a lease for a process the descriptor is handed to;
 //   - release() drops one lease; free() is the producer dropping its own, after which the block

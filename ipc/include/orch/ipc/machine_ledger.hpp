@@ -1,4 +1,4 @@
-// machine_ledger: one pinned budget per machine, not per host (DESIGN.md §4.3, issue 10 "One
+// machine_ledger: one pinned budget per machine, not per host (docs/shared-memory.md, "One
 // budget per machine"). Hosts on one machine (two ComfyUI instances, one per GPU) each compute
 // the same budget, and each alone kept within it: three hosts reserved 27.9 GB of pinned pools on
 // 23.5 GB of RAM. The ledger is a named POSIX shared-memory file, one page, with one slot per

@@ -1,5 +1,5 @@
 // memfd_segment: an anonymous, size-sealed shared-memory file, and mapping, one mmap of part of
-// it. DESIGN.md §4.2 and reference/architecture-anchors.md §8.2: segments are memfds created by
+// it. docs/shared-memory.md and docs/references.md, anchors §8.2: segments are memfds created by
 // the host only, so nothing ever appears in /dev/shm and nothing can leak there after a crash;
 // the fd crosses to workers with SCM_RIGHTS (fd_passing.hpp). The size is sealed
 // (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), so no process can truncate a segment under

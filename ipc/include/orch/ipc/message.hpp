@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orch/ipc/descriptor.hpp"
+#include "orch/ipc/errc.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::ipc {
@@ -48,16 +49,6 @@ enum class message_type : std::uint16_t {
 std::string_view to_string(message_type type) noexcept;
 // The catalogue entry for a wire value, if any.
 std::optional<message_type> known_type(std::uint16_t value) noexcept;
-
-// Typed decode errors (orch::error::code values).
-namespace body_errc {
-inline constexpr const char* not_cbor = "bad_cbor";
-inline constexpr const char* too_deep = "too_deep";
-inline constexpr const char* not_a_map = "not_a_map";
-inline constexpr const char* missing_field = "missing_field";
-inline constexpr const char* bad_field = "bad_field";
-inline constexpr const char* unknown_type = "unknown_type";
-}  // namespace body_errc
 
 inline constexpr std::size_t max_body_depth = 16;
 

@@ -1,6 +1,6 @@
 // pin_registrar: how a process registers a mapped pool segment with its device backend
-// (cudaHostRegister / hipHostRegister on GPUs, counted on sim, nothing on cpu; DESIGN.md §4.2,
-// reference/architecture-anchors.md §8.2.6). Each process registers a segment once after mapping
+// (cudaHostRegister / hipHostRegister on GPUs, counted on sim, none on cpu; docs/shared-memory.md;
+// docs/references.md, anchors §8.2.6). Each process registers a segment once after mapping
 // it and unregisters it before unmapping (NCCL shmutils order): unmapping registered memory
 // first leaves the driver holding a dangling range.
 //

@@ -1,10 +1,10 @@
-// pinned_pool: the host's allocator over fixed-size pool segments (DESIGN.md §4.2). It is the
-// single writer of allocation metadata (reference/architecture-anchors.md §8.3.1, the plasma
+// pinned_pool: the host allocator over fixed-size pool segments (docs/shared-memory.md). It is the
+// single writer of allocation metadata (docs/references.md, anchors §8.3.1, the plasma
 // model): workers never allocate here, they ask the host, so a worker crash cannot corrupt it.
 // Each allocation gets a fresh generation, published in the segment's block table, so any
 // descriptor of a freed block reads as stale everywhere at once.
 //
-// The pool's own segments count against the one pinned budget (issue 4): a segment is reserved
+// The pool's own segments count against the one pinned budget: a segment is reserved
 // from the host's budget_account before it is created and returned when the pool goes away.
 #pragma once
 

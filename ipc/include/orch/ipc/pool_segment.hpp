@@ -1,5 +1,5 @@
 // pool_segment: one fixed-size slab of the pinned pool, as one process sees it
-// (reference/architecture-anchors.md §8.2.5: fixed-size slabs with ids instead of in-place
+// (docs/references.md, anchors §8.2.5: fixed-size slabs with ids instead of in-place
 // growth). Layout of the memfd:
 //
 //   [segment_header | block table: one atomic u64 per granule]  metadata pages

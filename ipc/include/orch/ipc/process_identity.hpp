@@ -1,5 +1,5 @@
 // process_identity: a pid plus its start time (field 22 of /proc/<pid>/stat, clock ticks since
-// boot). A pid alone is reused by the kernel; the pair is not (reference/architecture-anchors.md
+// boot). A pid alone is reused by the kernel; the pair is not (docs/references.md, anchors
 // §8.2.1), so the host never reclaims a live process's slot because a dead one's pid came back.
 #pragma once
 

@@ -1,5 +1,5 @@
 // segment_table: the pool segments one receiving process has mapped, by id. A worker attaches
-// each segment once (mapping and pin registration happen once per process, DESIGN.md §4.2) and
+// each segment once (mapping and pin registration are once per process, docs/shared-memory.md) and
 // resolves every descriptor it receives here, which validates it before handing out bytes.
 #pragma once
 

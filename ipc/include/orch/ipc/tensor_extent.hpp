@@ -1,5 +1,5 @@
 // tensor_extent: how far a tensor's view reaches into the buffer it names, from its dtype, shape
-// and strides alone, and whether that fits the buffer (issue 10). A tensor crosses processes as a
+// and strides alone, and whether that fits the buffer. A tensor crosses processes as a
 // descriptor plus a claimed layout; the claim comes from a node we do not trust. A consumer that
 // built its view from a lying shape would read past the block (other blocks' data, or off the
 // mapping: SIGSEGV in an innocent worker). The host checks every tensor it hands over with this
@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "orch/ipc/errc.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::ipc {
@@ -28,16 +29,6 @@ inline constexpr std::uint32_t i64 = 3;
 
 // The rank limit (ORCH_TENSOR_MAX_DIMS).
 inline constexpr std::uint32_t max_tensor_dims = 8;
-
-// Typed errors (orch::error::code values).
-namespace tensor_errc {
-inline constexpr const char* unknown_dtype = "unknown_dtype";
-inline constexpr const char* bad_rank = "bad_rank";        // more than max_tensor_dims
-inline constexpr const char* bad_shape = "bad_shape";      // a negative dim
-inline constexpr const char* bad_strides = "bad_strides";  // not one per dim, or negative
-inline constexpr const char* too_large = "too_large";      // the extent does not fit 64 bits
-inline constexpr const char* out_of_bounds = "tensor_out_of_bounds";  // reaches past the buffer
-}  // namespace tensor_errc
 
 // Bytes per element; 0 for a code that is not a dtype.
 std::uint64_t dtype_bytes(std::uint32_t dtype) noexcept;

@@ -14,10 +14,11 @@
 #include "orch/manifests/device_spec.hpp"
 #include "orch/manifests/diagnostic.hpp"
 #include "orch/manifests/runtime_version.hpp"
+#include "orch/support/comfyui_flags.hpp"
 
 namespace orch::manifests {
 
-// How the simulated GPU answers "how much is free" (DESIGN.md §4.8).
+// How the simulated GPU answers "how much is free" (docs/sim-device.md).
 enum class free_memory_mode {
   device,   // Linux: the whole card, other processes' usage included
   process,  // Windows WDDM: the caller's own budget
@@ -31,14 +32,9 @@ struct sim_device_settings {
   runtime_version runtime{1, 0};          // what the simulated runtime reports
 };
 
-// ComfyUI's command-line memory flags, mirrored (shared/reference/comfyui-memory.md).
-struct memory_flags {
-  bool disable_dynamic_vram = false;
-  bool enable_dynamic_vram = false;
-  bool highvram = false;
-  bool gpu_only = false;
-  bool novram = false;
-  bool cpu = false;
+// ComfyUI's command-line memory flags, mirrored (docs/memory-semantics.md): the ones that choose
+// the memory manager (orch/support/comfyui_flags.hpp), and the sizes and switches beside them.
+struct memory_flags : comfyui_memory_flags {
   std::uint64_t reserve_vram = 0;              // --reserve-vram
   std::optional<std::uint64_t> vram_headroom;  // the pager's simple headroom; default 256 MiB
   bool disable_pinned_memory = false;

@@ -1,5 +1,5 @@
 // Diagnostics for user-written files: every error or warning names the file, line and column,
-// the key, what was expected, and how to fix it (DESIGN.md §4.12).
+// the key, what was expected, and how to fix it (docs/errors.md).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Which node directories of a pack get an env, by comfy-env's discovery rules
-// (shared/corpus/manifests/PROVENANCE.md, "Related rules"): only <pack>/nodes/comfy-env.toml and
+// (docs/references.md, comfy-env §1.4; docs/manifests.md): only <pack>/nodes/comfy-env.toml and
 // <pack>/nodes/<child>/comfy-env.toml with <child> not starting with '.' or '_'.
 #pragma once
 

@@ -1,5 +1,5 @@
-// comfy-env.toml: one isolated node directory's environment (shared/reference/comfy-env.md
-// §2.2), plus comfy-orch's own [worker] table for native packs.
+// comfy-env.toml: one isolated node directory's environment (docs/references.md,
+// comfy-env §2.2), plus comfy-orch's own [worker] table for native packs.
 //
 // Every era found in the wild is accepted: sections from earlier or later layouts are kept or
 // ignored with a warning that says which, and only what would break the environment is an error.
@@ -23,7 +23,7 @@ struct env_options {
   std::optional<double> call_timeout_s;          // comfy-env ADR-0018 default 600 when absent
 };
 
-// comfy-orch's [worker] table: a native pack names its node library (DESIGN.md §4.9).
+// comfy-orch's [worker] table: a native pack names its node library (docs/manifests.md).
 struct worker_table {
   std::optional<std::string> library;  // bare file name (searched) or a path relative to the file
   std::optional<std::string> device;   // overrides the host device: cpu, sim, cuda:N, hip:N

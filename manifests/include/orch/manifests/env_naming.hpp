@@ -1,5 +1,5 @@
-// comfy-env's env naming rule, reproduced exactly (shared/corpus/manifests/PROVENANCE.md,
-// "Env naming rule": get_env_name at comfy-env 507d341), so an env materialised by comfy-env is
+// comfy-env's env naming rule, reproduced exactly (docs/references.md, comfy-env §1.4;
+// get_env_name at comfy-env 507d341), so an env materialised by comfy-env is
 // found under the same name.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Where an env lives and whether it is usable. A Python env is materialised by comfy-env in the
-// workspace (shared/reference/comfy-env.md §1.4): <root>/envs/<name>-<abi tag> (before
+// workspace (docs/references.md, comfy-env §1.4): <root>/envs/<name>-<abi tag> (before
 // ADR-0039) or <root>/envs/<name>_<abi tag> (after), with the interpreter at
 // .pixi/envs/default/bin/python. A native pack's "env" is its node library.
 #pragma once

@@ -1,4 +1,4 @@
-// comfy-env-root.toml: the pack-level file (shared/reference/comfy-env.md §2.1). It never names
+// comfy-env-root.toml: the pack-level file (docs/references.md, comfy-env §2.1). It never names
 // an env. Both eras are read: [node_reqs] + [settings] (Aug-18) and [node_packs] (0.4.25+),
 // with [types] in both. Legacy sections from before 2026-08 are accepted with a warning.
 #pragma once

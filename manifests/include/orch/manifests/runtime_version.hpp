@@ -1,6 +1,6 @@
 // A device runtime's version, "MAJOR.MINOR" (CUDA driver 12.8, HIP 7.1, the sim's configured
 // one). It is what [memory.runtime_floor] is compared with: the native counterpart of ComfyUI's
-// "torch below 2.8" gate (DESIGN.md §4.6). Written as a string in TOML, since a float would read
+// "torch below 2.8" gate (docs/memory-semantics.md). A string in TOML, since a float would read
 // "12.10" as 12.1.
 #pragma once
 

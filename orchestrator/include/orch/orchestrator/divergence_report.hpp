@@ -1,4 +1,4 @@
-// Divergence reports (DESIGN.md §4.6, issue 6): once per env, and again after that env's worker
+// Divergence reports (docs/memory-semantics.md): once per env, and again after that env's worker
 // is replaced, a WARNING when the worker's memory manager differs from the host's; a NOTE for
 // plugin version differences; the routine line only under ORCH_DEBUG_WORKER (alias
 // COMFY_ENV_DEBUG_WORKER). The reporter only decides what to say; the caller logs it.

@@ -1,4 +1,4 @@
-// events: ComfyUI's execution messages (DESIGN.md §4.10; server.py send_sync names and fields):
+// events: ComfyUI's execution messages (docs/runtime.md; server.py send_sync names and fields):
 // execution_start, executing, progress, executed, execution_error, execution_interrupted,
 // execution_success. A sink prints them for people or as JSON lines ({"type", "data"}, the
 // websocket's shape) for programs. Sinks are called from more than one thread (progress arrives

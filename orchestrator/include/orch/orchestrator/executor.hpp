@@ -1,5 +1,5 @@
-// executor: runs one validated prompt (DESIGN.md §4.10; ComfyUI's execution.py order):
-//   - a new epoch per prompt (workers reset per-prompt state when it changes, §4.7);
+// executor: runs one validated prompt (docs/runtime.md, "Executor"; ComfyUI's execution.py order):
+//   - a new epoch per prompt (workers reset per-prompt state when it changes);
 //   - the dependency closure of the output nodes in topological order (execution_order);
 //   - each node in its pack's worker, through the supervisor's router;
 //   - outputs pass between workers as pool descriptors under a host lease, never as bytes: the
@@ -70,8 +70,5 @@ class executor {
   std::atomic<bool> interrupted_{false};
   std::vector<ipc::buffer_descriptor> held_;
 };
-
-// Every tensor descriptor inside a value (or list of values).
-std::vector<ipc::buffer_descriptor> tensor_descriptors(const nlohmann::json& values);
 
 }  // namespace orch::orchestrator

@@ -1,11 +1,11 @@
 // host_memory: the shared memory the host creates once per run and lends every worker
-// (DESIGN.md §4.2, §4.3, §4.8): its place in the machine's pinned-budget ledger (one budget for
+// (docs/shared-memory.md): its place in the machine's pinned-budget ledger (one budget for
 // every host on the machine), the control segment (the pinned budget's grants, a slot and a
 // control block per process), the pinned pool with its lease table (the host is their only
 // writer), and,
 // the host's device opened through its backend plugin (the pool's segments are registered with
 // it, so they are page-locked on GPUs) and, on sim, the simulated device every process attaches
-// to.
+// to (docs/sim-device.md).
 //
 // Not thread-safe: the host touches it from its io thread only (docs/runtime.md).
 #pragma once

@@ -21,8 +21,8 @@
 #include "orch/manifests/inventory.hpp"
 #include "orch/orchestrator/host_memory.hpp"
 #include "orch/orchestrator/memory_plan.hpp"
-#include "orch/orchestrator/model_ledger.hpp"
 #include "orch/orchestrator/node_catalogue.hpp"
+#include "orch/orchestrator/stand_in_table.hpp"
 #include "orch/orchestrator/supervisor.hpp"
 
 namespace orch::orchestrator {
@@ -56,7 +56,7 @@ class host_runtime {
   const std::vector<skipped_env>& skipped() const noexcept { return skipped_; }
   std::vector<std::string> catalogue_clashes() const { return clashes_; }
 
-  // ComfyUI's free_memory across processes (DESIGN.md §4.7), for a load of `required` bytes
+  // ComfyUI's free_memory over processes (docs/memory-semantics.md), for a load of `required` bytes
   // that `requester`'s worker could not make: walks the host's models and the stand-ins of
   // every worker's models in ComfyUI's order until `required` bytes are free on the device,
   // evicting a stand-in by an evict request to its worker and counting what the worker's
@@ -73,7 +73,7 @@ class host_runtime {
 
   // Runs `fn` on the io thread and returns its result.
   template <typename F>
-  auto sync(F&& fn) -> decltype(fn()) {
+  auto on_io_thread(F&& fn) -> decltype(fn()) {
     using R = decltype(fn());
     std::packaged_task<R()> task(std::forward<F>(fn));
     auto future = task.get_future();
@@ -83,7 +83,7 @@ class host_runtime {
   boost::asio::io_context& io() noexcept { return io_; }
   supervisor& workers() noexcept { return *supervisor_; }  // io thread only
   host_memory& memory() noexcept { return *memory_; }      // io thread only
-  const model_ledger& stand_ins() const noexcept { return stand_ins_; }  // io thread only
+  const stand_in_table& stand_ins() const noexcept { return stand_ins_; }  // io thread only
   // A worker's models report (validated by the supervisor, which calls this on the io thread):
   // the env's stand-ins become exactly `models`, unless a report with a sequence number at least
   // `seq` was applied already. Sequence 0 is the worker's loss: its stand-ins go.
@@ -98,7 +98,7 @@ class host_runtime {
   std::unique_ptr<host_memory> memory_;
   std::unique_ptr<memory_plan> plan_;
   std::unique_ptr<supervisor> supervisor_;
-  model_ledger stand_ins_;  // the host's models (none when headless) and every worker's
+  stand_in_table stand_ins_;  // the host's models (none when headless) and every worker's
   std::map<std::string, manifests::device_spec> env_devices_;  // each worker's device
   std::map<std::string, std::uint64_t> models_seq_;  // the newest models report applied per env
   std::thread io_thread_;

@@ -1,4 +1,4 @@
-// memory_plan: the host's memory decisions for one run (DESIGN.md §4.5, §4.6): which manager the
+// memory_plan: the host's memory choices for one run (docs/memory-semantics.md): which manager the
 // host runs and why (one stable log line), the protocol level of its own pager, the settings it
 // hands every worker, and, per worker, the plugins chosen at the host's level.
 //
@@ -47,7 +47,7 @@ class memory_plan {
                                   const std::filesystem::path& manifest_dir,
                                   const std::string& backend);
   // The host's settings as a worker on `device` takes them: a cpu device has no offload streams.
-  plugins::host_memory_settings settings_for(const manifests::device_spec& device) const;
+  plugins::host_memory_settings memory_settings_for(const manifests::device_spec& device) const;
 
  private:
   const std::vector<plugins::plugin_entry>& scan(const std::vector<std::filesystem::path>& dirs);

@@ -1,5 +1,5 @@
 // The node classes the packs of a deployment provide, as the host knows them: what each worker
-// reported at its handshake (DESIGN.md §4.9). The host never loads node code itself; validation
+// reported at its handshake (docs/nodes.md). The host never loads node code itself; validation
 // and routing work from this catalogue.
 #pragma once
 

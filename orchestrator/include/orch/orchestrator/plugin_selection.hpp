@@ -1,6 +1,6 @@
-// Choosing each worker's pager and allocator plugins at the host's protocol level (DESIGN.md
-// §4.5). The level is the call shape, never the version string: a version difference alone is a
-// NOTE and the worker proceeds.
+// Choosing each worker's pager and allocator plugins at the host's protocol level
+// (docs/memory-semantics.md). The level is the call shape, never the version string: a version
+// difference alone is a NOTE and the worker proceeds.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +38,7 @@ struct worker_plugin_choice {
   // Without a pager: the reason the worker runs the ledger ("no pager plugin for backend X").
   std::optional<std::string> ledger_reason;
   // The backend's ledger plugin when one exists, chosen or not: a worker resolves its manager
-  // itself and may fall back to the ledger (DESIGN.md §4.6).
+  // itself and may fall back to the ledger (docs/memory-semantics.md).
   std::optional<plugins::plugin_entry> ledger;
   // Injected on every backend, cpu included.
   std::optional<plugins::plugin_entry> allocator;

@@ -1,5 +1,5 @@
 // preflight: what can be known about a deployment on this machine before anything starts
-// (issue 10). `validate` reports it; `run` prints it and starts nothing after an error.
+// (docs/cli.md). `validate` reports it; `run` prints it and starts nothing after an error.
 //   - the plugin directories: one rule for `run`, `plugins` and `validate`; the node library
 //     directories: one rule for `run` and `envs`;
 //   - each [plugins] search_paths entry that is missing, not a directory, or holds no plugin;
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "orch/ipc/budget.hpp"
+#include "orch/ipc/pinned_budget.hpp"
 #include "orch/manifests/deployment.hpp"
 #include "orch/manifests/diagnostic.hpp"
 

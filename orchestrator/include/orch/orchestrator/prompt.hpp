@@ -1,4 +1,4 @@
-// A ComfyUI API-format prompt (DESIGN.md §4.10): {id: {class_type, inputs: {name: literal |
+// A ComfyUI API-format prompt (docs/runtime.md): {id: {class_type, inputs: {name: literal |
 // [src_id, slot]}, _meta: {title}}}. Parsing checks only the shape; what the nodes accept is
 // checked by prompt_validation against the node catalogue.
 #pragma once

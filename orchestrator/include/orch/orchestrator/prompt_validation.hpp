@@ -1,5 +1,5 @@
 // Prompt validation with ComfyUI's error types and response shape (execution.py
-// validate_prompt; shared/reference/comfyui-memory.md §1.10), done before any node runs.
+// validate_prompt; docs/references.md, ComfyUI §1.10), done before any node runs.
 #pragma once
 
 #include <map>

@@ -1,6 +1,6 @@
 // supervisor: spawns, watches and restarts one worker per env, and routes node calls to them
-// (DESIGN.md §4.11; issue 5 "Supervisor" and "Router"; reference/comfy-env.md §1.9 to §1.12 on
-// where comfy-env's restarts fall short, and architecture-anchors.md §3.1/§3.2 on Ray's pool).
+// (docs/runtime.md, "Supervision" and "Router"; docs/references.md, comfy-env §1.9 to §1.12 on
+// where comfy-env's restarts fall short, and anchors §3.1/§3.2 on Ray's pool).
 //
 //   spawn      fork/exec with PR_SET_PDEATHSIG and a process group (worker_process.hpp), a fresh
 //              generation and startup token, a control slot, the segment fds on the fd socket;
@@ -129,12 +129,21 @@ class supervisor {
   std::function<void(const std::string& env, const nlohmann::json& models, std::uint64_t seq)>
       on_models;
 
-  // The host's release requests (DESIGN.md §4.7): free to every ready worker, evict to one.
+  // The host's releases (docs/memory-semantics.md): free to every ready worker, evict to one.
   // Each answer is the worker's receipt {freed, resident, sequence, models}.
   // Returns how many workers were asked (each answers `done` exactly once).
   std::size_t free_memory(bool unload_models, bool drop_caches,
                    std::function<void(const std::string& env, result<nlohmann::json>)> done);
   void evict(const std::string& env, std::uint64_t bytes, call_done done);
+  // The device bytes a failed call's model needed (its error's `required`, sent with type
+  // out_of_memory), or 0: the call is worth retrying once that much is freed through the
+  // stand-ins (docs/memory-semantics.md). `response` passed ipc::check_call_response.
+  static std::uint64_t device_bytes_required(const nlohmann::json& response);
+  // The lease hand-over of a call's response from `env` (checked by ipc::check_call_response):
+  // the blocks it returned as outputs become the host's, every block it allocated for the call is
+  // released from the worker. Returns the blocks the host now holds.
+  std::vector<ipc::buffer_descriptor> hand_over_outputs(const std::string& env,
+                                                        const nlohmann::json& response);
 
  private:
   struct queued_call {
@@ -169,6 +178,9 @@ class supervisor {
   void on_hello(worker& w, const ipc::message& m);
   void on_ready(worker& w, const ipc::message& m);
   void on_setup_failed(worker& w, const ipc::message& m);
+  void on_allocate(worker& w, const ipc::message& m);       // the lease service
+  void on_lease_message(worker& w, const ipc::message& m);  // lease_free, lease_release
+  void on_pinned_grant(worker& w, const ipc::message& m);
   // `peer_gone`: the worker closed its channel (or its socket) itself, so while it was starting
   // its exit status is waited for briefly and may mark the start as one a retry cannot fix.
   void lose(worker& w, std::uint32_t generation, const std::string& reason,
@@ -180,7 +192,7 @@ class supervisor {
   void dispatch(worker& w);
   void arm_heartbeat_check();
   void check_heartbeats();
-  nlohmann::json settings_for(const worker& w) const;
+  nlohmann::json handshake_for(const worker& w) const;
   void report_models(const std::string& env, const nlohmann::json& body);
   // Sends a free_memory or evict request to `w`; `done` gets its receipt.
   void request_release(worker& w, ipc::message_type type, nlohmann::json body, call_done done);

@@ -1,5 +1,5 @@
-// worker_environment: the environment a worker process starts with (issue 5, "The worker's
-// environment"; reference/comfy-env.md §1.8 on how comfy-env builds it). Layers, in order:
+// worker_environment: the environment a worker process starts with (docs/runtime.md, "The worker's
+// environment"; docs/references.md, comfy-env §1.8 on how comfy-env builds it). Layers, in order:
 //   1. the operator's environment (the host's own, as it was started);
 //   2. the pack's [env_vars], which override it (the pack author knows what its nodes need);
 //   3. host-derived values, written only where the name is still absent, so an operator or pack

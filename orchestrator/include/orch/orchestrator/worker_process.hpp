@@ -1,5 +1,5 @@
-// worker_process: spawning and reaping one worker process (DESIGN.md §4.11,
-// reference/architecture-anchors.md §3.1 on Ray's worker start). The child:
+// worker_process: spawning and reaping one worker process (docs/runtime.md;
+// docs/references.md, anchors §3.1 on Ray's worker start). The child:
 //   - gets its own process group, so a signal to the group reaches anything node code forked;
 //   - sets PR_SET_PDEATHSIG(SIGKILL) and then checks that its parent is still the host (the
 //     parent may have died between fork and prctl, in which case no signal would ever come).

@@ -1,9 +1,9 @@
 /* The allocator plugin: cast buffers (one per offload stream) and the torch pluggable-allocator
- * exports (DESIGN.md §4.4, reference/aimdo.md §4.7 and §6.4; seed "Carry").
+ * exports (docs/plugin-abi.md; docs/references.md, aimdo §4.7 and §6.4, seed "Carry").
  *
  * Cast buffers are grow-only arenas (aimdo's VRAMBuffer): each reserves address space once and
  * commits it in chunks, reclaiming through the pager before every growth. reset_cast_buffers
- * releases them all (the node boundary of DESIGN.md §4.7). */
+ * releases them all (the node boundary, docs/memory-semantics.md). */
 #ifndef ORCH_PLUGIN_ALLOCATOR_H
 #define ORCH_PLUGIN_ALLOCATOR_H
 
@@ -31,7 +31,7 @@ typedef struct orch_allocator_config_v1 {
    * the allocator. Required on cuda/hip/sim, ignored on cpu. */
   const struct orch_pager_api_v1* pager_api;
   orch_pager* pager;
-  /* Appended: without a pager (a ledger worker, DESIGN.md §4.6), memory comes straight from
+  /* Appended: without a pager (ledger worker, docs/memory-semantics.md), memory comes straight from
    * this backend device and nothing is reclaimed before growth. Borrowed; ignored when pager is
    * set. A caller whose struct_size ends before these fields must pass a pager. */
   const struct orch_backend_api_v1* backend_api;
@@ -70,7 +70,7 @@ typedef orch_allocator_api_v1 orch_allocator_api;
 
 /* Exported by allocator plugins, shaped for torch.cuda.memory.CUDAPluggableAllocator. They serve
  * the allocator opened for `device` and never refuse for budget reasons: they reclaim through the
- * pager, then allocate (aimdo never refuses torch, reference §4.7). NULL when the device is full
+ * pager, then allocate (aimdo never refuses torch, aimdo §4.7). NULL when the device is full
  * after reclaim or no allocator is open for `device`. */
 typedef void* (*orch_torch_malloc_fn)(ssize_t size, int device, void* stream);
 typedef void (*orch_torch_free_fn)(void* ptr, ssize_t size, int device, void* stream);

@@ -1,5 +1,5 @@
 /* The backend vtable: the driver primitives the pager and allocator policies use
- * (reference/aimdo.md §6.2, the seam aimdo calls g_cuda). One implementation per backend: cpu,
+ * (docs/references.md, aimdo §6.2: aimdo's g_cuda seam). One implementation per backend: cpu,
  * sim, cuda, hip. Policy never calls a driver directly. */
 #ifndef ORCH_PLUGIN_BACKEND_H
 #define ORCH_PLUGIN_BACKEND_H

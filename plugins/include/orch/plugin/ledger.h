@@ -1,4 +1,4 @@
-/* The ledger: ComfyUI's legacy weight manager as a pager-kind plugin (DESIGN.md §4.4; seed
+/* The ledger: ComfyUI's legacy weight manager as a pager-kind plugin (docs/plugin-abi.md; seed
  * "Two eras of weight management"). Whole models are loaded against a byte budget and evicted
  * whole. It keeps accounts only: the bytes themselves belong to the caller. */
 #ifndef ORCH_PLUGIN_LEDGER_H

@@ -1,5 +1,5 @@
-/* Protocol levels L1..L4 (DESIGN.md §4.5): the call shape a pager and allocator speak, modelled
- * on comfy-aimdo's protocol moves (reference/aimdo.md §3.2). Never derived from a version string.
+/* Protocol levels L1..L4 (docs/plugin-abi.md): the call shape a pager and allocator speak, modelled
+ * on aimdo's protocol moves (docs/references.md, aimdo §3.2). Never derived from a version string.
  *
  * A caller states its level in orch_pager_config.level; a plugin refuses a level outside its
  * [min_level, max_level] with ORCH_UNSUPPORTED, and refuses any field or call the stated level
@@ -27,5 +27,12 @@
 #define ORCH_LEVEL_4 4u
 #define ORCH_LEVEL_MIN ORCH_LEVEL_1
 #define ORCH_LEVEL_MAX ORCH_LEVEL_4
+
+/* The lowest level that can express each group of settings and calls above: the one place the
+ * rules are written as code. The plugins refuse, the host drops (orchestrator plugin_selection)
+ * and the worker applies and hashes (plugins/host applied_settings) by these. */
+#define ORCH_LEVEL_MULTI_DEVICE ORCH_LEVEL_2 /* any ordinal, several devices open at once */
+#define ORCH_LEVEL_HEADROOM ORCH_LEVEL_3     /* extra_headroom, set/get_simple_headroom */
+#define ORCH_LEVEL_PRESSURE ORCH_LEVEL_4     /* pressure_source, set_log_callback */
 
 #endif /* ORCH_PLUGIN_LEVELS_H */

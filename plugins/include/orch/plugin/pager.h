@@ -1,4 +1,4 @@
-/* The pager plugin (aimdo model, reference/aimdo.md §4 and §6.3; DESIGN.md §4.4).
+/* The pager plugin (aimdo model: docs/references.md, aimdo §4 and §6.3; docs/plugin-abi.md).
  *
  * A region reserves address space; fault() maps the missing pages of a range, pins them and
  * returns per-page signatures; unpin() releases the pins. Eviction lowers a per-region watermark
@@ -7,7 +7,8 @@
  *
  * Locking: every call takes the device's pager lock, except reclaim() with
  * ORCH_RECLAIM_TRY_LOCK, which never waits for it (an allocation path must not block behind a
- * model thread, reference §4.8) and answers ORCH_OOM_RETRYABLE with *freed = 0 if it is held.
+ * model thread, docs/memory-semantics.md) and answers ORCH_BUSY with *freed = 0 if it is held
+ * (ORCH_OOM_RETRYABLE before ABI 1.1).
  * Sync: calls that free pages synchronise the device before and after freeing (aimdo's double
  * sync); the fault hit path and unpin below the watermark never synchronise. */
 #ifndef ORCH_PLUGIN_PAGER_H
@@ -27,7 +28,7 @@ typedef struct orch_region orch_region; /* owned by its pager */
 #define ORCH_PRESSURE_NONE 1u    /* simple term only (the polled term is ignored) */
 
 #define ORCH_RECLAIM_TRY_LOCK 1u
-/* `bytes` is a request size: evict budget_deficit(bytes) instead (the allocator path, §4.7). */
+/* `bytes` is a request size: evict budget_deficit(bytes) instead (allocator path, aimdo §4.7). */
 #define ORCH_RECLAIM_DEFICIT 2u
 
 /* Residency flags (region_residency). */
@@ -121,7 +122,7 @@ typedef struct orch_pager_api_v1 {
   /* Drops one pin of each page; a page left unpinned at or above the watermark is freed. */
   orch_status (*region_unpin)(orch_region* region, uint64_t offset, uint64_t size);
 
-  /* Watermark family (reference §4.5). Bytes are rounded up to pages. */
+  /* Watermark family (aimdo §4.5). Bytes are rounded up to pages. */
   orch_status (*region_set_watermark)(orch_region* region, uint64_t bytes);
   orch_status (*region_set_watermark_limit)(orch_region* region, uint64_t bytes);
   orch_status (*reset_watermark_limits)(orch_pager* pager);

@@ -1,7 +1,7 @@
-/* The plugin entry point, host services and status codes (DESIGN.md §4.4, docs/plugin-abi.md).
+/* The plugin entry point, host services and status codes (docs/plugin-abi.md).
  *
  * Pure C. Every struct starts with struct_size and fields are only ever appended, so an old
- * reader sees a prefix of a newer table (the NCCL/Triton rule, STYLE.md); a reader checks a field
+ * reader sees a prefix of a newer table (the NCCL/Triton rule); a reader checks a field
  * with ORCH_HAS_FIELD before it reads it. A NULL function or table pointer means "not supported".
  * No exception ever crosses this boundary.
  *
@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define ORCH_PLUGIN_ABI_MAJOR 1u
-#define ORCH_PLUGIN_ABI_MINOR 0u
+#define ORCH_PLUGIN_ABI_MINOR 1u
 
 /* The one exported symbol every plugin provides. */
 #define ORCH_PLUGIN_ENTRY_SYMBOL "orch_plugin_query"
@@ -48,7 +48,12 @@ extern "C" {
 #endif
 
 /* Status codes. "Never" (UNSUPPORTED) is distinct from "not now" (OOM_RETRYABLE: the caller
- * streams the weight instead, aimdo's return value 1; reference/aimdo.md §4.2). */
+ * frees memory and retries, or streams the weight instead, aimdo's return value 1;
+ * docs/memory-semantics.md). OOM_RETRYABLE means only that device memory ran out: freeing helps.
+ * Three other "not now" causes have their own codes (ABI 1.1), because freeing does not help them:
+ * a try-lock that found the object held (BUSY), a bounded table with no free entry, such as the
+ * sim device's process slots (NO_SLOT), and a failed host (CPU) allocation (HOST_OOM). A reader
+ * built against 1.0 sees them as an unknown status, which it treats as an error. */
 typedef int32_t orch_status;
 #define ORCH_OK 0
 #define ORCH_OOM_RETRYABLE 1
@@ -57,6 +62,9 @@ typedef int32_t orch_status;
 #define ORCH_UNSUPPORTED 4
 #define ORCH_NOT_INITIALISED 5
 #define ORCH_ALREADY_INITIALISED 6
+#define ORCH_BUSY 7
+#define ORCH_NO_SLOT 8
+#define ORCH_HOST_OOM 9
 
 /* A status's name for messages: "OK", "OOM_RETRYABLE", ...; "UNKNOWN_STATUS" for any other
  * value (a status comes from a plugin, so it is not trusted to be one of the above). */
@@ -69,6 +77,12 @@ static inline const char* orch_status_name(orch_status status) {
     case ORCH_UNSUPPORTED: return "UNSUPPORTED";
     case ORCH_NOT_INITIALISED: return "NOT_INITIALISED";
     case ORCH_ALREADY_INITIALISED: return "ALREADY_INITIALISED";
+    case ORCH_BUSY:
+      return "BUSY";
+    case ORCH_NO_SLOT:
+      return "NO_SLOT";
+    case ORCH_HOST_OOM:
+      return "HOST_OOM";
     default: return "UNKNOWN_STATUS";
   }
 }
@@ -105,7 +119,7 @@ typedef uint32_t orch_backend_kind;
 #define ORCH_LOG_WARN 3
 #define ORCH_LOG_ERROR 4
 
-/* Why memory was given back; carried by release reports (DESIGN.md §4.7). */
+/* Why memory was given back; carried by release reports (docs/memory-semantics.md). */
 #define ORCH_RELEASE_EVICT 1u     /* watermark lowered by pressure (reclaim or fault) */
 #define ORCH_RELEASE_TARGETED 2u  /* region_evict / ledger unload on request */
 #define ORCH_RELEASE_UNPIN 3u     /* a page evicted while pinned was freed at unpin */
@@ -142,7 +156,7 @@ struct orch_ledger_api_v1;
 struct orch_allocator_api_v1;
 
 /* The versioned table returned by orch_plugin_query. It is static, owned by the plugin and valid
- * until the library is unloaded. Fields up to `capabilities` are frozen by DESIGN.md §4.4, and
+ * until the library is unloaded. Fields up to `capabilities` are frozen (docs/plugin-abi.md), and
  * the first three (struct_size, abi_major, abi_minor) stay where they are in every major, so a
  * host reads a table's major before it knows its layout.
  *
@@ -156,7 +170,7 @@ typedef struct orch_plugin_table_v1 {
   orch_plugin_kind kind;
   uint32_t reserved0;
   const char* name;    /* e.g. "sim-pager"; static */
-  const char* version; /* informational only: never used to pick a plugin (§4.5) */
+  const char* version; /* informational only: never used to pick a plugin (docs/plugin-abi.md) */
   orch_backend_kind backend;
   uint32_t min_level; /* protocol levels spoken, 1..4 (plugins/include/orch/plugin/levels.h) */
   uint32_t max_level;

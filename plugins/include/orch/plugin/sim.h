@@ -1,4 +1,4 @@
-/* The simulated device's control extension (DESIGN.md §4.8, docs/sim-device.md).
+/* The simulated device's control extension (docs/sim-device.md).
  *
  * Reached through orch_plugin_table.extension of the sim backend plugin. The device state lives
  * in a memfd segment that create() sizes and seals: every process that receives the fd (by
@@ -23,6 +23,9 @@ extern "C" {
 #define ORCH_SIM_FAULT_MAP 3u          /* map answers ORCH_DEVICE_ERROR ("device not ready") */
 #define ORCH_SIM_FAULT_POLL 4u         /* mem_get_info answers ORCH_DEVICE_ERROR */
 #define ORCH_SIM_FAULT_VA 5u           /* va_reserve answers ORCH_DEVICE_ERROR */
+#define ORCH_SIM_FAULT_VA_OOM                                \
+  6u /* va_reserve answers ORCH_OOM_RETRYABLE (address space \
+        exhausted, as cuMemAddressReserve can) */
 
 /* A count that never runs out. */
 #define ORCH_SIM_FAULT_ALWAYS 0x40000000

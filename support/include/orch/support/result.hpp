@@ -1,4 +1,4 @@
-// Result<T>: a value or an error, for failures a caller is expected to handle (DESIGN.md §4.12).
+// Result<T>: a value or an error, for failures a caller is expected to handle (docs/errors.md).
 // Exceptions are kept for programmer errors; nothing here throws on the error path.
 #pragma once
 

@@ -1,5 +1,5 @@
-// leak_check: the after-every-test invariant of issue 4: no new entry in /dev/shm and no fd left
-// open (reference/architecture-anchors.md §8.2.7, Triton's before/after shm probe).
+// leak_check: the after-every-test invariant: no new entry in /dev/shm and no fd left
+// open (docs/references.md, anchors §8.2.7, Triton's before/after shm probe).
 #pragma once
 
 #include <dirent.h>

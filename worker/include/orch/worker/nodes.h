@@ -1,8 +1,8 @@
-/* The native node ABI (DESIGN.md §4.9, docs/nodes.md): what a native pack's shared library
+/* The native node ABI (docs/nodes.md): what a native pack's shared library
  * exports, and the node context the worker lends node code during one call.
  *
  * Pure C, so a pack may be written in C, C++ or anything with a C FFI. Every struct starts with
- * struct_size and fields are only ever appended (the plugin ABI's rule, STYLE.md). No exception
+ * struct_size and fields are only ever appended (the plugin ABI's rule). No exception
  * may cross this boundary: node code catches its own and returns ORCH_NODE_ERROR.
  *
  * Ownership: everything a pack returns from orch_nodes_query is static and owned by the pack. The
@@ -139,12 +139,14 @@ typedef struct orch_node_region orch_node_region;
 #define ORCH_LOG_LEVEL_ERROR 4
 
 /* What node code may do during a call. Status returns use orch_status of the plugin ABI
- * (0 = ORCH_OK; 1 = ORCH_OOM_RETRYABLE; 3 = ORCH_INVALID; 4 = ORCH_UNSUPPORTED). */
+ * (0 = ORCH_OK; 1 = ORCH_OOM_RETRYABLE: free memory or stream, then retry; 2 = ORCH_DEVICE_ERROR;
+ * 3 = ORCH_INVALID; 4 = ORCH_UNSUPPORTED; 9 = ORCH_HOST_OOM: a host allocation failed). Any
+ * other value is an error too. */
 typedef struct orch_node_api {
   uint32_t struct_size;
   uint32_t reserved0;
   /* A new tensor in the pinned pool, allocated by the host (the host alone writes allocation
-   * metadata, DESIGN.md §4.2). Contiguous strides are filled in; out->data is writable. */
+   * metadata, docs/shared-memory.md). Contiguous strides are filled in; out->data is writable. */
   int32_t (*output_tensor)(orch_node_context* ctx, uint32_t dtype, uint32_t ndim,
                            const int64_t* shape, orch_tensor* out);
   /* The worker's pager region named `key`, created with `bytes` on first use (*created = 1) and
@@ -152,7 +154,7 @@ typedef struct orch_node_api {
   int32_t (*region)(orch_node_context* ctx, const char* key, uint64_t bytes,
                     orch_node_region** region, int32_t* created);
   /* Maps and pins [offset, offset+size) of a region (a layer's weights); unpin releases the pins.
-   * OOM_RETRYABLE: the caller streams the weight instead (DESIGN.md §4.4). */
+   * OOM_RETRYABLE: the caller streams the weight instead (docs/plugin-abi.md). */
   int32_t (*region_fault)(orch_node_context* ctx, orch_node_region* region, uint64_t offset,
                           uint64_t size);
   int32_t (*region_unpin)(orch_node_context* ctx, orch_node_region* region, uint64_t offset,
@@ -162,7 +164,7 @@ typedef struct orch_node_api {
   int32_t (*cast_buffer)(orch_node_context* ctx, uint32_t stream, uint64_t size,
                          uint64_t* address);
   /* Host-pinned memory the node keeps (a model's staging copy), reserved from this worker's slot
-   * of the one pinned budget (DESIGN.md §4.3). Refused with OOM_RETRYABLE over the budget. */
+   * of the pinned budget (docs/shared-memory.md). Refused with OOM_RETRYABLE over the budget. */
   int32_t (*pinned_reserve)(orch_node_context* ctx, uint64_t bytes);
   void (*pinned_release)(orch_node_context* ctx, uint64_t bytes);
   /* ComfyUI's progress event for this node. */

@@ -1,4 +1,4 @@
-/* The worker runtime's C ABI (DESIGN.md §3: usable from Python later, e.g. through ctypes from a
+/* The worker runtime C ABI (docs/architecture.md; usable from Python later, e.g. via ctypes from a
  * Python worker that hosts its own node loop). Today it runs a native worker end to end.
  *
  * No exception crosses it; the return value is a process exit status (docs/runtime.md). */

@@ -1,5 +1,5 @@
-// The host memory settings a worker applies to its plugins, and their hash (issue 6, "Plugin
-// injection"). The host sends its settings in the handshake; the worker applies what its manager
+// The host memory settings a worker applies to its plugins, and their hash (plugin
+// injection). The host sends its settings in the handshake; the worker applies what its manager
 // and protocol level can express and publishes the hash of exactly that in its control block.
 // The host computes the hash it expects for the same manager and level, so a worker that applied
 // something else (a stale build, a lost field) is visible as a mismatch in the memory table.
@@ -8,18 +8,13 @@
 #include <cstdint>
 #include <string>
 
+#include "orch/ipc/handshake.hpp"
 #include "orch/plugins/memory_manager.hpp"
 
 namespace orch::plugins {
 
-struct host_memory_settings {
-  std::uint32_t streams = 0;
-  std::uint64_t page_size = 0;
-  std::uint64_t reserve_vram = 0;                // the pager's extra headroom (L3+)
-  std::uint64_t simple_headroom = 256ull << 20;  // L3+
-  std::uint32_t pressure_source = 0;             // L4+
-  bool pinned_memory = true;
-};
+// The handshake's memory settings (one type on both sides of the handshake: ipc/handshake.hpp).
+using host_memory_settings = ipc::memory_settings;
 
 // What a worker running `manager` at protocol `level` applies of `s`, as canonical text:
 // settings the level cannot express, and pager settings under the ledger, are left out.

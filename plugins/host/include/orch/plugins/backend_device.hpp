@@ -1,5 +1,5 @@
 // backend_device: one device opened through a backend plugin, owned for as long as a process
-// needs it (DESIGN.md §4.4). The host opens one before it creates the pinned pool and each worker
+// needs it (docs/plugin-abi.md). The host opens one before it makes the pinned pool and each worker
 // opens one before it maps the pool, so both register the pool's segments with the same driver
 // that later copies from them (ipc/backend_pin_registrar.hpp).
 //

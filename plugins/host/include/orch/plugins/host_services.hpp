@@ -1,4 +1,4 @@
-// The host services the orchestrator lends plugins (DESIGN.md §4.4): logs into spdlog, the
+// The host services the orchestrator lends plugins (docs/plugin-abi.md): logs into spdlog, the
 // steady clock, and release reports counted per reason.
 #pragma once
 

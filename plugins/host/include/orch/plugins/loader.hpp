@@ -1,8 +1,8 @@
-// The plugin loader (DESIGN.md §4.4): dlopen(RTLD_NOW | RTLD_LOCAL), one entry symbol, a
+// The plugin loader (docs/plugin-abi.md): dlopen(RTLD_NOW | RTLD_LOCAL), one entry symbol, a
 // validated table, an idempotent lifecycle.
 //
 // Errors a user can cause are told apart by orch::error::code, each message naming the file and
-// the fix (DESIGN.md §4.12):
+// the fix (docs/errors.md):
 //   "not_found"     the file does not exist;
 //   "load_failed"   dlopen refused it (not an ELF object, missing dependency; dlerror() quoted);
 //   "not_a_plugin"  it loads but exports no orch_plugin_query;

@@ -1,4 +1,4 @@
-// Which weight manager a process runs, pager or ledger, and why (DESIGN.md §4.6). The host
+// Which manager a process runs, pager or ledger, and why (docs/memory-semantics.md). The host
 // decides from its flags and device; each worker follows the host through ORCH_WORKER_PAGER.
 // Both are pure functions of their readings so every rule is a unit test; the host and the
 // worker runtime call them with what they observed.
@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "orch/support/comfyui_flags.hpp"
 
 namespace orch::plugins {
 
@@ -20,15 +22,8 @@ struct manager_choice {
   std::string reason;  // complete on its own: "default", "disabled by --highvram", ...
 };
 
-// ComfyUI's flags that select the ledger, as the host received them.
-struct host_memory_flags {
-  bool disable_dynamic_vram = false;
-  bool enable_dynamic_vram = false;
-  bool highvram = false;
-  bool gpu_only = false;
-  bool novram = false;
-  bool cpu = false;
-};
+// ComfyUI's flags that select the memory manager, as the host received them.
+using host_memory_flags = comfyui_memory_flags;
 
 struct host_manager_inputs {
   host_memory_flags flags;

@@ -1,5 +1,5 @@
 // The plugin registry: every plugin found in the configured directories, and the problems of
-// every file skipped (DESIGN.md §4.4, `comfy-orch plugins [--json]`).
+// every file skipped (docs/plugin-abi.md, `comfy-orch plugins [--json]`).
 #pragma once
 
 #include <cstdint>

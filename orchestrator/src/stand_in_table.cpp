@@ -1,4 +1,4 @@
-#include "orch/orchestrator/model_ledger.hpp"
+#include "orch/orchestrator/stand_in_table.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -6,18 +6,18 @@
 
 namespace orch::orchestrator {
 
-void model_ledger::load(model_entry entry) {
+void stand_in_table::load(model_entry entry) {
   remove(entry.id);
   entries_.insert(entries_.begin(), std::move(entry));
 }
 
-void model_ledger::remove(const std::string& id) {
+void stand_in_table::remove(const std::string& id) {
   entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
                                 [&id](const model_entry& e) { return e.id == id; }),
                  entries_.end());
 }
 
-std::size_t model_ledger::remove_env(const std::string& env) {
+std::size_t stand_in_table::remove_env(const std::string& env) {
   const auto before = entries_.size();
   entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
                                 [&env](const model_entry& e) { return e.env == env; }),
@@ -25,7 +25,8 @@ std::size_t model_ledger::remove_env(const std::string& env) {
   return before - entries_.size();
 }
 
-bool model_ledger::apply_receipt(const std::string& id, std::uint64_t resident, std::uint64_t seq) {
+bool stand_in_table::apply_receipt(const std::string& id, std::uint64_t resident,
+                                   std::uint64_t seq) {
   for (auto& e : entries_) {
     if (e.id != id) continue;
     if (seq <= e.receipt_seq) return false;
@@ -36,14 +37,14 @@ bool model_ledger::apply_receipt(const std::string& id, std::uint64_t resident, 
   return false;
 }
 
-const model_entry* model_ledger::find(const std::string& id) const {
+const model_entry* stand_in_table::find(const std::string& id) const {
   for (const auto& e : entries_) {
     if (e.id == id) return &e;
   }
   return nullptr;
 }
 
-std::vector<const model_entry*> model_ledger::eviction_order() const {
+std::vector<const model_entry*> stand_in_table::eviction_order() const {
   std::vector<std::size_t> index(entries_.size());
   std::iota(index.begin(), index.end(), std::size_t{0});
   auto key = [this](std::size_t i) {
@@ -57,9 +58,10 @@ std::vector<const model_entry*> model_ledger::eviction_order() const {
   return order;
 }
 
-std::vector<eviction_step> model_ledger::free_memory(std::uint64_t memory_required,
-                                                     bool for_dynamic, const free_reader& free_now,
-                                                     const evictor& evict) {
+std::vector<eviction_step> stand_in_table::free_memory(std::uint64_t memory_required,
+                                                       bool for_dynamic,
+                                                       const free_reader& free_now,
+                                                       const evictor& evict) {
   std::vector<std::string> order;
   for (const auto* e : eviction_order()) order.push_back(e->id);
   std::vector<eviction_step> steps;

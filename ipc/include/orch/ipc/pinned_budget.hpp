@@ -1,12 +1,12 @@
-// budget: the one pinned-memory budget, as a pure function of readings (DESIGN.md §4.3). It is
-// ComfyUI's MAX_PINNED_MEMORY (reference/comfyui-memory.md §1.4), computed once by the host
+// budget: the one pinned budget, as a pure function of readings (docs/shared-memory.md). It is
+// ComfyUI's MAX_PINNED_MEMORY (docs/references.md, ComfyUI §1.4), computed once by the host
 // instead of once per process (seed: "Every process budgets pinned memory independently"):
 //
 //   Windows:   0.40 · RAM
 //   elsewhere: max(0.40 · RAM, min(0.90 · RAM, RAM − 4 GiB, RAM + swap − 16 GiB))
 //
 // RAM is clamped to the effective cgroup limit, and swap counts as 0 under a cgroup limit
-// (comfyui-memory.md §1.7). The readings come from cgroup_probe.hpp, or from tests.
+// (docs/references.md, ComfyUI §1.7). The readings come from cgroup_probe.hpp, or from tests.
 #pragma once
 
 #include <cstdint>

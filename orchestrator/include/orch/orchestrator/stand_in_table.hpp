@@ -1,6 +1,6 @@
 // The host's ledger of evictable models: its own, and one stand-in per model that lives in a
-// worker (DESIGN.md §4.7; comfy-env ADR-0035, reference/comfy-env.md §3.7). Eviction follows
-// ComfyUI's free_memory (reference/comfyui-memory.md §1.3) over both, so a worker's model is
+// worker (docs/memory-semantics.md; docs/references.md, comfy-env §3.7). Eviction follows
+// ComfyUI's free_memory (docs/references.md, ComfyUI §1.3) over both, so a worker's model is
 // evictable even when every host model is dynamic: the stand-in reports itself non-dynamic on
 // purpose (seed, "the ground has shifted").
 #pragma once
@@ -34,7 +34,7 @@ struct eviction_step {
   std::uint64_t freed = 0;  // what it actually freed (a stand-in: the worker's receipt)
 };
 
-class model_ledger {
+class stand_in_table {
  public:
   // Asks a model to free `bytes` (ComfyUI's model_unload(memory_to_free)); returns the bytes
   // actually freed, measured (for a stand-in: the receipt's figure, read on the device).

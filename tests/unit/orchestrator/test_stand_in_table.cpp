@@ -1,10 +1,10 @@
 // The host's ledger of host models and worker stand-ins: ComfyUI's eviction order and
-// free_memory over both (DESIGN.md §4.7).
+// free_memory over both (docs/memory-semantics.md).
 #include <map>
 
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/model_ledger.hpp"
+#include "orch/orchestrator/stand_in_table.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -27,8 +27,8 @@ std::vector<std::string> ids(const std::vector<const model_entry*>& order) {
   return out;
 }
 
-TEST(model_ledger, order_is_most_offloaded_then_refcount_then_size_then_position) {
-  model_ledger l;
+TEST(stand_in_table, order_is_most_offloaded_then_refcount_then_size_then_position) {
+  stand_in_table l;
   l.load(host_model("small", 1 * GiB, 1 * GiB));
   l.load(host_model("big", 4 * GiB, 4 * GiB));
   l.load(host_model("shared", 1 * GiB, 1 * GiB, false, 3));
@@ -40,8 +40,8 @@ TEST(model_ledger, order_is_most_offloaded_then_refcount_then_size_then_position
             (std::vector<std::string>{"partial", "small-newer", "small", "big", "shared"}));
 }
 
-TEST(model_ledger, stand_in_is_evicted_by_message_and_receipt_updates_residency) {
-  model_ledger l;
+TEST(stand_in_table, stand_in_is_evicted_by_message_and_receipt_updates_residency) {
+  stand_in_table l;
   l.load(stand_in("sampler-nodes", "unet", 3 * GiB, 3 * GiB));
   std::uint64_t device_free = 1 * GiB;
   std::map<std::string, std::uint64_t> asked;
@@ -59,8 +59,8 @@ TEST(model_ledger, stand_in_is_evicted_by_message_and_receipt_updates_residency)
   EXPECT_EQ(l.find("sampler-nodes/unet")->resident, 2 * GiB);
 }
 
-TEST(model_ledger, worker_model_is_evictable_when_every_host_model_is_dynamic) {
-  model_ledger l;
+TEST(stand_in_table, worker_model_is_evictable_when_every_host_model_is_dynamic) {
+  stand_in_table l;
   l.load(host_model("host-unet", 6 * GiB, 6 * GiB, /*dynamic=*/true));
   l.load(stand_in("pack-nodes", "vae", 2 * GiB, 2 * GiB));
   std::uint64_t device_free = 0;
@@ -77,8 +77,8 @@ TEST(model_ledger, worker_model_is_evictable_when_every_host_model_is_dynamic) {
   EXPECT_EQ(l.find("host-unet")->resident, 6 * GiB);
 }
 
-TEST(model_ledger, dynamic_skip_takes_its_resident_bytes_off_the_requirement) {
-  model_ledger l;
+TEST(stand_in_table, dynamic_skip_takes_its_resident_bytes_off_the_requirement) {
+  stand_in_table l;
   l.load(host_model("host-unet", 4 * GiB, 3 * GiB, true));  // most offloaded: visited first
   l.load(stand_in("pack-nodes", "vae", 2 * GiB, 2 * GiB));
   std::uint64_t asked = 0;
@@ -91,8 +91,8 @@ TEST(model_ledger, dynamic_skip_takes_its_resident_bytes_off_the_requirement) {
   EXPECT_EQ(asked, 1 * GiB);  // 4 GiB required, minus the dynamic model's 3 GiB resident
 }
 
-TEST(model_ledger, short_receipt_is_what_counts) {
-  model_ledger l;
+TEST(stand_in_table, short_receipt_is_what_counts) {
+  stand_in_table l;
   l.load(stand_in("a", "m", 4 * GiB, 4 * GiB));
   l.load(stand_in("b", "m", 4 * GiB, 4 * GiB));
   std::uint64_t device_free = 0;
@@ -108,8 +108,8 @@ TEST(model_ledger, short_receipt_is_what_counts) {
   EXPECT_EQ(l.find("a/m")->resident + l.find("b/m")->resident, 6 * GiB);
 }
 
-TEST(model_ledger, nothing_is_evicted_when_enough_is_free) {
-  model_ledger l;
+TEST(stand_in_table, nothing_is_evicted_when_enough_is_free) {
+  stand_in_table l;
   l.load(stand_in("a", "m", 4 * GiB, 4 * GiB));
   bool called = false;
   const auto steps = l.free_memory(
@@ -122,8 +122,8 @@ TEST(model_ledger, nothing_is_evicted_when_enough_is_free) {
   EXPECT_FALSE(called);
 }
 
-TEST(model_ledger, stale_receipts_are_ignored) {
-  model_ledger l;
+TEST(stand_in_table, stale_receipts_are_ignored) {
+  stand_in_table l;
   l.load(stand_in("a", "m", 4 * GiB, 4 * GiB));
   EXPECT_TRUE(l.apply_receipt("a/m", 1 * GiB, 5));
   EXPECT_FALSE(l.apply_receipt("a/m", 4 * GiB, 4));
@@ -131,8 +131,8 @@ TEST(model_ledger, stale_receipts_are_ignored) {
   EXPECT_EQ(l.find("a/m")->receipt_seq, 5u);
 }
 
-TEST(model_ledger, a_replaced_worker_loses_its_stand_ins) {
-  model_ledger l;
+TEST(stand_in_table, a_replaced_worker_loses_its_stand_ins) {
+  stand_in_table l;
   l.load(stand_in("a", "m1", 1 * GiB, 1 * GiB));
   l.load(stand_in("a", "m2", 1 * GiB, 1 * GiB));
   l.load(stand_in("b", "m1", 1 * GiB, 1 * GiB));

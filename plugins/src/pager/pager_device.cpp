@@ -1,7 +1,7 @@
-// The pager policy (reference/aimdo.md): opening a device, the budget terms and poll, mapping
+// The pager policy (docs/references.md, aimdo §4): opening a device, budget terms and poll, mapping
 // pages, regions, faults and unpins. Eviction is in pager_eviction.cpp, read-outs in
 // pager_queries.cpp, the lock-free hit path in pager_fast_path.cpp.
-#include "pager_policy.hpp"
+#include "pager_device.hpp"
 
 #include <algorithm>
 #include <new>
@@ -9,7 +9,6 @@
 #include "region_table.hpp"
 
 namespace orch::plugin_detail {
-
 
 pager_device::pager_device(const orch_backend_api* backend, orch_device* device,
                            const pager_options& options, uint64_t total,
@@ -40,7 +39,7 @@ orch_status pager_device::open(const orch_backend_api* backend, const orch_devic
   auto* p = new (std::nothrow) pager_device(backend, dev, opts, total, host);
   if (p == nullptr) {
     backend->device_close(dev);
-    return ORCH_OOM_RETRYABLE;
+    return ORCH_HOST_OOM;
   }
   *out = p;
   return ORCH_OK;
@@ -64,7 +63,9 @@ int64_t pager_device::usage_locked() const noexcept {
   return static_cast<int64_t>(page_bytes_) + external_bytes_;
 }
 
-uint64_t pager_device::now_ns() const noexcept { return fast_now_ns(); }
+uint64_t pager_device::now_ns() const noexcept {
+  return fast_now_ns();
+}
 
 // Lock-free, so the hit path can read it: the backend's clock (sim's injectable one), else the
 // host's as lent at init, else CLOCK_MONOTONIC.
@@ -126,8 +127,8 @@ void pager_device::poll_locked(bool force) noexcept {
 int64_t pager_device::deficit_locked(uint64_t request) noexcept {
   poll_locked(false);
   const int64_t req = signed_request(request);
-  int64_t deficit = usage_locked() + req + static_cast<int64_t>(simple_headroom().load()) -
-                    capacity_locked();
+  int64_t deficit =
+      usage_locked() + req + static_cast<int64_t>(simple_headroom().load()) - capacity_locked();
   if (polled_ && options_.pressure_source != ORCH_PRESSURE_NONE)
     deficit = std::max(deficit, deficit_sync_ + (usage_locked() - usage_at_poll_) + req);
   return deficit + static_cast<int64_t>(options_.extra_headroom);
@@ -172,7 +173,8 @@ orch_status pager_device::create_region(uint64_t bytes, pager_region** out, uint
   std::lock_guard lock(mutex_);
   const uint64_t page = options_.page_size;
   // Clamp to floor(capacity / page) pages (§2.3 "VBAR size clamp"); report what was granted.
-  const uint64_t nr = std::min(ceil_div(bytes, page), static_cast<uint64_t>(capacity_locked()) / page);
+  const uint64_t nr =
+      std::min(ceil_div(bytes, page), static_cast<uint64_t>(capacity_locked()) / page);
   if (nr == 0) return ORCH_OOM_RETRYABLE;
   uint64_t va = 0;
   if (const orch_status st = backend_->va_reserve(device_, nr * page, &va); st != ORCH_OK)
@@ -180,7 +182,7 @@ orch_status pager_device::create_region(uint64_t bytes, pager_region** out, uint
   auto* r = new (std::nothrow) pager_region;
   if (r == nullptr) {
     backend_->va_free(device_, va, nr * page);
-    return ORCH_OOM_RETRYABLE;
+    return ORCH_HOST_OOM;
   }
   r->owner_ = this;
   r->base_ = va;
@@ -303,8 +305,8 @@ orch_status pager_device::fault(pager_region* r, uint64_t offset, uint64_t size,
       // Pages mapped earlier in this call stay resident and unpinned (no rollback, §4.2).
       ++stats_.errors;
       if (host_ != nullptr)
-        host_->log(ORCH_LOG_ERROR, "device %d: fault failed mapping page %llu",
-                   options_.ordinal, static_cast<unsigned long long>(i));
+        host_->log(ORCH_LOG_ERROR, "device %d: fault failed mapping page %llu", options_.ordinal,
+                   static_cast<unsigned long long>(i));
       return ORCH_DEVICE_ERROR;
     }
     ++stats_.misses;

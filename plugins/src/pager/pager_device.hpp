@@ -1,4 +1,4 @@
-// The backend-agnostic pager policy (reference/aimdo.md §4 and §6.3): regions, fault, unpin,
+// The backend-agnostic pager policy (docs/references.md, aimdo §4 and §6.3): regions, fault, unpin,
 // watermark eviction, headrooms and polled pressure. It drives any orch_backend_api, so the sim,
 // cuda and hip pager plugins share it unchanged (aimdo's g_cuda + src/ split, §6.1).
 //
@@ -21,18 +21,22 @@
 
 namespace orch::plugin_detail {
 
-inline constexpr uint64_t default_page_size = 32ull << 20;      // aimdo's VBAR page (§2.3)
-inline constexpr uint64_t default_headroom = 256ull << 20;      // VRAM_HEADROOM (§2.3)
+inline constexpr uint64_t default_page_size = 32ull << 20;        // aimdo's VBAR page (§2.3)
+inline constexpr uint64_t default_headroom = 256ull << 20;        // VRAM_HEADROOM (§2.3)
 inline constexpr uint64_t default_poll_interval_ns = 2000000000;  // 2000 ms (§4.6)
 
 // Process-wide simple headroom (aimdo's simple_vram_headroom is one process-wide int64_t, §4.1).
 // Inline (a constant-initialised variable, no guard), as the hit path reads it on every fault.
 inline std::atomic<uint64_t> g_simple_headroom{default_headroom};
-inline std::atomic<uint64_t>& simple_headroom() noexcept { return g_simple_headroom; }
+inline std::atomic<uint64_t>& simple_headroom() noexcept {
+  return g_simple_headroom;
+}
 
 // ceil(a / b) without forming a + b - 1, which wraps for requests near UINT64_MAX ("evict
 // everything" is a natural host request).
-inline uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+inline uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
 
 // A byte request as a signed amount. The deficit arithmetic adds it to usage and headroom, so
 // it is clamped far below INT64_MAX: 2^61 bytes is still more than any device holds.
@@ -68,9 +72,15 @@ inline constexpr uint64_t hit_max = (uint64_t{1} << 20) - 1;
 inline constexpr unsigned fault_shift = 44;
 inline constexpr uint64_t fault_one = uint64_t{1} << fault_shift;
 inline constexpr uint64_t fault_max = (uint64_t{1} << 19) - 1;
-constexpr uint64_t pins(uint64_t w) { return w & pin_max; }
-constexpr uint64_t hits(uint64_t w) { return (w >> hit_shift) & hit_max; }
-constexpr uint64_t faults(uint64_t w) { return (w >> fault_shift) & fault_max; }
+constexpr uint64_t pins(uint64_t w) {
+  return w & pin_max;
+}
+constexpr uint64_t hits(uint64_t w) {
+  return (w >> hit_shift) & hit_max;
+}
+constexpr uint64_t faults(uint64_t w) {
+  return (w >> fault_shift) & fault_max;
+}
 }  // namespace page_word
 
 struct page_slot {
@@ -115,8 +125,7 @@ class pager_device {
  public:
   // Opens the backend device and builds a pager over it. *out owns both.
   static orch_status open(const orch_backend_api* backend, const orch_device_config& device,
-                          const pager_options& options, const host_link* host,
-                          pager_device** out);
+                          const pager_options& options, const host_link* host, pager_device** out);
   ~pager_device();  // destroys every region (pinned pages too) and closes the device
 
   pager_device(const pager_device&) = delete;
@@ -136,8 +145,8 @@ class pager_device {
   orch_status region_info(pager_region* r, orch_region_info* info);
   orch_status prioritize(pager_region* r, bool to_top);
 
-  orch_status fault(pager_region* r, uint64_t offset, uint64_t size, uint64_t* sig,
-                    size_t sig_cap, size_t* sig_len, uint64_t* newly_mapped);
+  orch_status fault(pager_region* r, uint64_t offset, uint64_t size, uint64_t* sig, size_t sig_cap,
+                    size_t* sig_len, uint64_t* newly_mapped);
   orch_status unpin(pager_region* r, uint64_t offset, uint64_t size);
 
   // The lock-free hit path (pager_fast_path.cpp). The caller keeps `r` alive (a reader section,

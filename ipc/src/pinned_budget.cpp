@@ -1,4 +1,4 @@
-#include "orch/ipc/budget.hpp"
+#include "orch/ipc/pinned_budget.hpp"
 
 #include <algorithm>
 
@@ -30,7 +30,7 @@ pinned_budget compute_pinned_budget(const memory_readings& readings) noexcept {
     out.bytes = forty_percent;
     return out;
   }
-  // Under a cgroup limit, swap is not counted (comfyui-memory.md §1.4: swap = 0 when
+  // Under a cgroup limit, swap is not counted (docs/references.md, ComfyUI §1.4: swap = 0 when
   // cgroup_memory_limit() is not None; §1.7: a limit >= physical RAM is no limit).
   const std::uint64_t swap = limited ? 0 : readings.swap_total;
   out.counted_swap = swap;

@@ -1,0 +1,30 @@
+// The orchestrator's error codes (docs/errors.md). The host's errors that reach a user as
+// ComfyUI's exception_type carry these names, so they are part of the `--json` output.
+#pragma once
+
+namespace orch::orchestrator::runtime_errc {
+
+// Workers and the router (supervisor.hpp).
+inline constexpr const char* unknown_env = "unknown_env";      // no worker for that env
+inline constexpr const char* not_ready = "not_ready";          // the worker is not (yet) up
+inline constexpr const char* pack_failed = "pack_failed";      // it could not start its pack
+inline constexpr const char* worker_died = "worker_died";      // lost during the call
+inline constexpr const char* shutting_down = "shutting_down";  // the host is stopping
+inline constexpr const char* bad_response = "bad_response";    // a malformed response body
+inline constexpr const char* spawn_failed = "spawn_failed";    // fork or its set-up failed
+inline constexpr const char* exec_failed = "exec_failed";      // the worker could not exec
+
+// Tensors a worker returned, or is about to be sent (output_tensors.hpp).
+inline constexpr const char* invalid_output = "invalid_output";
+inline constexpr const char* invalid_input = "invalid_input";
+
+// Start-up (host_memory.hpp, process_limits.hpp, plugin_probe.hpp).
+inline constexpr const char* bad_slot = "bad_slot";
+inline constexpr const char* not_found = "not_found";
+inline constexpr const char* fd_limit = "fd_limit";
+inline constexpr const char* probe_failed = "probe_failed";
+
+// Prompts (prompt.hpp): ComfyUI's type for a prompt that cannot be read.
+inline constexpr const char* invalid_prompt = "invalid_prompt";
+
+}  // namespace orch::orchestrator::runtime_errc
