@@ -130,7 +130,7 @@ TEST_F(invalid_prompt_cli, a_cycle_of_100000_nodes_is_refused_as_a_dependency_cy
 // channel, so a prompt could kill a worker. Validation refuses that; the deepest literal it lets
 // through reaches the worker, which stays up.
 TEST_F(invalid_prompt_cli, the_deepest_literal_validation_accepts_does_not_kill_the_worker) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   const auto nested = [](int depth) {
     std::string text = "1";
     for (int i = 0; i < depth; ++i) text = R"({"a": )" + text + "}";

@@ -51,7 +51,9 @@ TEST_F(worker_identity, a_workers_environ_holds_no_startup_token) {
   const std::string planted = "planted-by-the-operator-0123456789";
   ::setenv("ORCH_WORKER_TOKEN", planted.c_str(), 1);
   start();
-  ::unsetenv("ORCH_WORKER_TOKEN");
+  const bool started = !HasFatalFailure();
+  ::unsetenv("ORCH_WORKER_TOKEN");  // before any return: the variable must not reach later tests
+  ASSERT_TRUE(started);
   const auto workers = host_->on_io_thread([&] { return host_->workers().workers(); });
   ASSERT_EQ(workers.size(), 3u);
   for (const auto& w : workers) {
