@@ -3,6 +3,8 @@
 #   bin/                        comfy-orch, comfy-orch-worker
 #   lib/comfy-orch/plugins/     orch-*.so (the backend, pager, ledger and allocator plugins)
 #   lib/comfy-orch/nodes/       the example packs' node libraries
+#   lib/comfy-orch/liborch_worker.so  the worker runtime's C API (Python workers load it)
+#   share/comfy-orch/python/    the comfy_orch Python package (pure Python) and pyproject.toml
 #   include/orch/plugin/*.h     the plugin ABI
 #   include/orch/worker/nodes.h the node ABI
 #   lib/cmake/comfy_orch/       find_package(comfy_orch): comfy_orch::plugin_abi, ::node_abi
@@ -13,6 +15,9 @@
 include(CMakePackageConfigHelpers)
 
 install(TARGETS comfy-orch comfy-orch-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS orch_worker_shared LIBRARY DESTINATION ${ORCH_INSTALL_WORKER_LIBRARY_DIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/ DESTINATION ${ORCH_INSTALL_PYTHON_DIR}
+  PATTERN "__pycache__" EXCLUDE PATTERN "*.pyc" EXCLUDE)
 
 # The level-restricted sim pagers exist for the runtime's protocol-injection tests only.
 set(_orch_installed_plugins ${ORCH_ALL_PLUGINS})

@@ -95,7 +95,7 @@ std::unique_ptr<host_runtime> start(const fs::path& file) {
     std::exit(2);
   }
   auto inv = manifests::build_inventory(*d, diags);
-  auto h = host_runtime::start(*d, inv, {ORCH_BENCH_WORKER, 64});
+  auto h = host_runtime::start(*d, inv, {ORCH_BENCH_WORKER, 64, {}, {}});
   if (!h) {
     std::fprintf(stderr, "bench: %s\n", h.err().message.c_str());
     std::exit(2);

@@ -223,6 +223,24 @@ class deployment_parser {
     if (auto paths = packs.string_list("library_paths")) {
       for (const auto& p : *paths) result_.packs.library_paths.push_back(resolve(p));
     }
+    if (const toml::table* table = packs.table("python")) {
+      // [packs.python]: env name -> the interpreter that runs it, ahead of the workspace's.
+      strict_table python(table, "packs.python", file_, diags_, &root_);
+      for (const auto& [key, node] : *table) {
+        const std::string env{key.str()};
+        auto path = python.string(env);
+        if (!path) continue;
+        const auto resolved = resolve(*path);
+        if (!fs::is_regular_file(resolved, ec)) {
+          python.error(env,
+                       "interpreter \"" + *path + "\" (" + resolved.string() + "\") does not exist",
+                       "point it at the env's bin/python, or remove the line to use the "
+                       "workspace's env");
+        }
+        result_.packs.python[env] = resolved;
+      }
+      python.finish();
+    }
     if (result_.packs.paths.empty() && !result_.packs.custom_nodes) {
       diags_.warning(packs.where("paths"), "packs",
                      "the deployment names no packs, so no worker will run",

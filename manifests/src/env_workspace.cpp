@@ -115,12 +115,26 @@ env_status locate_env(const node_dir& dir, const env_manifest& manifest, const e
 
   env_status status;
   status.python_version = manifest.python.value_or("");
+  if (lookup.python != nullptr) {
+    if (auto it = lookup.python->find(dir.env_name); it != lookup.python->end()) {
+      status.interpreter = it->second;
+      status.path = it->second.parent_path().parent_path();
+      status.state = exists_file(it->second) ? env_state::ok : env_state::broken;
+      if (auto v = python_version_of(it->second); !v.empty()) status.python_version = v;
+      if (status.state != env_state::ok) {
+        status.detail = "interpreter " + it->second.string() +
+                        " from [packs.python] does not exist; fix that line";
+      }
+      return status;
+    }
+  }
   const fs::path envs = lookup.workspace_root / "envs";
   const auto candidates = env_dir_candidates(envs, dir.env_name);
   for (const auto& candidate : candidates) {
     if (const auto python = interpreter_of(candidate); !python.empty()) {
       status.state = env_state::ok;
       status.path = candidate;
+      status.interpreter = python;
       if (auto v = python_version_of(python); !v.empty()) status.python_version = v;
       return status;
     }

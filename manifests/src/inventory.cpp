@@ -37,7 +37,7 @@ inventory build_inventory(const deployment& d, diagnostics& diags) {
   for (const auto& dir : deployment_pack_dirs(d)) layouts.push_back(discover_pack(dir, diags));
   check_env_name_collisions(layouts, diags);
 
-  const env_lookup lookup{d.env.root, d.packs.library_paths};
+  const env_lookup lookup{d.env.root, d.packs.library_paths, &d.packs.python};
   for (auto& layout : layouts) {
     pack_entry pack;
     if (layout.root_manifest) pack.root = load_root_manifest(*layout.root_manifest, diags);

@@ -19,15 +19,17 @@ struct row {
   std::string pack, node_dir, env, state, runs, python, path;
 };
 
-// What an env still needs before a worker can run it; nothing when one can. A materialised
-// Python env is "ok" as an env, but this build has no Python worker yet: saying only "ok" told
-// operators it would run.
+// What an env still needs before a worker can run it; nothing when one can.
 std::string needs(const manifests::env_status& s) {
   if (s.state != manifests::env_state::ok) {
     return s.native ? "its node library built" : "its env installed (comfy-env install)";
   }
-  if (!s.native) return "the Python worker, which this build does not have yet";
   return {};
+}
+
+// A native env's library, a Python env's interpreter (what the worker runs).
+std::string runs_what(const manifests::env_status& s) {
+  return (s.native || s.interpreter.empty() ? s.path : s.interpreter).string();
 }
 
 void print_table(std::ostream& out, const std::vector<row>& rows) {
@@ -61,7 +63,9 @@ void add_envs_command(CLI::App& app) {
       "List the envs of a deployment: one line per isolated node directory (nodes/ and "
       "nodes/<child>/ with a comfy-env.toml) with pack, env name (comfy-env's naming rule), "
       "location in the env workspace, state (ok, missing, broken), whether a worker can run it "
-      "(RUNS, and what it still needs) and Python version. The "
+      "(RUNS, and what it still needs), Python version, and what the worker runs (a native "
+      "pack's node library, a Python env's interpreter; [packs.python] names one ahead of the "
+      "workspace's). The "
       "workspace root is [env] root, else ORCH_ENV_ROOT, else COMFY_ENV_ROOT, else ~/.ce.");
   struct options {
     std::string deployment;
@@ -99,10 +103,11 @@ void add_envs_command(CLI::App& app) {
                         {"needs", needs(s)},
                         {"python", s.python_version},
                         {"path", s.path.string()},
+                        {"interpreter", s.interpreter.string()},
                         {"detail", s.detail}});
         rows.push_back({pack.layout.name, e.dir.relative_dir.string(), e.dir.env_name,
                         manifests::to_string(s.state), needs(s).empty() ? "yes" : "no",
-                        s.python_version.empty() ? "-" : s.python_version, s.path.string()});
+                        s.python_version.empty() ? "-" : s.python_version, runs_what(s)});
       }
     }
     if (opts->json) {

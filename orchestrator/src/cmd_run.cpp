@@ -96,7 +96,9 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   }
   // Before any thread exists: every thread inherits the blocked mask (run_signals.hpp).
   run_signals signals;
-  auto host = orchestrator::host_runtime::start(*d, inv, {worker_executable(), 64});
+  const auto& layout = orchestrator::this_install_layout();
+  auto host = orchestrator::host_runtime::start(
+      *d, inv, {worker_executable(), 64, layout.worker_library, layout.python_package_root});
   if (!host) {
     std::cerr << "cannot start the host: [" << host.err().code << "] " << host.err().message
               << '\n';

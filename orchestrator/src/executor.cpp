@@ -161,14 +161,15 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
       const json& e = (*r)["error"];  // an object: ipc::check_call_response
       const std::string type = text_field(e, "type");
       error_data = {{"exception_type", type.empty() ? ipc::node_error_type::node_error : type},
-                    {"exception_message", text_field(e, "message")}};
+                    {"exception_message", text_field(e, "message")},
+                    {"traceback", traceback_lines(e)}};
     }
     if (!error_data.is_null()) {
       error_data["prompt_id"] = prompt_id;
       error_data["node_id"] = id;
       error_data["node_type"] = node.class_type;
       error_data["executed"] = executed;
-      error_data["traceback"] = json::array();
+      if (!error_data.contains("traceback")) error_data["traceback"] = json::array();
       const bool interrupted = error_data["exception_type"] == ipc::node_error_type::interrupted;
       outcome.error = error_data;
       events_.emit(interrupted ? "execution_interrupted" : "execution_error", error_data);

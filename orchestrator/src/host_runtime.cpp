@@ -53,6 +53,9 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
       if (in.contains("default")) i.default_value = in["default"];
       i.min = number(in, "min");
       i.max = number(in, "max");
+      for (const auto& choice : list(in, "options")) {
+        if (choice.is_string()) i.options.push_back(choice.get<std::string>());
+      }
       c.inputs.push_back(std::move(i));
     }
     for (const auto& o : list(n, "outputs")) {
@@ -118,6 +121,8 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
 
   supervisor_options so;
   so.worker_executable = options.worker_executable;
+  so.worker_library = options.worker_library;
+  so.python_package_root = options.python_package_root;
   so.timing = d.workers;
   so.host_manager = h->plan_->host_manager();
   const environment operator_env = current_environment();
@@ -138,22 +143,29 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   for (const auto& pack : inv.packs) {
     for (const auto& e : pack.envs) {
       const std::string& name = e.dir.env_name;
-      if (!e.status.native) {
-        h->skipped_.push_back({name, "Python pack: its env needs the Python worker, which "
-                                     "this build does not have yet (" + e.status.detail + ")"});
+      if (e.status.state != manifests::env_state::ok) {
+        h->skipped_.push_back(
+            {name, std::string(e.status.native ? "native library " : "Python env ") +
+                       e.status.path.string() + " is " + manifests::to_string(e.status.state) +
+                       ": " + e.status.detail});
         continue;
       }
-      if (e.status.state != manifests::env_state::ok) {
-        h->skipped_.push_back({name, "native library " + e.status.path.string() + " is " +
-                                         manifests::to_string(e.status.state) + ": " +
-                                         e.status.detail});
+      if (!e.status.native && options.worker_library.empty()) {
+        h->skipped_.push_back({name,
+                               "Python pack, and this host was started without "
+                               "liborch_worker.so; start it from comfy-orch"});
         continue;
       }
       warn_unrecognised_pager_flags(operator_env, e.manifest.env_vars, name,
                                     flag_warnings);
       worker_spec spec;
       spec.env = name;
-      spec.library = e.status.path;
+      if (e.status.native) {
+        spec.library = e.status.path;
+      } else {
+        spec.python =
+            python_worker_spec{e.status.interpreter, e.dir.config.parent_path(), e.dir.pack_dir};
+      }
       spec.env_vars = e.manifest.env_vars;
       spec.device = worker_device(d, e.manifest.worker.device, name);
       h->env_devices_[name] = spec.device;

@@ -26,4 +26,16 @@ inline std::uint64_t unsigned_field(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
 }
 
+// A failed call's traceback (error.traceback): its string entries, at most 256; anything else
+// reads as no traceback.
+inline nlohmann::json traceback_lines(const nlohmann::json& error) {
+  nlohmann::json lines = nlohmann::json::array();
+  auto it = error.is_object() ? error.find("traceback") : error.end();
+  if (it == error.end() || !it->is_array()) return lines;
+  for (const auto& line : *it) {
+    if (line.is_string() && lines.size() < 256) lines.push_back(line);
+  }
+  return lines;
+}
+
 }  // namespace orch::orchestrator

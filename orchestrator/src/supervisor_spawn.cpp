@@ -1,6 +1,7 @@
 // Starting a worker (docs/runtime.md): the spawn with its channel, fd socket and token pipe,
 // and the handshake (hello, ready, setup_failed). The rest of supervision is in supervisor.cpp.
 #include "orch/orchestrator/supervisor.hpp"
+#include "python_worker_command.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -97,13 +98,17 @@ void supervisor::spawn(worker& w) {
     }
   }
   spawn_request req;
-  req.executable = options_.worker_executable;
   req.args = {"--channel-fd", std::to_string(worker_channel_fd),
               "--fd-socket",  std::to_string(worker_fd_socket),
               "--token-fd",   std::to_string(worker_token_fd),
               "--generation", std::to_string(generation),
-              "--env",        w.spec.env,
-              "--library",    w.spec.library.string()};
+              "--env",        w.spec.env};
+  if (w.spec.python) {
+    python_worker_command(*w.spec.python, options_, req, env);
+  } else {
+    req.executable = options_.worker_executable;
+    req.args.insert(req.args.end(), {"--library", w.spec.library.string()});
+  }
   req.envp = to_envp(env);
   req.channel_fd = chan_child.get();
   req.fd_socket = fds_child.get();

@@ -24,6 +24,7 @@ struct exec_report {
 };
 constexpr int stage_fds = 1;   // moving the inherited fds into place
 constexpr int stage_exec = 2;  // execve itself
+constexpr int stage_cwd = 3;   // chdir into the working directory
 
 // Async-signal-safe: runs in the child between fork and exec.
 [[noreturn]] void report_and_exit(int status_fd, int stage, int code) noexcept {
@@ -82,6 +83,9 @@ result<pid_t> spawn_worker(const spawn_request& request) {
     // Everything else is closed; the status pipe (above them all) closes itself at exec.
     ::syscall(SYS_close_range, first_closed, status - 1, 0);
     ::syscall(SYS_close_range, status + 1, ~0u, 0);
+    if (!request.working_directory.empty() && ::chdir(request.working_directory.c_str()) != 0) {
+      report_and_exit(status, stage_cwd, 125);
+    }
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -101,6 +105,10 @@ result<pid_t> spawn_worker(const spawn_request& request) {
   const std::string why = std::strerror(report.error);
   if (report.stage == stage_exec) {
     return error{runtime_errc::exec_failed, "cannot execute " + request.executable + ": " + why};
+  }
+  if (report.stage == stage_cwd) {
+    return error{runtime_errc::exec_failed, "cannot enter " + request.working_directory +
+                                                " to run " + request.executable + ": " + why};
   }
   return error{runtime_errc::exec_failed,
                "cannot hand the inherited fds to " + request.executable + ": " + why};

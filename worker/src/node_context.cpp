@@ -1,5 +1,7 @@
 #include "node_context.hpp"
 
+#include <cstring>
+
 #include <spdlog/spdlog.h>
 
 #include <new>
@@ -145,6 +147,17 @@ struct node_api_impl {
     self(ctx).error_message_ = message != nullptr ? message : "";
   } catch (...) {
   }
+  // At most 256 lines of at most 4 KiB each: a traceback, not a channel for bulk text.
+  static void fail_traceback(orch_node_context* ctx, const char* const* lines,
+                             uint32_t count) noexcept try {
+    if (ctx == nullptr || lines == nullptr) return;
+    auto& out = self(ctx).error_traceback_;
+    out.clear();
+    for (uint32_t i = 0; i < count && i < 256; ++i) {
+      if (lines[i] != nullptr) out.emplace_back(lines[i], ::strnlen(lines[i], 4096));
+    }
+  } catch (...) {
+  }
   static const char* node_id(orch_node_context* ctx) noexcept {
     return ctx == nullptr ? "" : self(ctx).node_id_.c_str();
   }
@@ -154,14 +167,14 @@ struct node_api_impl {
 };
 
 const orch_node_api* node_context_impl::api() noexcept {
-  static const orch_node_api table{sizeof(orch_node_api), 0,
-                                   &node_api_impl::output_tensor, &node_api_impl::region,
-                                   &node_api_impl::region_fault, &node_api_impl::region_unpin,
-                                   &node_api_impl::cast_buffer, &node_api_impl::pinned_reserve,
+  static const orch_node_api table{sizeof(orch_node_api),          0,
+                                   &node_api_impl::output_tensor,  &node_api_impl::region,
+                                   &node_api_impl::region_fault,   &node_api_impl::region_unpin,
+                                   &node_api_impl::cast_buffer,    &node_api_impl::pinned_reserve,
                                    &node_api_impl::pinned_release, &node_api_impl::progress,
-                                   &node_api_impl::interrupted, &node_api_impl::log,
-                                   &node_api_impl::fail, &node_api_impl::node_id,
-                                   &node_api_impl::streams};
+                                   &node_api_impl::interrupted,    &node_api_impl::log,
+                                   &node_api_impl::fail,           &node_api_impl::node_id,
+                                   &node_api_impl::streams,        &node_api_impl::fail_traceback};
   return &table;
 }
 

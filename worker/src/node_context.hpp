@@ -36,6 +36,7 @@ class node_context_impl {
   const std::string& node_id() const noexcept { return node_id_; }
   const std::string& error_type() const noexcept { return error_type_; }
   const std::string& error_message() const noexcept { return error_message_; }
+  const std::vector<std::string>& error_traceback() const noexcept { return error_traceback_; }
   // Blocks this call allocated, so those the node did not return can be given back.
   const std::vector<ipc::buffer_descriptor>& allocations() const noexcept { return allocations_; }
 
@@ -51,6 +52,7 @@ class node_context_impl {
   const std::atomic<std::uint64_t>* interrupted_epoch_;
   std::string error_type_;
   std::string error_message_;
+  std::vector<std::string> error_traceback_;
   std::vector<ipc::buffer_descriptor> allocations_;
 };
 

@@ -10,6 +10,8 @@ inline constexpr const char* load_failed = "load_failed";
 inline constexpr const char* not_a_pack = "not_a_pack";
 inline constexpr const char* abi_mismatch = "abi_mismatch";
 inline constexpr const char* invalid_pack = "invalid_pack";
+// A Python pack whose import raised (the worker's caller says why: orch_worker_options).
+inline constexpr const char* pack_import_failed = "pack_import_failed";
 
 // The handshake and the memory plugins (worker_memory.hpp).
 inline constexpr const char* not_ready = "not_ready";  // a request before the handshake ended

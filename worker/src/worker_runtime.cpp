@@ -2,13 +2,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
@@ -79,21 +83,26 @@ class runtime {
                        {"generation", std::uint64_t{options_.generation}},
                        {"nodes_abi", std::uint64_t{ORCH_NODES_ABI_MAJOR}}},
                       30s, [this](result<ipc::message> r) { on_hello(std::move(r)); });
-    node_thread_ = std::thread([this] { node_loop(); });
-    io_.run();
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
+    // Nodes run on the calling thread (a Python worker's main thread, as in ComfyUI); the
+    // channel gets a thread of its own.
+    std::thread io_thread([this] {
+      io_.run();
+      {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+        // A node still running when the host went away is abandoned: the process exits under
+        // it (busy_ is set under this lock when a call is taken).
+        if (busy_.load()) {
+          spdlog::warn("worker {}: exiting with a node still running", options_.env_name);
+          std::_Exit(exit_code_);
+        }
+      }
+      cv_.notify_all();
+    });
+    node_loop();
+    io_thread.join();
     heartbeat_stop_.store(true);
     if (beat_thread_.joinable()) beat_thread_.join();
-    // A node still running when the host went away is abandoned: the process exits under it.
-    if (busy_.load()) {
-      spdlog::warn("worker {}: exiting with a node still running", options_.env_name);
-      std::_Exit(exit_code_);
-    }
-    node_thread_.join();
     channel_.reset();
     memory_.reset();
     library_.reset();
@@ -117,15 +126,35 @@ class runtime {
     if (!memory) return fail_setup(memory.err());
     memory_ = std::move(*memory);
     memory_->ask_grants_over(channel_);  // pinned reservations beyond the grant
-    auto library = node_library::open(options_.library);
-    if (!library) return fail_setup(library.err());
-    library_ = std::move(*library);
+    if (options_.setup_error != nullptr) {
+      // The first line is the cause; the lines after it (a traceback) go to the log.
+      const std::string text = options_.setup_error;
+      const auto first = text.find('\n');
+      for (std::size_t at = first; at != std::string::npos && at + 1 < text.size();) {
+        const auto next = text.find('\n', at + 1);
+        spdlog::error("worker {}: {}", options_.env_name, text.substr(at + 1, next - at - 1));
+        at = next;
+      }
+      return fail_setup({worker_errc::pack_import_failed, text.substr(0, first)});
+    }
+    if (options_.nodes != nullptr) {
+      auto nodes =
+          node_set::check(options_.nodes, std::string("the node set of env ") + options_.env_name);
+      if (!nodes) return fail_setup(nodes.err());
+      supplied_nodes_ = std::move(*nodes);
+      nodes_ = &*supplied_nodes_;
+    } else {
+      auto library = node_library::open(options_.library);
+      if (!library) return fail_setup(library.err());
+      library_ = std::move(*library);
+      nodes_ = &library_->nodes();
+    }
     memory_->publish(0, 0);
     memory_->block().beat();
     const auto interval = std::chrono::milliseconds(std::max<std::uint32_t>(settings->heartbeat_ms, 4));
     beat_thread_ = std::thread([this, interval] { beat_loop(interval); });
     channel_->request(message_type::ready,
-                      {{"nodes", library_->describe()}, {"plugins", memory_->describe_plugins()}},
+                      {{"nodes", nodes_->describe()}, {"plugins", memory_->describe_plugins()}},
                       30s, [this](result<ipc::message> r2) {
                         if (!r2) {
                           spdlog::error("worker {}: ready refused: {}", options_.env_name,
@@ -165,7 +194,7 @@ class runtime {
         channel_->respond(m.header, json::object());
         break;
       case message_type::call: {
-        if (!library_) {
+        if (nodes_ == nullptr) {
           channel_->respond_error(m.header,
                                   {worker_errc::not_ready, "the worker is not set up yet"});
           break;
@@ -276,7 +305,7 @@ class runtime {
       return json{{"status", "error"},
                   {"error", {{"node", node_id}, {"type", type}, {"message", message}}}};
     };
-    const node_class* cls = library_->find(class_type);
+    const node_class* cls = nodes_->find(class_type);
     if (cls == nullptr)
       return fail(ipc::node_error_type::missing_node_type, class_type + " is not in this pack");
     std::deque<std::string> storage;
@@ -321,6 +350,7 @@ class runtime {
       json r = fail(ctx.error_type().empty() ? ipc::node_error_type::node_error : ctx.error_type(),
                     ctx.error_message().empty() ? class_type + " failed" : ctx.error_message());
       r["allocations"] = std::move(allocated);
+      if (!ctx.error_traceback().empty()) r["error"]["traceback"] = ctx.error_traceback();
       // A model the device could not hold: the host may evict through its stand-ins and retry.
       if (memory_->last_required() > 0) r["error"]["required"] = memory_->last_required();
       r["models"] = memory_->describe_models();
@@ -364,7 +394,11 @@ class runtime {
   std::vector<ipc::unique_fd> pool_fds_;
   std::unique_ptr<worker_memory> memory_;
   std::unique_ptr<node_library> library_;
-  std::thread node_thread_, beat_thread_;
+  std::optional<node_set> supplied_nodes_;  // options.nodes, checked
+  // Set once on the io thread before any call is queued; the queue's lock orders the node
+  // thread's reads after it.
+  const node_set* nodes_ = nullptr;
+  std::thread beat_thread_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<pending_call> calls_queue_;
@@ -394,11 +428,18 @@ int run_worker(const orch_worker_options& options) {
 }  // namespace orch::worker
 
 extern "C" int32_t orch_worker_run(const orch_worker_options* options) {
-  if (options == nullptr || options->struct_size < sizeof(orch_worker_options) ||
-      options->token == nullptr || options->library == nullptr) {
+  // The options of the first version end before `nodes`.
+  if (options == nullptr || options->struct_size < offsetof(orch_worker_options, nodes) ||
+      options->token == nullptr) {
     return ORCH_WORKER_EXIT_USAGE;
   }
-  orch_worker_options o = *options;
+  // Appended fields are read only when the caller's struct has them; the rest stay NULL.
+  orch_worker_options o{};
+  std::memcpy(&o, options, std::min<std::size_t>(options->struct_size, sizeof o));
+  o.struct_size = sizeof o;
+  if (o.library == nullptr && o.nodes == nullptr && o.setup_error == nullptr) {
+    return ORCH_WORKER_EXIT_USAGE;
+  }
   if (o.env_name == nullptr) o.env_name = "worker";
   return orch::worker::run_worker(o);
 }

@@ -78,7 +78,7 @@ const char* const image_output[] = {"IMAGE"};
 
 const orch_node_class classes[] = {
     {sizeof(orch_node_class), 0, "LyingImage", "Lying Image", "test", lie_inputs, 2, 1,
-     image_output, &lying_image},
+     image_output, &lying_image, nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 1, 0};
 

@@ -55,12 +55,13 @@ TEST(cli, envs_lists_the_example_packs_with_states_matching_the_disk) {
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["workspace_root"], ws.path().string());
   EXPECT_EQ(doc["workspace_root_source"], "ORCH_ENV_ROOT");
-  ASSERT_EQ(doc["envs"].size(), 3u) << r.out;
+  ASSERT_EQ(doc["envs"].size(), 4u) << r.out;
   std::map<std::string, nlohmann::json> by_env;
   for (const auto& e : doc["envs"]) by_env[e["env"]] = e;
   ASSERT_TRUE(by_env.count("imageops-nodes"));
   ASSERT_TRUE(by_env.count("simsampler-nodes"));
   ASSERT_TRUE(by_env.count("depthtools-nodes"));
+  ASSERT_TRUE(by_env.count("torchfilters-nodes"));
   // Native packs: ok exactly when their library has been built.
   for (const auto& [env, lib] : {std::pair{"imageops-nodes", "liborch_pack_image_ops.so"},
                                  std::pair{"simsampler-nodes", "liborch_pack_sim_sampler.so"}}) {
@@ -81,19 +82,21 @@ TEST(cli, envs_lists_the_example_packs_with_states_matching_the_disk) {
   const auto again =
       run("envs examples/sim-deployment.toml --json", "ORCH_ENV_ROOT=" + ws.path().string());
   const auto doc2 = nlohmann::json::parse(again.out);
+  const std::string python =
+      (ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/bin/python").string();
   for (const auto& e : doc2["envs"]) {
     if (e["env"] == "depthtools-nodes") {
+      // A materialised Python env runs as a Python worker on its own interpreter.
       EXPECT_EQ(e["state"], "ok");
-      // An installed Python env is not one a worker can run yet: the listing says so.
-      EXPECT_EQ(e["runnable"], false);
-      EXPECT_NE(e["needs"].get<std::string>().find("Python worker"), std::string::npos) << e;
+      EXPECT_EQ(e["runnable"], true);
+      EXPECT_EQ(e["interpreter"], python);
+      EXPECT_EQ(e["python"], "3.11");
     } else {
       EXPECT_EQ(e["runnable"], e["state"] == "ok") << e;
     }
   }
   const auto text = run("envs examples/sim-deployment.toml", "ORCH_ENV_ROOT=" + ws.path().string());
-  EXPECT_NE(text.out.find("depthtools-nodes: runs no worker: needs the Python worker"),
-            std::string::npos)
+  EXPECT_NE(text.out.find("depthtools-nodes    ok       yes   3.11    " + python), std::string::npos)
       << text.out;
 }
 
@@ -102,7 +105,7 @@ TEST(cli, envs_table_has_one_line_per_node_directory) {
   const auto r = run("envs examples/sim-deployment.toml", "ORCH_ENV_ROOT=" + ws.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("PACK"), std::string::npos);
-  EXPECT_NE(r.out.find("ComfyUI-DepthTools  nodes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ComfyUI-DepthTools    nodes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("comfy-env install"), std::string::npos);
 }
 

@@ -27,7 +27,7 @@ TEST(worker_cli, help_says_the_host_starts_it_and_lists_every_flag) {
     const auto r = run_worker(flag);
     EXPECT_EQ(r.exit_code, 0) << flag;
     EXPECT_NE(r.out.find("comfy-orch run"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("not meant to be\nrun by hand"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("not meant to\nbe run by hand"), std::string::npos) << r.out;
     for (const char* listed : {"--channel-fd", "--fd-socket", "--token-fd", "--generation",
                                "--env", "--library", "--probe-plugins", "--help"}) {
       EXPECT_NE(r.out.find(listed), std::string::npos) << listed << " is not in:\n" << r.out;

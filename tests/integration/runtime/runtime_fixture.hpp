@@ -154,7 +154,9 @@ class runtime_test : public ipc::testing::leak_checked_test {
     ASSERT_TRUE(d.has_value()) << "deployment did not load:\n" << problems;
     const auto inv = manifests::build_inventory(*d, diags);
     auto host = orchestrator::host_runtime::start(
-        *d, inv, {worker_executable.empty() ? ORCH_TEST_WORKER : worker_executable, 16});
+        *d, inv,
+        {worker_executable.empty() ? ORCH_TEST_WORKER : worker_executable, 16,
+         ORCH_TEST_WORKER_LIBRARY, ORCH_TEST_PYTHON_PACKAGE});
     ASSERT_TRUE(host.ok()) << host.err().message;
     host_ = std::move(*host);
     host_->wait_settled(std::chrono::seconds(20));

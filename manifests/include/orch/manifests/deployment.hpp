@@ -76,6 +76,8 @@ struct pack_settings {
   std::vector<std::filesystem::path> paths;           // explicit pack directories
   std::optional<std::filesystem::path> custom_nodes;  // discover every pack inside
   std::vector<std::filesystem::path> library_paths;   // where native node libraries are found
+  // [packs.python]: the interpreter of a Python env, by env name; ahead of the workspace's.
+  std::map<std::string, std::filesystem::path> python;
 };
 
 struct deployment {

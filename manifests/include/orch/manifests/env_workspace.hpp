@@ -1,10 +1,12 @@
 // Where an env lives and whether it is usable. A Python env is materialised by comfy-env in the
 // workspace (docs/references.md, comfy-env §1.4): <root>/envs/<name>-<abi tag> (before
 // ADR-0039) or <root>/envs/<name>_<abi tag> (after), with the interpreter at
-// .pixi/envs/default/bin/python. A native pack's "env" is its node library.
+// .pixi/envs/default/bin/python (a venv's bin/python is taken too). The deployment's
+// [packs.python] names an interpreter ahead of both. A native pack's "env" is its node library.
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@ struct env_status {
   env_state state = env_state::missing;
   bool native = false;
   std::filesystem::path path;  // env directory, or the library (found or expected)
+  std::filesystem::path interpreter;  // a Python env's bin/python, when found
   std::string python_version;  // "3.11" read off the env, else the manifest's request
   std::string detail;          // for missing/broken: what is absent and what to run
 };
@@ -32,6 +35,7 @@ struct env_status {
 struct env_lookup {
   std::filesystem::path workspace_root;              // the deployment's [env] root
   std::vector<std::filesystem::path> library_paths;  // [packs] library_paths
+  const std::map<std::string, std::filesystem::path>* python = nullptr;  // [packs.python]
 };
 
 env_status locate_env(const node_dir& dir, const env_manifest& manifest, const env_lookup& lookup);

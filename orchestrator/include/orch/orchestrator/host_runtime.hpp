@@ -36,12 +36,16 @@ struct skipped_env {
 struct host_options {
   std::string worker_executable;  // comfy-orch-worker
   std::uint32_t max_workers = 64;
+  // What a Python env's worker needs (install_layout.hpp); empty: Python packs are skipped with
+  // that reason.
+  std::filesystem::path worker_library;       // liborch_worker.so
+  std::filesystem::path python_package_root;  // the directory holding comfy_orch/
 };
 
 class host_runtime {
  public:
-  // Creates shared memory and spawns one worker per usable native env. A pack whose env is
-  // missing is skipped (reported, never fatal). Errors: host_memory errors.
+  // Creates shared memory and spawns one worker per usable env, native or Python. A pack whose env
+  // is missing is skipped (reported, never fatal). Errors: host_memory errors.
   static result<std::unique_ptr<host_runtime>> start(const manifests::deployment& d,
                                                      const manifests::inventory& inv,
                                                      host_options options);

@@ -5,8 +5,10 @@
 //
 // Two layouts are known, each as paths relative to the directory of the host executable:
 //   - the installed one (`cmake --install`): bin/comfy-orch-worker,
-//     lib/comfy-orch/plugins, lib/comfy-orch/nodes (GNUInstallDirs names them);
-//   - the build tree's: worker/comfy-orch-worker, plugins/lib, examples.
+//     lib/comfy-orch/plugins, lib/comfy-orch/nodes, lib/comfy-orch/liborch_worker.so,
+//     share/comfy-orch/python (GNUInstallDirs names them);
+//   - the build tree's: worker/comfy-orch-worker, plugins/lib, examples, lib/liborch_worker.so,
+//     and the source tree's python/ (the comfy_orch package is pure Python).
 // The first whose worker executable exists is used, as a whole; with neither, the installed one,
 // so that messages name where an installation would have put the files.
 #pragma once
@@ -19,6 +21,8 @@ struct install_layout {
   std::filesystem::path worker_executable;       // comfy-orch-worker
   std::filesystem::path plugin_directory;        // orch-*.so: the last fallback of the search
   std::filesystem::path node_library_directory;  // native node libraries (the example packs')
+  std::filesystem::path worker_library;          // liborch_worker.so, for Python workers
+  std::filesystem::path python_package_root;     // the directory holding comfy_orch/
 };
 
 // The layout beside the host executable `host_executable` (an absolute path).

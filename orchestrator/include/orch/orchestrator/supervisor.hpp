@@ -56,9 +56,18 @@
 
 namespace orch::orchestrator {
 
+// How a Python env's worker starts (docs/python.md): its interpreter runs the comfy_orch
+// package's worker over liborch_worker.so, importing the node directory.
+struct python_worker_spec {
+  std::filesystem::path interpreter;
+  std::filesystem::path node_dir;  // <pack>/nodes[/<child>]: imported as a package
+  std::filesystem::path pack_dir;  // the worker's cwd, first on its sys.path
+};
+
 struct worker_spec {
   std::string env;
-  std::filesystem::path library;
+  std::filesystem::path library;  // a native pack's node library; empty for a Python pack
+  std::optional<python_worker_spec> python;
   std::vector<std::pair<std::string, std::string>> env_vars;  // the pack's [env_vars]
   std::chrono::milliseconds call_timeout{600'000};
   worker_plugin_choice plugins;  // chosen at the host's level (memory_plan::choose_for)
@@ -70,6 +79,8 @@ struct worker_spec {
 
 struct supervisor_options {
   std::string worker_executable;
+  std::filesystem::path worker_library;       // liborch_worker.so, for Python workers
+  std::filesystem::path python_package_root;  // the directory holding comfy_orch/
   manifests::worker_settings timing;
   plugins::manager_choice host_manager;  // exported as ORCH_WORKER_PAGER where absent
   environment operator_env;

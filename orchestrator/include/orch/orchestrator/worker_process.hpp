@@ -40,6 +40,7 @@ struct spawn_request {
   int channel_fd = -1;            // becomes fd 3 in the child
   int fd_socket = -1;             // becomes fd 4 in the child
   int token_fd = -1;              // becomes fd 5 in the child; -1: none
+  std::string working_directory;  // the child's cwd; empty: the host's
 };
 
 // Returns once the child has exec'd. Errors: "spawn_failed" (pipe or fork failed; errno text),

@@ -19,6 +19,9 @@ extern "C" {
 #endif
 
 #define ORCH_NODES_ABI_MAJOR 1u
+/* 1.1 appended orch_node_class.schema_json and orch_node_api.fail_traceback. A worker reads an
+ * appended field only when the element's struct_size covers it (docs/nodes.md). */
+#define ORCH_NODES_ABI_MINOR 1u
 #define ORCH_NODES_ENTRY_SYMBOL "orch_nodes_query"
 
 /* What execute returns. */
@@ -117,6 +120,12 @@ typedef struct orch_node_class {
   uint32_t output_count;
   const char* const* outputs; /* output type names, by slot */
   orch_node_execute_fn execute;
+  /* ABI 1.1. ComfyUI's schema beyond what the fields above say, as a JSON object (NULL: none).
+   * "inputs" maps an input name to its options ({"options": [...]} for a combo, "hidden",
+   * "multiline", "step", "tooltip", ...); every other key ("return_names", "input_is_list",
+   * "output_is_list", "description", "deprecated", ...) describes the class. The worker checks
+   * that it parses as an object and passes it to the host with the class (docs/nodes.md). */
+  const char* schema_json;
 } orch_node_class;
 
 typedef struct orch_node_set {
@@ -177,6 +186,9 @@ typedef struct orch_node_api {
   /* The prompt's node id and the number of offload streams (cast buffer streams). */
   const char* (*node_id)(orch_node_context* ctx);
   uint32_t (*streams)(orch_node_context* ctx);
+  /* ABI 1.1 (present when struct_size covers it). The traceback of the error fail() recorded,
+   * one line per entry, for ComfyUI's execution_error. */
+  void (*fail_traceback)(orch_node_context* ctx, const char* const* lines, uint32_t count);
 } orch_node_api;
 
 struct orch_node_context {

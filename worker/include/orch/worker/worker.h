@@ -1,11 +1,17 @@
-/* The worker runtime C ABI (docs/architecture.md; usable from Python later, e.g. via ctypes from a
- * Python worker that hosts its own node loop). Today it runs a native worker end to end.
+/* The worker runtime C API (docs/architecture.md, docs/python.md): liborch_worker.so. The
+ * comfy-orch-worker executable is this library with a native pack's node library; a Python
+ * worker (`python -m comfy_orch.worker`) is this library with the node set the comfy_orch
+ * package builds from a Python pack, through ctypes. Either way it is one runtime: the same
+ * handshake, plugins, pinned pool, releases and stand-ins.
  *
- * No exception crosses it; the return value is a process exit status (docs/runtime.md). */
+ * Exported symbols carry the version ORCH_WORKER_1 (worker/liborch_worker.map); no exception
+ * crosses this boundary. Every struct starts with struct_size and only ever grows at its end. */
 #ifndef ORCH_WORKER_WORKER_H
 #define ORCH_WORKER_WORKER_H
 
 #include <stdint.h>
+
+#include "orch/worker/nodes.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,11 +29,31 @@ typedef struct orch_worker_options {
   uint32_t generation;    /* stamped on every frame; the host drops other generations */
   const char* token;      /* the startup token the host expects back in hello */
   const char* env_name;   /* for logs */
-  const char* library;    /* the native node library to load */
+  const char* library;    /* the native node library to load; NULL when `nodes` is given */
+  /* Appended: the node classes to serve instead of a library's (a Python pack's). It and
+   * everything it points to must outlive the run. */
+  const orch_node_set* nodes;
+  /* Appended: set when the caller could not build its node set (a Python pack whose import
+   * raised). The worker still does the handshake, so the host records this text as the env's
+   * cause (and does not restart it), then exits with ORCH_WORKER_EXIT_SETUP. */
+  const char* setup_error;
 } orch_worker_options;
 
-/* Runs the worker until the host asks it to shut down or goes away. */
+/* Runs the worker until the host asks it to shut down or goes away. Nodes execute on the
+ * calling thread (a Python worker's main thread, as in ComfyUI); the channel and the heartbeat
+ * run on threads of their own. Returns a process exit status (ORCH_WORKER_EXIT_*). */
 int32_t orch_worker_run(const orch_worker_options* options);
+
+/* The worker's command line (comfy-orch-worker --help lists it: --channel-fd, --fd-socket,
+ * --token-fd, --generation, --env, and --library unless `nodes` or `setup_error` is given),
+ * parsed into options, then orch_worker_run. Sets up logging tagged with the env. Usage errors
+ * print their cause and return ORCH_WORKER_EXIT_USAGE. argv[0] is the program name. */
+int32_t orch_worker_main(int argc, const char* const* argv, const orch_node_set* nodes,
+                         const char* setup_error);
+
+/* One line in the worker's log, tagged with its env (ORCH_LOG_LEVEL_* of nodes.h). For output
+ * that is not tied to a node call: a Python pack's print and logging. */
+void orch_worker_log(int32_t level, const char* message);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,21 @@
+// python_worker_command: how the host starts a Python env's worker (docs/python.md). The env's
+// interpreter runs the comfy_orch package's worker, found by putting the package's folder first
+// on sys.path (no install needed), over liborch_worker.so (ORCH_WORKER_LIBRARY). The process
+// environment follows comfy-env's (docs/references.md, comfy-env §1.8): PYTHONNOUSERSITE=1,
+// and PYTHONPATH, PYTHONHOME and PYTHONSTARTUP scrubbed, so neither the operator's shell nor a
+// user site-packages can put another package ahead of the env's; cwd is the pack directory.
+// A pure function of its inputs, tested without spawning anything.
+#pragma once
+
+#include "orch/orchestrator/supervisor.hpp"
+#include "orch/orchestrator/worker_environment.hpp"
+#include "orch/orchestrator/worker_process.hpp"
+
+namespace orch::orchestrator {
+
+// Sets `request`'s executable and working directory, puts the interpreter's arguments before
+// the worker flags already in request.args, and shapes `env`.
+void python_worker_command(const python_worker_spec& spec, const supervisor_options& options,
+                           spawn_request& request, environment& env);
+
+}  // namespace orch::orchestrator

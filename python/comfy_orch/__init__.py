@@ -1,0 +1,98 @@
+"""comfy_orch: Python packs as comfy-orch workers (docs/python.md).
+
+A pack's node code runs unchanged; during a call it may also use the worker's memory through
+this module: pool-backed tensors, models the host can see and evict, cast buffers, the pinned
+budget, progress and interrupts. Pure Python over ctypes, so one copy serves every env."""
+
+import ctypes
+
+from . import _abi, _call, _tensors
+from ._call import Interrupted
+
+__all__ = ["Interrupted", "cast_buffer", "check_interrupted", "empty", "interrupted",
+           "node_id", "pinned_release", "pinned_reserve", "progress", "register_model"]
+
+
+def progress(value, max_value):
+    """ComfyUI's progress event for the running node."""
+    call = _call.require("progress")
+    call.api.progress(call.ctx, int(value), int(max_value))
+
+
+def interrupted():
+    """True once the prompt was interrupted: the node should stop (or check_interrupted())."""
+    call = _call.require("interrupted")
+    return call.api.interrupted(call.ctx) != 0
+
+
+def check_interrupted():
+    """Raises Interrupted once the prompt was interrupted."""
+    if interrupted():
+        raise Interrupted("the prompt was interrupted")
+
+
+def node_id():
+    """The prompt's id of the running node."""
+    return _call.require("node_id").node_id
+
+
+def empty(shape, dtype="float32"):
+    """A tensor in the pinned pool that the node can fill and return without a copy: a torch
+    tensor when the pack uses torch, else a numpy array."""
+    call = _call.require("empty")
+    import numpy as np
+    t = call.new_tensor(shape, np.dtype(dtype))
+    return _tensors.to_node(t, _tensors.use_torch())
+
+
+class Model:
+    """A model's weights as the worker's memory manager holds them: the host sees it as a
+    stand-in and can evict it (docs/memory-semantics.md)."""
+
+    def __init__(self, call, name, handle, created):
+        self.name = name
+        self.created = created
+        self._handle = handle
+
+    def fault(self, offset, size):
+        """Maps and pins [offset, offset+size) (a layer); MemoryError: stream it instead."""
+        call = _call.require("Model.fault")
+        call.status("fault %s" % self.name,
+                    call.api.region_fault(call.ctx, self._handle, int(offset), int(size)))
+
+    def unpin(self, offset, size):
+        call = _call.require("Model.unpin")
+        call.status("unpin %s" % self.name,
+                    call.api.region_unpin(call.ctx, self._handle, int(offset), int(size)))
+
+
+def register_model(name, nbytes):
+    """Registers a model of `nbytes` under `name` (created on first use, kept for the worker's
+    life), so the host's ledger shows it and its evictions reach it."""
+    call = _call.require("register_model")
+    handle = ctypes.c_void_p()
+    created = ctypes.c_int32()
+    call.status("register_model %s" % name,
+                call.api.region(call.ctx, str(name).encode("utf-8"), int(nbytes),
+                                ctypes.byref(handle), ctypes.byref(created)))
+    return Model(call, name, handle, bool(created.value))
+
+
+def cast_buffer(stream, size):
+    """The address of a cast buffer of at least `size` bytes for offload stream `stream`."""
+    call = _call.require("cast_buffer")
+    address = ctypes.c_uint64()
+    call.status("cast_buffer", call.api.cast_buffer(call.ctx, int(stream), int(size),
+                                                    ctypes.byref(address)))
+    return address.value
+
+
+def pinned_reserve(nbytes):
+    """Reserves pinned host memory from this worker's slot of the one budget."""
+    call = _call.require("pinned_reserve")
+    call.status("pinned_reserve", call.api.pinned_reserve(call.ctx, int(nbytes)))
+
+
+def pinned_release(nbytes):
+    call = _call.require("pinned_release")
+    call.api.pinned_release(call.ctx, int(nbytes))

@@ -1,0 +1,119 @@
+"""The C structs of the node ABI (worker/include/orch/worker/nodes.h) and the worker API
+(worker.h), as ctypes sees them. Field order and types follow the headers exactly; every struct
+starts with struct_size and only grows at its end (docs/nodes.md)."""
+
+import ctypes as C
+
+NODES_ABI_MAJOR = 1
+
+NODE_OK = 0
+NODE_ERROR = 1
+NODE_INTERRUPTED = 2
+
+VALUE_NONE = 0
+VALUE_INT = 1
+VALUE_FLOAT = 2
+VALUE_BOOL = 3
+VALUE_STRING = 4
+VALUE_TENSOR = 5
+
+DTYPE_F32 = 1
+DTYPE_U8 = 2
+DTYPE_I64 = 3
+
+TENSOR_MAX_DIMS = 8
+
+INPUT_REQUIRED = 1
+INPUT_HAS_MIN = 2
+INPUT_HAS_MAX = 4
+INPUT_HAS_DEFAULT = 8
+
+NODE_OUTPUT_NODE = 1
+NODE_NOT_IDEMPOTENT = 2
+
+LOG_DEBUG = 1
+LOG_INFO = 2
+LOG_WARN = 3
+LOG_ERROR = 4
+
+# orch_status (plugins/include/orch/plugin/plugin.h)
+STATUS_OK = 0
+STATUS_OOM_RETRYABLE = 1
+
+
+class Buffer(C.Structure):
+    _fields_ = [("segment", C.c_uint32), ("generation", C.c_uint32),
+                ("offset", C.c_uint64), ("size", C.c_uint64)]
+
+
+class Tensor(C.Structure):
+    _fields_ = [("dtype", C.c_uint32), ("ndim", C.c_uint32),
+                ("shape", C.c_int64 * TENSOR_MAX_DIMS), ("strides", C.c_int64 * TENSOR_MAX_DIMS),
+                ("data", C.c_void_p), ("buffer", Buffer)]
+
+
+class Value(C.Structure):
+    _fields_ = [("kind", C.c_uint32), ("reserved0", C.c_uint32), ("i", C.c_int64),
+                ("f", C.c_double), ("s", C.c_char_p), ("tensor", Tensor)]
+
+
+class NodeInput(C.Structure):
+    _fields_ = [("name", C.c_char_p), ("type", C.c_char_p), ("flags", C.c_uint32),
+                ("struct_size", C.c_uint32), ("min", C.c_double), ("max", C.c_double),
+                ("default_value", Value)]
+
+
+class NodeContext(C.Structure):
+    pass
+
+
+ExecuteFn = C.CFUNCTYPE(C.c_int32, C.POINTER(NodeContext), C.POINTER(Value), C.POINTER(Value))
+
+
+class NodeClass(C.Structure):
+    _fields_ = [("struct_size", C.c_uint32), ("flags", C.c_uint32), ("class_type", C.c_char_p),
+                ("display_name", C.c_char_p), ("category", C.c_char_p),
+                ("inputs", C.POINTER(NodeInput)), ("input_count", C.c_uint32),
+                ("output_count", C.c_uint32), ("outputs", C.POINTER(C.c_char_p)),
+                ("execute", ExecuteFn), ("schema_json", C.c_char_p)]
+
+
+class NodeSet(C.Structure):
+    _fields_ = [("struct_size", C.c_uint32), ("abi_major", C.c_uint32),
+                ("classes", C.POINTER(NodeClass)), ("count", C.c_uint32),
+                ("reserved0", C.c_uint32)]
+
+
+_ctx = C.POINTER(NodeContext)
+
+
+class NodeApi(C.Structure):
+    _fields_ = [
+        ("struct_size", C.c_uint32), ("reserved0", C.c_uint32),
+        ("output_tensor", C.CFUNCTYPE(C.c_int32, _ctx, C.c_uint32, C.c_uint32,
+                                      C.POINTER(C.c_int64), C.POINTER(Tensor))),
+        ("region", C.CFUNCTYPE(C.c_int32, _ctx, C.c_char_p, C.c_uint64,
+                               C.POINTER(C.c_void_p), C.POINTER(C.c_int32))),
+        ("region_fault", C.CFUNCTYPE(C.c_int32, _ctx, C.c_void_p, C.c_uint64, C.c_uint64)),
+        ("region_unpin", C.CFUNCTYPE(C.c_int32, _ctx, C.c_void_p, C.c_uint64, C.c_uint64)),
+        ("cast_buffer", C.CFUNCTYPE(C.c_int32, _ctx, C.c_uint32, C.c_uint64,
+                                    C.POINTER(C.c_uint64))),
+        ("pinned_reserve", C.CFUNCTYPE(C.c_int32, _ctx, C.c_uint64)),
+        ("pinned_release", C.CFUNCTYPE(None, _ctx, C.c_uint64)),
+        ("progress", C.CFUNCTYPE(None, _ctx, C.c_uint64, C.c_uint64)),
+        ("interrupted", C.CFUNCTYPE(C.c_int32, _ctx)),
+        ("log", C.CFUNCTYPE(None, _ctx, C.c_int32, C.c_char_p)),
+        ("fail", C.CFUNCTYPE(None, _ctx, C.c_char_p, C.c_char_p)),
+        ("node_id", C.CFUNCTYPE(C.c_char_p, _ctx)),
+        ("streams", C.CFUNCTYPE(C.c_uint32, _ctx)),
+        ("fail_traceback", C.CFUNCTYPE(None, _ctx, C.POINTER(C.c_char_p), C.c_uint32)),
+    ]
+
+
+NodeContext._fields_ = [("api", C.POINTER(NodeApi)), ("impl", C.c_void_p)]
+
+
+def api_has(api, field):
+    """Whether the worker's orch_node_api is long enough to hold `field` (appended fields)."""
+    member = getattr(NodeApi, field)
+    return api.struct_size >= member.offset + member.size

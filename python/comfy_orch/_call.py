@@ -1,0 +1,48 @@
+"""The node call in progress and what node code may do during it (docs/python.md). Nodes run
+one at a time on the worker's main thread, so one current call is all there is."""
+
+import ctypes
+
+from . import _abi, _tensors
+
+
+class Interrupted(Exception):
+    """Raised by check_interrupted() once the prompt was interrupted; ends the node as ComfyUI's
+    InterruptProcessingException does."""
+
+
+class Call:
+    def __init__(self, ctx, node_id):
+        self.ctx = ctx
+        self.api = ctx.contents.api.contents
+        self.node_id = node_id
+        self.allocated = []  # orch_tensor structs this call allocated (comfy_orch.empty)
+        self.inputs = []     # orch_tensor structs of its tensor inputs
+        self.keep = []       # bytes that must live until execute returns
+
+    def status(self, what, status):
+        if status == _abi.STATUS_OOM_RETRYABLE:
+            raise MemoryError("%s: out of memory (retry after freeing)" % what)
+        if status != _abi.STATUS_OK:
+            raise RuntimeError("%s failed with orch_status %d" % (what, status))
+
+    def new_tensor(self, shape, dtype):
+        shape = tuple(int(n) for n in shape)
+        if len(shape) > _abi.TENSOR_MAX_DIMS:
+            raise ValueError("a tensor has at most %d dimensions" % _abi.TENSOR_MAX_DIMS)
+        dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        out = _abi.Tensor()
+        self.status("output tensor %s" % (shape,),
+                    self.api.output_tensor(self.ctx, _tensors.dtype_code(dtype), len(shape),
+                                           dims, ctypes.byref(out)))
+        self.allocated.append(out)
+        return out
+
+
+current = None  # the Call in progress, or None between calls
+
+
+def require(what):
+    if current is None:
+        raise RuntimeError("comfy_orch.%s is only available inside a node's call" % what)
+    return current

@@ -1,0 +1,167 @@
+"""ComfyUI V1 node classes as the node ABI's orch_node_set (docs/python.md). The ABI's fields
+carry names, types, ranges and defaults; the rest of ComfyUI's schema (combo choices, widget
+options, RETURN_NAMES, list flags, ...) goes in schema_json, which the host reads with them."""
+
+import ctypes
+import json
+
+from . import _abi
+
+LITERALS = ("INT", "FLOAT", "BOOLEAN", "STRING")
+HIDDEN = ("PROMPT", "UNIQUE_ID", "EXTRA_PNGINFO", "DYNPROMPT")
+
+
+def _plain(value):
+    """`value` with everything JSON cannot say dropped (a schema is data, not objects)."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()
+                if isinstance(v, (str, int, float, bool, list, tuple, dict)) or v is None}
+    return None
+
+
+class Input:
+    def __init__(self, name, spec, required):
+        self.name = name
+        self.required = required
+        kind = spec[0] if isinstance(spec, (list, tuple)) and spec else spec
+        self.options = dict(spec[1]) if (isinstance(spec, (list, tuple)) and len(spec) > 1
+                                         and isinstance(spec[1], dict)) else {}
+        self.choices = None
+        if isinstance(kind, (list, tuple)):
+            self.type, self.choices = "COMBO", [str(c) for c in kind]
+        elif kind == "COMBO" and isinstance(self.options.get("options"), (list, tuple)):
+            self.type, self.choices = "COMBO", [str(c) for c in self.options["options"]]
+        elif isinstance(kind, str):
+            self.type = kind
+        else:
+            raise TypeError("input %r: type %r is neither a type name nor a list of choices"
+                            % (name, kind))
+
+    def extras(self):
+        extra = _plain(self.options)
+        if self.choices is not None:
+            extra["options"] = self.choices
+        return extra
+
+
+class NodeSpec:
+    """One V1 class, read once at start-up."""
+
+    def __init__(self, class_type, cls, display_name):
+        self.class_type = class_type
+        self.cls = cls
+        self.display_name = display_name or class_type
+        types = cls.INPUT_TYPES()
+        if not isinstance(types, dict):
+            raise TypeError("%s.INPUT_TYPES() returned %s, not a dict" % (class_type,
+                                                                         type(types).__name__))
+        self.inputs = [Input(n, s, True) for n, s in (types.get("required") or {}).items()]
+        self.inputs += [Input(n, s, False) for n, s in (types.get("optional") or {}).items()]
+        # Hidden inputs are not widgets or links: the worker fills them at each call.
+        self.hidden = {}
+        for name, kind in (types.get("hidden") or {}).items():
+            self.hidden[name] = kind if isinstance(kind, str) else str(kind)
+        self.return_types = [str(t) if not isinstance(t, (list, tuple)) else "COMBO"
+                             for t in getattr(cls, "RETURN_TYPES", ())]
+        self.function = getattr(cls, "FUNCTION", None)
+        if not isinstance(self.function, str) or not hasattr(cls, self.function):
+            raise TypeError("%s: FUNCTION %r names no method of the class"
+                            % (class_type, self.function))
+        self.input_is_list = bool(getattr(cls, "INPUT_IS_LIST", False))
+        self.output_is_list = [bool(b) for b in getattr(cls, "OUTPUT_IS_LIST", ())]
+        self.output_node = bool(getattr(cls, "OUTPUT_NODE", False))
+        self.not_idempotent = bool(getattr(cls, "NOT_IDEMPOTENT", False))
+
+    def schema_json(self):
+        schema = {"inputs": {i.name: i.extras() for i in self.inputs},
+                  "hidden": self.hidden,
+                  "function": self.function,
+                  "input_is_list": self.input_is_list,
+                  "output_is_list": self.output_is_list}
+        names = getattr(self.cls, "RETURN_NAMES", None)
+        if names is not None:
+            schema["return_names"] = [str(n) for n in names]
+        for attr, key in (("DESCRIPTION", "description"), ("DEPRECATED", "deprecated"),
+                          ("EXPERIMENTAL", "experimental"), ("OUTPUT_TOOLTIPS", "output_tooltips"),
+                          ("SEARCH_ALIASES", "search_aliases")):
+            if hasattr(self.cls, attr):
+                schema[key] = _plain(getattr(self.cls, attr))
+        schema["python_module"] = getattr(self.cls, "__module__", "")
+        return json.dumps(schema)
+
+
+def _literal(value, kind, out):
+    if kind == "BOOLEAN":
+        out.kind, out.i = _abi.VALUE_BOOL, int(bool(value))
+    elif kind == "INT" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.kind, out.i = _abi.VALUE_INT, int(value)
+    elif kind == "FLOAT" and isinstance(value, (int, float)):
+        out.kind, out.f = _abi.VALUE_FLOAT, float(value)
+    elif isinstance(value, str):
+        out.kind, out.s = _abi.VALUE_STRING, value.encode("utf-8", "replace")
+        return out.s
+    return None
+
+
+class NodeSetBuilder:
+    """Owns every ctypes object the orch_node_set points to, for the worker's life."""
+
+    def __init__(self, specs, execute_of):
+        self.keep = []
+        classes = (_abi.NodeClass * max(len(specs), 1))()
+        for k, spec in enumerate(specs):
+            c = classes[k]
+            c.struct_size = ctypes.sizeof(_abi.NodeClass)
+            c.flags = ((_abi.NODE_OUTPUT_NODE if spec.output_node else 0) |
+                       (_abi.NODE_NOT_IDEMPOTENT if spec.not_idempotent else 0))
+            c.class_type = self._text(spec.class_type)
+            c.display_name = self._text(spec.display_name)
+            c.category = self._text(str(getattr(spec.cls, "CATEGORY", "")))
+            inputs = (_abi.NodeInput * max(len(spec.inputs), 1))()
+            for j, i in enumerate(spec.inputs):
+                self._input(inputs[j], i)
+            self.keep.append(inputs)
+            c.inputs = inputs
+            c.input_count = len(spec.inputs)
+            outputs = (ctypes.c_char_p * max(len(spec.return_types), 1))(
+                *[self._text(t) for t in spec.return_types])
+            self.keep.append(outputs)
+            c.outputs = outputs
+            c.output_count = len(spec.return_types)
+            fn = _abi.ExecuteFn(execute_of(spec))
+            self.keep.append(fn)
+            c.execute = fn
+            c.schema_json = self._text(spec.schema_json())
+        self.keep.append(classes)
+        self.node_set = _abi.NodeSet(ctypes.sizeof(_abi.NodeSet), _abi.NODES_ABI_MAJOR, classes,
+                                     len(specs), 0)
+
+    def _text(self, text):
+        b = text.encode("utf-8", "replace")
+        self.keep.append(b)
+        return b
+
+    def _input(self, out, i):
+        out.struct_size = ctypes.sizeof(_abi.NodeInput)
+        out.name = self._text(i.name)
+        out.type = self._text(i.type)
+        out.flags = _abi.INPUT_REQUIRED if i.required else 0
+        for key, flag, field in (("min", _abi.INPUT_HAS_MIN, "min"),
+                                 ("max", _abi.INPUT_HAS_MAX, "max")):
+            v = i.options.get(key)
+            if i.type in ("INT", "FLOAT") and isinstance(v, (int, float)) and not isinstance(v, bool):
+                setattr(out, field, float(v))
+                out.flags |= flag
+        # An absent optional input is not passed at all (ComfyUI's rule: the method's own
+        # default applies), so only a required input's default goes in the struct; both reach
+        # the host's catalogue through schema_json.
+        if "default" in i.options and i.required:
+            kept = _literal(i.options["default"], i.type, out.default_value)
+            if out.default_value.kind != _abi.VALUE_NONE:
+                out.flags |= _abi.INPUT_HAS_DEFAULT
+                if kept is not None:
+                    self.keep.append(kept)

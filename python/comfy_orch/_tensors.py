@@ -1,0 +1,82 @@
+"""Tensors between the pinned pool and node code (docs/python.md). An input is a view of the
+producer's pool buffer, never a copy; an output is written into the pool once, or not at all when
+it already lives there (comfy_orch.empty(), or an input passed through unchanged).
+
+Node code gets torch tensors when its pack imported torch, numpy arrays otherwise
+(COMFY_ORCH_TENSORS=torch|numpy overrides): a numpy pack does not pay torch's import."""
+
+import ctypes
+import os
+import sys
+
+import numpy as np
+
+from . import _abi
+
+_DTYPES = {_abi.DTYPE_F32: np.dtype(np.float32), _abi.DTYPE_U8: np.dtype(np.uint8),
+           _abi.DTYPE_I64: np.dtype(np.int64)}
+_CODES = {v: k for k, v in _DTYPES.items()}
+
+
+def use_torch():
+    choice = os.environ.get("COMFY_ORCH_TENSORS", "")
+    if choice == "torch":
+        return True
+    if choice == "numpy":
+        return False
+    return "torch" in sys.modules
+
+
+def dtype_code(dtype):
+    code = _CODES.get(np.dtype(dtype))
+    if code is None:
+        raise TypeError("a tensor of dtype %s cannot cross between processes; use float32, "
+                        "uint8 or int64" % np.dtype(dtype).name)
+    return code
+
+
+def array_of(t):
+    """A numpy view of an orch_tensor's pool bytes (writable: the node allocated it, or the
+    convention that inputs are read-only is the node's to keep, as in ComfyUI)."""
+    dtype = _DTYPES.get(t.dtype)
+    if dtype is None:
+        raise TypeError("tensor of unknown dtype code %d" % t.dtype)
+    shape = tuple(int(t.shape[i]) for i in range(t.ndim))
+    count = 1
+    for n in shape:
+        count *= n
+    if count == 0 or not t.data:
+        return np.empty(shape, dtype)
+    raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(t.data)
+    return np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
+
+
+def to_node(t, torch_tensors):
+    a = array_of(t)
+    if torch_tensors:
+        import torch
+        return torch.from_numpy(a)
+    return a
+
+
+def as_array(value):
+    """A numpy array over a node's tensor result (torch or numpy), or None when it is no
+    tensor. A torch tensor on a device is brought to the CPU first: the pool is host memory."""
+    if isinstance(value, np.ndarray):
+        return value
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        value = value.detach()
+        if value.device.type != "cpu":
+            value = value.cpu()
+        return value.numpy()
+    return None
+
+
+def same_bytes(a, t):
+    """Whether array `a` is exactly tensor `t`'s pool bytes: same address, shape and dtype, and
+    contiguous, so `t` can be returned as it is."""
+    if not a.flags.c_contiguous or a.ctypes.data != (t.data or 0):
+        return False
+    return (_CODES.get(a.dtype) == t.dtype and a.ndim == t.ndim and
+            all(a.shape[i] == t.shape[i] for i in range(t.ndim)))

@@ -1,0 +1,162 @@
+"""`python -m comfy_orch.worker`: a Python pack's worker (docs/python.md). The host starts it
+with the native worker's flags plus --node-dir (the isolated node directory), --pack-dir and
+optionally --comfyui-root. It imports the node directory as a package, reads its
+NODE_CLASS_MAPPINGS, and runs liborch_worker.so's orch_worker_main with those classes: the same
+runtime as a native worker, nodes executed on this (the main) thread."""
+
+import ctypes
+import importlib.util
+import os
+import sys
+import traceback
+
+from . import _abi, _call, _library, _output, _schema, _tensors, _values
+
+_OWN_FLAGS = ("--node-dir", "--pack-dir", "--comfyui-root")
+
+
+def _split_args(argv):
+    own, rest = {}, [argv[0]]
+    i = 1
+    while i < len(argv):
+        if argv[i] in _OWN_FLAGS and i + 1 < len(argv):
+            own[argv[i][2:].replace("-", "_")] = argv[i + 1]
+            i += 2
+        else:
+            rest.append(argv[i])
+            i += 1
+    return own, rest
+
+
+def _import_node_dir(node_dir, pack_dir):
+    """The node directory as a package named after its place in the pack, so relative imports
+    inside it work and two packs' `nodes` never collide in sys.modules."""
+    init = os.path.join(node_dir, "__init__.py")
+    if not os.path.isfile(init):
+        raise ImportError("%s has no __init__.py exporting NODE_CLASS_MAPPINGS" % node_dir)
+    rel = os.path.relpath(node_dir, os.path.dirname(pack_dir))
+    name = "".join(c if c.isalnum() else "_" for c in rel)
+    spec = importlib.util.spec_from_file_location(name, init,
+                                                  submodule_search_locations=[node_dir])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _qualified_name(exc_type):
+    module = exc_type.__module__
+    return exc_type.__qualname__ if module == "builtins" else module + "." + exc_type.__qualname__
+
+
+class Runner:
+    def __init__(self, env, specs):
+        self.env = env
+        self.handles = _values.Handles(env)
+        self.instances = {}
+        self.torch_tensors = None
+        self.builder = _schema.NodeSetBuilder(specs, self.execute_of)
+
+    def execute_of(self, spec):
+        def execute(ctx, inputs, outputs):
+            return self.execute(spec, ctx, inputs, outputs)
+        return execute
+
+    def execute(self, spec, ctx, inputs, outputs):
+        node = ctx.contents.api.contents.node_id(ctx)
+        node = node.decode("utf-8", "replace") if node else "?"
+        call = _call.Call(ctx, node)
+        _call.current = call
+        try:
+            if self.torch_tensors is None:
+                self.torch_tensors = _tensors.use_torch()
+            label = "node %s (%s)" % (node, spec.class_type)
+            kwargs = {}
+            for k, i in enumerate(spec.inputs):
+                value = _values.from_value(inputs[k], i.type, self.handles, label,
+                                           self.torch_tensors)
+                if value is not None or i.required:
+                    kwargs[i.name] = [value] if spec.input_is_list else value
+            for name, kind in spec.hidden.items():
+                kwargs[name] = node if kind == "UNIQUE_ID" else None
+            instance = self.instances.get((node, spec.class_type))
+            if instance is None:
+                instance = self.instances[(node, spec.class_type)] = spec.cls()
+            result = getattr(instance, spec.function)(**kwargs)
+            if isinstance(result, dict):
+                result = result.get("result", ())
+            if not isinstance(result, (tuple, list)):
+                raise TypeError("%s returned %s; a node returns a tuple, or a dict with 'result'"
+                                % (spec.function, type(result).__name__))
+            if len(result) < len(spec.return_types):
+                raise TypeError("%s returned %d values for %d RETURN_TYPES"
+                                % (spec.function, len(result), len(spec.return_types)))
+            for k in range(len(spec.return_types)):
+                value = result[k]
+                if k < len(spec.output_is_list) and spec.output_is_list[k]:
+                    if len(value) != 1:
+                        raise TypeError("output %d is a list of %d; comfy-orch passes lists of "
+                                        "one item only so far (docs/python.md)" % (k, len(value)))
+                    value = value[0]
+                _values.to_value(value, outputs[k], call, self.handles)
+            return _abi.NODE_OK
+        except _call.Interrupted:
+            return _abi.NODE_INTERRUPTED
+        except BaseException as exc:  # noqa: B902 - everything becomes the node's error
+            if type(exc).__name__ == "InterruptProcessingException":
+                return _abi.NODE_INTERRUPTED
+            self.fail(call, exc)
+            return _abi.NODE_ERROR
+        finally:
+            _call.current = None
+
+    def fail(self, call, exc):
+        api = call.api
+        api.fail(call.ctx, _qualified_name(type(exc)).encode("utf-8", "replace"),
+                 str(exc).encode("utf-8", "replace"))
+        if _abi.api_has(api, "fail_traceback"):
+            lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+            encoded = [line.encode("utf-8", "replace") for line in lines]
+            array = (ctypes.c_char_p * len(encoded))(*encoded)
+            api.fail_traceback(call.ctx, array, len(encoded))
+
+
+def main(argv=None):
+    own, rest = _split_args(list(sys.argv if argv is None else argv))
+    node_dir = own.get("node_dir")
+    pack_dir = own.get("pack_dir") or (os.path.dirname(node_dir) if node_dir else None)
+    if not node_dir:
+        sys.stderr.write("comfy_orch.worker: --node-dir is required (the host starts this "
+                         "program; see comfy-orch-worker --help for the other flags)\n")
+        return 64
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    front = [p for p in (own.get("comfyui_root"), pack_dir, package_root) if p]
+    sys.path[0:0] = [p for p in front if p not in sys.path]
+    os.chdir(pack_dir)
+    env = "worker"
+    if "--env" in rest[:-1]:
+        env = rest[rest.index("--env") + 1]
+    lib = _library.load()
+    _output.forward(lib)
+    argv_c = (ctypes.c_char_p * (len(rest) + 1))(*[a.encode() for a in rest], None)
+    specs, failure = [], None
+    try:
+        module = _import_node_dir(node_dir, pack_dir)
+        mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
+        if not isinstance(mappings, dict):
+            raise ImportError("%s exports no NODE_CLASS_MAPPINGS dict" % node_dir)
+        names = getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}
+        specs = [_schema.NodeSpec(k, cls, names.get(k)) for k, cls in mappings.items()]
+        runner = Runner(env, specs)
+    except BaseException as exc:  # noqa: B902 - the host must hear why, then this env stops
+        # The first line is the cause the host keeps; the worker logs the traceback after it.
+        failure = ("importing the Python pack in %s failed: %s: %s; the traceback is in the "
+                   "host's log\n" % (node_dir, _qualified_name(type(exc)), exc) +
+                   "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    if failure is not None:
+        return lib.orch_worker_main(len(rest), argv_c, None, failure.encode("utf-8", "replace"))
+    return lib.orch_worker_main(len(rest), argv_c, ctypes.byref(runner.builder.node_set), None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""Test pack: ComfyUI's V1 node contract, one node per item, as real packs write it."""
+
+import ctypes
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+import comfy_orch
+
+from .where import where
+
+
+class Describe:
+    """Reports what it received: types, and for a tensor where its bytes live."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)},
+                "optional": {"note": ("STRING", {"default": "none", "multiline": True})},
+                "hidden": {"unique_id": "UNIQUE_ID", "prompt": "PROMPT"}}
+
+    RETURN_TYPES = ("STRING", "STRING", "FLOAT", "STRING")
+    RETURN_NAMES = ("kind", "where", "sum", "unique_id")
+    FUNCTION = "describe"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def describe(self, image, unique_id, prompt, note="unset"):
+        kind = "%s %s %s %s" % (type(image).__module__, type(image).__name__,
+                                str(image.dtype), tuple(image.shape))
+        return (kind, where(image), float(image.sum()), "%s/%s" % (unique_id, note))
+
+
+class Options:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"mode": (["fast", "exact"],),
+                             "count": ("INT", {"default": 3, "min": 1, "max": 10, "step": 1}),
+                             "scale": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 1.0}),
+                             "flag": ("BOOLEAN", {"default": True}),
+                             "text": ("STRING", {"multiline": True, "default": "hi"})},
+                "optional": {"extra": ("INT", {"default": 7, "forceInput": True})}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+    DESCRIPTION = "every widget kind"
+
+    def run(self, mode, count, scale, flag, text, extra=None):
+        return {"ui": {"text": [mode]},
+                "result": ("%s|%d|%.2f|%s|%s|%s" % (mode, count, scale, flag, text, extra),)}
+
+
+class MakeImage:
+    """A pool-backed output: comfy_orch.empty, filled and returned without a copy."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("FLOAT", {"default": 1.0})}}
+
+    RETURN_TYPES = ("IMAGE", "STRING")
+    FUNCTION = "make"
+    CATEGORY = "test/contract"
+
+    def make(self, value):
+        image = comfy_orch.empty((1, 4, 8, 3), "float32")
+        image[...] = value
+        return (image, where(image))
+
+
+class PassThrough:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    RETURN_TYPES = ("IMAGE", "STRING")
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+
+    def run(self, image):
+        return (image, where(image))
+
+
+class Lists:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("INT", {"default": 1})}}
+
+    INPUT_IS_LIST = True
+    RETURN_TYPES = ("STRING",)
+    OUTPUT_IS_LIST = (True,)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, value):
+        return (["%s:%r" % (type(value).__name__, value)],)
+
+
+class Raise:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"message": ("STRING", {"default": "bad input"})}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, message):
+        raise ValueError(message)
+
+
+class Crash:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+    NOT_IDEMPOTENT = True
+
+    def run(self):
+        ctypes.string_at(1)  # a native crash inside the interpreter (SIGSEGV)
+        return (0,)
+
+
+class Sleep:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seconds": ("FLOAT", {"default": 30.0})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            comfy_orch.check_interrupted()
+            time.sleep(0.005)
+        return (os.getpid(),)
+
+
+class Chatty:
+    """Prints from several threads at once; every line must reach the log whole."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"threads": ("INT", {"default": 4}), "lines": ("INT", {"default": 50})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, threads, lines):
+        def talk(k):
+            for n in range(lines):
+                print("chatty thread %d line %d %s" % (k, n, "x" * 40))
+        workers = [threading.Thread(target=talk, args=(k,)) for k in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        import logging
+        logging.getLogger("chatty").warning("chatty logging line")
+        return (threads * lines,)
+
+
+class Thing:
+    def __init__(self, size):
+        self.size = size
+
+
+class MakeThing:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"size": ("INT", {"default": 5})}}
+
+    RETURN_TYPES = ("THING",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+
+    def run(self, size):
+        return (Thing(size),)
+
+
+class UseThing:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"thing": ("THING",)}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, thing):
+        return (thing.size,)
+
+
+class LoadModel:
+    """A model the host can see (a stand-in) and evict."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"name": ("STRING", {"default": "weights"}),
+                             "mib": ("INT", {"default": 64})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, name, mib):
+        model = comfy_orch.register_model(name, mib << 20)
+        model.fault(0, mib << 20)
+        model.unpin(0, mib << 20)
+        return (int(model.created),)
+
+
+class Environment:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self):
+        keys = ("PY_CONTRACT_VAR", "PYTHONNOUSERSITE", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME")
+        values = ["%s=%s" % (k, os.environ.get(k, "<unset>")) for k in keys]
+        return ("|".join(values + ["cwd=" + os.getcwd(), "path0=" + sys.path[0],
+                                   "torch=" + str("torch" in sys.modules)]),)
+
+
+NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Describe, Options, MakeImage, PassThrough, Lists,
+                                               Raise, Crash, Sleep, Chatty, MakeThing, UseThing,
+                                               LoadModel, Environment)}
+NODE_DISPLAY_NAME_MAPPINGS = {"Describe": "Describe Input"}

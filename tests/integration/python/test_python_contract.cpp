@@ -1,0 +1,210 @@
+// ComfyUI's V1 node contract, item by item, through real Python workers (docs/python.md): the
+// schema a pack declares reaches the host in the worker's hello, so the host validates and fills
+// inputs exactly as for native packs; values cross by value and tensors as pool views.
+#include "python_fixture.hpp"
+
+namespace orch::python_testing {
+namespace {
+
+class python_contract : public python_worker_test {
+ protected:
+  const orchestrator::node_input* input(const std::string& cls, const std::string& name) {
+    const auto* c = host_->catalogue().find(cls);
+    if (c == nullptr) return nullptr;
+    for (const auto& i : c->inputs)
+      if (i.name == name) return &i;
+    return nullptr;
+  }
+  // The class as the worker reported it in ready.
+  json reported(const std::string& cls) {
+    const auto w = info(runtime_testing::env_of(*host_, cls));
+    for (const auto& n : w.nodes)
+      if (n.value("class_type", "") == cls) return n;
+    return {};
+  }
+};
+
+TEST_F(python_contract, the_v1_schema_reaches_the_host_in_the_workers_hello) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const auto* mode = input("Options", "mode");
+  ASSERT_NE(mode, nullptr) << "Options is not in the catalogue";
+  EXPECT_EQ(mode->type, "COMBO");
+  EXPECT_EQ(mode->options, (std::vector<std::string>{"fast", "exact"}));
+  const auto* count = input("Options", "count");
+  ASSERT_NE(count, nullptr);
+  EXPECT_EQ(count->type, "INT");
+  EXPECT_EQ(count->min, 1.0);
+  EXPECT_EQ(count->max, 10.0);
+  EXPECT_EQ(count->default_value, json(3));
+  EXPECT_FALSE(input("Options", "extra")->required);
+  EXPECT_TRUE(host_->catalogue().find("Options")->output_node);
+  EXPECT_TRUE(host_->catalogue().find("Crash")->not_idempotent);
+  EXPECT_EQ(host_->catalogue().find("Describe")->display_name, "Describe Input");
+  EXPECT_EQ(host_->catalogue().find("Describe")->outputs,
+            (std::vector<std::string>{"STRING", "STRING", "FLOAT", "STRING"}));
+
+  const json describe = reported("Describe");
+  EXPECT_EQ(describe["return_names"], json({"kind", "where", "sum", "unique_id"}));
+  EXPECT_EQ(describe["hidden"], json({{"unique_id", "UNIQUE_ID"}, {"prompt", "PROMPT"}}));
+  EXPECT_EQ(describe["category"], "test/contract");
+  const json options = reported("Options");
+  EXPECT_EQ(options["description"], "every widget kind");
+  EXPECT_EQ(options["inputs"][4]["multiline"], true) << options.dump();
+  EXPECT_EQ(options["inputs"][5]["forceInput"], true) << options.dump();
+  EXPECT_EQ(reported("Lists")["input_is_list"], true);
+  EXPECT_EQ(reported("Lists")["output_is_list"], json({true}));
+}
+
+TEST_F(python_contract,
+       a_combo_value_outside_its_list_or_a_number_past_max_is_refused_before_a_run) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  auto p = orchestrator::parse_prompt(
+      json{{"1",
+            {{"class_type", "Options"},
+             {"inputs",
+              {{"mode", "slow"}, {"count", 11}, {"scale", 0.5}, {"flag", true}, {"text", "x"}}}}}}
+          .dump());
+  ASSERT_TRUE(p.ok());
+  const auto report = orchestrator::validate_prompt(*p, host_->catalogue());
+  ASSERT_FALSE(report.ok());
+  std::set<std::string> types;
+  for (const auto& e : report.node_errors.at("1").errors) types.insert(e.type);
+  EXPECT_TRUE(types.count("value_not_in_list")) << report.to_json().dump();
+  EXPECT_TRUE(types.count("value_bigger_than_max")) << report.to_json().dump();
+}
+
+TEST_F(python_contract, widget_values_defaults_and_the_result_dict_reach_and_leave_the_node) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const auto o = run_json({{"1",
+                            {{"class_type", "Options"},
+                             {"inputs",
+                              {{"mode", "exact"},
+                               {"count", 4},
+                               {"scale", 0.25},
+                               {"flag", false},
+                               {"text", "a\nb"}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  // The optional `extra` was not given, so the node's own default (None) applies.
+  EXPECT_EQ(output(o, "1", 0), "exact|4|0.25|False|a\nb|None");
+}
+
+TEST_F(python_contract, hidden_unique_id_is_filled_and_an_absent_optional_takes_its_default) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const auto o = run_json({{"1", {{"class_type", "MakeImage"}, {"inputs", {{"value", 0.5}}}}},
+                           {"7", {{"class_type", "Describe"}, {"inputs", {{"image", {"1", 0}}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "7", 3), "7/unset");  // the method's default, as in ComfyUI
+}
+
+TEST_F(python_contract, a_tensor_input_is_a_view_of_the_producers_pool_buffer_in_another_env) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const auto o =
+      run_json({{"1", {{"class_type", "MakeImage"}, {"inputs", {{"value", 0.5}}}}},
+                {"2", {{"class_type", "TorchDescribe"}, {"inputs", {{"image", {"1", 0}}}}}},
+                {"3", {{"class_type", "Describe"}, {"inputs", {{"image", {"2", 0}}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  // Producer and consumer are two processes: the same file and offset is the same bytes.
+  const std::string made_at = output(o, "1", 1);
+  EXPECT_EQ(made_at.rfind("/memfd:orch-pool-", 0), 0u) << made_at;
+  EXPECT_EQ(output(o, "2", 2), made_at);
+  // The torch env got a torch tensor, the numpy env an array; the contents arrived: 0.5 × 2.
+  EXPECT_EQ(output(o, "2", 1), "Tensor torch.float32 (1, 4, 8, 3)");
+  EXPECT_EQ(output(o, "3", 0), "numpy ndarray float32 (1, 4, 8, 3)");
+  EXPECT_DOUBLE_EQ(output(o, "3", 2).get<double>(), 1.0 * 4 * 8 * 3);
+}
+
+TEST_F(python_contract, a_tensor_passed_through_unchanged_leaves_in_the_same_buffer) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const auto o =
+      run_json({{"1", {{"class_type", "MakeImage"}, {"inputs", {{"value", 2.0}}}}},
+                {"2", {{"class_type", "PassThrough"}, {"inputs", {{"image", {"1", 0}}}}}},
+                {"3", {{"class_type", "Describe"}, {"inputs", {{"image", {"2", 0}}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "2", 0)["tensor"]["descriptor"], output(o, "1", 0)["tensor"]["descriptor"]);
+  EXPECT_EQ(output(o, "2", 1), output(o, "1", 1));
+  EXPECT_DOUBLE_EQ(output(o, "3", 2).get<double>(), 2.0 * 4 * 8 * 3);
+}
+
+TEST_F(python_contract, two_python_envs_and_a_native_env_share_one_prompt) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const auto o = run_json(
+      {{"1",
+        {{"class_type", "SolidImage"}, {"inputs", {{"width", 8}, {"height", 4}, {"value", 0.25}}}}},
+       {"2", {{"class_type", "TorchDescribe"}, {"inputs", {{"image", {"1", 0}}}}}},
+       {"3", {{"class_type", "Describe"}, {"inputs", {{"image", {"2", 0}}}}}},
+       {"4", {{"class_type", "ImageChecksum"}, {"inputs", {{"image", {"2", 0}}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  // 8 × 4 × 3 values of 0.25, doubled by the torch node, seen by numpy and by the native pack.
+  EXPECT_DOUBLE_EQ(output(o, "3", 2).get<double>(), 0.5 * 8 * 4 * 3);
+  EXPECT_NEAR(output(o, "4", 0).get<double>(), 0.5 * 8 * 4 * 3, 1e-3);
+}
+
+TEST_F(python_contract, input_is_list_wraps_each_input_and_an_output_list_of_one_is_its_item) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const auto o = run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 3}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "1", 0), "list:[3]");
+}
+
+TEST_F(python_contract, an_object_stays_in_its_worker_and_another_env_is_refused_by_name) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  auto same = run_json({{"1", {{"class_type", "MakeThing"}, {"inputs", {{"size", 9}}}}},
+                        {"2", {{"class_type", "UseThing"}, {"inputs", {{"thing", {"1", 0}}}}}}});
+  ASSERT_TRUE(same.ok) << same.error->dump();
+  EXPECT_EQ(output(same, "2", 0), 9);
+
+  auto other =
+      run_json({{"1", {{"class_type", "MakeThing"}, {"inputs", {{"size", 9}}}}},
+                {"2", {{"class_type", "UseOtherThing"}, {"inputs", {{"thing", {"1", 0}}}}}}});
+  ASSERT_FALSE(other.ok);
+  const std::string message = (*other.error)["exception_message"];
+  const std::string maker = runtime_testing::env_of(*host_, "MakeThing");
+  const std::string user = runtime_testing::env_of(*host_, "UseOtherThing");
+  EXPECT_EQ((*other.error)["exception_type"], "TypeError");
+  EXPECT_NE(message.find("a Thing made in env '" + maker + "'"), std::string::npos) << message;
+  EXPECT_NE(message.find("cannot be used in env '" + user + "'"), std::string::npos) << message;
+}
+
+TEST_F(python_contract, the_worker_environment_follows_comfy_env) {
+  ::setenv("PYTHONPATH", "/nonexistent/shadowing", 1);
+  ::setenv("PYTHONSTARTUP", "/nonexistent/startup.py", 1);
+  start_python({"PyContract"});
+  ::unsetenv("PYTHONPATH");
+  ::unsetenv("PYTHONSTARTUP");
+  ASSERT_FALSE(HasFatalFailure());
+  const auto o = run_json({{"1", {{"class_type", "Environment"}, {"inputs", json::object()}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  const std::string pack = (dir_ / "packs/PyContract").string();
+  EXPECT_EQ(output(o, "1", 0),
+            "PY_CONTRACT_VAR=from-pack|PYTHONNOUSERSITE=1|PYTHONPATH=<unset>|"
+            "PYTHONSTARTUP=<unset>|PYTHONHOME=<unset>|cwd=" +
+                pack + "|path0=" + pack + "|torch=False");
+}
+
+TEST_F(python_contract, a_model_a_python_node_registers_is_a_stand_in_the_host_can_evict) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  const auto o = run_json(
+      {{"1", {{"class_type", "LoadModel"}, {"inputs", {{"name", "weights"}, {"mib", 64}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "1", 0), 1);  // created by this call
+  const std::string env = runtime_testing::env_of(*host_, "LoadModel");
+  const auto entries = host_->on_io_thread([&] { return host_->stand_ins().entries(); });
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].env, env);
+  EXPECT_EQ(entries[0].size, 64u << 20);
+  std::uint64_t free_before = 0;
+  host_->on_io_thread([&] {
+    auto* dev = host_->memory().backend();
+    dev->api().mem_get_info(dev->device(), &free_before, nullptr);
+  });
+  // 64 MiB more than is free: the Python worker's model is the only candidate, evicted by a
+  // request to that worker, counted by its receipt.
+  const auto steps = host_->free_through_stand_ins(env, free_before + (64u << 20));
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].env, env);
+  EXPECT_EQ(steps[0].id, entries[0].id);
+  EXPECT_EQ(steps[0].freed, entries[0].resident);
+}
+
+}  // namespace
+}  // namespace orch::python_testing

@@ -1,0 +1,142 @@
+// What goes wrong in a Python pack stays a typed error of that node or that env (docs/python.md):
+// an exception is ComfyUI's execution_error with its type and traceback, a native crash is a
+// worker crash followed by a respawn, an import error stops that env only, output from threads
+// reaches the log whole, and a worker killed mid-call leaves nothing behind.
+#include <fcntl.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "python_fixture.hpp"
+
+namespace orch::python_testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+class python_faults : public python_worker_test {};
+
+TEST_F(python_faults, an_exception_is_an_execution_error_with_its_type_message_and_traceback) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  const auto o = run_json(
+      {{"1", {{"class_type", "Raise"}, {"inputs", {{"message", "gamma must be positive"}}}}}});
+  ASSERT_FALSE(o.ok);
+  const json& e = *o.error;
+  EXPECT_EQ(e["exception_type"], "ValueError");
+  EXPECT_EQ(e["exception_message"], "gamma must be positive");
+  EXPECT_EQ(e["node_id"], "1");
+  EXPECT_EQ(e["node_type"], "Raise");
+  ASSERT_TRUE(e["traceback"].is_array());
+  ASSERT_GE(e["traceback"].size(), 2u) << e.dump();
+  EXPECT_EQ(e["traceback"][0], "Traceback (most recent call last):\n");
+  const std::string all = e["traceback"].dump();
+  EXPECT_NE(all.find("raise ValueError(message)"), std::string::npos) << all;
+  // The worker lives on: the next prompt runs.
+  EXPECT_TRUE(run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 1}}}}}}).ok);
+}
+
+TEST_F(python_faults, a_segfault_in_the_interpreter_is_a_worker_crash_then_a_respawn) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  const std::string env = runtime_testing::env_of(*host_, "Crash");
+  const auto before = info(env);
+  const auto start = steady_clock::now();
+  const auto o = run_json({{"1", {{"class_type", "Crash"}, {"inputs", json::object()}}}});
+  const auto took = steady_clock::now() - start;
+  ASSERT_FALSE(o.ok);
+  EXPECT_EQ((*o.error)["exception_type"], "worker_died") << o.error->dump();
+  EXPECT_LT(took, milliseconds(1000));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto* w = host_->workers().find(env);
+        return w->generation > before.generation && w->state == orchestrator::worker_state::ready;
+      },
+      std::chrono::seconds(20)));
+  EXPECT_TRUE(run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 1}}}}}}).ok);
+}
+
+TEST_F(python_faults, a_pack_whose_import_fails_stops_only_its_own_env_with_the_cause) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract", "PyBroken"}));
+  std::string broken;
+  for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
+    if (w.env.find("pybroken") != std::string::npos) broken = w.env;
+  }
+  ASSERT_FALSE(broken.empty());
+  const auto w = info(broken);
+  EXPECT_EQ(w.state, orchestrator::worker_state::failed);
+  EXPECT_NE(w.last_error.find("ModuleNotFoundError"), std::string::npos) << w.last_error;
+  EXPECT_NE(w.last_error.find("definitely_not_installed_module"), std::string::npos)
+      << w.last_error;
+  // The memory table says so too, and every other pack runs.
+  bool in_table = false;
+  for (const auto& r : orchestrator::read_memory_table(*host_)) {
+    if (r.process == broken) in_table = r.state == "failed";
+  }
+  EXPECT_TRUE(in_table);
+  EXPECT_TRUE(run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 1}}}}}}).ok);
+}
+
+TEST_F(python_faults, prints_and_logging_from_several_threads_reach_the_log_whole) {
+  // Workers inherit the host's stderr: point it at a file for this test.
+  const fs::path log = dir_ / "stderr.log";
+  const int saved = ::dup(2);
+  const int file = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(file, 0);
+  ::dup2(file, 2);
+  ::close(file);
+  start_python({"PyContract"});
+  const auto o =
+      run_json({{"1", {{"class_type", "Chatty"}, {"inputs", {{"threads", 4}, {"lines", 50}}}}}});
+  host_->shutdown(std::chrono::seconds(2));
+  ::dup2(saved, 2);
+  ::close(saved);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  std::ifstream in(log);
+  std::string line;
+  int whole = 0;
+  bool logging_line = false;
+  const std::string env = runtime_testing::env_of(*host_, "Chatty");
+  while (std::getline(in, line)) {
+    if (line.find("chatty logging line") != std::string::npos) {
+      logging_line = line.find("[" + std::string("comfy-orch-worker ") + env + "] [warning]") !=
+                     std::string::npos;
+    }
+    if (line.find("chatty thread") == std::string::npos) continue;
+    // Every line is one print, tagged with the env, and nothing else.
+    EXPECT_NE(line.find("[comfy-orch-worker " + env + "] [info] chatty thread"), std::string::npos)
+        << line;
+    EXPECT_EQ(line.substr(line.size() - 40), std::string(40, 'x')) << line;
+    ++whole;
+  }
+  EXPECT_EQ(whole, 200);
+  EXPECT_TRUE(logging_line);
+}
+
+TEST_F(python_faults, a_python_worker_killed_mid_call_fails_the_call_fast_and_leaves_nothing) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  const std::string env = runtime_testing::env_of(*host_, "Sleep");
+  auto running = run_async(
+      json{{"1", {{"class_type", "Sleep"}, {"inputs", {{"seconds", 30.0}}}}}}.dump(), "1");
+  const pid_t pid = info(env).pid;
+  const auto start = steady_clock::now();
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  const auto o = running.get();
+  EXPECT_LT(steady_clock::now() - start, milliseconds(1000));
+  ASSERT_FALSE(o.ok);
+  EXPECT_EQ((*o.error)["exception_type"], "worker_died");
+  // TearDown checks that no fd, /dev/shm entry or process is left behind.
+}
+
+TEST_F(python_faults, an_interrupt_reaches_the_running_python_node) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  auto running = run_async(
+      json{{"1", {{"class_type", "Sleep"}, {"inputs", {{"seconds", 30.0}}}}}}.dump(), "1");
+  executor_->interrupt();
+  const auto o = running.get();
+  ASSERT_FALSE(o.ok);
+  EXPECT_EQ((*o.error)["exception_type"], "interrupted") << o.error->dump();
+}
+
+}  // namespace
+}  // namespace orch::python_testing
