@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "orch/manifests/inventory.hpp"
 #include "orch/orchestrator/executor.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
@@ -28,22 +29,11 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using namespace orch;
+using namespace orch::bench;
 using orchestrator::host_runtime;
-using clock_type = std::chrono::steady_clock;
 
 constexpr double comfy_env_warm_echo_us = 2400.0;  // docs/references.md, comfy-env's figures
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
-}
-
-double us(clock_type::duration d) {
-  return std::chrono::duration<double, std::micro>(d).count();
-}
 
 long rss_kib() {
   std::ifstream status("/proc/self/status");
@@ -53,18 +43,6 @@ long rss_kib() {
   }
   return 0;
 }
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    char t[] = "/tmp/orch-bench-XXXXXX";
-    path = ::mkdtemp(t);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // A deployment of `packs` test packs (pack i uses variant B when b(i)).
 fs::path write_deployment(const fs::path& dir, int packs, bool second_is_b, const char* pool) {
@@ -88,20 +66,7 @@ fs::path write_deployment(const fs::path& dir, int packs, bool second_is_b, cons
 }
 
 std::unique_ptr<host_runtime> start(const fs::path& file) {
-  manifests::diagnostics diags;
-  auto d = manifests::load_deployment(file, diags);
-  if (!d) {
-    std::fprintf(stderr, "bench: deployment did not load\n");
-    std::exit(2);
-  }
-  auto inv = manifests::build_inventory(*d, diags);
-  auto h = host_runtime::start(*d, inv, {ORCH_BENCH_WORKER, 64, {}, {}});
-  if (!h) {
-    std::fprintf(stderr, "bench: %s\n", h.err().message.c_str());
-    std::exit(2);
-  }
-  if (!(*h)->wait_settled(std::chrono::seconds(120))) std::exit(2);
-  return std::move(*h);
+  return bench::start_host(file, {ORCH_BENCH_WORKER, 64, {}, {}});
 }
 
 template <typename Start>

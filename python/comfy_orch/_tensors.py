@@ -5,7 +5,6 @@ it already lives there (comfy_orch.empty(), or an input passed through unchanged
 Node code gets torch tensors when its pack imported torch, numpy arrays otherwise
 (COMFY_ORCH_TENSORS=torch|numpy overrides): a numpy pack does not pay torch's import."""
 
-import ctypes
 import os
 import sys
 
@@ -47,8 +46,19 @@ def array_of(t):
         count *= n
     if count == 0 or not t.data:
         return np.empty(shape, dtype)
-    raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(t.data)
-    return np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
+    return np.asarray(_Memory(t.data, shape, dtype))
+
+
+class _Memory:
+    """Pool bytes as numpy's array interface describes them: an array over them is made without
+    a ctypes array type per size (which costs more than the rest of a call). The pool stays
+    mapped for the worker's life, so the array never outlives its memory."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, address, shape, dtype):
+        self.__array_interface__ = {"data": (address, False), "shape": shape,
+                                    "typestr": dtype.str, "version": 3}
 
 
 def to_node(t, torch_tensors):

@@ -1,0 +1,232 @@
+// bench_python: Python workers against floors measured in the same run (docs/performance.md,
+// "Python workers"). Every figure is a ratio; nothing is divided by a published number.
+//
+//   bench_python [calls] [cold_starts]     (defaults 2000, 10)
+//
+//   1. empty node call through the router: a Python worker's against a native worker's
+//      (target: <= 2x);
+//   2. a 64 MiB IMAGE passed through a Python node unchanged, against the empty Python call
+//      (target: <= 2x: the tensor is a view, never copied);
+//   3. a new 64 MiB IMAGE from a Python node, against one memcpy of 64 MiB (target: <= 1.5x);
+//   4. a Python worker's cold start (spawn to ready) against `python3 -s -c "import numpy"`, and a
+//      torch pack's against `python3 -s -c "import torch"` (target: floor + 20 ms).
+//
+// The interpreter is ORCH_TEST_PYTHON, else /usr/bin/python3 (with numpy and torch).
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <string>
+
+#include "bench_support.hpp"
+#include "orch/orchestrator/executor.hpp"
+#include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/support/logging.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace orch;
+using namespace orch::bench;
+using nlohmann::json;
+
+std::string python() {
+  const char* chosen = std::getenv("ORCH_TEST_PYTHON");
+  return chosen != nullptr && *chosen != '\0' ? chosen : "/usr/bin/python3";
+}
+
+// A deployment with `packs` (the native test pack "Native", the Python bench packs "PyBench"
+// and "PyBenchTorch"), each Python env run by python() through [packs.python].
+fs::path write_deployment(const fs::path& dir,
+                          const std::vector<std::string>& packs = {"Native", "PyBench",
+                                                                   "PyBenchTorch"}) {
+  std::string paths;
+  fs::create_directories(dir / "packs");
+  for (const auto& pack : packs) {
+    if (pack == "Native") {
+      fs::create_directories(dir / "packs/Native/nodes");
+      std::ofstream(dir / "packs/Native/nodes/comfy-env.toml")
+          << "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n";
+    } else {
+      fs::copy(fs::path(ORCH_BENCH_PYTHON_PACKS) / pack, dir / "packs" / pack,
+               fs::copy_options::recursive);
+    }
+    paths += (paths.empty() ? "\"packs/" : ", \"packs/") + pack + "\"";
+  }
+  const fs::path file = dir / "deployment.toml";
+  std::ofstream(file) << "[host]\ndevice = \"sim\"\n[host.sim]\ncapacity = \"4GiB\"\n"
+                      << "[plugins]\nsearch_paths = [\"" << ORCH_BENCH_PLUGIN_DIR << "\"]\n"
+                      << "[packs]\npaths = [" << paths << "]\nlibrary_paths = [\""
+                      << ORCH_BENCH_PACKS_DIR << "\"]\n[packs.python]\n\"pybench-nodes\" = \""
+                      << python() << "\"\n\"pybenchtorch-nodes\" = \"" << python()
+                      << "\"\n[workers]\nhandshake_timeout = \"60s\"\nheartbeat_interval = \"1s\"\n"
+                      << "[shm]\npinned_pool_size = \"512MiB\"\n";
+  return file;
+}
+
+std::unique_ptr<orchestrator::host_runtime> start(const fs::path& file) {
+  return start_host(file, {ORCH_BENCH_WORKER, 64, ORCH_BENCH_WORKER_LIBRARY,
+                           ORCH_BENCH_PYTHON_PACKAGE});
+}
+
+double call_us(orchestrator::host_runtime& h, const std::string& class_type) {
+  const std::string env = h.catalogue().find(class_type)->env;
+  const json body{{"node", "1"}, {"class_type", class_type}, {"epoch", 1},
+                  {"inputs", json::object()}};
+  std::promise<void> done;
+  auto f = done.get_future();
+  const auto t0 = clock_type::now();
+  h.on_io_thread([&] {
+    h.workers().call(env, body, [&done](result<json>) { done.set_value(); });
+  });
+  f.get();
+  return us(clock_type::now() - t0);
+}
+
+void bench_empty_calls(orchestrator::host_runtime& h, int calls) {
+  std::vector<double> native, py;
+  for (int i = 0; i < calls + calls / 10; ++i) {
+    const double n = call_us(h, "TestEmpty");
+    const double p = call_us(h, "PyEmpty");
+    if (i >= calls / 10) {
+      native.push_back(n);
+      py.push_back(p);
+    }
+  }
+  const double n50 = percentile(native, 0.5), p50 = percentile(py, 0.5);
+  std::printf("empty node call through the router (%d samples)\n", calls);
+  std::printf("  native worker (floor):  p50 %.1f us  p99 %.1f us\n", n50,
+              percentile(native, 0.99));
+  std::printf("  Python worker:          p50 %.1f us  p99 %.1f us\n", p50, percentile(py, 0.99));
+  std::printf("  ratio Python/native p50 %.2f (target <= 2)\n", p50 / n50);
+}
+
+// One memcpy of `bytes` between two buffers already touched: the floor of writing an output.
+double memcpy_us(std::size_t bytes, int reps) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  std::vector<double> samples;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = clock_type::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    asm volatile("" : : "r"(b.data()) : "memory");
+    samples.push_back(us(clock_type::now() - t0));
+  }
+  return percentile(samples, 0.5);
+}
+
+void bench_big_images(orchestrator::host_runtime& h, int reps) {
+  orchestrator::recording_event_sink sink;
+  orchestrator::executor ex(h, sink);
+  auto node_us = [&](const json& prompt, const std::string& node) {
+    std::vector<double> samples;
+    for (int i = 0; i < reps; ++i) {
+      auto p = orchestrator::parse_prompt(prompt.dump());
+      const auto report = orchestrator::validate_prompt(*p, h.catalogue());
+      const auto outcome = ex.run(*p, report.outputs, "bench");
+      if (!outcome.ok) {
+        std::fprintf(stderr, "bench: prompt failed: %s\n", outcome.error->dump().c_str());
+        std::exit(2);
+      }
+      samples.push_back(outcome.nodes.at(node).call_us);
+      ex.release_outputs();
+    }
+    return percentile(samples, 0.5);
+  };
+  const double empty = node_us({{"1", {{"class_type", "PyEmpty"}, {"inputs", json::object()}}}}, "1");
+  // The same two figures for a native consumer: what the runtime itself costs for an input.
+  const double native_empty =
+      node_us({{"1", {{"class_type", "TestEmpty"}, {"inputs", json::object()}}}}, "1");
+  const double native_take = node_us(
+      {{"1", {{"class_type", "TestBlob"}, {"inputs", {{"mib", 64}}}}},
+       {"2", {{"class_type", "TestBlobPeek"}, {"inputs", {{"blob", {"1", 0}}}}}}},
+      "2");
+  const double pass = node_us(
+      {{"1", {{"class_type", "MakeBig"}, {"inputs", json::object()}}},
+       {"2", {{"class_type", "PassBig"}, {"inputs", {{"image", {"1", 0}}}}}}},
+      "2");
+  const double take = node_us(
+      {{"1", {{"class_type", "MakeBig"}, {"inputs", json::object()}}},
+       {"2", {{"class_type", "TakeBig"}, {"inputs", {{"image", {"1", 0}}}}}}},
+      "2");
+  const double fresh =
+      node_us({{"1", {{"class_type", "NewBig"}, {"inputs", json::object()}}}}, "1");
+  const double copy = memcpy_us(64u << 20, reps);
+  std::printf("64 MiB IMAGE through a Python node (executor call time, p50 of %d)\n", reps);
+  std::printf("  empty Python call (floor):      %.1f us\n", empty);
+  std::printf("  native: empty %.1f us, a 64 MiB input %.1f us, ratio %.2f\n", native_empty,
+              native_take, native_take / native_empty);
+  std::printf("  taken as an input only:         %.1f us, ratio %.2f\n", take, take / empty);
+  std::printf("  passed through unchanged:       %.1f us, ratio %.2f (target <= 2)\n", pass,
+              pass / empty);
+  std::printf("  memcpy of 64 MiB (floor):       %.1f us\n", copy);
+  std::printf("  a new 64 MiB output:            %.1f us, ratio %.2f (target <= 1.5)\n", fresh,
+              fresh / copy);
+}
+
+// Wall time of `python3 -s -c '<code>; os._exit(0)'`, spawned as the host spawns a worker: the
+// interpreter's start and the import, without its teardown (a worker's "ready" has none either).
+double python_ms(const std::string& code) {
+  const std::string py = python();
+  std::string line = "import os; " + code + "; os._exit(0)";
+  std::vector<char*> argv{const_cast<char*>(py.c_str()), const_cast<char*>("-s"),
+                          const_cast<char*>("-c"), line.data(), nullptr};
+  const auto t0 = clock_type::now();
+  pid_t pid = 0;
+  if (::posix_spawn(&pid, py.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return us(clock_type::now() - t0) / 1000.0;
+}
+
+// Each pack's worker started alone, so the figure is the worker's and not two interpreters
+// sharing the machine's cores.
+void bench_cold_start(int runs) {
+  std::vector<double> numpy_pack, torch_pack, numpy_floor, torch_floor;
+  auto ready_ms = [](const std::string& pack) {
+    temp_dir dir;
+    auto h = start(write_deployment(dir.path, {pack}));
+    double ms = 0;
+    for (const auto& w : h->on_io_thread([&] { return h->workers().workers(); })) {
+      ms = us(w.ready_at - w.spawned_at) / 1000.0;
+    }
+    h->shutdown();
+    return ms;
+  };
+  for (int i = 0; i < runs; ++i) {
+    numpy_floor.push_back(python_ms("import numpy"));
+    numpy_pack.push_back(ready_ms("PyBench"));
+    torch_floor.push_back(python_ms("import torch"));
+    torch_pack.push_back(ready_ms("PyBenchTorch"));
+  }
+  const double nf = percentile(numpy_floor, 0.5), tf = percentile(torch_floor, 0.5);
+  const double np = percentile(numpy_pack, 0.5), tp = percentile(torch_pack, 0.5);
+  std::printf("Python worker cold start, spawn to ready, one worker at a time (p50 of %d runs)\n",
+              runs);
+  std::printf("  python3 -s -c 'import numpy' (floor): %.1f ms; numpy pack %.1f ms: floor %+.1f ms "
+              "(target <= +20)\n",
+              nf, np, np - nf);
+  std::printf("  python3 -s -c 'import torch' (floor): %.1f ms; torch pack %.1f ms: floor %+.1f ms "
+              "(target <= +20)\n",
+              tf, tp, tp - tf);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int calls = argc > 1 ? std::atoi(argv[1]) : 2000;
+  const int cold = argc > 2 ? std::atoi(argv[2]) : 10;
+  ::setenv("ORCH_LOG_LEVEL", "warn", 0);
+  orch::init_logging("bench_python");
+  {
+    temp_dir dir;
+    auto h = start(write_deployment(dir.path));
+    bench_empty_calls(*h, calls);
+    bench_big_images(*h, 20);
+    h->shutdown();
+  }
+  bench_cold_start(cold);
+  return 0;
+}

@@ -1,0 +1,85 @@
+"""bench_python's numpy pack: an empty node, and a 64 MiB IMAGE made in the pool, passed
+through, and made anew outside the pool (one copy into it)."""
+
+import numpy as np
+
+import comfy_orch
+
+SHAPE = (1, 2048, 2048, 4)  # float32: 64 MiB
+_outside = None
+
+
+class PyEmpty:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "run"
+    OUTPUT_NODE = True
+
+    def run(self):
+        return ()
+
+
+class MakeBig:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "run"
+
+    def run(self):
+        image = comfy_orch.empty(SHAPE, "float32")
+        image.fill(0.5)
+        return (image,)
+
+
+class PassBig:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "run"
+    OUTPUT_NODE = True
+
+    def run(self, image):
+        return (image,)
+
+
+class TakeBig:
+    """Takes the image and returns nothing: the input's cost alone."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "run"
+    OUTPUT_NODE = True
+
+    def run(self, image):
+        return ()
+
+
+class NewBig:
+    """Returns an array that is not in the pool: the worker writes it there once."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "run"
+    OUTPUT_NODE = True
+
+    def run(self):
+        global _outside
+        if _outside is None:
+            _outside = np.full(SHAPE, 0.25, dtype=np.float32)
+        return (_outside,)
+
+
+NODE_CLASS_MAPPINGS = {c.__name__: c for c in (PyEmpty, MakeBig, PassBig, TakeBig, NewBig)}
