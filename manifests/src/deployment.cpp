@@ -54,6 +54,7 @@ class deployment_parser {
     read_memory(top);
     read_plugins(top);
     read_env(top);
+    read_comfyui(top);
     read_packs(top);
     read_workers(top);
     read_shm(top);
@@ -182,6 +183,21 @@ class deployment_parser {
       for (const auto& p : *paths) result_.plugin_paths.push_back(resolve(p));
     }
     plugins.finish();
+  }
+
+  void read_comfyui(strict_table& top) {
+    strict_table comfyui(top.table("comfyui"), "comfyui", file_, diags_, &root_);
+    if (auto root = comfyui.string("root")) {
+      const auto dir = resolve(*root);
+      std::error_code ec;
+      if (!fs::is_directory(dir / "comfy", ec)) {
+        comfyui.error("root", "\"" + *root + "\" (" + dir.string() +
+                                  ") is not a ComfyUI tree (it has no comfy/ directory)",
+                      "point it at the directory holding ComfyUI's main.py, or remove it");
+      }
+      result_.comfyui_root = dir;
+    }
+    comfyui.finish();
   }
 
   void read_env(strict_table& top) {

@@ -163,8 +163,9 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
       if (e.status.native) {
         spec.library = e.status.path;
       } else {
-        spec.python =
-            python_worker_spec{e.status.interpreter, e.dir.config.parent_path(), e.dir.pack_dir};
+        spec.python = python_worker_spec{e.status.interpreter, e.dir.config.parent_path(),
+                                         e.dir.pack_dir,
+                                         d.comfyui_root.value_or(std::filesystem::path())};
       }
       spec.env_vars = e.manifest.env_vars;
       spec.device = worker_device(d, e.manifest.worker.device, name);

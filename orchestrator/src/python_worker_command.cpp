@@ -30,6 +30,9 @@ void python_worker_command(const python_worker_spec& spec, const supervisor_opti
                                 bootstrap,    options.python_package_root.string(),
                                 "--node-dir", spec.node_dir.string(),
                                 "--pack-dir", spec.pack_dir.string()};
+  if (!spec.comfyui_root.empty()) {
+    args.insert(args.end(), {"--comfyui-root", spec.comfyui_root.string()});
+  }
   args.insert(args.end(), request.args.begin(), request.args.end());
   request.args = std::move(args);
   for (const char* name : {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"})

@@ -2,6 +2,7 @@
 one at a time on the worker's main thread, so one current call is all there is."""
 
 import ctypes
+import threading
 
 from . import _abi, _tensors
 
@@ -40,6 +41,9 @@ class Call:
 
 
 current = None  # the Call in progress, or None between calls
+# Held to end a call, and by any other thread that uses the current call's context: the worker
+# frees the context when execute returns.
+lock = threading.Lock()
 
 
 def require(what):

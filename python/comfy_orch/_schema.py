@@ -75,8 +75,25 @@ class NodeSpec:
         self.output_is_list = [bool(b) for b in getattr(cls, "OUTPUT_IS_LIST", ())]
         self.output_node = bool(getattr(cls, "OUTPUT_NODE", False))
         self.not_idempotent = bool(getattr(cls, "NOT_IDEMPOTENT", False))
+        self.category = str(getattr(cls, "CATEGORY", ""))
+        self.instances = {}
+
+    def call(self, node, kwargs):
+        """Runs the node: ComfyUI keeps one instance per node id, and so does the worker."""
+        instance = self.instances.get(node)
+        if instance is None:
+            instance = self.instances[node] = self.cls()
+        return getattr(instance, self.function)(**kwargs)
+
+    def fill_hidden(self, node, kwargs):
+        for name, kind in self.hidden.items():
+            kwargs[name] = node if kind == "UNIQUE_ID" else None
 
     def schema_json(self):
+        schema = self.schema()
+        return json.dumps(schema)
+
+    def schema(self):
         schema = {"inputs": {i.name: i.extras() for i in self.inputs},
                   "hidden": self.hidden,
                   "function": self.function,
@@ -91,7 +108,7 @@ class NodeSpec:
             if hasattr(self.cls, attr):
                 schema[key] = _plain(getattr(self.cls, attr))
         schema["python_module"] = getattr(self.cls, "__module__", "")
-        return json.dumps(schema)
+        return schema
 
 
 def _literal(value, kind, out):
@@ -120,7 +137,7 @@ class NodeSetBuilder:
                        (_abi.NODE_NOT_IDEMPOTENT if spec.not_idempotent else 0))
             c.class_type = self._text(spec.class_type)
             c.display_name = self._text(spec.display_name)
-            c.category = self._text(str(getattr(spec.cls, "CATEGORY", "")))
+            c.category = self._text(spec.category)
             inputs = (_abi.NodeInput * max(len(spec.inputs), 1))()
             for j, i in enumerate(spec.inputs):
                 self._input(inputs[j], i)

@@ -10,7 +10,7 @@ import os
 import sys
 import traceback
 
-from . import _abi, _call, _library, _output, _schema, _tensors, _values
+from . import _abi, _call, _comfyui, _library, _output, _schema, _tensors, _v3, _values
 
 _OWN_FLAGS = ("--node-dir", "--pack-dir", "--comfyui-root")
 
@@ -44,6 +44,26 @@ def _import_node_dir(node_dir, pack_dir):
     return module
 
 
+def _node_specs(module, node_dir):
+    """V1 classes from NODE_CLASS_MAPPINGS, V3 ones from there or from comfy_entrypoint()."""
+    mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
+    extension = _v3.entrypoint_classes(module)
+    if not isinstance(mappings, dict) and not extension:
+        raise ImportError("%s exports no NODE_CLASS_MAPPINGS dict and no comfy_entrypoint"
+                          % node_dir)
+    names = getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}
+    specs = []
+    for key, cls in (mappings or {}).items():
+        specs.append(_v3.V3Spec(key, cls) if _v3.is_v3(cls)
+                     else _schema.NodeSpec(key, cls, names.get(key)))
+    known = {s.class_type for s in specs}
+    for cls in extension:
+        spec = _v3.V3Spec(None, cls)
+        if spec.class_type not in known:
+            specs.append(spec)
+    return specs
+
+
 def _qualified_name(exc_type):
     module = exc_type.__module__
     return exc_type.__qualname__ if module == "builtins" else module + "." + exc_type.__qualname__
@@ -53,7 +73,6 @@ class Runner:
     def __init__(self, env, specs):
         self.env = env
         self.handles = _values.Handles(env)
-        self.instances = {}
         self.torch_tensors = None
         self.builder = _schema.NodeSetBuilder(specs, self.execute_of)
 
@@ -66,6 +85,7 @@ class Runner:
         node = ctx.contents.api.contents.node_id(ctx)
         node = node.decode("utf-8", "replace") if node else "?"
         call = _call.Call(ctx, node)
+        _comfyui.begin_call()
         _call.current = call
         try:
             if self.torch_tensors is None:
@@ -77,12 +97,8 @@ class Runner:
                                            self.torch_tensors)
                 if value is not None or i.required:
                     kwargs[i.name] = [value] if spec.input_is_list else value
-            for name, kind in spec.hidden.items():
-                kwargs[name] = node if kind == "UNIQUE_ID" else None
-            instance = self.instances.get((node, spec.class_type))
-            if instance is None:
-                instance = self.instances[(node, spec.class_type)] = spec.cls()
-            result = getattr(instance, spec.function)(**kwargs)
+            spec.fill_hidden(node, kwargs)
+            result = spec.call(node, kwargs)
             if isinstance(result, dict):
                 result = result.get("result", ())
             if not isinstance(result, (tuple, list)):
@@ -108,7 +124,8 @@ class Runner:
             self.fail(call, exc)
             return _abi.NODE_ERROR
         finally:
-            _call.current = None
+            with _call.lock:  # the interrupt watcher reads the context under it
+                _call.current = None
 
     def fail(self, call, exc):
         api = call.api
@@ -142,11 +159,8 @@ def main(argv=None):
     specs, failure = [], None
     try:
         module = _import_node_dir(node_dir, pack_dir)
-        mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
-        if not isinstance(mappings, dict):
-            raise ImportError("%s exports no NODE_CLASS_MAPPINGS dict" % node_dir)
-        names = getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}
-        specs = [_schema.NodeSpec(k, cls, names.get(k)) for k, cls in mappings.items()]
+        specs = _node_specs(module, node_dir)
+        _comfyui.install_hooks()
         runner = Runner(env, specs)
     except BaseException as exc:  # noqa: B902 - the host must hear why, then this env stops
         # The first line is the cause the host keeps; the worker logs the traceback after it.

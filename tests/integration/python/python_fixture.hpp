@@ -57,8 +57,9 @@ class python_worker_test : public runtime_testing::runtime_test {
 
   // Writes a deployment with the native ImageOps pack and the named Python test packs, makes
   // their venvs, and starts the host.
+  // `comfyui`: name the fixture ComfyUI tree (tests/integration/python/comfyui) as [comfyui] root.
   void start_python(const std::vector<std::string>& packs = {"PyContract", "PyOther"},
-                    const std::string& call_timeout = "30s") {
+                    bool comfyui = false) {
     write(dir_ / "packs/ComfyUI-ImageOps/nodes/comfy-env.toml",
           "[worker]\nlibrary = \"liborch_pack_image_ops.so\"\n");
     std::string paths = "\"packs/ComfyUI-ImageOps\"";
@@ -75,8 +76,10 @@ class python_worker_test : public runtime_testing::runtime_test {
               "\"\n\n[packs]\npaths = [" + paths + "]\nlibrary_paths = [\"" +
               std::string(ORCH_TEST_EXAMPLES_LIB_DIR) +
               "\"]\n\n[workers]\nhandshake_timeout = \"20s\"\nheartbeat_interval = "
-              "\"100ms\"\nrestart_backoff = \"50ms\"\ncall_timeout = \"" +
-              call_timeout + "\"\n\n[shm]\npinned_pool_size = \"64MiB\"\n");
+              "\"100ms\"\nrestart_backoff = \"50ms\"\ncall_timeout = \"30s\"\n\n[shm]\n"
+              "pinned_pool_size = \"64MiB\"\n" +
+              (comfyui ? "\n[comfyui]\nroot = \"" + std::string(ORCH_TEST_COMFYUI) + "\"\n"
+                       : std::string()));
     ASSERT_NO_FATAL_FAILURE(make_venvs(file));
     ASSERT_NO_FATAL_FAILURE(start_file(file));
   }

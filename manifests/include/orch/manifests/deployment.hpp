@@ -86,6 +86,9 @@ struct deployment {
   memory_flags memory;
   std::vector<std::filesystem::path> plugin_paths;
   env_settings env;
+  // [comfyui] root: a ComfyUI tree. Python workers put it first on sys.path, so packs can import
+  // comfy_api (V3 nodes), comfy.utils and comfy.model_management (docs/python.md).
+  std::optional<std::filesystem::path> comfyui_root;
   pack_settings packs;
   worker_settings workers;
   shm_settings shm;

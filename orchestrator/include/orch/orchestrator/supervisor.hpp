@@ -62,6 +62,7 @@ struct python_worker_spec {
   std::filesystem::path interpreter;
   std::filesystem::path node_dir;  // <pack>/nodes[/<child>]: imported as a package
   std::filesystem::path pack_dir;  // the worker's cwd, first on its sys.path
+  std::filesystem::path comfyui_root;  // [comfyui] root; empty: none (ahead of pack_dir)
 };
 
 struct worker_spec {

@@ -1,0 +1,54 @@
+"""ComfyUI's own progress and interrupt machinery inside a worker (docs/python.md), so existing
+packs report progress and stop on an interrupt unchanged. Installed only into modules the pack
+itself imported (comfy.utils, comfy.model_management): importing them here would start what
+they start (torch, the device) in packs that never asked for it."""
+
+import sys
+import threading
+import time
+
+from . import _call
+
+
+def install_hooks():
+    utils = sys.modules.get("comfy.utils")
+    if utils is not None and hasattr(utils, "set_progress_bar_global_hook"):
+        utils.set_progress_bar_global_hook(_progress_hook)
+    management = sys.modules.get("comfy.model_management")
+    if management is not None and hasattr(management, "interrupt_current_processing"):
+        # Node code may hold ComfyUI's check under any name it imported it as, so the interrupt
+        # reaches it through ComfyUI's own flag: a watcher sets it while a call runs.
+        threading.Thread(target=_watch_interrupts, args=(management,), name="comfy_orch-interrupt",
+                         daemon=True).start()
+
+
+def _watch_interrupts(management):
+    while True:
+        with _call.lock:
+            call = _call.current
+            interrupted = call is not None and call.api.interrupted(call.ctx)
+        if interrupted:
+            management.interrupt_current_processing(True)
+        time.sleep(0.005)
+
+
+def _progress_hook(value, total, *args, **kwargs):
+    """ComfyUI's hook(value, total, preview, prompt_id=None, node_id=None): the node's progress
+    event, then ComfyUI's interrupt check, as ComfyUI's own hook does."""
+    call = _call.current
+    if call is None:
+        return
+    call.api.progress(call.ctx, int(value), int(total))
+    if call.api.interrupted(call.ctx):
+        management = sys.modules.get("comfy.model_management")
+        if management is not None:
+            management.interrupt_current_processing(True)
+            management.throw_exception_if_processing_interrupted()
+        raise _call.Interrupted("the prompt was interrupted")
+
+
+def begin_call():
+    """A new call starts with ComfyUI's flag down (an interrupt belongs to its own prompt)."""
+    management = sys.modules.get("comfy.model_management")
+    if management is not None and hasattr(management, "interrupt_current_processing"):
+        management.interrupt_current_processing(False)

@@ -1,0 +1,122 @@
+"""ComfyUI's V3 node classes (comfy_api `io.ComfyNode`: define_schema and execute as
+classmethods) as the worker's node specs (docs/python.md). Available where the worker can import
+comfy_api, that is, when the deployment names a ComfyUI root; a pack's V3 classes come from its
+NODE_CLASS_MAPPINGS or its comfy_entrypoint() extension."""
+
+import asyncio
+import inspect
+import sys
+
+from . import _schema
+
+
+def is_v3(cls):
+    return (inspect.isclass(cls) and callable(getattr(cls, "define_schema", None)) and
+            callable(getattr(cls, "execute", None)) and not hasattr(cls, "INPUT_TYPES"))
+
+
+def _io_type(obj):
+    getter = getattr(obj, "get_io_type", None)
+    kind = getter() if callable(getter) else getattr(obj, "io_type", None)
+    return str(kind) if kind is not None else "*"
+
+
+def _input_spec(i):
+    """A V3 input as V1's INPUT_TYPES entry, so one schema reader serves both."""
+    kind = _io_type(i)
+    options = dict(i.as_dict()) if callable(getattr(i, "as_dict", None)) else {}
+    for key in ("default", "min", "max", "step", "multiline", "tooltip"):
+        if key not in options and getattr(i, key, None) is not None:
+            options[key] = getattr(i, key)
+    if kind == "COMBO":
+        return (list(getattr(i, "options", []) or []), options)
+    return (kind, options)
+
+
+class V3Spec(_schema.NodeSpec):
+    """A V3 class read once: its schema in the V1 spec's fields."""
+
+    def __init__(self, class_type, cls):  # noqa: super().__init__ reads V1 attributes
+        schema = cls.define_schema()
+        self.class_type = class_type or schema.node_id
+        self.cls = cls
+        self.display_name = getattr(schema, "display_name", None) or self.class_type
+        self.inputs = [_schema.Input(i.id, _input_spec(i), not getattr(i, "optional", False))
+                       for i in schema.inputs]
+        self.hidden = {}
+        for h in getattr(schema, "hidden", None) or []:
+            value = getattr(h, "value", h)
+            self.hidden[str(value).lower()] = str(value)
+        self.return_types = [_io_type(o) for o in schema.outputs]
+        self.return_names = [getattr(o, "display_name", None) or getattr(o, "id", None) or
+                             self.return_types[k] for k, o in enumerate(schema.outputs)]
+        self.function = "execute"
+        self.input_is_list = bool(getattr(schema, "is_input_list", False))
+        self.output_is_list = [bool(getattr(o, "is_output_list", False)) for o in schema.outputs]
+        self.output_node = bool(getattr(schema, "is_output_node", False))
+        self.not_idempotent = bool(getattr(schema, "not_idempotent", False))
+        self.category = str(getattr(schema, "category", "") or "")
+        self.description = str(getattr(schema, "description", "") or "")
+        self.deprecated = bool(getattr(schema, "is_deprecated", False))
+        self.experimental = bool(getattr(schema, "is_experimental", False))
+        self.instances = {}
+
+    def schema(self):
+        schema = {"inputs": {i.name: i.extras() for i in self.inputs},
+                  "hidden": self.hidden,
+                  "function": self.function,
+                  "input_is_list": self.input_is_list,
+                  "output_is_list": self.output_is_list,
+                  "return_names": self.return_names,
+                  "description": self.description,
+                  "deprecated": self.deprecated,
+                  "experimental": self.experimental,
+                  "python_module": getattr(self.cls, "__module__", ""),
+                  "api_version": 3}
+        return schema
+
+    def fill_hidden(self, node, kwargs):
+        """V3 nodes read hidden values from cls.hidden, not from their arguments."""
+        io = sys.modules.get("comfy_api.latest._io")
+        holder_type = getattr(io, "HiddenHolder", None)
+        values = {name: (node if kind == "UNIQUE_ID" else None)
+                  for name, kind in self.hidden.items()}
+        self.cls.hidden = holder_type(**values) if holder_type else type("Hidden", (), values)
+
+    def call(self, node, kwargs):
+        result = self.cls.execute(**kwargs)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_awaited(result))
+        if result is None:
+            return ()
+        args = getattr(result, "args", None)
+        if args is not None:
+            return {"result": tuple(args), "ui": getattr(result, "ui", None)}
+        return result
+
+
+async def _awaited(awaitable):
+    return await awaitable
+
+
+def entrypoint_classes(module):
+    """The node classes of a V3 pack's comfy_entrypoint() extension, if it has one."""
+    entry = getattr(module, "comfy_entrypoint", None)
+    if not callable(entry):
+        return []
+
+    async def collect():
+        extension = entry()
+        if inspect.isawaitable(extension):
+            extension = await extension
+        on_load = getattr(extension, "on_load", None)
+        if callable(on_load):
+            loaded = on_load()
+            if inspect.isawaitable(loaded):
+                await loaded
+        nodes = extension.get_node_list()
+        if inspect.isawaitable(nodes):
+            nodes = await nodes
+        return list(nodes)
+
+    return asyncio.run(collect())
