@@ -138,6 +138,11 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
     }
     json body{{"node", id}, {"class_type", node.class_type}, {"epoch", outcome.epoch},
               {"inputs", std::move(inputs)}};
+    // ComfyUI's hidden values a class asked for: the API prompt, and the PNG info of the
+    // request's extra data (none from a file: null).
+    if (cls->hidden.count("PROMPT") || cls->hidden.count("EXTRA_PNGINFO")) {
+      body["hidden"] = {{"PROMPT", prompt_document(p)}, {"EXTRA_PNGINFO", nullptr}};
+    }
     const auto call_start = std::chrono::steady_clock::now();
     const std::string env = cls->env;
     result<json> r = call_node(env, body);

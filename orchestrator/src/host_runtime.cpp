@@ -43,6 +43,11 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
     c.category = name(n, "category");
     c.output_node = flag(n, "output_node", false);
     c.not_idempotent = flag(n, "not_idempotent", false);
+    if (auto it = n.find("hidden"); it != n.end() && it->is_object()) {
+      for (const auto& kind : *it) {
+        if (kind.is_string()) c.hidden.insert(kind.get<std::string>());
+      }
+    }
     c.env = env;
     for (const auto& in : list(n, "inputs")) {
       if (!in.is_object()) continue;

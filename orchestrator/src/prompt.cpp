@@ -122,4 +122,21 @@ result<prompt> parse_prompt_file(const std::filesystem::path& file) {
   return parsed;
 }
 
+nlohmann::json prompt_document(const prompt& p) {
+  nlohmann::json doc = nlohmann::json::object();
+  for (const auto& [id, node] : p.nodes) {
+    nlohmann::json inputs = nlohmann::json::object();
+    for (const auto& [name, value] : node.inputs) {
+      if (const auto* link = std::get_if<node_link>(&value)) {
+        inputs[name] = nlohmann::json::array({link->node_id, link->slot});
+      } else {
+        inputs[name] = std::get<nlohmann::json>(value);
+      }
+    }
+    doc[id] = {{"class_type", node.class_type}, {"inputs", std::move(inputs)}};
+    if (!node.title.empty()) doc[id]["_meta"] = {{"title", node.title}};
+  }
+  return doc;
+}
+
 }  // namespace orch::orchestrator

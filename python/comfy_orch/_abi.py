@@ -107,6 +107,7 @@ class NodeApi(C.Structure):
         ("node_id", C.CFUNCTYPE(C.c_char_p, _ctx)),
         ("streams", C.CFUNCTYPE(C.c_uint32, _ctx)),
         ("fail_traceback", C.CFUNCTYPE(None, _ctx, C.POINTER(C.c_char_p), C.c_uint32)),
+        ("hidden", C.CFUNCTYPE(C.c_char_p, _ctx, C.c_char_p)),
     ]
 
 
@@ -114,6 +115,7 @@ NodeContext._fields_ = [("api", C.POINTER(NodeApi)), ("impl", C.c_void_p)]
 
 
 def api_has(api, field):
-    """Whether the worker's orch_node_api is long enough to hold `field` (appended fields)."""
+    """Whether the worker's orch_node_api holds `field` (appended fields): its table is long
+    enough, and the entry is set."""
     member = getattr(NodeApi, field)
-    return api.struct_size >= member.offset + member.size
+    return api.struct_size >= member.offset + member.size and bool(getattr(api, field))

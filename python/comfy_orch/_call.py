@@ -2,6 +2,7 @@
 one at a time on the worker's main thread, so one current call is all there is."""
 
 import ctypes
+import json
 import threading
 
 from . import _abi, _tensors
@@ -26,6 +27,16 @@ class Call:
             raise MemoryError("%s: out of memory (retry after freeing)" % what)
         if status != _abi.STATUS_OK:
             raise RuntimeError("%s failed with orch_status %d" % (what, status))
+
+    def hidden(self, kind):
+        """ComfyUI's hidden value `kind` for this call: the node's id for UNIQUE_ID, what the
+        host sent for PROMPT and EXTRA_PNGINFO, else None."""
+        if kind == "UNIQUE_ID":
+            return self.node_id
+        if not _abi.api_has(self.api, "hidden"):
+            return None
+        text = self.api.hidden(self.ctx, kind.encode())
+        return json.loads(text.decode("utf-8", "replace")) if text else None
 
     def new_tensor(self, shape, dtype):
         shape = tuple(int(n) for n in shape)

@@ -85,9 +85,9 @@ class NodeSpec:
             instance = self.instances[node] = self.cls()
         return getattr(instance, self.function)(**kwargs)
 
-    def fill_hidden(self, node, kwargs):
+    def fill_hidden(self, call, kwargs):
         for name, kind in self.hidden.items():
-            kwargs[name] = node if kind == "UNIQUE_ID" else None
+            kwargs[name] = call.hidden(kind)
 
     def schema_json(self):
         schema = self.schema()

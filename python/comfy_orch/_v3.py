@@ -75,12 +75,11 @@ class V3Spec(_schema.NodeSpec):
                   "api_version": 3}
         return schema
 
-    def fill_hidden(self, node, kwargs):
+    def fill_hidden(self, call, kwargs):
         """V3 nodes read hidden values from cls.hidden, not from their arguments."""
         io = sys.modules.get("comfy_api.latest._io")
         holder_type = getattr(io, "HiddenHolder", None)
-        values = {name: (node if kind == "UNIQUE_ID" else None)
-                  for name, kind in self.hidden.items()}
+        values = {name: call.hidden(kind) for name, kind in self.hidden.items()}
         self.cls.hidden = holder_type(**values) if holder_type else type("Hidden", (), values)
 
     def call(self, node, kwargs):

@@ -97,7 +97,7 @@ class Runner:
                                            self.torch_tensors)
                 if value is not None or i.required:
                     kwargs[i.name] = [value] if spec.input_is_list else value
-            spec.fill_hidden(node, kwargs)
+            spec.fill_hidden(call, kwargs)
             result = spec.call(node, kwargs)
             if isinstance(result, dict):
                 result = result.get("result", ())

@@ -23,7 +23,7 @@ const node_catalogue& catalogue() {
                    {"IMAGE"},
                    false,
                    false,
-                   "env"});
+                   "env", {}});
     (void)out.add({"B",
                    "B",
                    "t",
@@ -33,7 +33,7 @@ const node_catalogue& catalogue() {
                    {"IMAGE"},
                    true,
                    false,
-                   "env"});
+                   "env", {}});
     return out;
   }();
   return c;

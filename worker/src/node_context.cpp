@@ -158,6 +158,18 @@ struct node_api_impl {
     }
   } catch (...) {
   }
+  static const char* hidden(orch_node_context* ctx, const char* kind) noexcept try {
+    if (ctx == nullptr || kind == nullptr) return nullptr;
+    auto& s = self(ctx);
+    if (s.hooks_.hidden == nullptr || !s.hooks_.hidden->is_object()) return nullptr;
+    auto it = s.hooks_.hidden->find(kind);
+    if (it == s.hooks_.hidden->end()) return nullptr;
+    auto [kept, fresh] = s.hidden_text_.try_emplace(kind);
+    if (fresh) kept->second = it->dump();
+    return kept->second.c_str();
+  } catch (...) {
+    return nullptr;
+  }
   static const char* node_id(orch_node_context* ctx) noexcept {
     return ctx == nullptr ? "" : self(ctx).node_id_.c_str();
   }
@@ -174,7 +186,8 @@ const orch_node_api* node_context_impl::api() noexcept {
                                    &node_api_impl::pinned_release, &node_api_impl::progress,
                                    &node_api_impl::interrupted,    &node_api_impl::log,
                                    &node_api_impl::fail,           &node_api_impl::node_id,
-                                   &node_api_impl::streams,        &node_api_impl::fail_traceback};
+                                   &node_api_impl::streams,        &node_api_impl::fail_traceback,
+                                   &node_api_impl::hidden};
   return &table;
 }
 

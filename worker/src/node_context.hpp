@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct node_call_hooks {
   // Asks the host for a pool block (blocking; the host alone writes allocation metadata).
   std::function<result<ipc::buffer_descriptor>(std::uint64_t)> allocate;
   std::function<void(std::uint64_t, std::uint64_t)> progress;
+  // The call's "hidden" map (kind -> value), or null: what orch_node_api.hidden answers.
+  const nlohmann::json* hidden = nullptr;
 };
 
 class node_context_impl {
@@ -53,6 +56,7 @@ class node_context_impl {
   std::string error_type_;
   std::string error_message_;
   std::vector<std::string> error_traceback_;
+  std::map<std::string, std::string> hidden_text_;  // orch_node_api.hidden's answers, kept
   std::vector<ipc::buffer_descriptor> allocations_;
 };
 

@@ -327,6 +327,7 @@ class runtime {
       if (v->kind == ORCH_VALUE_TENSOR) seen[in.name] = value_to_json(*v)["tensor"];
     }
     node_call_hooks hooks;
+    if (auto it = body.find("hidden"); it != body.end()) hooks.hidden = &*it;
     hooks.allocate = [this](std::uint64_t size) { return allocate(size); };
     hooks.progress = [this, node_id](std::uint64_t value, std::uint64_t max) {
       channel_->notify(message_type::progress, {{"node", node_id}, {"value", value}, {"max", max}});

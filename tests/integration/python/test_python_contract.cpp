@@ -88,12 +88,13 @@ TEST_F(python_contract, widget_values_defaults_and_the_result_dict_reach_and_lea
   EXPECT_EQ(output(o, "1", 0), "exact|4|0.25|False|a\nb|None");
 }
 
-TEST_F(python_contract, hidden_unique_id_is_filled_and_an_absent_optional_takes_its_default) {
+TEST_F(python_contract, hidden_values_are_filled_and_an_absent_optional_takes_its_default) {
   ASSERT_NO_FATAL_FAILURE(start_python());
   const auto o = run_json({{"1", {{"class_type", "MakeImage"}, {"inputs", {{"value", 0.5}}}}},
                            {"7", {{"class_type", "Describe"}, {"inputs", {{"image", {"1", 0}}}}}}});
   ASSERT_TRUE(o.ok) << o.error->dump();
-  EXPECT_EQ(output(o, "7", 3), "7/unset");  // the method's default, as in ComfyUI
+  // UNIQUE_ID, the method's own default for `note` (as in ComfyUI), and the PROMPT document.
+  EXPECT_EQ(output(o, "7", 3), "7/unset/Describe");
 }
 
 TEST_F(python_contract, a_tensor_input_is_a_view_of_the_producers_pool_buffer_in_another_env) {

@@ -17,7 +17,7 @@ node_catalogue catalogue() {
                {"IMAGE"},
                false,
                false,
-               "imageops-nodes"});
+               "imageops-nodes", {}});
   (void)c.add({"Invert",
                "Invert",
                "image",
@@ -25,8 +25,8 @@ node_catalogue catalogue() {
                {"IMAGE"},
                false,
                false,
-               "imageops-nodes"});
-  (void)c.add({"LoadModel", "Load Model", "model", {}, {"MODEL"}, false, false, "sampler"});
+               "imageops-nodes", {}});
+  (void)c.add({"LoadModel", "Load Model", "model", {}, {"MODEL"}, false, false, "sampler", {}});
   (void)c.add(
       {"Save",
        "Save",
@@ -35,7 +35,7 @@ node_catalogue catalogue() {
        {},
        true,
        false,
-       "imageops-nodes"});
+       "imageops-nodes", {}});
   return c;
 }
 

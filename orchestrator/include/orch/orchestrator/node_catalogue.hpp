@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct node_class {
   bool output_node = false;
   bool not_idempotent = false;
   std::string env;  // the env (worker) that runs it
+  // ComfyUI's hidden inputs the class declares (PROMPT, UNIQUE_ID, EXTRA_PNGINFO, DYNPROMPT):
+  // the host sends the values of PROMPT and EXTRA_PNGINFO with each call (docs/python.md).
+  std::set<std::string> hidden;
 };
 
 class node_catalogue {

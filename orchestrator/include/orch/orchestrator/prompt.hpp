@@ -59,4 +59,8 @@ result<prompt> parse_prompt_file(const std::filesystem::path& file);
 // True for a JSON value ComfyUI treats as a link: a two-element array.
 bool looks_like_link(const nlohmann::json& value);
 
+// The prompt as ComfyUI's API document ({id: {class_type, inputs, _meta}}): the PROMPT hidden
+// value a node may ask for.
+nlohmann::json prompt_document(const prompt& p);
+
 }  // namespace orch::orchestrator

@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define ORCH_NODES_ABI_MAJOR 1u
-/* 1.1 appended orch_node_class.schema_json and orch_node_api.fail_traceback. A worker reads an
+/* 1.1 appended orch_node_class.schema_json, orch_node_api.fail_traceback and .hidden. A worker reads an
  * appended field only when the element's struct_size covers it (docs/nodes.md). */
 #define ORCH_NODES_ABI_MINOR 1u
 #define ORCH_NODES_ENTRY_SYMBOL "orch_nodes_query"
@@ -189,6 +189,9 @@ typedef struct orch_node_api {
   /* ABI 1.1 (present when struct_size covers it). The traceback of the error fail() recorded,
    * one line per entry, for ComfyUI's execution_error. */
   void (*fail_traceback)(orch_node_context* ctx, const char* const* lines, uint32_t count);
+  /* ABI 1.1. ComfyUI's hidden value `kind` ("PROMPT", "EXTRA_PNGINFO") for this call, as JSON
+   * text valid during the call; NULL when the host sent none. */
+  const char* (*hidden)(orch_node_context* ctx, const char* kind);
 } orch_node_api;
 
 struct orch_node_context {

@@ -31,7 +31,9 @@ class Describe:
     def describe(self, image, unique_id, prompt, note="unset"):
         kind = "%s %s %s %s" % (type(image).__module__, type(image).__name__,
                                 str(image.dtype), tuple(image.shape))
-        return (kind, where(image), float(image.sum()), "%s/%s" % (unique_id, note))
+        own = prompt[unique_id]  # the PROMPT hidden value: the API prompt, from the host
+        return (kind, where(image), float(image.sum()),
+                "%s/%s/%s" % (unique_id, note, own["class_type"]))
 
 
 class Options:
