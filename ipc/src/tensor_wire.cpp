@@ -10,6 +10,12 @@ bool is_tensor_value(const nlohmann::json& value) noexcept {
   return value.is_object() && value.contains("tensor");
 }
 
+const nlohmann::json* dict_items(const nlohmann::json& value) noexcept {
+  if (!value.is_object()) return nullptr;
+  auto it = value.find("dict");
+  return it != value.end() && it->is_object() ? &*it : nullptr;
+}
+
 result<wire_tensor> tensor_from_json(const nlohmann::json& t) {
   if (!t.is_object()) return error{body_errc::bad_field, "tensor is not a map"};
   wire_tensor out;

@@ -20,6 +20,12 @@ status check_value(const nlohmann::json& value, const ipc::lease_table& leases,
     }
     return ok_status();
   }
+  if (const nlohmann::json* items = ipc::dict_items(value)) {
+    for (const auto& [key, item] : items->items()) {
+      if (auto st = check_value(item, leases, holder, where + "." + key, produced); !st) return st;
+    }
+    return ok_status();
+  }
   if (!ipc::is_tensor_value(value)) return ok_status();
   auto t = ipc::tensor_from_json(value["tensor"]);
   if (!t) return error{runtime_errc::invalid_output, where + ": " + t.err().message};
@@ -79,6 +85,8 @@ namespace {
 void collect_descriptors(const nlohmann::json& v, std::vector<ipc::buffer_descriptor>& out) {
   if (v.is_array()) {
     for (const auto& x : v) collect_descriptors(x, out);
+  } else if (const nlohmann::json* items = ipc::dict_items(v)) {
+    for (const auto& [key, x] : items->items()) collect_descriptors(x, out);
   } else if (v.is_object() && v.contains("tensor") && v["tensor"].is_object() &&
              v["tensor"].contains("descriptor")) {
     auto d = ipc::descriptor_from_json(v["tensor"]["descriptor"]);

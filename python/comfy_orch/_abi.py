@@ -16,6 +16,9 @@ VALUE_FLOAT = 2
 VALUE_BOOL = 3
 VALUE_STRING = 4
 VALUE_TENSOR = 5
+VALUE_LIST = 6
+VALUE_DICT = 7
+MAX_VALUE_DEPTH = 5  # containers within containers (worker/src/node_values.cpp)
 
 DTYPE_F32 = 1
 DTYPE_U8 = 2
@@ -55,6 +58,11 @@ class Tensor(C.Structure):
 class Value(C.Structure):
     _fields_ = [("kind", C.c_uint32), ("reserved0", C.c_uint32), ("i", C.c_int64),
                 ("f", C.c_double), ("s", C.c_char_p), ("tensor", Tensor)]
+
+
+class ValueItem(C.Structure):
+    """An item of a LIST (key None) or DICT value; the items travel in tensor.data."""
+    _fields_ = [("key", C.c_char_p), ("value", Value)]
 
 
 class NodeInput(C.Structure):

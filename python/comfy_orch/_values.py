@@ -1,8 +1,11 @@
 """Node values between the worker runtime and Python (docs/python.md): literals by value,
-tensors as pool views, and every other object as a handle that stays in its worker (models never
-cross processes: nothing is pickled)."""
+tensors as pool views, lists, tuples and dicts of them as containers, and every other object as
+a handle that stays in its worker (models never cross processes: nothing is pickled)."""
 
+import ctypes
 import os
+
+import numpy as np
 
 from . import _abi, _call, _tensors
 
@@ -58,11 +61,39 @@ def from_value(v, declared, handles, node, torch_tensors):
     if kind == _abi.VALUE_TENSOR:
         _call.current.inputs.append(v.tensor)
         return _tensors.to_node(v.tensor, torch_tensors)
+    if kind in (_abi.VALUE_LIST, _abi.VALUE_DICT):
+        count = max(int(v.i), 0)
+        items = ctypes.cast(v.tensor.data, ctypes.POINTER(_abi.ValueItem)) if count else None
+        values = [from_value(items[k].value, "*", handles, node, torch_tensors)
+                  for k in range(count)]
+        if kind == _abi.VALUE_LIST:
+            return values
+        return {(items[k].key or b"").decode("utf-8", "replace"): values[k] for k in range(count)}
     raise TypeError("%s: input of unknown value kind %d" % (node, kind))
 
 
-def to_value(obj, out, call, handles):
-    """Fills orch_value `out` from a node's result `obj`."""
+def to_value(obj, out, call, handles, depth=0):
+    """Fills orch_value `out` from a node's result `obj`. Lists, tuples and dicts cross as
+    containers, their tensors in the pool (LATENT, CONDITIONING); other objects stay here."""
+    if isinstance(obj, np.generic):
+        obj = obj.item()  # a numpy scalar is its Python value
+    if isinstance(obj, (list, tuple, dict)) and not _is_tensor(obj):
+        if depth >= _abi.MAX_VALUE_DEPTH:
+            raise ValueError("a value nests lists and dicts deeper than %d levels; only that many "
+                             "cross between processes" % _abi.MAX_VALUE_DEPTH)
+        pairs = list(obj.items()) if isinstance(obj, dict) else [(None, x) for x in obj]
+        items = (_abi.ValueItem * max(len(pairs), 1))()
+        call.keep.append(items)
+        for k, (key, item) in enumerate(pairs):
+            if key is not None:
+                name = str(key).encode("utf-8", "replace")
+                call.keep.append(name)
+                items[k].key = name
+            to_value(item, items[k].value, call, handles, depth + 1)
+        out.kind = _abi.VALUE_DICT if isinstance(obj, dict) else _abi.VALUE_LIST
+        out.i = len(pairs)
+        out.tensor.data = ctypes.cast(items, ctypes.c_void_p)
+        return
     if obj is None:
         out.kind = _abi.VALUE_NONE
     elif isinstance(obj, bool):
@@ -84,6 +115,10 @@ def to_value(obj, out, call, handles):
             return
         out.kind = _abi.VALUE_TENSOR
         out.tensor = _pool_tensor(array, call)
+
+
+def _is_tensor(obj):
+    return _tensors.as_array(obj) is not None
 
 
 def _pool_tensor(array, call):

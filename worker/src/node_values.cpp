@@ -2,6 +2,7 @@
 
 #include "node_context.hpp"
 #include "orch/ipc/descriptor.hpp"
+#include "orch/ipc/tensor_wire.hpp"
 #include "worker_errc.hpp"
 
 namespace orch::worker {
@@ -11,6 +12,10 @@ using nlohmann::json;
 // How the node inputs and outputs travel (docs/protocol.md, "call"): literals as themselves, a
 // tensor as {"tensor": {dtype, shape, descriptor}} naming a pool block, never its bytes.
 namespace {
+
+// How deep a node's containers nest: within ipc::max_body_depth (16) once the response around a
+// value (2 levels), a dict's wrapper (1 more per level) and a tensor (3) are counted.
+constexpr int max_value_depth = 5;
 
 json tensor_to_json(const orch_tensor& t) {
   // A node that set ndim past the shape array: reading on would leave the struct. Sent without
@@ -26,10 +31,36 @@ json tensor_to_json(const orch_tensor& t) {
   return {{"tensor", std::move(out)}};
 }
 
+json value_to_json_at(const orch_value& v, int depth);
+
+// A node's LIST or DICT: its items, walked max_value_depth containers deep (a node that built a
+// cycle, or nested deeper, gets an empty container there, never a stack overflow or a body the
+// channel cannot carry). A count below zero reads as none.
+json container_to_json(const orch_value& v, int depth) {
+  const orch_value_item* items = orch_value_items(&v);
+  const bool dict = v.kind == ORCH_VALUE_DICT;
+  json out = dict ? json::object() : json::array();
+  if (items == nullptr || v.i <= 0 || depth >= max_value_depth) return out;
+  for (std::int64_t k = 0; k < v.i; ++k) {
+    json item = value_to_json_at(items[k].value, depth + 1);
+    if (dict) {
+      out[items[k].key != nullptr ? items[k].key : std::to_string(k)] = std::move(item);
+    } else {
+      out.push_back(std::move(item));
+    }
+  }
+  return dict ? json{{"dict", std::move(out)}} : out;
+}
+
+json value_to_json_at(const orch_value& v, int depth) {
+  if (v.kind == ORCH_VALUE_LIST || v.kind == ORCH_VALUE_DICT) return container_to_json(v, depth);
+  return value_to_json(v);
+}
+
 }  // namespace
 
 result<orch_value> value_from_json(const json& j, const std::string& type,
-                                   ipc::segment_table& segments, std::deque<std::string>& storage) {
+                                   ipc::segment_table& segments, value_storage& storage) {
   orch_value v{};
   if (j.is_object() && j.contains("tensor")) {
     auto t = tensor_view(j["tensor"], segments);  // the extent and the block, checked here
@@ -38,19 +69,38 @@ result<orch_value> value_from_json(const json& j, const std::string& type,
     v.tensor = *t;
     return v;
   }
-  if (type == "INT" && j.is_number()) {
+  const json* dict = ipc::dict_items(j);
+  if (j.is_array() || dict != nullptr) {
+    const json& items = dict != nullptr ? *dict : j;
+    auto& out = storage.items.emplace_back();
+    out.reserve(items.size());
+    for (auto it = items.begin(); it != items.end(); ++it) {
+      auto item = value_from_json(*it, "*", segments, storage);
+      if (!item) return item.err();
+      const char* key = nullptr;
+      if (dict != nullptr) key = storage.strings.emplace_back(it.key()).c_str();
+      out.push_back({key, *item});
+    }
+    v.kind = dict != nullptr ? ORCH_VALUE_DICT : ORCH_VALUE_LIST;
+    v.i = static_cast<std::int64_t>(out.size());
+    v.tensor.data = out.data();
+    return v;
+  }
+  const bool any = type == "*";
+  if (j.is_null() && any) {
+    v.kind = ORCH_VALUE_NONE;
+  } else if ((type == "INT" && j.is_number()) || (any && j.is_number_integer())) {
     v.kind = ORCH_VALUE_INT;
     v.i = j.is_number_float() ? static_cast<std::int64_t>(j.get<double>()) : j.get<std::int64_t>();
-  } else if (type == "FLOAT" && j.is_number()) {
+  } else if ((type == "FLOAT" && j.is_number()) || (any && j.is_number_float())) {
     v.kind = ORCH_VALUE_FLOAT;
     v.f = j.get<double>();
-  } else if (type == "BOOLEAN" && j.is_boolean()) {
+  } else if ((type == "BOOLEAN" || any) && j.is_boolean()) {
     v.kind = ORCH_VALUE_BOOL;
     v.i = j.get<bool>() ? 1 : 0;
   } else if (j.is_string()) {
     v.kind = ORCH_VALUE_STRING;
-    storage.push_back(j.get<std::string>());
-    v.s = storage.back().c_str();
+    v.s = storage.strings.emplace_back(j.get<std::string>()).c_str();
   } else {
     return error{worker_errc::bad_value, "a value of type " + type + " cannot be " + j.dump()};
   }
@@ -69,6 +119,9 @@ json value_to_json(const orch_value& v) {
       return v.s == nullptr ? std::string() : std::string(v.s);
     case ORCH_VALUE_TENSOR:
       return tensor_to_json(v.tensor);
+    case ORCH_VALUE_LIST:
+    case ORCH_VALUE_DICT:
+      return container_to_json(v, 0);
     default:
       return nullptr;
   }

@@ -5,6 +5,7 @@
 
 #include <deque>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -14,11 +15,19 @@
 
 namespace orch::worker {
 
-// One output value as the call's response carries it.
+// What the decoded input values of one call point into: their strings and container items.
+struct value_storage {
+  std::deque<std::string> strings;
+  std::deque<std::vector<orch_value_item>> items;
+};
+
+// One output value as the call's response carries it: a LIST as an array, a DICT as
+// {"dict": {...}}, each item in turn.
 nlohmann::json value_to_json(const orch_value& v);
-// Decodes one input value for declared type `type`. Strings stay owned by `storage`; a tensor
-// is mapped through `segments`. Errors: "bad_value", tensor_view's errors.
+// Decodes one input value for declared type `type` ("*": by the JSON's own kind, as items of a
+// LIST or DICT are). Strings and items stay owned by `storage`; a tensor is mapped through
+// `segments`. Errors: "bad_value", tensor_view's errors.
 result<orch_value> value_from_json(const nlohmann::json& j, const std::string& type,
-                                   ipc::segment_table& segments, std::deque<std::string>& storage);
+                                   ipc::segment_table& segments, value_storage& storage);
 
 }  // namespace orch::worker

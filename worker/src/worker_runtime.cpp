@@ -308,7 +308,7 @@ class runtime {
     const node_class* cls = nodes_->find(class_type);
     if (cls == nullptr)
       return fail(ipc::node_error_type::missing_node_type, class_type + " is not in this pack");
-    std::deque<std::string> storage;
+    value_storage storage;
     std::vector<orch_value> inputs(cls->inputs.size());
     json seen = json::object();
     const json& given = body["inputs"];

@@ -64,6 +64,31 @@ orch_node_status lying_image(orch_node_context* ctx, const orch_value* in, orch_
   return ORCH_NODE_OK;
 }
 
+// The same lie inside a LATENT-like DICT ({"samples": tensor}, node ABI 1.1): a container must
+// not carry a tensor past the host's checks. Static items: valid until execute returns.
+orch_node_status lying_latent(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  static orch_value_item items[1];
+  const orch_node_status status = lying_image(ctx, in, &items[0].value);
+  if (status != ORCH_NODE_OK) return status;
+  items[0].key = "samples";
+  out[0].kind = ORCH_VALUE_DICT;
+  out[0].i = 1;
+  out[0].tensor.data = items;
+  return ORCH_NODE_OK;
+}
+
+// A LIST whose only item is the list itself: the worker must stop following it, not recurse
+// until its stack runs out.
+orch_node_status cyclic_list(orch_node_context*, const orch_value*, orch_value* out) {
+  static orch_value_item items[1];
+  items[0].key = nullptr;
+  items[0].value.kind = ORCH_VALUE_LIST;
+  items[0].value.i = 1;
+  items[0].value.tensor.data = items;
+  out[0] = items[0].value;
+  return ORCH_NODE_OK;
+}
+
 orch_value int_value(std::int64_t v) {
   orch_value x{};
   x.kind = ORCH_VALUE_INT;
@@ -76,11 +101,18 @@ const orch_node_input lie_inputs[] = {{"lie", "INT", req, 0, 0, 0, int_value(0)}
                                       {"claim", "INT", req, 0, 0, 0, int_value(8)}};
 const char* const image_output[] = {"IMAGE"};
 
+const char* const latent_output[] = {"LATENT"};
+const char* const list_output[] = {"LIST"};
+
 const orch_node_class classes[] = {
     {sizeof(orch_node_class), 0, "LyingImage", "Lying Image", "test", lie_inputs, 2, 1,
      image_output, &lying_image, nullptr},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, "LyingLatent", "Lying Latent", "test",
+     lie_inputs, 2, 1, latent_output, &lying_latent, nullptr},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, "CyclicList", "Cyclic List", "test", nullptr,
+     0, 1, list_output, &cyclic_list, nullptr},
 };
-const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 1, 0};
+const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 3, 0};
 
 }  // namespace
 

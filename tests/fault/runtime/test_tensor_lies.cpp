@@ -291,6 +291,26 @@ TEST_F(forged_call_test, a_tensor_typed_into_a_prompt_never_reaches_a_worker) {
 
 // --- the operator's view: comfy-orch run ---
 
+TEST_F(tensor_lies_test, a_lying_tensor_inside_a_dict_is_refused_naming_its_key) {
+  const auto o = run(json{{"1", {{"class_type", "LyingLatent"},
+                                 {"inputs", {{"lie", 1}, {"claim", 1 << 20}}}}}}
+                         .dump());
+  ASSERT_FALSE(o.ok) << "a lying tensor inside a container was handed over";
+  EXPECT_EQ((*o.error)["exception_type"], "invalid_output") << o.error->dump();
+  const std::string message = (*o.error)["exception_message"];
+  EXPECT_NE(message.find("output 0.samples:"), std::string::npos) << message;
+  expect_truthful_prompt_runs();
+}
+
+TEST_F(tensor_lies_test, a_list_that_contains_itself_is_cut_off_not_followed_forever) {
+  const auto o =
+      run(json{{"1", {{"class_type", "CyclicList"}, {"inputs", json::object()}}}}.dump());
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  // Five levels are followed (worker/src/node_values.cpp), the sixth is left empty.
+  EXPECT_EQ(o.nodes.at("1").outputs[0], json::parse("[[[[[[]]]]]]"));
+  expect_consumer_untouched();
+}
+
 TEST_F(tensor_lies_test, comfy_orch_run_exits_2_naming_the_producer) {
   // The host this fixture started is not needed: the CLI starts its own.
   executor_.reset();

@@ -140,6 +140,29 @@ TEST_F(python_contract, two_python_envs_and_a_native_env_share_one_prompt) {
   EXPECT_NEAR(output(o, "4", 0).get<double>(), 0.5 * 8 * 4 * 3, 1e-3);
 }
 
+TEST_F(python_contract, a_latent_and_a_conditioning_cross_envs_with_their_tensors_in_the_pool) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const auto o = run_json(
+      {{"1", {{"class_type", "MakeLatent"}, {"inputs", {{"value", 0.5}}}}},
+       {"2", {{"class_type", "ReadLatent"},
+              {"inputs", {{"latent", {"1", 0}}, {"conditioning", {"1", 1}}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  // 1×4×8×8 samples of 0.5; pooled 1×16 of 1.0; the numpy scalar crossed as a FLOAT.
+  EXPECT_EQ(output(o, "2", 0),
+            "samples Tensor sum 128.0, batch [0], note made; cond (1, 3, 16), pooled sum 16.0, "
+            "strength 0.50");
+  // On the wire: a dict holding a tensor, which the host leased like any other output.
+  const json latent = output(o, "1", 0);
+  ASSERT_TRUE(latent.contains("dict")) << latent.dump();
+  EXPECT_TRUE(latent["dict"]["samples"].contains("tensor")) << latent.dump();
+  EXPECT_EQ(latent["dict"]["batch_index"], json::array({0}));
+  const json conditioning = output(o, "1", 1);
+  ASSERT_TRUE(conditioning.is_array() && conditioning[0].is_array()) << conditioning.dump();
+  EXPECT_TRUE(conditioning[0][0].contains("tensor"));
+  EXPECT_TRUE(conditioning[0][1]["dict"]["pooled_output"].contains("tensor"));
+  EXPECT_TRUE(output(o, "2", 1)["dict"]["samples"].contains("tensor"));
+}
+
 TEST_F(python_contract, input_is_list_wraps_each_input_and_an_output_list_of_one_is_its_item) {
   ASSERT_NO_FATAL_FAILURE(start_python());
   const auto o = run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 3}}}}}});

@@ -32,6 +32,11 @@ struct wire_tensor {
 // True when `value` is a tensor value ({"tensor": …}), well formed or not.
 bool is_tensor_value(const nlohmann::json& value) noexcept;
 
+// A dict value ({"dict": {key: value…}}, docs/protocol.md): its map of items, or null when
+// `value` is no dict value. A list value is a JSON array of values. Tensors inside either are
+// checked and leased like any other.
+const nlohmann::json* dict_items(const nlohmann::json& value) noexcept;
+
 // Decodes the object under "tensor" and checks its extent against descriptor.size.
 // Errors: body_errc::missing_field, body_errc::bad_field (a field of the wrong kind, a dim that
 // is not an integer of int64), tensor_errc::*.

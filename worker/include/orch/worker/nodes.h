@@ -39,6 +39,11 @@ typedef int32_t orch_node_status;
 #define ORCH_VALUE_BOOL 3u
 #define ORCH_VALUE_STRING 4u
 #define ORCH_VALUE_TENSOR 5u
+/* ABI 1.1: containers, so LATENT ({"samples": tensor, ...}) and CONDITIONING
+ * ([[tensor, {...}], ...]) cross with their tensors in the pool. `i` is the item count and the
+ * items are reached with orch_value_items() (below). */
+#define ORCH_VALUE_LIST 6u
+#define ORCH_VALUE_DICT 7u
 
 #define ORCH_DTYPE_F32 1u
 #define ORCH_DTYPE_U8 2u
@@ -74,6 +79,22 @@ typedef struct orch_value {
   const char* s;    /* STRING: NUL terminated */
   orch_tensor tensor;
 } orch_value;
+
+/* One item of a LIST (key NULL) or DICT (key: the item's name) value. */
+typedef struct orch_value_item {
+  const char* key;
+  orch_value value;
+} orch_value_item;
+
+/* A LIST or DICT value's `i` items. They travel in the value's tensor.data field, which these
+ * kinds do not otherwise use (orch_value's size is fixed: values are passed in arrays). Input
+ * items belong to the worker for the call; a node's output items must stay valid until execute
+ * returns, when the worker copies them. */
+static inline const orch_value_item* orch_value_items(const orch_value* v) {
+  return (v->kind == ORCH_VALUE_LIST || v->kind == ORCH_VALUE_DICT)
+             ? (const orch_value_item*)v->tensor.data
+             : (const orch_value_item*)0;
+}
 
 /* Arrays of growable structs (orch_node_set.classes, orch_node_class.inputs) are walked by each
  * element's own struct_size: element i + 1 starts struct_size bytes after element i. A pack built

@@ -177,6 +177,27 @@ class Chatty:
         return (threads * lines,)
 
 
+class MakeLatent:
+    """A LATENT and a CONDITIONING, as samplers pass them: containers with tensors inside."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("FLOAT", {"default": 1.0})}}
+
+    RETURN_TYPES = ("LATENT", "CONDITIONING")
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+
+    def run(self, value):
+        samples = comfy_orch.empty((1, 4, 8, 8), "float32")
+        samples[...] = value
+        pooled = np.full((1, 16), value * 2, dtype=np.float32)
+        latent = {"samples": samples, "batch_index": [0], "note": "made"}
+        conditioning = [[np.ones((1, 3, 16), dtype=np.float32), {"pooled_output": pooled,
+                                                                  "strength": np.float32(0.5)}]]
+        return (latent, conditioning)
+
+
 class Thing:
     def __init__(self, size):
         self.size = size
@@ -248,5 +269,5 @@ class Environment:
 
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Describe, Options, MakeImage, PassThrough, Lists,
                                                Raise, Crash, Sleep, Chatty, MakeThing, UseThing,
-                                               LoadModel, Environment)}
+                                               LoadModel, Environment, MakeLatent)}
 NODE_DISPLAY_NAME_MAPPINGS = {"Describe": "Describe Input"}

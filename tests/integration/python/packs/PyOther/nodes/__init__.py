@@ -19,6 +19,28 @@ class TorchDescribe:
         return (image * 2.0, kind, where(image))
 
 
+class ReadLatent:
+    """Reads a LATENT and a CONDITIONING made in another env: every tensor arrives as a torch
+    view of the pool, every other item as itself."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"latent": ("LATENT",), "conditioning": ("CONDITIONING",)}}
+
+    RETURN_TYPES = ("STRING", "LATENT")
+    FUNCTION = "run"
+    CATEGORY = "test/other"
+    OUTPUT_NODE = True
+
+    def run(self, latent, conditioning):
+        cond, extra = conditioning[0]
+        text = "samples %s sum %.1f, batch %r, note %s; cond %s, pooled sum %.1f, strength %.2f" % (
+            type(latent["samples"]).__name__, float(latent["samples"].sum()),
+            latent["batch_index"], latent["note"], tuple(cond.shape),
+            float(extra["pooled_output"].sum()), extra["strength"])
+        return (text, {"samples": latent["samples"] * 2})
+
+
 class UseOtherThing:
     @classmethod
     def INPUT_TYPES(cls):
@@ -33,4 +55,5 @@ class UseOtherThing:
         return (thing.size,)
 
 
-NODE_CLASS_MAPPINGS = {"TorchDescribe": TorchDescribe, "UseOtherThing": UseOtherThing}
+NODE_CLASS_MAPPINGS = {"TorchDescribe": TorchDescribe, "UseOtherThing": UseOtherThing,
+                       "ReadLatent": ReadLatent}
