@@ -105,6 +105,11 @@ void supervisor::spawn(worker& w) {
               "--env",        w.spec.env};
   if (w.spec.python) {
     python_worker_command(*w.spec.python, options_, req, env);
+    // torch's allocator in the worker goes through the injected allocator plugin where torch
+    // has CUDA (python/comfy_orch/_torch_allocator.py).
+    if (w.spec.plugins.allocator) {
+      env["ORCH_ALLOCATOR_PLUGIN"] = w.spec.plugins.allocator->path.string();
+    }
   } else {
     req.executable = options_.worker_executable;
     req.args.insert(req.args.end(), {"--library", w.spec.library.string()});

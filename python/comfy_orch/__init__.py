@@ -9,8 +9,15 @@ import ctypes
 from . import _abi, _call, _tensors
 from ._call import Interrupted
 
-__all__ = ["Interrupted", "cast_buffer", "check_interrupted", "empty", "interrupted",
+__all__ = ["Interrupted", "cast_buffer", "check_interrupted", "device", "empty", "interrupted",
            "node_id", "pinned_release", "pinned_reserve", "progress", "register_model"]
+
+
+def device():
+    """The torch device this worker's node code computes on: its GPU, or the CPU for the cpu and
+    sim devices."""
+    from ._torch_models import device as worker_device
+    return worker_device()
 
 
 def progress(value, max_value):

@@ -10,7 +10,8 @@ import os
 import sys
 import traceback
 
-from . import _abi, _call, _comfyui, _library, _output, _schema, _tensors, _v3, _values
+from . import (_abi, _call, _comfyui, _library, _output, _schema, _tensors, _torch_allocator,
+               _torch_models, _v3, _values)
 
 _OWN_FLAGS = ("--node-dir", "--pack-dir", "--comfyui-root")
 
@@ -161,6 +162,11 @@ def main(argv=None):
         module = _import_node_dir(node_dir, pack_dir)
         specs = _node_specs(module, node_dir)
         _comfyui.install_hooks()
+        _torch_models.install()
+        installed = _torch_allocator.install()
+        if installed is not True and "torch" in sys.modules:
+            lib.orch_worker_log(_abi.LOG_DEBUG, ("torch keeps its own CUDA allocator: %s"
+                                                 % installed).encode())
         runner = Runner(env, specs)
     except BaseException as exc:  # noqa: B902 - the host must hear why, then this env stops
         # The first line is the cause the host keeps; the worker logs the traceback after it.

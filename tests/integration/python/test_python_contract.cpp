@@ -230,5 +230,31 @@ TEST_F(python_contract, a_model_a_python_node_registers_is_a_stand_in_the_host_c
   EXPECT_EQ(steps[0].freed, entries[0].resident);
 }
 
+TEST_F(python_contract, a_torch_module_moved_to_the_device_is_registered_as_comfy_env_does) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyOther"}));
+  const auto o =
+      run_json({{"1", {{"class_type", "LoadTorchModel"}, {"inputs", {{"width", 256}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  const std::int64_t parameters = 256 * 256 + 256 + 2 * 256;  // Linear, then LayerNorm
+  EXPECT_EQ(output(o, "1", 0), parameters);
+  const auto entries = host_->on_io_thread([&] { return host_->stand_ins().entries(); });
+  ASSERT_EQ(entries.size(), 1u) << "moved twice, registered once";
+  EXPECT_EQ(entries[0].env, runtime_testing::env_of(*host_, "LoadTorchModel"));
+  EXPECT_NE(entries[0].id.find("Sequential_1"), std::string::npos) << entries[0].id;
+  EXPECT_EQ(entries[0].size, static_cast<std::uint64_t>(parameters) * 4);
+}
+
+TEST_F(python_contract, torch_allocates_through_the_allocator_plugin_where_it_has_cuda) {
+  if (shell(test_python() + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() "
+                            "else 1)' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "torch has no CUDA device here: CUDAPluggableAllocator cannot be installed "
+                    "(run on a machine with an NVIDIA GPU and a CUDA build of torch)";
+  }
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyOther"}));
+  const auto o = run_json({{"1", {{"class_type", "AllocatorName"}, {"inputs", json::object()}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "1", 0), "pluggable 1048576");
+}
+
 }  // namespace
 }  // namespace orch::python_testing

@@ -2,6 +2,8 @@
 
 import torch
 
+import comfy_orch
+
 from .where import where
 
 
@@ -41,6 +43,44 @@ class ReadLatent:
         return (text, {"samples": latent["samples"] * 2})
 
 
+class LoadTorchModel:
+    """Builds a module and moves it to the worker's device, as a model loader does."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": ("INT", {"default": 256})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/other"
+    OUTPUT_NODE = True
+
+    def run(self, width):
+        model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.LayerNorm(width))
+        model.to(comfy_orch.device())
+        model.to(comfy_orch.device())  # registered once
+        return (sum(p.numel() for p in model.parameters()),)
+
+
+class AllocatorName:
+    """Which allocator torch uses in this worker."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "run"
+    CATEGORY = "test/other"
+    OUTPUT_NODE = True
+
+    def run(self):
+        if not torch.cuda.is_available():
+            return ("no cuda",)
+        x = torch.empty(1 << 20, device="cuda")
+        return ("%s %d" % (torch.cuda.memory.get_allocator_backend(), x.numel()),)
+
+
 class UseOtherThing:
     @classmethod
     def INPUT_TYPES(cls):
@@ -56,4 +96,5 @@ class UseOtherThing:
 
 
 NODE_CLASS_MAPPINGS = {"TorchDescribe": TorchDescribe, "UseOtherThing": UseOtherThing,
-                       "ReadLatent": ReadLatent}
+                       "ReadLatent": ReadLatent, "LoadTorchModel": LoadTorchModel,
+                       "AllocatorName": AllocatorName}
