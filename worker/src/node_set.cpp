@@ -1,4 +1,5 @@
 #include "node_set.hpp"
+#include "node_values.hpp"
 #include "worker_errc.hpp"
 
 #include <cstddef>
@@ -26,21 +27,6 @@ const T* element_at(const T* base, std::size_t offset) noexcept {
 template <typename T>
 bool usable_size(std::size_t size, std::size_t size_1_0) noexcept {
   return size >= size_1_0 && size % alignof(T) == 0;
-}
-
-nlohmann::json literal(const orch_value& v) {
-  switch (v.kind) {
-    case ORCH_VALUE_INT:
-      return v.i;
-    case ORCH_VALUE_FLOAT:
-      return v.f;
-    case ORCH_VALUE_BOOL:
-      return v.i != 0;
-    case ORCH_VALUE_STRING:
-      return v.s == nullptr ? std::string() : std::string(v.s);
-    default:
-      return nullptr;
-  }
 }
 
 // Copies `extra`'s keys into `into` where `into` has none: the struct's fields stay authoritative.
@@ -125,7 +111,7 @@ nlohmann::json node_set::describe() const {
                        {"required", (in.flags & ORCH_INPUT_REQUIRED) != 0}};
       if (in.flags & ORCH_INPUT_HAS_MIN) j["min"] = in.min;
       if (in.flags & ORCH_INPUT_HAS_MAX) j["max"] = in.max;
-      if (in.flags & ORCH_INPUT_HAS_DEFAULT) j["default"] = literal(in.default_value);
+      if (in.flags & ORCH_INPUT_HAS_DEFAULT) j["default"] = value_to_json(in.default_value);
       if (input_extras != nullptr) {
         if (auto it = input_extras->find(in.name); it != input_extras->end()) merge_absent(j, *it);
       }

@@ -71,6 +71,9 @@ class python_worker_test : public runtime_testing::runtime_test {
     for (const auto& p : packs) {
       fs::copy(fs::path(ORCH_TEST_PYTHON_PACKS) / p, dir_ / "packs" / p,
                fs::copy_options::recursive);
+      // Every test pack reports where a tensor's bytes live with the same helper.
+      fs::copy_file(fs::path(ORCH_TEST_PYTHON_PACKS) / "where.py",
+                    dir_ / "packs" / p / "nodes" / "where.py");
       paths += ", \"packs/" + p + "\"";
     }
     const fs::path file = dir_ / "deployment.toml";
