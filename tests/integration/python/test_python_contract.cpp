@@ -53,6 +53,9 @@ TEST_F(python_contract, the_v1_schema_reaches_the_host_in_the_workers_hello) {
   EXPECT_EQ(options["inputs"][5]["forceInput"], true) << options.dump();
   EXPECT_EQ(reported("Lists")["input_is_list"], true);
   EXPECT_EQ(reported("Lists")["output_is_list"], json({true}));
+  EXPECT_EQ(reported("Lists")["experimental"], true);
+  EXPECT_EQ(reported("Crash")["deprecated"], true);
+  EXPECT_FALSE(reported("Options").contains("deprecated"));
 }
 
 TEST_F(python_contract,

@@ -98,6 +98,7 @@ class Lists:
     FUNCTION = "run"
     CATEGORY = "test/contract"
     OUTPUT_NODE = True
+    EXPERIMENTAL = True
 
     def run(self, value):
         return (["%s:%r" % (type(value).__name__, value)],)
@@ -127,6 +128,7 @@ class Crash:
     CATEGORY = "test/contract"
     OUTPUT_NODE = True
     NOT_IDEMPOTENT = True
+    DEPRECATED = True
 
     def run(self):
         ctypes.string_at(1)  # a native crash inside the interpreter (SIGSEGV)
