@@ -91,9 +91,13 @@ typedef struct orch_value_item {
  * items belong to the worker for the call; a node's output items must stay valid until execute
  * returns, when the worker copies them. */
 static inline const orch_value_item* orch_value_items(const orch_value* v) {
-  return (v->kind == ORCH_VALUE_LIST || v->kind == ORCH_VALUE_DICT)
-             ? (const orch_value_item*)v->tensor.data
-             : (const orch_value_item*)0;
+  const void* items =
+      (v->kind == ORCH_VALUE_LIST || v->kind == ORCH_VALUE_DICT) ? v->tensor.data : NULL;
+#ifdef __cplusplus
+  return static_cast<const orch_value_item*>(items); /* no C-style cast for -Wold-style-cast */
+#else
+  return items;
+#endif
 }
 
 /* Arrays of growable structs (orch_node_set.classes, orch_node_class.inputs) are walked by each
