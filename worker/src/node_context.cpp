@@ -1,4 +1,5 @@
 #include "node_context.hpp"
+#include "log_level.hpp"
 
 #include <cstring>
 
@@ -134,11 +135,7 @@ struct node_api_impl {
   }
   static void log(orch_node_context* ctx, int32_t level, const char* message) noexcept try {
     if (ctx == nullptr || message == nullptr) return;
-    const auto lvl = level >= ORCH_LOG_LEVEL_ERROR  ? spdlog::level::err
-                     : level == ORCH_LOG_LEVEL_WARN ? spdlog::level::warn
-                     : level == ORCH_LOG_LEVEL_INFO ? spdlog::level::info
-                                                    : spdlog::level::debug;
-    spdlog::log(lvl, "node {}: {}", self(ctx).node_id_, message);
+    spdlog::log(spdlog_level(level), "node {}: {}", self(ctx).node_id_, message);
   } catch (...) {
   }
   static void fail(orch_node_context* ctx, const char* type, const char* message) noexcept try {

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "orch/support/logging.hpp"
+#include "log_level.hpp"
 #include "orch/worker/worker.h"
 
 namespace {
@@ -101,6 +103,7 @@ std::string read_token(int fd, std::string& problem) {
 
 extern "C" int32_t orch_worker_main(int argc, const char* const* argv, const orch_node_set* nodes,
                                     const char* setup_error) try {
+  if (argv == nullptr || argc < 1) return usage_error("no command line (argv[0] is the program)");
   const std::vector<std::string_view> args(argv + 1, argv + argc);
   for (const auto a : args) {
     if (a == "--help" || a == "-h") {
@@ -169,17 +172,16 @@ extern "C" int32_t orch_worker_main(int argc, const char* const* argv, const orc
   o.nodes = nodes;
   o.setup_error = setup_error;
   return orch_worker_run(&o);
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "comfy-orch-worker: cannot start: %s\n", e.what());
+  return ORCH_WORKER_EXIT_SETUP;
 } catch (...) {
-  std::fputs("comfy-orch-worker: out of memory while starting\n", stderr);
+  std::fputs("comfy-orch-worker: cannot start: an unknown exception\n", stderr);
   return ORCH_WORKER_EXIT_SETUP;
 }
 
 extern "C" void orch_worker_log(int32_t level, const char* message) try {
   if (message == nullptr) return;
-  const auto lvl = level >= ORCH_LOG_LEVEL_ERROR  ? spdlog::level::err
-                   : level == ORCH_LOG_LEVEL_WARN ? spdlog::level::warn
-                   : level == ORCH_LOG_LEVEL_INFO ? spdlog::level::info
-                                                  : spdlog::level::debug;
-  spdlog::log(lvl, "{}", message);
+  spdlog::log(orch::worker::spdlog_level(level), "{}", message);
 } catch (...) {
 }
