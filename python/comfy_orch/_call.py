@@ -20,7 +20,7 @@ class Call:
         self.node_id = node_id
         self.allocated = []  # orch_tensor structs this call allocated (comfy_orch.empty)
         self.inputs = []     # orch_tensor structs of its tensor inputs
-        self.keep = []       # bytes that must live until execute returns
+        self.keep = []       # what outputs point to: kept until the worker has copied them
 
     def status(self, what, status):
         if status == _abi.STATUS_OOM_RETRYABLE:

@@ -75,6 +75,7 @@ class Runner:
         self.env = env
         self.handles = _values.Handles(env)
         self.torch_tensors = None
+        self.outputs_kept = []
         self.builder = _schema.NodeSetBuilder(specs, self.execute_of)
 
     def execute_of(self, spec):
@@ -125,6 +126,9 @@ class Runner:
             self.fail(call, exc)
             return _abi.NODE_ERROR
         finally:
+            # The worker copies the outputs after this callback returns: what they point to
+            # (strings, container items) lives until the next call.
+            self.outputs_kept = call.keep
             with _call.lock:  # the interrupt watcher reads the context under it
                 _call.current = None
 

@@ -166,6 +166,17 @@ TEST_F(python_contract, a_latent_and_a_conditioning_cross_envs_with_their_tensor
   EXPECT_TRUE(output(o, "2", 1)["dict"]["samples"].contains("tensor"));
 }
 
+TEST_F(python_contract, outputs_a_node_built_fresh_outlive_its_callback_until_they_are_copied) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  // Two 256 KiB strings: far above malloc's mmap threshold, within the channel's 1 MiB body.
+  const auto o = run_json({{"1", {{"class_type", "BigText"}, {"inputs", {{"kib", 256}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump().substr(0, 2000);
+  const std::string text = output(o, "1", 0);
+  EXPECT_EQ(text.size(), (256u << 10) + 1);
+  EXPECT_EQ(text.back(), '!');
+  EXPECT_EQ(output(o, "1", 1)[1]["dict"]["tail"].get<std::string>(), std::string(256u << 10, 'z'));
+}
+
 TEST_F(python_contract, input_is_list_wraps_each_input_and_an_output_list_of_one_is_its_item) {
   ASSERT_NO_FATAL_FAILURE(start_python());
   const auto o = run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 3}}}}}});

@@ -200,6 +200,24 @@ class MakeLatent:
         return (latent, conditioning)
 
 
+class BigText:
+    """Returns fresh strings of `kib` KiB: the worker copies them after the callback returns, so
+    they must still be alive then (a freed string this large is unmapped, not just reused)."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"kib": ("INT", {"default": 256})}}
+
+    RETURN_TYPES = ("STRING", "LIST")
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, kib):
+        text = "".join(["y" * (kib << 10), "!"])
+        return (text, [text[:3] * 1000, {"tail": "z" * (kib << 10)}])
+
+
 class Thing:
     def __init__(self, size):
         self.size = size
@@ -271,5 +289,5 @@ class Environment:
 
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Describe, Options, MakeImage, PassThrough, Lists,
                                                Raise, Crash, Sleep, Chatty, MakeThing, UseThing,
-                                               LoadModel, Environment, MakeLatent)}
+                                               LoadModel, Environment, MakeLatent, BigText)}
 NODE_DISPLAY_NAME_MAPPINGS = {"Describe": "Describe Input"}
