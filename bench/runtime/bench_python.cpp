@@ -76,14 +76,9 @@ double call_us(orchestrator::host_runtime& h, const std::string& class_type) {
   const std::string env = h.catalogue().find(class_type)->env;
   const json body{{"node", "1"}, {"class_type", class_type}, {"epoch", 1},
                   {"inputs", json::object()}};
-  std::promise<void> done;
-  auto f = done.get_future();
-  const auto t0 = clock_type::now();
-  h.on_io_thread([&] {
-    h.workers().call(env, body, [&done](result<json>) { done.set_value(); });
+  return round_trip(h, [&](auto finish) {
+    h.workers().call(env, body, [finish](result<json>) { finish(); });
   });
-  f.get();
-  return us(clock_type::now() - t0);
 }
 
 void bench_empty_calls(orchestrator::host_runtime& h, int calls) {

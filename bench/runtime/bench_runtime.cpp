@@ -68,16 +68,6 @@ std::unique_ptr<host_runtime> start(const fs::path& file) {
   return bench::start_host(file, {ORCH_BENCH_WORKER, 64, {}, {}});
 }
 
-template <typename Start>
-double round_trip(host_runtime& h, Start start_one) {
-  std::promise<void> done;
-  auto f = done.get_future();
-  const auto t0 = clock_type::now();
-  h.on_io_thread([&] { start_one([&done] { done.set_value(); }); });
-  f.get();
-  return us(clock_type::now() - t0);
-}
-
 void bench_calls(int calls) {
   temp_dir dir;
   auto h = start(write_deployment(dir.path, 1, false, "64MiB"));

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <vector>
 
@@ -62,6 +63,18 @@ inline std::unique_ptr<orchestrator::host_runtime> start_host(
   }
   if (!(*h)->wait_settled(std::chrono::seconds(120))) std::exit(2);
   return std::move(*h);
+}
+
+// Microseconds from the caller's thread until `start_one(finish)`, run on the host's io thread,
+// has called finish(): one request's round trip as a caller sees it.
+template <typename Start>
+double round_trip(orchestrator::host_runtime& h, Start start_one) {
+  std::promise<void> done;
+  auto f = done.get_future();
+  const auto t0 = clock_type::now();
+  h.on_io_thread([&] { start_one([&done] { done.set_value(); }); });
+  f.get();
+  return us(clock_type::now() - t0);
 }
 
 }  // namespace orch::bench
