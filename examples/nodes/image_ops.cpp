@@ -91,11 +91,11 @@ const char* const checksum_outputs[] = {"FLOAT", "INT"};
 
 const orch_node_class classes[] = {
     {sizeof(orch_node_class), 0, "SolidImage", "Solid Image", "image/ops", solid_inputs, 3, 1,
-     image_output, &solid_image, nullptr},
+     image_output, &solid_image, nullptr, nullptr, nullptr},
     {sizeof(orch_node_class), 0, "InvertImage", "Invert Image", "image/ops", image_input, 1, 1,
-     image_output, &invert_image, nullptr},
+     image_output, &invert_image, nullptr, nullptr, nullptr},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, "ImageChecksum", "Image Checksum", "image/ops",
-     image_input, 1, 2, checksum_outputs, &image_checksum, nullptr},
+     image_input, 1, 2, checksum_outputs, &image_checksum, nullptr, nullptr, nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 3, 0};
 

@@ -140,9 +140,9 @@ const char* const image_output[] = {"IMAGE"};
 #endif
 const orch_node_class classes[] = {
     {sizeof(orch_node_class), 0, ORCH_SAMPLER_NAME("LoadModel"), "Load Model (sim)", "sampling/sim",
-     load_inputs, 2, 1, model_output, &load_model, nullptr},
+     load_inputs, 2, 1, model_output, &load_model, nullptr, nullptr, nullptr},
     {sizeof(orch_node_class), 0, ORCH_SAMPLER_NAME("Sampler"), "Sampler (sim)", "sampling/sim",
-     sample_inputs, 3, 1, image_output, &sample, nullptr},
+     sample_inputs, 3, 1, image_output, &sample, nullptr, nullptr, nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 2, 0};
 

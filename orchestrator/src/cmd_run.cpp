@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
@@ -134,7 +135,13 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   }
   if (json) std::cout << nlohmann::json{{"type", "workers"}, {"data", workers}}.dump() << std::endl;
 
-  const auto report = orchestrator::validate_prompt(*p, h.catalogue());
+  orchestrator::text_event_sink text(std::cout);
+  orchestrator::json_event_sink lines(std::cout);
+  orchestrator::event_sink& sink = json ? static_cast<orchestrator::event_sink&>(lines) : text;
+  // Before h.shutdown(): the executor releases what the prompt's outputs hold through the host.
+  auto ex = std::make_unique<orchestrator::executor>(h, sink);
+  // A class's VALIDATE_INPUTS runs in its worker, as part of validation.
+  const auto report = orchestrator::validate_prompt(*p, h.catalogue(), ex->worker_validation());
   // A class no running worker provides, while a worker is not running: a worker failure (2).
   if (const auto failed = orchestrator::missing_classes_of_unstarted_envs(report, infos)) {
     if (json) {
@@ -159,15 +166,11 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     h.shutdown();
     return signals.interrupted() ? exit_interrupted : exit_invalid_input;
   }
-  orchestrator::text_event_sink text(std::cout);
-  orchestrator::json_event_sink lines(std::cout);
-  orchestrator::event_sink& sink = json ? static_cast<orchestrator::event_sink&>(lines) : text;
   bool ok = false;
   {
-    orchestrator::executor ex(h, sink);
-    signals.on_interrupt([&ex] { ex.interrupt(); });
-    if (signals.interrupted()) ex.interrupt();  // it came while the workers started
-    const auto outcome = ex.run(*p, report.outputs, std::to_string(::getpid()) + "-1");
+    signals.on_interrupt([&ex] { ex->interrupt(); });
+    if (signals.interrupted()) ex->interrupt();  // it came while the workers started
+    const auto outcome = ex->run(*p, report.outputs, std::to_string(::getpid()) + "-1");
     signals.on_interrupt({});
     ok = outcome.ok;
     if (free_after) {
@@ -194,6 +197,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
       std::cout << '\n' << orchestrator::format_memory_table(rows);
     }
   }
+  ex.reset();
   h.shutdown();
   if (signals.interrupted()) return exit_interrupted;
   return ok ? exit_ok : exit_failure;

@@ -10,6 +10,7 @@
 
 #include "orch/ipc/response_bodies.hpp"
 #include "orch/orchestrator/errc.hpp"
+#include "orch/orchestrator/list_mapping.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
 
 namespace orch::orchestrator {
@@ -86,6 +87,112 @@ result<json> executor::call_node(const std::string& env, const json& body) {
   return future.get();
 }
 
+namespace {
+
+json literal_inputs(const prompt_node& node) {
+  json literals = json::object();
+  for (const auto& [name, value] : node.inputs) {
+    if (const auto* literal = std::get_if<json>(&value)) literals[name] = *literal;
+  }
+  return literals;
+}
+
+}  // namespace
+
+custom_validation executor::worker_validation() {
+  return [this](const std::string& id, const node_class& cls, const json& literals,
+                const json& input_types) -> std::optional<std::string> {
+    const json body{{"node", id},
+                    {"class_type", cls.class_type},
+                    {"method", "VALIDATE_INPUTS"},
+                    {"inputs", literals},
+                    {"hidden", {{"INPUT_TYPES", input_types}}}};
+    auto r = call_node(cls.env, body);
+    if (!r) {
+      return "VALIDATE_INPUTS of " + cls.class_type + " could not run in env '" + cls.env +
+             "': " + r.err().message;
+    }
+    if ((*r).value("status", "") == "ok") return std::nullopt;
+    // The method's own verdict is its text; an exception it raised is named by its type.
+    const json& e = (*r)["error"];
+    const std::string type = text_field(e, "type");
+    const std::string message = text_field(e, "message");
+    return type == "custom_validation_failed" ? message : type + ": " + message;
+  };
+}
+
+json executor::change_key(const prompt_node& node, const node_class& cls) {
+  if (!cls.is_changed) return nullptr;
+  const json body{{"node", node.id},
+                  {"class_type", cls.class_type},
+                  {"method", "IS_CHANGED"},
+                  {"inputs", literal_inputs(node)}};
+  auto r = call_node(cls.env, body);
+  if (!r || (*r).value("status", "") != "ok") return nullptr;
+  const json& outputs = (*r)["outputs"];
+  return outputs.empty() ? json() : outputs[0];
+}
+
+result<json> executor::call_with_retry(const std::string& env, const json& body) {
+  result<json> r = call_node(env, body);
+  // A model the device could not hold: ComfyUI's free_memory across every process's models
+  // (the stand-ins), then the node once more (docs/memory-semantics.md).
+  const std::uint64_t required = r ? supervisor::device_bytes_required(*r) : 0;
+  if (required > 0) {
+    std::uint64_t freed = 0;
+    for (const auto& step : host_.free_through_stand_ins(env, required)) freed += step.freed;
+    spdlog::info("node {} ({}) needs {} bytes on the device: {} freed through stand-ins{}",
+                 text_field(body, "node"), text_field(body, "class_type"), required, freed,
+                 freed > 0 ? ", retrying" : "");
+    if (freed > 0) r = call_node(env, body);
+  }
+  return r;
+}
+
+std::optional<json> executor::run_node(const prompt& p, const std::string& id,
+                                       const node_class& cls,
+                                       const std::map<std::string, json>& lists,
+                                       std::uint64_t epoch, node_outcome& n) {
+  auto calls = call_inputs(cls, lists);
+  if (!calls)
+    return json{{"exception_type", calls.err().code}, {"exception_message", calls.err().message}};
+  std::vector<json> call_outputs;
+  for (json& inputs : *calls) {
+    json body{{"node", id},
+              {"class_type", cls.class_type},
+              {"epoch", epoch},
+              {"inputs", std::move(inputs)}};
+    // ComfyUI's hidden values a class asked for: the API prompt (DYNPROMPT is built from it in
+    // the worker), and the PNG info of the request's extra data.
+    if (cls.hidden.count("PROMPT") || cls.hidden.count("DYNPROMPT") ||
+        cls.hidden.count("EXTRA_PNGINFO")) {
+      body["hidden"] = {{"PROMPT", prompt_document(p)}, {"EXTRA_PNGINFO", p.extra_pnginfo}};
+    }
+    const auto call_start = std::chrono::steady_clock::now();
+    result<json> r = call_with_retry(cls.env, body);
+    n.call_us +=
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - call_start)
+            .count();
+    if (!r) return json{{"exception_type", r.err().code}, {"exception_message", r.err().message}};
+    if ((*r).value("status", "") != "ok") {
+      const json& e = (*r)["error"];  // an object: ipc::check_call_response
+      const std::string type = text_field(e, "type");
+      return json{{"exception_type", type.empty() ? ipc::node_error_type::node_error : type},
+                  {"exception_message", text_field(e, "message")},
+                  {"traceback", traceback_lines(e)}};
+    }
+    call_outputs.push_back(std::move((*r)["outputs"]));
+    n.inputs_seen = (*r).value("inputs_seen", json::object());
+  }
+  auto merged = merge_call_outputs(cls, call_outputs);
+  if (!merged) {
+    return json{{"exception_type", merged.err().code}, {"exception_message", merged.err().message}};
+  }
+  n.output_lists = std::move(*merged);
+  n.outputs = call_outputs.size() == 1 ? std::move(call_outputs[0]) : n.output_lists;
+  return std::nullopt;
+}
+
 prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& outputs,
                              const std::string& prompt_id) {
   release_outputs();
@@ -93,7 +200,6 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
   outcome.prompt_id = prompt_id;
   outcome.epoch = epoch_.fetch_add(1) + 1;
   const auto& catalogue = host_.catalogue();
-  std::map<std::string, std::string> node_of_env;
   host_.on_io_thread([&] {
     host_.workers().on_progress = [this, prompt_id](const std::string&, const json& pr) {
       events_.emit("progress", {{"value", pr["value"]},
@@ -127,61 +233,30 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
       return outcome;
     }
     events_.emit("executing", {{"node", id}, {"display_node", id}, {"prompt_id", prompt_id}});
-    json inputs = json::object();
+    // Every value between nodes is a list of items (list_mapping.hpp): a literal is one item.
+    std::map<std::string, json> lists;
     for (const auto& [name, value] : node.inputs) {
       if (const auto* link = std::get_if<node_link>(&value)) {
-        const auto& src = outcome.nodes.at(link->node_id).outputs;
-        inputs[name] = src.at(static_cast<std::size_t>(link->slot));
+        lists[name] =
+            outcome.nodes.at(link->node_id).output_lists.at(static_cast<std::size_t>(link->slot));
       } else {
-        inputs[name] = std::get<json>(value);
+        lists[name] = json::array({std::get<json>(value)});
       }
     }
-    json body{{"node", id}, {"class_type", node.class_type}, {"epoch", outcome.epoch},
-              {"inputs", std::move(inputs)}};
-    // ComfyUI's hidden values a class asked for: the API prompt, and the PNG info of the
-    // request's extra data (none from a file: null).
-    if (cls->hidden.count("PROMPT") || cls->hidden.count("EXTRA_PNGINFO")) {
-      body["hidden"] = {{"PROMPT", prompt_document(p)}, {"EXTRA_PNGINFO", nullptr}};
-    }
-    const auto call_start = std::chrono::steady_clock::now();
-    const std::string env = cls->env;
-    result<json> r = call_node(env, body);
-    // A model the device could not hold: ComfyUI's free_memory across every process's models
-    // (the stand-ins), then the node once more (docs/memory-semantics.md).
-    const std::uint64_t required = r ? supervisor::device_bytes_required(*r) : 0;
-    if (required > 0) {
-      std::uint64_t freed = 0;
-      for (const auto& step : host_.free_through_stand_ins(env, required)) freed += step.freed;
-      spdlog::info("node {} ({}) needs {} bytes on the device: {} freed through stand-ins{}", id,
-                   node.class_type, required, freed, freed > 0 ? ", retrying" : "");
-      if (freed > 0) r = call_node(env, body);
-    }
-    const double call_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - call_start)
-            .count();
-    json error_data;
-    if (!r) {
-      error_data = {{"exception_type", r.err().code}, {"exception_message", r.err().message}};
-    } else if ((*r).value("status", "") != "ok") {
-      const json& e = (*r)["error"];  // an object: ipc::check_call_response
-      const std::string type = text_field(e, "type");
-      error_data = {{"exception_type", type.empty() ? ipc::node_error_type::node_error : type},
-                    {"exception_message", text_field(e, "message")},
-                    {"traceback", traceback_lines(e)}};
-    }
-    if (!error_data.is_null()) {
-      error_data["prompt_id"] = prompt_id;
-      error_data["node_id"] = id;
-      error_data["node_type"] = node.class_type;
-      error_data["executed"] = executed;
-      if (!error_data.contains("traceback")) error_data["traceback"] = json::array();
-      const bool interrupted = error_data["exception_type"] == ipc::node_error_type::interrupted;
-      outcome.error = error_data;
-      events_.emit(interrupted ? "execution_interrupted" : "execution_error", error_data);
+    node_outcome n{node.class_type,       cls->env, json::array(), json::object(), 0, json::array(),
+                   change_key(node, *cls)};
+    std::optional<json> error_data = run_node(p, id, *cls, lists, outcome.epoch, n);
+    if (error_data) {
+      (*error_data)["prompt_id"] = prompt_id;
+      (*error_data)["node_id"] = id;
+      (*error_data)["node_type"] = node.class_type;
+      (*error_data)["executed"] = executed;
+      if (!error_data->contains("traceback")) (*error_data)["traceback"] = json::array();
+      const bool interrupted = (*error_data)["exception_type"] == ipc::node_error_type::interrupted;
+      outcome.error = *error_data;
+      events_.emit(interrupted ? "execution_interrupted" : "execution_error", *error_data);
       return outcome;
     }
-    node_outcome n{node.class_type, env, (*r)["outputs"], (*r).value("inputs_seen", json::object()),
-                   call_us};
     if (cls->output_node) {
       events_.emit("executed", {{"node", id}, {"display_node", id},
                                 {"output", {{"outputs", n.outputs}}}, {"prompt_id", prompt_id}});

@@ -48,6 +48,20 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
         if (kind.is_string()) c.hidden.insert(kind.get<std::string>());
       }
     }
+    c.input_is_list = flag(n, "input_is_list", false);
+    for (const auto& is_list : list(n, "output_is_list")) {
+      c.output_is_list.push_back(is_list.is_boolean() && is_list.get<bool>());
+    }
+    c.validate_inputs.present = flag(n, "has_validate_inputs", false);
+    if (auto it = n.find("validate_inputs");
+        c.validate_inputs.present && it != n.end() && it->is_object()) {
+      for (const auto& input : list(*it, "inputs")) {
+        if (input.is_string()) c.validate_inputs.inputs.insert(input.get<std::string>());
+      }
+      c.validate_inputs.all_inputs = flag(*it, "all_inputs", false);
+      c.validate_inputs.input_types = flag(*it, "input_types", false);
+    }
+    c.is_changed = flag(n, "has_is_changed", false);
     c.env = env;
     for (const auto& in : list(n, "inputs")) {
       if (!in.is_object()) continue;

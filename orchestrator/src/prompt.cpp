@@ -111,6 +111,10 @@ result<prompt> parse_prompt(const std::string& text) {
     }
     out.nodes.emplace(id, std::move(pn));
   }
+  if (wrapped && body.contains("extra_data") && body["extra_data"].is_object()) {
+    const auto& extra = body["extra_data"];
+    if (auto it = extra.find("extra_pnginfo"); it != extra.end()) out.extra_pnginfo = *it;
+  }
   return out;
 }
 

@@ -50,7 +50,8 @@ constexpr std::size_t max_literal_depth = ipc::max_body_depth - 2;
 
 class validator {
  public:
-  validator(const prompt& p, const node_catalogue& c) : prompt_(p), catalogue_(c) {}
+  validator(const prompt& p, const node_catalogue& c, const custom_validation& custom)
+      : prompt_(p), catalogue_(c), custom_(custom) {}
 
   validation_report run() {
     report_missing_classes();
@@ -166,10 +167,12 @@ class validator {
         }
         const auto* link = std::get_if<node_link>(&it->second);
         if (link == nullptr) {
-          f.ok = validate_literal(f.id, input, std::get<nlohmann::json>(it->second)) && f.ok;
+          f.ok = validate_literal(f.id, input, std::get<nlohmann::json>(it->second),
+                                  cls.validate_inputs.takes(input.name)) &&
+                 f.ok;
           continue;
         }
-        if (!check_link(f.id, input, *link)) {
+        if (!check_link(f.id, input, *link, cls.validate_inputs.input_types)) {
           f.ok = false;
           if (!prompt_.nodes.count(link->node_id)) continue;  // nothing to descend into
         }
@@ -189,6 +192,7 @@ class validator {
         stack.push_back({std::move(*descend)});  // `f` is not used past this point
         continue;
       }
+      if (custom_ && cls.validate_inputs.present) f.ok = run_custom(f.id, cls) && f.ok;
       last = f.ok;
       verdict_[f.id] = f.ok;
       visiting.erase(f.id);
@@ -197,8 +201,32 @@ class validator {
     return last;
   }
 
-  // The link's own checks: its source exists, has the slot, and gives a compatible type.
-  bool check_link(const std::string& id, const node_input& input, const node_link& link) {
+  // The class's VALIDATE_INPUTS, with the literal inputs it takes and its links' types.
+  bool run_custom(const std::string& id, const node_class& cls) {
+    nlohmann::json literals = nlohmann::json::object();
+    nlohmann::json input_types = nlohmann::json::object();
+    for (const auto& [name, value] : prompt_.nodes.at(id).inputs) {
+      if (const auto* link = std::get_if<node_link>(&value)) {
+        const auto src = prompt_.nodes.find(link->node_id);
+        const node_class* src_cls =
+            src == prompt_.nodes.end() ? nullptr : catalogue_.find(src->second.class_type);
+        const auto slot = static_cast<std::size_t>(link->slot);
+        if (src_cls != nullptr && link->slot >= 0 && slot < src_cls->outputs.size())
+          input_types[name] = src_cls->outputs[slot];
+      } else if (cls.validate_inputs.takes(name)) {
+        literals[name] = std::get<nlohmann::json>(value);
+      }
+    }
+    auto refused = custom_(id, cls, literals, input_types);
+    if (!refused) return true;
+    add(id, {"custom_validation_failed", "Custom validation failed for node", *refused, {}});
+    return false;
+  }
+
+  // The link's own checks: its source exists, has the slot, and gives a compatible type (unless
+  // the class's VALIDATE_INPUTS takes input_types and checks them itself).
+  bool check_link(const std::string& id, const node_input& input, const node_link& link,
+                  bool custom_types) {
     auto src = prompt_.nodes.find(link.node_id);
     if (src == prompt_.nodes.end()) {
       add(id, {"bad_linked_input",
@@ -218,7 +246,8 @@ class validator {
       return false;
     }
     const auto& received = src_cls.outputs[static_cast<std::size_t>(link.slot)];
-    const bool compatible = input.type == "*" || received == "*" || received == input.type ||
+    const bool compatible = custom_types || input.type == "*" || received == "*" ||
+                            received == input.type ||
                             (input.type == "COMBO" && received == "STRING");
     if (!compatible) {
       add(id,
@@ -233,8 +262,9 @@ class validator {
     return true;
   }
 
-  bool validate_literal(const std::string& id, const node_input& input,
-                        const nlohmann::json& value) {
+  // `custom`: the class's VALIDATE_INPUTS takes this input, so only its type is checked here.
+  bool validate_literal(const std::string& id, const node_input& input, const nlohmann::json& value,
+                        bool custom) {
     if (nesting(value) > max_literal_depth) {
       // The call carries it as {inputs: {name: value}}; deeper than the wire's limit, the worker
       // would refuse the whole call body and drop its channel: the prompt would kill a worker.
@@ -263,6 +293,7 @@ class validator {
              input.name + ", " + render(value), extra});
         return false;
       }
+      if (custom) return true;
       if (input.min && *number < *input.min) {
         add(id, {"value_smaller_than_min",
                  "Value " + render(value) + " smaller than min of " + render(*input.min),
@@ -280,7 +311,7 @@ class validator {
                "Failed to convert an input " + input.name + " value to a BOOLEAN value",
                input.name + ", " + render(value), extra});
       return false;
-    } else if (input.type == "COMBO") {
+    } else if (input.type == "COMBO" && !custom) {
       const auto text = render(value);
       if (std::find(input.options.begin(), input.options.end(), text) == input.options.end()) {
         nlohmann::json options = input.options;
@@ -297,6 +328,7 @@ class validator {
 
   const prompt& prompt_;
   const node_catalogue& catalogue_;
+  const custom_validation& custom_;
   validation_report report_;
   std::map<std::string, bool> verdict_;
 };
@@ -323,8 +355,9 @@ nlohmann::json validation_report::to_json() const {
           {"node_errors", nodes}};
 }
 
-validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue) {
-  return validator(p, catalogue).run();
+validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue,
+                                  const custom_validation& custom) {
+  return validator(p, catalogue, custom).run();
 }
 
 std::vector<std::string> execution_order(const prompt& p, const std::vector<std::string>& outputs) {

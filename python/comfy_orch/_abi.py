@@ -83,7 +83,8 @@ class NodeClass(C.Structure):
                 ("display_name", C.c_char_p), ("category", C.c_char_p),
                 ("inputs", C.POINTER(NodeInput)), ("input_count", C.c_uint32),
                 ("output_count", C.c_uint32), ("outputs", C.POINTER(C.c_char_p)),
-                ("execute", ExecuteFn), ("schema_json", C.c_char_p)]
+                ("execute", ExecuteFn), ("schema_json", C.c_char_p),
+                ("validate_inputs", ExecuteFn), ("is_changed", ExecuteFn)]
 
 
 class NodeSet(C.Structure):

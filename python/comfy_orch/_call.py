@@ -5,7 +5,7 @@ import ctypes
 import json
 import threading
 
-from . import _abi, _tensors
+from . import _abi, _dynprompt, _tensors
 
 
 class Interrupted(Exception):
@@ -30,9 +30,11 @@ class Call:
 
     def hidden(self, kind):
         """ComfyUI's hidden value `kind` for this call: the node's id for UNIQUE_ID, what the
-        host sent for PROMPT and EXTRA_PNGINFO, else None."""
+        host sent for PROMPT and EXTRA_PNGINFO, DYNPROMPT built from PROMPT, else None."""
         if kind == "UNIQUE_ID":
             return self.node_id
+        if kind == "DYNPROMPT":
+            return _dynprompt.dynamic_prompt(self.hidden("PROMPT"))
         if not _abi.api_has(self.api, "hidden"):
             return None
         text = self.api.hidden(self.ctx, kind.encode())

@@ -3,6 +3,7 @@ carry names, types, ranges and defaults; the rest of ComfyUI's schema (combo cho
 options, RETURN_NAMES, list flags, ...) goes in schema_json, which the host reads with them."""
 
 import ctypes
+import inspect
 import json
 
 from . import _abi
@@ -76,6 +77,8 @@ class NodeSpec:
         self.output_node = bool(getattr(cls, "OUTPUT_NODE", False))
         self.not_idempotent = bool(getattr(cls, "NOT_IDEMPOTENT", False))
         self.category = str(getattr(cls, "CATEGORY", ""))
+        self.validate = _class_method(cls, "VALIDATE_INPUTS")
+        self.fingerprint = _class_method(cls, "IS_CHANGED")
         self.instances = {}
 
     def call(self, node, kwargs):
@@ -85,9 +88,22 @@ class NodeSpec:
             instance = self.instances[node] = self.cls()
         return getattr(instance, self.function)(**kwargs)
 
+    def validate_args(self):
+        """What VALIDATE_INPUTS takes, as ComfyUI reads it from the signature: the inputs it
+        names (or all, with **kwargs) skip ComfyUI's own range and combo checks, and
+        `input_types` skips the link type checks."""
+        try:
+            spec = inspect.getfullargspec(self.validate)
+        except TypeError:
+            return {"inputs": [], "all_inputs": True, "input_types": False}
+        return {"inputs": [a for a in spec.args + spec.kwonlyargs if a != "input_types"],
+                "all_inputs": spec.varkw is not None,
+                "input_types": "input_types" in spec.args + spec.kwonlyargs}
+
     def fill_hidden(self, call, kwargs):
         for name, kind in self.hidden.items():
-            kwargs[name] = call.hidden(kind)
+            value = call.hidden(kind)
+            kwargs[name] = [value] if self.input_is_list else value
 
     def schema_json(self):
         schema = self.schema()
@@ -99,6 +115,8 @@ class NodeSpec:
                   "function": self.function,
                   "input_is_list": self.input_is_list,
                   "output_is_list": self.output_is_list}
+        if self.validate is not None:
+            schema["validate_inputs"] = self.validate_args()
         names = getattr(self.cls, "RETURN_NAMES", None)
         if names is not None:
             schema["return_names"] = [str(n) for n in names]
@@ -109,6 +127,12 @@ class NodeSpec:
                 schema[key] = _plain(getattr(self.cls, attr))
         schema["python_module"] = getattr(self.cls, "__module__", "")
         return schema
+
+
+def _class_method(cls, name):
+    """ComfyUI calls VALIDATE_INPUTS and IS_CHANGED on the class, not on an instance."""
+    method = getattr(cls, name, None)
+    return method if callable(method) else None
 
 
 def _literal(value, kind, out):
@@ -127,7 +151,7 @@ def _literal(value, kind, out):
 class NodeSetBuilder:
     """Owns every ctypes object the orch_node_set points to, for the worker's life."""
 
-    def __init__(self, specs, execute_of):
+    def __init__(self, specs, callback):
         self.keep = []
         classes = (_abi.NodeClass * max(len(specs), 1))()
         for k, spec in enumerate(specs):
@@ -149,13 +173,20 @@ class NodeSetBuilder:
             self.keep.append(outputs)
             c.outputs = outputs
             c.output_count = len(spec.return_types)
-            fn = _abi.ExecuteFn(execute_of(spec))
-            self.keep.append(fn)
-            c.execute = fn
+            c.execute = self._function(callback(spec, "execute"))
             c.schema_json = self._text(spec.schema_json())
+            if spec.validate is not None:
+                c.validate_inputs = self._function(callback(spec, "validate"))
+            if spec.fingerprint is not None:
+                c.is_changed = self._function(callback(spec, "fingerprint"))
         self.keep.append(classes)
         self.node_set = _abi.NodeSet(ctypes.sizeof(_abi.NodeSet), _abi.NODES_ABI_MAJOR, classes,
                                      len(specs), 0)
+
+    def _function(self, fn):
+        fn = _abi.ExecuteFn(fn)
+        self.keep.append(fn)
+        return fn
 
     def _text(self, text):
         b = text.encode("utf-8", "replace")

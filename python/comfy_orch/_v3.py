@@ -59,6 +59,8 @@ class V3Spec(_schema.NodeSpec):
         self.description = str(getattr(schema, "description", "") or "")
         self.deprecated = bool(getattr(schema, "is_deprecated", False))
         self.experimental = bool(getattr(schema, "is_experimental", False))
+        self.validate = _overridden(cls, "validate_inputs")
+        self.fingerprint = _overridden(cls, "fingerprint_inputs")
         self.instances = {}
 
     def schema(self):
@@ -73,6 +75,8 @@ class V3Spec(_schema.NodeSpec):
                   "experimental": self.experimental,
                   "python_module": getattr(self.cls, "__module__", ""),
                   "api_version": 3}
+        if self.validate is not None:
+            schema["validate_inputs"] = self.validate_args()
         return schema
 
     def fill_hidden(self, call, kwargs):
@@ -92,6 +96,17 @@ class V3Spec(_schema.NodeSpec):
         if args is not None:
             return {"result": tuple(args), "ui": getattr(result, "ui", None)}
         return result
+
+
+def _overridden(cls, name):
+    """The class's `name` classmethod if the pack defines it: comfy_api's io.ComfyNode declares
+    validate_inputs and fingerprint_inputs itself, raising NotImplementedError."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            if getattr(klass, "__module__", "").startswith("comfy_api"):
+                return None
+            return _schema._class_method(cls, name)
+    return None
 
 
 async def _awaited(awaitable):

@@ -10,8 +10,8 @@ import os
 import sys
 import traceback
 
-from . import (_abi, _call, _comfyui, _library, _output, _schema, _tensors, _torch_allocator,
-               _torch_models, _v3, _values)
+from . import _abi, _comfyui, _library, _output, _schema, _torch_allocator, _torch_models, _v3
+from ._runner import Runner, qualified_name
 
 _OWN_FLAGS = ("--node-dir", "--pack-dir", "--comfyui-root")
 
@@ -65,84 +65,6 @@ def _node_specs(module, node_dir):
     return specs
 
 
-def _qualified_name(exc_type):
-    module = exc_type.__module__
-    return exc_type.__qualname__ if module == "builtins" else module + "." + exc_type.__qualname__
-
-
-class Runner:
-    def __init__(self, env, specs):
-        self.env = env
-        self.handles = _values.Handles(env)
-        self.torch_tensors = None
-        self.outputs_kept = []
-        self.builder = _schema.NodeSetBuilder(specs, self.execute_of)
-
-    def execute_of(self, spec):
-        def execute(ctx, inputs, outputs):
-            return self.execute(spec, ctx, inputs, outputs)
-        return execute
-
-    def execute(self, spec, ctx, inputs, outputs):
-        node = ctx.contents.api.contents.node_id(ctx)
-        node = node.decode("utf-8", "replace") if node else "?"
-        call = _call.Call(ctx, node)
-        _comfyui.begin_call()
-        _call.current = call
-        try:
-            if self.torch_tensors is None:
-                self.torch_tensors = _tensors.use_torch()
-            label = "node %s (%s)" % (node, spec.class_type)
-            kwargs = {}
-            for k, i in enumerate(spec.inputs):
-                value = _values.from_value(inputs[k], i.type, self.handles, label,
-                                           self.torch_tensors)
-                if value is not None or i.required:
-                    kwargs[i.name] = [value] if spec.input_is_list else value
-            spec.fill_hidden(call, kwargs)
-            result = spec.call(node, kwargs)
-            if isinstance(result, dict):
-                result = result.get("result", ())
-            if not isinstance(result, (tuple, list)):
-                raise TypeError("%s returned %s; a node returns a tuple, or a dict with 'result'"
-                                % (spec.function, type(result).__name__))
-            if len(result) < len(spec.return_types):
-                raise TypeError("%s returned %d values for %d RETURN_TYPES"
-                                % (spec.function, len(result), len(spec.return_types)))
-            for k in range(len(spec.return_types)):
-                value = result[k]
-                if k < len(spec.output_is_list) and spec.output_is_list[k]:
-                    if len(value) != 1:
-                        raise TypeError("output %d is a list of %d; comfy-orch passes lists of "
-                                        "one item only so far (docs/python.md)" % (k, len(value)))
-                    value = value[0]
-                _values.to_value(value, outputs[k], call, self.handles)
-            return _abi.NODE_OK
-        except _call.Interrupted:
-            return _abi.NODE_INTERRUPTED
-        except BaseException as exc:  # noqa: B902 - everything becomes the node's error
-            if type(exc).__name__ == "InterruptProcessingException":
-                return _abi.NODE_INTERRUPTED
-            self.fail(call, exc)
-            return _abi.NODE_ERROR
-        finally:
-            # The worker copies the outputs after this callback returns: what they point to
-            # (strings, container items) lives until the next call.
-            self.outputs_kept = call.keep
-            with _call.lock:  # the interrupt watcher reads the context under it
-                _call.current = None
-
-    def fail(self, call, exc):
-        api = call.api
-        api.fail(call.ctx, _qualified_name(type(exc)).encode("utf-8", "replace"),
-                 str(exc).encode("utf-8", "replace"))
-        if _abi.api_has(api, "fail_traceback"):
-            lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-            encoded = [line.encode("utf-8", "replace") for line in lines]
-            array = (ctypes.c_char_p * len(encoded))(*encoded)
-            api.fail_traceback(call.ctx, array, len(encoded))
-
-
 def main(argv=None):
     own, rest = _split_args(list(sys.argv if argv is None else argv))
     node_dir = own.get("node_dir")
@@ -175,7 +97,7 @@ def main(argv=None):
     except BaseException as exc:  # noqa: B902 - the host must hear why, then this env stops
         # The first line is the cause the host keeps; the worker logs the traceback after it.
         failure = ("importing the Python pack in %s failed: %s: %s; the traceback is in the "
-                   "host's log\n" % (node_dir, _qualified_name(type(exc)), exc) +
+                   "host's log\n" % (node_dir, qualified_name(type(exc)), exc) +
                    "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     if failure is not None:
         return lib.orch_worker_main(len(rest), argv_c, None, failure.encode("utf-8", "replace"))

@@ -13,6 +13,8 @@ namespace {
 constexpr std::size_t class_size_1_0 =
     offsetof(orch_node_class, execute) + sizeof(orch_node_execute_fn);
 constexpr std::size_t class_size_1_1 = offsetof(orch_node_class, schema_json) + sizeof(const char*);
+constexpr std::size_t class_size_1_2 =
+    offsetof(orch_node_class, is_changed) + sizeof(orch_node_execute_fn);
 constexpr std::size_t input_size_1_0 =
     offsetof(orch_node_input, default_value) + sizeof(orch_value);
 
@@ -65,7 +67,11 @@ result<node_set> node_set::check(const orch_node_set* set, const std::string& or
     if (c.class_type == nullptr || c.execute == nullptr || !seen.insert(c.class_type).second ||
         (c.input_count > 0 && c.inputs == nullptr) || (c.output_count > 0 && c.outputs == nullptr))
       return invalid(i, "lacks class_type, execute, its tables, or repeats a name");
-    node_class entry{&c, {}, nlohmann::json::object()};
+    node_class entry{&c, {}, nlohmann::json::object(), nullptr, nullptr};
+    if (c.struct_size >= class_size_1_2) {
+      entry.validate_inputs = c.validate_inputs;
+      entry.is_changed = c.is_changed;
+    }
     if (c.struct_size >= class_size_1_1 && c.schema_json != nullptr) {
       entry.schema = nlohmann::json::parse(c.schema_json, nullptr, /*allow_exceptions=*/false);
       if (!entry.schema.is_object())
@@ -126,7 +132,9 @@ nlohmann::json node_set::describe() const {
                        {"inputs", std::move(inputs)},
                        {"outputs", std::move(outputs)},
                        {"output_node", (c.flags & ORCH_NODE_OUTPUT_NODE) != 0},
-                       {"not_idempotent", (c.flags & ORCH_NODE_NOT_IDEMPOTENT) != 0}};
+                       {"not_idempotent", (c.flags & ORCH_NODE_NOT_IDEMPOTENT) != 0},
+                       {"has_validate_inputs", entry.validate_inputs != nullptr},
+                       {"has_is_changed", entry.is_changed != nullptr}};
     merge_absent(cls, entry.schema);
     classes.push_back(std::move(cls));
   }

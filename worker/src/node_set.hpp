@@ -20,6 +20,8 @@ struct node_class {
   const orch_node_class* decl;
   std::vector<const orch_node_input*> inputs;  // decl->input_count of them, by slot
   nlohmann::json schema;                       // schema_json (ABI 1.1), parsed; {} when absent
+  orch_node_execute_fn validate_inputs;        // ABI 1.2, or NULL
+  orch_node_execute_fn is_changed;             // ABI 1.2, or NULL
 };
 
 class node_set {

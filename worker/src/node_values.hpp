@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "node_set.hpp"
 #include "orch/ipc/segment_table.hpp"
 #include "orch/support/result.hpp"
 #include "orch/worker/nodes.h"
@@ -29,5 +30,15 @@ nlohmann::json value_to_json(const orch_value& v);
 // `segments`. Errors: "bad_value", tensor_view's errors.
 result<orch_value> value_from_json(const nlohmann::json& j, const std::string& type,
                                    ipc::segment_table& segments, value_storage& storage);
+
+// A call's inputs for `cls`, by slot: `given` (the body's {name: value}) decoded, the class's
+// default where a required input is absent, ORCH_VALUE_NONE elsewhere. `seen` gets each tensor
+// input as the worker mapped it. An error names the input.
+struct decoded_inputs {
+  std::vector<orch_value> values;
+  nlohmann::json seen = nlohmann::json::object();
+};
+result<decoded_inputs> decode_inputs(const node_class& cls, const nlohmann::json& given,
+                                     ipc::segment_table& segments, value_storage& storage);
 
 }  // namespace orch::worker

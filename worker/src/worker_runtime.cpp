@@ -300,7 +300,6 @@ class runtime {
   json execute(const json& body) {
     const std::string node_id = body["node"].get<std::string>();
     const std::string class_type = body["class_type"].get<std::string>();
-    begin_call(body);
     auto fail = [&](const std::string& type, const std::string& message) {
       return json{{"status", "error"},
                   {"error", {{"node", node_id}, {"type", type}, {"message", message}}}};
@@ -308,24 +307,26 @@ class runtime {
     const node_class* cls = nodes_->find(class_type);
     if (cls == nullptr)
       return fail(ipc::node_error_type::missing_node_type, class_type + " is not in this pack");
-    value_storage storage;
-    std::vector<orch_value> inputs(cls->inputs.size());
-    json seen = json::object();
-    const json& given = body["inputs"];
-    for (std::size_t k = 0; k < cls->inputs.size(); ++k) {
-      const orch_node_input& in = *cls->inputs[k];
-      auto it = given.find(in.name);
-      if (it == given.end()) {
-        if (in.flags & ORCH_INPUT_HAS_DEFAULT) inputs[k] = in.default_value;
-        continue;
-      }
-      auto v = value_from_json(*it, in.type, memory_->segments(), storage);
-      if (!v)
-        return fail(ipc::node_error_type::invalid_input,
-                    std::string(in.name) + ": " + v.err().message);
-      inputs[k] = *v;
-      if (v->kind == ORCH_VALUE_TENSOR) seen[in.name] = value_to_json(*v)["tensor"];
+    // The node itself, or one of ComfyUI's class methods (nodes.h, ABI 1.2), which run before
+    // the prompt: no epoch, no node boundary.
+    const auto method = body.find("method");
+    const bool node_call = method == body.end();
+    orch_node_execute_fn fn = cls->decl->execute;
+    if (!node_call) {
+      const std::string name = method->is_string() ? method->get<std::string>() : "";
+      fn = name == "VALIDATE_INPUTS" ? cls->validate_inputs
+           : name == "IS_CHANGED"    ? cls->is_changed
+                                     : nullptr;
+      if (fn == nullptr)
+        return fail(ipc::node_error_type::missing_node_type,
+                    class_type + " has no class method " + method->dump());
+    } else {
+      begin_call(body);
     }
+    value_storage storage;
+    auto decoded = decode_inputs(*cls, body["inputs"], memory_->segments(), storage);
+    if (!decoded) return fail(ipc::node_error_type::invalid_input, decoded.err().message);
+    std::vector<orch_value>& inputs = decoded->values;
     node_call_hooks hooks;
     if (auto it = body.find("hidden"); it != body.end()) hooks.hidden = &*it;
     hooks.allocate = [this](std::uint64_t size) { return allocate(size); };
@@ -333,12 +334,14 @@ class runtime {
       channel_->notify(message_type::progress, {{"node", node_id}, {"value", value}, {"max", max}});
     };
     node_context_impl ctx(*memory_, std::move(hooks), node_id, epoch_.load(), interrupted_epoch_);
-    std::vector<orch_value> outputs(cls->decl->output_count);
+    std::vector<orch_value> outputs(node_call ? cls->decl->output_count : 1);
     orch_node_status status;
-    {
+    if (node_call) {
       // Pager workers release at each node boundary, failed or not (docs/memory-semantics.md).
       node_call_guard guard(*this);
-      status = cls->decl->execute(ctx.context(), inputs.data(), outputs.data());
+      status = fn(ctx.context(), inputs.data(), outputs.data());
+    } else {
+      status = fn(ctx.context(), inputs.data(), outputs.data());
     }
     auto allocated = json::array();
     for (const auto& d : ctx.allocations()) allocated.push_back(ipc::descriptor_to_json(d));
@@ -361,7 +364,7 @@ class runtime {
     for (const auto& v : outputs) out.push_back(value_to_json(v));
     return {{"status", "ok"},
             {"outputs", std::move(out)},
-            {"inputs_seen", std::move(seen)},
+            {"inputs_seen", std::move(decoded->seen)},
             {"allocations", std::move(allocated)},
             {"models", memory_->describe_models()}};
   }

@@ -193,7 +193,7 @@ const orch_node_input inputs[] = {
 const char* const int_output[] = {"INT"};
 const orch_node_class classes[] = {
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE | ORCH_NODE_NOT_IDEMPOTENT, "HostileBudget",
-     "Hostile Budget", "test", inputs, 1, 1, int_output, &hostile_node, nullptr},
+     "Hostile Budget", "test", inputs, 1, 1, int_output, &hostile_node, nullptr, nullptr, nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes,
                            sizeof(classes) / sizeof(classes[0]), 0};

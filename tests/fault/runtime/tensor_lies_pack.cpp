@@ -106,11 +106,11 @@ const char* const list_output[] = {"LIST"};
 
 const orch_node_class classes[] = {
     {sizeof(orch_node_class), 0, "LyingImage", "Lying Image", "test", lie_inputs, 2, 1,
-     image_output, &lying_image, nullptr},
+     image_output, &lying_image, nullptr, nullptr, nullptr},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, "LyingLatent", "Lying Latent", "test",
-     lie_inputs, 2, 1, latent_output, &lying_latent, nullptr},
+     lie_inputs, 2, 1, latent_output, &lying_latent, nullptr, nullptr, nullptr},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, "CyclicList", "Cyclic List", "test", nullptr,
-     0, 1, list_output, &cyclic_list, nullptr},
+     0, 1, list_output, &cyclic_list, nullptr, nullptr, nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 3, 0};
 

@@ -177,11 +177,12 @@ TEST_F(python_contract, outputs_a_node_built_fresh_outlive_its_callback_until_th
   EXPECT_EQ(output(o, "1", 1)[1]["dict"]["tail"].get<std::string>(), std::string(256u << 10, 'z'));
 }
 
-TEST_F(python_contract, input_is_list_wraps_each_input_and_an_output_list_of_one_is_its_item) {
+TEST_F(python_contract, input_is_list_passes_each_input_as_a_list_and_an_output_list_crosses) {
   ASSERT_NO_FATAL_FAILURE(start_python());
   const auto o = run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 3}}}}}});
   ASSERT_TRUE(o.ok) << o.error->dump();
-  EXPECT_EQ(output(o, "1", 0), "list:[3]");
+  EXPECT_EQ(output(o, "1", 0), json({"list:[3]"}));  // the OUTPUT_IS_LIST slot: its list
+  EXPECT_EQ(o.nodes.at("1").output_lists, json::parse(R"([["list:[3]"]])"));
 }
 
 TEST_F(python_contract, an_object_stays_in_its_worker_and_another_env_is_refused_by_name) {

@@ -163,10 +163,15 @@ class runtime_test : public ipc::testing::leak_checked_test {
     executor_ = std::make_unique<orchestrator::executor>(*host_, events_);
   }
 
+  // Validation as `comfy-orch run` does it: VALIDATE_INPUTS runs in the workers.
+  orchestrator::validation_report validate(const orchestrator::prompt& p) {
+    return orchestrator::validate_prompt(p, host_->catalogue(), executor_->worker_validation());
+  }
+
   orchestrator::prompt_outcome run(const std::string& prompt_json) {
     auto p = orchestrator::parse_prompt(prompt_json);
     EXPECT_TRUE(p.ok());
-    const auto report = orchestrator::validate_prompt(*p, host_->catalogue());
+    const auto report = validate(*p);
     EXPECT_TRUE(report.ok()) << report.to_json().dump();
     return executor_->run(*p, report.outputs, "test-" + std::to_string(++prompts_));
   }

@@ -26,9 +26,9 @@ const char* const string_output[] = {"STRING"};
 const orch_node_class classes[] = {
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, "UntrustedString",
      "Untrusted \x1b[31mString\xff", "test\x1b]0;retitled\x07", nullptr, 0, 1, string_output,
-     &bad_string, nullptr},
+     &bad_string, nullptr, nullptr, nullptr},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, "UntrustedFail", "Untrusted Fail", "test",
-     nullptr, 0, 1, string_output, &bad_fail, nullptr},
+     nullptr, 0, 1, string_output, &bad_fail, nullptr, nullptr, nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 2, 0};
 

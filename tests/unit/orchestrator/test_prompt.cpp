@@ -40,6 +40,16 @@ TEST(prompt, accepts_a_request_body_with_a_prompt_key) {
   EXPECT_EQ(p->nodes.size(), 1u);
 }
 
+TEST(prompt, a_request_bodys_extra_pnginfo_is_kept_for_the_hidden_value) {
+  auto p = parse_prompt(R"({"prompt": {"1": {"class_type": "A", "inputs": {}}},
+                            "extra_data": {"extra_pnginfo": {"workflow": {"nodes": [1]}}}})");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->extra_pnginfo, nlohmann::json::parse(R"({"workflow": {"nodes": [1]}})"));
+  auto bare = parse_prompt(R"({"1": {"class_type": "A", "inputs": {}}})");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_TRUE(bare->extra_pnginfo.is_null());
+}
+
 TEST(prompt, numeric_link_ids_are_links_too) {
   auto p = parse_prompt(R"({"1": {"class_type": "A", "inputs": {"in": [2, 1]}}})");
   ASSERT_TRUE(p.ok());

@@ -17,7 +17,12 @@ node_catalogue catalogue() {
                {"IMAGE"},
                false,
                false,
-               "imageops-nodes", {}});
+               "imageops-nodes",
+               {},
+               false,
+               {},
+               {},
+               false});
   (void)c.add({"Invert",
                "Invert",
                "image",
@@ -25,8 +30,25 @@ node_catalogue catalogue() {
                {"IMAGE"},
                false,
                false,
-               "imageops-nodes", {}});
-  (void)c.add({"LoadModel", "Load Model", "model", {}, {"MODEL"}, false, false, "sampler", {}});
+               "imageops-nodes",
+               {},
+               false,
+               {},
+               {},
+               false});
+  (void)c.add({"LoadModel",
+               "Load Model",
+               "model",
+               {},
+               {"MODEL"},
+               false,
+               false,
+               "sampler",
+               {},
+               false,
+               {},
+               {},
+               false});
   (void)c.add(
       {"Save",
        "Save",
@@ -35,7 +57,12 @@ node_catalogue catalogue() {
        {},
        true,
        false,
-       "imageops-nodes", {}});
+       "imageops-nodes",
+       {},
+       false,
+       {},
+       {},
+       false});
   return c;
 }
 
@@ -166,6 +193,63 @@ TEST(prompt_validation, json_shape_matches_comfyui) {
   EXPECT_EQ(j["node_errors"]["3"]["class_type"], "Save");
   EXPECT_EQ(j["node_errors"]["3"]["errors"][0]["type"], "required_input_missing");
   EXPECT_EQ(j["node_errors"]["3"]["dependent_outputs"][0], "3");
+}
+
+// A catalogue whose MakeImage has VALIDATE_INPUTS taking `mode` and `width`.
+node_catalogue with_custom_validation(bool input_types) {
+  node_catalogue c = catalogue();
+  node_catalogue out;
+  for (auto [name, cls] : c.classes()) {
+    if (name == "MakeImage") cls.validate_inputs = {true, {"mode", "width"}, false, false};
+    if (name == "Invert") cls.validate_inputs = {true, {}, false, input_types};
+    (void)out.add(cls);
+  }
+  return out;
+}
+
+TEST(prompt_validation, custom_validation_gets_the_literals_it_takes_and_its_refusal_is_reported) {
+  auto p = parse_prompt(R"({"1": {"class_type": "MakeImage",
+                                  "inputs": {"width": 9000, "fill": 0.2, "mode": "cmyk"}},
+                            "2": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  ASSERT_TRUE(p.ok());
+  std::vector<nlohmann::json> seen;
+  const auto r = validate_prompt(
+      *p, with_custom_validation(false),
+      [&](const std::string& id, const node_class& cls, const nlohmann::json& literals,
+          const nlohmann::json&) -> std::optional<std::string> {
+        EXPECT_EQ(id, "1");
+        EXPECT_EQ(cls.class_type, "MakeImage");
+        seen.push_back(literals);
+        return "cmyk is not supported";
+      });
+  ASSERT_EQ(seen.size(), 1u);
+  // Only what the method takes; width 9000 (past max) and the combo value are its call.
+  EXPECT_EQ(seen[0], nlohmann::json::parse(R"({"width": 9000, "mode": "cmyk"})"));
+  const auto& e = only_error(r, "1");
+  EXPECT_EQ(e.type, "custom_validation_failed");
+  EXPECT_EQ(e.message, "Custom validation failed for node");
+  EXPECT_EQ(e.details, "cmyk is not supported");
+  EXPECT_EQ(r.node_errors.at("1").dependent_outputs, std::vector<std::string>{"2"});
+}
+
+TEST(prompt_validation, custom_validation_with_input_types_replaces_the_link_type_check) {
+  auto p = parse_prompt(R"({"1": {"class_type": "LoadModel", "inputs": {}},
+                            "2": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
+                            "3": {"class_type": "Save", "inputs": {"image": ["2", 0]}}})");
+  ASSERT_TRUE(p.ok());
+  nlohmann::json types;
+  const auto accept = [&](const std::string&, const node_class&, const nlohmann::json&,
+                          const nlohmann::json& input_types) -> std::optional<std::string> {
+    types = input_types;
+    return std::nullopt;
+  };
+  EXPECT_TRUE(validate_prompt(*p, with_custom_validation(true), accept).ok());
+  EXPECT_EQ(types, nlohmann::json::parse(R"({"image": "MODEL"})"));
+  // Without input_types, a MODEL into an IMAGE input is ComfyUI's mismatch, custom or not.
+  const auto r = validate_prompt(*p, with_custom_validation(false), accept);
+  EXPECT_EQ(only_error(r, "2").type, "return_type_mismatch");
+  // Without a validator (nothing to ask: a catalogue alone) the class's own checks stand in.
+  EXPECT_TRUE(validate_prompt(*p, with_custom_validation(true)).ok());
 }
 
 TEST(execution_order, dependencies_first_and_only_the_closure) {

@@ -25,6 +25,19 @@ struct node_input {
   std::vector<std::string> options;  // COMBO choices
 };
 
+// ComfyUI's VALIDATE_INPUTS of a class, run in its worker before the prompt
+// (prompt_validation.hpp). ComfyUI skips its own range and combo checks for the inputs the method
+// takes, and its link type checks when it takes input_types.
+struct input_validation {
+  bool present = false;
+  std::set<std::string> inputs;  // the inputs it takes by name
+  bool all_inputs = false;       // it takes **kwargs
+  bool input_types = false;      // it takes input_types
+  bool takes(const std::string& name) const {
+    return present && (all_inputs || inputs.count(name) > 0);
+  }
+};
+
 struct node_class {
   std::string class_type;
   std::string display_name;
@@ -37,6 +50,11 @@ struct node_class {
   // ComfyUI's hidden inputs the class declares (PROMPT, UNIQUE_ID, EXTRA_PNGINFO, DYNPROMPT):
   // the host sends the values of PROMPT and EXTRA_PNGINFO with each call (docs/python.md).
   std::set<std::string> hidden;
+  // ComfyUI's list flags (list_mapping.hpp): INPUT_IS_LIST, and OUTPUT_IS_LIST by slot.
+  bool input_is_list = false;
+  std::vector<bool> output_is_list;
+  input_validation validate_inputs;
+  bool is_changed = false;  // ComfyUI's IS_CHANGED: the worker gives a change key (executor.hpp)
 };
 
 class node_catalogue {

@@ -37,6 +37,9 @@ struct prompt_node {
 
 struct prompt {
   std::map<std::string, prompt_node> nodes;
+  // A /prompt body's extra_data.extra_pnginfo (the UI workflow a client embeds in saved images):
+  // ComfyUI's EXTRA_PNGINFO hidden value. Null when the document is the prompt alone.
+  nlohmann::json extra_pnginfo;
 };
 
 // The deepest nesting of arrays and objects a prompt document may have. Real prompts nest a few

@@ -2,6 +2,7 @@
 // validate_prompt; docs/references.md, ComfyUI §1.10), done before any node runs.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,9 +38,18 @@ struct validation_report {
   nlohmann::json to_json() const;
 };
 
+// Runs the VALIDATE_INPUTS of node `id`'s class where the class lives (executor::
+// worker_validation): `literals` are the node's literal inputs ({name: value}), `input_types` the
+// types its linked inputs receive. Returns why the inputs were refused; nullopt accepts them.
+using custom_validation = std::function<std::optional<std::string>(
+    const std::string& id, const node_class& cls, const nlohmann::json& literals,
+    const nlohmann::json& input_types)>;
+
 // Validates every output node's dependency closure. Every node whose class no pack provides is
-// reported (missing_node_type), not only the first.
-validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue);
+// reported (missing_node_type), not only the first. A class with VALIDATE_INPUTS is checked by
+// `custom` once its own inputs are (custom_validation_failed); without `custom` it is not.
+validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue,
+                                  const custom_validation& custom = {});
 
 // The dependency closure of `outputs` in an order where every node follows its inputs; ties are
 // broken by node id so a run is reproducible. Requires a validated (acyclic) prompt; a cycle

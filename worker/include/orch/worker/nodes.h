@@ -19,9 +19,10 @@ extern "C" {
 #endif
 
 #define ORCH_NODES_ABI_MAJOR 1u
-/* 1.1 appended orch_node_class.schema_json, orch_node_api.fail_traceback and .hidden. A worker reads an
- * appended field only when the element's struct_size covers it (docs/nodes.md). */
-#define ORCH_NODES_ABI_MINOR 1u
+/* 1.1 appended orch_node_class.schema_json, orch_node_api.fail_traceback and .hidden; 1.2
+ * appended orch_node_class.validate_inputs and .is_changed. A worker reads an appended field only
+ * when the element's struct_size covers it (docs/nodes.md). */
+#define ORCH_NODES_ABI_MINOR 2u
 #define ORCH_NODES_ENTRY_SYMBOL "orch_nodes_query"
 
 /* What execute returns. */
@@ -151,6 +152,15 @@ typedef struct orch_node_class {
    * "output_is_list", "description", "deprecated", ...) describes the class. The worker checks
    * that it parses as an object and passes it to the host with the class (docs/nodes.md). */
   const char* schema_json;
+  /* ABI 1.2 (NULL: the class has none). ComfyUI's VALIDATE_INPUTS and IS_CHANGED, called as
+   * execute is, before the prompt runs and outside any node boundary, with the node's literal
+   * inputs only (a linked input is ORCH_VALUE_NONE; its type is the hidden value "INPUT_TYPES").
+   * validate_inputs returns ORCH_NODE_OK to accept the inputs, or ORCH_NODE_ERROR after fail()
+   * with the reason, which becomes the prompt's custom_validation_failed error. is_changed fills
+   * outputs[0] with the inputs' change key (ComfyUI's cache key); an error means "always
+   * changed". Neither may allocate output tensors. */
+  orch_node_execute_fn validate_inputs;
+  orch_node_execute_fn is_changed;
 } orch_node_class;
 
 typedef struct orch_node_set {
@@ -214,8 +224,9 @@ typedef struct orch_node_api {
   /* ABI 1.1 (present when struct_size covers it). The traceback of the error fail() recorded,
    * one line per entry, for ComfyUI's execution_error. */
   void (*fail_traceback)(orch_node_context* ctx, const char* const* lines, uint32_t count);
-  /* ABI 1.1. ComfyUI's hidden value `kind` ("PROMPT", "EXTRA_PNGINFO") for this call, as JSON
-   * text valid during the call; NULL when the host sent none. */
+  /* ABI 1.1. ComfyUI's hidden value `kind` ("PROMPT", "EXTRA_PNGINFO"; "INPUT_TYPES" for
+   * validate_inputs) for this call, as JSON text valid during the call; NULL when the host sent
+   * none. */
   const char* (*hidden)(orch_node_context* ctx, const char* kind);
 } orch_node_api;
 

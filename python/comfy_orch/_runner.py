@@ -1,0 +1,138 @@
+"""One call into a Python pack's node class (docs/python.md): the node's FUNCTION, or one of
+ComfyUI's class methods the host forwards before a prompt runs (VALIDATE_INPUTS, IS_CHANGED).
+Inputs arrive as orch_values and are converted here; results and exceptions go back through the
+node API."""
+
+import ctypes
+import math
+import traceback
+
+from . import _abi, _call, _comfyui, _schema, _tensors, _values
+
+
+def qualified_name(exc_type):
+    module = exc_type.__module__
+    return exc_type.__qualname__ if module == "builtins" else module + "." + exc_type.__qualname__
+
+
+def _change_key(value):
+    """IS_CHANGED's result as a value that crosses: plain values as they are, anything else by
+    its text. NaN stays NaN (ComfyUI: always changed); the host reads it as null."""
+    if isinstance(value, float) and math.isnan(value):
+        return value
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+class Runner:
+    def __init__(self, env, specs):
+        self.env = env
+        self.handles = _values.Handles(env)
+        self.torch_tensors = None
+        self.outputs_kept = []
+        self.builder = _schema.NodeSetBuilder(specs, self.callback)
+
+    def callback(self, spec, method):
+        """The orch_node_execute_fn behind one of the class's functions."""
+        body = {"execute": self.execute, "validate": self.validate,
+                "fingerprint": self.fingerprint}[method]
+
+        def run(ctx, inputs, outputs):
+            return self.run(spec, ctx, inputs, outputs, body)
+        return run
+
+    def run(self, spec, ctx, inputs, outputs, body):
+        node = ctx.contents.api.contents.node_id(ctx)
+        node = node.decode("utf-8", "replace") if node else "?"
+        call = _call.Call(ctx, node)
+        _comfyui.begin_call()
+        _call.current = call
+        try:
+            if self.torch_tensors is None:
+                self.torch_tensors = _tensors.use_torch()
+            return body(spec, call, inputs, outputs)
+        except _call.Interrupted:
+            return _abi.NODE_INTERRUPTED
+        except BaseException as exc:  # noqa: B902 - everything becomes the node's error
+            if type(exc).__name__ == "InterruptProcessingException":
+                return _abi.NODE_INTERRUPTED
+            self.fail(call, exc)
+            return _abi.NODE_ERROR
+        finally:
+            # The worker copies the outputs after this callback returns: what they point to
+            # (strings, container items) lives until the next call.
+            self.outputs_kept = call.keep
+            with _call.lock:  # the interrupt watcher reads the context under it
+                _call.current = None
+
+    def kwargs(self, spec, call, inputs, wanted=None):
+        label = "node %s (%s)" % (call.node_id, spec.class_type)
+        kwargs = {}
+        for k, i in enumerate(spec.inputs):
+            if wanted is not None and not wanted(i.name):
+                continue
+            value = _values.from_value(inputs[k], i.type, self.handles, label,
+                                       self.torch_tensors)
+            if value is not None or i.required:
+                # INPUT_IS_LIST: the host sends each input as its whole list; only a default the
+                # worker filled in is a single item.
+                if spec.input_is_list and not isinstance(value, list):
+                    value = [value]
+                kwargs[i.name] = value
+        return kwargs
+
+    def execute(self, spec, call, inputs, outputs):
+        kwargs = self.kwargs(spec, call, inputs)
+        spec.fill_hidden(call, kwargs)
+        result = spec.call(call.node_id, kwargs)
+        if isinstance(result, dict):
+            result = result.get("result", ())
+        if not isinstance(result, (tuple, list)):
+            raise TypeError("%s returned %s; a node returns a tuple, or a dict with 'result'"
+                            % (spec.function, type(result).__name__))
+        if len(result) < len(spec.return_types):
+            raise TypeError("%s returned %d values for %d RETURN_TYPES"
+                            % (spec.function, len(result), len(spec.return_types)))
+        for k in range(len(spec.return_types)):
+            value = result[k]
+            # An OUTPUT_IS_LIST slot crosses as a list: the host maps its consumers over it.
+            if k < len(spec.output_is_list) and spec.output_is_list[k]:
+                if not isinstance(value, (list, tuple)):
+                    raise TypeError("output %d is declared OUTPUT_IS_LIST but %s returned %s, "
+                                    "not a list" % (k, spec.function, type(value).__name__))
+                value = list(value)
+            _values.to_value(value, outputs[k], call, self.handles)
+        return _abi.NODE_OK
+
+    def validate(self, spec, call, inputs, outputs):
+        """VALIDATE_INPUTS with the literal inputs it takes; anything but True refuses them,
+        and its text is the reason (ComfyUI's custom_validation_failed)."""
+        takes = spec.validate_args()
+        kwargs = self.kwargs(spec, call, inputs,
+                             None if takes["all_inputs"] else takes["inputs"].__contains__)
+        if takes["input_types"]:
+            types = call.hidden("INPUT_TYPES") or {}
+            kwargs["input_types"] = [types] if spec.input_is_list else types
+        verdict = spec.validate(**kwargs)
+        if verdict is True:
+            return _abi.NODE_OK
+        call.api.fail(call.ctx, b"custom_validation_failed",
+                      str(verdict).encode("utf-8", "replace"))
+        return _abi.NODE_ERROR
+
+    def fingerprint(self, spec, call, inputs, outputs):
+        """IS_CHANGED (V3: fingerprint_inputs) with the literal inputs: the change key."""
+        key = spec.fingerprint(**self.kwargs(spec, call, inputs))
+        _values.to_value(_change_key(key), outputs[0], call, self.handles)
+        return _abi.NODE_OK
+
+    def fail(self, call, exc):
+        api = call.api
+        api.fail(call.ctx, qualified_name(type(exc)).encode("utf-8", "replace"),
+                 str(exc).encode("utf-8", "replace"))
+        if _abi.api_has(api, "fail_traceback"):
+            lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+            encoded = [line.encode("utf-8", "replace") for line in lines]
+            array = (ctypes.c_char_p * len(encoded))(*encoded)
+            api.fail_traceback(call.ctx, array, len(encoded))

@@ -1,0 +1,152 @@
+// ComfyUI's list mapping, the class methods the host forwards to a worker (VALIDATE_INPUTS,
+// IS_CHANGED) and the hidden values DYNPROMPT and EXTRA_PNGINFO, through a real Python worker
+// (tests/integration/python/packs/PyLists; docs/python.md).
+#include "python_fixture.hpp"
+
+namespace orch::python_testing {
+namespace {
+
+class python_lists : public python_worker_test {
+ protected:
+  void SetUp() override {
+    python_worker_test::SetUp();
+    if (!IsSkipped()) {
+      ASSERT_NO_FATAL_FAILURE(start_python({"PyLists"}));
+    }
+  }
+  orchestrator::validation_report check(const json& prompt) {
+    auto p = orchestrator::parse_prompt(prompt.dump());
+    EXPECT_TRUE(p.ok());
+    return validate(*p);
+  }
+  static std::vector<std::string> error_types(const orchestrator::validation_report& r,
+                                              const std::string& node) {
+    std::vector<std::string> out;
+    auto it = r.node_errors.find(node);
+    if (it == r.node_errors.end()) return out;
+    for (const auto& e : it->second.errors) out.push_back(e.type);
+    return out;
+  }
+};
+
+TEST_F(python_lists, a_list_output_maps_its_consumer_once_per_item_and_a_list_input_takes_all) {
+  const auto o = run_json(
+      {{"1", {{"class_type", "Fanout"}, {"inputs", {{"count", 4}}}}},
+       {"2", {{"class_type", "Scale"}, {"inputs", {{"value", {"1", 0}}, {"factor", 10}}}}},
+       {"3", {{"class_type", "Join"}, {"inputs", {{"values", {"2", 0}}, {"separator", ","}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(o.nodes.at("1").output_lists, json::parse(R"([[1,2,3,4],["fanout of 4"]])"));
+  // Scale ran four times: one item per call, collected into its output's list.
+  EXPECT_EQ(o.nodes.at("2").output_lists, json::parse("[[10,20,30,40]]"));
+  EXPECT_EQ(o.nodes.at("2").outputs, json::parse("[[10,20,30,40]]"));
+  // Join (INPUT_IS_LIST) ran once, with the list; its literal separator is a list of one.
+  EXPECT_EQ(output(o, "3", 0), "10,20,30,40");
+}
+
+TEST_F(python_lists, a_shorter_input_list_repeats_its_last_item) {
+  const auto o = run_json(
+      {{"1", {{"class_type", "Fanout"}, {"inputs", {{"count", 3}}}}},
+       {"2", {{"class_type", "Fanout"}, {"inputs", {{"count", 2}}}}},
+       {"3", {{"class_type", "Scale"}, {"inputs", {{"value", {"1", 0}}, {"factor", {"2", 0}}}}}},
+       {"4", {{"class_type", "Join"}, {"inputs", {{"values", {"3", 0}}, {"separator", ","}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "4", 0), "1,4,6");  // 1*1, 2*2, 3*2
+}
+
+TEST_F(python_lists, an_empty_list_and_a_declared_list_that_is_not_one_are_typed_errors) {
+  const auto empty = run_json(
+      {{"1", {{"class_type", "Fanout"}, {"inputs", {{"count", 0}}}}},
+       {"2", {{"class_type", "Scale"}, {"inputs", {{"value", {"1", 0}}, {"factor", 10}}}}},
+       {"3", {{"class_type", "Join"}, {"inputs", {{"values", {"2", 0}}, {"separator", ","}}}}}});
+  ASSERT_FALSE(empty.ok);
+  EXPECT_EQ((*empty.error)["node_id"], "2");
+  EXPECT_EQ((*empty.error)["exception_type"], "invalid_input");
+  EXPECT_NE((*empty.error)["exception_message"].get<std::string>().find("'value'"),
+            std::string::npos)
+      << empty.error->dump();
+
+  const auto wrong = run_json(
+      {{"1", {{"class_type", "NotAList"}, {"inputs", json::object()}}},
+       {"2", {{"class_type", "Join"}, {"inputs", {{"values", {"1", 0}}, {"separator", ","}}}}}});
+  ASSERT_FALSE(wrong.ok);
+  EXPECT_EQ((*wrong.error)["node_id"], "1");
+  EXPECT_EQ((*wrong.error)["exception_type"], "TypeError");
+  EXPECT_NE((*wrong.error)["exception_message"].get<std::string>().find("OUTPUT_IS_LIST"),
+            std::string::npos)
+      << wrong.error->dump();
+}
+
+TEST_F(python_lists, validate_inputs_runs_in_the_worker_and_replaces_the_combo_check) {
+  // b.gif is in no combo list; VALIDATE_INPUTS takes `name`, so only its verdict counts.
+  auto refused =
+      check({{"1", {{"class_type", "Picky"}, {"inputs", {{"name", "b.gif"}, {"count", 2}}}}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(error_types(refused, "1"), std::vector<std::string>{"custom_validation_failed"});
+  EXPECT_EQ(refused.node_errors.at("1").errors[0].details, "b.gif is not a png");
+
+  auto unlucky =
+      check({{"1", {{"class_type", "Picky"}, {"inputs", {{"name", "a.png"}, {"count", 13}}}}}});
+  ASSERT_FALSE(unlucky.ok());
+  EXPECT_EQ(unlucky.node_errors.at("1").errors[0].details, "count 13 is unlucky");
+
+  // c.png is outside the combo's list too, and accepted: the pack lists its files itself.
+  const auto o =
+      run_json({{"1", {{"class_type", "Picky"}, {"inputs", {{"name", "c.png"}, {"count", 2}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "1", 0), "c.png x2");
+  // ComfyUI's own range check still applies to what the method does not take... it takes
+  // both here, so 30 (past max 20) is its call too, and it accepts it.
+  EXPECT_TRUE(
+      check({{"1", {{"class_type", "Picky"}, {"inputs", {{"name", "a.png"}, {"count", 30}}}}}})
+          .ok());
+}
+
+TEST_F(python_lists, validate_inputs_with_input_types_checks_link_types_itself) {
+  // An INT into a FLOAT input: ComfyUI's return_type_mismatch, unless the class takes
+  // input_types, as TypeChecker does; a STRING it refuses with its own words.
+  const auto o =
+      run_json({{"1", {{"class_type", "Fanout"}, {"inputs", {{"count", 1}}}}},
+                {"2", {{"class_type", "TypeChecker"}, {"inputs", {{"anything", {"1", 0}}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "2", 0), "1.0");  // a number reaches a FLOAT input as a float
+
+  auto refused =
+      check({{"1", {{"class_type", "Fanout"}, {"inputs", {{"count", 1}}}}},
+             {"2", {{"class_type", "TypeChecker"}, {"inputs", {{"anything", {"1", 1}}}}}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(error_types(refused, "2"), std::vector<std::string>{"custom_validation_failed"});
+  EXPECT_EQ(refused.node_errors.at("2").errors[0].details, "anything must be a number, got STRING");
+}
+
+TEST_F(python_lists, is_changed_gives_the_change_key_and_a_failure_means_always_changed) {
+  const auto o = run_json(
+      {{"1", {{"class_type", "Picky"}, {"inputs", {{"name", "a.png"}, {"count", 4}}}}},
+       {"2", {{"class_type", "Fickle"}, {"inputs", json::object()}}},
+       {"3", {{"class_type", "Join"}, {"inputs", {{"values", {"4", 0}}, {"separator", ","}}}}},
+       {"4", {{"class_type", "Fanout"}, {"inputs", {{"count", 1}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(o.nodes.at("1").change_key, "key:a.png");
+  EXPECT_TRUE(o.nodes.at("2").change_key.is_null());
+  EXPECT_TRUE(o.nodes.at("4").change_key.is_null());  // no IS_CHANGED at all
+}
+
+TEST_F(python_lists, dynprompt_and_extra_pnginfo_reach_the_node) {
+  const json body = {
+      {"prompt",
+       {{"7", {{"class_type", "Hidden"}, {"inputs", json::object()}}},
+        {"8", {{"class_type", "Fanout"}, {"inputs", {{"count", 1}}}}},
+        {"9", {{"class_type", "Join"}, {"inputs", {{"values", {"8", 0}}, {"separator", ","}}}}}}},
+      {"extra_data", {{"extra_pnginfo", {{"workflow", {{"nodes", json::array()}}}}}}}};
+  const auto o = run(body.dump());
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "7", 0), "Hidden ['7', '8', '9']");
+  EXPECT_EQ(output(o, "7", 1), R"({"workflow": {"nodes": []}})");
+
+  // A prompt alone has no extra data: EXTRA_PNGINFO is None, as in ComfyUI's API without it.
+  const auto plain = run_json({{"7", {{"class_type", "Hidden"}, {"inputs", json::object()}}}});
+  ASSERT_TRUE(plain.ok) << plain.error->dump();
+  EXPECT_EQ(output(plain, "7", 1), "null");
+}
+
+}  // namespace
+}  // namespace orch::python_testing
