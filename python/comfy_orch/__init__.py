@@ -6,7 +6,9 @@ budget, progress and interrupts. Pure Python over ctypes, so one copy serves eve
 
 import ctypes
 
-from . import _abi, _call, _tensors
+# numpy (through _tensors) is imported where a tensor is made, not here: a worker starts its
+# handshake with the host before that import, so the two overlap (worker.py).
+from . import _abi, _call
 from ._call import Interrupted
 
 __all__ = ["Interrupted", "cast_buffer", "check_interrupted", "device", "empty", "interrupted",
@@ -49,6 +51,7 @@ def empty(shape, dtype="float32"):
     call = _call.require("empty")
     import numpy as np
     t = call.new_tensor(shape, np.dtype(dtype))
+    from . import _tensors
     return _tensors.to_node(t, _tensors.use_torch())
 
 

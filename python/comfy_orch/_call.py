@@ -5,7 +5,7 @@ import ctypes
 import json
 import threading
 
-from . import _abi, _dynprompt, _tensors
+from . import _abi, _dynprompt
 
 
 class Interrupted(Exception):
@@ -45,12 +45,19 @@ class Call:
         if len(shape) > _abi.TENSOR_MAX_DIMS:
             raise ValueError("a tensor has at most %d dimensions" % _abi.TENSOR_MAX_DIMS)
         dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        from . import _tensors
         out = _abi.Tensor()
         self.status("output tensor %s" % (shape,),
                     self.api.output_tensor(self.ctx, _tensors.dtype_code(dtype), len(shape),
                                            dims, ctypes.byref(out)))
         self.allocated.append(out)
         return out
+
+
+def qualified_name(exc_type):
+    """An exception type as ComfyUI's exception_type names it."""
+    module = exc_type.__module__
+    return exc_type.__qualname__ if module == "builtins" else module + "." + exc_type.__qualname__
 
 
 current = None  # the Call in progress, or None between calls

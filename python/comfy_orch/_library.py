@@ -27,9 +27,16 @@ def load():
     for path in candidates():
         if os.path.isfile(path):
             lib = ctypes.CDLL(path)
-            lib.orch_worker_main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
-                                             ctypes.POINTER(_abi.NodeSet), ctypes.c_char_p]
-            lib.orch_worker_main.restype = ctypes.c_int32
+            if not hasattr(lib, "orch_worker_begin"):
+                raise OSError("comfy_orch: %s is older than this package (it lacks "
+                              "orch_worker_begin, ORCH_WORKER_1.1); use the library built with "
+                              "it" % path)
+            lib.orch_worker_begin.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
+                                              ctypes.POINTER(ctypes.c_int32)]
+            lib.orch_worker_begin.restype = ctypes.c_void_p
+            lib.orch_worker_serve.argtypes = [ctypes.c_void_p, ctypes.POINTER(_abi.NodeSet),
+                                              ctypes.c_char_p]
+            lib.orch_worker_serve.restype = ctypes.c_int32
             lib.orch_worker_log.argtypes = [ctypes.c_int32, ctypes.c_char_p]
             lib.orch_worker_log.restype = None
             return lib

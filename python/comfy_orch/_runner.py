@@ -5,14 +5,8 @@ node API."""
 
 import ctypes
 import math
-import traceback
 
 from . import _abi, _call, _comfyui, _schema, _tensors, _values
-
-
-def qualified_name(exc_type):
-    module = exc_type.__module__
-    return exc_type.__qualname__ if module == "builtins" else module + "." + exc_type.__qualname__
 
 
 def _change_key(value):
@@ -129,9 +123,10 @@ class Runner:
 
     def fail(self, call, exc):
         api = call.api
-        api.fail(call.ctx, qualified_name(type(exc)).encode("utf-8", "replace"),
+        api.fail(call.ctx, _call.qualified_name(type(exc)).encode("utf-8", "replace"),
                  str(exc).encode("utf-8", "replace"))
         if _abi.api_has(api, "fail_traceback"):
+            import traceback  # a failing node's cost, not every worker's start
             lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
             encoded = [line.encode("utf-8", "replace") for line in lines]
             array = (ctypes.c_char_p * len(encoded))(*encoded)

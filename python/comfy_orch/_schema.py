@@ -3,7 +3,6 @@ carry names, types, ranges and defaults; the rest of ComfyUI's schema (combo cho
 options, RETURN_NAMES, list flags, ...) goes in schema_json, which the host reads with them."""
 
 import ctypes
-import inspect
 import json
 
 from . import _abi
@@ -92,6 +91,7 @@ class NodeSpec:
         """What VALIDATE_INPUTS takes, as ComfyUI reads it from the signature: the inputs it
         names (or all, with **kwargs) skip ComfyUI's own range and combo checks, and
         `input_types` skips the link type checks."""
+        import inspect  # only for classes that have VALIDATE_INPUTS
         try:
             spec = inspect.getfullargspec(self.validate)
         except TypeError:

@@ -3,15 +3,22 @@ classmethods) as the worker's node specs (docs/python.md). Available where the w
 comfy_api, that is, when the deployment names a ComfyUI root; a pack's V3 classes come from its
 NODE_CLASS_MAPPINGS or its comfy_entrypoint() extension."""
 
-import asyncio
-import inspect
 import sys
 
 from . import _schema
 
 
+# asyncio and inspect are imported where they are used, not with the package: asyncio alone is
+# about 35 ms of a worker's start, and most packs never need it (docs/performance.md).
+
+
+def _awaitable(value):
+    import inspect
+    return inspect.isawaitable(value)
+
+
 def is_v3(cls):
-    return (inspect.isclass(cls) and callable(getattr(cls, "define_schema", None)) and
+    return (isinstance(cls, type) and callable(getattr(cls, "define_schema", None)) and
             callable(getattr(cls, "execute", None)) and not hasattr(cls, "INPUT_TYPES"))
 
 
@@ -88,7 +95,8 @@ class V3Spec(_schema.NodeSpec):
 
     def call(self, node, kwargs):
         result = self.cls.execute(**kwargs)
-        if inspect.isawaitable(result):
+        if _awaitable(result):
+            import asyncio
             result = asyncio.run(_awaited(result))
         if result is None:
             return ()
@@ -121,16 +129,17 @@ def entrypoint_classes(module):
 
     async def collect():
         extension = entry()
-        if inspect.isawaitable(extension):
+        if _awaitable(extension):
             extension = await extension
         on_load = getattr(extension, "on_load", None)
         if callable(on_load):
             loaded = on_load()
-            if inspect.isawaitable(loaded):
+            if _awaitable(loaded):
                 await loaded
         nodes = extension.get_node_list()
-        if inspect.isawaitable(nodes):
+        if _awaitable(nodes):
             nodes = await nodes
         return list(nodes)
 
+    import asyncio
     return asyncio.run(collect())

@@ -1,17 +1,16 @@
 """`python -m comfy_orch.worker`: a Python pack's worker (docs/python.md). The host starts it
 with the native worker's flags plus --node-dir (the isolated node directory), --pack-dir and
 optionally --comfyui-root. It imports the node directory as a package, reads its
-NODE_CLASS_MAPPINGS, and runs liborch_worker.so's orch_worker_main with those classes: the same
-runtime as a native worker, nodes executed on this (the main) thread."""
+NODE_CLASS_MAPPINGS, and serves those classes through liborch_worker.so (orch_worker_begin, whose
+handshake runs while the pack imports, then orch_worker_serve): the same runtime as a native
+worker, nodes executed on this (the main) thread."""
 
 import ctypes
 import importlib.util
 import os
 import sys
-import traceback
 
-from . import _abi, _comfyui, _library, _output, _schema, _torch_allocator, _torch_models, _v3
-from ._runner import Runner, qualified_name
+from . import _abi, _call, _comfyui, _library, _output, _schema, _torch_allocator, _torch_models, _v3
 
 _OWN_FLAGS = ("--node-dir", "--pack-dir", "--comfyui-root")
 
@@ -81,10 +80,17 @@ def main(argv=None):
     if "--env" in rest[:-1]:
         env = rest[rest.index("--env") + 1]
     lib = _library.load()
-    _output.forward(lib)
     argv_c = (ctypes.c_char_p * (len(rest) + 1))(*[a.encode() for a in rest], None)
-    specs, failure = [], None
+    # The handshake and the worker's memory set-up run on the library's thread while the pack
+    # (and numpy, through the node runner) is imported here (docs/performance.md).
+    status = ctypes.c_int32(0)
+    started = lib.orch_worker_begin(len(rest), argv_c, ctypes.byref(status))
+    if not started:
+        return status.value
+    _output.forward(lib)
+    runner, failure = None, None
     try:
+        from ._runner import Runner
         module = _import_node_dir(node_dir, pack_dir)
         specs = _node_specs(module, node_dir)
         _comfyui.install_hooks()
@@ -96,13 +102,13 @@ def main(argv=None):
         runner = Runner(env, specs)
     except BaseException as exc:  # noqa: B902 - the host must hear why, then this env stops
         # The first line is the cause the host keeps; the worker logs the traceback after it.
+        import traceback
         failure = ("importing the Python pack in %s failed: %s: %s; the traceback is in the "
-                   "host's log\n" % (node_dir, qualified_name(type(exc)), exc) +
+                   "host's log\n" % (node_dir, _call.qualified_name(type(exc)), exc) +
                    "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-    if failure is not None:
-        return lib.orch_worker_main(len(rest), argv_c, None, failure.encode("utf-8", "replace"))
-    return lib.orch_worker_main(len(rest), argv_c, ctypes.byref(runner.builder.node_set), None)
-
+    nodes = ctypes.byref(runner.builder.node_set) if runner is not None else None
+    error = failure.encode("utf-8", "replace") if failure is not None else None
+    return lib.orch_worker_serve(started, nodes, error)
 
 if __name__ == "__main__":
     sys.exit(main())

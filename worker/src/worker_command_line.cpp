@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,9 +17,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "orch/support/logging.hpp"
 #include "log_level.hpp"
+#include "orch/support/logging.hpp"
 #include "orch/worker/worker.h"
+#include "worker_runtime.hpp"
 
 namespace {
 
@@ -99,10 +101,16 @@ std::string read_token(int fd, std::string& problem) {
   return token;
 }
 
-}  // namespace
+// The command line, parsed: `options` points into the strings beside it.
+struct command_line {
+  orch_worker_options options{};
+  std::string token, env, library;
+};
 
-extern "C" int32_t orch_worker_main(int argc, const char* const* argv, const orch_node_set* nodes,
-                                    const char* setup_error) try {
+// Parses argv (docs/runtime.md) into `cl`, reads the startup token and sets up the log. `nodes`:
+// the caller supplies the node set, so --library is not required. Returns an exit status to end
+// with at once (--help, a usage error), or -1 to go on.
+int parse_command_line(int argc, const char* const* argv, bool nodes, command_line& cl) {
   if (argv == nullptr || argc < 1) return usage_error("no command line (argv[0] is the program)");
   const std::vector<std::string_view> args(argv + 1, argv + argc);
   for (const auto a : args) {
@@ -111,12 +119,11 @@ extern "C" int32_t orch_worker_main(int argc, const char* const* argv, const orc
       return ORCH_WORKER_EXIT_OK;
     }
   }
-  orch_worker_options o{};
+  orch_worker_options& o = cl.options;
   o.struct_size = sizeof(o);
   o.channel_fd = -1;
   o.fd_socket = -1;
   std::optional<long> token_fd;
-  std::string env, library;
   bool has_generation = false;
   for (std::size_t i = 0; i < args.size(); i += 2) {
     const std::string key(args[i]);
@@ -127,11 +134,11 @@ extern "C" int32_t orch_worker_main(int argc, const char* const* argv, const orc
     if (i + 1 >= args.size()) return usage_error(key + " needs a value");
     const std::string_view value = args[i + 1];
     if (key == "--env") {
-      env = value;
+      cl.env = value;
       continue;
     }
     if (key == "--library") {
-      library = value;
+      cl.library = value;
       continue;
     }
     const auto n = parse_number(value);
@@ -153,8 +160,8 @@ extern "C" int32_t orch_worker_main(int argc, const char* const* argv, const orc
   for (const auto& [given, flag] :
        {std::pair{o.channel_fd >= 0, "--channel-fd"}, std::pair{o.fd_socket >= 0, "--fd-socket"},
         std::pair{token_fd.has_value(), "--token-fd"}, std::pair{has_generation, "--generation"},
-        std::pair{!env.empty(), "--env"},
-        std::pair{!library.empty() || nodes != nullptr || setup_error != nullptr, "--library"}}) {
+        std::pair{!cl.env.empty(), "--env"},
+        std::pair{!cl.library.empty() || nodes, "--library"}}) {
     if (!given) missing += (missing.empty() ? "" : ", ") + std::string(flag);
   }
   if (!missing.empty()) {
@@ -162,21 +169,74 @@ extern "C" int32_t orch_worker_main(int argc, const char* const* argv, const orc
                        " (the host starts this program; it is not run by hand)");
   }
   std::string problem;
-  const std::string token = read_token(static_cast<int>(*token_fd), problem);
-  if (token.empty()) return usage_error(problem);
+  cl.token = read_token(static_cast<int>(*token_fd), problem);
+  if (cl.token.empty()) return usage_error(problem);
   // Every line this process logs says which worker wrote it.
-  orch::init_logging(log_name(env));
-  o.token = token.c_str();
-  o.env_name = env.c_str();
-  o.library = library.empty() ? nullptr : library.c_str();
-  o.nodes = nodes;
-  o.setup_error = setup_error;
-  return orch_worker_run(&o);
+  orch::init_logging(log_name(cl.env));
+  o.token = cl.token.c_str();
+  o.env_name = cl.env.c_str();
+  o.library = cl.library.empty() ? nullptr : cl.library.c_str();
+  return -1;
+}
+
+}  // namespace
+
+// A worker begun by orch_worker_begin: its command line and its runtime.
+struct orch_worker {
+  command_line cl;
+  std::unique_ptr<orch::worker::started_worker> started;
+};
+
+extern "C" int32_t orch_worker_main(int argc, const char* const* argv, const orch_node_set* nodes,
+                                    const char* setup_error) try {
+  command_line cl;
+  const int status = parse_command_line(argc, argv, nodes != nullptr || setup_error != nullptr, cl);
+  if (status >= 0) return status;
+  cl.options.nodes = nodes;
+  cl.options.setup_error = setup_error;
+  return orch_worker_run(&cl.options);
 } catch (const std::exception& e) {
   std::fprintf(stderr, "comfy-orch-worker: cannot start: %s\n", e.what());
   return ORCH_WORKER_EXIT_SETUP;
 } catch (...) {
   std::fputs("comfy-orch-worker: cannot start: an unknown exception\n", stderr);
+  return ORCH_WORKER_EXIT_SETUP;
+}
+
+extern "C" orch_worker* orch_worker_begin(int argc, const char* const* argv, int32_t* status) try {
+  int32_t ignored = 0;
+  int32_t& out = status != nullptr ? *status : ignored;
+  auto w = std::make_unique<orch_worker>();
+  const int parsed = parse_command_line(argc, argv, /*nodes=*/true, w->cl);
+  if (parsed >= 0) {
+    out = parsed;
+    return nullptr;
+  }
+  int begun = ORCH_WORKER_EXIT_OK;
+  w->started = orch::worker::begin_worker(w->cl.options, begun);
+  out = begun;
+  return w->started ? w.release() : nullptr;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "comfy-orch-worker: cannot start: %s\n", e.what());
+  if (status != nullptr) *status = ORCH_WORKER_EXIT_SETUP;
+  return nullptr;
+} catch (...) {
+  if (status != nullptr) *status = ORCH_WORKER_EXIT_SETUP;
+  return nullptr;
+}
+
+extern "C" int32_t orch_worker_serve(orch_worker* worker, const orch_node_set* nodes,
+                                     const char* setup_error) try {
+  if (worker == nullptr) return ORCH_WORKER_EXIT_USAGE;
+  const std::unique_ptr<orch_worker> owned(worker);
+  if (nodes == nullptr && setup_error == nullptr) {
+    setup_error = "the worker was given neither a node set nor the reason it has none";
+  }
+  return owned->started->serve(nodes, setup_error);
+} catch (const std::exception& e) {
+  spdlog::error("worker: {}", e.what());
+  return ORCH_WORKER_EXIT_SETUP;
+} catch (...) {
   return ORCH_WORKER_EXIT_SETUP;
 }
 

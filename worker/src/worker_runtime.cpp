@@ -41,11 +41,19 @@ struct pending_call {
   json body;
 };
 
-class runtime {
+class runtime final : public started_worker {
  public:
   explicit runtime(const orch_worker_options& o) : options_(o) {}
 
   int run() {
+    if (const int status = begin(); status != ORCH_WORKER_EXIT_OK) return status;
+    return serve(options_.nodes, options_.setup_error);
+  }
+
+  // The handshake and the memory set-up, started on the channel's own thread: a Python worker
+  // imports its pack meanwhile (orch_worker_begin). Returns a failure's exit status, or
+  // ORCH_WORKER_EXIT_OK once the handshake is under way.
+  int begin() {
     auto fds = ipc::recv_fds(options_.fd_socket, 2, 8);
     if (!fds) {
       spdlog::error("worker {}: no segments from the host: {}", options_.env_name,
@@ -85,7 +93,7 @@ class runtime {
                       30s, [this](result<ipc::message> r) { on_hello(std::move(r)); });
     // Nodes run on the calling thread (a Python worker's main thread, as in ComfyUI); the
     // channel gets a thread of its own.
-    std::thread io_thread([this] {
+    io_thread_ = std::thread([this] {
       io_.run();
       {
         std::lock_guard lock(mutex_);
@@ -99,8 +107,21 @@ class runtime {
       }
       cv_.notify_all();
     });
+    return ORCH_WORKER_EXIT_OK;
+  }
+
+  // Supplies the node set (or why there is none) and serves calls on the calling thread until
+  // the host shuts the worker down. The set-up finishes, and `ready` goes out, once both the
+  // host's settings and the node set are here, whichever comes second.
+  int serve(const orch_node_set* nodes, const char* setup_error) override {
+    boost::asio::post(io_, [this, nodes, setup_error] {
+      options_.nodes = nodes;
+      options_.setup_error = setup_error;
+      nodes_supplied_ = true;
+      if (settings_) finish_setup();
+    });
     node_loop();
-    io_thread.join();
+    io_thread_.join();
     heartbeat_stop_.store(true);
     if (beat_thread_.joinable()) beat_thread_.join();
     channel_.reset();
@@ -126,6 +147,12 @@ class runtime {
     if (!memory) return fail_setup(memory.err());
     memory_ = std::move(*memory);
     memory_->ask_grants_over(channel_);  // pinned reservations beyond the grant
+    settings_ = std::move(*settings);
+    if (nodes_supplied_) finish_setup();
+  }
+
+  // The rest of the set-up, on the io thread: the node set, the heartbeat, then ready.
+  void finish_setup() {
     if (options_.setup_error != nullptr) {
       // The first line is the cause; the lines after it (a traceback) go to the log.
       const std::string text = options_.setup_error;
@@ -151,7 +178,8 @@ class runtime {
     }
     memory_->publish(0, 0);
     memory_->block().beat();
-    const auto interval = std::chrono::milliseconds(std::max<std::uint32_t>(settings->heartbeat_ms, 4));
+    const auto interval =
+        std::chrono::milliseconds(std::max<std::uint32_t>(settings_->heartbeat_ms, 4));
     beat_thread_ = std::thread([this, interval] { beat_loop(interval); });
     channel_->request(message_type::ready,
                       {{"nodes", nodes_->describe()}, {"plugins", memory_->describe_plugins()}},
@@ -402,7 +430,11 @@ class runtime {
   // Set once on the io thread before any call is queued; the queue's lock orders the node
   // thread's reads after it.
   const node_set* nodes_ = nullptr;
+  std::thread io_thread_;
   std::thread beat_thread_;
+  // The host's settings and whether the node set was supplied: both io thread only.
+  std::optional<ipc::handshake_settings> settings_;
+  bool nodes_supplied_ = false;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<pending_call> calls_queue_;
@@ -418,6 +450,19 @@ class runtime {
 };
 
 }  // namespace
+
+std::unique_ptr<started_worker> begin_worker(const orch_worker_options& options, int& status) {
+  try {
+    auto r = std::make_unique<runtime>(options);
+    status = r->begin();
+    if (status != ORCH_WORKER_EXIT_OK) return nullptr;
+    return r;
+  } catch (const std::exception& e) {
+    spdlog::error("worker {}: {}", options.env_name ? options.env_name : "?", e.what());
+    status = ORCH_WORKER_EXIT_SETUP;
+    return nullptr;
+  }
+}
 
 int run_worker(const orch_worker_options& options) {
   try {

@@ -6,10 +6,23 @@
 //   5. serve calls one at a time on the node thread until the host shuts us down or goes away.
 #pragma once
 
+#include <memory>
+
 #include "orch/worker/worker.h"
 
 namespace orch::worker {
 
 int run_worker(const orch_worker_options& options);
+
+// A worker whose handshake is under way (steps 1 and 2 above) while its caller builds the node
+// set: orch_worker_begin and orch_worker_serve.
+class started_worker {
+ public:
+  virtual ~started_worker() = default;
+  // Steps 3 to 5 with `nodes` (or `setup_error`: why there are none); the exit status.
+  virtual int serve(const orch_node_set* nodes, const char* setup_error) = 0;
+};
+// Null, with the exit status in `status`, when the worker could not begin.
+std::unique_ptr<started_worker> begin_worker(const orch_worker_options& options, int& status);
 
 }  // namespace orch::worker

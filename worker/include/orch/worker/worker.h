@@ -51,6 +51,18 @@ int32_t orch_worker_run(const orch_worker_options* options);
 int32_t orch_worker_main(int argc, const char* const* argv, const orch_node_set* nodes,
                          const char* setup_error);
 
+/* ORCH_WORKER_1.1: orch_worker_main in two steps, for a caller that builds its node set after
+ * the process started (a Python worker imports its pack): orch_worker_begin parses the command
+ * line (--library is not required), reads the token and starts the handshake and the memory
+ * set-up on the library's own thread, so they overlap the import; orch_worker_serve then
+ * supplies the node set, or `setup_error` (as in orch_worker_options), and runs the worker on
+ * the calling thread exactly as orch_worker_run does. orch_worker_begin returns NULL, with the
+ * exit status in *status, when the worker cannot go on (--help, a usage error, no segments from
+ * the host); orch_worker_serve takes the handle over, frees it, and returns the exit status. */
+typedef struct orch_worker orch_worker;
+orch_worker* orch_worker_begin(int argc, const char* const* argv, int32_t* status);
+int32_t orch_worker_serve(orch_worker* worker, const orch_node_set* nodes, const char* setup_error);
+
 /* One line in the worker's log, tagged with its env (ORCH_LOG_LEVEL_* of nodes.h). For output
  * that is not tied to a node call: a Python pack's print and logging. */
 void orch_worker_log(int32_t level, const char* message);
