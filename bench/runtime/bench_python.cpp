@@ -9,7 +9,10 @@
 //      (target: <= 2x: the tensor is a view, never copied);
 //   3. a new 64 MiB IMAGE from a Python node, against one memcpy of 64 MiB (target: <= 1.5x);
 //   4. a Python worker's cold start (spawn to ready) against `python3 -s -c "import numpy"`, and a
-//      torch pack's against `python3 -s -c "import torch"` (target: floor + 20 ms).
+//      torch pack's against `python3 -s -c "import torch"` (target: floor + 20 ms);
+//   5. comfy-env's own worker side by side, in the same run (comfy_env_side_by_side.py over the
+//      unmodified snapshot in ../shared/third_party/comfy-env, or COMFY_ENV_SNAPSHOT): its warm
+//      empty call, its echo of the same 64 MiB image, its cold start.
 //
 // The interpreter is ORCH_TEST_PYTHON, else /usr/bin/python3 (with numpy and torch).
 #include <spawn.h>
@@ -81,7 +84,14 @@ double call_us(orchestrator::host_runtime& h, const std::string& class_type) {
   });
 }
 
-void bench_empty_calls(orchestrator::host_runtime& h, int calls) {
+// The figures comfy-env is compared with.
+struct our_figures {
+  double empty_us = 0;       // a Python node's empty call through the router
+  double pass_us = 0;        // a 64 MiB IMAGE passed through a Python node (executor call time)
+  double torch_cold_ms = 0;  // a torch pack's spawn to ready (comfy-env's worker imports torch)
+};
+
+void bench_empty_calls(orchestrator::host_runtime& h, int calls, our_figures& ours) {
   std::vector<double> native, py;
   for (int i = 0; i < calls + calls / 10; ++i) {
     const double n = call_us(h, "TestEmpty");
@@ -97,6 +107,7 @@ void bench_empty_calls(orchestrator::host_runtime& h, int calls) {
               percentile(native, 0.99));
   std::printf("  Python worker:          p50 %.1f us  p99 %.1f us\n", p50, percentile(py, 0.99));
   std::printf("  ratio Python/native p50 %.2f (target <= 2)\n", p50 / n50);
+  ours.empty_us = p50;
 }
 
 // One memcpy of `bytes` between two buffers already touched: the floor of writing an output.
@@ -112,7 +123,7 @@ double memcpy_us(std::size_t bytes, int reps) {
   return percentile(samples, 0.5);
 }
 
-void bench_big_images(orchestrator::host_runtime& h, int reps) {
+void bench_big_images(orchestrator::host_runtime& h, int reps, our_figures& ours) {
   orchestrator::recording_event_sink sink;
   orchestrator::executor ex(h, sink);
   auto node_us = [&](const json& prompt, const std::string& node) {
@@ -168,6 +179,7 @@ void bench_big_images(orchestrator::host_runtime& h, int reps) {
   std::printf("  memcpy of 64 MiB (floor):       %.1f us\n", copy);
   std::printf("  a new 64 MiB output:            %.1f us, ratio %.2f (target <= 1.5)\n", fresh,
               fresh / copy);
+  ours.pass_us = pass;
 }
 
 // Wall time of `python3 -s -c '<code>; os._exit(0)'`, spawned as the host spawns a worker: the
@@ -187,7 +199,7 @@ double python_ms(const std::string& code) {
 
 // Each pack's worker started alone, so the figure is the worker's and not two interpreters
 // sharing the machine's cores.
-void bench_cold_start(int runs) {
+void bench_cold_start(int runs, our_figures& ours) {
   std::vector<double> numpy_pack, torch_pack, numpy_floor, torch_floor;
   auto ready_ms = [](const std::string& pack) {
     temp_dir dir;
@@ -215,6 +227,56 @@ void bench_cold_start(int runs) {
   std::printf("  python3 -s -c 'import torch' (floor): %.1f ms; torch pack %.1f ms: floor %+.1f ms "
               "(target <= +20)\n",
               tf, tp, tp - tf);
+  ours.torch_cold_ms = tp;
+}
+
+// comfy-env's SubprocessWorker, unmodified and with its defaults, run now on this machine by
+// comfy_env_side_by_side.py; skipped, with the reason, when the snapshot or its imports are
+// missing.
+void bench_comfy_env(const our_figures& ours, int calls) {
+  const char* chosen = std::getenv("COMFY_ENV_SNAPSHOT");
+  const fs::path snapshot =
+      chosen != nullptr && *chosen != '\0' ? fs::path(chosen) : fs::path(ORCH_BENCH_COMFY_ENV);
+  std::error_code ec;
+  std::printf("comfy-env side by side, same run (its SubprocessWorker from %s)\n",
+              fs::weakly_canonical(snapshot, ec).c_str());
+  if (!fs::is_directory(snapshot / "comfy_env")) {
+    std::printf("  not compared: no comfy-env snapshot there; set COMFY_ENV_SNAPSHOT\n");
+    return;
+  }
+  const std::string command = "'" + python() + "' '" + ORCH_BENCH_COMFY_ENV_DRIVER + "' '" +
+                              snapshot.string() + "' " + std::to_string(calls) + " 20 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return;
+  std::string output, last;
+  char line[4096];
+  while (std::fgets(line, sizeof line, pipe) != nullptr) {
+    output += line;
+    last = line;
+  }
+  const int status = ::pclose(pipe);
+  const json r = json::parse(last, nullptr, /*allow_exceptions=*/false);
+  if (status != 0 || !r.is_object() || !r.contains("warm_us")) {
+    std::printf(
+        "  not compared: its worker did not run (it needs python3-tomli and "
+        "python3-tomli-w):\n%s",
+        output.c_str());
+    return;
+  }
+  const double warm = r["warm_us"].get<double>(), echo = r["echo_ms"].get<double>() * 1000;
+  const double cold = r["cold_ms"].get<double>();
+  std::printf(
+      "  warm empty call:        comfy-env %.1f us; a comfy-orch Python node %.1f us: "
+      "%.1fx less\n",
+      warm, ours.empty_us, warm / ours.empty_us);
+  std::printf(
+      "  64 MiB image through:   comfy-env echo %.1f us; comfy-orch pass-through %.1f us: "
+      "%.0fx less\n",
+      echo, ours.pass_us, echo / ours.pass_us);
+  std::printf(
+      "  cold start (torch):     comfy-env spawn to first call %.1f ms; comfy-orch torch "
+      "pack spawn to ready %.1f ms\n",
+      cold, ours.torch_cold_ms);
 }
 
 }  // namespace
@@ -224,13 +286,15 @@ int main(int argc, char** argv) {
   const int cold = argc > 2 ? std::atoi(argv[2]) : 10;
   ::setenv("ORCH_LOG_LEVEL", "warn", 0);
   orch::init_logging("bench_python");
+  our_figures ours;
   {
     temp_dir dir;
     auto h = start(write_deployment(dir.path));
-    bench_empty_calls(*h, calls);
-    bench_big_images(*h, 20);
+    bench_empty_calls(*h, calls, ours);
+    bench_big_images(*h, 20, ours);
     h->shutdown();
   }
-  bench_cold_start(cold);
+  bench_cold_start(cold, ours);
+  bench_comfy_env(ours, calls);
   return 0;
 }
