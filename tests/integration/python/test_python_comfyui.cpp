@@ -38,6 +38,26 @@ TEST_F(python_comfyui, a_v3_node_runs_with_its_hidden_values_and_returns_a_node_
   EXPECT_DOUBLE_EQ(output(o, "3", 2).get<double>(), 1.5 * 4 * 8 * 3);
 }
 
+TEST_F(python_comfyui, v3_validate_inputs_and_fingerprint_inputs_run_only_where_a_node_has_them) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyV3"}, /*comfyui=*/true));
+  // comfy_api's base class declares both methods; V3Scale inherits them and so has neither.
+  EXPECT_FALSE(host_->catalogue().find("V3Scale")->validate_inputs.present);
+  EXPECT_FALSE(host_->catalogue().find("V3Scale")->is_changed);
+  EXPECT_TRUE(host_->catalogue().find("V3Steps")->validate_inputs.present);
+
+  auto p = orchestrator::parse_prompt(
+      json{{"1", {{"class_type", "V3Steps"}, {"inputs", {{"steps", 13}}}}}}.dump());
+  ASSERT_TRUE(p.ok());
+  const auto refused = validate(*p);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.node_errors.at("1").errors.at(0).type, "custom_validation_failed");
+  EXPECT_EQ(refused.node_errors.at("1").errors.at(0).details, "13 steps are not allowed");
+
+  const auto o = run_json({{"1", {{"class_type", "V3Steps"}, {"inputs", {{"steps", 2}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(o.nodes.at("1").change_key, "steps:2");
+}
+
 TEST_F(python_comfyui, comfyuis_progress_bar_reports_the_nodes_progress) {
   ASSERT_NO_FATAL_FAILURE(start_python({"PyV3"}, /*comfyui=*/true));
   const auto o = run_json({{"4", {{"class_type", "LegacyProgress"}, {"inputs", {{"steps", 3}}}}},

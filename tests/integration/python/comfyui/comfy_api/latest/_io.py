@@ -147,3 +147,12 @@ class ComfyNode:
     @classmethod
     def execute(cls, **kwargs):
         raise NotImplementedError
+
+    # ComfyUI's base class declares both; a node class that does not override them has none.
+    @classmethod
+    def validate_inputs(cls, **kwargs):
+        raise NotImplementedError
+
+    @classmethod
+    def fingerprint_inputs(cls, **kwargs):
+        raise NotImplementedError

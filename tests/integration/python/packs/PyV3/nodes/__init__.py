@@ -39,6 +39,14 @@ class Steps(io.ComfyNode):
                          outputs=[io.Int.Output()], is_output_node=True)
 
     @classmethod
+    def validate_inputs(cls, steps):
+        return True if steps != 13 else "13 steps are not allowed"
+
+    @classmethod
+    def fingerprint_inputs(cls, steps):
+        return "steps:%d" % steps
+
+    @classmethod
     def execute(cls, steps):
         bar = comfy.utils.ProgressBar(steps)
         for _ in range(steps):
