@@ -153,6 +153,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
       shown.error = failed->error;
       print_validation(std::cout, shown);
     }
+    ex.reset();
     h.shutdown();
     return signals.interrupted() ? exit_interrupted : exit_failure;
   }
@@ -163,6 +164,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     } else {
       print_validation(std::cout, report);
     }
+    ex.reset();
     h.shutdown();
     return signals.interrupted() ? exit_interrupted : exit_invalid_input;
   }

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "hidden_values.hpp"
 #include "json_fields.hpp"
 #include "output_tensors.hpp"
 
@@ -87,52 +88,6 @@ result<json> executor::call_node(const std::string& env, const json& body) {
   return future.get();
 }
 
-namespace {
-
-json literal_inputs(const prompt_node& node) {
-  json literals = json::object();
-  for (const auto& [name, value] : node.inputs) {
-    if (const auto* literal = std::get_if<json>(&value)) literals[name] = *literal;
-  }
-  return literals;
-}
-
-}  // namespace
-
-custom_validation executor::worker_validation() {
-  return [this](const std::string& id, const node_class& cls, const json& literals,
-                const json& input_types) -> std::optional<std::string> {
-    const json body{{"node", id},
-                    {"class_type", cls.class_type},
-                    {"method", "VALIDATE_INPUTS"},
-                    {"inputs", literals},
-                    {"hidden", {{"INPUT_TYPES", input_types}}}};
-    auto r = call_node(cls.env, body);
-    if (!r) {
-      return "VALIDATE_INPUTS of " + cls.class_type + " could not run in env '" + cls.env +
-             "': " + r.err().message;
-    }
-    if ((*r).value("status", "") == "ok") return std::nullopt;
-    // The method's own verdict is its text; an exception it raised is named by its type.
-    const json& e = (*r)["error"];
-    const std::string type = text_field(e, "type");
-    const std::string message = text_field(e, "message");
-    return type == "custom_validation_failed" ? message : type + ": " + message;
-  };
-}
-
-json executor::change_key(const prompt_node& node, const node_class& cls) {
-  if (!cls.is_changed) return nullptr;
-  const json body{{"node", node.id},
-                  {"class_type", cls.class_type},
-                  {"method", "IS_CHANGED"},
-                  {"inputs", literal_inputs(node)}};
-  auto r = call_node(cls.env, body);
-  if (!r || (*r).value("status", "") != "ok") return nullptr;
-  const json& outputs = (*r)["outputs"];
-  return outputs.empty() ? json() : outputs[0];
-}
-
 result<json> executor::call_with_retry(const std::string& env, const json& body) {
   result<json> r = call_node(env, body);
   // A model the device could not hold: ComfyUI's free_memory across every process's models
@@ -162,12 +117,8 @@ std::optional<json> executor::run_node(const prompt& p, const std::string& id,
               {"class_type", cls.class_type},
               {"epoch", epoch},
               {"inputs", std::move(inputs)}};
-    // ComfyUI's hidden values a class asked for: the API prompt (DYNPROMPT is built from it in
-    // the worker), and the PNG info of the request's extra data.
-    if (cls.hidden.count("PROMPT") || cls.hidden.count("DYNPROMPT") ||
-        cls.hidden.count("EXTRA_PNGINFO")) {
-      body["hidden"] = {{"PROMPT", prompt_document(p)}, {"EXTRA_PNGINFO", p.extra_pnginfo}};
-    }
+    if (json hidden = hidden_values(p, cls, id); !hidden.empty())
+      body["hidden"] = std::move(hidden);
     const auto call_start = std::chrono::steady_clock::now();
     result<json> r = call_with_retry(cls.env, body);
     n.call_us +=
@@ -243,8 +194,9 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
         lists[name] = json::array({std::get<json>(value)});
       }
     }
-    node_outcome n{node.class_type,       cls->env, json::array(), json::object(), 0, json::array(),
-                   change_key(node, *cls)};
+    node_outcome n{node.class_type,          cls->env, json::array(),
+                   json::object(),           0,        json::array(),
+                   change_key(p, node, *cls)};
     std::optional<json> error_data = run_node(p, id, *cls, lists, outcome.epoch, n);
     if (error_data) {
       (*error_data)["prompt_id"] = prompt_id;

@@ -55,6 +55,7 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
     c.validate_inputs.present = flag(n, "has_validate_inputs", false);
     if (auto it = n.find("validate_inputs");
         c.validate_inputs.present && it != n.end() && it->is_object()) {
+      c.validate_inputs.declared = true;
       for (const auto& input : list(*it, "inputs")) {
         if (input.is_string()) c.validate_inputs.inputs.insert(input.get<std::string>());
       }

@@ -10,9 +10,11 @@ using nlohmann::json;
 
 result<std::vector<json>> call_inputs(const node_class& cls,
                                       const std::map<std::string, json>& lists) {
+  // ComfyUI calls an INPUT_IS_LIST node with an empty list as it is; only a node mapped over
+  // the items has nothing to call with.
   std::size_t calls = 1;
   for (const auto& [name, list] : lists) {
-    if (!list.is_array() || list.empty()) {
+    if (!list.is_array() || (list.empty() && !cls.input_is_list)) {
       return error{runtime_errc::invalid_input,
                    "input '" + name + "' of " + cls.class_type +
                        " received an empty list: there is no item to call the node with"};

@@ -1,5 +1,9 @@
 #include "orch/orchestrator/prompt.hpp"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "orch/orchestrator/errc.hpp"
 #include "orch/support/regular_file.hpp"
 #include "orch/support/untrusted_text.hpp"
@@ -124,6 +128,19 @@ result<prompt> parse_prompt_file(const std::filesystem::path& file) {
   auto parsed = parse_prompt(*text);
   if (!parsed) return invalid(file.string() + ": " + parsed.err().message);
   return parsed;
+}
+
+std::size_t nesting_depth(const nlohmann::json& value) {
+  std::size_t deepest = 0;
+  std::vector<std::pair<const nlohmann::json*, std::size_t>> stack{{&value, 0}};
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    deepest = std::max(deepest, depth + 1);
+    for (const auto& child : *v) stack.emplace_back(&child, depth + 1);
+  }
+  return deepest;
 }
 
 nlohmann::json prompt_document(const prompt& p) {

@@ -30,21 +30,6 @@ std::optional<double> as_number(const nlohmann::json& v) {
   return std::nullopt;
 }
 
-// How many arrays and objects deep `value` goes (a scalar: 0). Iterative: this is the check
-// that keeps deep values out, so it must not recurse on them itself.
-std::size_t nesting(const nlohmann::json& value) {
-  std::size_t deepest = 0;
-  std::vector<std::pair<const nlohmann::json*, std::size_t>> stack{{&value, 0}};
-  while (!stack.empty()) {
-    const auto [v, depth] = stack.back();
-    stack.pop_back();
-    if (!v->is_structured()) continue;
-    deepest = std::max(deepest, depth + 1);
-    for (const auto& child : *v) stack.emplace_back(&child, depth + 1);
-  }
-  return deepest;
-}
-
 // A literal travels in a call body as {inputs: {name: value}}, two levels above the value.
 constexpr std::size_t max_literal_depth = ipc::max_body_depth - 2;
 
@@ -168,11 +153,14 @@ class validator {
         const auto* link = std::get_if<node_link>(&it->second);
         if (link == nullptr) {
           f.ok = validate_literal(f.id, input, std::get<nlohmann::json>(it->second),
-                                  cls.validate_inputs.takes(input.name)) &&
+                                  custom_ && cls.validate_inputs.replaces_checks(input.name),
+                                  cls.input_is_list) &&
                  f.ok;
           continue;
         }
-        if (!check_link(f.id, input, *link, cls.validate_inputs.input_types)) {
+        if (!check_link(f.id, input, *link,
+                        custom_ && cls.validate_inputs.present && cls.validate_inputs.declared &&
+                            cls.validate_inputs.input_types)) {
           f.ok = false;
           if (!prompt_.nodes.count(link->node_id)) continue;  // nothing to descend into
         }
@@ -213,13 +201,13 @@ class validator {
         const auto slot = static_cast<std::size_t>(link->slot);
         if (src_cls != nullptr && link->slot >= 0 && slot < src_cls->outputs.size())
           input_types[name] = src_cls->outputs[slot];
-      } else if (cls.validate_inputs.takes(name)) {
+      } else if (cls.validate_inputs.sent(name)) {
         literals[name] = std::get<nlohmann::json>(value);
       }
     }
-    auto refused = custom_(id, cls, literals, input_types);
+    auto refused = custom_(prompt_, id, cls, literals, input_types);
     if (!refused) return true;
-    add(id, {"custom_validation_failed", "Custom validation failed for node", *refused, {}});
+    add(id, std::move(*refused));
     return false;
   }
 
@@ -262,17 +250,19 @@ class validator {
     return true;
   }
 
-  // `custom`: the class's VALIDATE_INPUTS takes this input, so only its type is checked here.
+  // `custom`: the class's VALIDATE_INPUTS checks this input, so only its type is checked here.
+  // `in_list`: the class has INPUT_IS_LIST, so the call carries the value inside a list.
   bool validate_literal(const std::string& id, const node_input& input, const nlohmann::json& value,
-                        bool custom) {
-    if (nesting(value) > max_literal_depth) {
+                        bool custom, bool in_list) {
+    const std::size_t deepest = max_literal_depth - (in_list ? 1 : 0);
+    if (nesting_depth(value) > deepest) {
       // The call carries it as {inputs: {name: value}}; deeper than the wire's limit, the worker
       // would refuse the whole call body and drop its channel: the prompt would kill a worker.
-      add(id, {"invalid_input_type",
-               "Value nests deeper than " + std::to_string(max_literal_depth) +
-                   " levels of arrays and objects",
-               input.name,
-               {{"input_name", input.name}}});
+      add(id,
+          {"invalid_input_type",
+           "Value nests deeper than " + std::to_string(deepest) + " levels of arrays and objects",
+           input.name,
+           {{"input_name", input.name}}});
       return false;
     }
     if (looks_like_link(value) || (value.is_array() && input.type != "COMBO")) {

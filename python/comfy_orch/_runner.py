@@ -11,9 +11,10 @@ from . import _abi, _call, _comfyui, _schema, _tensors, _values
 
 def _change_key(value):
     """IS_CHANGED's result as a value that crosses: plain values as they are, anything else by
-    its text. NaN stays NaN (ComfyUI: always changed); the host reads it as null."""
+    its text. NaN (ComfyUI's "always changed", as it never equals itself) crosses as None, which
+    the host reads the same way."""
     if isinstance(value, float) and math.isnan(value):
-        return value
+        return None
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return repr(value)
@@ -103,8 +104,12 @@ class Runner:
         """VALIDATE_INPUTS with the literal inputs it takes; anything but True refuses them,
         and its text is the reason (ComfyUI's custom_validation_failed)."""
         takes = spec.validate_args()
-        kwargs = self.kwargs(spec, call, inputs,
-                             None if takes["all_inputs"] else takes["inputs"].__contains__)
+        wanted = None if takes["all_inputs"] else takes["inputs"].__contains__
+        kwargs = self.kwargs(spec, call, inputs, wanted)
+        # Hidden values too, where the signature names them (ComfyUI filters them alike).
+        hidden = {}
+        spec.fill_hidden(call, hidden)
+        kwargs.update({k: v for k, v in hidden.items() if wanted is None or wanted(k)})
         if takes["input_types"]:
             types = call.hidden("INPUT_TYPES") or {}
             kwargs["input_types"] = [types] if spec.input_is_list else types
@@ -116,8 +121,11 @@ class Runner:
         return _abi.NODE_ERROR
 
     def fingerprint(self, spec, call, inputs, outputs):
-        """IS_CHANGED (V3: fingerprint_inputs) with the literal inputs: the change key."""
-        key = spec.fingerprint(**self.kwargs(spec, call, inputs))
+        """IS_CHANGED (V3: fingerprint_inputs) with the literal inputs and the hidden values, as
+        ComfyUI passes them: the change key."""
+        kwargs = self.kwargs(spec, call, inputs)
+        spec.fill_hidden(call, kwargs)
+        key = spec.fingerprint(**kwargs)
         _values.to_value(_change_key(key), outputs[0], call, self.handles)
         return _abi.NODE_OK
 

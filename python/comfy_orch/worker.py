@@ -87,9 +87,9 @@ def main(argv=None):
     started = lib.orch_worker_begin(len(rest), argv_c, ctypes.byref(status))
     if not started:
         return status.value
-    _output.forward(lib)
     runner, failure = None, None
     try:
+        _output.forward(lib)
         from ._runner import Runner
         module = _import_node_dir(node_dir, pack_dir)
         specs = _node_specs(module, node_dir)

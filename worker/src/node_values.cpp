@@ -128,14 +128,15 @@ json value_to_json(const orch_value& v) {
 }
 
 result<decoded_inputs> decode_inputs(const node_class& cls, const json& given,
-                                     ipc::segment_table& segments, value_storage& storage) {
+                                     ipc::segment_table& segments, value_storage& storage,
+                                     bool defaults) {
   decoded_inputs out;
   out.values.resize(cls.inputs.size());
   for (std::size_t k = 0; k < cls.inputs.size(); ++k) {
     const orch_node_input& in = *cls.inputs[k];
     auto it = given.find(in.name);
     if (it == given.end()) {
-      if (in.flags & ORCH_INPUT_HAS_DEFAULT) out.values[k] = in.default_value;
+      if (defaults && (in.flags & ORCH_INPUT_HAS_DEFAULT)) out.values[k] = in.default_value;
       continue;
     }
     auto v = value_from_json(*it, in.type, segments, storage);

@@ -32,13 +32,15 @@ result<orch_value> value_from_json(const nlohmann::json& j, const std::string& t
                                    ipc::segment_table& segments, value_storage& storage);
 
 // A call's inputs for `cls`, by slot: `given` (the body's {name: value}) decoded, the class's
-// default where a required input is absent, ORCH_VALUE_NONE elsewhere. `seen` gets each tensor
-// input as the worker mapped it. An error names the input.
+// default where an input is absent and `defaults` is set (a node call; a class method's absent
+// inputs are linked ones, which ComfyUI passes as None), ORCH_VALUE_NONE elsewhere. `seen` gets
+// each tensor input as the worker mapped it. An error names the input.
 struct decoded_inputs {
   std::vector<orch_value> values;
   nlohmann::json seen = nlohmann::json::object();
 };
 result<decoded_inputs> decode_inputs(const node_class& cls, const nlohmann::json& given,
-                                     ipc::segment_table& segments, value_storage& storage);
+                                     ipc::segment_table& segments, value_storage& storage,
+                                     bool defaults);
 
 }  // namespace orch::worker

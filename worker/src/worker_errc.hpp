@@ -25,5 +25,7 @@ inline constexpr const char* budget_exceeded = "budget_exceeded";  // no pinned 
 
 // A node's input value (node_values.hpp).
 inline constexpr const char* bad_value = "bad_value";
+// What a class method (VALIDATE_INPUTS, IS_CHANGED) may not do: allocate output tensors.
+inline constexpr const char* not_in_class_method = "not_in_class_method";
 
 }  // namespace orch::worker::worker_errc

@@ -44,6 +44,16 @@ struct pending_call {
 class runtime final : public started_worker {
  public:
   explicit runtime(const orch_worker_options& o) : options_(o) {}
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+  // A runtime left before serve() finished (an exception, a caller that never served) stops
+  // its threads rather than leaving them joinable.
+  ~runtime() override {
+    io_.stop();
+    if (io_thread_.joinable()) io_thread_.join();
+    heartbeat_stop_.store(true);
+    if (beat_thread_.joinable()) beat_thread_.join();
+  }
 
   int run() {
     if (const int status = begin(); status != ORCH_WORKER_EXIT_OK) return status;
@@ -335,8 +345,8 @@ class runtime final : public started_worker {
     const node_class* cls = nodes_->find(class_type);
     if (cls == nullptr)
       return fail(ipc::node_error_type::missing_node_type, class_type + " is not in this pack");
-    // The node itself, or one of ComfyUI's class methods (nodes.h, ABI 1.2), which run before
-    // the prompt: no epoch, no node boundary.
+    // The node itself, or one of ComfyUI's class methods (nodes.h, ABI 1.2): no epoch, no node
+    // boundary, no defaults for absent (linked) inputs, no interrupt, no tensors.
     const auto method = body.find("method");
     const bool node_call = method == body.end();
     orch_node_execute_fn fn = cls->decl->execute;
@@ -352,16 +362,27 @@ class runtime final : public started_worker {
       begin_call(body);
     }
     value_storage storage;
-    auto decoded = decode_inputs(*cls, body["inputs"], memory_->segments(), storage);
+    auto decoded =
+        decode_inputs(*cls, body["inputs"], memory_->segments(), storage, /*defaults=*/node_call);
     if (!decoded) return fail(ipc::node_error_type::invalid_input, decoded.err().message);
     std::vector<orch_value>& inputs = decoded->values;
     node_call_hooks hooks;
     if (auto it = body.find("hidden"); it != body.end()) hooks.hidden = &*it;
-    hooks.allocate = [this](std::uint64_t size) { return allocate(size); };
+    hooks.allocate = [this, node_call](std::uint64_t size) -> result<ipc::buffer_descriptor> {
+      if (!node_call) {
+        return error{worker_errc::not_in_class_method,
+                     "VALIDATE_INPUTS and IS_CHANGED cannot allocate output tensors"};
+      }
+      return allocate(size);
+    };
     hooks.progress = [this, node_id](std::uint64_t value, std::uint64_t max) {
       channel_->notify(message_type::progress, {{"node", node_id}, {"value", value}, {"max", max}});
     };
-    node_context_impl ctx(*memory_, std::move(hooks), node_id, epoch_.load(), interrupted_epoch_);
+    // A class method belongs to no prompt, so no interrupt (of a past prompt or of the one it
+    // precedes) applies to it: epoch 1 against an interrupted epoch that stays 0.
+    static const std::atomic<std::uint64_t> never_interrupted{0};
+    node_context_impl ctx(*memory_, std::move(hooks), node_id, node_call ? epoch_.load() : 1,
+                          node_call ? interrupted_epoch_ : never_interrupted);
     std::vector<orch_value> outputs(node_call ? cls->decl->output_count : 1);
     orch_node_status status;
     if (node_call) {

@@ -118,6 +118,60 @@ TEST_F(python_lists, validate_inputs_with_input_types_checks_link_types_itself) 
   EXPECT_EQ(refused.node_errors.at("2").errors[0].details, "anything must be a number, got STRING");
 }
 
+TEST_F(python_lists, validate_inputs_sees_a_linked_input_as_none_and_is_never_interrupted) {
+  // Fanout's slot 1 is a STRING: Checked's `path` is linked, so VALIDATE_INPUTS gets None for it,
+  // not the default "" (which it would refuse), in a fresh worker whose interrupted epoch is 0.
+  const json linked = {
+      {"1", {{"class_type", "Fanout"}, {"inputs", {{"count", 1}}}}},
+      {"2", {{"class_type", "Checked"}, {"inputs", {{"path", {"1", 1}}, {"allocate", false}}}}}};
+  const auto o = run_json(linked);
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "2", 0), "fanout of 1");
+  EXPECT_TRUE(o.nodes.at("2").change_key.is_null()) << "NaN is ComfyUI's always-changed";
+
+  // A literal "" is refused, and the hidden UNIQUE_ID its signature names is there.
+  auto refused =
+      check({{"5", {{"class_type", "Checked"}, {"inputs", {{"path", ""}, {"allocate", false}}}}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.node_errors.at("5").errors.at(0).details, "node 5: path is empty");
+
+  // After an interrupted prompt, validation still runs uninterrupted.
+  executor_->interrupt();
+  auto after = check(linked);
+  EXPECT_TRUE(after.ok()) << after.to_json().dump();
+}
+
+TEST_F(python_lists, a_validate_inputs_that_raises_is_comfyuis_exception_during_validation) {
+  // comfy_orch.empty() inside VALIDATE_INPUTS: a class method cannot allocate, so it raises.
+  auto r =
+      check({{"1", {{"class_type", "Checked"}, {"inputs", {{"path", "x"}, {"allocate", true}}}}}});
+  ASSERT_FALSE(r.ok());
+  const auto& e = r.node_errors.at("1").errors.at(0);
+  EXPECT_EQ(e.type, "exception_during_validation");
+  EXPECT_EQ(e.message, "Exception when validating node");
+  EXPECT_EQ(e.extra_info["exception_type"], "MemoryError") << e.extra_info.dump();
+  EXPECT_FALSE(e.extra_info["traceback"].empty());
+  // The worker is fine: the same node validates and runs with allocate off.
+  const auto o = run_json(
+      {{"1", {{"class_type", "Checked"}, {"inputs", {{"path", "x"}, {"allocate", false}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+}
+
+TEST_F(python_lists, extra_pnginfo_a_call_cannot_carry_reaches_the_node_as_none) {
+  json deep = "bottom";
+  for (int i = 0; i < 20; ++i) deep = json::array({deep});
+  const json body = {{"prompt", {{"7", {{"class_type", "Hidden"}, {"inputs", json::object()}}}}},
+                     {"extra_data", {{"extra_pnginfo", {{"workflow", deep}}}}}};
+  const auto o = run(body.dump());
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "7", 1), "null");
+  const json big = {{"prompt", {{"7", {{"class_type", "Hidden"}, {"inputs", json::object()}}}}},
+                    {"extra_data", {{"extra_pnginfo", {{"workflow", std::string(600000, 'x')}}}}}};
+  const auto o2 = run(big.dump());
+  ASSERT_TRUE(o2.ok) << o2.error->dump();
+  EXPECT_EQ(output(o2, "7", 1), "null");
+}
+
 TEST_F(python_lists, is_changed_gives_the_change_key_and_a_failure_means_always_changed) {
   const auto o = run_json(
       {{"1", {{"class_type", "Picky"}, {"inputs", {{"name", "a.png"}, {"count", 4}}}}},

@@ -40,6 +40,12 @@ TEST(list_mapping, input_is_list_is_one_call_with_the_whole_lists) {
   EXPECT_EQ(*calls, std::vector<json>{json::parse(R"({"a": [1, 2, 3], "b": ["x"]})")});
 }
 
+TEST(list_mapping, input_is_list_takes_an_empty_list_as_it_is) {
+  auto calls = call_inputs(two_outputs(true, {}), {{"a", json::array()}});
+  ASSERT_TRUE(calls.ok());
+  EXPECT_EQ(*calls, std::vector<json>{json::parse(R"({"a": []})")});
+}
+
 TEST(list_mapping, an_empty_list_is_an_error_naming_the_input) {
   auto calls = call_inputs(two_outputs(false, {}), {{"a", json::array({1})}, {"b", json::array()}});
   ASSERT_FALSE(calls.ok());

@@ -195,17 +195,22 @@ TEST(prompt_validation, json_shape_matches_comfyui) {
   EXPECT_EQ(j["node_errors"]["3"]["dependent_outputs"][0], "3");
 }
 
-// A catalogue whose MakeImage has VALIDATE_INPUTS taking `mode` and `width`.
-node_catalogue with_custom_validation(bool input_types) {
+// A catalogue whose MakeImage has VALIDATE_INPUTS declared to take `mode` and `width` (or, with
+// `declared` false, saying nothing of what it takes, as a native pack may), and whose Invert has
+// one taking nothing but, with `input_types`, the link types.
+node_catalogue with_custom_validation(bool input_types, bool declared = true) {
   node_catalogue c = catalogue();
   node_catalogue out;
   for (auto [name, cls] : c.classes()) {
-    if (name == "MakeImage") cls.validate_inputs = {true, {"mode", "width"}, false, false};
-    if (name == "Invert") cls.validate_inputs = {true, {}, false, input_types};
+    if (name == "MakeImage")
+      cls.validate_inputs = {true, declared, {"mode", "width"}, false, false};
+    if (name == "Invert") cls.validate_inputs = {true, true, {}, false, input_types};
     (void)out.add(cls);
   }
   return out;
 }
+
+using refusal = std::optional<validation_error>;
 
 TEST(prompt_validation, custom_validation_gets_the_literals_it_takes_and_its_refusal_is_reported) {
   auto p = parse_prompt(R"({"1": {"class_type": "MakeImage",
@@ -215,12 +220,13 @@ TEST(prompt_validation, custom_validation_gets_the_literals_it_takes_and_its_ref
   std::vector<nlohmann::json> seen;
   const auto r = validate_prompt(
       *p, with_custom_validation(false),
-      [&](const std::string& id, const node_class& cls, const nlohmann::json& literals,
-          const nlohmann::json&) -> std::optional<std::string> {
+      [&](const prompt&, const std::string& id, const node_class& cls,
+          const nlohmann::json& literals, const nlohmann::json&) -> refusal {
         EXPECT_EQ(id, "1");
         EXPECT_EQ(cls.class_type, "MakeImage");
         seen.push_back(literals);
-        return "cmyk is not supported";
+        return validation_error{"custom_validation_failed", "Custom validation failed for node",
+                                "cmyk is not supported", nlohmann::json::object()};
       });
   ASSERT_EQ(seen.size(), 1u);
   // Only what the method takes; width 9000 (past max) and the combo value are its call.
@@ -232,14 +238,31 @@ TEST(prompt_validation, custom_validation_gets_the_literals_it_takes_and_its_ref
   EXPECT_EQ(r.node_errors.at("1").dependent_outputs, std::vector<std::string>{"2"});
 }
 
+TEST(prompt_validation, an_undeclared_custom_validation_gets_every_literal_and_all_checks_stand) {
+  auto p = parse_prompt(R"({"1": {"class_type": "MakeImage",
+                                  "inputs": {"width": 9000, "fill": 0.2, "mode": "rgb"}},
+                            "2": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  ASSERT_TRUE(p.ok());
+  nlohmann::json seen;
+  const auto r =
+      validate_prompt(*p, with_custom_validation(false, /*declared=*/false),
+                      [&](const prompt&, const std::string&, const node_class&,
+                          const nlohmann::json& literals, const nlohmann::json&) -> refusal {
+                        seen = literals;
+                        return std::nullopt;
+                      });
+  EXPECT_EQ(seen, nlohmann::json::parse(R"({"width": 9000, "fill": 0.2, "mode": "rgb"})"));
+  EXPECT_EQ(only_error(r, "1").type, "value_bigger_than_max");
+}
+
 TEST(prompt_validation, custom_validation_with_input_types_replaces_the_link_type_check) {
   auto p = parse_prompt(R"({"1": {"class_type": "LoadModel", "inputs": {}},
                             "2": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
                             "3": {"class_type": "Save", "inputs": {"image": ["2", 0]}}})");
   ASSERT_TRUE(p.ok());
   nlohmann::json types;
-  const auto accept = [&](const std::string&, const node_class&, const nlohmann::json&,
-                          const nlohmann::json& input_types) -> std::optional<std::string> {
+  const auto accept = [&](const prompt&, const std::string&, const node_class&,
+                          const nlohmann::json&, const nlohmann::json& input_types) -> refusal {
     types = input_types;
     return std::nullopt;
   };
@@ -248,8 +271,9 @@ TEST(prompt_validation, custom_validation_with_input_types_replaces_the_link_typ
   // Without input_types, a MODEL into an IMAGE input is ComfyUI's mismatch, custom or not.
   const auto r = validate_prompt(*p, with_custom_validation(false), accept);
   EXPECT_EQ(only_error(r, "2").type, "return_type_mismatch");
-  // Without a validator (nothing to ask: a catalogue alone) the class's own checks stand in.
-  EXPECT_TRUE(validate_prompt(*p, with_custom_validation(true)).ok());
+  // Without a validator nothing replaces the host's checks: the mismatch stands.
+  EXPECT_EQ(only_error(validate_prompt(*p, with_custom_validation(true)), "2").type,
+            "return_type_mismatch");
 }
 
 TEST(execution_order, dependencies_first_and_only_the_closure) {
@@ -326,6 +350,23 @@ TEST(prompt_validation, a_literal_deeper_than_a_call_can_carry_is_invalid_input_
   const auto& e = only_error(r, "3");
   EXPECT_EQ(e.type, "invalid_input_type");
   EXPECT_EQ(e.message, "Value nests deeper than 14 levels of arrays and objects");
+}
+
+TEST(prompt_validation, input_is_list_leaves_one_level_less_for_a_literal) {
+  // The call carries each input of an INPUT_IS_LIST class inside a list: one level more.
+  const node_catalogue base = catalogue();
+  node_catalogue c;
+  for (auto [name, cls] : base.classes()) {
+    if (name == "Save") cls.input_is_list = true;
+    (void)c.add(cls);
+  }
+  const auto prompt = [](std::size_t depth) {
+    return R"({"3": {"class_type": "Save", "inputs": {"image": )" + nested_objects(depth) + "}}}";
+  };
+  EXPECT_TRUE(validate_prompt(*parse_prompt(prompt(13)), c).ok());
+  auto r = validate_prompt(*parse_prompt(prompt(14)), c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(only_error(r, "3").message, "Value nests deeper than 13 levels of arrays and objects");
 }
 
 TEST(prompt_validation, an_unparsable_prompt_is_reported_as_comfyui_invalid_prompt) {

@@ -64,7 +64,7 @@ class executor {
   custom_validation worker_validation();
   // The class's IS_CHANGED for node `node`'s literal inputs, run in its worker; null when the
   // class has none or it failed (ComfyUI: always changed).
-  nlohmann::json change_key(const prompt_node& node, const node_class& cls);
+  nlohmann::json change_key(const prompt& p, const prompt_node& node, const node_class& cls);
   // Reaches the running node through its context (interrupted()), and stops this executor
   // before its next node (execution_interrupted), for this and every later run. Safe from any
   // thread but the io thread.

@@ -21,8 +21,9 @@
 namespace orch::orchestrator {
 
 // The inputs of each call, from one list per input name: a {name: list} object per call for a
-// class with INPUT_IS_LIST (one call), else {name: item}. An empty input list leaves nothing to
-// call the node with: an invalid_input error naming the input.
+// class with INPUT_IS_LIST (one call, empty lists included), else {name: item}. An empty input
+// list leaves a node without INPUT_IS_LIST nothing to be called with: an invalid_input error
+// naming the input.
 result<std::vector<nlohmann::json>> call_inputs(const node_class& cls,
                                                 const std::map<std::string, nlohmann::json>& lists);
 

@@ -26,15 +26,23 @@ struct node_input {
 };
 
 // ComfyUI's VALIDATE_INPUTS of a class, run in its worker before the prompt
-// (prompt_validation.hpp). ComfyUI skips its own range and combo checks for the inputs the method
-// takes, and its link type checks when it takes input_types.
+// (prompt_validation.hpp). The schema may say which inputs the method takes (a Python worker
+// reads its signature): it is then sent only those, and ComfyUI's own range and combo checks are
+// skipped for them, and its link type checks when it takes input_types. Without that declaration
+// (a native pack's choice) it is sent every literal input and the host's checks all stand.
 struct input_validation {
   bool present = false;
+  bool declared = false;         // the schema's "validate_inputs" says what it takes
   std::set<std::string> inputs;  // the inputs it takes by name
   bool all_inputs = false;       // it takes **kwargs
   bool input_types = false;      // it takes input_types
-  bool takes(const std::string& name) const {
-    return present && (all_inputs || inputs.count(name) > 0);
+  // Whether the method is sent literal input `name`.
+  bool sent(const std::string& name) const {
+    return present && (!declared || all_inputs || inputs.count(name) > 0);
+  }
+  // Whether the method checks input `name` in place of the host's range and combo checks.
+  bool replaces_checks(const std::string& name) const {
+    return present && declared && (all_inputs || inputs.count(name) > 0);
   }
 };
 

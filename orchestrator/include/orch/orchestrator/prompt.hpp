@@ -62,6 +62,10 @@ result<prompt> parse_prompt_file(const std::filesystem::path& file);
 // True for a JSON value ComfyUI treats as a link: a two-element array.
 bool looks_like_link(const nlohmann::json& value);
 
+// How many arrays and objects deep `value` goes (a scalar: 0). Iterative: it is the check that
+// keeps deep values out of call bodies, so it must not recurse on them itself.
+std::size_t nesting_depth(const nlohmann::json& value);
+
 // The prompt as ComfyUI's API document ({id: {class_type, inputs, _meta}}): the PROMPT hidden
 // value a node may ask for.
 nlohmann::json prompt_document(const prompt& p);

@@ -39,15 +39,18 @@ struct validation_report {
 };
 
 // Runs the VALIDATE_INPUTS of node `id`'s class where the class lives (executor::
-// worker_validation): `literals` are the node's literal inputs ({name: value}), `input_types` the
-// types its linked inputs receive. Returns why the inputs were refused; nullopt accepts them.
-using custom_validation = std::function<std::optional<std::string>(
-    const std::string& id, const node_class& cls, const nlohmann::json& literals,
+// worker_validation): `literals` are the literal inputs it is sent ({name: value}),
+// `input_types` the types the node's linked inputs receive. Returns the node's error when it
+// refused them (custom_validation_failed) or could not run (exception_during_validation);
+// nullopt accepts them.
+using custom_validation = std::function<std::optional<validation_error>(
+    const prompt& p, const std::string& id, const node_class& cls, const nlohmann::json& literals,
     const nlohmann::json& input_types)>;
 
 // Validates every output node's dependency closure. Every node whose class no pack provides is
 // reported (missing_node_type), not only the first. A class with VALIDATE_INPUTS is checked by
-// `custom` once its own inputs are (custom_validation_failed); without `custom` it is not.
+// `custom` once its own inputs are, and then the checks its method replaces are skipped
+// (input_validation); without `custom` every check of the host stands.
 validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue,
                                   const custom_validation& custom = {});
 

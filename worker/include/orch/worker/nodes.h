@@ -152,13 +152,14 @@ typedef struct orch_node_class {
    * "output_is_list", "description", "deprecated", ...) describes the class. The worker checks
    * that it parses as an object and passes it to the host with the class (docs/nodes.md). */
   const char* schema_json;
-  /* ABI 1.2 (NULL: the class has none). ComfyUI's VALIDATE_INPUTS and IS_CHANGED, called as
-   * execute is, before the prompt runs and outside any node boundary, with the node's literal
-   * inputs only (a linked input is ORCH_VALUE_NONE; its type is the hidden value "INPUT_TYPES").
-   * validate_inputs returns ORCH_NODE_OK to accept the inputs, or ORCH_NODE_ERROR after fail()
-   * with the reason, which becomes the prompt's custom_validation_failed error. is_changed fills
-   * outputs[0] with the inputs' change key (ComfyUI's cache key); an error means "always
-   * changed". Neither may allocate output tensors. */
+  /* ABI 1.2 (NULL: the class has none). ComfyUI's VALIDATE_INPUTS (while the host validates a
+   * prompt) and IS_CHANGED (just before the node runs), called as execute is but outside any
+   * node boundary and any prompt, with the node's literal inputs only (a linked input is
+   * ORCH_VALUE_NONE; its type is the hidden value "INPUT_TYPES"). validate_inputs returns
+   * ORCH_NODE_OK to accept the inputs, or ORCH_NODE_ERROR after fail() with the type
+   * "custom_validation_failed" and the reason. is_changed fills outputs[0] with the inputs'
+   * change key (ComfyUI's cache key); an error means "always changed". Neither may allocate
+   * output tensors (output_tensor refuses), and interrupted() is never set for them. */
   orch_node_execute_fn validate_inputs;
   orch_node_execute_fn is_changed;
 } orch_node_class;

@@ -3,6 +3,8 @@ IS_CHANGED), and the hidden values DYNPROMPT and EXTRA_PNGINFO."""
 
 import json
 
+import comfy_orch
+
 
 class Fanout:
     """One list output: its consumers are called once per item."""
@@ -122,6 +124,39 @@ class TypeChecker:
         return ("%r" % anything,)
 
 
+class Checked:
+    """VALIDATE_INPUTS as packs write it: a linked input is None there (not its default), a hidden
+    value it names is passed, no interrupt of any prompt applies, and it cannot allocate."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"path": ("STRING", {"default": "", "forceInput": True}),
+                             "allocate": ("BOOLEAN", {"default": False})},
+                "hidden": {"unique_id": "UNIQUE_ID"}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "run"
+    CATEGORY = "test/lists"
+    OUTPUT_NODE = True
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, path, allocate, unique_id):
+        if comfy_orch.interrupted():
+            return "interrupted during validation"
+        if allocate:
+            comfy_orch.empty((4,), "float32")
+        if path is not None and not path:
+            return "node %s: path is empty" % unique_id
+        return True
+
+    @classmethod
+    def IS_CHANGED(cls, path, allocate, unique_id):
+        return float("nan")  # ComfyUI's "always changed"
+
+    def run(self, path, allocate, unique_id):
+        return (path,)
+
+
 class Fickle:
     """IS_CHANGED that raises: ComfyUI reads it as always changed."""
 
@@ -163,4 +198,4 @@ class Hidden:
 
 
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Fanout, Scale, Join, NotAList, Picky, TypeChecker,
-                                               Fickle, Hidden)}
+                                               Checked, Fickle, Hidden)}
