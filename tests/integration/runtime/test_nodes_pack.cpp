@@ -68,6 +68,35 @@ orch_node_status empty_node(orch_node_context*, const orch_value*, orch_value* o
   return ORCH_NODE_OK;
 }
 
+// ComfyUI's VALIDATE_INPUTS through the C ABI (1.2): refuses 13, and reports what a class method
+// may not do (allocate a tensor: 99) or see (an interrupt: any value while one is set).
+orch_node_status checked_validate(orch_node_context* ctx, const orch_value* in, orch_value*) {
+  if (ctx->api->interrupted(ctx)) {
+    ctx->api->fail(ctx, "custom_validation_failed", "interrupted during validation");
+    return ORCH_NODE_ERROR;
+  }
+  if (in[0].kind == ORCH_VALUE_INT && in[0].i == 99) {
+    const std::int64_t shape[1] = {4};
+    orch_tensor t{};
+    const int32_t status = ctx->api->output_tensor(ctx, ORCH_DTYPE_F32, 1, shape, &t);
+    ctx->api->fail(ctx, "custom_validation_failed",
+                   status == 0 ? "output_tensor allocated" : "output_tensor refused");
+    return ORCH_NODE_ERROR;
+  }
+  if (in[0].kind == ORCH_VALUE_INT && in[0].i == 13) {
+    ctx->api->fail(ctx, "custom_validation_failed", "13 is refused");
+    return ORCH_NODE_ERROR;
+  }
+  return ORCH_NODE_OK;
+}
+
+// ComfyUI's IS_CHANGED: the change key is twice the value.
+orch_node_status checked_is_changed(orch_node_context*, const orch_value* in, orch_value* out) {
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = in[0].kind == ORCH_VALUE_INT ? in[0].i * 2 : -1;
+  return ORCH_NODE_OK;
+}
+
 // A tensor of `mib` MiB whose first and last bytes are set, for the handoff benchmark.
 orch_node_status blob_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
   const std::int64_t shape[1] = {in[0].i << 20};
@@ -154,6 +183,8 @@ const orch_node_input pin_inputs[] = {{"mib", "INT", req, 0, 0, 0, int_value(4)}
                                       {"fail", "INT", req, 0, 0, 0, int_value(0)}};
 const orch_node_input cast_inputs[] = {{"mib", "INT", req, 0, 0, 0, int_value(16)},
                                        {"stream", "INT", req, 0, 0, 0, int_value(0)}};
+const orch_node_input checked_input[] = {
+    {"value", "INT", req | ORCH_INPUT_HAS_MIN | ORCH_INPUT_HAS_MAX, 0, 0, 100, int_value(1)}};
 const char* const int_output[] = {"INT"};
 const char* const blob_output[] = {"BLOB"};
 
@@ -178,6 +209,8 @@ const orch_node_class classes[] = {
      1, int_output, &busy_node, nullptr, nullptr, nullptr},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE | ORCH_NODE_NOT_IDEMPOTENT, NAME("TestRegion"),
      "Region", "test", mib_input, 1, 1, int_output, &region_node, nullptr, nullptr, nullptr},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestChecked"), "Checked", "test",
+     checked_input, 1, 1, int_output, &empty_node, nullptr, &checked_validate, &checked_is_changed},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes,
                            sizeof(classes) / sizeof(classes[0]), 0};
