@@ -18,9 +18,8 @@
 #include <boost/asio/io_context.hpp>
 #include <spdlog/spdlog.h>
 
-#include "node_context.hpp"
+#include "node_call.hpp"
 #include "node_library.hpp"
-#include "node_values.hpp"
 #include "orch/ipc/channel.hpp"
 #include "orch/ipc/fd_passing.hpp"
 #include "worker_errc.hpp"
@@ -309,18 +308,6 @@ class runtime final : public started_worker {
     }
   }
 
-  // The start of every call: the prompt epoch (absent: the call is a prompt of its own). Ledger
-  // workers reset their cast buffers here when it changed (docs/memory-semantics.md).
-  void begin_call(const json& body) {
-    std::optional<std::uint64_t> epoch;
-    if (auto it = body.find("epoch"); it != body.end() && it->is_number_unsigned()) {
-      epoch = it->get<std::uint64_t>();
-      epoch_.store(*epoch);
-    }
-    memory_->begin_call();
-    if (!memory_->is_pager()) memory_->cast_epoch_boundary(epoch);
-  }
-
   // The host's free (broadcast) and evict (one worker) requests, answered with a receipt of the
   // bytes actually released on the device.
   json release(const pending_call& call) {
@@ -336,98 +323,17 @@ class runtime final : public started_worker {
   }
 
   json execute(const json& body) {
-    const std::string node_id = body["node"].get<std::string>();
-    const std::string class_type = body["class_type"].get<std::string>();
-    auto fail = [&](const std::string& type, const std::string& message) {
-      return json{{"status", "error"},
-                  {"error", {{"node", node_id}, {"type", type}, {"message", message}}}};
-    };
-    const node_class* cls = nodes_->find(class_type);
-    if (cls == nullptr)
-      return fail(ipc::node_error_type::missing_node_type, class_type + " is not in this pack");
-    // The node itself, or one of ComfyUI's class methods (nodes.h, ABI 1.2): no epoch, no node
-    // boundary, no defaults for absent (linked) inputs, no interrupt, no tensors.
-    const auto method = body.find("method");
-    const bool node_call = method == body.end();
-    orch_node_execute_fn fn = cls->decl->execute;
-    if (!node_call) {
-      const std::string name = method->is_string() ? method->get<std::string>() : "";
-      fn = name == "VALIDATE_INPUTS" ? cls->validate_inputs
-           : name == "IS_CHANGED"    ? cls->is_changed
-                                     : nullptr;
-      if (fn == nullptr)
-        return fail(ipc::node_error_type::missing_node_type,
-                    class_type + " has no class method " + method->dump());
-    } else {
-      begin_call(body);
-    }
-    value_storage storage;
-    auto decoded =
-        decode_inputs(*cls, body["inputs"], memory_->segments(), storage, /*defaults=*/node_call);
-    if (!decoded) return fail(ipc::node_error_type::invalid_input, decoded.err().message);
-    std::vector<orch_value>& inputs = decoded->values;
-    node_call_hooks hooks;
-    if (auto it = body.find("hidden"); it != body.end()) hooks.hidden = &*it;
-    hooks.allocate = [this, node_call](std::uint64_t size) -> result<ipc::buffer_descriptor> {
-      if (!node_call) {
-        return error{worker_errc::not_in_class_method,
-                     "VALIDATE_INPUTS and IS_CHANGED cannot allocate output tensors"};
-      }
-      return allocate(size);
-    };
-    hooks.progress = [this, node_id](std::uint64_t value, std::uint64_t max) {
-      channel_->notify(message_type::progress, {{"node", node_id}, {"value", value}, {"max", max}});
-    };
-    // A class method belongs to no prompt, so no interrupt (of a past prompt or of the one it
-    // precedes) applies to it: epoch 1 against an interrupted epoch that stays 0.
-    static const std::atomic<std::uint64_t> never_interrupted{0};
-    node_context_impl ctx(*memory_, std::move(hooks), node_id, node_call ? epoch_.load() : 1,
-                          node_call ? interrupted_epoch_ : never_interrupted);
-    std::vector<orch_value> outputs(node_call ? cls->decl->output_count : 1);
-    orch_node_status status;
-    if (node_call) {
-      // Pager workers release at each node boundary, failed or not (docs/memory-semantics.md).
-      node_call_guard guard(*this);
-      status = fn(ctx.context(), inputs.data(), outputs.data());
-    } else {
-      status = fn(ctx.context(), inputs.data(), outputs.data());
-    }
-    auto allocated = json::array();
-    for (const auto& d : ctx.allocations()) allocated.push_back(ipc::descriptor_to_json(d));
-    if (status == ORCH_NODE_INTERRUPTED) {
-      json r = fail(ipc::node_error_type::interrupted, "the prompt was interrupted");
-      r["allocations"] = std::move(allocated);
-      return r;
-    }
-    if (status != ORCH_NODE_OK) {
-      json r = fail(ctx.error_type().empty() ? ipc::node_error_type::node_error : ctx.error_type(),
-                    ctx.error_message().empty() ? class_type + " failed" : ctx.error_message());
-      r["allocations"] = std::move(allocated);
-      if (!ctx.error_traceback().empty()) r["error"]["traceback"] = ctx.error_traceback();
-      // A model the device could not hold: the host may evict through its stand-ins and retry.
-      if (memory_->last_required() > 0) r["error"]["required"] = memory_->last_required();
-      r["models"] = memory_->describe_models();
-      return r;
-    }
-    auto out = json::array();
-    for (const auto& v : outputs) out.push_back(value_to_json(v));
-    return {{"status", "ok"},
-            {"outputs", std::move(out)},
-            {"inputs_seen", std::move(decoded->seen)},
-            {"allocations", std::move(allocated)},
-            {"models", memory_->describe_models()}};
+    node_call_state state{*memory_,
+                          epoch_,
+                          interrupted_epoch_,
+                          calls_,
+                          [this](std::uint64_t size) { return allocate(size); },
+                          [this](const std::string& node, std::uint64_t value, std::uint64_t max) {
+                            channel_->notify(message_type::progress,
+                                             {{"node", node}, {"value", value}, {"max", max}});
+                          }};
+    return run_node_call(*nodes_, body, state);
   }
-
-  struct node_call_guard {
-    explicit node_call_guard(runtime& r) noexcept : r_(r) {}
-    node_call_guard(const node_call_guard&) = delete;
-    node_call_guard& operator=(const node_call_guard&) = delete;
-    ~node_call_guard() {
-      if (r_.memory_->is_pager()) r_.memory_->release_node_boundary();
-      r_.calls_.fetch_add(1);
-    }
-    runtime& r_;
-  };
 
   result<ipc::buffer_descriptor> allocate(std::uint64_t size) {
     auto done = std::make_shared<std::promise<result<ipc::buffer_descriptor>>>();
