@@ -111,14 +111,15 @@ std::optional<json> executor::run_node(const prompt& p, const std::string& id,
   auto calls = call_inputs(cls, lists);
   if (!calls)
     return json{{"exception_type", calls.err().code}, {"exception_message", calls.err().message}};
+  // The same for every call of the node: built (and checked) once.
+  const json hidden = hidden_values(p, cls, id);
   std::vector<json> call_outputs;
   for (json& inputs : *calls) {
     json body{{"node", id},
               {"class_type", cls.class_type},
               {"epoch", epoch},
               {"inputs", std::move(inputs)}};
-    if (json hidden = hidden_values(p, cls, id); !hidden.empty())
-      body["hidden"] = std::move(hidden);
+    if (!hidden.empty()) body["hidden"] = hidden;
     const auto call_start = std::chrono::steady_clock::now();
     result<json> r = call_with_retry(cls.env, body);
     n.call_us +=
