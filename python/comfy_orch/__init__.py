@@ -52,7 +52,7 @@ def empty(shape, dtype="float32"):
     import numpy as np
     t = call.new_tensor(shape, np.dtype(dtype))
     from . import _tensors
-    return _tensors.to_node(t, _tensors.use_torch())
+    return call.handed_out(_tensors.to_node(t, _tensors.use_torch()), t)
 
 
 class Model:

@@ -20,6 +20,9 @@ class Call:
         self.node_id = node_id
         self.allocated = []  # orch_tensor structs this call allocated (comfy_orch.empty)
         self.inputs = []     # orch_tensor structs of its tensor inputs
+        # id(object) -> (object, orch_tensor) for every array or torch tensor this call handed
+        # to node code over pool bytes: returning one of them as it is needs no comparison.
+        self.pool_objects = {}
         self.keep = []       # what outputs point to: kept until the worker has copied them
 
     def status(self, what, status):
@@ -52,6 +55,20 @@ class Call:
                                            dims, ctypes.byref(out)))
         self.allocated.append(out)
         return out
+
+    def handed_out(self, obj, t):
+        """Records that node code got `obj` over tensor `t`'s pool bytes; returns obj."""
+        self.pool_objects[id(obj)] = (obj, t)
+        return obj
+
+    def pool_tensor_of(self, obj):
+        """The orch_tensor `obj` was handed out over, when node code returns it as it is (not
+        reshaped or restrided in place since), else None."""
+        entry = self.pool_objects.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            return None
+        from . import _tensors
+        return entry[1] if _tensors.still_over(obj, entry[1]) else None
 
 
 def qualified_name(exc_type):

@@ -1,8 +1,10 @@
 """print and logging from a pack reach the host's log, tagged with the env (docs/python.md):
 sys.stdout and sys.stderr become line writers into the worker's log, and the root logger gets a
-handler that keeps each record's level. Lines from several threads never interleave."""
+handler that keeps each record's level. Lines from several threads never interleave.
 
-import logging
+`logging` itself is not imported here: a pack that never uses it (numpy alone does not) would pay
+its import (5 ms) in every worker's start. The handler goes in when something imports it."""
+
 import sys
 import threading
 
@@ -46,27 +48,53 @@ class _LineWriter:
         return True
 
 
-class _LogHandler(logging.Handler):
-    def __init__(self, lib):
-        super().__init__()
-        self._lib = lib
+def _log_handler(logging, lib):
+    class LogHandler(logging.Handler):
+        def emit(self, record):
+            try:
+                level = (_abi.LOG_ERROR if record.levelno >= logging.ERROR else
+                         _abi.LOG_WARN if record.levelno >= logging.WARNING else
+                         _abi.LOG_INFO if record.levelno >= logging.INFO else _abi.LOG_DEBUG)
+                lib.orch_worker_log(level, self.format(record).encode("utf-8", "replace"))
+            except Exception:  # a log line must never fail the node
+                pass
 
-    def emit(self, record):
-        try:
-            level = (_abi.LOG_ERROR if record.levelno >= logging.ERROR else
-                     _abi.LOG_WARN if record.levelno >= logging.WARNING else
-                     _abi.LOG_INFO if record.levelno >= logging.INFO else _abi.LOG_DEBUG)
-            self._lib.orch_worker_log(level, self.format(record).encode("utf-8", "replace"))
-        except Exception:  # a log line must never fail the node
-            pass
-
-
-def forward(lib):
-    sys.stdout = _LineWriter(lib, _abi.LOG_INFO, "<stdout>")
-    sys.stderr = _LineWriter(lib, _abi.LOG_WARN, "<stderr>")
-    handler = _LogHandler(lib)
+    handler = LogHandler()
     handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
     if root.level == logging.WARNING:  # the default: let a pack's info lines through
         root.setLevel(logging.INFO)
+
+
+class _WhenLoggingImports:
+    """A meta path finder that only watches for `logging`: it lets the normal finders load it,
+    then installs the handler before the importer sees the module."""
+
+    def __init__(self, lib):
+        self._lib = lib
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "logging":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module, lib = spec.loader.exec_module, self._lib
+
+        def exec_then_forward(module):
+            exec_module(module)
+            _log_handler(module, lib)
+        spec.loader.exec_module = exec_then_forward
+        return spec
+
+
+def forward(lib):
+    sys.stdout = _LineWriter(lib, _abi.LOG_INFO, "<stdout>")
+    sys.stderr = _LineWriter(lib, _abi.LOG_WARN, "<stderr>")
+    if "logging" in sys.modules:
+        _log_handler(sys.modules["logging"], lib)
+    else:
+        sys.meta_path.insert(0, _WhenLoggingImports(lib))

@@ -83,6 +83,16 @@ def as_array(value):
     return None
 
 
+def still_over(obj, t):
+    """Whether `obj`, handed to node code over tensor `t`, still is exactly t's bytes: in-place
+    reshapes (`a.shape = ...`, `unsqueeze_`) and restrides (`transpose_`) keep the object."""
+    if len(obj.shape) != t.ndim or any(obj.shape[i] != t.shape[i] for i in range(t.ndim)):
+        return False
+    if isinstance(obj, np.ndarray):
+        return obj.flags.c_contiguous and obj.ctypes.data == (t.data or 0)
+    return obj.is_contiguous() and obj.data_ptr() == (t.data or 0)
+
+
 def same_bytes(a, t):
     """Whether array `a` is exactly tensor `t`'s pool bytes: same address, shape and dtype, and
     contiguous, so `t` can be returned as it is."""

@@ -59,8 +59,9 @@ def from_value(v, declared, handles, node, torch_tensors):
             return handles.get(text, node)
         return text
     if kind == _abi.VALUE_TENSOR:
-        _call.current.inputs.append(v.tensor)
-        return _tensors.to_node(v.tensor, torch_tensors)
+        call = _call.current
+        call.inputs.append(v.tensor)
+        return call.handed_out(_tensors.to_node(v.tensor, torch_tensors), v.tensor)
     if kind in (_abi.VALUE_LIST, _abi.VALUE_DICT):
         count = max(int(v.i), 0)
         items = ctypes.cast(v.tensor.data, ctypes.POINTER(_abi.ValueItem)) if count else None
@@ -75,6 +76,10 @@ def from_value(v, declared, handles, node, torch_tensors):
 def to_value(obj, out, call, handles, depth=0):
     """Fills orch_value `out` from a node's result `obj`. Lists, tuples and dicts cross as
     containers, their tensors in the pool (LATENT, CONDITIONING); other objects stay here."""
+    t = call.pool_tensor_of(obj)
+    if t is not None:
+        out.kind, out.tensor = _abi.VALUE_TENSOR, t
+        return
     if isinstance(obj, np.generic):
         obj = obj.item()  # a numpy scalar is its Python value
     if isinstance(obj, (list, tuple, dict)) and not _is_tensor(obj):
@@ -122,7 +127,8 @@ def _is_tensor(obj):
 
 
 def _pool_tensor(array, call):
-    # Already in the pool (comfy_orch.empty, or an input passed through): no copy at all.
+    # Already in the pool (comfy_orch.empty, or an input passed through): no copy at all. The
+    # object node code was given, returned as it is, is known without comparing bytes.
     for t in call.allocated + call.inputs:
         if _tensors.same_bytes(array, t):
             return t

@@ -129,6 +129,19 @@ TEST_F(python_contract, a_tensor_passed_through_unchanged_leaves_in_the_same_buf
   EXPECT_DOUBLE_EQ(output(o, "3", 2).get<double>(), 2.0 * 4 * 8 * 3);
 }
 
+TEST_F(python_contract, an_input_reshaped_in_place_and_returned_leaves_with_its_new_shape) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const auto o = run_json(
+      {{"1", {{"class_type", "MakeImage"}, {"inputs", {{"value", 2.0}}}}},
+       {"2", {{"class_type", "PassThrough"}, {"inputs", {{"image", {"1", 0}}, {"flatten", true}}}}},
+       {"3", {{"class_type", "Describe"}, {"inputs", {{"image", {"2", 0}}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  // The same Python object node code was given, but no longer the input's shape.
+  EXPECT_EQ(output(o, "2", 0)["tensor"]["shape"], json::array({1, 96}));
+  EXPECT_EQ(output(o, "3", 0), "numpy ndarray float32 (1, 96)");
+  EXPECT_DOUBLE_EQ(output(o, "3", 2).get<double>(), 2.0 * 96);
+}
+
 TEST_F(python_contract, two_python_envs_and_a_native_env_share_one_prompt) {
   ASSERT_NO_FATAL_FAILURE(start_python());
   const auto o = run_json(

@@ -95,13 +95,15 @@ TEST_F(python_faults, prints_and_logging_from_several_threads_reach_the_log_whol
   std::ifstream in(log);
   std::string line;
   int whole = 0;
-  bool logging_line = false;
+  bool logging_line = false, info_line = false;
   const std::string env = runtime_testing::env_of(*host_, "Chatty");
   while (std::getline(in, line)) {
     if (line.find("chatty logging line") != std::string::npos) {
       logging_line = line.find("[" + std::string("comfy-orch-worker ") + env + "] [warning]") !=
                      std::string::npos;
     }
+    // Below WARNING: only the worker's own handler lets it through, at its level.
+    if (line.find("[info] chatty: chatty info line") != std::string::npos) info_line = true;
     if (line.find("chatty thread") == std::string::npos) continue;
     // Every line is one print, tagged with the env, and nothing else.
     EXPECT_NE(line.find("[comfy-orch-worker " + env + "] [info] chatty thread"), std::string::npos)
@@ -111,6 +113,7 @@ TEST_F(python_faults, prints_and_logging_from_several_threads_reach_the_log_whol
   }
   EXPECT_EQ(whole, 200);
   EXPECT_TRUE(logging_line);
+  EXPECT_TRUE(info_line);
 }
 
 TEST_F(python_faults, a_python_worker_killed_mid_call_fails_the_call_fast_and_leaves_nothing) {

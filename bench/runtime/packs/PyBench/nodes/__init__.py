@@ -1,5 +1,6 @@
-"""bench_python's numpy pack: an empty node, and a 64 MiB IMAGE made in the pool, passed
-through, and made anew outside the pool (one copy into it)."""
+"""bench_python's numpy pack: an empty node, and a 64 MiB IMAGE made in the pool (written
+through, or only its first and last elements as the native TestBlob does), passed through, and
+made anew outside the pool (one copy into it)."""
 
 import numpy as np
 
@@ -23,12 +24,34 @@ class PyEmpty:
 
 
 class MakeBig:
+    """The image's pool block with only its first and last elements set, as the native TestBlob
+    does: what follows runs with the caches as a call finds them."""
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {}}
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "run"
+
+    def run(self):
+        image = comfy_orch.empty(SHAPE, "float32")
+        image.flat[0] = image.flat[-1] = 0.5
+        return (image,)
+
+
+class FillBig:
+    """The image written through, as a real producer does: 64 MiB of writes push both processes
+    out of the CPU's caches, so the call after it costs more whatever it does. An output node,
+    so the empty node after it (node ids order outputs) is the floor for that case."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "run"
+    OUTPUT_NODE = True
 
     def run(self):
         image = comfy_orch.empty(SHAPE, "float32")
@@ -82,4 +105,4 @@ class NewBig:
         return (_outside,)
 
 
-NODE_CLASS_MAPPINGS = {c.__name__: c for c in (PyEmpty, MakeBig, PassBig, TakeBig, NewBig)}
+NODE_CLASS_MAPPINGS = {c.__name__: c for c in (PyEmpty, MakeBig, FillBig, PassBig, TakeBig, NewBig)}

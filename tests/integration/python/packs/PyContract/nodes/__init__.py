@@ -75,15 +75,20 @@ class MakeImage:
 
 
 class PassThrough:
+    """Returns its input; `flatten` first reshapes that same array object in place."""
+
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"image": ("IMAGE",)}}
+        return {"required": {"image": ("IMAGE",)},
+                "optional": {"flatten": ("BOOLEAN", {"default": False})}}
 
     RETURN_TYPES = ("IMAGE", "STRING")
     FUNCTION = "run"
     CATEGORY = "test/contract"
 
-    def run(self, image):
+    def run(self, image, flatten=False):
+        if flatten:
+            image.shape = (image.shape[0], -1)
         return (image, where(image))
 
 
@@ -174,8 +179,10 @@ class Chatty:
             w.start()
         for w in workers:
             w.join()
+        # Imported only now, after the worker started: its records still keep their level.
         import logging
         logging.getLogger("chatty").warning("chatty logging line")
+        logging.getLogger("chatty").info("chatty info line")
         return (threads * lines,)
 
 
