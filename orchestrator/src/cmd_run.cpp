@@ -12,11 +12,13 @@
 
 #include "commands.hpp"
 #include "diagnostics_output.hpp"
+#include "host_startup.hpp"
 #include "json_fields.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
 #include "orch/ipc/errc.hpp"
 #include "orch/manifests/inventory.hpp"
 #include "orch/manifests/units.hpp"
+#include "orch/orchestrator/errc.hpp"
 #include "orch/orchestrator/executor.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
 #include "orch/orchestrator/install_layout.hpp"
@@ -25,7 +27,6 @@
 #include "orch/orchestrator/prompt_validation.hpp"
 #include "orch/orchestrator/unstarted_envs.hpp"
 #include "orch/support/untrusted_text.hpp"
-#include "process_limits.hpp"
 #include "run_signals.hpp"
 
 namespace orch::cli {
@@ -56,26 +57,14 @@ void print_validation(std::ostream& out, const orchestrator::validation_report& 
 int run(const std::string& deployment_file, const std::string& prompt_file, bool json,
         bool free_after) {
   manifests::diagnostics diags;
-  auto d = manifests::load_deployment(deployment_file, diags);
-  if (!d) {
-    print_diagnostics(std::cerr, diags);
-    return exit_invalid_input;
-  }
-  d->plugin_paths = orchestrator::deployment_plugin_directories(*d);
-  d->packs.library_paths = orchestrator::deployment_library_directories(*d);
-  if (auto readings = ipc::probe_memory_readings()) {
-    orchestrator::preflight(*d, *readings, diags);
-  } else {
-    std::cerr << "cannot read this machine's memory: " << readings.err().message << '\n';
-    return exit_failure;
-  }
-  const auto inv = manifests::build_inventory(*d, diags);
+  auto prepared = orchestrator::prepare_deployment(deployment_file, diags);
   // Warnings too: a pack dropped for a bad manifest must not vanish without a word.
   print_diagnostics(std::cerr, diags);
-  if (diags.has_errors()) {
-    std::cerr << "nothing started: fix the errors above (comfy-orch validate " << deployment_file
-              << " lists them)\n";
-    return exit_invalid_input;
+  if (!prepared) {
+    std::cerr << prepared.err().message << '\n';
+    return prepared.err().code == orchestrator::runtime_errc::invalid_deployment
+               ? exit_invalid_input
+               : exit_failure;
   }
   auto p = orchestrator::parse_prompt_file(prompt_file);
   if (!p) {
@@ -89,34 +78,18 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     }
     return exit_invalid_input;
   }
-  std::size_t env_count = 0;
-  for (const auto& pack : inv.packs) env_count += pack.envs.size();
-  if (auto st = ensure_open_file_limit(descriptors_needed(env_count)); !st) {
-    std::cerr << "cannot start the host: " << st.err().message << '\n';
-    return exit_failure;
-  }
   // Before any thread exists: every thread inherits the blocked mask (run_signals.hpp).
   run_signals signals;
-  const auto& layout = orchestrator::this_install_layout();
-  auto host = orchestrator::host_runtime::start(
-      *d, inv, {worker_executable(), 64, layout.worker_library, layout.python_package_root});
+  auto host = orchestrator::start_deployment(*prepared, worker_executable(),
+                                             orchestrator::this_install_layout());
   if (!host) {
     std::cerr << "cannot start the host: [" << host.err().code << "] " << host.err().message
               << '\n';
-    if (host.err().code == ipc::shm_errc::map_failed) {
-      std::cerr << "fix: the pinned pool (" << manifests::format_size(d->shm.pinned_pool_size)
-                << ") and the device segments must fit this process's address space and memory: "
-                   "check ulimit -v, or lower [shm] pinned_pool_size\n";
-    }
     return exit_failure;
   }
   auto& h = **host;
   // In short steps, so that Ctrl-C while slow workers start is acted on at once.
-  const auto settle_by =
-      std::chrono::steady_clock::now() + d->workers.handshake_timeout + std::chrono::seconds(5);
-  while (!h.wait_settled(std::chrono::milliseconds(50)) && !signals.interrupted() &&
-         std::chrono::steady_clock::now() < settle_by) {
-  }
+  orchestrator::settle_workers(h, [&] { return signals.interrupted(); });
   auto infos = h.on_io_thread([&] { return h.workers().workers(); });
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& w : infos) {

@@ -1,15 +1,13 @@
 #include "orch/orchestrator/executor.hpp"
 
 #include <chrono>
-#include <future>
 
 #include <spdlog/spdlog.h>
 
+#include "checked_call.hpp"
 #include "hidden_values.hpp"
 #include "json_fields.hpp"
-#include "output_tensors.hpp"
 
-#include "orch/ipc/response_bodies.hpp"
 #include "orch/orchestrator/errc.hpp"
 #include "orch/orchestrator/list_mapping.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
@@ -50,58 +48,16 @@ void executor::interrupt() {
 }
 
 result<json> executor::call_node(const std::string& env, const json& body) {
-  std::promise<result<json>> done;
-  auto future = done.get_future();
-  host_.on_io_thread([&] {
-    // Only what a node of this prompt produced reaches a worker as a tensor: a tensor
-    // typed into the prompt could name any block the host holds.
-    if (auto st = check_input_tensors(body.value("inputs", json::object()),
-                                      host_.memory().leases(), host_slot, held_);
-        !st) {
-      return done.set_value(st.err());
-    }
-    host_.workers().call(env, body, [this, &done, env, &body](result<json> response) {
-      // A worker is a process we do not trust: its body has the shape of docs/protocol.md, or
-      // the call fails here, before anything below reads it on the io thread.
-      result<json> r = std::move(response);
-      if (r) {
-        if (auto st = ipc::check_call_response(*r); !st) {
-          r = error{runtime_errc::bad_response, st.err().message};
-        }
-      }
-      // Leases move on the io thread, before anyone sees the result (supervisor_leases.cpp).
-      if (r) {
-        for (const auto& d : host_.workers().hand_over_outputs(env, *r)) held_.push_back(d);
-      }
-      // Before any consumer sees them, the producer's tensors must fit the blocks the host holds
-      // for them: a lie is this node's error, not a crash in the next worker.
-      if (r && (*r)["status"] == "ok") {
-        const std::string producer = "node " + text_field(body, "node") + " (" +
-                                     text_field(body, "class_type") + ", env " + env + ")";
-        auto st = check_output_tensors((*r)["outputs"], host_.memory().leases(), host_slot,
-                                       producer);
-        if (!st) r = st.err();
-      }
-      done.set_value(std::move(r));
-    });
-  });
-  return future.get();
+  // Only what a node of this prompt produced reaches a worker as a tensor.
+  auto c = checked_call(host_, env, body, held_);
+  held_.insert(held_.end(), c.handed.begin(), c.handed.end());
+  return std::move(c.response);
 }
 
 result<json> executor::call_with_retry(const std::string& env, const json& body) {
-  result<json> r = call_node(env, body);
-  // A model the device could not hold: ComfyUI's free_memory across every process's models
-  // (the stand-ins), then the node once more (docs/memory-semantics.md).
-  const std::uint64_t required = r ? supervisor::device_bytes_required(*r) : 0;
-  if (required > 0) {
-    std::uint64_t freed = 0;
-    for (const auto& step : host_.free_through_stand_ins(env, required)) freed += step.freed;
-    spdlog::info("node {} ({}) needs {} bytes on the device: {} freed through stand-ins{}",
-                 text_field(body, "node"), text_field(body, "class_type"), required, freed,
-                 freed > 0 ? ", retrying" : "");
-    if (freed > 0) r = call_node(env, body);
-  }
-  return r;
+  auto c = orchestrator::call_with_retry(host_, env, body, held_);
+  held_.insert(held_.end(), c.handed.begin(), c.handed.end());
+  return std::move(c.response);
 }
 
 std::optional<json> executor::run_node(const prompt& p, const std::string& id,

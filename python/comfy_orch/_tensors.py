@@ -54,9 +54,10 @@ class _Memory:
     a ctypes array type per size (which costs more than the rest of a call). The pool stays
     mapped for the worker's life, so the array never outlives its memory."""
 
-    __slots__ = ("__array_interface__",)
+    __slots__ = ("__array_interface__", "owner")
 
     def __init__(self, address, shape, dtype):
+        self.owner = None  # what keeps the bytes alive, where the pool's mapping alone does not
         self.__array_interface__ = {"data": (address, False), "shape": shape,
                                     "typestr": dtype.str, "version": 3}
 

@@ -24,6 +24,15 @@ inline constexpr const char* not_found = "not_found";
 inline constexpr const char* fd_limit = "fd_limit";
 inline constexpr const char* probe_failed = "probe_failed";
 
+// Bringing a deployment up (host_startup.hpp).
+inline constexpr const char* invalid_deployment = "invalid_deployment";  // diagnostics say why
+inline constexpr const char* memory_unreadable = "memory_unreadable";    // /proc/meminfo, cgroup
+
+// liborch_host.so's callers (library_host.hpp): a request that is not a call, and a block the
+// caller does not hold (a class no worker runs is ipc's missing_node_type).
+inline constexpr const char* invalid_request = "invalid_request";
+inline constexpr const char* not_held = "not_held";
+
 // Prompts (prompt.hpp): ComfyUI's type for a prompt that cannot be read.
 inline constexpr const char* invalid_prompt = "invalid_prompt";
 

@@ -1,0 +1,328 @@
+"""The host runtime from Python (docs/host-library.md): liborch_host.so through ctypes, for a
+process that is itself the host, as ComfyUI is. It starts a deployment's workers, lists their
+node classes and calls their nodes with Python values.
+
+Tensors: a numpy array or CPU torch tensor given as an input is copied once into a pool block of
+the host's; a tensor a worker returned is a view of the worker's block, never copied, and passed
+back to another node as it is (the same block, no copy). A view keeps its block held until the
+last Python reference to it goes; only then is the hold released.
+
+    with Host("deployment.toml") as host:
+        print(host.nodes()["classes"].keys())
+        outputs = host.call("TestDouble", {"value": 21})
+"""
+
+import ctypes
+import json
+import os
+import threading
+import weakref
+
+from . import _abi
+
+_NAME = "liborch_host.so"
+
+OK, INVALID, FAILED = 0, 1, 2
+
+
+class HostError(RuntimeError):
+    """The host refused or failed: `code` is the error's type, as ComfyUI names errors."""
+
+    def __init__(self, code, message, details=None):
+        super().__init__("%s: %s" % (code, message))
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+
+class NodeError(HostError):
+    """A node (or its worker) failed: `node` is its id, `traceback` the worker's lines."""
+
+    def __init__(self, error):
+        super().__init__(error.get("type", "node_error"), error.get("message", ""), error)
+        self.node = error.get("node")
+        self.traceback = error.get("traceback")
+
+
+class Block(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("segment", ctypes.c_uint32),
+                ("generation", ctypes.c_uint64), ("offset", ctypes.c_uint64),
+                ("size", ctypes.c_uint64), ("data", ctypes.c_void_p)]
+
+
+EventFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
+
+
+class Options(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("deployment", ctypes.c_char_p), ("on_event", EventFn),
+                ("user", ctypes.c_void_p), ("worker_executable", ctypes.c_char_p)]
+
+
+def _candidates():
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    if os.environ.get("ORCH_HOST_LIBRARY"):
+        found.append(os.environ["ORCH_HOST_LIBRARY"])
+    found.append(os.path.join(here, _NAME))
+    # <prefix>/share/comfy-orch/python/comfy_orch -> <prefix>/lib/comfy-orch
+    prefix = os.path.normpath(os.path.join(here, "..", "..", "..", ".."))
+    found.append(os.path.join(prefix, "lib", "comfy-orch", _NAME))
+    return found
+
+
+def load_library():
+    for path in _candidates():
+        if os.path.isfile(path):
+            break
+    else:
+        raise OSError("comfy_orch: %s not found (tried %s); set ORCH_HOST_LIBRARY to its path"
+                      % (_NAME, ", ".join(_candidates())))
+    lib = ctypes.CDLL(path)
+    text, host, out = ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
+    signatures = {
+        "orch_host_start": (ctypes.c_int32, [ctypes.POINTER(Options), out, out]),
+        "orch_host_nodes": (ctypes.c_void_p, [host]),
+        "orch_host_begin_prompt": (ctypes.c_uint64, [host]),
+        "orch_host_call": (ctypes.c_int32, [host, text, out]),
+        "orch_host_allocate": (ctypes.c_int32, [host, ctypes.c_uint64, ctypes.POINTER(Block)]),
+        "orch_host_map": (ctypes.c_int32, [host, ctypes.POINTER(Block)]),
+        "orch_host_release": (ctypes.c_int32, [host, ctypes.POINTER(Block)]),
+        "orch_host_free": (ctypes.c_void_p, [host, ctypes.c_int32, ctypes.c_int32]),
+        "orch_host_status": (ctypes.c_void_p, [host]),
+        "orch_host_interrupt": (None, [host]),
+        "orch_host_string_free": (None, [ctypes.c_void_p]),
+        "orch_host_stop": (None, [host]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+class _Held:
+    """One hold on a pool block: released when the last view over it goes (or at stop)."""
+
+    __slots__ = ("block", "__weakref__")
+
+    def __init__(self, block):
+        self.block = block
+
+
+class Host:
+    def __init__(self, deployment, on_event=None, worker_executable=None):
+        self._lib = load_library()
+        self._handle = None
+        self._lock = threading.Lock()
+        self._blocks = {}  # (segment, generation, offset) -> weakref of its _Held
+        self._views = {}   # id(view) -> (weakref of view, wire): tensors that may come back
+        self._by_wire = {}  # the wire form (as JSON text) -> weakref of the live view of it
+        self._on_event = on_event
+
+        def deliver(_user, kind, data):
+            if self._on_event is not None:
+                try:
+                    self._on_event(kind.decode(), json.loads(data.decode("utf-8", "replace")))
+                except Exception:  # an event handler must never fail the host's thread
+                    pass
+        self._event_fn = EventFn(deliver)  # kept: the library calls it until stop()
+        options = Options(ctypes.sizeof(Options), 0, os.fsencode(deployment), self._event_fn,
+                          None, os.fsencode(worker_executable) if worker_executable else None)
+        handle, error = ctypes.c_void_p(), ctypes.c_void_p()
+        status = self._lib.orch_host_start(ctypes.byref(options), ctypes.byref(handle),
+                                           ctypes.byref(error))
+        if status != OK:
+            e = self._take_json(error.value) or {}
+            raise HostError(e.get("code", "start_failed"), e.get("message", "the host did not start"),
+                            e)
+        self._handle = handle.value
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def stop(self):
+        if self._handle is not None:
+            self._lib.orch_host_stop(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def __del__(self):
+        try:
+            self.stop()
+        except Exception:
+            pass
+
+    # -- JSON in and out ---------------------------------------------------------------------
+
+    def _take_json(self, pointer):
+        if not pointer:
+            return None
+        try:
+            return json.loads(ctypes.string_at(pointer).decode("utf-8", "replace"))
+        finally:
+            self._lib.orch_host_string_free(pointer)
+
+    def _live(self):
+        if self._handle is None:
+            raise HostError("stopped", "the host was stopped")
+        return self._handle
+
+    def nodes(self):
+        return self._take_json(self._lib.orch_host_nodes(self._live()))
+
+    def status(self):
+        return self._take_json(self._lib.orch_host_status(self._live()))
+
+    def free(self, unload_models=True, free_memory=True):
+        return self._take_json(self._lib.orch_host_free(self._live(), int(unload_models),
+                                                        int(free_memory)))
+
+    def begin_prompt(self):
+        return self._lib.orch_host_begin_prompt(self._live())
+
+    def interrupt(self):
+        self._lib.orch_host_interrupt(self._live())
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def call(self, class_type, inputs, node="1", hidden=None, method=None):
+        """Runs node `class_type` with `inputs` (name -> Python value) in its worker and returns
+        its outputs as a list of Python values; raises NodeError when it failed."""
+        keep = []  # the holds of tensors copied in, until the answer holds what it returns
+        request = {"node": str(node), "class_type": class_type,
+                   "inputs": {k: self._to_wire(v, keep) for k, v in inputs.items()}}
+        if hidden is not None:
+            request["hidden"] = hidden
+        if method is not None:
+            request["method"] = method
+        response = ctypes.c_void_p()
+        status = self._lib.orch_host_call(self._live(), json.dumps(request).encode(),
+                                          ctypes.byref(response))
+        body = self._take_json(response.value) or {}
+        holds = {self._key(d): self._hold(d) for d in body.get("held", [])}
+        if status == INVALID:
+            raise HostError(body.get("code", "invalid_request"), body.get("message", ""), body)
+        if status != OK:
+            raise NodeError(body.get("error", {}))
+        return [self._from_wire(v, holds) for v in body.get("outputs", [])]
+
+    # -- values ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(d):
+        return (int(d["segment"]), int(d["generation"]), int(d["offset"]))
+
+    def _hold(self, d):
+        return self._held(Block(ctypes.sizeof(Block), d["segment"], d["generation"], d["offset"],
+                                d["size"], None))
+
+    def _held(self, block):
+        held = _Held(block)
+        weakref.finalize(held, self._release, block)
+        with self._lock:
+            self._blocks[(block.segment, block.generation, block.offset)] = weakref.ref(held)
+        return held
+
+    def _release(self, block):
+        with self._lock:
+            self._blocks.pop((block.segment, block.generation, block.offset), None)
+        if self._handle is not None:
+            self._lib.orch_host_release(self._handle, ctypes.byref(block))
+
+    def _to_wire(self, value, keep):
+        from . import _tensors
+        if isinstance(value, (list, tuple)) and not _is_tensor(value):
+            return [self._to_wire(v, keep) for v in value]
+        if isinstance(value, dict):
+            return {"dict": {str(k): self._to_wire(v, keep) for k, v in value.items()}}
+        array = _tensors.as_array(value) if _is_tensor(value) else None
+        if array is None:
+            return value
+        with self._lock:
+            known = self._views.get(id(value))
+        if known is not None and known[0]() is value:
+            return known[1]  # a worker's tensor passed back as it is: the same block
+        return self._copy_in(array, keep)
+
+    def _copy_in(self, array, keep):
+        import numpy as np
+        from . import _tensors
+        array = np.ascontiguousarray(array)
+        block = Block(ctypes.sizeof(Block))
+        size = max(array.nbytes, 1)
+        if self._lib.orch_host_allocate(self._live(), size, ctypes.byref(block)) != OK:
+            raise MemoryError("the pinned pool has no room for a %d-byte tensor" % size)
+        keep.append(self._held(block))
+        ctypes.memmove(block.data, array.ctypes.data, array.nbytes)
+        wire = {"tensor": {"dtype": _tensors.dtype_code(array.dtype), "shape": list(array.shape),
+                           "descriptor": {"segment": block.segment, "generation": block.generation,
+                                          "offset": block.offset, "size": block.size}}}
+        return wire
+
+    def _from_wire(self, value, holds):
+        if isinstance(value, list):
+            return [self._from_wire(v, holds) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "dict" in value:
+            return {k: self._from_wire(v, holds) for k, v in value["dict"].items()}
+        if "tensor" not in value:
+            return value
+        return self._view(value, holds)
+
+    def _view(self, wire, holds):
+        import numpy as np
+        from . import _tensors
+        t = wire["tensor"]
+        d = t["descriptor"]
+        key = self._key(d)
+        # A tensor that is already a live view here (a node passed its input through) comes
+        # back as that same object: ComfyUI's caches and `is` checks see one tensor.
+        text = json.dumps(wire, sort_keys=True)
+        with self._lock:
+            ref = self._by_wire.get(text)
+        same = ref() if ref is not None else None
+        if same is not None:
+            return same
+        held = holds.get(key)
+        if held is None:
+            with self._lock:
+                ref = self._blocks.get(key)
+            held = ref() if ref is not None else None
+        if held is None:
+            raise HostError("not_held", "a worker returned a tensor in a block this process "
+                            "does not hold")
+        block = held.block
+        if not block.data and self._lib.orch_host_map(self._live(), ctypes.byref(block)) != OK:
+            raise HostError("not_held", "block %s cannot be mapped" % (key,))
+        dtype = {_abi.DTYPE_F32: np.float32, _abi.DTYPE_U8: np.uint8,
+                 _abi.DTYPE_I64: np.int64}[t["dtype"]]
+        memory = _tensors._Memory(block.data, tuple(t["shape"]), np.dtype(dtype))
+        memory.owner = held  # the view's base keeps the hold alive
+        array = np.asarray(memory)
+        if _tensors.use_torch():
+            import torch
+            view = torch.from_numpy(array)
+        else:
+            view = array
+        with self._lock:
+            self._views[id(view)] = (weakref.ref(view), wire)
+            self._by_wire[text] = weakref.ref(view)
+        weakref.finalize(view, self._forget, id(view), text)
+        return view
+
+    def _forget(self, key, text):
+        with self._lock:
+            self._views.pop(key, None)
+            ref = self._by_wire.get(text)
+            if ref is not None and ref() is None:
+                del self._by_wire[text]
+
+
+def _is_tensor(value):
+    from . import _tensors
+    return _tensors.as_array(value) is not None

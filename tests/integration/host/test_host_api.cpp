@@ -1,0 +1,397 @@
+// liborch_host.so as its callers see it (orchestrator/include/orch/host/host.h): loaded with
+// dlopen, symbols by version, a real deployment with real workers, blocks held and released by
+// the caller, and everything a caller can get wrong refused without a crash.
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "orch/host/host.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The entry points, looked up under ORCH_HOST_1 as a ctypes caller would.
+struct host_api {
+  void* handle = nullptr;
+#define ORCH_HOST_FN(name) decltype(&::orch_host_##name) name = nullptr;
+  ORCH_HOST_FN(start)
+  ORCH_HOST_FN(nodes)
+  ORCH_HOST_FN(begin_prompt)
+  ORCH_HOST_FN(call)
+  ORCH_HOST_FN(allocate)
+  ORCH_HOST_FN(map)
+  ORCH_HOST_FN(release)
+  ORCH_HOST_FN(free)
+  ORCH_HOST_FN(status)
+  ORCH_HOST_FN(interrupt)
+  ORCH_HOST_FN(string_free)
+  ORCH_HOST_FN(stop)
+#undef ORCH_HOST_FN
+};
+
+const host_api& api() {
+  // Never dlclose'd: the library's static loggers are destroyed at exit, which needs its code.
+  static const host_api a = [] {
+    host_api r;
+    r.handle = ::dlopen(ORCH_TEST_HOST_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (r.handle == nullptr) return r;
+#define ORCH_HOST_FN(name)                                  \
+  r.name = reinterpret_cast<decltype(&::orch_host_##name)>( \
+      ::dlvsym(r.handle, "orch_host_" #name, "ORCH_HOST_1"));
+    ORCH_HOST_FN(start)
+    ORCH_HOST_FN(nodes)
+    ORCH_HOST_FN(begin_prompt)
+    ORCH_HOST_FN(call)
+    ORCH_HOST_FN(allocate)
+    ORCH_HOST_FN(map)
+    ORCH_HOST_FN(release)
+    ORCH_HOST_FN(free)
+    ORCH_HOST_FN(status)
+    ORCH_HOST_FN(interrupt)
+    ORCH_HOST_FN(string_free)
+    ORCH_HOST_FN(stop)
+#undef ORCH_HOST_FN
+    return r;
+  }();
+  return a;
+}
+
+json take(char* text) {
+  if (text == nullptr) return nullptr;
+  json j = json::parse(text, nullptr, false);
+  api().string_free(text);
+  return j;
+}
+
+class host_library : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(api().handle, nullptr) << ::dlerror();
+    ASSERT_NE(api().stop, nullptr);
+    char pattern[] = "/tmp/orch-host-api-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    if (host_ != nullptr) api().stop(host_);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  fs::path write_deployment(const std::string& extra = "") {
+    fs::create_directories(dir_ / "packs/Native/nodes");
+    std::ofstream(dir_ / "packs/Native/nodes/comfy-env.toml")
+        << "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n";
+    const fs::path file = dir_ / "deployment.toml";
+    std::ofstream(file) << "[host]\ndevice = \"sim\"\n[host.sim]\ncapacity = \"1GiB\"\n"
+                        << "[plugins]\nsearch_paths = [\"" << ORCH_TEST_PLUGIN_DIR << "\"]\n"
+                        << "[packs]\npaths = [\"packs/Native\"]\nlibrary_paths = [\""
+                        << ORCH_TEST_PACKS_DIR << "\"]\n"
+                        << "[workers]\nhandshake_timeout = \"20s\"\nrestart_backoff = \"50ms\"\n"
+                        << "[shm]\npinned_pool_size = \"32MiB\"\n"
+                        << extra;
+    return file;
+  }
+
+  void start(const fs::path& file) {
+    orch_host_options o{};
+    o.struct_size = sizeof o;
+    const std::string path = file.string();
+    o.deployment = path.c_str();
+    o.worker_executable = ORCH_TEST_WORKER;
+    o.on_event = [](void* user, const char* type, const char* data) {
+      auto* self = static_cast<host_library*>(user);
+      std::lock_guard lock(self->events_mutex_);
+      self->events_.push_back({{"type", type}, {"data", json::parse(data)}});
+    };
+    o.user = this;
+    char* error = nullptr;
+    ASSERT_EQ(api().start(&o, &host_, &error), ORCH_HOST_OK) << take(error).dump();
+    ASSERT_NE(host_, nullptr);
+  }
+
+  // orch_host_call: its status, and the response (or the refusal) as JSON.
+  std::pair<int, json> call(const json& request) {
+    char* response = nullptr;
+    const int status = api().call(host_, request.dump().c_str(), &response);
+    return {status, take(response)};
+  }
+
+  static orch_host_block block_of(const json& descriptor) {
+    orch_host_block b{};
+    b.struct_size = sizeof b;
+    b.segment = descriptor["segment"];
+    b.generation = descriptor["generation"];
+    b.offset = descriptor["offset"];
+    b.size = descriptor["size"];
+    return b;
+  }
+
+  static json blob_of(const orch_host_block& b, std::uint64_t bytes) {
+    return {{"tensor",
+             {{"dtype", 2},
+              {"shape", {bytes}},
+              {"descriptor",
+               {{"segment", b.segment},
+                {"generation", b.generation},
+                {"offset", b.offset},
+                {"size", b.size}}}}}};
+  }
+
+  fs::path dir_;
+  orch_host* host_ = nullptr;
+  std::mutex events_mutex_;
+  std::vector<json> events_;
+};
+
+TEST_F(host_library, every_entry_point_is_exported_under_ORCH_HOST_1_and_internals_are_hidden) {
+  const auto& a = api();
+  for (void* fn : {reinterpret_cast<void*>(a.start), reinterpret_cast<void*>(a.nodes),
+                   reinterpret_cast<void*>(a.begin_prompt), reinterpret_cast<void*>(a.call),
+                   reinterpret_cast<void*>(a.allocate), reinterpret_cast<void*>(a.map),
+                   reinterpret_cast<void*>(a.release), reinterpret_cast<void*>(a.free),
+                   reinterpret_cast<void*>(a.status), reinterpret_cast<void*>(a.interrupt),
+                   reinterpret_cast<void*>(a.string_free)})
+    EXPECT_NE(fn, nullptr);
+  // orch::orchestrator::validate_prompt's neighbour, as the compiler names a host internal.
+  EXPECT_EQ(
+      ::dlsym(a.handle,
+              "_ZN4orch12orchestrator12parse_promptESt17basic_string_viewIcSt11char_traitsIcEE"),
+      nullptr);
+}
+
+TEST_F(host_library, bad_arguments_are_refused_with_a_reason_and_nothing_starts) {
+  char* error = nullptr;
+  orch_host* h = reinterpret_cast<orch_host*>(0x1);
+  EXPECT_EQ(api().start(nullptr, &h, &error), ORCH_HOST_INVALID);
+  EXPECT_EQ(h, nullptr);
+  EXPECT_EQ(take(error)["code"], "invalid_argument");
+  orch_host_options o{};  // struct_size 0: a caller that does not speak this ABI
+  o.deployment = "x.toml";
+  EXPECT_EQ(api().start(&o, &h, &error), ORCH_HOST_INVALID);
+  EXPECT_EQ(take(error)["code"], "invalid_argument");
+  // Every other entry point takes a null host without a crash.
+  EXPECT_EQ(api().nodes(nullptr), nullptr);
+  EXPECT_EQ(api().status(nullptr), nullptr);
+  EXPECT_EQ(api().call(nullptr, "{}", &error), ORCH_HOST_INVALID);
+  api().interrupt(nullptr);
+  api().stop(nullptr);
+}
+
+TEST_F(host_library, a_deployment_with_errors_is_refused_with_file_line_and_key) {
+  const fs::path file = write_deployment("[workers]\nbogus_key = 1\n");
+  orch_host_options o{};
+  o.struct_size = sizeof o;
+  const std::string path = file.string();
+  o.deployment = path.c_str();
+  char* error = nullptr;
+  EXPECT_EQ(api().start(&o, &host_, &error), ORCH_HOST_INVALID);
+  EXPECT_EQ(host_, nullptr);
+  const json e = take(error);
+  EXPECT_EQ(e["code"], "invalid_deployment") << e.dump();
+  ASSERT_TRUE(e["diagnostics"].is_array() && !e["diagnostics"].empty()) << e.dump();
+  const json d = e["diagnostics"][0];
+  EXPECT_EQ(d["file"], path);
+  EXPECT_GT(d["line"].get<int>(), 0);
+  EXPECT_NE(e.dump().find("workers"), std::string::npos) << e.dump();
+}
+
+TEST_F(host_library, a_node_runs_and_its_output_block_is_the_callers_until_released) {
+  ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
+  const json nodes = take(api().nodes(host_));
+  ASSERT_TRUE(nodes["classes"].contains("TestBlob")) << nodes.dump();
+  EXPECT_EQ(nodes["classes"]["TestBlob"]["env"], "native-nodes");
+  EXPECT_EQ(nodes["workers"][0]["state"], "ready");
+  EXPECT_GE(api().begin_prompt(host_), 1u);
+
+  auto [status, r] = call({{"node", "1"}, {"class_type", "TestBlob"}, {"inputs", {{"mib", 1}}}});
+  ASSERT_EQ(status, ORCH_HOST_OK) << r.dump();
+  ASSERT_EQ(r["held"].size(), 1u) << r.dump();
+  orch_host_block b = block_of(r["held"][0]);
+  ASSERT_EQ(api().map(host_, &b), ORCH_HOST_OK);
+  // The worker's bytes, read in this process: TestBlob sets the first and the last.
+  EXPECT_EQ(static_cast<unsigned char*>(b.data)[0], 7);
+  EXPECT_EQ(static_cast<unsigned char*>(b.data)[(1u << 20) - 1], 9);
+  // Held, it is any call's input.
+  auto [peek_status, peek] = call(
+      {{"node", "2"}, {"class_type", "TestBlobPeek"}, {"inputs", {{"blob", r["outputs"][0]}}}});
+  ASSERT_EQ(peek_status, ORCH_HOST_OK) << peek.dump();
+  EXPECT_EQ(peek["outputs"][0], 16);
+  // Released once; a second release and a use after it are refused, not crashes.
+  EXPECT_EQ(api().release(host_, &b), ORCH_HOST_OK);
+  EXPECT_EQ(api().release(host_, &b), ORCH_HOST_INVALID);
+  EXPECT_EQ(api().map(host_, &b), ORCH_HOST_INVALID);
+  auto [after, refusal] = call(
+      {{"node", "3"}, {"class_type", "TestBlobPeek"}, {"inputs", {{"blob", r["outputs"][0]}}}});
+  EXPECT_EQ(after, ORCH_HOST_INVALID);
+  EXPECT_EQ(refusal["code"], "invalid_input") << refusal.dump();
+}
+
+TEST_F(host_library, a_block_the_caller_allocated_and_filled_reaches_a_worker) {
+  ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
+  orch_host_block b{};
+  b.struct_size = sizeof b;
+  ASSERT_EQ(api().allocate(host_, 4096, &b), ORCH_HOST_OK);
+  ASSERT_NE(b.data, nullptr);
+  std::memset(b.data, 0, 4096);
+  static_cast<unsigned char*>(b.data)[0] = 40;
+  static_cast<unsigned char*>(b.data)[4095] = 2;
+  auto [status, r] = call(
+      {{"node", "1"}, {"class_type", "TestBlobPeek"}, {"inputs", {{"blob", blob_of(b, 4096)}}}});
+  ASSERT_EQ(status, ORCH_HOST_OK) << r.dump();
+  EXPECT_EQ(r["outputs"][0], 42);
+  EXPECT_EQ(api().release(host_, &b), ORCH_HOST_OK);
+  // A zero-sized or short struct is refused.
+  orch_host_block short_block{};
+  EXPECT_EQ(api().allocate(host_, 4096, &short_block), ORCH_HOST_INVALID);
+}
+
+TEST_F(host_library, a_block_the_caller_does_not_hold_never_reaches_a_worker) {
+  ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
+  orch_host_block forged{};
+  forged.struct_size = sizeof forged;
+  forged.segment = 1;
+  forged.generation = 1;
+  forged.size = 4096;
+  auto [status, r] = call({{"node", "1"},
+                           {"class_type", "TestBlobPeek"},
+                           {"inputs", {{"blob", blob_of(forged, 4096)}}}});
+  EXPECT_EQ(status, ORCH_HOST_INVALID);
+  EXPECT_EQ(r["code"], "invalid_input") << r.dump();
+}
+
+TEST_F(host_library, bad_requests_and_unknown_classes_are_refused_and_node_errors_are_failures) {
+  ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
+  char* response = nullptr;
+  EXPECT_EQ(api().call(host_, "{not json", &response), ORCH_HOST_INVALID);
+  EXPECT_EQ(take(response)["code"], "invalid_request");
+  EXPECT_EQ(call({{"class_type", "TestEmpty"}}).first, ORCH_HOST_INVALID);
+  auto [unknown, u] =
+      call({{"node", "1"}, {"class_type", "NoSuchNode"}, {"inputs", json::object()}});
+  EXPECT_EQ(unknown, ORCH_HOST_INVALID);
+  EXPECT_EQ(u["code"], "missing_node_type");
+  auto [failed, f] = call({{"node", "9"}, {"class_type", "TestFail"}, {"inputs", json::object()}});
+  EXPECT_EQ(failed, ORCH_HOST_FAILED);
+  EXPECT_EQ(f["error"]["type"], "value_error") << f.dump();
+  EXPECT_EQ(f["error"]["node"], "9");
+  EXPECT_EQ(f["error"]["message"], "TestFail always fails");
+}
+
+TEST_F(host_library, a_worker_killed_mid_call_fails_that_call_and_the_next_one_runs) {
+  ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
+  const json status = take(api().status(host_));
+  const pid_t pid = status["workers"][0]["pid"];
+  ASSERT_GT(pid, 0) << status.dump();
+  auto running = std::async(std::launch::async, [&] {
+    return call({{"node", "1"}, {"class_type", "TestSleep"}, {"inputs", {{"ms", 20000}}}});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(running.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto [killed, k] = running.get();
+  EXPECT_EQ(killed, ORCH_HOST_FAILED);
+  EXPECT_EQ(k["error"]["type"], "worker_died") << k.dump();
+  // The supervisor restarts it: a later call runs in the new generation.
+  int ok = ORCH_HOST_FAILED;
+  for (int i = 0; i < 100 && ok != ORCH_HOST_OK; ++i) {
+    ok = call({{"node", "2"}, {"class_type", "TestEmpty"}, {"inputs", json::object()}}).first;
+    if (ok != ORCH_HOST_OK) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(ok, ORCH_HOST_OK);
+  std::lock_guard lock(events_mutex_);
+  bool saw_ready = false;
+  for (const auto& e : events_)
+    saw_ready = saw_ready || (e["type"] == "worker" && e["data"]["state"] == "ready");
+  EXPECT_TRUE(saw_ready);
+}
+
+TEST_F(host_library, progress_reaches_the_callback_and_interrupt_stops_the_running_node) {
+  ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
+  api().begin_prompt(host_);
+  auto running = std::async(std::launch::async, [&] {
+    return call({{"node", "5"}, {"class_type", "TestSleep"}, {"inputs", {{"ms", 20000}}}});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  api().interrupt(host_);
+  ASSERT_EQ(running.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto [status, r] = running.get();
+  EXPECT_EQ(status, ORCH_HOST_FAILED);
+  EXPECT_EQ(r["error"]["type"], "interrupted") << r.dump();
+  std::lock_guard lock(events_mutex_);
+  bool progress = false;
+  for (const auto& e : events_)
+    progress = progress || (e["type"] == "progress" && e["data"]["node"] == "5" &&
+                            e["data"]["env"] == "native-nodes");
+  EXPECT_TRUE(progress);
+}
+
+TEST_F(host_library, free_and_status_answer_as_json) {
+  ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
+  const json receipts = take(api().free(host_, 1, 1));
+  ASSERT_TRUE(receipts.contains("native-nodes")) << receipts.dump();
+  EXPECT_TRUE(receipts["native-nodes"].contains("freed")) << receipts.dump();
+  const json status = take(api().status(host_));
+  ASSERT_TRUE(status["memory"].is_array());
+  EXPECT_EQ(status["memory"][0]["process"], "host") << status.dump();
+  EXPECT_EQ(status["memory"].size(), 2u);
+}
+
+// The interpreter for comfy_orch.host: ORCH_TEST_PYTHON, else Debian's (with numpy and torch).
+std::string test_python() {
+  const char* chosen = std::getenv("ORCH_TEST_PYTHON");
+  return chosen != nullptr && *chosen != '\0' ? chosen : "/usr/bin/python3";
+}
+
+TEST_F(host_library, the_comfy_orch_host_package_drives_it_from_python) {
+#ifdef ORCH_TEST_SANITIZED
+  GTEST_SKIP() << "a sanitized liborch_host.so cannot load into an uninstrumented python3";
+#endif
+  if (std::system((test_python() + " -c 'import numpy, torch' 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << test_python() << " lacks numpy or torch (apt-get install python3-numpy "
+                 << "python3-torch)";
+  const fs::path pack = fs::path(ORCH_TEST_PYTHON_PACKS) / "PyContract";
+  fs::create_directories(dir_ / "packs");
+  fs::copy(pack, dir_ / "packs/PyContract", fs::copy_options::recursive);
+  fs::copy_file(fs::path(ORCH_TEST_PYTHON_PACKS) / "where.py",
+                dir_ / "packs/PyContract/nodes/where.py");
+  // The pool is 32 MiB: the script's release test counts on it.
+  const fs::path file =
+      write_deployment("[packs.python]\n\"pycontract-nodes\" = \"" + test_python() + "\"\n");
+  std::string text;
+  {
+    std::ifstream in(file);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto at = text.find("paths = [\"packs/Native\"]");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 24, "paths = [\"packs/Native\", \"packs/PyContract\"]");
+  std::ofstream(file) << text;
+  const std::string command = "cd '" + dir_.string() + "' && ORCH_HOST_LIBRARY='" +
+                              ORCH_TEST_HOST_LIBRARY + "' ORCH_WORKER_EXECUTABLE='" +
+                              ORCH_TEST_WORKER + "' ORCH_LOG_LEVEL=warn PYTHONPATH='" +
+                              ORCH_TEST_PYTHON_PACKAGE + "' " + test_python() + " '" +
+                              ORCH_TEST_HOST_SCRIPT + "' '" + file.string() + "' > python.log 2>&1";
+  const int rc = std::system(command.c_str());
+  std::ifstream log(dir_ / "python.log");
+  const std::string output((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_EQ(rc, 0) << output;
+  EXPECT_NE(output.find("OK"), std::string::npos) << output;
+}
+
+}  // namespace
