@@ -7,15 +7,23 @@ import sys
 import threading
 import time
 
-from . import _call
+from . import _call, _import_hooks
 
 
 def install_hooks():
-    utils = sys.modules.get("comfy.utils")
-    if utils is not None and hasattr(utils, "set_progress_bar_global_hook"):
+    """ComfyUI's progress hook and interrupt watcher, each as soon as the pack imports the module
+    it belongs to, at its import or later inside a node's call."""
+    _import_hooks.after_import("comfy.utils", _hook_progress)
+    _import_hooks.after_import("comfy.model_management", _watch_interrupt_flag)
+
+
+def _hook_progress(utils):
+    if hasattr(utils, "set_progress_bar_global_hook"):
         utils.set_progress_bar_global_hook(_progress_hook)
-    management = sys.modules.get("comfy.model_management")
-    if management is not None and hasattr(management, "interrupt_current_processing"):
+
+
+def _watch_interrupt_flag(management):
+    if hasattr(management, "interrupt_current_processing"):
         # Node code may hold ComfyUI's check under any name it imported it as, so the interrupt
         # reaches it through ComfyUI's own flag: a watcher sets it while a call runs.
         threading.Thread(target=_watch_interrupts, args=(management,), name="comfy_orch-interrupt",

@@ -8,7 +8,7 @@ its import (5 ms) in every worker's start. The handler goes in when something im
 import sys
 import threading
 
-from . import _abi
+from . import _abi, _import_hooks
 
 
 class _LineWriter:
@@ -67,34 +67,7 @@ def _log_handler(logging, lib):
         root.setLevel(logging.INFO)
 
 
-class _WhenLoggingImports:
-    """A meta path finder that only watches for `logging`: it lets the normal finders load it,
-    then installs the handler before the importer sees the module."""
-
-    def __init__(self, lib):
-        self._lib = lib
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "logging":
-            return None
-        sys.meta_path.remove(self)
-        import importlib.machinery
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module, lib = spec.loader.exec_module, self._lib
-
-        def exec_then_forward(module):
-            exec_module(module)
-            _log_handler(module, lib)
-        spec.loader.exec_module = exec_then_forward
-        return spec
-
-
 def forward(lib):
     sys.stdout = _LineWriter(lib, _abi.LOG_INFO, "<stdout>")
     sys.stderr = _LineWriter(lib, _abi.LOG_WARN, "<stderr>")
-    if "logging" in sys.modules:
-        _log_handler(sys.modules["logging"], lib)
-    else:
-        sys.meta_path.insert(0, _WhenLoggingImports(lib))
+    _import_hooks.after_import("logging", lambda logging: _log_handler(logging, lib))
