@@ -113,7 +113,8 @@ int32_t guarded(char** error, F&& fn) noexcept {
 }
 
 bool valid_block(const orch_host_block* b) {
-  return b != nullptr && b->struct_size >= sizeof(orch_host_block);
+  return b != nullptr && b->struct_size >= sizeof(orch_host_block) &&
+         b->generation <= UINT32_MAX;  // the pool's generations are 32-bit
 }
 
 orch::ipc::buffer_descriptor descriptor_of(const orch_host_block& b) {
@@ -159,6 +160,7 @@ int32_t orch_host_start(const orch_host_options* options, orch_host** host, char
     orch::manifests::diagnostics diags;
     auto started = library_host::start(options->deployment, worker, layout, diags, events);
     if (!started) {
+      log_events()->set(nullptr);
       json e = error_json(started.err().code, started.err().message);
       e["diagnostics"] = orch::cli::diagnostics_to_json(diags);
       set_error(error, e);
@@ -273,6 +275,8 @@ void orch_host_stop(orch_host* host) {
   if (host == nullptr) return;
   try {
     host->host->stop();
+    // The caller's callback may be gone once it stopped us: no log line reaches it any more.
+    log_events()->set(nullptr);
   } catch (...) {
   }
   delete host;

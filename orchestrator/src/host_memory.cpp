@@ -132,6 +132,14 @@ std::string host_memory::backend_plugin() const {
   return backend_ ? backend_->library().path().string() : std::string();
 }
 
+void host_memory::keep_pool_mapped() noexcept {
+  // Never destroyed, so never unmapped: the objects are unreachable from here on, and nothing
+  // they point to is touched again.
+  (void)leases_.release();
+  (void)pool_.release();
+  (void)registrar_.release();
+}
+
 host_memory::~host_memory() {
   // The pool's segments unregister from the device before it closes (backend_pin_registrar.hpp).
   leases_.reset();

@@ -210,7 +210,8 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   // spawn: no worker's handshake deadline runs while the host is still probing.
   for (auto& spec : specs) h->supervisor_->start(std::move(spec));
   for (const auto& s : h->skipped_) spdlog::warn("env {} runs no worker: {}", s.env, s.reason);
-  h->io_thread_ = std::thread([io = &h->io_] {
+  h->io_thread_ = std::thread([io = &h->io_, id = &h->io_thread_id_] {
+    id->store(std::this_thread::get_id());
     auto guard = boost::asio::make_work_guard(*io);
     io->run();
   });

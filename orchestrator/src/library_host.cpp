@@ -26,6 +26,18 @@ result<std::unique_ptr<library_host>> library_host::start(const std::string& dep
   if (!host) return host.err();
   std::unique_ptr<library_host> lh(new library_host());
   lh->host_ = std::move(*host);
+  for (const auto& pack : prepared->inventory.packs) {
+    for (const auto& e : pack.envs) {
+      lh->envs_.push_back({{"env", e.dir.env_name},
+                           {"pack_dir", e.dir.pack_dir.string()},
+                           {"node_dir", (e.dir.pack_dir / e.dir.relative_dir).string()},
+                           {"config", e.dir.config.string()},
+                           {"native", e.status.native},
+                           {"state", manifests::to_string(e.status.state)},
+                           {"interpreter", e.status.interpreter.string()},
+                           {"detail", e.status.detail}});
+    }
+  }
   host_runtime& h = *lh->host_;
   if (events) {
     h.on_io_thread([&h, events] {
@@ -37,6 +49,7 @@ result<std::unique_ptr<library_host>> library_host::start(const std::string& dep
                           {"error", w.last_error}});
       };
       h.workers().on_progress = [events](const std::string& env, const json& progress) {
+        if (!progress.is_object()) return;  // a worker's message: untrusted
         json data = progress;
         data["env"] = env;
         events("progress", data);
@@ -53,7 +66,7 @@ library_host::~library_host() {
 
 json library_host::nodes() {
   host_runtime& h = *host_;
-  return h.on_io_thread([&h] {
+  return h.on_io_thread([this, &h] {
     json classes = json::object(), workers = json::array(), skipped = json::array();
     for (const auto& w : h.workers().workers()) {
       workers.push_back({{"env", w.env},
@@ -76,7 +89,8 @@ json library_host::nodes() {
     for (const auto& s : h.skipped()) skipped.push_back({{"env", s.env}, {"reason", s.reason}});
     return json{{"classes", std::move(classes)},
                 {"workers", std::move(workers)},
-                {"skipped", std::move(skipped)}};
+                {"skipped", std::move(skipped)},
+                {"envs", envs_}};
   });
 }
 
@@ -198,7 +212,7 @@ json library_host::free(bool unload_models, bool free_memory) {
 
 json library_host::status_json() {
   host_runtime& h = *host_;
-  return h.on_io_thread([&h] {
+  return h.on_io_thread([this, &h] {
     json workers = json::array();
     for (const auto& w : h.workers().workers()) {
       workers.push_back({{"env", w.env},
@@ -235,6 +249,10 @@ void library_host::stop() {
     }
   });
   h.shutdown();
+  // A block still held is one the caller may still read (a view in ComfyUI's cache): its bytes
+  // stay mapped, stale, rather than vanish under it. After shutdown: the supervisor used the
+  // lease table to the end, and the io thread is gone, so nothing else touches the memory.
+  if (!holds.empty()) h.memory().keep_pool_mapped();
 }
 
 }  // namespace orch::orchestrator

@@ -35,6 +35,9 @@ class library_host {
   library_host& operator=(const library_host&) = delete;
   ~library_host();  // stop()
 
+  // The classes of the running workers (each worker's own schema, with its "env"), the workers,
+  // the envs that run none and why, and every env of the deployment with its node directory and
+  // state: what a ComfyUI pack needs to bind its directories to envs (docs/host-library.md).
   nlohmann::json nodes();
   std::uint64_t begin_prompt() { return ++epoch_; }
 
@@ -68,6 +71,7 @@ class library_host {
   std::vector<ipc::buffer_descriptor> held_descriptors();
 
   std::unique_ptr<host_runtime> host_;
+  nlohmann::json envs_ = nlohmann::json::array();  // every env of the inventory, run or not
   std::mutex mutex_;  // guards holds_
   std::vector<hold> holds_;
   // Calls before the first begin_prompt() belong to epoch 1: 0 is "before any prompt", which a

@@ -84,14 +84,27 @@ def as_array(value):
     return None
 
 
-def still_over(obj, t):
-    """Whether `obj`, handed to node code over tensor `t`, still is exactly t's bytes: in-place
-    reshapes (`a.shape = ...`, `unsqueeze_`) and restrides (`transpose_`) keep the object."""
-    if len(obj.shape) != t.ndim or any(obj.shape[i] != t.shape[i] for i in range(t.ndim)):
+_TORCH_CODES = {"torch.float32": _abi.DTYPE_F32, "torch.uint8": _abi.DTYPE_U8,
+                "torch.int64": _abi.DTYPE_I64}
+
+
+def is_exactly(obj, dtype_code, shape, address):
+    """Whether `obj` (a numpy array or a torch tensor) is exactly these bytes: this dtype and
+    shape, C-contiguous, at `address`."""
+    if tuple(obj.shape) != tuple(shape):
         return False
     if isinstance(obj, np.ndarray):
-        return obj.flags.c_contiguous and obj.ctypes.data == (t.data or 0)
-    return obj.is_contiguous() and obj.data_ptr() == (t.data or 0)
+        return (_CODES.get(obj.dtype) == dtype_code and obj.flags.c_contiguous and
+                obj.ctypes.data == address)
+    return (_TORCH_CODES.get(str(obj.dtype)) == dtype_code and obj.is_contiguous() and
+            obj.data_ptr() == address)
+
+
+def still_over(obj, t):
+    """Whether `obj`, handed to node code over tensor `t`, still is exactly t's bytes: in-place
+    reshapes (`a.shape = ...`, `unsqueeze_`), restrides (`transpose_`) and dtype changes
+    (`a.dtype = ...`) keep the object."""
+    return is_exactly(obj, t.dtype, [t.shape[i] for i in range(t.ndim)], t.data or 0)
 
 
 def same_bytes(a, t):

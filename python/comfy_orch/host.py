@@ -12,6 +12,8 @@ last Python reference to it goes; only then is the hold released.
         outputs = host.call("TestDouble", {"value": 21})
 """
 
+import collections
+import contextlib
 import ctypes
 import json
 import os
@@ -109,23 +111,62 @@ class _Held:
         self.block = block
 
 
+class _Library:
+    """The library's host pointer, shared by a Host and its finalizers. Calls count themselves
+    in and stop waits for them; a finalizer only queues its block (it may run on any thread, at
+    any allocation, even on the library's own thread inside an event), and the next call sends
+    the queued releases."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.handle = None
+        self.cond = threading.Condition()
+        self.calls = 0
+        self.released = collections.deque()
+
+    @contextlib.contextmanager
+    def use(self):
+        with self.cond:
+            if self.handle is None:
+                raise HostError("stopped", "the host was stopped")
+            self.calls += 1
+            handle = self.handle
+        try:
+            while self.released:
+                block = self.released.popleft()
+                self.lib.orch_host_release(handle, ctypes.byref(block))
+            yield handle
+        finally:
+            with self.cond:
+                self.calls -= 1
+                self.cond.notify_all()
+
+    def stop(self):
+        with self.cond:
+            handle, self.handle = self.handle, None
+            while self.calls:
+                self.cond.wait()
+        if handle is not None:
+            self.released.clear()  # the stop releases every hold
+            self.lib.orch_host_stop(handle)
+
+
 class Host:
     def __init__(self, deployment, on_event=None, worker_executable=None):
-        self._lib = load_library()
-        self._handle = None
-        self._lock = threading.Lock()
+        self._library = _Library(load_library())
+        self._lib = self._library.lib
         self._blocks = {}  # (segment, generation, offset) -> weakref of its _Held
-        self._views = {}   # id(view) -> (weakref of view, wire): tensors that may come back
+        self._views = {}   # id(view) -> (weakref of view, wire, address): tensors that may return
         self._by_wire = {}  # the wire form (as JSON text) -> weakref of the live view of it
-        self._on_event = on_event
 
         def deliver(_user, kind, data):
-            if self._on_event is not None:
+            if on_event is not None:
                 try:
-                    self._on_event(kind.decode(), json.loads(data.decode("utf-8", "replace")))
+                    on_event(kind.decode(), json.loads(data.decode("utf-8", "replace")))
                 except Exception:  # an event handler must never fail the host's thread
                     pass
-        self._event_fn = EventFn(deliver)  # kept: the library calls it until stop()
+        # Kept by the library until stop; it refers to no Host, so no cycle keeps one alive.
+        self._event_fn = EventFn(deliver)
         options = Options(ctypes.sizeof(Options), 0, os.fsencode(deployment), self._event_fn,
                           None, os.fsencode(worker_executable) if worker_executable else None)
         handle, error = ctypes.c_void_p(), ctypes.c_void_p()
@@ -135,26 +176,22 @@ class Host:
             e = self._take_json(error.value) or {}
             raise HostError(e.get("code", "start_failed"), e.get("message", "the host did not start"),
                             e)
-        self._handle = handle.value
+        self._library.handle = handle.value
+        # Stopped when this Host goes, or at interpreter exit, whichever is first.
+        self._stopper = weakref.finalize(self, self._library.stop)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def stop(self):
-        if self._handle is not None:
-            self._lib.orch_host_stop(self._handle)
-            self._handle = None
+        """Stops the workers and releases every block. Views kept past it stay readable (their
+        bytes stay mapped, no longer the host's: docs/host-library.md)."""
+        self._stopper()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.stop()
-
-    def __del__(self):
-        try:
-            self.stop()
-        except Exception:
-            pass
 
     # -- JSON in and out ---------------------------------------------------------------------
 
@@ -166,49 +203,51 @@ class Host:
         finally:
             self._lib.orch_host_string_free(pointer)
 
-    def _live(self):
-        if self._handle is None:
-            raise HostError("stopped", "the host was stopped")
-        return self._handle
-
     def nodes(self):
-        return self._take_json(self._lib.orch_host_nodes(self._live()))
+        with self._library.use() as handle:
+            return self._take_json(self._lib.orch_host_nodes(handle))
 
     def status(self):
-        return self._take_json(self._lib.orch_host_status(self._live()))
+        with self._library.use() as handle:
+            return self._take_json(self._lib.orch_host_status(handle))
 
     def free(self, unload_models=True, free_memory=True):
-        return self._take_json(self._lib.orch_host_free(self._live(), int(unload_models),
-                                                        int(free_memory)))
+        with self._library.use() as handle:
+            return self._take_json(self._lib.orch_host_free(handle, int(unload_models),
+                                                            int(free_memory)))
 
     def begin_prompt(self):
-        return self._lib.orch_host_begin_prompt(self._live())
+        with self._library.use() as handle:
+            return self._lib.orch_host_begin_prompt(handle)
 
     def interrupt(self):
-        self._lib.orch_host_interrupt(self._live())
+        with self._library.use() as handle:
+            self._lib.orch_host_interrupt(handle)
 
     # -- calls -------------------------------------------------------------------------------
 
     def call(self, class_type, inputs, node="1", hidden=None, method=None):
         """Runs node `class_type` with `inputs` (name -> Python value) in its worker and returns
         its outputs as a list of Python values; raises NodeError when it failed."""
-        keep = []  # the holds of tensors copied in, until the answer holds what it returns
-        request = {"node": str(node), "class_type": class_type,
-                   "inputs": {k: self._to_wire(v, keep) for k, v in inputs.items()}}
-        if hidden is not None:
-            request["hidden"] = hidden
-        if method is not None:
-            request["method"] = method
-        response = ctypes.c_void_p()
-        status = self._lib.orch_host_call(self._live(), json.dumps(request).encode(),
-                                          ctypes.byref(response))
-        body = self._take_json(response.value) or {}
-        holds = {self._key(d): self._hold(d) for d in body.get("held", [])}
-        if status == INVALID:
-            raise HostError(body.get("code", "invalid_request"), body.get("message", ""), body)
-        if status != OK:
-            raise NodeError(body.get("error", {}))
-        return [self._from_wire(v, holds) for v in body.get("outputs", [])]
+        with self._library.use() as handle:
+            keep = []  # the holds of tensors copied in, until the answer holds what it returns
+            request = {"node": str(node), "class_type": class_type,
+                       "inputs": {k: self._to_wire(handle, v, keep) for k, v in inputs.items()}}
+            if hidden is not None:
+                request["hidden"] = hidden
+            if method is not None:
+                request["method"] = method
+            response = ctypes.c_void_p()
+            status = self._lib.orch_host_call(handle, json.dumps(request).encode(),
+                                              ctypes.byref(response))
+            body = self._take_json(response.value) or {}
+            holds = {self._key(d): self._hold(d) for d in body.get("held", [])}
+            if status == INVALID:
+                raise HostError(body.get("code", "invalid_request"), body.get("message", ""),
+                                body)
+            if status != OK:
+                raise NodeError(body.get("error", {}))
+            return [self._from_wire(handle, v, holds) for v in body.get("outputs", [])]
 
     # -- values ------------------------------------------------------------------------------
 
@@ -222,83 +261,79 @@ class Host:
 
     def _held(self, block):
         held = _Held(block)
-        weakref.finalize(held, self._release, block)
-        with self._lock:
-            self._blocks[(block.segment, block.generation, block.offset)] = weakref.ref(held)
+        key = (block.segment, block.generation, block.offset)
+        weakref.finalize(held, self._library.released.append, block)
+        weakref.finalize(held, self._blocks.pop, key, None)
+        self._blocks[key] = weakref.ref(held)
         return held
 
-    def _release(self, block):
-        with self._lock:
-            self._blocks.pop((block.segment, block.generation, block.offset), None)
-        if self._handle is not None:
-            self._lib.orch_host_release(self._handle, ctypes.byref(block))
-
-    def _to_wire(self, value, keep):
+    def _to_wire(self, handle, value, keep):
         from . import _tensors
         if isinstance(value, (list, tuple)) and not _is_tensor(value):
-            return [self._to_wire(v, keep) for v in value]
+            return [self._to_wire(handle, v, keep) for v in value]
         if isinstance(value, dict):
-            return {"dict": {str(k): self._to_wire(v, keep) for k, v in value.items()}}
+            return {"dict": {str(k): self._to_wire(handle, v, keep) for k, v in value.items()}}
         array = _tensors.as_array(value) if _is_tensor(value) else None
         if array is None:
             return value
-        with self._lock:
-            known = self._views.get(id(value))
+        known = self._views.get(id(value))
         if known is not None and known[0]() is value:
-            return known[1]  # a worker's tensor passed back as it is: the same block
-        return self._copy_in(array, keep)
+            t = known[1]["tensor"]
+            # A worker's tensor passed back as it is: the same block, no copy; unless node code
+            # reshaped or retyped that very object in place since.
+            if _tensors.is_exactly(value, t["dtype"], t["shape"], known[2]):
+                return known[1]
+        return self._copy_in(handle, array, keep)
 
-    def _copy_in(self, array, keep):
+    def _copy_in(self, handle, array, keep):
         import numpy as np
         from . import _tensors
-        array = np.ascontiguousarray(array)
+        if not array.flags.c_contiguous:
+            array = np.array(array, order="C")
         block = Block(ctypes.sizeof(Block))
         size = max(array.nbytes, 1)
-        if self._lib.orch_host_allocate(self._live(), size, ctypes.byref(block)) != OK:
+        if self._lib.orch_host_allocate(handle, size, ctypes.byref(block)) != OK:
             raise MemoryError("the pinned pool has no room for a %d-byte tensor" % size)
         keep.append(self._held(block))
         ctypes.memmove(block.data, array.ctypes.data, array.nbytes)
-        wire = {"tensor": {"dtype": _tensors.dtype_code(array.dtype), "shape": list(array.shape),
-                           "descriptor": {"segment": block.segment, "generation": block.generation,
+        return {"tensor": {"dtype": _tensors.dtype_code(array.dtype), "shape": list(array.shape),
+                           "descriptor": {"segment": block.segment,
+                                          "generation": block.generation,
                                           "offset": block.offset, "size": block.size}}}
-        return wire
 
-    def _from_wire(self, value, holds):
+    def _from_wire(self, handle, value, holds):
         if isinstance(value, list):
-            return [self._from_wire(v, holds) for v in value]
+            return [self._from_wire(handle, v, holds) for v in value]
         if not isinstance(value, dict):
             return value
         if "dict" in value:
-            return {k: self._from_wire(v, holds) for k, v in value["dict"].items()}
+            return {k: self._from_wire(handle, v, holds) for k, v in value["dict"].items()}
         if "tensor" not in value:
             return value
-        return self._view(value, holds)
+        return self._view(handle, value, holds)
 
-    def _view(self, wire, holds):
+    def _view(self, handle, wire, holds):
         import numpy as np
         from . import _tensors
         t = wire["tensor"]
-        d = t["descriptor"]
-        key = self._key(d)
-        # A tensor that is already a live view here (a node passed its input through) comes
-        # back as that same object: ComfyUI's caches and `is` checks see one tensor.
-        text = json.dumps(wire, sort_keys=True)
-        with self._lock:
-            ref = self._by_wire.get(text)
-        same = ref() if ref is not None else None
-        if same is not None:
-            return same
+        key = self._key(t["descriptor"])
         held = holds.get(key)
         if held is None:
-            with self._lock:
-                ref = self._blocks.get(key)
+            ref = self._blocks.get(key)
             held = ref() if ref is not None else None
         if held is None:
             raise HostError("not_held", "a worker returned a tensor in a block this process "
                             "does not hold")
         block = held.block
-        if not block.data and self._lib.orch_host_map(self._live(), ctypes.byref(block)) != OK:
+        if not block.data and self._lib.orch_host_map(handle, ctypes.byref(block)) != OK:
             raise HostError("not_held", "block %s cannot be mapped" % (key,))
+        # A tensor that is already a live view here (a node passed its input through) comes
+        # back as that same object: ComfyUI's caches and `is` checks see one tensor.
+        text = json.dumps(wire, sort_keys=True)
+        ref = self._by_wire.get(text)
+        same = ref() if ref is not None else None
+        if same is not None and _tensors.is_exactly(same, t["dtype"], t["shape"], block.data):
+            return same
         dtype = {_abi.DTYPE_F32: np.float32, _abi.DTYPE_U8: np.uint8,
                  _abi.DTYPE_I64: np.int64}[t["dtype"]]
         memory = _tensors._Memory(block.data, tuple(t["shape"]), np.dtype(dtype))
@@ -309,18 +344,13 @@ class Host:
             view = torch.from_numpy(array)
         else:
             view = array
-        with self._lock:
-            self._views[id(view)] = (weakref.ref(view), wire)
-            self._by_wire[text] = weakref.ref(view)
-        weakref.finalize(view, self._forget, id(view), text)
+        # Finalizers touch these maps with single dict operations only (no lock: they may run
+        # while this thread holds one).
+        self._views[id(view)] = (weakref.ref(view), wire, block.data)
+        self._by_wire[text] = weakref.ref(view)
+        weakref.finalize(view, self._views.pop, id(view), None)
+        weakref.finalize(view, self._by_wire.pop, text, None)
         return view
-
-    def _forget(self, key, text):
-        with self._lock:
-            self._views.pop(key, None)
-            ref = self._by_wire.get(text)
-            if ref is not None and ref() is None:
-                del self._by_wire[text]
 
 
 def _is_tensor(value):

@@ -55,6 +55,24 @@ class HostFromPython(unittest.TestCase):
         self.assertEqual(seen_at, made_at)
         self.assertEqual(total, 2.0 * 96)
 
+    def test_a_view_reshaped_in_place_goes_back_with_its_new_shape(self):
+        image, _ = self.host.call("MakeImage", {"value": 1.0})
+        image.shape = (1, 96, 1, 1)  # the same object, no longer the worker's layout
+        kind, _, total, _ = self.host.call("Describe", {"image": image}, node="8",
+                                           hidden=prompt_of("8", "Describe"))
+        self.assertEqual(kind, "numpy ndarray float32 (1, 96, 1, 1)")
+        self.assertEqual(total, 96.0)
+
+    def test_a_view_kept_past_its_hosts_stop_stays_readable(self):
+        other = Host(DEPLOYMENT)
+        image, _ = other.call("MakeImage", {"value": 3.0})
+        other.stop()
+        other.stop()  # twice is harmless
+        self.assertEqual(float(image.sum()), 3.0 * 96)  # stale bytes, never unmapped memory
+        with self.assertRaises(HostError) as caught:
+            other.call("MakeImage", {"value": 1.0})
+        self.assertEqual(caught.exception.code, "stopped")
+
     def test_a_block_is_released_when_its_last_view_goes(self):
         # 8 MiB blocks on a 32 MiB pool: ten of them fit only if each goes back when dropped.
         for _ in range(10):

@@ -256,6 +256,11 @@ TEST_F(host_library, a_block_the_caller_allocated_and_filled_reaches_a_worker) {
       {{"node", "1"}, {"class_type", "TestBlobPeek"}, {"inputs", {{"blob", blob_of(b, 4096)}}}});
   ASSERT_EQ(status, ORCH_HOST_OK) << r.dump();
   EXPECT_EQ(r["outputs"][0], 42);
+  // A generation past the pool's 32 bits names no block, even one whose low bits match.
+  orch_host_block wide = b;
+  wide.generation += std::uint64_t{1} << 32;
+  EXPECT_EQ(api().map(host_, &wide), ORCH_HOST_INVALID);
+  EXPECT_EQ(api().map(host_, &b), ORCH_HOST_OK);
   EXPECT_EQ(api().release(host_, &b), ORCH_HOST_OK);
   // A zero-sized or short struct is refused.
   orch_host_block short_block{};

@@ -62,6 +62,10 @@ class host_memory {
   // The machine ledger; nullptr when /dev/shm could not hold one (logged: this host then keeps
   // only its own budget).
   ipc::machine_ledger* ledger() noexcept { return ledger_ ? &*ledger_ : nullptr; }
+  // The pool stays mapped for the rest of the process, whatever is destroyed later: a library
+  // caller kept views of its blocks past the host's stop (docs/host-library.md). Reading them
+  // then reads stale bytes, never unmapped memory. Call only as the host stops.
+  void keep_pool_mapped() noexcept;
 
  private:
   host_memory() = default;

@@ -4,10 +4,11 @@
 // pool and lease table need no locks.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
-#include <map>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,9 +77,12 @@ class host_runtime {
   void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 
   // Runs `fn` on the io thread and returns its result.
+  // On the io thread itself (a callback that calls back in), `fn` runs at once: waiting for
+  // the thread to run it would wait on itself forever.
   template <typename F>
   auto on_io_thread(F&& fn) -> decltype(fn()) {
     using R = decltype(fn());
+    if (std::this_thread::get_id() == io_thread_id_.load()) return fn();
     std::packaged_task<R()> task(std::forward<F>(fn));
     auto future = task.get_future();
     boost::asio::post(io_, [&task] { task(); });
@@ -106,6 +110,7 @@ class host_runtime {
   std::map<std::string, manifests::device_spec> env_devices_;  // each worker's device
   std::map<std::string, std::uint64_t> models_seq_;  // the newest models report applied per env
   std::thread io_thread_;
+  std::atomic<std::thread::id> io_thread_id_{};  // set by the io thread itself as it starts
   node_catalogue catalogue_;
   std::vector<skipped_env> skipped_;
   std::vector<std::string> clashes_;

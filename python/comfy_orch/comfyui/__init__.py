@@ -1,0 +1,91 @@
+"""comfy-orch inside ComfyUI's process (docs/comfyui.md).
+
+A pack's __init__.py does, exactly as with comfy-env:
+
+    from comfy_orch.comfyui import register_nodes   # or: from comfy_env import register_nodes
+    NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = register_nodes()
+
+Discovery is comfy-env's: <pack>/nodes/comfy-env.toml (the whole nodes/ directory is one env), or
+<pack>/nodes/<subdir>/comfy-env.toml for subdirectories not starting with '.' or '_'. An env that
+runs gives proxy classes built from its worker's schemas, and the parent never imports its code.
+A node directory without a manifest is imported in-process, as comfy-env does; one whose env is
+not built is imported in-process too, with one loud line naming why and the fix.
+
+One host runtime serves the whole ComfyUI process: the first register_nodes() starts it over
+ComfyUI's custom_nodes directory (or $COMFY_ORCH_DEPLOYMENT), and it stops at exit."""
+
+import importlib
+import inspect
+import logging
+import os
+
+from . import _runtime
+from ._proxies import WorkerObject, build_proxy
+
+__all__ = ["register_nodes", "WorkerObject"]
+
+_log = logging.getLogger("comfy_orch")
+
+
+def _node_dirs(nodes_dir):
+    """comfy-env's discovery: [(directory, has_manifest)] for nodes/ itself when it has a
+    manifest, else for every nodes/<subdir> package."""
+    if os.path.isfile(os.path.join(nodes_dir, "comfy-env.toml")):
+        return [(nodes_dir, True)]
+    found = []
+    for name in sorted(os.listdir(nodes_dir)):
+        path = os.path.join(nodes_dir, name)
+        if name.startswith((".", "_")) or not os.path.isdir(path):
+            continue
+        manifest = os.path.isfile(os.path.join(path, "comfy-env.toml"))
+        if manifest or os.path.isfile(os.path.join(path, "__init__.py")):
+            found.append((path, manifest))
+    if not found and os.path.isfile(os.path.join(nodes_dir, "__init__.py")):
+        found.append((nodes_dir, False))
+    return found
+
+
+def _import_in_process(caller_package, pack_dir, node_dir):
+    """The directory as a submodule of the pack's package, as ComfyUI would import it."""
+    relative = os.path.relpath(node_dir, pack_dir).replace(os.sep, ".")
+    module = importlib.import_module("." + relative, package=caller_package)
+    return (dict(getattr(module, "NODE_CLASS_MAPPINGS", {}) or {}),
+            dict(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", {}) or {}))
+
+
+def register_nodes(nodes_package="nodes"):
+    """(NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS) for the calling pack."""
+    frame = inspect.stack()[1]
+    module = inspect.getmodule(frame.frame)
+    caller_package = module.__name__ if module is not None else None
+    pack_dir = os.path.dirname(os.path.abspath(frame.filename))
+    nodes_dir = os.path.join(pack_dir, nodes_package)
+    mappings, display = {}, {}
+    if not os.path.isdir(nodes_dir):
+        _log.warning("[comfy-orch] %s: no %s/ directory, so no nodes", pack_dir, nodes_package)
+        return mappings, display
+    dirs = _node_dirs(nodes_dir)
+    host = _runtime.host(pack_dir) if any(m for _, m in dirs) else None
+    state = host.nodes() if host is not None else {}
+    envs = {os.path.realpath(e["node_dir"]): e for e in state.get("envs", [])}
+    reasons = {s["env"]: s["reason"] for s in state.get("skipped", [])}
+    for node_dir, manifest in dirs:
+        env = envs.get(os.path.realpath(node_dir)) if manifest else None
+        classes = {name: schema for name, schema in state.get("classes", {}).items()
+                   if env is not None and schema.get("env") == env["env"]}
+        if classes:
+            for name, schema in classes.items():
+                mappings[name] = build_proxy(host, name, schema)
+                display[name] = str(schema.get("display_name") or name)
+            _log.info("[comfy-orch] %s: %d nodes isolated in env %s", node_dir, len(classes),
+                      env["env"])
+            continue
+        if manifest:
+            why = (reasons.get(env["env"]) or env.get("detail") or "its worker did not start"
+                   if env is not None else "the deployment has no env for it")
+            _log.warning("[comfy-orch] %s: not isolated: %s; importing it in-process. Run "
+                         "`comfy-orch install` to build its env.", node_dir, why)
+        m, d = _import_in_process(caller_package, pack_dir, node_dir)
+        mappings.update(m)
+        display.update(d)
+    return mappings, display

@@ -1,0 +1,182 @@
+"""ComfyUI V1 node classes that stand for a worker's classes (docs/comfyui.md): built from the
+schema the worker reported, never from importing the pack. ComfyUI's executor calls them like
+any node (FUNCTION, list mapping, hidden inputs); each call runs in the class's worker through
+the host library, and IS_CHANGED and VALIDATE_INPUTS go to the worker too."""
+
+import sys
+import threading
+
+from .._values import HANDLE_PREFIX
+from ..host import NodeError
+
+# The hidden inputs every proxy asks ComfyUI for, whatever its class declares: the node's id
+# names the call, and the prompt marks where one prompt ends and the next begins (the epoch).
+_ALWAYS_HIDDEN = {"orch_unique_id": "UNIQUE_ID", "orch_prompt": "PROMPT",
+                  "orch_extra_pnginfo": "EXTRA_PNGINFO"}
+_WIDGET_KEYS_NOT_OPTIONS = ("name", "type", "required", "options")
+
+
+class WorkerObject:
+    """A value that lives in a worker (a MODEL, a CLIP, a pack's own object): only nodes of the
+    same env can use it. Anything else that touches it gets ComfyUI-visible error naming the type
+    and its owner."""
+
+    __slots__ = ("handle", "type_name", "env")
+
+    def __init__(self, handle, type_name, env):
+        self.handle, self.type_name, self.env = handle, type_name, env
+
+    def __getattr__(self, name):
+        raise TypeError("this %s lives in the worker of env %s: only that env's nodes can use it "
+                        "(it has no %r here, in ComfyUI's process)" % (self.type_name, self.env, name))
+
+    def __repr__(self):
+        return "<%s in env %s>" % (self.type_name, self.env)
+
+
+class _Epochs:
+    """ComfyUI passes every node of one prompt the same PROMPT object: a new one is a new prompt,
+    and the host's epoch follows it (ledger workers then reset their cast buffers)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._last = None
+
+    def follow(self, host, prompt):
+        if prompt is None:
+            return
+        with self._lock:
+            if prompt is not self._last:
+                self._last = prompt
+                host.begin_prompt()
+
+
+_epochs = _Epochs()
+
+
+def input_types(schema):
+    """ComfyUI's INPUT_TYPES() of a class, from its schema's inputs and hidden inputs."""
+    out = {"required": {}, "optional": {}}
+    for spec in schema.get("inputs", []):
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            continue
+        extras = {k: v for k, v in spec.items() if k not in _WIDGET_KEYS_NOT_OPTIONS}
+        if spec.get("type") == "COMBO":
+            entry = (list(spec.get("options", [])), extras)
+        else:
+            entry = (str(spec.get("type", "*")), extras) if extras else (str(spec.get("type", "*")),)
+        out["required" if spec.get("required", True) else "optional"][spec["name"]] = entry
+    hidden = dict(schema.get("hidden") or {})
+    hidden.update(_ALWAYS_HIDDEN)
+    out["hidden"] = hidden
+    return out
+
+
+def _interrupt_watch(host, done):
+    """ComfyUI's interrupt flag (comfy.model_management) reaches the running worker node."""
+    management = sys.modules.get("comfy.model_management")
+    check = getattr(management, "processing_interrupted", None)
+    if check is None:
+        return
+    while not done.wait(0.05):
+        if check():
+            host.interrupt()
+            return
+
+
+def _to_worker(value):
+    if isinstance(value, WorkerObject):
+        return value.handle
+    if isinstance(value, list):
+        return [_to_worker(v) for v in value]
+    return value
+
+
+def _from_worker(value, type_name, env):
+    if isinstance(value, str) and value.startswith(HANDLE_PREFIX) and type_name != "STRING":
+        return WorkerObject(value, type_name, env)
+    if isinstance(value, list):
+        return [_from_worker(v, type_name, env) for v in value]
+    return value
+
+
+def _raise_as_comfyui(error):
+    """A worker's error as ComfyUI shows a node's: its interrupt as ComfyUI's own exception."""
+    if error.code == "interrupted":
+        management = sys.modules.get("comfy.model_management")
+        exc = getattr(management, "InterruptProcessingException", None)
+        if exc is not None:
+            raise exc() from error
+    raise error
+
+
+def build_proxy(host, class_type, schema):
+    """The proxy class for `class_type`, reported by env schema["env"]."""
+    env = schema.get("env", "?")
+    declared_hidden = dict(schema.get("hidden") or {})
+    outputs = [str(t) for t in schema.get("outputs", [])]
+    function = schema.get("function") if isinstance(schema.get("function"), str) else "execute"
+
+    def hidden_of(kwargs):
+        # Only what the class declares crosses (the host sends the same for run).
+        values = {kind: kwargs[key] for kind, key in (("PROMPT", "orch_prompt"),
+                                                     ("EXTRA_PNGINFO", "orch_extra_pnginfo"))
+                  if kind in declared_hidden.values() and kwargs.get(key) is not None}
+        return values or None
+
+    def call(kwargs, method=None):
+        node = kwargs.get("orch_unique_id")
+        prompt = kwargs.get("orch_prompt")
+        inputs = {k: _to_worker(v) for k, v in kwargs.items()
+                  if k not in _ALWAYS_HIDDEN and k not in declared_hidden}
+        if method is None:
+            _epochs.follow(host, prompt)
+        done = threading.Event()
+        watcher = threading.Thread(target=_interrupt_watch, args=(host, done), daemon=True)
+        if method is None:
+            watcher.start()
+        try:
+            return host.call(class_type, inputs, node=str(node or "0"), hidden=hidden_of(kwargs),
+                             method=method)
+        except NodeError as e:
+            _raise_as_comfyui(e)
+        finally:
+            done.set()
+
+    def execute(self, **kwargs):
+        results = call(kwargs)
+        return tuple(_from_worker(results[k] if k < len(results) else None, outputs[k], env)
+                     for k in range(len(outputs)))
+
+    attrs = {
+        "INPUT_TYPES": classmethod(lambda cls: input_types(schema)),
+        "RETURN_TYPES": tuple(outputs),
+        "FUNCTION": function,
+        function: execute,
+        "CATEGORY": str(schema.get("category", "")),
+        "OUTPUT_NODE": bool(schema.get("output_node", False)),
+        "INPUT_IS_LIST": bool(schema.get("input_is_list", False)),
+        "NOT_IDEMPOTENT": bool(schema.get("not_idempotent", False)),
+        "COMFY_ORCH_ENV": env,
+        "__module__": "comfy_orch.comfyui.proxies",
+    }
+    if isinstance(schema.get("return_names"), list):
+        attrs["RETURN_NAMES"] = tuple(str(n) for n in schema["return_names"])
+    if schema.get("output_is_list"):
+        attrs["OUTPUT_IS_LIST"] = tuple(bool(b) for b in schema["output_is_list"])
+    for key, attr in (("description", "DESCRIPTION"), ("experimental", "EXPERIMENTAL"),
+                      ("deprecated", "DEPRECATED")):
+        if key in schema:
+            attrs[attr] = schema[key]
+    if schema.get("has_is_changed"):
+        attrs["IS_CHANGED"] = classmethod(
+            lambda cls, **kwargs: (call(kwargs, "IS_CHANGED") or [None])[0])
+    if schema.get("has_validate_inputs"):
+        def validate_inputs(cls, **kwargs):
+            try:
+                call(kwargs, "VALIDATE_INPUTS")
+            except NodeError as e:
+                return e.message  # ComfyUI shows a string as the validation failure
+            return True
+        attrs["VALIDATE_INPUTS"] = classmethod(validate_inputs)
+    return type(class_type, (), attrs)

@@ -1,0 +1,94 @@
+"""The one host runtime of a ComfyUI process (docs/comfyui.md): started by the first
+register_nodes() over the ComfyUI tree that pack lives in, shared by every later one, stopped at
+exit. $COMFY_ORCH_DEPLOYMENT names a deployment file to use instead of the generated one."""
+
+import atexit
+import logging
+import os
+import sys
+import tempfile
+import threading
+
+from ..host import Host
+
+_log = logging.getLogger("comfy_orch")
+_lock = threading.Lock()
+_host = None
+
+
+def comfyui_root(pack_dir):
+    """The ComfyUI tree a custom_nodes pack lives in: <root>/custom_nodes/<pack>."""
+    parent = os.path.dirname(os.path.abspath(pack_dir))
+    return os.path.dirname(parent) if os.path.basename(parent) == "custom_nodes" else None
+
+
+def _toml_string(text):
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _device():
+    """ComfyUI's own device choice, as far as the host needs it: cpu when ComfyUI runs on the
+    CPU (--cpu) or torch sees no GPU, else the first CUDA device."""
+    args = getattr(sys.modules.get("comfy.cli_args"), "args", None)
+    if args is not None and getattr(args, "cpu", False):
+        return "cpu"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return "cuda:0"
+    return "cpu"
+
+
+def deployment_for(root):
+    """A deployment over ComfyUI tree `root`: its custom_nodes, with ComfyUI as [comfyui] root,
+    written in a private directory of this user."""
+    text = ("[host]\ndevice = %s\n\n[comfyui]\nroot = %s\n\n[packs]\ncustom_nodes = %s\n"
+            % (_toml_string(_device()), _toml_string(root),
+               _toml_string(os.path.join(root, "custom_nodes"))))
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    directory = os.path.join(base, "comfy-orch-%d" % os.getuid())
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, "comfyui-%d.toml" % os.getpid())
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def _progress(kind, data):
+    if kind != "progress":
+        return
+    hook = getattr(sys.modules.get("comfy.utils"), "PROGRESS_BAR_HOOK", None)
+    if hook is None:
+        return
+    try:
+        hook(data.get("value", 0), data.get("max", 0), None, node_id=data.get("node"))
+    except TypeError:  # an older ComfyUI's hook takes no node_id
+        hook(data.get("value", 0), data.get("max", 0), None)
+
+
+def host(pack_dir):
+    """The process's host, started on first use."""
+    global _host
+    with _lock:
+        if _host is None:
+            deployment = os.environ.get("COMFY_ORCH_DEPLOYMENT")
+            if not deployment:
+                root = comfyui_root(pack_dir)
+                if root is None:
+                    raise RuntimeError(
+                        "comfy_orch: %s is not in a ComfyUI custom_nodes directory; set "
+                        "COMFY_ORCH_DEPLOYMENT to a deployment file" % pack_dir)
+                deployment = deployment_for(root)
+            _host = Host(deployment, on_event=_progress)
+            atexit.register(stop)
+            state = _host.nodes()
+            _log.info("[comfy-orch] active: %d envs isolated, %d not (%s)",
+                      len(state["workers"]), len(state["skipped"]), deployment)
+        return _host
+
+
+def stop():
+    global _host
+    with _lock:
+        if _host is not None:
+            _host.stop()
+            _host = None

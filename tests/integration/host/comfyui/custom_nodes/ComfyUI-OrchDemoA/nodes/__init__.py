@@ -1,0 +1,88 @@
+"""Demo pack A: an image source, a filter, and a model object that stays in its worker."""
+
+import os
+
+import numpy as np
+
+
+class DemoGradient:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": ("INT", {"default": 8, "min": 1, "max": 4096}),
+                             "height": ("INT", {"default": 4, "min": 1, "max": 4096})}}
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "make"
+    CATEGORY = "demo"
+
+    def make(self, width, height):
+        row = np.linspace(0.0, 1.0, width, dtype=np.float32)
+        image = np.broadcast_to(row[None, None, :, None], (1, height, width, 3))
+        return (np.ascontiguousarray(image),)
+
+
+class DemoLoadModel:
+    """A model: an object of the pack's own that never leaves its worker."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"gain": ("FLOAT", {"default": 2.0})}}
+
+    RETURN_TYPES = ("DEMO_MODEL",)
+    FUNCTION = "load"
+    CATEGORY = "demo"
+
+    def load(self, gain):
+        return (DemoModel(gain),)
+
+
+class DemoModel:
+    def __init__(self, gain):
+        self.gain = gain
+        self.pid = os.getpid()
+
+
+class DemoApplyModel:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("DEMO_MODEL",), "image": ("IMAGE",)}}
+
+    RETURN_TYPES = ("IMAGE", "STRING")
+    RETURN_NAMES = ("image", "where")
+    FUNCTION = "apply"
+    CATEGORY = "demo"
+
+    def apply(self, model, image):
+        return (image * model.gain, "%s in pid %d" % (os.environ.get("DEMO_A_GREETING"),
+                                                       model.pid))
+
+
+class DemoSleep:
+    """Works in steps as a sampler does: ComfyUI's progress bar, and its interrupt check."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"steps": ("INT", {"default": 10})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "demo"
+    OUTPUT_NODE = True
+
+    def run(self, steps):
+        import time
+
+        import comfy.model_management
+        import comfy.utils
+        bar = comfy.utils.ProgressBar(steps)
+        for _ in range(steps):
+            comfy.model_management.throw_exception_if_processing_interrupted()
+            time.sleep(0.02)
+            bar.update(1)
+        return (steps,)
+
+
+NODE_CLASS_MAPPINGS = {"DemoGradient": DemoGradient, "DemoLoadModel": DemoLoadModel,
+                       "DemoApplyModel": DemoApplyModel, "DemoSleep": DemoSleep}
+NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
+                              "DemoApplyModel": "Demo Apply Model"}

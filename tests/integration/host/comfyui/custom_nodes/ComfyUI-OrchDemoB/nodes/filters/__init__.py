@@ -1,0 +1,36 @@
+import os
+
+
+class DemoInvert:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    RETURN_TYPES = ("IMAGE", "INT")
+    RETURN_NAMES = ("image", "pid")
+    FUNCTION = "invert"
+    CATEGORY = "demo/filters"
+
+    def invert(self, image):
+        return (1.0 - image, os.getpid())
+
+
+class DemoBatchSizes:
+    """ComfyUI's list flags: takes every image of a list at once, returns one size per image."""
+
+    INPUT_IS_LIST = True
+    OUTPUT_IS_LIST = (True,)
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"images": ("IMAGE",)}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "sizes"
+    CATEGORY = "demo/filters"
+
+    def sizes(self, images):
+        return ([int(i.shape[2]) for i in images],)
+
+
+NODE_CLASS_MAPPINGS = {"DemoInvert": DemoInvert, "DemoBatchSizes": DemoBatchSizes}

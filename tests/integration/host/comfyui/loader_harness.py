@@ -1,0 +1,112 @@
+"""ComfyUI's custom-node loader and node executor, as far as a pack can tell them apart, for tests
+where ComfyUI itself cannot be installed (docs/comfyui.md, "Tests").
+
+Written from the facts of ComfyUI's public source at commit
+e60e19b175f93f2c8fac037063de9f13259be9d4, none of its code:
+
+- nodes.load_custom_node: a pack directory is imported from its __init__.py by
+  importlib.util.spec_from_file_location under a module name that is its path with every "."
+  replaced by "_x_"; the module goes into sys.modules before it executes, so the pack's relative
+  imports resolve; then NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS are read off it. Names
+  starting with "." and ".disabled" directories are skipped.
+- execution.py: the output nodes' dependencies run first; each input is a list of items (a
+  widget's value is a list of one, a link's is the producer's output list); hidden inputs are
+  PROMPT (the prompt), UNIQUE_ID (the node id) and EXTRA_PNGINFO; a class with INPUT_IS_LIST is
+  called once with the whole lists, any other once per item of its longest input (shorter lists
+  repeat their last item); OUTPUT_IS_LIST slots are concatenated; IS_CHANGED runs before the
+  node (mapped like it); FUNCTION is called on an instance of the class.
+"""
+
+import importlib.util
+import os
+import sys
+
+
+def load_custom_nodes(custom_nodes_dir):
+    """(NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS, {pack: exception}) of every pack."""
+    classes, display, failed = {}, {}, {}
+    for name in sorted(os.listdir(custom_nodes_dir)):
+        path = os.path.join(custom_nodes_dir, name)
+        if name.startswith(".") or name.endswith(".disabled") or not os.path.isdir(path):
+            continue
+        if not os.path.isfile(os.path.join(path, "__init__.py")):
+            continue
+        module_name = path.replace(".", "_x_")
+        spec = importlib.util.spec_from_file_location(module_name,
+                                                      os.path.join(path, "__init__.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:  # ComfyUI logs IMPORT FAILED and goes on with the other packs
+            failed[name] = e
+            continue
+        classes.update(getattr(module, "NODE_CLASS_MAPPINGS", {}) or {})
+        display.update(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", {}) or {})
+    return classes, display, failed
+
+
+def _hidden_values(cls, prompt, node_id, extra_pnginfo):
+    values = {}
+    for kwarg, kind in (cls.INPUT_TYPES().get("hidden") or {}).items():
+        if kind == "PROMPT":
+            values[kwarg] = [prompt]
+        elif kind == "UNIQUE_ID":
+            values[kwarg] = [node_id]
+        elif kind == "EXTRA_PNGINFO":
+            values[kwarg] = [extra_pnginfo]
+    return values
+
+
+def _map_over_lists(cls, fn, data):
+    if getattr(cls, "INPUT_IS_LIST", False):
+        return [fn(**data)]
+    longest = max((len(v) for v in data.values()), default=1)
+    if any(len(v) == 0 for v in data.values()):
+        return []
+    return [fn(**{k: v[min(i, len(v) - 1)] for k, v in data.items()}) for i in range(longest)]
+
+
+def _order(prompt, classes):
+    """Every node an output node needs, dependencies first."""
+    order, seen = [], set()
+
+    def visit(node_id):
+        if node_id in seen:
+            return
+        seen.add(node_id)
+        for value in prompt[node_id]["inputs"].values():
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[0], str):
+                visit(value[0])
+        order.append(node_id)
+
+    for node_id in sorted(prompt):
+        if getattr(classes[prompt[node_id]["class_type"]], "OUTPUT_NODE", False):
+            visit(node_id)
+    return order
+
+
+def execute(prompt, classes, extra_pnginfo=None):
+    """Runs an API-format prompt: {node id: per output slot, the list of items}."""
+    outputs = {}
+    for node_id in _order(prompt, classes):
+        cls = classes[prompt[node_id]["class_type"]]
+        data = {}
+        for name, value in prompt[node_id]["inputs"].items():
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[0], str):
+                data[name] = outputs[value[0]][value[1]]
+            else:
+                data[name] = [value]
+        data.update(_hidden_values(cls, prompt, node_id, extra_pnginfo))
+        if hasattr(cls, "IS_CHANGED"):
+            _map_over_lists(cls, cls.IS_CHANGED, data)
+        results = _map_over_lists(cls, getattr(cls(), cls.FUNCTION), data)
+        list_slots = getattr(cls, "OUTPUT_IS_LIST", ())
+        slots = []
+        for k in range(len(cls.RETURN_TYPES)):
+            items = [r[k] for r in results]
+            if k < len(list_slots) and list_slots[k]:
+                items = [x for item in items for x in item]
+            slots.append(items)
+        outputs[node_id] = slots
+    return outputs

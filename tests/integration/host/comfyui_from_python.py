@@ -1,0 +1,142 @@
+"""comfy_orch.comfyui in a ComfyUI-like process (run by test_comfyui_host.cpp):
+
+    python3 comfyui_from_python.py <custom_nodes dir>
+
+with COMFY_ORCH_DEPLOYMENT naming a deployment over that directory, comfy_orch's python/ and the
+fixture ComfyUI tree on sys.path, and ORCH_HOST_LIBRARY set. The packs are loaded the way ComfyUI
+loads them (loader_harness.py) and written for comfy-env: `from comfy_env import register_nodes`.
+"""
+
+import logging
+import os
+import sys
+import threading
+import time
+import unittest
+
+import torch  # ComfyUI's process has torch: worker tensors arrive as torch tensors
+
+import comfy.model_management
+import comfy.utils
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "comfyui"))
+import loader_harness  # noqa: E402
+
+CUSTOM_NODES = sys.argv.pop(1)
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+class ComfyUIHost(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.log = _Lines()
+        logging.getLogger("comfy_orch").addHandler(cls.log)
+        logging.getLogger("comfy_orch").setLevel(logging.INFO)
+        cls.classes, cls.display, cls.failed = loader_harness.load_custom_nodes(CUSTOM_NODES)
+
+    @classmethod
+    def tearDownClass(cls):
+        from comfy_orch.comfyui import _runtime
+        _runtime.stop()
+
+    def run_prompt(self, prompt):
+        return loader_harness.execute(prompt, self.classes)
+
+    def test_every_pack_loads_with_isolated_envs_as_proxies_and_the_rest_in_process(self):
+        self.assertEqual(self.failed, {})
+        for name in ("DemoGradient", "DemoLoadModel", "DemoApplyModel", "DemoSleep",
+                     "DemoInvert", "DemoBatchSizes"):
+            self.assertTrue(hasattr(self.classes[name], "COMFY_ORCH_ENV"), name)
+        # No manifest, and a manifest whose env is not built: ComfyUI's own process.
+        for name in ("DemoMean", "DemoWhere"):
+            self.assertFalse(hasattr(self.classes[name], "COMFY_ORCH_ENV"), name)
+        self.assertEqual(self.display["DemoGradient"], "Demo Gradient")
+        fallback = [line for line in self.log.lines if "ComfyUI-OrchDemoC" in line]
+        self.assertEqual(len(fallback), 1, self.log.lines)
+        self.assertIn("not isolated", fallback[0])
+        self.assertIn("comfy-orch install", fallback[0])
+
+    def test_a_proxy_declares_what_the_pack_declares(self):
+        proxy = self.classes["DemoGradient"]
+        types = proxy.INPUT_TYPES()
+        self.assertEqual(types["required"]["width"], ("INT", {"default": 8, "max": 4096, "min": 1}))
+        self.assertEqual(proxy.RETURN_TYPES, ("IMAGE",))
+        self.assertEqual(proxy.FUNCTION, "make")
+        self.assertEqual(proxy.CATEGORY, "demo")
+        self.assertEqual(self.classes["DemoApplyModel"].RETURN_NAMES, ("image", "where"))
+        self.assertTrue(self.classes["DemoBatchSizes"].INPUT_IS_LIST)
+        self.assertEqual(self.classes["DemoBatchSizes"].OUTPUT_IS_LIST, (True,))
+
+    def test_a_prompt_crosses_two_isolated_envs_and_comfyuis_process(self):
+        out = self.run_prompt({
+            "1": {"class_type": "DemoGradient", "inputs": {"width": 8, "height": 4}},
+            "2": {"class_type": "DemoInvert", "inputs": {"image": ["1", 0]}},
+            "3": {"class_type": "DemoMean", "inputs": {"image": ["2", 0]}},
+        })
+        image = out["2"][0][0]
+        self.assertIsInstance(image, torch.Tensor)
+        self.assertEqual(tuple(image.shape), (1, 4, 8, 3))
+        self.assertAlmostEqual(out["3"][0][0], 0.5, places=5)
+        self.assertEqual(out["3"][1][0], os.getpid())      # DemoMean ran here
+        self.assertNotEqual(out["2"][1][0], os.getpid())   # DemoInvert in its worker
+
+    def test_a_model_stays_in_its_worker_and_only_its_env_can_use_it(self):
+        out = self.run_prompt({
+            "1": {"class_type": "DemoGradient", "inputs": {"width": 4, "height": 2}},
+            "2": {"class_type": "DemoLoadModel", "inputs": {"gain": 3.0}},
+            "3": {"class_type": "DemoApplyModel", "inputs": {"model": ["2", 0], "image": ["1", 0]}},
+            "4": {"class_type": "DemoMean", "inputs": {"image": ["3", 0]}},
+        })
+        model = out["2"][0][0]
+        self.assertEqual(model.type_name, "DEMO_MODEL")
+        self.assertIn("hello from demo A", out["3"][1][0])  # the env's [env_vars]
+        self.assertAlmostEqual(out["4"][0][0], 1.5, places=5)
+        # Touched in ComfyUI's process (a core node would): a clear error, type and owner.
+        with self.assertRaises(TypeError) as caught:
+            model.gain
+        self.assertIn("DEMO_MODEL", str(caught.exception))
+        # Sent to another env's node: refused there, naming both envs.
+        from comfy_orch.host import NodeError
+        with self.assertRaises(NodeError) as refused:
+            self.run_prompt({
+                "2": {"class_type": "DemoLoadModel", "inputs": {"gain": 3.0}},
+                "3": {"class_type": "DemoMean", "inputs": {"image": ["5", 0]}},
+                "5": {"class_type": "DemoInvert", "inputs": {"image": ["2", 0]}},
+            })
+        self.assertIn("one env", refused.exception.message)
+
+    def test_list_flags_follow_comfyuis_executor(self):
+        proxy = self.classes["DemoBatchSizes"]
+        a = torch.zeros(1, 2, 8, 3)
+        b = torch.zeros(1, 2, 16, 3)
+        self.assertEqual(proxy().sizes(images=[a, b], orch_unique_id="9"), ([8, 16],))
+
+    def test_progress_reaches_comfyuis_hook_and_its_interrupt_reaches_the_worker(self):
+        seen = []
+        comfy.utils.set_progress_bar_global_hook(
+            lambda value, total, preview, node_id=None: seen.append((value, total, node_id)))
+        try:
+            self.assertEqual(self.run_prompt(
+                {"7": {"class_type": "DemoSleep", "inputs": {"steps": 5}}})["7"][0], [5])
+            self.assertIn((5, 5, "7"), seen)
+            timer = threading.Timer(0.3, comfy.model_management.interrupt_current_processing)
+            timer.start()
+            started = time.monotonic()
+            with self.assertRaises(comfy.model_management.InterruptProcessingException):
+                self.run_prompt({"8": {"class_type": "DemoSleep", "inputs": {"steps": 500}}})
+            self.assertLess(time.monotonic() - started, 5.0)
+        finally:
+            comfy.model_management.interrupt_current_processing(False)
+            comfy.utils.set_progress_bar_global_hook(None)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
