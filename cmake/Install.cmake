@@ -4,6 +4,7 @@
 #   lib/comfy-orch/plugins/     orch-*.so (the backend, pager, ledger and allocator plugins)
 #   lib/comfy-orch/nodes/       the example packs' node libraries
 #   lib/comfy-orch/liborch_worker.so  the worker runtime's C API (Python workers load it)
+#   lib/comfy-orch/liborch_host.so    the host runtime's C API (ComfyUI as the host loads it)
 #   share/comfy-orch/python/    the comfy_orch Python package (pure Python) and pyproject.toml
 #   include/orch/plugin/*.h     the plugin ABI
 #   include/orch/worker/nodes.h the node ABI
@@ -15,7 +16,8 @@
 include(CMakePackageConfigHelpers)
 
 install(TARGETS comfy-orch comfy-orch-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS orch_worker_shared LIBRARY DESTINATION ${ORCH_INSTALL_WORKER_LIBRARY_DIR})
+install(TARGETS orch_worker_shared orch_host_shared
+  LIBRARY DESTINATION ${ORCH_INSTALL_WORKER_LIBRARY_DIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/ DESTINATION ${ORCH_INSTALL_PYTHON_DIR}
   PATTERN "__pycache__" EXCLUDE PATTERN "*.pyc" EXCLUDE)
 

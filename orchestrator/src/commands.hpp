@@ -11,6 +11,8 @@ inline constexpr int exit_invalid_input = 1;  // a file, manifest or prompt has 
 inline constexpr int exit_failure = 2;        // the work itself failed
 
 void add_envs_command(CLI::App& app);
+// `comfy-orch launch <ComfyUI root> [--python P] [--dry-run] [-- args]` (docs/comfyui.md).
+void add_launch_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 // `comfy-orch plugins [<deployment>] [--dir DIR]... [--json]` (docs/cli.md).
 void add_plugins_command(CLI::App& app);

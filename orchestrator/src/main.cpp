@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("comfy-orch ") + ORCH_VERSION);
   app.require_subcommand(1);
   orch::cli::add_envs_command(app);
+  orch::cli::add_launch_command(app);
   orch::cli::add_plugins_command(app);
   orch::cli::add_run_command(app);
   orch::cli::add_validate_command(app);

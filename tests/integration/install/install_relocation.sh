@@ -66,6 +66,18 @@ run "$work/example.log" "$bin/comfy-orch" run "$examples/sim-deployment.toml" \
 expect "$work/example.log" "execution_success"
 expect "$work/example.log" "worker simsampler-nodes: ready"
 
+echo "== 3b. launch hands ComfyUI the installed host library and Python package"
+mkdir -p "$work/ComfyUI"
+: > "$work/ComfyUI/main.py"
+run "$work/launch.json" "$bin/comfy-orch" launch "$work/ComfyUI" --python /usr/bin/python3 \
+  --dry-run
+expect "$work/launch.json" "\"$prefix/$ORCH_INSTALL_WORKER_LIBRARY_DIR/liborch_host.so\""
+expect "$work/launch.json" "\"$prefix/$ORCH_INSTALL_PYTHON_DIR\""
+[ -f "$prefix/$ORCH_INSTALL_WORKER_LIBRARY_DIR/liborch_host.so" ] ||
+  fail "not installed: liborch_host.so"
+[ -f "$prefix/$ORCH_INSTALL_PYTHON_DIR/comfy_env/__init__.py" ] ||
+  fail "not installed: the comfy_env compatibility module"
+
 echo "== 4. a pack built against the installed package, run by the installed comfy-orch"
 configure=("$ORCH_TEST_CMAKE" -S "$here/pack" -B "$work/pack-build" -G "$ORCH_TEST_GENERATOR"
   "-DCMAKE_PREFIX_PATH=$prefix" "-DCMAKE_C_COMPILER=$ORCH_TEST_C_COMPILER"
