@@ -10,15 +10,17 @@ from . import _abi
 _NAME = "liborch_worker.so"
 
 
-def candidates():
+def candidates(name=_NAME, variable="ORCH_WORKER_LIBRARY"):
+    """Where library `name` may be: $`variable`, beside this package, then the installed
+    prefix's lib/comfy-orch."""
     here = os.path.dirname(os.path.abspath(__file__))
     found = []
-    if os.environ.get("ORCH_WORKER_LIBRARY"):
-        found.append(os.environ["ORCH_WORKER_LIBRARY"])
-    found.append(os.path.join(here, _NAME))
+    if os.environ.get(variable):
+        found.append(os.environ[variable])
+    found.append(os.path.join(here, name))
     # <prefix>/share/comfy-orch/python/comfy_orch -> <prefix>/lib/comfy-orch
     prefix = os.path.normpath(os.path.join(here, "..", "..", "..", ".."))
-    found.append(os.path.join(prefix, "lib", "comfy-orch", _NAME))
+    found.append(os.path.join(prefix, "lib", "comfy-orch", name))
     return found
 
 

@@ -20,7 +20,7 @@ import os
 import threading
 import weakref
 
-from . import _abi
+from . import _abi, _library
 
 _NAME = "liborch_host.so"
 
@@ -61,25 +61,14 @@ class Options(ctypes.Structure):
                 ("user", ctypes.c_void_p), ("worker_executable", ctypes.c_char_p)]
 
 
-def _candidates():
-    here = os.path.dirname(os.path.abspath(__file__))
-    found = []
-    if os.environ.get("ORCH_HOST_LIBRARY"):
-        found.append(os.environ["ORCH_HOST_LIBRARY"])
-    found.append(os.path.join(here, _NAME))
-    # <prefix>/share/comfy-orch/python/comfy_orch -> <prefix>/lib/comfy-orch
-    prefix = os.path.normpath(os.path.join(here, "..", "..", "..", ".."))
-    found.append(os.path.join(prefix, "lib", "comfy-orch", _NAME))
-    return found
-
-
 def load_library():
-    for path in _candidates():
+    tried = _library.candidates(_NAME, "ORCH_HOST_LIBRARY")
+    for path in tried:
         if os.path.isfile(path):
             break
     else:
         raise OSError("comfy_orch: %s not found (tried %s); set ORCH_HOST_LIBRARY to its path"
-                      % (_NAME, ", ".join(_candidates())))
+                      % (_NAME, ", ".join(tried)))
     lib = ctypes.CDLL(path)
     text, host, out = ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
     signatures = {

@@ -6,27 +6,19 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "python_script.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string test_python() {
-  const char* chosen = std::getenv("ORCH_TEST_PYTHON");
-  return chosen != nullptr && *chosen != '\0' ? chosen : "/usr/bin/python3";
-}
+using orch::host_testing::test_python;
 
 TEST(comfyui_host, packs_written_for_comfy_env_run_isolated_inside_a_comfyui_process) {
-#ifdef ORCH_TEST_SANITIZED
-  GTEST_SKIP() << "a sanitized liborch_host.so cannot load into an uninstrumented python3";
-#endif
-  if (std::system((test_python() + " -c 'import numpy, torch' 2>/dev/null").c_str()) != 0)
-    GTEST_SKIP() << test_python() << " lacks numpy or torch (apt-get install python3-numpy "
-                 << "python3-torch)";
+  if (const auto why = orch::host_testing::python_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   char pattern[] = "/tmp/orch-comfyui-host-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);
   const fs::path dir = pattern;
@@ -46,20 +38,15 @@ TEST(comfyui_host, packs_written_for_comfy_env_run_isolated_inside_a_comfyui_pro
                             << "\"\n\"orchdemob-filters\" = \"" << test_python() << "\"\n"
                             << "[workers]\nhandshake_timeout = \"30s\"\n"
                             << "[shm]\npinned_pool_size = \"64MiB\"\n";
-  const std::string command =
-      "cd '" + dir.string() + "' && COMFY_ORCH_DEPLOYMENT='" + deployment.string() +
-      "' ORCH_HOST_LIBRARY='" + ORCH_TEST_HOST_LIBRARY + "' ORCH_WORKER_EXECUTABLE='" +
-      ORCH_TEST_WORKER + "' ORCH_LOG_LEVEL=warn PYTHONDONTWRITEBYTECODE=1 PYTHONPATH='" +
-      ORCH_TEST_PYTHON_PACKAGE + ":" + ORCH_TEST_COMFYUI + "' " + test_python() + " '" +
-      ORCH_TEST_COMFYUI_SCRIPT + "' '" + (dir / "ComfyUI/custom_nodes").string() +
-      "' > python.log 2>&1";
-  const int rc = std::system(command.c_str());
-  std::ifstream log(dir / "python.log");
-  const std::string output((std::istreambuf_iterator<char>(log)), {});
-  EXPECT_EQ(rc, 0) << output;
-  EXPECT_NE(output.find("\nOK"), std::string::npos) << output;
+  const auto r = orch::host_testing::run_script(
+      dir,
+      "COMFY_ORCH_DEPLOYMENT='" + deployment.string() + "' PYTHONPATH='" +
+          ORCH_TEST_PYTHON_PACKAGE + ":" + ORCH_TEST_COMFYUI + "'",
+      ORCH_TEST_COMFYUI_SCRIPT, (dir / "ComfyUI/custom_nodes").string());
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("\nOK"), std::string::npos) << r.output;
   std::error_code ec;
-  if (rc == 0) fs::remove_all(dir, ec);
+  if (r.rc == 0) fs::remove_all(dir, ec);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orch/host/host.h"
+#include "python_script.hpp"
 
 namespace {
 
@@ -27,22 +28,16 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The entry points, looked up under ORCH_HOST_1 as a ctypes caller would.
+#define ORCH_HOST_FUNCTIONS(X)                                                                  \
+  X(start)                                                                                      \
+  X(nodes) X(begin_prompt) X(call) X(allocate) X(map) X(release) X(free) X(status) X(interrupt) \
+      X(string_free) X(stop)
+
 struct host_api {
   void* handle = nullptr;
-#define ORCH_HOST_FN(name) decltype(&::orch_host_##name) name = nullptr;
-  ORCH_HOST_FN(start)
-  ORCH_HOST_FN(nodes)
-  ORCH_HOST_FN(begin_prompt)
-  ORCH_HOST_FN(call)
-  ORCH_HOST_FN(allocate)
-  ORCH_HOST_FN(map)
-  ORCH_HOST_FN(release)
-  ORCH_HOST_FN(free)
-  ORCH_HOST_FN(status)
-  ORCH_HOST_FN(interrupt)
-  ORCH_HOST_FN(string_free)
-  ORCH_HOST_FN(stop)
-#undef ORCH_HOST_FN
+#define ORCH_HOST_MEMBER(name) decltype(&::orch_host_##name) name = nullptr;
+  ORCH_HOST_FUNCTIONS(ORCH_HOST_MEMBER)
+#undef ORCH_HOST_MEMBER
 };
 
 const host_api& api() {
@@ -51,22 +46,11 @@ const host_api& api() {
     host_api r;
     r.handle = ::dlopen(ORCH_TEST_HOST_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     if (r.handle == nullptr) return r;
-#define ORCH_HOST_FN(name)                                  \
+#define ORCH_HOST_LOOKUP(name)                              \
   r.name = reinterpret_cast<decltype(&::orch_host_##name)>( \
       ::dlvsym(r.handle, "orch_host_" #name, "ORCH_HOST_1"));
-    ORCH_HOST_FN(start)
-    ORCH_HOST_FN(nodes)
-    ORCH_HOST_FN(begin_prompt)
-    ORCH_HOST_FN(call)
-    ORCH_HOST_FN(allocate)
-    ORCH_HOST_FN(map)
-    ORCH_HOST_FN(release)
-    ORCH_HOST_FN(free)
-    ORCH_HOST_FN(status)
-    ORCH_HOST_FN(interrupt)
-    ORCH_HOST_FN(string_free)
-    ORCH_HOST_FN(stop)
-#undef ORCH_HOST_FN
+    ORCH_HOST_FUNCTIONS(ORCH_HOST_LOOKUP)
+#undef ORCH_HOST_LOOKUP
     return r;
   }();
   return a;
@@ -94,14 +78,16 @@ class host_library : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
-  fs::path write_deployment(const std::string& extra = "") {
+  // The native test pack (and `packs`, the [packs] paths to list instead), on a 32 MiB pool.
+  fs::path write_deployment(const std::string& extra = "",
+                            const std::string& packs = "\"packs/Native\"") {
     fs::create_directories(dir_ / "packs/Native/nodes");
     std::ofstream(dir_ / "packs/Native/nodes/comfy-env.toml")
         << "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n";
     const fs::path file = dir_ / "deployment.toml";
     std::ofstream(file) << "[host]\ndevice = \"sim\"\n[host.sim]\ncapacity = \"1GiB\"\n"
                         << "[plugins]\nsearch_paths = [\"" << ORCH_TEST_PLUGIN_DIR << "\"]\n"
-                        << "[packs]\npaths = [\"packs/Native\"]\nlibrary_paths = [\""
+                        << "[packs]\npaths = [" << packs << "]\nlibrary_paths = [\""
                         << ORCH_TEST_PACKS_DIR << "\"]\n"
                         << "[workers]\nhandshake_timeout = \"20s\"\nrestart_backoff = \"50ms\"\n"
                         << "[shm]\npinned_pool_size = \"32MiB\"\n"
@@ -169,11 +155,12 @@ TEST_F(host_library, every_entry_point_is_exported_under_ORCH_HOST_1_and_interna
                    reinterpret_cast<void*>(a.status), reinterpret_cast<void*>(a.interrupt),
                    reinterpret_cast<void*>(a.string_free)})
     EXPECT_NE(fn, nullptr);
-  // orch::orchestrator::validate_prompt's neighbour, as the compiler names a host internal.
-  EXPECT_EQ(
-      ::dlsym(a.handle,
-              "_ZN4orch12orchestrator12parse_promptESt17basic_string_viewIcSt11char_traitsIcEE"),
-      nullptr);
+  // orch::orchestrator::parse_prompt(const std::string&), as the compiler names it: defined in
+  // the library (the host runtime is linked whole), not exported.
+  EXPECT_EQ(::dlsym(a.handle,
+                    "_ZN4orch12orchestrator12parse_promptERKNSt7__cxx1112basic_stringIcSt11char_"
+                    "traitsIcESaIcEEE"),
+            nullptr);
 }
 
 TEST_F(host_library, bad_arguments_are_refused_with_a_reason_and_nothing_starts) {
@@ -357,46 +344,22 @@ TEST_F(host_library, free_and_status_answer_as_json) {
   EXPECT_EQ(status["memory"].size(), 2u);
 }
 
-// The interpreter for comfy_orch.host: ORCH_TEST_PYTHON, else Debian's (with numpy and torch).
-std::string test_python() {
-  const char* chosen = std::getenv("ORCH_TEST_PYTHON");
-  return chosen != nullptr && *chosen != '\0' ? chosen : "/usr/bin/python3";
-}
-
 TEST_F(host_library, the_comfy_orch_host_package_drives_it_from_python) {
-#ifdef ORCH_TEST_SANITIZED
-  GTEST_SKIP() << "a sanitized liborch_host.so cannot load into an uninstrumented python3";
-#endif
-  if (std::system((test_python() + " -c 'import numpy, torch' 2>/dev/null").c_str()) != 0)
-    GTEST_SKIP() << test_python() << " lacks numpy or torch (apt-get install python3-numpy "
-                 << "python3-torch)";
+  if (const auto why = orch::host_testing::python_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   const fs::path pack = fs::path(ORCH_TEST_PYTHON_PACKS) / "PyContract";
   fs::create_directories(dir_ / "packs");
   fs::copy(pack, dir_ / "packs/PyContract", fs::copy_options::recursive);
   fs::copy_file(fs::path(ORCH_TEST_PYTHON_PACKS) / "where.py",
                 dir_ / "packs/PyContract/nodes/where.py");
   // The pool is 32 MiB: the script's release test counts on it.
-  const fs::path file =
-      write_deployment("[packs.python]\n\"pycontract-nodes\" = \"" + test_python() + "\"\n");
-  std::string text;
-  {
-    std::ifstream in(file);
-    text.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  const auto at = text.find("paths = [\"packs/Native\"]");
-  ASSERT_NE(at, std::string::npos);
-  text.replace(at, 24, "paths = [\"packs/Native\", \"packs/PyContract\"]");
-  std::ofstream(file) << text;
-  const std::string command = "cd '" + dir_.string() + "' && ORCH_HOST_LIBRARY='" +
-                              ORCH_TEST_HOST_LIBRARY + "' ORCH_WORKER_EXECUTABLE='" +
-                              ORCH_TEST_WORKER + "' ORCH_LOG_LEVEL=warn PYTHONPATH='" +
-                              ORCH_TEST_PYTHON_PACKAGE + "' " + test_python() + " '" +
-                              ORCH_TEST_HOST_SCRIPT + "' '" + file.string() + "' > python.log 2>&1";
-  const int rc = std::system(command.c_str());
-  std::ifstream log(dir_ / "python.log");
-  const std::string output((std::istreambuf_iterator<char>(log)), {});
-  EXPECT_EQ(rc, 0) << output;
-  EXPECT_NE(output.find("OK"), std::string::npos) << output;
+  const fs::path file = write_deployment(
+      "[packs.python]\n\"pycontract-nodes\" = \"" + orch::host_testing::test_python() + "\"\n",
+      "\"packs/Native\", \"packs/PyContract\"");
+  const auto r = orch::host_testing::run_script(
+      dir_, "PYTHONPATH='" + std::string(ORCH_TEST_PYTHON_PACKAGE) + "'", ORCH_TEST_HOST_SCRIPT,
+      file.string());
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("\nOK"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -1,0 +1,51 @@
+// Running one of this folder's Python scripts (host_from_python.py, comfyui_from_python.py) in
+// the interpreter the tests use, over the library under test, and reading its verdict.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace orch::host_testing {
+
+// ORCH_TEST_PYTHON, else Debian's (with numpy and torch).
+inline std::string test_python() {
+  const char* chosen = std::getenv("ORCH_TEST_PYTHON");
+  return chosen != nullptr && *chosen != '\0' ? chosen : "/usr/bin/python3";
+}
+
+// Why this machine cannot run the scripts (the test skips with it), or empty.
+inline std::string python_skip_reason() {
+#ifdef ORCH_TEST_SANITIZED
+  return "a sanitized liborch_host.so cannot load into an uninstrumented python3";
+#else
+  if (std::system((test_python() + " -c 'import numpy, torch' 2>/dev/null").c_str()) != 0)
+    return test_python() + " lacks numpy or torch (apt-get install python3-numpy python3-torch)";
+  return {};
+#endif
+}
+
+struct script_result {
+  int rc = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `script arg` in `cwd` with `environment` ("NAME='value' ..." prepended) and the library,
+// worker and comfy_orch package under test.
+inline script_result run_script(const std::filesystem::path& cwd, const std::string& environment,
+                                const std::string& script, const std::string& arg) {
+  const std::string command = "cd '" + cwd.string() + "' && " + environment +
+                              " ORCH_HOST_LIBRARY='" + ORCH_TEST_HOST_LIBRARY +
+                              "' ORCH_WORKER_EXECUTABLE='" + ORCH_TEST_WORKER +
+                              "' ORCH_LOG_LEVEL=warn PYTHONDONTWRITEBYTECODE=1 " + test_python() +
+                              " '" + script + "' '" + arg + "' > python.log 2>&1";
+  script_result r;
+  r.rc = std::system(command.c_str());
+  std::ifstream log(cwd / "python.log");
+  r.output.assign(std::istreambuf_iterator<char>(log), {});
+  return r;
+}
+
+}  // namespace orch::host_testing
