@@ -82,6 +82,9 @@ class deployment_parser {
         host.error("device", "unknown device \"" + *text + "\"", "use cpu, sim, cuda:N or hip:N");
       }
     }
+    if (auto v = host.integer("protocol_level", 1, 4)) {
+      result_.host.protocol_level = static_cast<unsigned>(*v);
+    }
     const toml::node* host_node = root_.get("host");
     strict_table sim(host.table("sim"), "host.sim", file_, diags_, host_node);
     auto& s = result_.host.sim;

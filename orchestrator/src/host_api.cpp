@@ -250,6 +250,41 @@ char* orch_host_free(orch_host* host, int32_t unload_models, int32_t free_memory
   }
 }
 
+char* orch_host_models(orch_host* host) {
+  if (host == nullptr) return nullptr;
+  try {
+    return json_out(host->host->models());
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+int32_t orch_host_evict(orch_host* host, const char* env, uint32_t generation, uint64_t bytes,
+                        char** receipt) {
+  return guarded(receipt, [&]() -> int32_t {
+    if (host == nullptr || env == nullptr) return ORCH_HOST_INVALID;
+    auto r = host->host->evict(env, generation, bytes);
+    if (!r) {
+      set_error(receipt, error_json(r.err().code, r.err().message));
+      return ORCH_HOST_FAILED;
+    }
+    if (receipt != nullptr) *receipt = json_out(*r);
+    return ORCH_HOST_OK;
+  });
+}
+
+int32_t orch_host_pinned_reserve(orch_host* host, uint64_t bytes) {
+  return guarded(nullptr, [&]() -> int32_t {
+    if (host == nullptr) return ORCH_HOST_INVALID;
+    return host->host->pinned_reserve(bytes) ? ORCH_HOST_OK : ORCH_HOST_FAILED;
+  });
+}
+
+void orch_host_pinned_release(orch_host* host, uint64_t bytes) {
+  if (host == nullptr) return;
+  host->host->pinned_release(bytes);  // noexcept
+}
+
 char* orch_host_status(orch_host* host) {
   if (host == nullptr) return nullptr;
   try {

@@ -210,6 +210,39 @@ json library_host::free(bool unload_models, bool free_memory) {
   return receipts;
 }
 
+json library_host::models() {
+  host_runtime& h = *host_;
+  return h.on_io_thread([&h] {
+    std::map<std::string, std::uint32_t> generations;
+    for (const auto& w : h.workers().workers()) generations[w.env] = w.generation;
+    json out = json::array();
+    for (const auto& e : h.stand_ins().entries()) {
+      if (!e.is_stand_in()) continue;
+      out.push_back({{"env", e.env},
+                     {"key", e.id.substr(e.env.size() + 1)},  // ids are "<env>/<key>"
+                     {"size", e.size},
+                     {"resident", e.resident},
+                     {"sequence", e.receipt_seq},
+                     {"generation", generations[e.env]}});
+    }
+    return out;
+  });
+}
+
+result<json> library_host::evict(const std::string& env, std::uint32_t generation,
+                                 std::uint64_t bytes) {
+  return host_->evict_env(env, generation, bytes);
+}
+
+// The budget account is safe from any thread (control_segment.hpp): no io-thread hop.
+orch::status library_host::pinned_reserve(std::uint64_t bytes) {
+  return host_->memory().host_budget().reserve(bytes);
+}
+
+void library_host::pinned_release(std::uint64_t bytes) {
+  host_->memory().host_budget().release(bytes);
+}
+
 json library_host::status_json() {
   host_runtime& h = *host_;
   return h.on_io_thread([this, &h] {

@@ -57,6 +57,16 @@ class library_host {
   orch::status release(const ipc::buffer_descriptor& d);
 
   nlohmann::json free(bool unload_models, bool free_memory);
+  // Every worker's models as the host's stand-ins hold them: env, key, size, resident (the last
+  // receipt's figure), sequence, and the worker generation they belong to.
+  nlohmann::json models();
+  // Evicts `bytes` from env's worker of that generation (host_runtime::evict_env).
+  result<nlohmann::json> evict(const std::string& env, std::uint32_t generation,
+                               std::uint64_t bytes);
+  // Charges `bytes` of the caller's own pinning (ComfyUI's pin_memory) to the host's slot of the
+  // one pinned budget, so host and workers together never exceed it. Errors: "budget_exceeded".
+  orch::status pinned_reserve(std::uint64_t bytes);
+  void pinned_release(std::uint64_t bytes);
   nlohmann::json status_json();
   void interrupt();
   // Releases every hold, then shuts the workers down. Idempotent.

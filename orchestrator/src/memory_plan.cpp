@@ -88,7 +88,7 @@ memory_plan memory_plan::make(const manifests::deployment& d,
     }
   }
   p.host_manager_ = plugins::resolve_host_manager(in);
-  p.host_level_ = p.host_pager_ ? p.host_pager_->max_level : 0;
+  p.host_level_ = p.host_pager_ ? d.host.protocol_level.value_or(p.host_pager_->max_level) : 0;
 
   // Per device in memory_settings_for: a cpu device has no offload streams, whatever [memory] says.
   p.settings_.streams = static_cast<std::uint32_t>(d.memory.async_offload_streams.value_or(2));

@@ -27,11 +27,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The entry points, looked up under ORCH_HOST_1 as a ctypes caller would.
+// The entry points, looked up by version as a ctypes caller would.
 #define ORCH_HOST_FUNCTIONS(X)                                                                  \
   X(start)                                                                                      \
   X(nodes) X(begin_prompt) X(call) X(allocate) X(map) X(release) X(free) X(status) X(interrupt) \
-      X(string_free) X(stop)
+      X(string_free) X(stop) X(models) X(evict) X(pinned_reserve) X(pinned_release)
 
 struct host_api {
   void* handle = nullptr;
@@ -46,9 +46,13 @@ const host_api& api() {
     host_api r;
     r.handle = ::dlopen(ORCH_TEST_HOST_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     if (r.handle == nullptr) return r;
-#define ORCH_HOST_LOOKUP(name)                              \
-  r.name = reinterpret_cast<decltype(&::orch_host_##name)>( \
-      ::dlvsym(r.handle, "orch_host_" #name, "ORCH_HOST_1"));
+// Each entry point under the version node that introduced it (orchestrator/liborch_host.map).
+#define ORCH_HOST_LOOKUP(name)                                                                \
+  r.name = reinterpret_cast<decltype(&::orch_host_##name)>(                                   \
+      ::dlvsym(r.handle, "orch_host_" #name, "ORCH_HOST_1"));                                 \
+  if (r.name == nullptr)                                                                      \
+    r.name = reinterpret_cast<decltype(&::orch_host_##name)>(                                 \
+        ::dlvsym(r.handle, "orch_host_" #name, "ORCH_HOST_2"));
     ORCH_HOST_FUNCTIONS(ORCH_HOST_LOOKUP)
 #undef ORCH_HOST_LOOKUP
     return r;
@@ -146,14 +150,16 @@ class host_library : public ::testing::Test {
   std::vector<json> events_;
 };
 
-TEST_F(host_library, every_entry_point_is_exported_under_ORCH_HOST_1_and_internals_are_hidden) {
+TEST_F(host_library, every_entry_point_is_exported_under_its_version_and_internals_are_hidden) {
   const auto& a = api();
   for (void* fn : {reinterpret_cast<void*>(a.start), reinterpret_cast<void*>(a.nodes),
                    reinterpret_cast<void*>(a.begin_prompt), reinterpret_cast<void*>(a.call),
                    reinterpret_cast<void*>(a.allocate), reinterpret_cast<void*>(a.map),
                    reinterpret_cast<void*>(a.release), reinterpret_cast<void*>(a.free),
                    reinterpret_cast<void*>(a.status), reinterpret_cast<void*>(a.interrupt),
-                   reinterpret_cast<void*>(a.string_free)})
+                   reinterpret_cast<void*>(a.string_free), reinterpret_cast<void*>(a.models),
+                   reinterpret_cast<void*>(a.evict), reinterpret_cast<void*>(a.pinned_reserve),
+                   reinterpret_cast<void*>(a.pinned_release)})
     EXPECT_NE(fn, nullptr);
   // orch::orchestrator::parse_prompt(const std::string&), as the compiler names it: defined in
   // the library (the host runtime is linked whole), not exported.
@@ -342,6 +348,53 @@ TEST_F(host_library, free_and_status_answer_as_json) {
   ASSERT_TRUE(status["memory"].is_array());
   EXPECT_EQ(status["memory"][0]["process"], "host") << status.dump();
   EXPECT_EQ(status["memory"].size(), 2u);
+}
+
+TEST_F(host_library, worker_models_are_listed_and_evicted_with_receipts_from_their_generation) {
+  ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
+  ASSERT_EQ(call({{"node", "1"}, {"class_type", "TestRegion"}, {"inputs", {{"mib", 8}}}}).first,
+            ORCH_HOST_OK);
+  json models = take(api().models(host_));
+  ASSERT_EQ(models.size(), 1u) << models.dump();
+  EXPECT_EQ(models[0]["key"], "region-8");
+  EXPECT_EQ(models[0]["resident"], 8u << 20);
+  const std::string env = models[0]["env"];
+  const std::uint32_t generation = models[0]["generation"];
+  auto evict = [&](const std::string& e, std::uint32_t g, std::uint64_t bytes) {
+    char* receipt = nullptr;
+    const int st = api().evict(host_, e.c_str(), g, bytes, &receipt);
+    return std::make_pair(st, take(receipt));
+  };
+  // A stand-in of a replaced worker asks nothing of its successor.
+  auto [stale, why] = evict(env, generation + 1, 4u << 20);
+  EXPECT_EQ(stale, ORCH_HOST_FAILED);
+  EXPECT_EQ(why["code"], "stale_generation") << why.dump();
+  EXPECT_EQ(take(api().models(host_))[0]["resident"], 8u << 20);
+  EXPECT_EQ(evict("no-such-env", 1, 1).first, ORCH_HOST_FAILED);
+  EXPECT_EQ(api().evict(host_, nullptr, 1, 1, nullptr), ORCH_HOST_INVALID);
+  auto [ok, receipt] = evict(env, generation, 4u << 20);
+  ASSERT_EQ(ok, ORCH_HOST_OK) << receipt.dump();
+  const std::uint64_t freed = receipt["freed"];
+  EXPECT_GE(freed, 4u << 20) << receipt.dump();
+  EXPECT_EQ(take(api().models(host_))[0]["resident"], (8u << 20) - freed);
+}
+
+TEST_F(host_library, the_callers_pinning_is_charged_to_the_hosts_slot_of_the_one_budget) {
+  ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
+  auto host_pinned = [&] {
+    const json status = take(api().status(host_));  // not a temporary in the range-for below
+    for (const auto& row : status["memory"])
+      if (row["process"] == "host") return row["pinned_reserved_bytes"].get<std::uint64_t>();
+    ADD_FAILURE() << "no host row: " << status.dump();
+    return std::uint64_t{0};
+  };
+  const std::uint64_t before = host_pinned();
+  EXPECT_EQ(api().pinned_reserve(host_, 1u << 20), ORCH_HOST_OK);
+  EXPECT_EQ(host_pinned(), before + (1u << 20));
+  EXPECT_EQ(api().pinned_reserve(host_, std::uint64_t{1} << 60), ORCH_HOST_FAILED);
+  EXPECT_EQ(host_pinned(), before + (1u << 20));
+  api().pinned_release(host_, 1u << 20);
+  EXPECT_EQ(host_pinned(), before);
 }
 
 TEST_F(host_library, the_comfy_orch_host_package_drives_it_from_python) {

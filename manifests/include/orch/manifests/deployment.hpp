@@ -47,6 +47,10 @@ struct memory_flags : comfyui_memory_flags {
 struct host_settings {
   device_spec device{device_kind::sim, 0};
   sim_device_settings sim;
+  // The level the host's memory manager speaks (DESIGN §4.5), when the host is not comfy-orch's
+  // own pager: ComfyUI's comfy-aimdo version mapped to a level (docs/comfyui.md). Workers
+  // follow it. Default: the host pager plugin's highest level.
+  std::optional<unsigned> protocol_level;
 };
 
 struct worker_settings {

@@ -87,6 +87,21 @@ int32_t orch_host_release(orch_host* host, const orch_host_block* block);
 
 /* ComfyUI's /free: each ready worker's receipt by env, as JSON. */
 char* orch_host_free(orch_host* host, int32_t unload_models, int32_t free_memory);
+/* Every worker's models as the host's stand-ins hold them (ORCH_HOST_2): [{env, key, size,
+ * resident, sequence, generation}], resident being the worker's last receipt. */
+char* orch_host_models(orch_host* host);
+/* Asks env's worker to evict `bytes` (ORCH_HOST_2): ComfyUI's partially_unload of a stand-in.
+ * *receipt is the worker's {freed, resident, models}, freed measured on the device. A worker of
+ * another generation than `generation` (replaced since: the models it stood for are gone) is not
+ * asked: ORCH_HOST_FAILED with {code: "stale_generation"}; a dead or busy-past-its-deadline
+ * worker gives ORCH_HOST_FAILED with the call's error. */
+int32_t orch_host_evict(orch_host* host, const char* env, uint32_t generation, uint64_t bytes,
+                        char** receipt);
+/* The caller's own pinned host memory (ComfyUI's pin_memory), charged to the host's slot of the
+ * one pinned budget that the pool and every worker share (ORCH_HOST_2): ORCH_HOST_FAILED when
+ * it does not fit (pin nothing then), else release the same bytes when unpinned. */
+int32_t orch_host_pinned_reserve(orch_host* host, uint64_t bytes);
+void orch_host_pinned_release(orch_host* host, uint64_t bytes);
 /* Every process's memory row and every worker's state, as JSON (docs/runtime.md). */
 char* orch_host_status(orch_host* host);
 /* Interrupts the running node (its interrupted() turns true) for the current epoch. */

@@ -32,6 +32,8 @@ inline constexpr const char* memory_unreadable = "memory_unreadable";    // /pro
 // caller does not hold (a class no worker runs is ipc's missing_node_type).
 inline constexpr const char* invalid_request = "invalid_request";
 inline constexpr const char* not_held = "not_held";
+// An eviction meant for a worker generation that was replaced: its models went with it.
+inline constexpr const char* stale_generation = "stale_generation";
 
 // Prompts (prompt.hpp): ComfyUI's type for a prompt that cannot be read.
 inline constexpr const char* invalid_prompt = "invalid_prompt";

@@ -9,6 +9,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -70,6 +71,12 @@ class host_runtime {
   // device bytes). Call from any thread but the io thread.
   std::vector<eviction_step> free_through_stand_ins(const std::string& requester,
                                                     std::uint64_t required);
+  // One worker's evict request for `bytes`, answered with its receipt ({freed, resident,
+  // models}). With a generation, a worker replaced since is refused ("stale_generation") rather
+  // than asked: what a stand-in of the old one stood for is gone. Errors: "not_ready", the
+  // call's. Call from any thread but the io thread.
+  result<nlohmann::json> evict_env(const std::string& env, std::optional<std::uint32_t> generation,
+                                   std::uint64_t bytes);
   // ComfyUI's POST /free, broadcast: each ready worker's receipt by env.
   std::map<std::string, result<nlohmann::json>> free_all(bool unload_models, bool drop_caches);
 
