@@ -5,7 +5,10 @@ namespace orch::worker {
 result<model_region*> model_store::region(const std::string& key, std::uint64_t bytes,
                                           bool& created) {
   created = false;
-  if (auto it = regions_.find(key); it != regions_.end()) return it->second.get();
+  if (auto it = regions_.find(key); it != regions_.end()) {
+    reused(*it->second);
+    return it->second.get();
+  }
   auto r = create(key, bytes);
   if (r) created = true;
   return r;

@@ -41,7 +41,8 @@ class model_store {
   model_store& operator=(const model_store&) = delete;
   virtual ~model_store() = default;
 
-  // The model named `key`, created (and on the ledger loaded) on first use. Errors carry the
+  // The model named `key`, created (and on the ledger loaded) on first use; a model asked for
+  // again is loaded again (reused(): on the pager its pages may come back). Errors carry the
   // plugin host's codes (orch/plugins/errc.hpp), so plugins::error_status() gives a node its
   // status back: out_of_memory (the device cannot hold it: see last_required()), or what the
   // pager or the ledger answered.
@@ -72,6 +73,8 @@ class model_store {
   // Creates the model and lists it in regions_ (the ledger lists it before it loads).
   virtual result<model_region*> create(const std::string& key, std::uint64_t bytes) = 0;
   virtual std::uint64_t resident_bytes(const model_region& r) const noexcept = 0;
+  // A node asked for an existing model: a load, as ComfyUI's model load is.
+  virtual void reused(model_region&) noexcept {}
 
   std::map<std::string, std::unique_ptr<model_region>> regions_;
   std::uint64_t last_required_ = 0;

@@ -81,6 +81,13 @@ class pager_model_store final : public model_store {
     return regions_.emplace(key, std::move(r)).first->second.get();
   }
 
+  // ComfyUI's dynamic-VRAM load prioritizes the model's VBAR (reference comfyui-memory.md, the
+  // ModelPatcherDynamic load; aimdo.md: prioritize is a page's only way back above the
+  // watermark). Without it a model the host evicted faults out of memory forever after.
+  void reused(model_region& r) noexcept override {
+    if (api_.region_prioritize != nullptr) api_.region_prioritize(r.pager_region);
+  }
+
   std::uint64_t resident_bytes(const model_region& r) const noexcept override {
     std::uint64_t resident = 0;
     api_.region_resident_bytes(r.pager_region, &resident);
