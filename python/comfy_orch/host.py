@@ -81,6 +81,10 @@ def load_library():
         "orch_host_release": (ctypes.c_int32, [host, ctypes.POINTER(Block)]),
         "orch_host_free": (ctypes.c_void_p, [host, ctypes.c_int32, ctypes.c_int32]),
         "orch_host_status": (ctypes.c_void_p, [host]),
+        "orch_host_models": (ctypes.c_void_p, [host]),
+        "orch_host_pinned_reserve": (ctypes.c_int32, [host, ctypes.c_uint64]),
+        "orch_host_pinned_release": (None, [host, ctypes.c_uint64]),
+        "orch_host_evict": (ctypes.c_int32, [host, text, ctypes.c_uint32, ctypes.c_uint64, out]),
         "orch_host_interrupt": (None, [host]),
         "orch_host_string_free": (None, [ctypes.c_void_p]),
         "orch_host_stop": (None, [host]),
@@ -204,6 +208,35 @@ class Host:
         with self._library.use() as handle:
             return self._take_json(self._lib.orch_host_free(handle, int(unload_models),
                                                             int(free_memory)))
+
+    def models(self):
+        """Every worker's models as the host's stand-ins hold them: dicts with env, key, size,
+        resident (the worker's last receipt), sequence and generation."""
+        with self._library.use() as handle:
+            return self._take_json(self._lib.orch_host_models(handle)) or []
+
+    def evict(self, env, generation, nbytes):
+        """Asks env's worker (of that generation) to evict `nbytes`; returns its receipt
+        {freed, resident, models}. HostError: the worker is gone, replaced ("stale_generation")
+        or failed to answer."""
+        with self._library.use() as handle:
+            receipt = ctypes.c_void_p()
+            status = self._lib.orch_host_evict(handle, str(env).encode("utf-8"), int(generation),
+                                               max(0, int(nbytes)), ctypes.byref(receipt))
+            body = self._take_json(receipt.value) or {}
+            if status != OK:
+                raise HostError(body.get("code", "failed"), body.get("message", ""), body)
+            return body
+
+    def pinned_reserve(self, nbytes):
+        """Charges `nbytes` of this process's own pinning to the host's share of the one pinned
+        budget; False when it does not fit (pin nothing then)."""
+        with self._library.use() as handle:
+            return self._lib.orch_host_pinned_reserve(handle, max(0, int(nbytes))) == OK
+
+    def pinned_release(self, nbytes):
+        with self._library.use() as handle:
+            self._lib.orch_host_pinned_release(handle, max(0, int(nbytes)))
 
     def begin_prompt(self):
         with self._library.use() as handle:

@@ -8,6 +8,7 @@ import threading
 
 from .._values import HANDLE_PREFIX
 from ..host import NodeError
+from . import _runtime
 
 # The hidden inputs every proxy asks ComfyUI for, whatever its class declares: the node's id
 # names the call, and the prompt marks where one prompt ends and the next begins (the epoch).
@@ -142,6 +143,8 @@ def build_proxy(host, class_type, schema):
             _raise_as_comfyui(e)
         finally:
             done.set()
+            if method is None:
+                _runtime.after_node()
 
     def execute(self, **kwargs):
         results = call(kwargs)

@@ -5,15 +5,18 @@ exit. $COMFY_ORCH_DEPLOYMENT names a deployment file to use instead of the gener
 import atexit
 import logging
 import os
+import signal
 import sys
 import tempfile
 import threading
 
 from ..host import Host
+from . import _memory
 
 _log = logging.getLogger("comfy_orch")
 _lock = threading.Lock()
 _host = None
+_stand_ins = None  # worker models in ComfyUI's current_loaded_models, when integrated
 
 
 def comfyui_root(pack_dir):
@@ -40,9 +43,14 @@ def _device():
 
 def deployment_for(root):
     """A deployment over ComfyUI tree `root`: its custom_nodes, with ComfyUI as [comfyui] root,
-    written in a private directory of this user."""
-    text = ("[host]\ndevice = %s\n\n[comfyui]\nroot = %s\n\n[packs]\ncustom_nodes = %s\n"
-            % (_toml_string(_device()), _toml_string(root),
+    ComfyUI's memory flags and its aimdo's level (_memory.py), written in a private directory of
+    this user."""
+    host_lines, memory_lines, why = _memory.deployment_settings()
+    _log.info("[comfy-orch] host memory settings: %s", "; ".join(why))
+    text = ("[host]\ndevice = %s\n%s\n[memory]\n%s\n[comfyui]\nroot = %s\n\n"
+            "[packs]\ncustom_nodes = %s\n"
+            % (_toml_string(_device()), "".join(l + "\n" for l in host_lines),
+               "".join(l + "\n" for l in memory_lines), _toml_string(root),
                _toml_string(os.path.join(root, "custom_nodes"))))
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     directory = os.path.join(base, "comfy-orch-%d" % os.getuid())
@@ -80,15 +88,54 @@ def host(pack_dir):
                 deployment = deployment_for(root)
             _host = Host(deployment, on_event=_progress)
             atexit.register(stop)
+            _stop_on_signals()
+            global _stand_ins
+            _stand_ins = _memory.integrate(_host)
             state = _host.nodes()
             _log.info("[comfy-orch] active: %d envs isolated, %d not (%s)",
                       len(state["workers"]), len(state["skipped"]), deployment)
         return _host
 
 
+def _stop_on_signals():
+    """SIGTERM and SIGHUP end ComfyUI without running atexit when nobody handles them, which
+    would leave the workers to be killed by their parent-death signal mid-node. Where ComfyUI
+    keeps their default, the signal instead interrupts the running worker node and exits through
+    SystemExit (status 128 + signal, as a shell reports a signal's death), so atexit stops the
+    workers gracefully. A handler ComfyUI or a pack installed is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal.signal works only there; the default stays
+
+    def graceful(signum, _frame):
+        for s in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)  # a second signal kills at once
+        _log.warning("[comfy-orch] %s: interrupting the workers and stopping them",
+                     signal.Signals(signum).name)
+        host = _host
+        if host is not None:
+            try:
+                host.interrupt()
+            except Exception:  # already stopped
+                pass
+        raise SystemExit(128 + signum)
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(s) is signal.SIG_DFL:
+            signal.signal(s, graceful)
+
+
+def after_node():
+    """A proxy's node ended (a node boundary): ComfyUI's list of loaded models follows the
+    workers' models."""
+    stand_ins = _stand_ins
+    if stand_ins is not None:
+        stand_ins.sync()
+
+
 def stop():
-    global _host
+    global _host, _stand_ins
     with _lock:
+        _stand_ins = None
         if _host is not None:
             _host.stop()
             _host = None

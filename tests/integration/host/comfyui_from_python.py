@@ -9,6 +9,8 @@ loads them (loader_harness.py) and written for comfy-env: `from comfy_env import
 
 import logging
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -136,6 +138,39 @@ class ComfyUIHost(unittest.TestCase):
         finally:
             comfy.model_management.interrupt_current_processing(False)
             comfy.utils.set_progress_bar_global_hook(None)
+
+    def test_sigterm_stops_the_workers_gracefully_before_comfyui_exits(self):
+        # A second ComfyUI-like process over the same packs, ended as a service manager ends it.
+        child = subprocess.Popen(
+            [sys.executable, "-c", _SIGTERM_CHILD, os.path.dirname(loader_harness.__file__),
+             CUSTOM_NODES], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, ORCH_LOG_LEVEL="info"))
+        try:
+            self.assertEqual(child.stdout.readline().strip(), "READY")
+            child.send_signal(signal.SIGTERM)
+            _out, err = child.communicate(timeout=30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+        self.assertEqual(child.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn("SIGTERM: interrupting the workers and stopping them", err)
+        # Both isolated envs' workers were stopped by the host (not by their parent-death signal).
+        stopped = [line for line in err.splitlines() if "exited with 0" in line]
+        self.assertEqual(len(stopped), 2, err)
+
+
+# Loads the demo packs as ComfyUI would, says READY, and waits to be signalled.
+_SIGTERM_CHILD = """
+import sys, time
+import comfy.model_management, comfy.utils  # as ComfyUI has them before it loads packs
+sys.path.insert(0, sys.argv[1])
+import loader_harness
+_classes, _display, failed = loader_harness.load_custom_nodes(sys.argv[2])
+assert failed == {}, failed
+print("READY", flush=True)
+time.sleep(60)
+"""
 
 
 if __name__ == "__main__":

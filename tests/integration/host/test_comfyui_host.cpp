@@ -17,7 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 using orch::host_testing::test_python;
 
-TEST(comfyui_host, packs_written_for_comfy_env_run_isolated_inside_a_comfyui_process) {
+// Runs `script` in a fresh ComfyUI-like tree over the demo packs: A and B run in this
+// interpreter; C's env is never built, so it falls back in-process. Returns its verdict.
+void run_in_comfyui(const char* script) {
   if (const auto why = orch::host_testing::python_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   char pattern[] = "/tmp/orch-comfyui-host-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);
@@ -26,7 +28,6 @@ TEST(comfyui_host, packs_written_for_comfy_env_run_isolated_inside_a_comfyui_pro
   fs::create_directories(dir / "envs");
   fs::copy(fs::path(ORCH_TEST_COMFYUI_PACKS), dir / "ComfyUI/custom_nodes",
            fs::copy_options::recursive);
-  // Packs A and B run in this interpreter; C's env is never built, so it falls back in-process.
   const fs::path deployment = dir / "deployment.toml";
   std::ofstream(deployment) << "[host]\ndevice = \"sim\"\n[host.sim]\ncapacity = \"1GiB\"\n"
                             << "[plugins]\nsearch_paths = [\"" << ORCH_TEST_PLUGIN_DIR << "\"]\n"
@@ -36,17 +37,28 @@ TEST(comfyui_host, packs_written_for_comfy_env_run_isolated_inside_a_comfyui_pro
                             << (dir / "ComfyUI/custom_nodes").string()
                             << "\"\n[packs.python]\n\"orchdemoa-nodes\" = \"" << test_python()
                             << "\"\n\"orchdemob-filters\" = \"" << test_python() << "\"\n"
-                            << "[workers]\nhandshake_timeout = \"30s\"\n"
+                            << "[workers]\nhandshake_timeout = \"30s\"\nrestart_backoff = \"50ms\"\n"
                             << "[shm]\npinned_pool_size = \"64MiB\"\n";
   const auto r = orch::host_testing::run_script(
       dir,
       "COMFY_ORCH_DEPLOYMENT='" + deployment.string() + "' PYTHONPATH='" +
           ORCH_TEST_PYTHON_PACKAGE + ":" + ORCH_TEST_COMFYUI + "'",
-      ORCH_TEST_COMFYUI_SCRIPT, (dir / "ComfyUI/custom_nodes").string());
+      script, (dir / "ComfyUI/custom_nodes").string());
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("\nOK"), std::string::npos) << r.output;
   std::error_code ec;
   if (r.rc == 0) fs::remove_all(dir, ec);
+}
+
+TEST(comfyui_host, packs_written_for_comfy_env_run_isolated_inside_a_comfyui_process) {
+  run_in_comfyui(ORCH_TEST_COMFYUI_SCRIPT);
+}
+
+// Worker models as stand-ins in ComfyUI's current_loaded_models, evicted by its free_memory with
+// receipts, a worker killed inside that loop, ComfyUI's pinning in the one budget, and the
+// host's settings from ComfyUI's arguments.
+TEST(comfyui_host, comfyuis_memory_manager_reaches_worker_models_and_the_pinned_budget) {
+  run_in_comfyui(ORCH_TEST_COMFYUI_MEMORY_SCRIPT);
 }
 
 }  // namespace

@@ -57,6 +57,29 @@ class DemoApplyModel:
                                                        model.pid))
 
 
+class DemoLoadWeights:
+    """Weights the worker's memory manager holds on its device, as a checkpoint loader's would:
+    registered under `name`, brought in whole, then unpinned (evictable)."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"name": ("STRING", {"default": "weights"}),
+                             "size_mib": ("INT", {"default": 16, "min": 2, "max": 256})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "load"
+    CATEGORY = "demo"
+    OUTPUT_NODE = True
+
+    def load(self, name, size_mib):
+        import comfy_orch
+        size = size_mib << 20
+        weights = comfy_orch.register_model(name, size)
+        weights.fault(0, size)
+        weights.unpin(0, size)
+        return (size,)
+
+
 class DemoSleep:
     """Works in steps as a sampler does: ComfyUI's progress bar, and its interrupt check."""
 
@@ -83,6 +106,7 @@ class DemoSleep:
 
 
 NODE_CLASS_MAPPINGS = {"DemoGradient": DemoGradient, "DemoLoadModel": DemoLoadModel,
-                       "DemoApplyModel": DemoApplyModel, "DemoSleep": DemoSleep}
+                       "DemoApplyModel": DemoApplyModel, "DemoSleep": DemoSleep,
+                       "DemoLoadWeights": DemoLoadWeights}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}

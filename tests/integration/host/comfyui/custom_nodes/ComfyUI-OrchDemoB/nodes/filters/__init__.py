@@ -33,4 +33,25 @@ class DemoBatchSizes:
         return ([int(i.shape[2]) for i in images],)
 
 
-NODE_CLASS_MAPPINGS = {"DemoInvert": DemoInvert, "DemoBatchSizes": DemoBatchSizes}
+class DemoLoadLut:
+    """A lookup table of `size_mib` the worker's memory manager keeps resident."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"size_mib": ("INT", {"default": 8, "min": 2, "max": 64})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "load"
+    CATEGORY = "demo/filters"
+    OUTPUT_NODE = True
+
+    def load(self, size_mib):
+        import comfy_orch
+        lut = comfy_orch.register_model("lut", size_mib << 20)
+        lut.fault(0, size_mib << 20)
+        lut.unpin(0, size_mib << 20)
+        return (os.getpid(),)
+
+
+NODE_CLASS_MAPPINGS = {"DemoInvert": DemoInvert, "DemoBatchSizes": DemoBatchSizes,
+                       "DemoLoadLut": DemoLoadLut}

@@ -1,0 +1,168 @@
+"""ComfyUI's memory manager and the host runtime, joined (docs/comfyui.md, "Memory"):
+
+- the deployment's [memory] flags and the host's protocol level come from ComfyUI's own state:
+  its parsed arguments (comfy.cli_args.args), and the installed comfy-aimdo version mapped to a
+  level as DESIGN §4.5 says (docs/references.md);
+- worker models are stand-ins in current_loaded_models (_stand_ins.py);
+- soft_empty_cache also broadcasts a free to every worker (their cast buffers and caches);
+- ComfyUI's own pinning (pin_memory / unpin_memory) is charged to the host's slot of the one
+  pinned budget, so host and workers together never exceed it.
+
+Nothing is patched in a ComfyUI that lacks a fatal member of the declared surface (_surface.py)."""
+
+import functools
+import logging
+import sys
+
+from . import _stand_ins, _surface
+
+_log = logging.getLogger("comfy_orch")
+
+_GIB = 1024 ** 3
+
+
+def aimdo_level(version):
+    """DESIGN §4.5: comfy-aimdo <=0.2 speaks L1, 0.3-0.4.9 L2, 0.4.10 L3, 0.4.11 and later L4."""
+    parts = []
+    for piece in str(version).split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit()) if piece else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    if not parts:
+        return None
+    v = tuple(parts + [0] * (3 - len(parts)))
+    if v < (0, 3, 0):
+        return 1
+    if v < (0, 4, 10):
+        return 2
+    if v < (0, 4, 11):
+        return 3
+    return 4
+
+
+def _installed_aimdo_version():
+    try:
+        from importlib import metadata
+        return metadata.version("comfy-aimdo")
+    except Exception:  # not installed (or unreadable metadata): ComfyUI runs without it
+        return None
+
+
+def deployment_settings(args=None, aimdo_version=None):
+    """(host lines, [memory] lines, why) for a deployment of this ComfyUI process: its flags as
+    ComfyUI parsed them, and its aimdo's protocol level."""
+    if args is None:
+        args = getattr(sys.modules.get("comfy.cli_args"), "args", None)
+    if aimdo_version is None:
+        aimdo_version = _installed_aimdo_version()
+    host, memory, why = [], [], []
+    level = aimdo_level(aimdo_version) if aimdo_version else None
+    if level is not None:
+        host.append("protocol_level = %d" % level)
+        why.append("comfy-aimdo %s speaks level %d" % (aimdo_version, level))
+    else:
+        why.append("no comfy-aimdo installed: workers use their pager's own level")
+    if args is None:
+        why.append("comfy.cli_args not loaded: ComfyUI's default memory flags")
+        return host, memory, why
+    for flag in ("highvram", "gpu_only", "novram", "cpu", "disable_pinned_memory",
+                 "disable_dynamic_vram", "enable_dynamic_vram"):
+        if getattr(args, flag, False) is True:
+            memory.append("%s = true" % flag)
+    if level is None and not getattr(args, "enable_dynamic_vram", False):
+        memory.append("disable_dynamic_vram = true")  # no aimdo: ComfyUI itself runs the ledger
+    for flag, key in (("reserve_vram", "reserve_vram"), ("vram_headroom", "vram_headroom")):
+        gib = getattr(args, flag, None)
+        if isinstance(gib, (int, float)) and not isinstance(gib, bool) and gib >= 0:
+            memory.append("%s = %d" % (key, int(gib * _GIB)))
+    streams = getattr(args, "async_offload", None)
+    if isinstance(streams, int) and not isinstance(streams, bool) and 0 <= streams <= 16:
+        memory.append("async_offload_streams = %d" % streams)
+    elif getattr(args, "disable_async_offload", False) is True:
+        memory.append("async_offload_streams = 0")
+    why.append("memory flags from comfy.cli_args")
+    return host, memory, why
+
+
+def integrate(host):
+    """Joins ComfyUI's memory manager to `host`: returns the StandIns to sync after each node,
+    or None when this ComfyUI lacks a member the integration needs (logged, named)."""
+    report = _surface.check(import_missing=False)
+    fatal = _surface.missing(report, _surface.FATAL)
+    if fatal:
+        _log.error("[comfy-orch] ComfyUI's memory manager lacks %s: worker models stay out of "
+                   "its current_loaded_models and nothing of it is patched. Check with `python -m"
+                   " comfy_orch.comfyui.check <ComfyUI root>`.", ", ".join(fatal))
+        return None
+    for name in _surface.missing(report, _surface.DEGRADE):
+        _log.warning("[comfy-orch] ComfyUI lacks %s: that feature is off", name)
+    mm = sys.modules["comfy.model_management"]
+    stand_ins = _stand_ins.StandIns(host, mm, mm.get_torch_device())
+    _broadcast_soft_empty_cache(mm, host)
+    if hasattr(mm, "pin_memory") and hasattr(mm, "unpin_memory"):
+        _charge_pinning(mm, host)
+    return stand_ins
+
+
+def _broadcast_soft_empty_cache(mm, host):
+    original = mm.soft_empty_cache
+    if getattr(original, "_comfy_orch", False):
+        return
+
+    @functools.wraps(original)
+    def soft_empty_cache(*args, **kwargs):
+        result = original(*args, **kwargs)
+        try:
+            receipts = host.free(unload_models=False, free_memory=True)
+            _log.debug("[comfy-orch] soft_empty_cache: workers' receipts %s", receipts)
+        except Exception as e:  # never raise where ComfyUI only tidies up
+            _log.debug("[comfy-orch] soft_empty_cache not broadcast: %s", e)
+        return result
+
+    soft_empty_cache._comfy_orch = True
+    mm.soft_empty_cache = soft_empty_cache
+
+
+def _tensor_bytes(tensor):
+    """The bytes ComfyUI's pin_memory registers: numel() * element_size(), as it computes them."""
+    try:
+        return max(0, int(tensor.numel()) * int(tensor.element_size()))
+    except Exception:  # not a tensor: ComfyUI refuses it itself, and nothing is charged
+        return 0
+
+
+def _charge_pinning(mm, host):
+    original_pin, original_unpin = mm.pin_memory, mm.unpin_memory
+    if getattr(original_pin, "_comfy_orch", False):
+        return
+
+    @functools.wraps(original_pin)
+    def pin_memory(tensor, *args, **kwargs):
+        size = _tensor_bytes(tensor)
+        try:
+            if size > 0 and not host.pinned_reserve(size):
+                return False  # beyond the one budget: ComfyUI keeps the tensor pageable
+        except Exception:
+            return original_pin(tensor, *args, **kwargs)  # a stopped host charges nothing
+        pinned = False
+        try:
+            pinned = original_pin(tensor, *args, **kwargs)
+            return pinned
+        finally:
+            if not pinned and size > 0:
+                host.pinned_release(size)
+
+    @functools.wraps(original_unpin)
+    def unpin_memory(tensor, *args, **kwargs):
+        unpinned = original_unpin(tensor, *args, **kwargs)
+        size = _tensor_bytes(tensor)
+        if unpinned and size > 0:
+            try:
+                host.pinned_release(size)
+            except Exception:
+                pass  # a stopped host holds no budget any more
+        return unpinned
+
+    pin_memory._comfy_orch = True
+    mm.pin_memory, mm.unpin_memory = pin_memory, unpin_memory

@@ -1,0 +1,58 @@
+"""Every member of ComfyUI's own modules that comfy_orch.comfyui reads, calls or replaces, declared
+in this one place (docs/comfyui.md, "The surface"). The check is `hasattr` by name, never a
+getattr with a default, so a renamed member is reported, not silently read as absent.
+
+FATAL members are what the memory integration cannot work without: a ComfyUI missing one is not
+patched at all (its packs still run isolated, but worker models are not in its
+current_loaded_models). DEGRADE members turn one feature off, named."""
+
+import importlib
+import sys
+
+FATAL, DEGRADE = "fatal", "degrade"
+
+# (module, member, severity, what uses it)
+SURFACE = (
+    ("comfy.model_management", "current_loaded_models", FATAL,
+     "worker models are stand-ins in this list"),
+    ("comfy.model_management", "LoadedModel", FATAL, "each stand-in is wrapped as ComfyUI wraps a "
+     "loaded model"),
+    ("comfy.model_management", "cleanup_models", FATAL, "a stand-in's finalizer, as ComfyUI's"),
+    ("comfy.model_management", "free_memory", FATAL, "ComfyUI's eviction reaches stand-ins"),
+    ("comfy.model_management", "unload_all_models", FATAL, "the Free button and the OOM path"),
+    ("comfy.model_management", "soft_empty_cache", FATAL, "broadcast as a free to every worker"),
+    ("comfy.model_management", "get_torch_device", FATAL, "a stand-in's load device"),
+    ("comfy.model_management", "processing_interrupted", DEGRADE,
+     "ComfyUI's interrupt reaches the worker node"),
+    ("comfy.model_management", "InterruptProcessingException", DEGRADE,
+     "a worker's interrupt ends the node as ComfyUI's own"),
+    ("comfy.model_management", "MAX_PINNED_MEMORY", DEGRADE,
+     "ComfyUI's pinning is held to the host's share of the one pinned budget"),
+    ("comfy.cli_args", "args", DEGRADE, "the host's memory flags follow ComfyUI's arguments"),
+    ("comfy.utils", "PROGRESS_BAR_HOOK", DEGRADE, "worker progress drives ComfyUI's progress bar"),
+)
+
+
+def check(import_missing=True):
+    """[(module, member, severity, use, present)] for every declared member. Modules are taken
+    from sys.modules, or imported when `import_missing` (the canary, outside ComfyUI)."""
+    report = []
+    modules = {}
+    for module_name, member, severity, use in SURFACE:
+        if module_name not in modules:
+            module = sys.modules.get(module_name)
+            if module is None and import_missing:
+                try:
+                    module = importlib.import_module(module_name)
+                except Exception:  # the report says which module did not import
+                    module = None
+            modules[module_name] = module
+        module = modules[module_name]
+        report.append((module_name, member, severity, use,
+                       module is not None and hasattr(module, member)))
+    return report
+
+
+def missing(report, severity=None):
+    return ["%s.%s" % (m, name) for m, name, sev, _use, present in report
+            if not present and (severity is None or sev == severity)]
