@@ -18,10 +18,11 @@ import unittest
 
 import torch  # ComfyUI's process has torch: worker tensors arrive as torch tensors
 
-import comfy.model_management
-import comfy.utils
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "comfyui"))
+import comfyui_under_test  # noqa: E402
+comfyui_under_test.prepare()
+import comfy.model_management  # noqa: E402
+import comfy.utils  # noqa: E402
 import loader_harness  # noqa: E402
 
 CUSTOM_NODES = sys.argv.pop(1)
@@ -163,8 +164,10 @@ class ComfyUIHost(unittest.TestCase):
 # Loads the demo packs as ComfyUI would, says READY, and waits to be signalled.
 _SIGTERM_CHILD = """
 import sys, time
-import comfy.model_management, comfy.utils  # as ComfyUI has them before it loads packs
 sys.path.insert(0, sys.argv[1])
+import comfyui_under_test
+comfyui_under_test.prepare()
+import comfy.model_management, comfy.utils  # as ComfyUI has them before it loads packs
 import loader_harness
 _classes, _display, failed = loader_harness.load_custom_nodes(sys.argv[2])
 assert failed == {}, failed

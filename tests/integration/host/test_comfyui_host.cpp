@@ -4,6 +4,8 @@
 // test gives it a deployment and a fresh tree, and reads its verdict.
 #include <stdlib.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -19,8 +21,18 @@ using orch::host_testing::test_python;
 
 // Runs `script` in a fresh ComfyUI-like tree over the demo packs: A and B run in this
 // interpreter; C's env is never built, so it falls back in-process. Returns its verdict.
+// The ComfyUI tree: a real checkout named by ORCH_COMFYUI_ROOT (docs/comfyui.md, "Tests"), else
+// the fixture.
+std::string comfyui_tree() {
+  const char* real = std::getenv("ORCH_COMFYUI_ROOT");
+  return real != nullptr && *real != '\0' ? real : ORCH_TEST_COMFYUI;
+}
+
 void run_in_comfyui(const char* script) {
   if (const auto why = orch::host_testing::python_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(fs::is_directory(fs::path(comfyui_tree()) / "comfy"))
+      << "ORCH_COMFYUI_ROOT=" << comfyui_tree()
+      << " is not a ComfyUI checkout (no comfy/ directory): name the directory holding main.py";
   char pattern[] = "/tmp/orch-comfyui-host-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);
   const fs::path dir = pattern;
@@ -31,7 +43,7 @@ void run_in_comfyui(const char* script) {
   const fs::path deployment = dir / "deployment.toml";
   std::ofstream(deployment) << "[host]\ndevice = \"sim\"\n[host.sim]\ncapacity = \"1GiB\"\n"
                             << "[plugins]\nsearch_paths = [\"" << ORCH_TEST_PLUGIN_DIR << "\"]\n"
-                            << "[comfyui]\nroot = \"" << ORCH_TEST_COMFYUI << "\"\n"
+                            << "[comfyui]\nroot = \"" << comfyui_tree() << "\"\n"
                             << "[env]\nroot = \"" << (dir / "envs").string() << "\"\n"
                             << "[packs]\ncustom_nodes = \""
                             << (dir / "ComfyUI/custom_nodes").string()
@@ -42,7 +54,7 @@ void run_in_comfyui(const char* script) {
   const auto r = orch::host_testing::run_script(
       dir,
       "COMFY_ORCH_DEPLOYMENT='" + deployment.string() + "' PYTHONPATH='" +
-          ORCH_TEST_PYTHON_PACKAGE + ":" + ORCH_TEST_COMFYUI + "'",
+          ORCH_TEST_PYTHON_PACKAGE + ":" + comfyui_tree() + "'",
       script, (dir / "ComfyUI/custom_nodes").string());
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("\nOK"), std::string::npos) << r.output;
