@@ -125,8 +125,11 @@ def _broadcast_soft_empty_cache(mm, host):
 
 
 def _tensor_bytes(tensor):
-    """The bytes ComfyUI's pin_memory registers: numel() * element_size(), as it computes them."""
+    """The bytes ComfyUI's pin_memory registers: tensor.nbytes, or numel() * element_size() on a
+    torch without Tensor.nbytes (Debian's 1.13)."""
     try:
+        if hasattr(tensor, "nbytes"):
+            return max(0, int(tensor.nbytes))
         return max(0, int(tensor.numel()) * int(tensor.element_size()))
     except Exception:  # not a tensor: ComfyUI refuses it itself, and nothing is charged
         return 0

@@ -14,6 +14,7 @@ model in another process (docs/references.md, comfy-env §3.7). Rules it keeps:
 
 import logging
 import threading
+import uuid
 import weakref
 
 _log = logging.getLogger("comfy_orch")
@@ -24,7 +25,7 @@ _log = logging.getLogger("comfy_orch")
 SURFACE = ("load_device", "offload_device", "parent", "model", "model_size", "loaded_size",
            "current_loaded_device", "model_dtype", "model_patches_to", "model_patches_models",
            "get_nested_additional_models", "lowvram_patch_counter", "is_dynamic", "is_clone",
-           "partially_load", "partially_unload", "detach")
+           "partially_load", "partially_unload", "detach", "clone_base_uuid")
 
 
 class WorkerModel:
@@ -52,6 +53,9 @@ class StandIn:
         self.load_device = device
         self.offload_device = device  # eviction is the worker's: the device is only a label
         self.model = WorkerModel(env, key)
+        # unload_model_and_clones compares it on every live entry: unique, so a host model and
+        # its clones never match a worker's model.
+        self.clone_base_uuid = uuid.uuid4()
         self.gone = None  # why the worker's model is gone (died, replaced), once it is
 
     def __getattr__(self, name):

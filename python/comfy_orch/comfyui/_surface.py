@@ -22,6 +22,16 @@ SURFACE = (
     ("comfy.model_management", "unload_all_models", FATAL, "the Free button and the OOM path"),
     ("comfy.model_management", "soft_empty_cache", FATAL, "broadcast as a free to every worker"),
     ("comfy.model_management", "get_torch_device", FATAL, "a stand-in's load device"),
+    # comfy-env's host floor (reference comfy-env.md §3.14: ComfyUI of 2024-08/09 on).
+    ("comfy.model_management", "get_free_memory", FATAL, "free_memory's reading, per device"),
+    ("comfy.model_management", "minimum_inference_memory", FATAL, "the floor's era"),
+    ("comfy.model_management", "EXTRA_RESERVED_VRAM", FATAL, "the floor's era"),
+    ("comfy.model_management", "extra_reserved_memory", FATAL, "the floor's era"),
+    # LoadedModel.model_unload evicts through these on the model (a stand-in implements them);
+    # a ComfyUI whose patcher lacks them unloads through unpatch_model, which a stand-in has not.
+    ("comfy.model_patcher", "ModelPatcher.detach", FATAL, "model_unload's eviction API"),
+    ("comfy.model_patcher", "ModelPatcher.partially_unload", FATAL, "model_unload's eviction API"),
+    ("comfy.model_patcher", "ModelPatcher.loaded_size", FATAL, "model_unload's eviction API"),
     ("comfy.model_management", "processing_interrupted", DEGRADE,
      "ComfyUI's interrupt reaches the worker node"),
     ("comfy.model_management", "InterruptProcessingException", DEGRADE,
@@ -48,9 +58,18 @@ def check(import_missing=True):
                     module = None
             modules[module_name] = module
         module = modules[module_name]
-        report.append((module_name, member, severity, use,
-                       module is not None and hasattr(module, member)))
+        report.append((module_name, member, severity, use, _has(module, member)))
     return report
+
+
+def _has(module, dotted):
+    """hasattr by name, through a class for "Class.member"."""
+    target = module
+    for name in dotted.split("."):
+        if target is None or not hasattr(target, name):
+            return False
+        target = getattr(target, name)
+    return True
 
 
 def missing(report, severity=None):

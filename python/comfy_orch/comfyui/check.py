@@ -2,7 +2,8 @@
 
     python -m comfy_orch.comfyui.check <ComfyUI root> [--json]
 
-Imports ComfyUI's comfy.cli_args, comfy.model_management and comfy.utils from <root> (as ComfyUI
+Imports ComfyUI's comfy.cli_args, comfy.model_management, comfy.model_patcher and comfy.utils from
+<root> (as ComfyUI
 itself would, without parsing its command line) and checks each declared member by name before
 anything is patched. Exit status: 0 when every fatal member is present (missing degrade members
 are listed with the feature they turn off), 1 when one is missing (comfy-orch would refuse to

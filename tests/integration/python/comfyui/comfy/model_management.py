@@ -9,7 +9,9 @@ facts (no code copied):
 - free_memory sorts candidates on (-offloaded, refcount of the patcher, size, index) and asks
   each for memory_required - get_free_memory(device); unloaded entries are popped, highest index
   first; then soft_empty_cache;
-- unload_all_models is free_memory(1e30, device) for every device.
+- unload_all_models is free_memory(1e30, device) for every device;
+- unload_model_and_clones compares every live entry's patcher's clone_base_uuid with the
+  model's.
 
 The device is a fixture: its free memory is DEVICE_TOTAL less what the loaded models of that
 device hold (as a card's free reading drops with what any process holds on it). Pinning records
@@ -90,7 +92,8 @@ def pin_memory(tensor, evict_active=True):
     global TOTAL_PINNED_MEMORY
     if MAX_PINNED_MEMORY <= 0 or tensor.data_ptr() in PINNED_MEMORY:
         return False
-    size = tensor.numel() * tensor.element_size()
+    # ComfyUI reads tensor.nbytes; Debian's torch 1.13 has no Tensor.nbytes.
+    size = tensor.nbytes if hasattr(tensor, "nbytes") else tensor.numel() * tensor.element_size()
     PINNED_MEMORY[tensor.data_ptr()] = size
     TOTAL_PINNED_MEMORY += size
     return True
@@ -193,3 +196,22 @@ def free_memory(memory_required, device, keep_loaded=[], for_dynamic=False, pins
 def unload_all_models():
     for device in get_all_torch_devices():
         free_memory(1e30, device)
+
+
+def unload_model_and_clones(model, unload_additional_models=True, all_devices=False):
+    # Every live entry's patcher is asked for its clone_base_uuid (custom nodes call this).
+    same = [m for m in current_loaded_models if m.model is not None
+            and m.model.clone_base_uuid == model.clone_base_uuid]
+    for m in same:
+        if m.model_unload():
+            current_loaded_models.remove(m)
+    return len(same) > 0
+
+
+# The floor comfy-env's host contract checks (reference comfy-env.md §3.14).
+def minimum_inference_memory():
+    return 1 << 30
+
+
+def extra_reserved_memory():
+    return EXTRA_RESERVED_VRAM
