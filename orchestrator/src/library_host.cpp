@@ -236,11 +236,18 @@ result<json> library_host::evict(const std::string& env, std::uint32_t generatio
 
 // The budget account is safe from any thread (control_segment.hpp): no io-thread hop.
 orch::status library_host::pinned_reserve(std::uint64_t bytes) {
-  return host_->memory().host_budget().reserve(bytes);
+  auto st = host_->memory().host_budget().reserve(bytes);
+  if (st) caller_pinned_.fetch_add(bytes);
+  return st;
 }
 
 void library_host::pinned_release(std::uint64_t bytes) {
-  host_->memory().host_budget().release(bytes);
+  std::uint64_t held = caller_pinned_.load();
+  std::uint64_t take = 0;
+  do {
+    take = std::min(held, bytes);
+  } while (!caller_pinned_.compare_exchange_weak(held, held - take));
+  host_->memory().host_budget().release(take);
 }
 
 json library_host::status_json() {

@@ -66,6 +66,7 @@ class library_host {
   // Charges `bytes` of the caller's own pinning (ComfyUI's pin_memory) to the host's slot of the
   // one pinned budget, so host and workers together never exceed it. Errors: "budget_exceeded".
   orch::status pinned_reserve(std::uint64_t bytes);
+  // Returns at most what pinned_reserve holds for the caller.
   void pinned_release(std::uint64_t bytes);
   nlohmann::json status_json();
   void interrupt();
@@ -87,6 +88,9 @@ class library_host {
   // Calls before the first begin_prompt() belong to epoch 1: 0 is "before any prompt", which a
   // worker reads as already interrupted.
   std::atomic<std::uint64_t> epoch_{1};
+  // What the caller's own pinning holds of the host's slot, which the pool shares: a release
+  // never returns more than this, so a caller's unbalanced release cannot free the pool's share.
+  std::atomic<std::uint64_t> caller_pinned_{0};
   bool stopped_ = false;
 };
 

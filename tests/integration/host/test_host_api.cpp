@@ -395,6 +395,11 @@ TEST_F(host_library, the_callers_pinning_is_charged_to_the_hosts_slot_of_the_one
   EXPECT_EQ(host_pinned(), before + (1u << 20));
   api().pinned_release(host_, 1u << 20);
   EXPECT_EQ(host_pinned(), before);
+  // More than the caller holds: the pool's own share of the slot stays.
+  ASSERT_GT(before, 0u);
+  EXPECT_EQ(api().pinned_reserve(host_, 4096), ORCH_HOST_OK);
+  api().pinned_release(host_, std::uint64_t{1} << 40);
+  EXPECT_EQ(host_pinned(), before);
 }
 
 TEST_F(host_library, the_comfy_orch_host_package_drives_it_from_python) {

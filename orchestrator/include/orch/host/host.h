@@ -99,7 +99,8 @@ int32_t orch_host_evict(orch_host* host, const char* env, uint32_t generation, u
                         char** receipt);
 /* The caller's own pinned host memory (ComfyUI's pin_memory), charged to the host's slot of the
  * one pinned budget that the pool and every worker share (ORCH_HOST_2): ORCH_HOST_FAILED when
- * it does not fit (pin nothing then), else release the same bytes when unpinned. */
+ * it does not fit (pin nothing then), else release the same bytes when unpinned. A release
+ * never returns more than the caller's reservations hold. */
 int32_t orch_host_pinned_reserve(orch_host* host, uint64_t bytes);
 void orch_host_pinned_release(orch_host* host, uint64_t bytes);
 /* Every process's memory row and every worker's state, as JSON (docs/runtime.md). */
