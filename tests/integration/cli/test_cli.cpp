@@ -6,6 +6,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -40,6 +42,30 @@ TEST(cli, every_subcommand_has_help) {
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub << r.out;
     EXPECT_NE(r.out.find("--json"), std::string::npos) << sub;
   }
+}
+
+// comfy-orch runs on the host runtime ComfyUI loads (docs/host-library.md): liborch_host.so is
+// NEEDED, and the executable defines no orch code but its command line (orch::cli) and the
+// inline copies every user of a header gets (weak symbols).
+TEST(cli, the_host_runtime_comes_from_liborch_host_not_from_a_copy_in_the_executable) {
+  const auto dynamic = orch::testing::run_command(std::string("readelf -d '") + COMFY_ORCH_BIN +
+                                                  "'");
+  ASSERT_EQ(dynamic.exit_code, 0) << dynamic.err;
+  EXPECT_NE(dynamic.out.find("[liborch_host.so]"), std::string::npos) << dynamic.out;
+  const auto symbols = orch::testing::run_command(std::string("nm -C --defined-only '") +
+                                                  COMFY_ORCH_BIN + "'");
+  ASSERT_EQ(symbols.exit_code, 0) << symbols.err;
+  std::istringstream lines(symbols.out);
+  std::string address, type, name;
+  std::vector<std::string> copies;
+  while (lines >> address >> type && std::getline(lines, name)) {
+    name.erase(0, name.find_first_not_of(' '));
+    const bool ours = name.rfind("orch::", 0) == 0 && name.rfind("orch::cli::", 0) != 0;
+    if (ours && std::string("WwVvu").find(type) == std::string::npos) copies.push_back(name);
+  }
+  EXPECT_TRUE(copies.empty()) << copies.size() << " runtime symbols defined in comfy-orch, e.g. "
+                              << copies.front();
+  EXPECT_EQ(run("--version").exit_code, 0);
 }
 
 TEST(cli, no_subcommand_is_a_usage_error) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -150,7 +151,7 @@ class host_library : public ::testing::Test {
   std::vector<json> events_;
 };
 
-TEST_F(host_library, every_entry_point_is_exported_under_its_version_and_internals_are_hidden) {
+TEST_F(host_library, every_entry_point_is_exported_under_its_version_and_the_runtime_only_privately) {
   const auto& a = api();
   for (void* fn : {reinterpret_cast<void*>(a.start), reinterpret_cast<void*>(a.nodes),
                    reinterpret_cast<void*>(a.begin_prompt), reinterpret_cast<void*>(a.call),
@@ -161,12 +162,37 @@ TEST_F(host_library, every_entry_point_is_exported_under_its_version_and_interna
                    reinterpret_cast<void*>(a.evict), reinterpret_cast<void*>(a.pinned_reserve),
                    reinterpret_cast<void*>(a.pinned_release)})
     EXPECT_NE(fn, nullptr);
-  // orch::orchestrator::parse_prompt(const std::string&), as the compiler names it: defined in
-  // the library (the host runtime is linked whole), not exported.
-  EXPECT_EQ(::dlsym(a.handle,
-                    "_ZN4orch12orchestrator12parse_promptERKNSt7__cxx1112basic_stringIcSt11char_"
-                    "traitsIcESaIcEEE"),
-            nullptr);
+  // orch::orchestrator::parse_prompt(const std::string&), as the compiler names it: the runtime
+  // is there for comfy-orch alone, under ORCH_HOST_PRIVATE, never under a public version.
+  const char* internal =
+      "_ZN4orch12orchestrator12parse_promptERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE";
+  EXPECT_EQ(::dlvsym(a.handle, internal, "ORCH_HOST_1"), nullptr);
+  EXPECT_EQ(::dlvsym(a.handle, internal, "ORCH_HOST_2"), nullptr);
+  EXPECT_NE(::dlvsym(a.handle, internal, "ORCH_HOST_PRIVATE"), nullptr);
+  // Nothing of the libraries inside (spdlog, fmt, Boost, nlohmann-json, toml++) is exported, so
+  // the caller's own copies never bind to ours: every exported name is the C API or orch's.
+  std::FILE* nm = ::popen("nm -DC --defined-only '" ORCH_TEST_HOST_LIBRARY "'", "r");
+  ASSERT_NE(nm, nullptr);
+  std::vector<std::string> foreign;
+  char line[4096];
+  std::size_t exported = 0;
+  while (std::fgets(line, sizeof line, nm) != nullptr) {
+    std::string name(line);
+    if (!name.empty() && name.back() == '\n') name.pop_back();
+    const auto third_space = name.find(' ', name.find(' ') + 1);
+    name = third_space == std::string::npos ? name : name.substr(third_space + 1);
+    ++exported;
+    bool ours = name.rfind("orch_host_", 0) == 0 || name.rfind("ORCH_HOST_", 0) == 0;
+    for (const char* prefix : {"orch::", "vtable for orch::", "typeinfo for orch::",
+                               "typeinfo name for orch::", "VTT for orch::",
+                               "guard variable for orch::"})
+      ours = ours || name.rfind(prefix, 0) == 0;
+    if (!ours) foreign.push_back(name);
+  }
+  EXPECT_EQ(::pclose(nm), 0);
+  EXPECT_GT(exported, 16u);
+  EXPECT_TRUE(foreign.empty()) << foreign.size() << " foreign symbols exported, e.g. "
+                               << foreign.front();
 }
 
 TEST_F(host_library, bad_arguments_are_refused_with_a_reason_and_nothing_starts) {
