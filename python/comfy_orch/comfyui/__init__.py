@@ -20,7 +20,9 @@ import logging
 import os
 
 from . import _runtime
+from . import _proxies_v3
 from ._proxies import WorkerObject, build_proxy
+from ._proxies_v3 import build_v3_proxy
 
 __all__ = ["register_nodes", "WorkerObject"]
 
@@ -53,6 +55,14 @@ def _import_in_process(caller_package, pack_dir, node_dir):
             dict(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", {}) or {}))
 
 
+def _proxy(host, name, schema):
+    """A V3 proxy for a class that is V3 in its worker, where this ComfyUI has comfy_api; a V1
+    proxy otherwise (every ComfyUI runs V1 classes)."""
+    io = _proxies_v3.available() if schema.get("api_version") == 3 else None
+    return build_v3_proxy(io, host, name, schema) if io is not None else build_proxy(
+        host, name, schema)
+
+
 def register_nodes(nodes_package="nodes"):
     """(NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS) for the calling pack."""
     frame = inspect.stack()[1]
@@ -75,7 +85,7 @@ def register_nodes(nodes_package="nodes"):
                    if env is not None and schema.get("env") == env["env"]}
         if classes:
             for name, schema in classes.items():
-                mappings[name] = build_proxy(host, name, schema)
+                mappings[name] = _proxy(host, name, schema)
                 display[name] = str(schema.get("display_name") or name)
             _log.info("[comfy-orch] %s: %d nodes isolated in env %s", node_dir, len(classes),
                       env["env"])

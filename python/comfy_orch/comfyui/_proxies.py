@@ -3,6 +3,7 @@ schema the worker reported, never from importing the pack. ComfyUI's executor ca
 any node (FUNCTION, list mapping, hidden inputs); each call runs in the class's worker through
 the host library, and IS_CHANGED and VALIDATE_INPUTS go to the worker too."""
 
+import inspect
 import sys
 import threading
 
@@ -111,25 +112,19 @@ def _raise_as_comfyui(error):
     raise error
 
 
-def build_proxy(host, class_type, schema):
-    """The proxy class for `class_type`, reported by env schema["env"]."""
-    env = schema.get("env", "?")
-    declared_hidden = dict(schema.get("hidden") or {})
-    outputs = [str(t) for t in schema.get("outputs", [])]
-    function = schema.get("function") if isinstance(schema.get("function"), str) else "execute"
+def caller(host, class_type, schema):
+    """call(inputs, node, prompt, extra_pnginfo, method=None): one call of `class_type` in its
+    worker, as ComfyUI's executor makes it of a node (or of its IS_CHANGED / VALIDATE_INPUTS with
+    `method`): the epoch follows the prompt, ComfyUI's interrupt reaches the worker, a worker
+    error is raised as ComfyUI shows a node's, and the node boundary syncs the stand-ins."""
+    declared_hidden = set((schema.get("hidden") or {}).values())
 
-    def hidden_of(kwargs):
+    def call(inputs, node, prompt, extra_pnginfo, method=None):
         # Only what the class declares crosses (the host sends the same for run).
-        values = {kind: kwargs[key] for kind, key in (("PROMPT", "orch_prompt"),
-                                                     ("EXTRA_PNGINFO", "orch_extra_pnginfo"))
-                  if kind in declared_hidden.values() and kwargs.get(key) is not None}
-        return values or None
-
-    def call(kwargs, method=None):
-        node = kwargs.get("orch_unique_id")
-        prompt = kwargs.get("orch_prompt")
-        inputs = {k: _to_worker(v) for k, v in kwargs.items()
-                  if k not in _ALWAYS_HIDDEN and k not in declared_hidden}
+        hidden = {kind: value for kind, value in (("PROMPT", prompt),
+                                                  ("EXTRA_PNGINFO", extra_pnginfo))
+                  if kind in declared_hidden and value is not None} or None
+        inputs = {k: _to_worker(v) for k, v in inputs.items()}
         if method is None:
             _epochs.follow(host, prompt)
         done = threading.Event()
@@ -137,7 +132,7 @@ def build_proxy(host, class_type, schema):
         if method is None:
             watcher.start()
         try:
-            return host.call(class_type, inputs, node=str(node or "0"), hidden=hidden_of(kwargs),
+            return host.call(class_type, inputs, node=str(node or "0"), hidden=hidden,
                              method=method)
         except NodeError as e:
             _raise_as_comfyui(e)
@@ -146,10 +141,52 @@ def build_proxy(host, class_type, schema):
             if method is None:
                 _runtime.after_node()
 
+    return call
+
+
+def validation_signature(schema):
+    """The signature of the pack's own VALIDATE_INPUTS / validate_inputs, as its worker reported
+    it (schema["validate_inputs"]): ComfyUI reads it with getfullargspec to choose what it passes
+    and which inputs it still range-checks itself, so a proxy's **kwargs would turn every check
+    off. None when the worker reported none."""
+    declared = schema.get("validate_inputs")
+    if not isinstance(declared, dict):
+        return None
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    names = ["cls"] + [n for n in declared.get("inputs", []) if isinstance(n, str)
+                       and n.isidentifier() and n != "cls"]
+    if declared.get("input_types"):
+        names.append("input_types")
+    parameters = [inspect.Parameter(n, kind) for n in dict.fromkeys(names)]
+    if declared.get("all_inputs"):
+        parameters.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
+    return inspect.Signature(parameters)
+
+
+def outputs_of(schema, results):
+    """A worker's results as the node's outputs: worker objects as handles of its env."""
+    env = schema.get("env", "?")
+    outputs = [str(t) for t in schema.get("outputs", [])]
+    return tuple(_from_worker(results[k] if k < len(results) else None, outputs[k], env)
+                 for k in range(len(outputs)))
+
+
+def build_proxy(host, class_type, schema):
+    """The V1 proxy class for `class_type`, reported by env schema["env"]."""
+    env = schema.get("env", "?")
+    declared_hidden = dict(schema.get("hidden") or {})
+    outputs = [str(t) for t in schema.get("outputs", [])]
+    function = schema.get("function") if isinstance(schema.get("function"), str) else "execute"
+    worker_call = caller(host, class_type, schema)
+
+    def call(kwargs, method=None):
+        inputs = {k: v for k, v in kwargs.items()
+                  if k not in _ALWAYS_HIDDEN and k not in declared_hidden}
+        return worker_call(inputs, kwargs.get("orch_unique_id"), kwargs.get("orch_prompt"),
+                           kwargs.get("orch_extra_pnginfo"), method)
+
     def execute(self, **kwargs):
-        results = call(kwargs)
-        return tuple(_from_worker(results[k] if k < len(results) else None, outputs[k], env)
-                     for k in range(len(outputs)))
+        return outputs_of(schema, call(kwargs))
 
     attrs = {
         "INPUT_TYPES": classmethod(lambda cls: input_types(schema)),
@@ -181,5 +218,8 @@ def build_proxy(host, class_type, schema):
             except NodeError as e:
                 return e.message  # ComfyUI shows a string as the validation failure
             return True
+        signature = validation_signature(schema)
+        if signature is not None:
+            validate_inputs.__signature__ = signature
         attrs["VALIDATE_INPUTS"] = classmethod(validate_inputs)
     return type(class_type, (), attrs)

@@ -56,7 +56,7 @@ class ComfyUIHost(unittest.TestCase):
     def test_every_pack_loads_with_isolated_envs_as_proxies_and_the_rest_in_process(self):
         self.assertEqual(self.failed, {})
         for name in ("DemoGradient", "DemoLoadModel", "DemoApplyModel", "DemoSleep",
-                     "DemoInvert", "DemoBatchSizes"):
+                     "DemoInvert", "DemoBatchSizes", "DemoV3Gain"):
             self.assertTrue(hasattr(self.classes[name], "COMFY_ORCH_ENV"), name)
         # No manifest, and a manifest whose env is not built: ComfyUI's own process.
         for name in ("DemoMean", "DemoWhere"):
@@ -115,6 +115,45 @@ class ComfyUIHost(unittest.TestCase):
                 "5": {"class_type": "DemoInvert", "inputs": {"image": ["2", 0]}},
             })
         self.assertIn("one env", refused.exception.message)
+
+    def test_a_class_that_is_v3_in_its_worker_is_a_v3_node_in_comfyui(self):
+        from comfy_api.latest import io
+        proxy = self.classes["DemoV3Gain"]
+        self.assertTrue(issubclass(proxy, io.ComfyNode))
+        self.assertFalse(issubclass(self.classes["DemoInvert"], io.ComfyNode))  # V1 stays V1
+        schema = proxy.define_schema()
+        self.assertEqual((schema.node_id, schema.display_name, schema.category),
+                         ("DemoV3Gain", "Demo Gain (V3)", "demo/filters"))
+        self.assertTrue(schema.is_output_node)
+        by_id = {i.id: i for i in schema.inputs}
+        self.assertEqual([i.id for i in schema.inputs], ["image", "gain", "mode", "tag"])
+        self.assertEqual(by_id["image"].get_io_type(), "IMAGE")
+        self.assertEqual(by_id["gain"].get_io_type(), "FLOAT")
+        self.assertEqual((by_id["gain"].default, by_id["gain"].options_extra["min"],
+                          by_id["gain"].options_extra["max"]), (2.0, 0.0, 8.0))
+        self.assertEqual(by_id["mode"].options, ["mul", "add"])
+        self.assertEqual(by_id["tag"].get_io_type(), "DEMO_TAG")
+        self.assertTrue(by_id["tag"].optional)
+        self.assertEqual([o.get_io_type() for o in schema.outputs], ["IMAGE", "STRING"])
+        self.assertEqual([o.display_name for o in schema.outputs], ["image", "who"])
+        # Its own validate_inputs and fingerprint_inputs run in the worker. ComfyUI reads the
+        # method's signature to know what to pass and what it still range-checks itself.
+        import inspect
+        spec = inspect.getfullargspec(proxy.validate_inputs)
+        self.assertEqual((spec.args, spec.varkw), (["cls", "gain", "mode"], None))
+        self.assertIs(proxy.validate_inputs(gain=2.0, mode="mul"), True)
+        self.assertEqual(proxy.validate_inputs(gain=3.0, mode="mul"), "a gain of 3 is not allowed")
+        self.assertEqual(proxy.fingerprint_inputs(gain=2.0, mode="add"), "add:2.0")
+        # Run by ComfyUI's V3 executor: hidden values from cls.hidden reach the worker's node.
+        out = self.run_prompt({
+            "1": {"class_type": "DemoGradient", "inputs": {"width": 4, "height": 2}},
+            "2": {"class_type": "DemoV3Gain",
+                  "inputs": {"image": ["1", 0], "gain": 0.5, "mode": "mul"}},
+        })
+        image, who = out["2"][0][0], out["2"][1][0]
+        self.assertEqual(tuple(image.shape), (1, 2, 4, 3))
+        self.assertAlmostEqual(float(image[0, 0, -1, 0]), 0.5)
+        self.assertTrue(who.startswith("node 2, pid "), who)
 
     def test_list_flags_follow_comfyuis_executor(self):
         proxy = self.classes["DemoBatchSizes"]

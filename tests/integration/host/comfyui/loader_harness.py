@@ -15,6 +15,10 @@ e60e19b175f93f2c8fac037063de9f13259be9d4, none of its code:
   called once with the whole lists, any other once per item of its longest input (shorter lists
   repeat their last item); OUTPUT_IS_LIST slots are concatenated; IS_CHANGED runs before the
   node (mapped like it); FUNCTION is called on an instance of the class.
+- V3 classes (comfy_api io.ComfyNode, execution.py at cb707e9c): the schema gives the output
+  node and list flags; execute is called on a clone of the class whose `hidden` holds the kinds
+  the schema lists (prompt and extra_pnginfo too for an output node); fingerprint_inputs runs
+  first where the class overrides it; execute returns an io.NodeOutput.
 """
 
 import importlib.util
@@ -46,6 +50,50 @@ def load_custom_nodes(custom_nodes_dir):
     return classes, display, failed
 
 
+def _v3_schema(cls):
+    """A V3 class's schema (comfy_api io.ComfyNode), or None for a V1 class."""
+    io = sys.modules.get("comfy_api.latest._io")
+    if io is None or not isinstance(cls, type) or not issubclass(cls, io.ComfyNode):
+        return None
+    return cls.define_schema()
+
+
+def _v3_overrides(cls, name):
+    """ComfyUI uses validate_inputs / fingerprint_inputs only where a class overrides the base."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return not getattr(klass, "__module__", "").startswith("comfy_api")
+    return False
+
+
+def _v3_function(cls, schema, prompt, node_id, extra_pnginfo):
+    """execute on a clone of the class whose `hidden` holds what the schema lists (and, for an
+    output node, the prompt and its extra_pnginfo), as ComfyUI prepares one per call."""
+    io = sys.modules["comfy_api.latest._io"]
+    kinds = {getattr(h, "value", h) for h in schema.hidden}
+    if schema.is_output_node:
+        kinds |= {"PROMPT", "EXTRA_PNGINFO"}
+    values = {"unique_id": node_id, "prompt": prompt, "extra_pnginfo": extra_pnginfo}
+    holder = io.HiddenHolder(**{name: value for name, value in values.items()
+                                if name.upper() in kinds})
+    clone = type(cls.__name__, (cls,), {"hidden": holder})
+
+    def run(**kwargs):
+        out = cls.execute.__func__(clone, **kwargs)
+        return tuple(out.args) if isinstance(out, io.NodeOutput) else tuple(out or ())
+    return run
+
+
+def _shape(cls):
+    """(output node, number of outputs, input is list, output list flags) of a V1 or V3 class."""
+    schema = _v3_schema(cls)
+    if schema is None:
+        return (getattr(cls, "OUTPUT_NODE", False), len(cls.RETURN_TYPES),
+                getattr(cls, "INPUT_IS_LIST", False), getattr(cls, "OUTPUT_IS_LIST", ()))
+    return (schema.is_output_node, len(schema.outputs), schema.is_input_list,
+            tuple(o.is_output_list for o in schema.outputs))
+
+
 def _hidden_values(cls, prompt, node_id, extra_pnginfo):
     values = {}
     for kwarg, kind in (cls.INPUT_TYPES().get("hidden") or {}).items():
@@ -59,7 +107,7 @@ def _hidden_values(cls, prompt, node_id, extra_pnginfo):
 
 
 def _map_over_lists(cls, fn, data):
-    if getattr(cls, "INPUT_IS_LIST", False):
+    if _shape(cls)[2]:
         return [fn(**data)]
     longest = max((len(v) for v in data.values()), default=1)
     if any(len(v) == 0 for v in data.values()):
@@ -81,7 +129,7 @@ def _order(prompt, classes):
         order.append(node_id)
 
     for node_id in sorted(prompt):
-        if getattr(classes[prompt[node_id]["class_type"]], "OUTPUT_NODE", False):
+        if _shape(classes[prompt[node_id]["class_type"]])[0]:
             visit(node_id)
     return order
 
@@ -97,13 +145,20 @@ def execute(prompt, classes, extra_pnginfo=None):
                 data[name] = outputs[value[0]][value[1]]
             else:
                 data[name] = [value]
-        data.update(_hidden_values(cls, prompt, node_id, extra_pnginfo))
-        if hasattr(cls, "IS_CHANGED"):
-            _map_over_lists(cls, cls.IS_CHANGED, data)
-        results = _map_over_lists(cls, getattr(cls(), cls.FUNCTION), data)
-        list_slots = getattr(cls, "OUTPUT_IS_LIST", ())
+        schema = _v3_schema(cls)
+        if schema is None:
+            data.update(_hidden_values(cls, prompt, node_id, extra_pnginfo))
+            if hasattr(cls, "IS_CHANGED"):
+                _map_over_lists(cls, cls.IS_CHANGED, data)
+            function = getattr(cls(), cls.FUNCTION)
+        else:
+            if _v3_overrides(cls, "fingerprint_inputs"):
+                _map_over_lists(cls, cls.fingerprint_inputs, data)
+            function = _v3_function(cls, schema, prompt, node_id, extra_pnginfo)
+        results = _map_over_lists(cls, function, data)
+        _output_node, count, _input_is_list, list_slots = _shape(cls)
         slots = []
-        for k in range(len(cls.RETURN_TYPES)):
+        for k in range(count):
             items = [r[k] for r in results]
             if k < len(list_slots) and list_slots[k]:
                 items = [x for item in items for x in item]

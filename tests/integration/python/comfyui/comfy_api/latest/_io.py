@@ -75,6 +75,12 @@ def _comfytype(io_type, widget):
     return Type
 
 
+def Custom(io_type):
+    """A type of any name (a pack's own, or a core type the io module does not name)."""
+    return _comfytype(io_type, False)
+
+
+AnyType = _comfytype("*", False)
 Int = _comfytype("INT", True)
 Float = _comfytype("FLOAT", True)
 String = _comfytype("STRING", True)

@@ -53,5 +53,37 @@ class DemoLoadLut:
         return (os.getpid(),)
 
 
+from comfy_api.latest import io  # noqa: E402  (the worker has ComfyUI's tree on its path)
+
+
+class DemoV3Gain(io.ComfyNode):
+    """A V3 node: typed inputs, a pack type of its own, hidden values from cls.hidden, and its
+    own validate_inputs and fingerprint_inputs."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="DemoV3Gain", display_name="Demo Gain (V3)", category="demo/filters",
+            inputs=[io.Image.Input("image"),
+                    io.Float.Input("gain", default=2.0, min=0.0, max=8.0, step=0.5),
+                    io.Combo.Input("mode", options=["mul", "add"]),
+                    io.Custom("DEMO_TAG").Input("tag", optional=True)],
+            outputs=[io.Image.Output(display_name="image"), io.String.Output(display_name="who")],
+            hidden=[io.Hidden.unique_id], is_output_node=True)
+
+    @classmethod
+    def validate_inputs(cls, gain, mode):
+        return True if gain != 3.0 else "a gain of 3 is not allowed"
+
+    @classmethod
+    def fingerprint_inputs(cls, gain, mode, **others):  # ComfyUI passes every input
+        return "%s:%s" % (mode, gain)
+
+    @classmethod
+    def execute(cls, image, gain, mode, tag=None):
+        out = image * gain if mode == "mul" else image + gain
+        return io.NodeOutput(out, "node %s, pid %d" % (cls.hidden.unique_id, os.getpid()))
+
+
 NODE_CLASS_MAPPINGS = {"DemoInvert": DemoInvert, "DemoBatchSizes": DemoBatchSizes,
-                       "DemoLoadLut": DemoLoadLut}
+                       "DemoLoadLut": DemoLoadLut, "DemoV3Gain": DemoV3Gain}

@@ -1,0 +1,121 @@
+"""ComfyUI V3 proxies (docs/comfyui.md): for a class that is a V3 node in its worker
+(schema["api_version"] == 3), where ComfyUI's process has comfy_api, the proxy is itself an
+io.ComfyNode whose schema is built from the worker's, so ComfyUI's V3 executor, its V3 UI
+features and its V3 validation see the node as the pack wrote it. Calls go through the same
+caller as V1 proxies (_proxies.caller).
+
+Facts of comfy_api.latest._io (Comfy-Org/ComfyUI 58a8a96, written from them, no code copied):
+inputs take fixed keywords (an unknown one raises TypeError), so each input gets only the options
+its constructor names and the rest in extra_dict; io.Custom(type) makes a type for any other
+name; hidden values are read from cls.hidden (a clone ComfyUI prepares per call), for the kinds
+the schema lists; execute and the optional validate_inputs / fingerprint_inputs are
+classmethods."""
+
+import inspect
+
+from . import _proxies
+
+_WIDGETS = {"INT": "Int", "FLOAT": "Float", "STRING": "String", "BOOLEAN": "Boolean",
+            "COMBO": "Combo"}
+_NOT_OPTIONS = ("name", "type", "required", "options")
+
+
+def available():
+    """comfy_api.latest's io module when ComfyUI's process can import it, else None."""
+    try:
+        from comfy_api.latest import io
+    except Exception:  # an older ComfyUI: V1 proxies serve it
+        return None
+    return io if hasattr(io, "ComfyNode") and hasattr(io, "Schema") else None
+
+
+def _type(io, name):
+    if name in _WIDGETS and hasattr(io, _WIDGETS[name]):
+        return getattr(io, _WIDGETS[name])
+    if name == "*" and hasattr(io, "AnyType"):
+        return io.AnyType
+    return io.Custom(name)
+
+
+def _construct(factory, positional, options):
+    """factory(*positional, **options) with only the keywords it names; the others go into its
+    extra_dict (ComfyUI merges that into the V1 options), or are dropped where it has none."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return factory(*positional, **options)
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return factory(*positional, **options)
+    named = {k: v for k, v in options.items() if k in parameters}
+    extra = {k: v for k, v in options.items() if k not in parameters}
+    if extra and "extra_dict" in parameters:
+        named["extra_dict"] = extra
+    return factory(*positional, **named)
+
+
+def _input(io, spec):
+    kind = str(spec.get("type", "*"))
+    options = {k: v for k, v in spec.items() if k not in _NOT_OPTIONS}
+    options["optional"] = not spec.get("required", True)
+    if kind == "COMBO":
+        options["options"] = list(spec.get("options", []))
+    return _construct(_type(io, kind).Input, [spec["name"]], options)
+
+
+def _outputs(io, schema):
+    types = [str(t) for t in schema.get("outputs", [])]
+    names = schema.get("return_names") if isinstance(schema.get("return_names"), list) else []
+    lists = schema.get("output_is_list") or []
+    return [_construct(_type(io, t).Output, [],
+                       {"display_name": str(names[k]) if k < len(names) else t,
+                        "is_output_list": bool(lists[k]) if k < len(lists) else False})
+            for k, t in enumerate(types)]
+
+
+def build_v3_proxy(io, host, class_type, schema):
+    """The io.ComfyNode proxy for `class_type`, reported by env schema["env"]."""
+    call = _proxies.caller(host, class_type, schema)
+    inputs = [s for s in schema.get("inputs", [])
+              if isinstance(s, dict) and isinstance(s.get("name"), str)]
+    fields = {"node_id": class_type,
+              "display_name": str(schema.get("display_name") or class_type),
+              "category": str(schema.get("category", "")),
+              "description": str(schema.get("description", "") or ""),
+              "is_output_node": bool(schema.get("output_node", False)),
+              "is_input_list": bool(schema.get("input_is_list", False)),
+              "is_deprecated": bool(schema.get("deprecated", False)),
+              "is_experimental": bool(schema.get("experimental", False)),
+              "not_idempotent": bool(schema.get("not_idempotent", False))}
+
+    def define_schema(cls):
+        # Every proxy asks for the node id and the prompt (the epoch), as V1 proxies do.
+        hidden = [io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.extra_pnginfo]
+        return _construct(io.Schema, [], dict(fields, inputs=[_input(io, s) for s in inputs],
+                                              outputs=_outputs(io, schema), hidden=hidden))
+
+    def hidden_of(cls):
+        h = getattr(cls, "hidden", None)
+        return (getattr(h, "unique_id", None), getattr(h, "prompt", None),
+                getattr(h, "extra_pnginfo", None))
+
+    def execute(cls, **kwargs):
+        return io.NodeOutput(*_proxies.outputs_of(schema, call(kwargs, *hidden_of(cls))))
+
+    attrs = {"define_schema": classmethod(define_schema), "execute": classmethod(execute),
+             "COMFY_ORCH_ENV": schema.get("env", "?"),
+             "__module__": "comfy_orch.comfyui.proxies"}
+    if schema.get("has_validate_inputs"):
+        def validate_inputs(cls, **kwargs):
+            try:
+                call(kwargs, None, None, None, "VALIDATE_INPUTS")
+            except _proxies.NodeError as e:
+                return e.message  # ComfyUI shows a string as the validation failure
+            return True
+        signature = _proxies.validation_signature(schema)
+        if signature is not None:
+            validate_inputs.__signature__ = signature
+        attrs["validate_inputs"] = classmethod(validate_inputs)
+    if schema.get("has_is_changed"):
+        attrs["fingerprint_inputs"] = classmethod(
+            lambda cls, **kwargs: (call(kwargs, None, None, None, "IS_CHANGED") or [None])[0])
+    return type(class_type, (io.ComfyNode,), attrs)
