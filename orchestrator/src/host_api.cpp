@@ -15,6 +15,7 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "comfyui_deployment.hpp"
 #include "diagnostics_output.hpp"
 #include "library_host.hpp"
 #include "orch/support/logging.hpp"
@@ -100,6 +101,19 @@ std::shared_ptr<event_log_sink> log_events() {
   return sink;
 }
 
+// The deployment file, else the one of the ComfyUI tree described (comfyui_deployment.hpp).
+orch::result<orch::orchestrator::prepared_deployment> prepare(
+    const char* file, const char* comfyui, orch::manifests::diagnostics& diags) {
+  if (file != nullptr) return orch::orchestrator::prepare_deployment(file, diags);
+  const json description = json::parse(comfyui, nullptr, /*allow_exceptions=*/false);
+  if (description.is_discarded())
+    return orch::error{orch::orchestrator::runtime_errc::invalid_description,
+                       "the ComfyUI description is not JSON"};
+  auto text = orch::orchestrator::comfyui_deployment(description);
+  if (!text) return text.err();
+  return orch::orchestrator::prepare_deployment_text(text->text, text->label, diags);
+}
+
 template <typename F>
 int32_t guarded(char** error, F&& fn) noexcept {
   try {
@@ -131,12 +145,19 @@ int32_t orch_host_start(const orch_host_options* options, orch_host** host, char
   if (host != nullptr) *host = nullptr;
   if (error != nullptr) *error = nullptr;
   return guarded(error, [&]() -> int32_t {
+    // ORCH_HOST_1's callers end before `comfyui`: theirs is never read.
+    const char* comfyui = options != nullptr &&
+                                  options->struct_size >= offsetof(orch_host_options, comfyui) +
+                                                              sizeof(options->comfyui)
+                              ? options->comfyui
+                              : nullptr;
     if (options == nullptr || host == nullptr ||
         options->struct_size < offsetof(orch_host_options, worker_executable) ||
-        options->deployment == nullptr) {
+        (options->deployment == nullptr && comfyui == nullptr)) {
       set_error(error, error_json("invalid_argument",
                                   "orch_host_start needs options with struct_size set and a "
-                                  "deployment path, and somewhere to put the host"));
+                                  "deployment path (or a ComfyUI description), and somewhere to "
+                                  "put the host"));
       return ORCH_HOST_INVALID;
     }
     library_host::event_fn events;
@@ -156,15 +177,25 @@ int32_t orch_host_start(const orch_host_options* options, orch_host** host, char
       worker = e;
     }
     const auto layout = layout_beside_this_library();
+    // The default plugin and node library directories too are the library's, not those beside
+    // the caller's executable (python3's).
+    orch::orchestrator::use_install_layout(layout);
     if (worker.empty()) worker = layout.worker_executable.string();
     orch::manifests::diagnostics diags;
-    auto started = library_host::start(options->deployment, worker, layout, diags, events);
+    auto started = [&]() -> orch::result<std::unique_ptr<library_host>> {
+      auto prepared = prepare(options->deployment, comfyui, diags);
+      if (!prepared) return prepared.err();
+      return library_host::start(*prepared, worker, layout, events);
+    }();
     if (!started) {
       log_events()->set(nullptr);
       json e = error_json(started.err().code, started.err().message);
       e["diagnostics"] = orch::cli::diagnostics_to_json(diags);
       set_error(error, e);
-      return started.err().code == orch::orchestrator::runtime_errc::invalid_deployment
+      // A bad deployment or description is the caller's to fix.
+      const std::string& code = started.err().code;
+      return code == orch::orchestrator::runtime_errc::invalid_deployment ||
+                     code == orch::orchestrator::runtime_errc::invalid_description
                  ? ORCH_HOST_INVALID
                  : ORCH_HOST_FAILED;
     }

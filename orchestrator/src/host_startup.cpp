@@ -1,5 +1,7 @@
 #include "host_startup.hpp"
 
+#include <optional>
+
 #include "orch/ipc/cgroup_probe.hpp"
 #include "orch/ipc/errc.hpp"
 #include "orch/manifests/units.hpp"
@@ -9,12 +11,10 @@
 
 namespace orch::orchestrator {
 
-result<prepared_deployment> prepare_deployment(const std::string& file,
-                                               manifests::diagnostics& diags) {
-  const error invalid{runtime_errc::invalid_deployment, "nothing started: fix the errors in " +
-                                                            file + " (comfy-orch validate " + file +
-                                                            " lists them)"};
-  auto d = manifests::load_deployment(file, diags);
+namespace {
+
+result<prepared_deployment> prepare(std::optional<manifests::deployment> d, const error& invalid,
+                                    manifests::diagnostics& diags) {
   if (!d) return invalid;
   d->plugin_paths = deployment_plugin_directories(*d);
   d->packs.library_paths = deployment_library_directories(*d);
@@ -27,6 +27,24 @@ result<prepared_deployment> prepare_deployment(const std::string& file,
   auto inv = manifests::build_inventory(*d, diags);
   if (diags.has_errors()) return invalid;
   return prepared_deployment{std::move(*d), std::move(inv)};
+}
+
+}  // namespace
+
+result<prepared_deployment> prepare_deployment(const std::string& file,
+                                               manifests::diagnostics& diags) {
+  const error invalid{runtime_errc::invalid_deployment, "nothing started: fix the errors in " +
+                                                            file + " (comfy-orch validate " + file +
+                                                            " lists them)"};
+  return prepare(manifests::load_deployment(file, diags), invalid, diags);
+}
+
+result<prepared_deployment> prepare_deployment_text(const std::string& text,
+                                                    const std::string& label,
+                                                    manifests::diagnostics& diags) {
+  const error invalid{runtime_errc::invalid_deployment,
+                      "nothing started: fix the errors in the deployment of " + label};
+  return prepare(manifests::parse_deployment_text(text, label, diags), invalid, diags);
 }
 
 result<std::unique_ptr<host_runtime>> start_deployment(const prepared_deployment& p,

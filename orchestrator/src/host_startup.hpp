@@ -26,6 +26,11 @@ struct prepared_deployment {
 // Errors: "invalid_deployment" (diags holds the errors), "memory_unreadable".
 result<prepared_deployment> prepare_deployment(const std::string& file,
                                                manifests::diagnostics& diags);
+// The same for deployment text that is not in a file (a ComfyUI host's, comfyui_deployment.hpp):
+// `label` stands for the file in diagnostics, and relative paths resolve against its directory.
+result<prepared_deployment> prepare_deployment_text(const std::string& text,
+                                                    const std::string& label,
+                                                    manifests::diagnostics& diags);
 
 // Raises the open-file limit for its workers, creates the shared memory and spawns the workers.
 // Errors: process_limits and host_runtime::start errors, the message ending with the fix.

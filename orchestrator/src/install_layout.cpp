@@ -1,5 +1,6 @@
 #include "orch/orchestrator/install_layout.hpp"
 
+#include <atomic>
 #include <system_error>
 
 namespace orch::orchestrator {
@@ -47,7 +48,18 @@ install_layout locate_install_layout(const fs::path& host_executable) {
   return beside(dir, installed);
 }
 
+namespace {
+std::atomic<const install_layout*> given_layout{nullptr};
+}  // namespace
+
+void use_install_layout(const install_layout& layout) {
+  const install_layout* expected = nullptr;
+  auto* copy = new install_layout(layout);  // lives for the process, as the computed one does
+  if (!given_layout.compare_exchange_strong(expected, copy)) delete copy;
+}
+
 const install_layout& this_install_layout() {
+  if (const install_layout* given = given_layout.load()) return *given;
   static const install_layout layout = [] {
     std::error_code ec;
     // The kernel's answer is absolute with every symbolic link resolved, so a link to the host

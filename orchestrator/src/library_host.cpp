@@ -15,18 +15,15 @@ namespace orch::orchestrator {
 
 using nlohmann::json;
 
-result<std::unique_ptr<library_host>> library_host::start(const std::string& deployment,
+result<std::unique_ptr<library_host>> library_host::start(const prepared_deployment& prepared,
                                                           const std::string& worker_executable,
                                                           const install_layout& layout,
-                                                          manifests::diagnostics& diags,
                                                           event_fn events) {
-  auto prepared = prepare_deployment(deployment, diags);
-  if (!prepared) return prepared.err();
-  auto host = start_deployment(*prepared, worker_executable, layout);
+  auto host = start_deployment(prepared, worker_executable, layout);
   if (!host) return host.err();
   std::unique_ptr<library_host> lh(new library_host());
   lh->host_ = std::move(*host);
-  for (const auto& pack : prepared->inventory.packs) {
+  for (const auto& pack : prepared.inventory.packs) {
     for (const auto& e : pack.envs) {
       lh->envs_.push_back({{"env", e.dir.env_name},
                            {"pack_dir", e.dir.pack_dir.string()},

@@ -15,6 +15,7 @@
 
 #include "orch/ipc/descriptor.hpp"
 #include "orch/manifests/diagnostic.hpp"
+#include "host_startup.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
 #include "orch/orchestrator/install_layout.hpp"
 
@@ -24,12 +25,11 @@ class library_host {
  public:
   using event_fn = std::function<void(const std::string& type, const nlohmann::json& data)>;
 
-  // prepare_deployment, start_deployment and settle_workers (host_startup.hpp); `events` gets
-  // "worker" and "progress" events from the io thread.
-  static result<std::unique_ptr<library_host>> start(const std::string& deployment,
+  // start_deployment and settle_workers over a prepared deployment (host_startup.hpp);
+  // `events` gets "worker" and "progress" events from the io thread.
+  static result<std::unique_ptr<library_host>> start(const prepared_deployment& prepared,
                                                      const std::string& worker_executable,
                                                      const install_layout& layout,
-                                                     manifests::diagnostics& diags,
                                                      event_fn events);
   library_host(const library_host&) = delete;
   library_host& operator=(const library_host&) = delete;

@@ -58,7 +58,8 @@ EventFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char
 class Options(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
                 ("deployment", ctypes.c_char_p), ("on_event", EventFn),
-                ("user", ctypes.c_void_p), ("worker_executable", ctypes.c_char_p)]
+                ("user", ctypes.c_void_p), ("worker_executable", ctypes.c_char_p),
+                ("comfyui", ctypes.c_char_p)]  # ORCH_HOST_2
 
 
 def load_library():
@@ -145,7 +146,13 @@ class _Library:
 
 
 class Host:
-    def __init__(self, deployment, on_event=None, worker_executable=None):
+    """A host over `deployment` (a deployment file), or over `comfyui`: a description of a
+    ComfyUI tree ({"root", "custom_nodes"?, "device"?, "protocol_level"?, "memory"?}: its
+    arguments as the [memory] flags; docs/host-library.md)."""
+
+    def __init__(self, deployment=None, on_event=None, worker_executable=None, comfyui=None):
+        if deployment is None and comfyui is None:
+            raise ValueError("Host needs a deployment file or a ComfyUI description")
         self._library = _Library(load_library())
         self._lib = self._library.lib
         self._blocks = {}  # (segment, generation, offset) -> weakref of its _Held
@@ -160,8 +167,11 @@ class Host:
                     pass
         # Kept by the library until stop; it refers to no Host, so no cycle keeps one alive.
         self._event_fn = EventFn(deliver)
-        options = Options(ctypes.sizeof(Options), 0, os.fsencode(deployment), self._event_fn,
-                          None, os.fsencode(worker_executable) if worker_executable else None)
+        options = Options(ctypes.sizeof(Options), 0,
+                          os.fsencode(deployment) if deployment is not None else None,
+                          self._event_fn, None,
+                          os.fsencode(worker_executable) if worker_executable else None,
+                          json.dumps(comfyui).encode("utf-8") if comfyui is not None else None)
         handle, error = ctypes.c_void_p(), ctypes.c_void_p()
         status = self._lib.orch_host_start(ctypes.byref(options), ctypes.byref(handle),
                                            ctypes.byref(error))

@@ -50,16 +50,16 @@ def _installed_aimdo_version():
 
 
 def deployment_settings(args=None, aimdo_version=None):
-    """(host lines, [memory] lines, why) for a deployment of this ComfyUI process: its flags as
-    ComfyUI parsed them, and its aimdo's protocol level."""
+    """(host settings, [memory] settings, why) for the host of this ComfyUI process: its flags
+    as ComfyUI parsed them, and its aimdo's protocol level."""
     if args is None:
         args = getattr(sys.modules.get("comfy.cli_args"), "args", None)
     if aimdo_version is None:
         aimdo_version = _installed_aimdo_version()
-    host, memory, why = [], [], []
+    host, memory, why = {}, {}, []
     level = aimdo_level(aimdo_version) if aimdo_version else None
     if level is not None:
-        host.append("protocol_level = %d" % level)
+        host["protocol_level"] = level
         why.append("comfy-aimdo %s speaks level %d" % (aimdo_version, level))
     else:
         why.append("no comfy-aimdo installed: workers use their pager's own level")
@@ -69,18 +69,18 @@ def deployment_settings(args=None, aimdo_version=None):
     for flag in ("highvram", "gpu_only", "novram", "cpu", "disable_pinned_memory",
                  "disable_dynamic_vram", "enable_dynamic_vram"):
         if getattr(args, flag, False) is True:
-            memory.append("%s = true" % flag)
+            memory[flag] = True
     if level is None and not getattr(args, "enable_dynamic_vram", False):
-        memory.append("disable_dynamic_vram = true")  # no aimdo: ComfyUI itself runs the ledger
+        memory["disable_dynamic_vram"] = True  # no aimdo: ComfyUI itself runs the ledger
     for flag, key in (("reserve_vram", "reserve_vram"), ("vram_headroom", "vram_headroom")):
         gib = getattr(args, flag, None)
         if isinstance(gib, (int, float)) and not isinstance(gib, bool) and gib >= 0:
-            memory.append("%s = %d" % (key, int(gib * _GIB)))
+            memory[key] = int(gib * _GIB)
     streams = getattr(args, "async_offload", None)
     if isinstance(streams, int) and not isinstance(streams, bool) and 0 <= streams <= 16:
-        memory.append("async_offload_streams = %d" % streams)
+        memory["async_offload_streams"] = streams
     elif getattr(args, "disable_async_offload", False) is True:
-        memory.append("async_offload_streams = 0")
+        memory["async_offload_streams"] = 0
     why.append("memory flags from comfy.cli_args")
     return host, memory, why
 

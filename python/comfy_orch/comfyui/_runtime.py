@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 
 from ..host import Host
@@ -25,10 +24,6 @@ def comfyui_root(pack_dir):
     return os.path.dirname(parent) if os.path.basename(parent) == "custom_nodes" else None
 
 
-def _toml_string(text):
-    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
-
-
 def _device():
     """ComfyUI's own device choice, as far as the host needs it: cpu when ComfyUI runs on the
     CPU (--cpu) or torch sees no GPU, else the first CUDA device."""
@@ -41,24 +36,13 @@ def _device():
     return "cpu"
 
 
-def deployment_for(root):
-    """A deployment over ComfyUI tree `root`: its custom_nodes, with ComfyUI as [comfyui] root,
-    ComfyUI's memory flags and its aimdo's level (_memory.py), written in a private directory of
-    this user."""
-    host_lines, memory_lines, why = _memory.deployment_settings()
+def description_for(root):
+    """The host of ComfyUI tree `root` (liborch_host.so builds its deployment, host.h): its
+    custom_nodes, the device ComfyUI uses, its memory flags and its aimdo's level (_memory.py)."""
+    host, memory, why = _memory.deployment_settings()
     _log.info("[comfy-orch] host memory settings: %s", "; ".join(why))
-    text = ("[host]\ndevice = %s\n%s\n[memory]\n%s\n[comfyui]\nroot = %s\n\n"
-            "[packs]\ncustom_nodes = %s\n"
-            % (_toml_string(_device()), "".join(l + "\n" for l in host_lines),
-               "".join(l + "\n" for l in memory_lines), _toml_string(root),
-               _toml_string(os.path.join(root, "custom_nodes"))))
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    directory = os.path.join(base, "comfy-orch-%d" % os.getuid())
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    path = os.path.join(directory, "comfyui-%d.toml" % os.getpid())
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+    return dict(host, root=root, custom_nodes=os.path.join(root, "custom_nodes"),
+                device=_device(), memory=memory)
 
 
 def _progress(kind, data):
@@ -78,22 +62,24 @@ def host(pack_dir):
     global _host
     with _lock:
         if _host is None:
-            deployment = os.environ.get("COMFY_ORCH_DEPLOYMENT")
-            if not deployment:
+            deployment = os.environ.get("COMFY_ORCH_DEPLOYMENT") or None
+            description = None
+            if deployment is None:
                 root = comfyui_root(pack_dir)
                 if root is None:
                     raise RuntimeError(
                         "comfy_orch: %s is not in a ComfyUI custom_nodes directory; set "
                         "COMFY_ORCH_DEPLOYMENT to a deployment file" % pack_dir)
-                deployment = deployment_for(root)
-            _host = Host(deployment, on_event=_progress)
+                description = description_for(root)
+            _host = Host(deployment, on_event=_progress, comfyui=description)
             atexit.register(stop)
             _stop_on_signals()
             global _stand_ins
             _stand_ins = _memory.integrate(_host)
             state = _host.nodes()
             _log.info("[comfy-orch] active: %d envs isolated, %d not (%s)",
-                      len(state["workers"]), len(state["skipped"]), deployment)
+                      len(state["workers"]), len(state["skipped"]),
+                      deployment or "ComfyUI tree %s" % description["root"])
         return _host
 
 

@@ -193,13 +193,38 @@ class ComfyUIMemory(unittest.TestCase):
         args = argparse.Namespace(highvram=True, reserve_vram=1.5, async_offload=3,
                                   disable_pinned_memory=False)
         host, memory, why = _memory.deployment_settings(args, "0.4.10")
-        self.assertEqual(host, ["protocol_level = 3"])
-        self.assertIn("highvram = true", memory)
-        self.assertIn("reserve_vram = %d" % int(1.5 * (1 << 30)), memory)
-        self.assertIn("async_offload_streams = 3", memory)
+        self.assertEqual(host, {"protocol_level": 3})
+        self.assertEqual(memory, {"highvram": True, "reserve_vram": int(1.5 * (1 << 30)),
+                                  "async_offload_streams": 3})
         _host, memory, why = _memory.deployment_settings(argparse.Namespace(), "")
-        self.assertIn("disable_dynamic_vram = true", memory)  # no aimdo: ComfyUI's ledger
+        self.assertEqual(memory, {"disable_dynamic_vram": True})  # no aimdo: ComfyUI's ledger
         self.assertTrue(any("no comfy-aimdo" in w for w in why))
+
+    def test_a_host_started_from_comfyuis_tree_follows_its_arguments(self):
+        # What a ComfyUI without COMFY_ORCH_DEPLOYMENT does: no deployment file, the tree
+        # described to the library, plugins found beside it (not beside python3).
+        from comfy_orch.comfyui import _runtime
+        from comfy_orch.host import Host
+        import comfy.cli_args
+        with tempfile.TemporaryDirectory() as tree:
+            os.makedirs(os.path.join(tree, "comfy"))
+            os.makedirs(os.path.join(tree, "custom_nodes"))
+            saved = comfy.cli_args.args
+            comfy.cli_args.args = argparse.Namespace(highvram=True, reserve_vram=0.25)
+            try:
+                description = _runtime.description_for(tree)
+            finally:
+                comfy.cli_args.args = saved
+            self.assertEqual(description["memory"]["highvram"], True)
+            self.assertEqual(description["memory"]["reserve_vram"], 1 << 28)
+            self.assertEqual(description["custom_nodes"], os.path.join(tree, "custom_nodes"))
+            description["device"] = "sim"  # this machine has no GPU; ComfyUI's would be cpu
+            # Without comfy-aimdo ComfyUI runs its own ledger, and says so first.
+            self.assertEqual(description["memory"]["disable_dynamic_vram"], True)
+            with Host(comfyui=description) as second:
+                row = second.status()["memory"][0]
+                self.assertEqual((row["process"], row["manager"]), ("host", "ledger"))
+                self.assertIn("--disable-dynamic-vram", row["reason"])
 
     def test_the_canary_passes_the_fixture_and_refuses_one_with_a_member_removed(self):
         fixture = os.path.dirname(os.path.dirname(os.path.abspath(mm.__file__)))

@@ -231,6 +231,65 @@ TEST_F(host_library, a_deployment_with_errors_is_refused_with_file_line_and_key)
   EXPECT_NE(e.dump().find("workers"), std::string::npos) << e.dump();
 }
 
+// ComfyUI as the host describes its tree instead of writing a deployment: its custom_nodes, its
+// device, its aimdo's level and its memory arguments. Plugins and native packs are found beside
+// the library (not beside this test's executable), as inside ComfyUI's python3.
+TEST_F(host_library, a_comfyui_tree_description_starts_a_host_with_comfyuis_memory_flags) {
+  const fs::path nodes = dir_ / "ComfyUI/custom_nodes/ComfyUI-Native/nodes";
+  fs::create_directories(nodes);
+  fs::create_directories(dir_ / "ComfyUI/comfy");
+  // The test pack's library lives with the tests, not with the library's own packs.
+  std::ofstream(nodes / "comfy-env.toml")
+      << "[worker]\nlibrary = \"" << ORCH_TEST_PACKS_DIR << "/liborch_pack_test_nodes.so\"\n";
+  const std::string description =
+      json{{"root", (dir_ / "ComfyUI").string()},
+           {"device", "sim"},
+           {"protocol_level", 3},
+           {"memory", {{"highvram", true}, {"reserve_vram", 0}}}}
+          .dump();
+  orch_host_options o{};
+  o.struct_size = sizeof o;
+  o.comfyui = description.c_str();
+  o.worker_executable = ORCH_TEST_WORKER;
+  char* error = nullptr;
+  ASSERT_EQ(api().start(&o, &host_, &error), ORCH_HOST_OK) << take(error).dump();
+  const json state = take(api().nodes(host_));
+  EXPECT_TRUE(state["classes"].contains("TestBlob")) << state.dump();
+  EXPECT_EQ(state["workers"][0]["state"], "ready") << state.dump();
+  const json status = take(api().status(host_));
+  const json& row = status["memory"][0];
+  EXPECT_EQ(row["process"], "host");
+  EXPECT_EQ(row["manager"], "ledger") << row.dump();  // --highvram selects ComfyUI's ledger
+  EXPECT_NE(row["reason"].get<std::string>().find("highvram"), std::string::npos) << row.dump();
+}
+
+TEST_F(host_library, a_bad_comfyui_description_is_refused_naming_the_key) {
+  auto refused = [&](const std::string& description) {
+    orch_host_options o{};
+    o.struct_size = sizeof o;
+    o.comfyui = description.c_str();
+    char* error = nullptr;
+    EXPECT_EQ(api().start(&o, &host_, &error), ORCH_HOST_INVALID) << description;
+    EXPECT_EQ(host_, nullptr);
+    return take(error).dump();
+  };
+  const std::string root = (dir_ / "ComfyUI").string();
+  fs::create_directories(dir_ / "ComfyUI/comfy");
+  EXPECT_NE(refused("not json").find("not JSON"), std::string::npos);
+  EXPECT_NE(refused(R"({"custom_nodes": "x"})").find("root"), std::string::npos);
+  EXPECT_NE(refused(json{{"root", root}, {"nodes", 1}}.dump()).find(R"(key \"nodes\")"),
+            std::string::npos);
+  EXPECT_NE(refused(json{{"root", root}, {"memory", {{"highvram", json::array()}}}}.dump())
+                .find("memory.highvram"),
+            std::string::npos);
+  // A key the deployment does not have: the parser's diagnostic names it.
+  EXPECT_NE(refused(json{{"root", root}, {"memory", {{"bogus_flag", true}}}}.dump())
+                .find("bogus_flag"),
+            std::string::npos);
+  EXPECT_NE(refused(json{{"root", root}, {"protocol_level", 9}}.dump()).find("protocol_level"),
+            std::string::npos);
+}
+
 TEST_F(host_library, a_node_runs_and_its_output_block_is_the_callers_until_released) {
   ASSERT_NO_FATAL_FAILURE(start(write_deployment()));
   const json nodes = take(api().nodes(host_));

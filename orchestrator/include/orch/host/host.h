@@ -35,15 +35,20 @@ typedef void (*orch_host_event_fn)(void* user, const char* type, const char* dat
 typedef struct orch_host_options {
   uint32_t struct_size;
   uint32_t reserved;
-  const char* deployment;      /* the deployment file (docs/deployment.md) */
+  const char* deployment;      /* the deployment file (docs/deployment.md); or NULL, with comfyui */
   orch_host_event_fn on_event; /* may be NULL */
   void* user;                  /* passed to on_event */
   /* NULL: the comfy-orch-worker built or installed with this library, or
    * $ORCH_WORKER_EXECUTABLE. */
   const char* worker_executable;
+  /* Appended in ORCH_HOST_2; read only where deployment is NULL. A ComfyUI tree to host, as
+   * JSON: {"root", "custom_nodes"?, "device"?, "protocol_level"?, "memory"?: {[memory] key:
+   * value}}, ComfyUI's own arguments as the [memory] flags (docs/host-library.md). */
+  const char* comfyui;
 } orch_host_options;
 
-/* Validates the deployment, creates the shared memory, starts one worker per usable env and
+/* Validates the deployment (the file, or the one of the ComfyUI tree described), creates the
+ * shared memory, starts one worker per usable env and
  * waits until each is ready or failed (the deployment's handshake timeout). On failure *host is
  * NULL and *error (when error is not NULL) is a JSON object {code, message, diagnostics}: each
  * diagnostic with file, line, column, key, severity, message. */

@@ -26,6 +26,8 @@ inline constexpr const char* probe_failed = "probe_failed";
 
 // Bringing a deployment up (host_startup.hpp).
 inline constexpr const char* invalid_deployment = "invalid_deployment";  // diagnostics say why
+// A ComfyUI tree description (orch_host_start's comfyui) that is not JSON or has a bad field.
+inline constexpr const char* invalid_description = "invalid_description";
 inline constexpr const char* memory_unreadable = "memory_unreadable";    // /proc/meminfo, cgroup
 
 // liborch_host.so's callers (library_host.hpp): a request that is not a call, and a block the

@@ -28,7 +28,13 @@ struct install_layout {
 // The layout beside the host executable `host_executable` (an absolute path).
 install_layout locate_install_layout(const std::filesystem::path& host_executable);
 
-// The layout beside this process's executable (/proc/self/exe), computed once.
+// A process whose executable is not comfy-orch (ComfyUI, with liborch_host.so loaded) has its
+// files beside the library instead: the library says so once, before it starts a host, and
+// this_install_layout() answers that from then on. The first call wins.
+void use_install_layout(const install_layout& layout);
+
+// The layout given to use_install_layout, else the one beside this process's executable
+// (/proc/self/exe), computed once.
 const install_layout& this_install_layout();
 
 }  // namespace orch::orchestrator
