@@ -6,11 +6,14 @@
 
 #include <cstdlib>
 
+#include <algorithm>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "python_script.hpp"
 
@@ -71,6 +74,72 @@ TEST(comfyui_host, packs_written_for_comfy_env_run_isolated_inside_a_comfyui_pro
 // host's settings from ComfyUI's arguments.
 TEST(comfyui_host, comfyuis_memory_manager_reaches_worker_models_and_the_pinned_budget) {
   run_in_comfyui(ORCH_TEST_COMFYUI_MEMORY_SCRIPT);
+}
+
+// What a user does: `comfy-orch launch <ComfyUI>` over packs written for comfy-env, with no
+// deployment file and nothing set but where the envs are. Its main.py loads the custom nodes as
+// ComfyUI does (the loader harness) and runs a prompt across two isolated envs and ComfyUI's own
+// process; the host starts from the tree's description, finding its plugins beside the library.
+TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_deployment_file) {
+  if (const auto why = orch::host_testing::python_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  char pattern[] = "/tmp/orch-comfyui-launch-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const fs::path dir = pattern;
+  const fs::path tree = dir / "ComfyUI";
+  fs::create_directories(tree);
+  for (const char* part : {"comfy", "comfy_api"})
+    fs::copy(fs::path(ORCH_TEST_COMFYUI) / part, tree / part, fs::copy_options::recursive);
+  fs::copy(fs::path(ORCH_TEST_COMFYUI_PACKS), tree / "custom_nodes", fs::copy_options::recursive);
+  fs::copy_file(fs::path(ORCH_TEST_COMFYUI_PACKS).parent_path() / "loader_harness.py",
+                tree / "loader_harness.py");
+  std::ofstream(tree / "main.py")
+      << "import json, logging, os, sys\n"
+         "logging.basicConfig(level=logging.INFO)  # ComfyUI logs at INFO\n"
+         "import comfy.cli_args, comfy.model_management, comfy.model_patcher, comfy.utils\n"
+         "import loader_harness\n"
+         "here = os.path.dirname(os.path.abspath(__file__))\n"
+         "classes, _, failed = loader_harness.load_custom_nodes(os.path.join(here, 'custom_nodes'))\n"
+         "assert not failed, failed\n"
+         "out = loader_harness.execute({\n"
+         "    '1': {'class_type': 'DemoGradient', 'inputs': {'width': 8, 'height': 4}},\n"
+         "    '2': {'class_type': 'DemoInvert', 'inputs': {'image': ['1', 0]}},\n"
+         "    '3': {'class_type': 'DemoMean', 'inputs': {'image': ['2', 0]}}}, classes)\n"
+         "print('RESULT ' + json.dumps({'isolated': sorted(n for n, c in classes.items()\n"
+         "                                                 if hasattr(c, 'COMFY_ORCH_ENV')),\n"
+         "                              'mean': out['3'][0][0], 'mean_pid': out['3'][1][0],\n"
+         "                              'invert_pid': out['2'][1][0], 'pid': os.getpid()}))\n";
+  // The two isolated envs, built where comfy-env puts them (ORCH_ENV_ROOT/envs/<env>); C's is
+  // left unbuilt, so it falls back in-process.
+  for (const char* env : {"orchdemoa-nodes", "orchdemob-filters"}) {
+    const std::string venv = (dir / "envs/envs" / env).string();
+    ASSERT_EQ(std::system((test_python() + " -m venv --system-site-packages --without-pip '" +
+                           venv + "'").c_str()),
+              0);
+  }
+  const std::string command = "cd / && ORCH_ENV_ROOT='" + (dir / "envs").string() + "' '" +
+                              COMFY_ORCH_BIN + "' launch '" + tree.string() + "' --python '" +
+                              test_python() + "' > '" + (dir / "launch.log").string() +
+                              "' 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream log_file(dir / "launch.log");
+  const std::string log((std::istreambuf_iterator<char>(log_file)), {});
+  ASSERT_EQ(status, 0) << log;
+  const auto at = log.find("RESULT ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const auto result = nlohmann::json::parse(log.substr(at + 7, log.find('\n', at) - at - 7));
+  for (const char* name : {"DemoGradient", "DemoInvert", "DemoV3Gain"})
+    EXPECT_NE(std::find(result["isolated"].begin(), result["isolated"].end(), name),
+              result["isolated"].end())
+        << name << ": " << log;
+  EXPECT_NEAR(result["mean"].get<double>(), 0.5, 1e-5) << log;
+  EXPECT_EQ(result["mean_pid"], result["pid"]) << log;     // C ran in ComfyUI's process
+  EXPECT_NE(result["invert_pid"], result["pid"]) << log;   // B in its worker
+  EXPECT_NE(log.find("[comfy-orch] active: 2 envs isolated, 1 not (ComfyUI tree"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("lacks"), std::string::npos) << log;  // the whole surface is there
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 }  // namespace
