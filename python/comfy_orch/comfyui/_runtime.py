@@ -1,6 +1,6 @@
 """The one host runtime of a ComfyUI process (docs/comfyui.md): started by the first
 register_nodes() over the ComfyUI tree that pack lives in, shared by every later one, stopped at
-exit. $COMFY_ORCH_DEPLOYMENT names a deployment file to use instead of the generated one."""
+exit. $COMFY_ORCH_DEPLOYMENT names a deployment file to use instead of the tree's description.
 
 import atexit
 import logging
