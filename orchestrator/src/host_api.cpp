@@ -170,7 +170,9 @@ int32_t orch_host_start(const orch_host_options* options, orch_host** host, char
     }
     log_events()->set(events);
     std::string worker;
-    if (options->struct_size >= sizeof(orch_host_options) &&
+    // worker_executable is ORCH_HOST_1's last field: read wherever the caller's struct has it.
+    if (options->struct_size >=
+            offsetof(orch_host_options, worker_executable) + sizeof(options->worker_executable) &&
         options->worker_executable != nullptr) {
       worker = options->worker_executable;
     } else if (const char* e = std::getenv("ORCH_WORKER_EXECUTABLE"); e != nullptr && *e) {
@@ -292,6 +294,7 @@ char* orch_host_models(orch_host* host) {
 
 int32_t orch_host_evict(orch_host* host, const char* env, uint32_t generation, uint64_t bytes,
                         char** receipt) {
+  if (receipt != nullptr) *receipt = nullptr;
   return guarded(receipt, [&]() -> int32_t {
     if (host == nullptr || env == nullptr) return ORCH_HOST_INVALID;
     auto r = host->host->evict(env, generation, bytes);

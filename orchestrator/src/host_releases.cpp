@@ -115,6 +115,11 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::strin
 
 std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload_models,
                                                                        bool drop_caches) {
+  // On the io thread (an event callback) the receipts could never arrive: nothing is asked.
+  if (on_the_io_thread()) {
+    spdlog::warn("free was called from an event callback, on the io thread: nothing freed");
+    return {};
+  }
   // Shared with the handlers: they may run after this call returned only if a worker never
   // answers, which its call deadline (and the loss that follows) rules out.
   struct state {
@@ -147,6 +152,10 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
 result<nlohmann::json> host_runtime::evict_env(const std::string& env,
                                                std::optional<std::uint32_t> generation,
                                                std::uint64_t bytes) {
+  if (on_the_io_thread())
+    return error{runtime_errc::wrong_thread,
+                 "evict was called from an event callback, on the thread that delivers the "
+                 "worker's receipt: call it from another thread"};
   std::promise<result<nlohmann::json>> done;
   auto receipt = done.get_future();
   on_io_thread([&] {

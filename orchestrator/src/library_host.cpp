@@ -231,13 +231,15 @@ result<json> library_host::evict(const std::string& env, std::uint32_t generatio
   return host_->evict_env(env, generation, bytes);
 }
 
-// The budget account is safe from any thread (control_segment.hpp): no io-thread hop.
+// On the io thread: a reservation past the host's grant grows the grant (host_memory's grant
+// source), which is io-thread state shared with the pool and the workers' grant requests.
 orch::status library_host::pinned_reserve(std::uint64_t bytes) {
-  auto st = host_->memory().host_budget().reserve(bytes);
+  auto st = host_->on_io_thread([&] { return host_->memory().host_budget().reserve(bytes); });
   if (st) caller_pinned_.fetch_add(bytes);
   return st;
 }
 
+// A release only lowers this slot's own counter, which is safe from any thread.
 void library_host::pinned_release(std::uint64_t bytes) {
   std::uint64_t held = caller_pinned_.load();
   std::uint64_t take = 0;

@@ -13,6 +13,7 @@ Nothing is patched in a ComfyUI that lacks a fatal member of the declared surfac
 import functools
 import logging
 import sys
+import threading
 
 from . import _stand_ins, _surface
 
@@ -87,7 +88,9 @@ def deployment_settings(args=None, aimdo_version=None):
 
 def integrate(host):
     """Joins ComfyUI's memory manager to `host`: returns the StandIns to sync after each node,
-    or None when this ComfyUI lacks a member the integration needs (logged, named)."""
+    or None when this ComfyUI lacks a member the integration needs (logged, named). The patches
+    go in once per process and reach whichever host is current (a restarted one too)."""
+    global _current
     report = _surface.check(import_missing=False)
     fatal = _surface.missing(report, _surface.FATAL)
     if fatal:
@@ -98,14 +101,28 @@ def integrate(host):
     for name in _surface.missing(report, _surface.DEGRADE):
         _log.warning("[comfy-orch] ComfyUI lacks %s: that feature is off", name)
     mm = sys.modules["comfy.model_management"]
+    _current = host
     stand_ins = _stand_ins.StandIns(host, mm, mm.get_torch_device())
-    _broadcast_soft_empty_cache(mm, host)
+    _broadcast_soft_empty_cache(mm)
     if hasattr(mm, "pin_memory") and hasattr(mm, "unpin_memory"):
-        _charge_pinning(mm, host)
+        _charge_pinning(mm)
     return stand_ins
 
 
-def _broadcast_soft_empty_cache(mm, host):
+def detach():
+    """The host stopped: the patches pass straight through to ComfyUI's own functions."""
+    global _current
+    _current = None
+    with _charged_lock:
+        _charged.clear()  # its slot of the budget went with it
+
+
+_current = None  # the host the patches reach, None when none runs
+_charged = {}  # data_ptr -> bytes this process's pinning holds of the host's slot
+_charged_lock = threading.Lock()
+
+
+def _broadcast_soft_empty_cache(mm):
     original = mm.soft_empty_cache
     if getattr(original, "_comfy_orch", False):
         return
@@ -113,11 +130,13 @@ def _broadcast_soft_empty_cache(mm, host):
     @functools.wraps(original)
     def soft_empty_cache(*args, **kwargs):
         result = original(*args, **kwargs)
-        try:
-            receipts = host.free(unload_models=False, free_memory=True)
-            _log.debug("[comfy-orch] soft_empty_cache: workers' receipts %s", receipts)
-        except Exception as e:  # never raise where ComfyUI only tidies up
-            _log.debug("[comfy-orch] soft_empty_cache not broadcast: %s", e)
+        host = _current
+        if host is not None:
+            try:
+                receipts = host.free(unload_models=False, free_memory=True)
+                _log.debug("[comfy-orch] soft_empty_cache: workers' receipts %s", receipts)
+            except Exception as e:  # never raise where ComfyUI only tidies up
+                _log.debug("[comfy-orch] soft_empty_cache not broadcast: %s", e)
         return result
 
     soft_empty_cache._comfy_orch = True
@@ -135,36 +154,61 @@ def _tensor_bytes(tensor):
         return 0
 
 
-def _charge_pinning(mm, host):
+def _pointer(tensor):
+    try:
+        return int(tensor.data_ptr())
+    except Exception:
+        return None
+
+
+def _release(host, size):
+    try:
+        host.pinned_release(size)
+    except Exception:  # a stopped host holds no budget any more
+        pass
+
+
+def _charge_pinning(mm):
+    """Each pin reserves its bytes first and is recorded by address; an unpin returns exactly
+    what its pin recorded, so a tensor pinned before comfy-orch started (or by another host)
+    returns nothing that others reserved."""
     original_pin, original_unpin = mm.pin_memory, mm.unpin_memory
     if getattr(original_pin, "_comfy_orch", False):
         return
 
     @functools.wraps(original_pin)
     def pin_memory(tensor, *args, **kwargs):
-        size = _tensor_bytes(tensor)
+        host, size, ptr = _current, _tensor_bytes(tensor), _pointer(tensor)
+        if host is None or size == 0 or ptr is None:
+            return original_pin(tensor, *args, **kwargs)
         try:
-            if size > 0 and not host.pinned_reserve(size):
-                return False  # beyond the one budget: ComfyUI keeps the tensor pageable
-        except Exception:
-            return original_pin(tensor, *args, **kwargs)  # a stopped host charges nothing
+            reserved = host.pinned_reserve(size)
+        except Exception:  # a stopped host charges nothing
+            return original_pin(tensor, *args, **kwargs)
+        if not reserved:
+            return False  # beyond the one budget: ComfyUI keeps the tensor pageable
         pinned = False
         try:
             pinned = original_pin(tensor, *args, **kwargs)
-            return pinned
         finally:
-            if not pinned and size > 0:
-                host.pinned_release(size)
+            with _charged_lock:
+                if pinned and ptr not in _charged:
+                    _charged[ptr] = size
+                    size = 0
+            if size:
+                _release(host, size)  # not pinned (or already charged): nothing held
+        return pinned
 
     @functools.wraps(original_unpin)
     def unpin_memory(tensor, *args, **kwargs):
         unpinned = original_unpin(tensor, *args, **kwargs)
-        size = _tensor_bytes(tensor)
-        if unpinned and size > 0:
-            try:
-                host.pinned_release(size)
-            except Exception:
-                pass  # a stopped host holds no budget any more
+        if unpinned:
+            ptr = _pointer(tensor)
+            with _charged_lock:
+                size = _charged.pop(ptr, 0)
+            host = _current
+            if size and host is not None:
+                _release(host, size)
         return unpinned
 
     pin_memory._comfy_orch = True

@@ -1,6 +1,6 @@
 """The one host runtime of a ComfyUI process (docs/comfyui.md): started by the first
 register_nodes() over the ComfyUI tree that pack lives in, shared by every later one, stopped at
-exit. $COMFY_ORCH_DEPLOYMENT names a deployment file to use instead of the tree's description.
+exit. $COMFY_ORCH_DEPLOYMENT names a deployment file to use instead of the tree's description."""
 
 import atexit
 import logging
@@ -122,6 +122,7 @@ def stop():
     global _host, _stand_ins
     with _lock:
         _stand_ins = None
+        _memory.detach()
         if _host is not None:
             _host.stop()
             _host = None

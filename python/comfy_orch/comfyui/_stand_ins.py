@@ -6,7 +6,8 @@ A stand-in is a duck type with exactly the members model_management touches (SUR
 ModelPatcher subclass: a subclass would inherit a hundred members that are silently wrong for a
 model in another process (docs/references.md, comfy-env §3.7). Rules it keeps:
 - eviction (partially_unload, detach) never raises: it runs inside ComfyUI's free_memory. A
-  worker that died or was replaced answers "already offloaded": everything it held is gone;
+  worker that died or was replaced answers "already offloaded": everything it held is gone; any
+  other failure (a worker busy past the call's deadline) frees nothing, as far as ComfyUI knows;
 - a load through a dead worker raises, naming the model and what to do;
 - current_loaded_models changes only at a node boundary (sync, after a proxy call), never from
   an event: ComfyUI's free_memory pops entries by the indexes it sorted, and a list changed under
@@ -26,6 +27,13 @@ SURFACE = ("load_device", "offload_device", "parent", "model", "model_size", "lo
            "current_loaded_device", "model_dtype", "model_patches_to", "model_patches_models",
            "get_nested_additional_models", "lowvram_patch_counter", "is_dynamic", "is_clone",
            "partially_load", "partially_unload", "detach", "clone_base_uuid")
+
+
+# Errors of an eviction after which the model is known to be gone from the device: the worker
+# was replaced, died (its channel lost), is not running, or the host stopped (host.py, the
+# errc headers). A deadline_exceeded is not among them: the worker may still hold the model.
+_GONE = frozenset(("stale_generation", "not_ready", "worker_died", "peer_lost", "shutting_down",
+                   "stopped", "unknown_env"))
 
 
 class WorkerModel:
@@ -122,17 +130,25 @@ class StandIn:
             self._evict(self.resident)
 
     def _evict(self, nbytes):
-        if self.gone or self.resident == 0 or nbytes <= 0:
+        if self.gone:
             freed, self.resident = self.resident, 0
             return freed
+        if self.resident == 0 or nbytes <= 0:
+            return 0
         try:
             receipt = self.host.evict(self.env, self.generation, min(int(nbytes), 1 << 62))
-        except Exception as e:  # a dead, replaced or stopped worker: its memory went with it
-            self.gone = str(e)
-            _log.warning("[comfy-orch] model %s of env %s: %s; counted as offloaded", self.key,
-                         self.env, e)
-            freed, self.resident = self.resident, 0
-            return freed
+        except Exception as e:
+            if getattr(e, "code", None) in _GONE:  # its memory went with the worker
+                self.gone = str(e)
+                _log.warning("[comfy-orch] model %s of env %s: %s; counted as offloaded",
+                             self.key, self.env, e)
+                freed, self.resident = self.resident, 0
+                return freed
+            # Anything else (a worker busy past the call's deadline, a bad answer): nothing is
+            # known to be freed, and the model stays what the last receipt said.
+            _log.warning("[comfy-orch] evicting model %s of env %s failed: %s; nothing counted "
+                         "as freed", self.key, self.env, e)
+            return 0
         for m in receipt.get("models", []):
             if isinstance(m, dict) and m.get("key") == self.key:
                 self.resident = max(0, min(int(m.get("resident", 0)), self.size))

@@ -170,6 +170,16 @@ class ComfyUIMemory(unittest.TestCase):
         self.assertTrue(mm.unpin_memory(t))
         self.assertEqual(host_pinned(), before)
 
+        # A tensor ComfyUI pinned before comfy-orch started was never charged: its unpin
+        # returns nothing that another tensor's pin holds.
+        early, later = torch.zeros(MiB, dtype=torch.uint8), torch.zeros(MiB, dtype=torch.uint8)
+        self.assertTrue(mm.pin_memory.__wrapped__(early))  # ComfyUI's own, unpatched
+        self.assertTrue(mm.pin_memory(later))
+        self.assertTrue(mm.unpin_memory(early))
+        self.assertEqual(host_pinned(), before + MiB)
+        self.assertTrue(mm.unpin_memory(later))
+        self.assertEqual(host_pinned(), before)
+
         class Huge:  # more than any machine's budget: refused before ComfyUI pins anything
             def numel(self):
                 return 1 << 48
@@ -184,6 +194,27 @@ class ComfyUIMemory(unittest.TestCase):
         self.assertFalse(mm.pin_memory(Huge()))
         self.assertEqual(mm.TOTAL_PINNED_MEMORY, total)
         self.assertEqual(host_pinned(), before)
+
+    def test_an_eviction_that_fails_for_now_frees_nothing_and_one_of_a_dead_worker_all(self):
+        from comfy_orch.comfyui._stand_ins import StandIn
+        from comfy_orch.host import HostError
+
+        class Failing:  # the host's answer to one evict, as the library gives it
+            def __init__(self, code):
+                self.code = code
+
+            def evict(self, env, generation, nbytes):
+                raise HostError(self.code, "as the host says it")
+
+        busy = StandIn(Failing("deadline_exceeded"), "env", "m", 1, 8 * MiB, 8 * MiB, "cpu")
+        self.assertEqual(busy.partially_unload("cpu", 4 * MiB), 0)
+        self.assertEqual((busy.loaded_size(), busy.gone), (8 * MiB, None))
+        self.assertEqual(busy.partially_unload("cpu", 0), 0)  # nothing asked, nothing freed
+        self.assertEqual(busy.loaded_size(), 8 * MiB)
+        dead = StandIn(Failing("worker_died"), "env", "m", 1, 8 * MiB, 8 * MiB, "cpu")
+        self.assertEqual(dead.partially_unload("cpu", 4 * MiB), 8 * MiB)
+        self.assertEqual(dead.loaded_size(), 0)
+        self.assertIsNotNone(dead.gone)
 
     def test_the_host_follows_comfyuis_arguments_and_aimdo_level(self):
         from comfy_orch.comfyui import _memory

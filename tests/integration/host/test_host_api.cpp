@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -422,6 +423,70 @@ TEST_F(host_library, progress_reaches_the_callback_and_interrupt_stops_the_runni
     progress = progress || (e["type"] == "progress" && e["data"]["node"] == "5" &&
                             e["data"]["env"] == "native-nodes");
   EXPECT_TRUE(progress);
+}
+
+// An event callback runs on the host's io thread, which delivers workers' answers: a call there
+// that waits for one is refused at once instead of waiting on itself forever.
+TEST_F(host_library, an_eviction_or_free_from_an_event_callback_is_refused_not_a_deadlock) {
+  struct probe {
+    std::atomic<orch_host*> host{nullptr};
+    std::atomic<int> evict_status{-1};
+    std::string evict_error;
+    std::atomic<bool> freed{false};
+  } p;
+  orch_host_options o{};
+  o.struct_size = sizeof o;
+  const std::string path = write_deployment().string();
+  o.deployment = path.c_str();
+  o.worker_executable = ORCH_TEST_WORKER;
+  o.user = &p;
+  o.on_event = [](void* user, const char* type, const char*) {
+    auto* q = static_cast<probe*>(user);
+    orch_host* h = q->host.load();
+    if (std::string(type) != "progress" || h == nullptr || q->evict_status.load() != -1) return;
+    char* receipt = nullptr;
+    q->evict_error = "";
+    const int st = api().evict(h, "native-nodes", 1, 1, &receipt);
+    q->evict_error = take(receipt).dump();
+    char* freed = api().free(h, 1, 1);
+    q->freed = freed != nullptr;
+    api().string_free(freed);
+    q->evict_status = st;
+  };
+  char* error = nullptr;
+  ASSERT_EQ(api().start(&o, &host_, &error), ORCH_HOST_OK) << take(error).dump();
+  p.host = host_;
+  api().begin_prompt(host_);
+  auto done = std::async(std::launch::async, [&] {
+    return call({{"node", "6"}, {"class_type", "TestSleep"}, {"inputs", {{"ms", 300}}}});
+  });
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "deadlock";
+  EXPECT_EQ(done.get().first, ORCH_HOST_OK);
+  p.host = nullptr;
+  EXPECT_EQ(p.evict_status.load(), ORCH_HOST_FAILED);
+  EXPECT_NE(p.evict_error.find("wrong_thread"), std::string::npos) << p.evict_error;
+  EXPECT_TRUE(p.freed.load());  // answered (nothing asked), not waited for
+}
+
+// A caller built for ORCH_HOST_1 passes the shorter struct: its worker_executable is still read.
+TEST_F(host_library, a_caller_of_the_first_abi_still_chooses_its_worker) {
+  const fs::path file = write_deployment();
+  orch_host_options o{};
+  o.struct_size = offsetof(orch_host_options, comfyui);
+  const std::string path = file.string();
+  o.deployment = path.c_str();
+  o.worker_executable = "/nonexistent/comfy-orch-worker";
+  char* error = nullptr;
+  const int status = api().start(&o, &host_, &error);
+  const json e = take(error);
+  if (status == ORCH_HOST_OK) {
+    const json state = take(api().nodes(host_));
+    EXPECT_NE(state["workers"][0]["state"], "ready") << state.dump();
+    EXPECT_NE(state.dump().find("/nonexistent/comfy-orch-worker"), std::string::npos)
+        << state.dump();
+  } else {
+    EXPECT_NE(e.dump().find("/nonexistent/comfy-orch-worker"), std::string::npos) << e.dump();
+  }
 }
 
 TEST_F(host_library, free_and_status_answer_as_json) {

@@ -34,6 +34,9 @@ inline constexpr const char* memory_unreadable = "memory_unreadable";    // /pro
 // caller does not hold (a class no worker runs is ipc's missing_node_type).
 inline constexpr const char* invalid_request = "invalid_request";
 inline constexpr const char* not_held = "not_held";
+// A call that waits for a worker's answer, made on the io thread (from an event callback),
+// which is the thread that would deliver it.
+inline constexpr const char* wrong_thread = "wrong_thread";
 // An eviction meant for a worker generation that was replaced: its models went with it.
 inline constexpr const char* stale_generation = "stale_generation";
 

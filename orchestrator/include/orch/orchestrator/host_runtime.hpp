@@ -74,7 +74,7 @@ class host_runtime {
   // One worker's evict request for `bytes`, answered with its receipt ({freed, resident,
   // models}). With a generation, a worker replaced since is refused ("stale_generation") rather
   // than asked: what a stand-in of the old one stood for is gone. Errors: "not_ready", the
-  // call's. Call from any thread but the io thread.
+  // call's; "wrong_thread" on the io thread (an event callback), which the answer needs.
   result<nlohmann::json> evict_env(const std::string& env, std::optional<std::uint32_t> generation,
                                    std::uint64_t bytes);
   // ComfyUI's POST /free, broadcast: each ready worker's receipt by env.
@@ -89,11 +89,15 @@ class host_runtime {
   template <typename F>
   auto on_io_thread(F&& fn) -> decltype(fn()) {
     using R = decltype(fn());
-    if (std::this_thread::get_id() == io_thread_id_.load()) return fn();
+    if (on_the_io_thread()) return fn();
     std::packaged_task<R()> task(std::forward<F>(fn));
     auto future = task.get_future();
     boost::asio::post(io_, [&task] { task(); });
     return future.get();
+  }
+  // True on the io thread, where a call that waits for a worker's answer would wait on itself.
+  bool on_the_io_thread() const noexcept {
+    return std::this_thread::get_id() == io_thread_id_.load();
   }
   boost::asio::io_context& io() noexcept { return io_; }
   supervisor& workers() noexcept { return *supervisor_; }  // io thread only
