@@ -264,6 +264,31 @@ TEST_F(host_library, a_comfyui_tree_description_starts_a_host_with_comfyuis_memo
   EXPECT_NE(row["reason"].get<std::string>().find("highvram"), std::string::npos) << row.dump();
 }
 
+// ComfyUI's comfy-aimdo speaks a level (DESIGN §4.5); the host runs at it and its workers'
+// plugins are chosen against it, as under `run`.
+TEST_F(host_library, a_described_aimdo_level_is_the_hosts_and_its_workers_follow_it) {
+  const fs::path nodes = dir_ / "ComfyUI/custom_nodes/ComfyUI-Native/nodes";
+  fs::create_directories(nodes);
+  fs::create_directories(dir_ / "ComfyUI/comfy");
+  std::ofstream(nodes / "comfy-env.toml")
+      << "[worker]\nlibrary = \"" << ORCH_TEST_PACKS_DIR << "/liborch_pack_test_nodes.so\"\n";
+  const std::string description =
+      json{{"root", (dir_ / "ComfyUI").string()}, {"device", "sim"}, {"protocol_level", 2}}
+          .dump();
+  orch_host_options o{};
+  o.struct_size = sizeof o;
+  o.comfyui = description.c_str();
+  o.worker_executable = ORCH_TEST_WORKER;
+  char* error = nullptr;
+  ASSERT_EQ(api().start(&o, &host_, &error), ORCH_HOST_OK) << take(error).dump();
+  const json rows = take(api().status(host_))["memory"];
+  ASSERT_EQ(rows.size(), 2u) << rows.dump();
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["manager"], "pager") << row.dump();
+    EXPECT_EQ(row["level"], 2) << row.dump();
+  }
+}
+
 TEST_F(host_library, a_bad_comfyui_description_is_refused_naming_the_key) {
   auto refused = [&](const std::string& description) {
     orch_host_options o{};
