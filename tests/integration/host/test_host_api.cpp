@@ -118,6 +118,25 @@ class host_library : public ::testing::Test {
     ASSERT_NE(host_, nullptr);
   }
 
+  // A ComfyUI tree in dir_/ComfyUI with one native pack, started from its description (the
+  // root added to `description`) instead of a deployment file.
+  void start_comfyui(json description) {
+    const fs::path nodes = dir_ / "ComfyUI/custom_nodes/ComfyUI-Native/nodes";
+    fs::create_directories(nodes);
+    fs::create_directories(dir_ / "ComfyUI/comfy");
+    // The test pack's library lives with the tests, not with the library's own packs.
+    std::ofstream(nodes / "comfy-env.toml")
+        << "[worker]\nlibrary = \"" << ORCH_TEST_PACKS_DIR << "/liborch_pack_test_nodes.so\"\n";
+    description["root"] = (dir_ / "ComfyUI").string();
+    const std::string text = description.dump();
+    orch_host_options o{};
+    o.struct_size = sizeof o;
+    o.comfyui = text.c_str();
+    o.worker_executable = ORCH_TEST_WORKER;
+    char* error = nullptr;
+    ASSERT_EQ(api().start(&o, &host_, &error), ORCH_HOST_OK) << take(error).dump();
+  }
+
   // orch_host_call: its status, and the response (or the refusal) as JSON.
   std::pair<int, json> call(const json& request) {
     char* response = nullptr;
@@ -236,24 +255,9 @@ TEST_F(host_library, a_deployment_with_errors_is_refused_with_file_line_and_key)
 // device, its aimdo's level and its memory arguments. Plugins and native packs are found beside
 // the library (not beside this test's executable), as inside ComfyUI's python3.
 TEST_F(host_library, a_comfyui_tree_description_starts_a_host_with_comfyuis_memory_flags) {
-  const fs::path nodes = dir_ / "ComfyUI/custom_nodes/ComfyUI-Native/nodes";
-  fs::create_directories(nodes);
-  fs::create_directories(dir_ / "ComfyUI/comfy");
-  // The test pack's library lives with the tests, not with the library's own packs.
-  std::ofstream(nodes / "comfy-env.toml")
-      << "[worker]\nlibrary = \"" << ORCH_TEST_PACKS_DIR << "/liborch_pack_test_nodes.so\"\n";
-  const std::string description =
-      json{{"root", (dir_ / "ComfyUI").string()},
-           {"device", "sim"},
-           {"protocol_level", 3},
-           {"memory", {{"highvram", true}, {"reserve_vram", 0}}}}
-          .dump();
-  orch_host_options o{};
-  o.struct_size = sizeof o;
-  o.comfyui = description.c_str();
-  o.worker_executable = ORCH_TEST_WORKER;
-  char* error = nullptr;
-  ASSERT_EQ(api().start(&o, &host_, &error), ORCH_HOST_OK) << take(error).dump();
+  ASSERT_NO_FATAL_FAILURE(start_comfyui({{"device", "sim"},
+                                         {"protocol_level", 3},
+                                         {"memory", {{"highvram", true}, {"reserve_vram", 0}}}}));
   const json state = take(api().nodes(host_));
   EXPECT_TRUE(state["classes"].contains("TestBlob")) << state.dump();
   EXPECT_EQ(state["workers"][0]["state"], "ready") << state.dump();
@@ -267,20 +271,7 @@ TEST_F(host_library, a_comfyui_tree_description_starts_a_host_with_comfyuis_memo
 // ComfyUI's comfy-aimdo speaks a level (DESIGN §4.5); the host runs at it and its workers'
 // plugins are chosen against it, as under `run`.
 TEST_F(host_library, a_described_aimdo_level_is_the_hosts_and_its_workers_follow_it) {
-  const fs::path nodes = dir_ / "ComfyUI/custom_nodes/ComfyUI-Native/nodes";
-  fs::create_directories(nodes);
-  fs::create_directories(dir_ / "ComfyUI/comfy");
-  std::ofstream(nodes / "comfy-env.toml")
-      << "[worker]\nlibrary = \"" << ORCH_TEST_PACKS_DIR << "/liborch_pack_test_nodes.so\"\n";
-  const std::string description =
-      json{{"root", (dir_ / "ComfyUI").string()}, {"device", "sim"}, {"protocol_level", 2}}
-          .dump();
-  orch_host_options o{};
-  o.struct_size = sizeof o;
-  o.comfyui = description.c_str();
-  o.worker_executable = ORCH_TEST_WORKER;
-  char* error = nullptr;
-  ASSERT_EQ(api().start(&o, &host_, &error), ORCH_HOST_OK) << take(error).dump();
+  ASSERT_NO_FATAL_FAILURE(start_comfyui({{"device", "sim"}, {"protocol_level", 2}}));
   const json rows = take(api().status(host_))["memory"];
   ASSERT_EQ(rows.size(), 2u) << rows.dump();
   for (const auto& row : rows) {
