@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checked_call.hpp"
+#include "execution_messages.hpp"
 #include "hidden_values.hpp"
 #include "json_fields.hpp"
 
@@ -17,10 +18,32 @@ namespace {
 
 using nlohmann::json;
 
-std::uint64_t now_ms() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
+// ComfyUI ends every prompt, whatever its outcome, with an `executing` for no node; clients
+// wait for it to know the prompt is over.
+class prompt_end {
+ public:
+  prompt_end(event_sink& events, const std::string& prompt_id)
+      : events_(events), prompt_id_(prompt_id) {}
+  prompt_end(const prompt_end&) = delete;
+  prompt_end& operator=(const prompt_end&) = delete;
+  ~prompt_end() {
+    try {
+      events_.emit("executing", {{"node", nullptr}, {"prompt_id", prompt_id_}});
+    } catch (...) {
+      spdlog::error("executor: the end of prompt {} could not be sent", prompt_id_);
+    }
+  }
+
+ private:
+  event_sink& events_;
+  const std::string& prompt_id_;
+};
+
+// The ids of the nodes whose outputs this prompt has (ComfyUI's current_outputs).
+json executed_ids(const prompt_outcome& outcome) {
+  json ids = json::array();
+  for (const auto& [id, node] : outcome.nodes) ids.push_back(id);
+  return ids;
 }
 
 }  // namespace
@@ -117,6 +140,7 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
     };
   });
   events_.emit("execution_start", {{"prompt_id", prompt_id}, {"timestamp", now_ms()}});
+  const prompt_end end(events_, prompt_id);
   json executed = json::array();
   for (const auto& id : execution_order(p, outputs)) {
     const prompt_node& node = p.nodes.at(id);
@@ -126,7 +150,8 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
                            {"node_type", node.class_type}, {"executed", executed},
                            {"exception_type", "missing_node_type"},
                            {"exception_message", node.class_type + " is provided by no pack"}};
-      events_.emit("execution_error", *outcome.error);
+      events_.emit("execution_error",
+                   error_message(*outcome.error, json::object(), executed_ids(outcome)));
       return outcome;
     }
     // ComfyUI checks for an interrupt before each node too: the rest of the prompt never runs.
@@ -137,7 +162,7 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
                            {"executed", executed},
                            {"exception_type", ipc::node_error_type::interrupted},
                            {"exception_message", "the prompt was interrupted"}};
-      events_.emit("execution_interrupted", *outcome.error);
+      events_.emit("execution_interrupted", interrupted_message(*outcome.error));
       return outcome;
     }
     events_.emit("executing", {{"node", id}, {"display_node", id}, {"prompt_id", prompt_id}});
@@ -163,7 +188,12 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
       if (!error_data->contains("traceback")) (*error_data)["traceback"] = json::array();
       const bool interrupted = (*error_data)["exception_type"] == ipc::node_error_type::interrupted;
       outcome.error = *error_data;
-      events_.emit(interrupted ? "execution_interrupted" : "execution_error", *error_data);
+      if (interrupted) {
+        events_.emit("execution_interrupted", interrupted_message(*error_data));
+      } else {
+        events_.emit("execution_error", error_message(*error_data, current_inputs(lists),
+                                                      executed_ids(outcome)));
+      }
       return outcome;
     }
     if (cls->output_node) {

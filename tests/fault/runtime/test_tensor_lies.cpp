@@ -98,8 +98,9 @@ class tensor_lies_test : public runtime_test {
         << message;
     EXPECT_FALSE(consumer_ran(since)) << "the lie reached the consumer";
     const json events = events_.events();
-    ASSERT_GT(events.size(), since);
-    EXPECT_EQ(events.back()["type"], "execution_error");
+    ASSERT_GT(events.size(), since + 1);
+    EXPECT_EQ(events[events.size() - 2]["type"], "execution_error");
+    EXPECT_EQ(events.back()["type"], "executing");  // the prompt's end
   }
 
   std::string producer_, consumer_;
@@ -285,6 +286,15 @@ TEST_F(forged_call_test, a_tensor_typed_into_a_prompt_never_reaches_a_worker) {
   EXPECT_NE(message.find("input image: float32 [1, 8, 16, 3] in descriptor"), std::string::npos)
       << message;
   EXPECT_NE(message.find("is no output of this prompt"), std::string::npos) << message;
+  // The refused input as ComfyUI's execution_error shows a node's inputs: described by shape
+  // and dtype, never read.
+  const json events = events_.events();
+  ASSERT_GE(events.size(), 2u);
+  const json& error = events[events.size() - 2];
+  ASSERT_EQ(error["type"], "execution_error") << error.dump();
+  EXPECT_EQ(error["data"]["current_inputs"]["image"],
+            json::array({"tensor(shape=[1,8,16,3], dtype=1)"}))
+      << error.dump();
   expect_consumer_untouched();
   expect_truthful_prompt_runs();
 }

@@ -47,8 +47,11 @@ TEST_F(runtime_processes, a_prompt_across_two_packs_produces_the_right_values) {
   std::vector<std::string> types;
   for (const auto& e : events) types.push_back(e["type"]);
   EXPECT_EQ(types.front(), "execution_start");
-  EXPECT_EQ(types.back(), "execution_success");
-  EXPECT_EQ(std::count(types.begin(), types.end(), "executing"), 4);
+  ASSERT_GE(types.size(), 2u);
+  EXPECT_EQ(types[types.size() - 2], "execution_success");
+  EXPECT_EQ(types.back(), "executing");  // for no node: the prompt's end, as ComfyUI sends it
+  EXPECT_TRUE(events.back()["data"]["node"].is_null());
+  EXPECT_EQ(std::count(types.begin(), types.end(), "executing"), 4 + 1);
   EXPECT_EQ(std::count(types.begin(), types.end(), "progress"), 4);
   EXPECT_EQ(std::count(types.begin(), types.end(), "executed"), 1);
 }
@@ -87,7 +90,18 @@ TEST_F(runtime_processes, a_node_error_returns_its_node_id_error_type_and_messag
   EXPECT_EQ((*outcome.error)["node_type"], "TestFail");
   EXPECT_EQ((*outcome.error)["exception_type"], "value_error");
   EXPECT_EQ((*outcome.error)["exception_message"], "TestFail always fails");
-  EXPECT_EQ(events_.events().back()["type"], "execution_error");
+  // As ComfyUI sends it: the failing node's inputs, the nodes that have outputs and the time,
+  // then an `executing` for no node, which ends every prompt.
+  const auto events = events_.events();
+  ASSERT_GE(events.size(), 2u);
+  const auto& error = events[events.size() - 2];
+  EXPECT_EQ(error["type"], "execution_error");
+  EXPECT_EQ(error["data"]["current_inputs"], nlohmann::json::object()) << error.dump();
+  EXPECT_EQ(error["data"]["current_outputs"], nlohmann::json::array()) << error.dump();
+  EXPECT_TRUE(error["data"]["timestamp"].is_number_unsigned()) << error.dump();
+  EXPECT_EQ(events.back()["type"], "executing");
+  EXPECT_TRUE(events.back()["data"]["node"].is_null()) << events.back().dump();
+  EXPECT_EQ(events.back()["data"]["prompt_id"], error["data"]["prompt_id"]);
   // A node error is not a crash: the same worker keeps serving.
   EXPECT_EQ(info(env).generation, generation);
   EXPECT_TRUE(run(R"({"1": {"class_type": "TestEmpty", "inputs": {}}})").ok);
@@ -101,7 +115,16 @@ TEST_F(runtime_processes, interrupting_a_prompt_reaches_the_running_node) {
   const auto outcome = running.get();
   ASSERT_FALSE(outcome.ok);
   EXPECT_EQ((*outcome.error)["exception_type"], "interrupted");
-  EXPECT_EQ(events_.events().back()["type"], "execution_interrupted");
+  const auto events = events_.events();
+  ASSERT_GE(events.size(), 2u);
+  const auto& interrupted = events[events.size() - 2];
+  EXPECT_EQ(interrupted["type"], "execution_interrupted");
+  // ComfyUI's shape: who was interrupted and what had run, no exception fields.
+  for (const char* key : {"prompt_id", "node_id", "node_type", "executed", "timestamp"})
+    EXPECT_TRUE(interrupted["data"].contains(key)) << key << ": " << interrupted.dump();
+  EXPECT_FALSE(interrupted["data"].contains("exception_type")) << interrupted.dump();
+  EXPECT_FALSE(interrupted["data"].contains("exception_message")) << interrupted.dump();
+  EXPECT_EQ(events.back()["type"], "executing");
 }
 
 TEST_F(runtime_processes, each_prompt_is_a_new_epoch_in_the_workers_control_block) {
