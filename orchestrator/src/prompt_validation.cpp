@@ -49,19 +49,31 @@ class validator {
       if (catalogue_.find(node.class_type)->output_node) outputs.push_back(id);
     }
     if (outputs.empty()) {
-      report_.error = validation_error{"prompt_no_outputs", "Prompt has no outputs", "", {}};
+      report_.error = validation_error{"prompt_no_outputs", "Prompt has no outputs", "",
+                                       nlohmann::json::object()};
       return std::move(report_);
     }
+    std::vector<std::string> failed;
     for (const auto& out : outputs) {
       if (validate_node(out)) {
         report_.outputs.push_back(out);
       } else {
         mark_dependents(out);
+        failed.push_back(out);
       }
     }
     if (report_.outputs.empty()) {
-      report_.error = validation_error{
-          "prompt_outputs_failed_validation", "Prompt outputs failed validation", "", {}};
+      // As ComfyUI's: every reason of each failed output, "message: details", one per line.
+      std::string details;
+      for (const auto& out : failed) {
+        const auto it = report_.node_errors.find(out);
+        if (it == report_.node_errors.end()) continue;
+        for (const auto& e : it->second.errors)
+          details += (details.empty() ? "" : "\n") + e.message + ": " + e.details;
+      }
+      report_.error = validation_error{"prompt_outputs_failed_validation",
+                                       "Prompt outputs failed validation", details,
+                                       nlohmann::json::object()};
     }
     return std::move(report_);
   }

@@ -110,6 +110,9 @@ TEST(prompt_validation, no_output_node_is_prompt_no_outputs) {
 TEST(prompt_validation, required_input_missing) {
   auto r = check(R"({"3": {"class_type": "Save", "inputs": {}}})");
   EXPECT_EQ(r.error->type, "prompt_outputs_failed_validation");
+  // As ComfyUI's: each reason of each failed output, one per line; extra_info an empty object.
+  EXPECT_EQ(r.error->details, "Required input is missing: image");
+  EXPECT_EQ(r.error->extra_info, nlohmann::json::object());
   const auto& e = only_error(r, "3");
   EXPECT_EQ(e.type, "required_input_missing");
   EXPECT_EQ(e.details, "image");
