@@ -49,6 +49,7 @@ orch_status pager_device::open(const orch_backend_api* backend, const orch_devic
 // before it deletes a device.
 pager_device::~pager_device() {
   while (!priority_.empty()) destroy_region(priority_.front());
+  drop_hit_counters(this);
   backend_->device_close(device_);
 }
 
@@ -170,7 +171,7 @@ void pager_device::fold_counters_locked(page_slot& p) noexcept {
 
 orch_status pager_device::create_region(uint64_t bytes, pager_region** out, uint64_t* clamped) {
   if (out == nullptr || bytes == 0) return ORCH_INVALID;
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   const uint64_t page = options_.page_size;
   // Clamp to floor(capacity / page) pages (§2.3 "VBAR size clamp"); report what was granted.
   const uint64_t nr =
@@ -207,7 +208,7 @@ orch_status pager_device::create_region(uint64_t bytes, pager_region** out, uint
 // The plugin has unpublished the region and waited for the hit path's readers first.
 void pager_device::destroy_region(pager_region* r) noexcept {
   if (r == nullptr) return;
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   const bool had_pages = r->resident_ > 0;
   if (had_pages) sync_locked();
   for (uint64_t i = 0; i < r->nr_pages_; ++i)
@@ -215,37 +216,39 @@ void pager_device::destroy_region(pager_region* r) noexcept {
       free_page_locked(*r, i, old, ORCH_RELEASE_TARGETED);
   backend_->va_free(device_, r->base_, r->nr_pages_ * options_.page_size);
   if (had_pages) sync_locked();
+  drop_hit_pins(&r->pages_[0], &r->pages_[0] + r->nr_pages_);
   priority_.erase(r->position_);
   delete r;
 }
 
 void pager_device::unpublish_regions() noexcept {
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   for (const pager_region* r : priority_) unpublish_region(r->handle());
 }
 
-uint64_t pager_device::pinned_pages_locked(const pager_region& r) const noexcept {
+uint64_t pager_device::pinned_pages_locked(const pager_region& r,
+                                           const hit_pin_snapshot& records) const noexcept {
   uint64_t pinned = 0;
   for (uint64_t i = 0; i < r.nr_pages_; ++i)
-    if (page_word::pins(r.pages_[i].word.load(std::memory_order_relaxed)) != 0) ++pinned;
+    if (pager_device::pinned(r.pages_[i], records)) ++pinned;
   return pinned;
 }
 
 orch_status pager_device::region_info(pager_region* r, orch_region_info* info) {
   if (info == nullptr || !ORCH_HAS_FIELD(info, pinned_pages)) return ORCH_INVALID;
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   info->base = r->base_;
   info->page_size = options_.page_size;
   info->nr_pages = r->nr_pages_;
   info->watermark = r->watermark_.load(std::memory_order_relaxed);
   info->watermark_limit = r->limit_;
   info->resident_pages = r->resident_;
-  info->pinned_pages = pinned_pages_locked(*r);
+  info->pinned_pages = pinned_pages_locked(*r, hit_pin_snapshot{});
   return ORCH_OK;
 }
 
 orch_status pager_device::prioritize(pager_region* r, bool to_top) {
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   // splice relinks the node: it cannot allocate or throw, and r->position_ stays valid. An
   // erase followed by a push could fail after the erase and leave position_ dangling.
   priority_.splice(to_top ? priority_.begin() : priority_.end(), priority_, r->position_);
@@ -264,7 +267,7 @@ orch_status pager_device::fault(pager_region* r, uint64_t offset, uint64_t size,
   const uint64_t first = offset / page;
   const uint64_t end = ceil_div(offset + size, page);
   if (sig != nullptr && sig_cap < end - first) return ORCH_INVALID;
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   ++stats_.faults;
   if (newly_mapped != nullptr) *newly_mapped = 0;
   // A hit path that backed out of an eviction race may have left pages for this (its unpin).
@@ -331,7 +334,7 @@ orch_status pager_device::fault(pager_region* r, uint64_t offset, uint64_t size,
 orch_status pager_device::unpin(pager_region* r, uint64_t offset, uint64_t size) {
   if (size == 0 || offset + size < offset) return ORCH_INVALID;
   const uint64_t page = options_.page_size;
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   const uint64_t first = offset / page;
   const uint64_t end = std::min(ceil_div(offset + size, page), r->nr_pages_);
   const bool above = end > r->watermark_.load(std::memory_order_relaxed);
@@ -346,7 +349,7 @@ orch_status pager_device::unpin(pager_region* r, uint64_t offset, uint64_t size)
     // Evicted while in use: the watermark already passed it, so it goes now (unless a hit path
     // pinned it again meanwhile: then that pin's unpin frees it).
     if (i >= r->watermark_.load(std::memory_order_relaxed))
-      if (const uint64_t old = claim_unpinned(p); old != 0)
+      if (const uint64_t old = claim_locked(p); old != 0)
         free_page_locked(*r, i, old, ORCH_RELEASE_UNPIN);
   }
   if (above) sync_locked();

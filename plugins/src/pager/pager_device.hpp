@@ -5,8 +5,8 @@
 // Thread safety: one mutex per device guards all of its state (aimdo added a per-device lock
 // later, §2.4). reclaim() may be asked to try-lock so an allocation path never waits behind a
 // model thread (§4.8). The one exception is the hit path (pager_fast_path.cpp): a fault or an
-// unpin of resident pages below the watermark takes no lock, only one atomic read-modify-write per
-// page word; the protocol that keeps that safe is written there.
+// unpin of resident pages below the watermark takes no lock and, with hit_pins.hpp's records, no
+// atomic read-modify-write either; the protocol that keeps that safe is written in those two.
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "../common/host_link.hpp"
+#include "hit_pins.hpp"
 #include "orch/plugin/backend.h"
 #include "orch/plugin/pager.h"
 
@@ -115,6 +116,9 @@ class pager_region {
   // Pages [watermark, nr_pages) may not be faulted. Written under the mutex, read by the hit path
   // without it (seq_cst on both sides: see pager_fast_path.cpp).
   std::atomic<uint64_t> watermark_{0};
+  // Set while a lowering of this watermark holds the mutex (hit_pins.hpp): a hit path that sees
+  // it takes the locked path.
+  std::atomic<uint32_t> lowering_{0};
   uint64_t limit_ = 0;  // eviction never lowers the watermark below this
   uint64_t resident_ = 0;
   std::unique_ptr<page_slot[]> pages_;
@@ -153,10 +157,12 @@ class pager_device {
   // reader_grace.hpp). fault_hit answers true when it has done the whole fault (ORCH_OK): every
   // page was resident and below the watermark and the stopgap had nothing to do; false when the
   // locked fault must run, with nothing changed. unpin_hit answers what is left to do.
-  bool fault_hit(pager_region& r, uint64_t offset, uint64_t size, uint64_t* sig, size_t sig_cap,
-                 size_t* sig_len, uint64_t* newly_mapped) noexcept;
+  // `pins` is the calling thread's own (its reader slot's).
+  bool fault_hit(thread_hit_pins& pins, pager_region& r, uint64_t offset, uint64_t size,
+                 uint64_t* sig, size_t sig_cap, size_t* sig_len, uint64_t* newly_mapped) noexcept;
   enum class unpin_result { done, release_above_watermark, locked };
-  unpin_result unpin_hit(pager_region& r, uint64_t offset, uint64_t size) noexcept;
+  unpin_result unpin_hit(thread_hit_pins& pins, pager_region& r, uint64_t offset,
+                         uint64_t size) noexcept;
   // Frees the resident, unpinned pages of [offset, offset + size) at or above the watermark (an
   // unpin that raced an eviction leaves them to this), with unpin's sync before and after.
   orch_status release_above_watermark(pager_region* r, uint64_t offset, uint64_t size);
@@ -181,6 +187,38 @@ class pager_device {
   pager_device(const orch_backend_api* backend, orch_device* device, const pager_options& options,
                uint64_t total, const host_link* host) noexcept;
 
+  // The mutex, and at the end of its hold the end of every lowering it began (hit_pins.hpp).
+  class device_lock {
+   public:
+    explicit device_lock(pager_device& d) : d_(d), lock_(d.mutex_) {}
+    device_lock(pager_device& d, std::try_to_lock_t) : d_(d), lock_(d.mutex_, std::try_to_lock) {}
+    ~device_lock() {
+      if (lock_.owns_lock()) d_.end_lowering_locked();
+    }
+    device_lock(const device_lock&) = delete;
+    device_lock& operator=(const device_lock&) = delete;
+    bool owns_lock() const noexcept { return lock_.owns_lock(); }
+
+   private:
+    pager_device& d_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  // Before the first watermark store of a lowering of r in this hold: marks r and fences the
+  // hit path's readers once.
+  void begin_lowering_locked(pager_region& r) noexcept;
+  void end_lowering_locked() noexcept;
+  // claim_unpinned, for a page no thread's hit pin record holds either.
+  static uint64_t claim_locked(page_slot& p) noexcept;
+  static bool pinned(const page_slot& p, const hit_pin_snapshot& records) noexcept;
+  // The hit path's own records (hit_pins.hpp): fault_recorded answers whether it pinned,
+  // refused (the locked fault must run) or had no record to use (the word path may try).
+  enum class recorded { pinned, refused, no_record };
+  recorded fault_recorded(thread_hit_pins& pins, pager_region& r, uint64_t first,
+                          uint64_t end) noexcept;
+  bool unpin_recorded(thread_hit_pins& pins, pager_region& r, uint64_t first, uint64_t end,
+                      unpin_result& result) noexcept;
+
   int64_t capacity_locked() const noexcept;
   void publish_gate_locked() noexcept;
   uint64_t fast_now_ns() const noexcept;
@@ -193,7 +231,8 @@ class pager_device {
 
   orch_status map_page_locked(pager_region& r, uint64_t index) noexcept;
   void free_page_locked(pager_region& r, uint64_t index, uint64_t old, uint32_t reason) noexcept;
-  uint64_t pinned_pages_locked(const pager_region& r) const noexcept;
+  uint64_t pinned_pages_locked(const pager_region& r,
+                               const hit_pin_snapshot& records) const noexcept;
   void sync_locked() noexcept;
   bool lower_one_locked(pager_region& r, bool& synced) noexcept;
   uint64_t free_pages_locked(int64_t bytes) noexcept;
@@ -218,6 +257,7 @@ class pager_device {
   int64_t usage_at_poll_ = 0;
   uint64_t last_free_ = 0;
   bool poll_failure_logged_ = false;
+  bool lowering_any_ = false;  // some region's lowering_ is set (device_lock ends it)
   orch_pager_stats stats_{};
   // What the hit path reads instead of taking the mutex (publish_gate_locked): the stopgap
   // `free(deficit(0))` is a no-op while the process-wide simple headroom is at most

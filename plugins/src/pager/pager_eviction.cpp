@@ -2,10 +2,37 @@
 // the lowest-priority region up, the deficit-driven walk, and the evict/reclaim and watermark
 // entry points. Faults, regions and the budget terms are in pager_device.cpp.
 #include <algorithm>
+#include <optional>
 
 #include "pager_device.hpp"
+#include "reader_grace.hpp"
 
 namespace orch::plugin_detail {
+
+// hit_pins.hpp: the mark goes up before the fence, and the fence comes before any watermark store
+// or claim of this lowering. The mark stays up until the mutex is released (device_lock), so one
+// fence per region covers a whole eviction walk.
+void pager_device::begin_lowering_locked(pager_region& r) noexcept {
+  if (r.lowering_.load(std::memory_order_relaxed) != 0) return;
+  r.lowering_.store(1);
+  lowering_any_ = true;
+  if (readers_fenced_by_writer()) fence_readers();
+}
+
+void pager_device::end_lowering_locked() noexcept {
+  if (!lowering_any_) return;
+  lowering_any_ = false;
+  // release: a hit path that reads 0 sees every watermark store and claim of the lowering.
+  for (pager_region* r : priority_) r->lowering_.store(0, std::memory_order_release);
+}
+
+uint64_t pager_device::claim_locked(page_slot& p) noexcept {
+  return hit_pin_held(&p) ? 0 : claim_unpinned(p);
+}
+
+bool pager_device::pinned(const page_slot& p, const hit_pin_snapshot& records) noexcept {
+  return page_word::pins(p.word.load(std::memory_order_relaxed)) != 0 || records.held(&p);
+}
 
 // `old` is the word the page had when it was claimed (its word is now 0).
 void pager_device::free_page_locked(pager_region& r, uint64_t index, uint64_t old,
@@ -35,9 +62,10 @@ void pager_device::sync_locked() noexcept { backend_->synchronize(device_); }
 // The watermark is stored before the page is claimed: an unpin that drops the last pin after
 // the claim saw it pinned then reads the lowered watermark and frees the page itself.
 bool pager_device::lower_one_locked(pager_region& r, bool& synced) noexcept {
+  begin_lowering_locked(r);
   const uint64_t index = r.watermark_.load(std::memory_order_relaxed) - 1;
   r.watermark_.store(index);
-  const uint64_t old = claim_unpinned(r.pages_[index]);
+  const uint64_t old = claim_locked(r.pages_[index]);
   if (old == 0) return false;
   if (!synced) {
     sync_locked();  // the device must be done with a page before it is freed (§4.8)
@@ -124,7 +152,7 @@ void pager_device::release_above_watermark_locked(pager_region& r, uint64_t firs
   const uint64_t watermark = r.watermark_.load(std::memory_order_relaxed);
   bool synced = false;
   for (uint64_t i = std::max(first, watermark); i < end; ++i) {
-    const uint64_t old = claim_unpinned(r.pages_[i]);
+    const uint64_t old = claim_locked(r.pages_[i]);
     if (old == 0) continue;
     if (!synced) {
       sync_locked();
@@ -138,7 +166,7 @@ void pager_device::release_above_watermark_locked(pager_region& r, uint64_t firs
 orch_status pager_device::release_above_watermark(pager_region* r, uint64_t offset,
                                                   uint64_t size) {
   if (size == 0 || offset + size < offset) return ORCH_INVALID;
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   const uint64_t first = offset / options_.page_size;
   release_above_watermark_locked(
       *r, first, std::min(ceil_div(offset + size, options_.page_size), r->nr_pages_));
@@ -148,31 +176,32 @@ orch_status pager_device::release_above_watermark(pager_region* r, uint64_t offs
 // ---- watermark family (§4.5) ------------------------------------------------------------------
 
 orch_status pager_device::set_watermark(pager_region* r, uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   const uint64_t target = std::min(ceil_div(bytes, options_.page_size), r->nr_pages_);
   if (target >= r->watermark_.load(std::memory_order_relaxed)) {
     r->watermark_.store(target);
     return ORCH_OK;
   }
   bool synced = false;
-  while (r->watermark_.load(std::memory_order_relaxed) > target) lower_one_locked(*r, synced);  // syncs only before (§4.8)
+  while (r->watermark_.load(std::memory_order_relaxed) > target)
+    lower_one_locked(*r, synced);  // syncs only before (§4.8)
   return ORCH_OK;
 }
 
 orch_status pager_device::set_watermark_limit(pager_region* r, uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   r->limit_ = std::min(ceil_div(bytes, options_.page_size), r->nr_pages_);
   return ORCH_OK;
 }
 
 orch_status pager_device::reset_watermark_limits() {
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   for (pager_region* r : priority_) r->limit_ = 0;
   return ORCH_OK;
 }
 
 orch_status pager_device::evict(pager_region* r, uint64_t bytes, uint64_t* freed) {
-  std::lock_guard lock(mutex_);
+  device_lock lock(*this);
   const uint64_t need = ceil_div(bytes, options_.page_size);
   uint64_t pages = 0;
   bool synced = false;
@@ -184,18 +213,19 @@ orch_status pager_device::evict(pager_region* r, uint64_t bytes, uint64_t* freed
 }
 
 orch_status pager_device::reclaim(uint64_t bytes, uint32_t flags, uint64_t* freed) {
-  std::unique_lock lock(mutex_, std::defer_lock);
+  std::optional<device_lock> lock;
   if ((flags & ORCH_RECLAIM_TRY_LOCK) != 0) {
-    if (!lock.try_lock()) {
+    lock.emplace(*this, std::try_to_lock);
+    if (!lock->owns_lock()) {
       if (freed != nullptr) *freed = 0;
       return ORCH_BUSY;  // "not now": the model thread holds the pager; freeing would not help
     }
   } else {
-    lock.lock();
+    lock.emplace(*this);
   }
   ++stats_.reclaims;
-  const int64_t target = (flags & ORCH_RECLAIM_DEFICIT) != 0 ? deficit_locked(bytes)
-                                                              : signed_request(bytes);
+  const int64_t target =
+      (flags & ORCH_RECLAIM_DEFICIT) != 0 ? deficit_locked(bytes) : signed_request(bytes);
   const uint64_t pages = free_pages_locked(target);
   if (freed != nullptr) *freed = pages * options_.page_size;
   return ORCH_OK;

@@ -1,9 +1,11 @@
 // The lock-free hit path: region_fault and region_unpin of resident pages below the watermark,
 // that ComfyUI runs for each layer of each step (docs/references.md, aimdo §4.10). It takes neither
-// the handle registry nor the pager mutex: one compare-and-swap per page word for the fault (the
-// pin), one for the unpin. Anything else goes to the locked path, unchanged.
+// the handle registry nor the pager mutex. Where membarrier(2) is available, a hit pins with a
+// record in the thread's own slot (hit_pins.hpp) and writes nothing shared; otherwise, or with
+// every record in use, it pins with one compare-and-swap per page word, and unpins with another.
+// Anything else goes to the locked path, unchanged.
 //
-// The protocol, and why each piece is needed:
+// The word protocol, and why each piece is needed (the records' own is in hit_pins.hpp):
 //
 // - Lifetime. The plugin looked the region up in its table inside a reader section
 //   (reader_grace.hpp). region_destroy, device_close and shutdown unpublish a region first and
@@ -38,12 +40,13 @@
 //   locked path runs it. The clock is read as the locked path reads it, so sim's injected clock
 //   reaches the hit path too.
 //
-// - Stats: a hit adds to counters inside the same page word (no extra atomic). The locked side
-//   folds them into the device's stats.
+// - Stats: a word hit adds to counters inside the same page word (no extra atomic), a recorded
+//   one to its thread's counter. The locked side folds them into the device's stats.
 #include <algorithm>
 #include <bit>
 
 #include "pager_device.hpp"
+#include "reader_grace.hpp"
 
 namespace orch::plugin_detail {
 
@@ -72,8 +75,71 @@ constexpr uint64_t fast_pin_limit = page_word::pin_max / 2;
 
 }  // namespace
 
-bool pager_device::fault_hit(pager_region& r, uint64_t offset, uint64_t size, uint64_t* sig,
-                             size_t sig_cap, size_t* sig_len, uint64_t* newly_mapped) noexcept {
+[[gnu::always_inline]] inline pager_device::recorded pager_device::fault_recorded(
+    thread_hit_pins& pins, pager_region& r, uint64_t first, uint64_t end) noexcept {
+  if (!readers_fenced_by_writer()) return recorded::no_record;
+  const uint64_t record = encode_hit_pin(&r.pages_[first], end - first);
+  std::atomic<uint64_t>* slot = record != 0 ? free_hit_pin(pins) : nullptr;
+  hit_counter* counter = slot != nullptr ? hit_counter_for(pins, this) : nullptr;
+  if (counter == nullptr) return recorded::no_record;
+  slot->store(record, std::memory_order_relaxed);
+  // The record before the checks: only the compiler needs telling (hit_pins.hpp).
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  bool held = r.lowering_.load(std::memory_order_acquire) == 0 &&
+              end <= r.watermark_.load(std::memory_order_relaxed);
+  for (uint64_t i = first; held && i < end; ++i)
+    held = (r.pages_[i].word.load(std::memory_order_acquire) & page_word::resident) != 0;
+  if (!held) {
+    slot->store(0, std::memory_order_release);
+    return recorded::refused;
+  }
+  count_hit(*counter, end - first);
+  return recorded::pinned;
+}
+
+[[gnu::always_inline]] inline bool pager_device::unpin_recorded(thread_hit_pins& pins,
+                                                                pager_region& r, uint64_t first,
+                                                                uint64_t end,
+                                                                unpin_result& result) noexcept {
+  const uint64_t record = encode_hit_pin(&r.pages_[first], end - first);
+  if (record == 0) return false;
+  for (auto& slot : pins.records)
+    if (slot.load(std::memory_order_relaxed) == record) {
+      slot.store(0, std::memory_order_release);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the clear before the checks
+      result = r.lowering_.load(std::memory_order_acquire) != 0 ||
+                       end > r.watermark_.load(std::memory_order_relaxed)
+                   ? unpin_result::release_above_watermark
+                   : unpin_result::done;
+      return true;
+    }
+  // An unpin over another range than the thread's faults: its records that overlap the range
+  // become word pins (the word first, so the page is never unpinned in between), and the word
+  // path below unpins them.
+  const page_slot* begin = &r.pages_[first];
+  const page_slot* stop = &r.pages_[0] + end;
+  for (auto& slot : pins.records) {
+    const uint64_t held = slot.load(std::memory_order_relaxed);
+    const page_slot* p = hit_pin_first(held);
+    if (held == 0 || p >= stop || p + hit_pin_pages(held) <= begin) continue;
+    for (uint64_t i = 0; i < hit_pin_pages(held); ++i)
+      const_cast<page_slot*>(p)[i].word.fetch_add(page_word::pin_one);
+    uint64_t expected = held;
+    if (!slot.compare_exchange_strong(expected, 0)) {
+      // Another thread's unpin took it meanwhile (take_foreign_hit_pin): undo the word pins,
+      // and leave any page they were the last pin of to the locked path.
+      for (uint64_t i = 0; i < hit_pin_pages(held); ++i)
+        const_cast<page_slot*>(p)[i].word.fetch_sub(page_word::pin_one);
+      result = unpin_result::release_above_watermark;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool pager_device::fault_hit(thread_hit_pins& pins, pager_region& r, uint64_t offset, uint64_t size,
+                             uint64_t* sig, size_t sig_cap, size_t* sig_len,
+                             uint64_t* newly_mapped) noexcept {
   if (size == 0 || offset + size < offset) return false;
   const auto [first, end] = pages_of(offset, size, options_.page_size);
   if (sig != nullptr && sig_cap < end - first) return false;
@@ -86,6 +152,18 @@ bool pager_device::fault_hit(pager_region& r, uint64_t offset, uint64_t size, ui
           poll_interval_ns_.load(std::memory_order_relaxed))
     return false;
   if (end > r.watermark_.load()) return false;  // seq_cst: see the protocol above
+  switch (fault_recorded(pins, r, first, end)) {
+    case recorded::pinned:
+      if (sig != nullptr)
+        for (uint64_t j = first; j < end; ++j) sig[j - first] = r.pages_[j].serial;
+      if (sig_len != nullptr) *sig_len = end - first;
+      if (newly_mapped != nullptr) *newly_mapped = 0;
+      return true;
+    case recorded::refused:
+      return false;
+    case recorded::no_record:
+      break;
+  }
   uint64_t i = first;
   for (; i < end; ++i) {
     std::atomic<uint64_t>& word = r.pages_[i].word;
@@ -127,12 +205,23 @@ bool pager_device::fault_hit(pager_region& r, uint64_t offset, uint64_t size, ui
   return true;
 }
 
-pager_device::unpin_result pager_device::unpin_hit(pager_region& r, uint64_t offset,
-                                                   uint64_t size) noexcept {
+pager_device::unpin_result pager_device::unpin_hit(thread_hit_pins& pins, pager_region& r,
+                                                   uint64_t offset, uint64_t size) noexcept {
   if (size == 0 || offset + size < offset) return unpin_result::locked;
   const auto span = pages_of(offset, size, options_.page_size);
   const uint64_t first = span.first;
   const uint64_t end = std::min(span.end, r.nr_pages_);
+  if (first >= end) return unpin_result::locked;
+  if (unpin_result result{}; unpin_recorded(pins, r, first, end, result)) return result;
+  // No pin of this thread's: an exact one of another thread's, when the words hold none.
+  if (readers_fenced_by_writer() &&
+      page_word::pins(r.pages_[first].word.load(std::memory_order_relaxed)) == 0)
+    if (const uint64_t record = encode_hit_pin(&r.pages_[first], end - first);
+        record != 0 && take_foreign_hit_pin(record, pins))
+      return r.lowering_.load(std::memory_order_acquire) != 0 ||
+                     end > r.watermark_.load(std::memory_order_relaxed)
+                 ? unpin_result::release_above_watermark
+                 : unpin_result::done;
   // A range reaching above the watermark syncs before and after (§4.3): the locked path's job.
   if (end > r.watermark_.load()) return unpin_result::locked;
   bool release = false;

@@ -242,7 +242,8 @@ orch_status region_fault(orch_region* r, uint64_t offset, uint64_t size, uint64_
     if (section)
       if (pager_region* x = find_region(region_id(r));
           x != nullptr &&
-          x->owner().fault_hit(*x, offset, size, sig, sig_cap, sig_len, newly_mapped))
+          x->owner().fault_hit(section.slot().hit_pins, *x, offset, size, sig, sig_cap,
+                               sig_len, newly_mapped))
         return ORCH_OK;
   }
   return with_region(r, [&](pager_device& d, pager_region* x) {
@@ -255,7 +256,7 @@ orch_status region_unpin(orch_region* r, uint64_t offset, uint64_t size) {
     const reader_section section;
     if (section)
       if (pager_region* x = find_region(region_id(r)); x != nullptr)
-        result = x->owner().unpin_hit(*x, offset, size);
+        result = x->owner().unpin_hit(section.slot().hit_pins, *x, offset, size);
   }
   if (result == pager_device::unpin_result::done) return ORCH_OK;
   if (result == pager_device::unpin_result::release_above_watermark)

@@ -15,7 +15,8 @@ namespace orch::plugin_detail {
 using slot = reader_slot;
 
 namespace reader_grace_detail {
-thread_local reader_slot* this_thread_slot __attribute__((tls_model("initial-exec"))) = nullptr;
+constinit thread_local reader_slot* this_thread_slot __attribute__((tls_model("initial-exec"))) =
+    nullptr;
 std::atomic<bool> asymmetric{false};
 }  // namespace reader_grace_detail
 
@@ -80,16 +81,26 @@ void init_reader_grace() noexcept {
   });
 }
 
-void wait_for_readers() noexcept {
+reader_slot* reader_slots(unsigned* count) noexcept {
+  *count = g_used.load();
+  return g_slots;
+}
+
+void fence_readers() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  // Every running thread of the process passes a full barrier: a reader whose announcement the
-  // scan below misses has not yet looked anything up, and will not find what was unpublished.
+  // Every running thread of the process passes a full barrier.
   if (asymmetric.load(std::memory_order_relaxed) &&
       membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
     // Cannot happen once registered; fall back to the slow command rather than guess.
     membarrier(MEMBARRIER_CMD_GLOBAL);
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void wait_for_readers() noexcept {
+  // A reader whose announcement the scan below misses has not yet looked anything up, and will
+  // not find what was unpublished.
+  fence_readers();
   const unsigned used = g_used.load();
   for (unsigned i = 0; i < used; ++i)
     while (g_slots[i].active.load(std::memory_order_acquire) != 0) sched_yield();

@@ -16,17 +16,22 @@
 #include <atomic>
 #include <cstdint>
 
+#include "hit_pins.hpp"
+
 namespace orch::plugin_detail {
 
 // One cache line per thread, so a reader's stores never contend with another reader's.
 struct alignas(64) reader_slot {
   std::atomic<uint32_t> active{0};
   std::atomic<bool> taken{false};
+  thread_hit_pins hit_pins;  // hit_pins.hpp
 };
 
 namespace reader_grace_detail {
-// initial-exec: one instruction to reach it, where the default model calls __tls_get_addr.
-extern thread_local reader_slot* this_thread_slot __attribute__((tls_model("initial-exec")));
+// initial-exec: one instruction to reach it, where the default model calls __tls_get_addr;
+// constinit: no TLS init wrapper to test on every access.
+extern constinit thread_local reader_slot* this_thread_slot
+    __attribute__((tls_model("initial-exec")));
 extern std::atomic<bool> asymmetric;  // membarrier(2) fences for the readers
 // The first section of a thread: takes a free slot and records it in this_thread_slot. Null
 // when every slot is taken.
@@ -54,10 +59,24 @@ class reader_section {
   reader_section& operator=(const reader_section&) = delete;
   // False when this thread has no slot (all taken): the caller takes the locked path.
   explicit operator bool() const noexcept { return slot_ != nullptr; }
+  reader_slot& slot() const noexcept { return *slot_; }
 
  private:
   reader_slot* slot_;
 };
+
+// True when the writer fences for the readers (membarrier(2)): the readers' plain stores are
+// then as good as seq_cst ones to a writer that calls fence_readers() (hit_pins.hpp).
+inline bool readers_fenced_by_writer() noexcept {
+  return reader_grace_detail::asymmetric.load(std::memory_order_relaxed);
+}
+
+// Every slot ever handed out: [slots, slots + count). Slots are never freed.
+reader_slot* reader_slots(unsigned* count) noexcept;
+
+// The writer's half of the fence alone: on return, every store a reader made before the call
+// is visible, and every load a reader makes after it sees what the caller stored before it.
+void fence_readers() noexcept;
 
 // Sets up the writer's fence; called from plugin init. Idempotent.
 void init_reader_grace() noexcept;

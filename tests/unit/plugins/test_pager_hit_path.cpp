@@ -46,8 +46,8 @@ class pager_hit_path : public ::testing::Test {
     backend_ = plugin_library::open(ORCH_TEST_PLUGIN_BACKEND_SIM).value();
     lib_ = plugin_library::open(ORCH_TEST_PLUGIN_PAGER_SIM).value();
     ASSERT_TRUE(backend_->init());
-    const orch_host_services host{sizeof(orch_host_services), 0, &obs_, nullptr, nullptr,
-                                  on_release};
+    const orch_host_services host{
+        sizeof(orch_host_services), 0, &obs_, nullptr, nullptr, on_release};
     ASSERT_TRUE(lib_->init(&host));
     api_ = lib_->table().pager_api;
     obs_.sim = static_cast<const orch_sim_api*>(backend_->table().extension);
@@ -84,6 +84,20 @@ class pager_hit_path : public ::testing::Test {
     i.struct_size = sizeof i;
     EXPECT_EQ(api_->region_info(r, &i), ORCH_OK);
     return i;
+  }
+
+  // Maps pages [first, first + n) with a locked fault and unpins them: the next fault of the
+  // range is a hit.
+  void make_resident(orch_region* r, uint64_t first, uint64_t n) {
+    ASSERT_EQ(api_->region_fault(r, first * page, n * page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+    ASSERT_EQ(api_->region_unpin(r, first * page, n * page), ORCH_OK);
+  }
+
+  std::vector<uint8_t> residency(orch_region* r) {
+    std::vector<uint8_t> flags(info(r).nr_pages);
+    size_t len = 0;
+    EXPECT_EQ(api_->region_residency(r, flags.data(), flags.size(), &len), ORCH_OK);
+    return flags;
   }
 
   orch_sim_counters counters() {
@@ -209,8 +223,10 @@ TEST_F(pager_hit_path, a_hit_racing_region_destroy_answers_ok_or_invalid) {
           ++bad;
         } else {
           const orch_status un = api_->region_unpin(r, i * page, page);
-          if (un == ORCH_INVALID) invalid = true;
-          else if (un != ORCH_OK) ++bad;
+          if (un == ORCH_INVALID)
+            invalid = true;
+          else if (un != ORCH_OK)
+            ++bad;
         }
       }
       // After the first INVALID the handle stays dead.
@@ -235,8 +251,164 @@ TEST_F(pager_hit_path, region_destroy_syncs_after_its_last_release) {
   api_->region_destroy(r);
   obs_.control = nullptr;
   ASSERT_EQ(obs_.syncs_at_release.size(), 3u);
-  EXPECT_EQ(obs_.syncs_at_release.front(), before + 1);  // synced before the first free
+  EXPECT_EQ(obs_.syncs_at_release.front(), before + 1);           // synced before the first free
   EXPECT_EQ(counters().syncs, obs_.syncs_at_release.back() + 1);  // and once after the last
+}
+
+// A hit pins without writing the page (plugins/src/pager/hit_pins.hpp): every read-out still
+// counts the page as pinned, an eviction walks past it, and its unpin frees it.
+TEST_F(pager_hit_path, a_hit_pinned_page_is_pinned_for_the_locked_side) {
+  orch_region* r = region(2);
+  make_resident(r, 0, 2);
+  ASSERT_EQ(api_->region_fault(r, 0, page, nullptr, 0, nullptr, nullptr), ORCH_OK);  // a hit
+  EXPECT_EQ(info(r).pinned_pages, 1u);
+  EXPECT_EQ(residency(r)[0], ORCH_PAGE_RESIDENT | ORCH_PAGE_PINNED);
+  uint64_t pinned = 0;
+  ASSERT_EQ(api_->pinned_bytes(pager_, &pinned), ORCH_OK);
+  EXPECT_EQ(pinned, page);
+  uint64_t freed = 0;
+  ASSERT_EQ(api_->region_evict(r, 2 * page, &freed), ORCH_OK);
+  EXPECT_EQ(freed, page);  // page 1 only
+  EXPECT_EQ(info(r).watermark, 0u);
+  EXPECT_EQ(residency(r)[0], ORCH_PAGE_RESIDENT | ORCH_PAGE_PINNED);
+  ASSERT_EQ(api_->region_unpin(r, 0, page), ORCH_OK);  // the last pin, above the watermark
+  EXPECT_EQ(residency(r)[0], 0u);
+  EXPECT_EQ(info(r).pinned_pages, 0u);
+  EXPECT_EQ(counters().process_used_bytes, 0u);
+}
+
+// An unpin need not match its fault: two pages faulted together, unpinned one at a time.
+TEST_F(pager_hit_path, an_unpin_over_another_range_than_its_fault_unpins_each_page_once) {
+  orch_region* r = region(3);
+  make_resident(r, 0, 3);
+  ASSERT_EQ(api_->region_fault(r, 0, 2 * page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+  ASSERT_EQ(api_->region_fault(r, page, 2 * page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+  EXPECT_EQ(info(r).pinned_pages, 3u);
+  ASSERT_EQ(api_->region_unpin(r, 0, page), ORCH_OK);
+  EXPECT_EQ(residency(r)[0], ORCH_PAGE_RESIDENT);
+  EXPECT_EQ(residency(r)[1], ORCH_PAGE_RESIDENT | ORCH_PAGE_PINNED);  // the second fault's
+  ASSERT_EQ(api_->region_unpin(r, page, page), ORCH_OK);
+  ASSERT_EQ(api_->region_unpin(r, page, page), ORCH_OK);
+  ASSERT_EQ(api_->region_unpin(r, 2 * page, page), ORCH_OK);
+  EXPECT_EQ(info(r).pinned_pages, 0u);
+  ASSERT_EQ(api_->region_unpin(r, 0, 3 * page), ORCH_OK);  // saturates, as aimdo
+  uint64_t freed = 0;
+  ASSERT_EQ(api_->region_evict(r, 3 * page, &freed), ORCH_OK);
+  EXPECT_EQ(freed, 3 * page);
+}
+
+// A fault on one thread, its unpin on another.
+TEST_F(pager_hit_path, a_hit_unpinned_by_another_thread_is_unpinned) {
+  orch_region* r = region(1);
+  make_resident(r, 0, 1);
+  std::thread([&] {
+    EXPECT_EQ(api_->region_fault(r, 0, page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+  }).join();
+  EXPECT_EQ(info(r).pinned_pages, 1u);
+  ASSERT_EQ(api_->region_unpin(r, 0, page), ORCH_OK);
+  EXPECT_EQ(info(r).pinned_pages, 0u);
+  uint64_t freed = 0;
+  ASSERT_EQ(api_->region_evict(r, page, &freed), ORCH_OK);
+  EXPECT_EQ(freed, page);
+}
+
+// More faults outstanding than a thread has records: the rest pin in the page words, and every
+// unpin finds its pin wherever it is.
+TEST_F(pager_hit_path, more_outstanding_hits_than_records_all_pin_and_unpin) {
+  constexpr uint64_t pages = 10;  // a thread has 8 records
+  orch_region* r = region(pages);
+  make_resident(r, 0, pages);
+  for (uint64_t i = 0; i < pages; ++i)
+    ASSERT_EQ(api_->region_fault(r, i * page, page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+  EXPECT_EQ(info(r).pinned_pages, pages);
+  for (uint64_t i = 0; i < pages; ++i) ASSERT_EQ(api_->region_unpin(r, i * page, page), ORCH_OK);
+  EXPECT_EQ(info(r).pinned_pages, 0u);
+  orch_pager_stats s{};
+  s.struct_size = sizeof s;
+  ASSERT_EQ(api_->stats(pager_, &s), ORCH_OK);
+  EXPECT_EQ(s.faults, 1u + pages);
+  EXPECT_EQ(s.hits, pages);  // the locked fault's were misses
+}
+
+// A region destroyed while a hit still holds its page leaves no pin behind for the next region
+// (which may be allocated at the same address).
+TEST_F(pager_hit_path, a_region_destroyed_under_a_hit_pin_leaves_no_pin_behind) {
+  for (int round = 0; round < 5; ++round) {
+    orch_region* r = region(2);
+    make_resident(r, 0, 2);
+    ASSERT_EQ(api_->region_fault(r, 0, page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+    api_->region_destroy(r);
+    EXPECT_EQ(counters().process_used_bytes, 0u);
+  }
+  orch_region* next = region(2);
+  make_resident(next, 0, 2);
+  EXPECT_EQ(info(next).pinned_pages, 0u);
+  uint64_t freed = 0;
+  ASSERT_EQ(api_->region_evict(next, 2 * page, &freed), ORCH_OK);
+  EXPECT_EQ(freed, 2 * page);
+}
+
+// Several model threads fault and unpin two-page ranges while another thread lowers the
+// watermark by every means there is (evict, set_watermark, reclaim) and raises it again. A fault
+// that answers OK finds its pages resident and pinned; at the end nothing is pinned, nothing is
+// resident above the watermark, and the books agree with the device.
+TEST_F(pager_hit_path, hits_on_many_threads_survive_every_kind_of_lowering) {
+  constexpr uint64_t pages = 6;
+  orch_region* r = region(pages);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::atomic<uint64_t> hits{0};
+  auto model = [&](uint64_t seed) {
+    uint8_t flags[pages];
+    size_t len = 0;
+    for (uint64_t n = 0; n < 20000 && bad == 0; ++n) {
+      const uint64_t i = (n * 7 + seed) % (pages - 1);
+      const orch_status st =
+          api_->region_fault(r, i * page, 2 * page, nullptr, 0, nullptr, nullptr);
+      if (st == ORCH_OK) {
+        ++hits;
+        if (api_->region_residency(r, flags, pages, &len) != ORCH_OK ||
+            (flags[i] & flags[i + 1]) != (ORCH_PAGE_RESIDENT | ORCH_PAGE_PINNED))
+          ++bad;
+        if (api_->region_unpin(r, i * page, 2 * page) != ORCH_OK) ++bad;
+      } else if (st != ORCH_OOM_RETRYABLE) {
+        ++bad;
+      }
+    }
+  };
+  std::thread a(model, 0), b(model, 3);
+  std::thread lowerer([&] {
+    for (uint64_t n = 0; !stop; ++n) {
+      uint64_t freed = 0;
+      orch_status st = ORCH_OK;
+      switch (n % 3) {
+        case 0:
+          st = api_->region_evict(r, 2 * page, &freed);
+          break;
+        case 1:
+          st = api_->region_set_watermark(r, page);
+          break;
+        case 2:
+          st = api_->reclaim(pager_, 3 * page, 0, &freed);
+          break;
+      }
+      if (st != ORCH_OK || api_->region_prioritize(r) != ORCH_OK) ++bad;
+    }
+  });
+  a.join();
+  b.join();
+  stop = true;
+  lowerer.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(hits.load(), 0u);
+  const orch_region_info i = info(r);
+  EXPECT_EQ(i.pinned_pages, 0u);
+  const std::vector<uint8_t> flags = residency(r);
+  for (uint64_t p = i.watermark; p < pages; ++p) EXPECT_EQ(flags[p], 0u) << "page " << p;
+  uint64_t resident = 0;
+  ASSERT_EQ(api_->resident_bytes(pager_, &resident), ORCH_OK);
+  EXPECT_EQ(resident, i.resident_pages * page);
+  EXPECT_EQ(counters().process_used_bytes, resident);
 }
 
 }  // namespace
