@@ -1,5 +1,9 @@
 #include "hit_pins.hpp"
 
+#include <sched.h>
+
+#include <mutex>
+
 #include "pager_device.hpp"
 #include "reader_grace.hpp"
 
@@ -49,19 +53,34 @@ bool hit_pin_snapshot::held(const page_slot* p) const noexcept {
   return false;
 }
 
-bool take_foreign_hit_pin(uint64_t record, const thread_hit_pins& own) noexcept {
-  bool taken = false;
-  for_each_slot([&](thread_hit_pins& t) {
-    if (taken || &t == &own) return;
-    for (auto& r : t.records) {
-      uint64_t expected = record;
-      if (r.compare_exchange_strong(expected, 0)) {
-        taken = true;
-        return;
+uint64_t take_hit_pin_covering(const page_slot* p) noexcept {
+  // One taker at a time, whatever the device: steal_pending is a flag per slot, not a count.
+  static std::mutex takers;
+  const std::lock_guard lock(takers);
+  unsigned count = 0;
+  reader_slot* slots = reader_slots(&count);
+  for (unsigned i = 0; i < count; ++i) {
+    thread_hit_pins& t = slots[i].hit_pins;
+    bool covered = false;
+    for (const auto& record : t.records)
+      covered = covered || covers(record.load(std::memory_order_acquire), p);
+    if (!covered) continue;
+    t.steal_pending.store(1);
+    fence_readers();  // a section that begins after this sees the flag
+    while (slots[i].active.load(std::memory_order_acquire) != 0) sched_yield();
+    uint64_t taken = 0;
+    for (auto& record : t.records) {
+      const uint64_t r = record.load(std::memory_order_acquire);
+      if (covers(r, p)) {
+        record.store(0, std::memory_order_relaxed);
+        taken = r;
+        break;
       }
     }
-  });
-  return taken;
+    t.steal_pending.store(0, std::memory_order_release);
+    if (taken != 0) return taken;
+  }
+  return 0;
 }
 
 void drop_hit_pins(const page_slot* begin, const page_slot* end) noexcept {

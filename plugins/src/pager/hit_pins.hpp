@@ -20,11 +20,14 @@
 //   the record and passed the page is either still marked (the unpin takes the locked path and
 //   frees the page after it) or visible (the page is above the watermark: the same).
 //
-// Records are the owner's: only the thread that took a record clears it with a plain store.
-// Another thread that unpins a range it did not fault, finding no pin in the page words, takes
-// an exact match from another thread's record with a compare-and-swap (pins are fungible, so
-// the owner's later plain clear of the same value still balances). An unpin whose range differs
-// from the fault's converts the owner's overlapping records into word pins first.
+// Records are the owner's: only the thread that took a record writes it, with plain stores, and
+// the hit path's unpin only clears an exact match of its own fault. Every other unpin (another
+// range, another thread, a thread without a reader slot) goes to the locked path, which finds
+// the words without a pin and the records that cover them, and takes such a record over
+// (take_hit_pin_covering) into word pins. Taking a record from its owner is the writer's side of
+// the fence once more: the taker raises the owner's steal_pending, fences, and waits until the
+// owner is outside any reader section; a section that begins after the fence sees the flag and
+// leaves its records alone. So an owner's plain clear and a taker never meet on one record.
 //
 // Without membarrier, or with every record in use, the hit path pins in the page word instead.
 #pragma once
@@ -67,6 +70,9 @@ struct hit_counter {
 
 struct thread_hit_pins {
   std::atomic<uint64_t> records[hit_pins_per_thread]{};
+  // Raised while the locked side takes one of these records over: the owner's hit path then
+  // neither takes nor clears a record (take_hit_pin_covering).
+  std::atomic<uint32_t> steal_pending{0};
   hit_counter counters[hit_counters_per_thread];
 };
 
@@ -108,9 +114,10 @@ class hit_pin_snapshot {
   unsigned count_ = 0;
   bool complete_ = true;
 };
-// Takes one record of another thread that is exactly `record` (a compare-and-swap). True if it
-// took one.
-bool take_foreign_hit_pin(uint64_t record, const thread_hit_pins& own) noexcept;
+// Takes over one record, of any thread, that covers page p: the record is cleared and returned
+// (0: none covers it), and the caller turns it into word pins. Under the pager mutex and outside
+// any reader section (it waits for the owner's to end).
+uint64_t take_hit_pin_covering(const page_slot* p) noexcept;
 // Forgets every record inside [begin, end): a region being destroyed, after its readers.
 void drop_hit_pins(const page_slot* begin, const page_slot* end) noexcept;
 // Adds every thread's counts for d.

@@ -2,6 +2,7 @@
 // pages, regions, faults and unpins. Eviction is in pager_eviction.cpp, read-outs in
 // pager_queries.cpp, the lock-free hit path in pager_fast_path.cpp.
 #include "pager_device.hpp"
+#include "reader_grace.hpp"
 
 #include <algorithm>
 #include <new>
@@ -342,6 +343,15 @@ orch_status pager_device::unpin(pager_region* r, uint64_t offset, uint64_t size)
   for (uint64_t i = first; i < end; ++i) {
     page_slot& p = r->pages_[i];
     uint64_t w = p.word.load();
+    // No pin in the word: a hit's record may hold the page (an unpin over another range, or on
+    // another thread, than the fault's). It becomes word pins, one per page it covers, and this
+    // unpin takes one of them. Under the mutex nothing can claim or map a page meanwhile.
+    if (page_word::pins(w) == 0 && readers_fenced_by_writer())
+      if (const uint64_t record = take_hit_pin_covering(&p); record != 0) {
+        auto* held = const_cast<page_slot*>(hit_pin_first(record));
+        for (uint64_t k = 0; k < hit_pin_pages(record); ++k) held[k].word.fetch_add(page_word::pin_one);
+        w = p.word.load();
+      }
     // Saturating, as aimdo; a CAS because a hit path may pin or unpin the same word meanwhile.
     while (page_word::pins(w) != 0 && !p.word.compare_exchange_weak(w, w - page_word::pin_one)) {
     }

@@ -77,7 +77,8 @@ constexpr uint64_t fast_pin_limit = page_word::pin_max / 2;
 
 [[gnu::always_inline]] inline pager_device::recorded pager_device::fault_recorded(
     thread_hit_pins& pins, pager_region& r, uint64_t first, uint64_t end) noexcept {
-  if (!readers_fenced_by_writer()) return recorded::no_record;
+  if (!readers_fenced_by_writer() || pins.steal_pending.load(std::memory_order_relaxed) != 0)
+    return recorded::no_record;
   const uint64_t record = encode_hit_pin(&r.pages_[first], end - first);
   std::atomic<uint64_t>* slot = record != 0 ? free_hit_pin(pins) : nullptr;
   hit_counter* counter = slot != nullptr ? hit_counter_for(pins, this) : nullptr;
@@ -102,7 +103,7 @@ constexpr uint64_t fast_pin_limit = page_word::pin_max / 2;
                                                                 uint64_t end,
                                                                 unpin_result& result) noexcept {
   const uint64_t record = encode_hit_pin(&r.pages_[first], end - first);
-  if (record == 0) return false;
+  if (record == 0 || pins.steal_pending.load(std::memory_order_relaxed) != 0) return false;
   for (auto& slot : pins.records)
     if (slot.load(std::memory_order_relaxed) == record) {
       slot.store(0, std::memory_order_release);
@@ -113,27 +114,6 @@ constexpr uint64_t fast_pin_limit = page_word::pin_max / 2;
                    : unpin_result::done;
       return true;
     }
-  // An unpin over another range than the thread's faults: its records that overlap the range
-  // become word pins (the word first, so the page is never unpinned in between), and the word
-  // path below unpins them.
-  const page_slot* begin = &r.pages_[first];
-  const page_slot* stop = &r.pages_[0] + end;
-  for (auto& slot : pins.records) {
-    const uint64_t held = slot.load(std::memory_order_relaxed);
-    const page_slot* p = hit_pin_first(held);
-    if (held == 0 || p >= stop || p + hit_pin_pages(held) <= begin) continue;
-    for (uint64_t i = 0; i < hit_pin_pages(held); ++i)
-      const_cast<page_slot*>(p)[i].word.fetch_add(page_word::pin_one);
-    uint64_t expected = held;
-    if (!slot.compare_exchange_strong(expected, 0)) {
-      // Another thread's unpin took it meanwhile (take_foreign_hit_pin): undo the word pins,
-      // and leave any page they were the last pin of to the locked path.
-      for (uint64_t i = 0; i < hit_pin_pages(held); ++i)
-        const_cast<page_slot*>(p)[i].word.fetch_sub(page_word::pin_one);
-      result = unpin_result::release_above_watermark;
-      return true;
-    }
-  }
   return false;
 }
 
@@ -213,17 +193,13 @@ pager_device::unpin_result pager_device::unpin_hit(thread_hit_pins& pins, pager_
   const uint64_t end = std::min(span.end, r.nr_pages_);
   if (first >= end) return unpin_result::locked;
   if (unpin_result result{}; unpin_recorded(pins, r, first, end, result)) return result;
-  // No pin of this thread's: an exact one of another thread's, when the words hold none.
-  if (readers_fenced_by_writer() &&
-      page_word::pins(r.pages_[first].word.load(std::memory_order_relaxed)) == 0)
-    if (const uint64_t record = encode_hit_pin(&r.pages_[first], end - first);
-        record != 0 && take_foreign_hit_pin(record, pins))
-      return r.lowering_.load(std::memory_order_acquire) != 0 ||
-                     end > r.watermark_.load(std::memory_order_relaxed)
-                 ? unpin_result::release_above_watermark
-                 : unpin_result::done;
   // A range reaching above the watermark syncs before and after (§4.3): the locked path's job.
   if (end > r.watermark_.load()) return unpin_result::locked;
+  // A page with no pin in its word may be held by a record (another range's, another thread's):
+  // the locked unpin finds it (take_hit_pin_covering).
+  for (uint64_t i = first; i < end; ++i)
+    if (page_word::pins(r.pages_[i].word.load(std::memory_order_relaxed)) == 0)
+      return unpin_result::locked;
   bool release = false;
   for (uint64_t i = first; i < end; ++i) {
     std::atomic<uint64_t>& word = r.pages_[i].word;

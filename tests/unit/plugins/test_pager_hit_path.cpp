@@ -312,6 +312,66 @@ TEST_F(pager_hit_path, a_hit_unpinned_by_another_thread_is_unpinned) {
   EXPECT_EQ(freed, page);
 }
 
+// A word pin (a locked fault's) and another thread's hit on an overlapping range: each unpin
+// takes one pin, whichever it finds, and after two faults and two unpins nothing is pinned.
+TEST_F(pager_hit_path, word_pins_and_another_threads_hit_pin_balance) {
+  orch_region* r = region(2);
+  make_resident(r, 1, 1);
+  ASSERT_EQ(api_->region_fault(r, 0, page, nullptr, 0, nullptr, nullptr), ORCH_OK);  // a miss
+  std::thread([&] {
+    EXPECT_EQ(api_->region_fault(r, 0, 2 * page, nullptr, 0, nullptr, nullptr), ORCH_OK);  // a hit
+  }).join();
+  ASSERT_EQ(api_->region_unpin(r, 0, 2 * page), ORCH_OK);  // the other thread's fault
+  ASSERT_EQ(api_->region_unpin(r, 0, page), ORCH_OK);      // this thread's
+  EXPECT_EQ(info(r).pinned_pages, 0u);
+  uint64_t freed = 0;
+  ASSERT_EQ(api_->region_evict(r, 2 * page, &freed), ORCH_OK);
+  EXPECT_EQ(freed, 2 * page);
+}
+
+// Another thread's hit, unpinned here one page at a time.
+TEST_F(pager_hit_path, another_threads_hit_unpinned_page_by_page_is_unpinned) {
+  orch_region* r = region(2);
+  make_resident(r, 0, 2);
+  std::thread([&] {
+    EXPECT_EQ(api_->region_fault(r, 0, 2 * page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+  }).join();
+  ASSERT_EQ(api_->region_unpin(r, 0, page), ORCH_OK);
+  ASSERT_EQ(api_->region_unpin(r, page, page), ORCH_OK);
+  EXPECT_EQ(info(r).pinned_pages, 0u);
+}
+
+// The owner clears its record while another thread's unpin takes one of the owner's records
+// over: two faults, two unpins at the same moment, and not one pin may be left, round after
+// round (a plain clear racing a take once consumed the same record twice).
+TEST_F(pager_hit_path, an_owners_unpin_racing_another_threads_unpin_leaves_no_pin) {
+  orch_region* r = region(2);
+  make_resident(r, 0, 2);
+  std::atomic<int> round{0};
+  std::atomic<int> done{0};
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    for (int mine = 1;; ++mine) {
+      while (round.load() < mine && !stop) std::this_thread::yield();
+      if (stop) return;
+      EXPECT_EQ(api_->region_unpin(r, 0, 2 * page), ORCH_OK);
+      done.store(mine);
+    }
+  });
+  int leaked = 0;
+  for (int n = 1; n <= 5000 && leaked == 0; ++n) {
+    ASSERT_EQ(api_->region_fault(r, 0, 2 * page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+    ASSERT_EQ(api_->region_fault(r, 0, 2 * page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+    round.store(n);
+    ASSERT_EQ(api_->region_unpin(r, 0, 2 * page), ORCH_OK);
+    while (done.load() != n) std::this_thread::yield();
+    if (info(r).pinned_pages != 0) leaked = n;
+  }
+  stop = true;
+  other.join();
+  EXPECT_EQ(leaked, 0) << "pins left after round " << leaked;
+}
+
 // More faults outstanding than a thread has records: the rest pin in the page words, and every
 // unpin finds its pin wherever it is.
 TEST_F(pager_hit_path, more_outstanding_hits_than_records_all_pin_and_unpin) {
