@@ -349,7 +349,8 @@ orch_status pager_device::unpin(pager_region* r, uint64_t offset, uint64_t size)
     if (page_word::pins(w) == 0 && readers_fenced_by_writer())
       if (const uint64_t record = take_hit_pin_covering(&p); record != 0) {
         auto* held = const_cast<page_slot*>(hit_pin_first(record));
-        for (uint64_t k = 0; k < hit_pin_pages(record); ++k) held[k].word.fetch_add(page_word::pin_one);
+        for (uint64_t k = 0; k < hit_pin_pages(record); ++k)
+          held[k].word.fetch_add(page_word::pin_one);
         w = p.word.load();
       }
     // Saturating, as aimdo; a CAS because a hit path may pin or unpin the same word meanwhile.
