@@ -18,5 +18,7 @@ void add_validate_command(CLI::App& app);
 void add_plugins_command(CLI::App& app);
 // `comfy-orch run <deployment> --prompt <api.json> [--json]` (docs/runtime.md).
 void add_run_command(CLI::App& app);
+// `comfy-orch serve <deployment> [--listen A] [--port N]` (docs/serve.md).
+void add_serve_command(CLI::App& app);
 
 }  // namespace orch::cli

@@ -140,6 +140,10 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
     };
   });
   events_.emit("execution_start", {{"prompt_id", prompt_id}, {"timestamp", now_ms()}});
+  // ComfyUI sends the cached nodes next, an empty list when none are: nothing is kept across
+  // prompts yet.
+  events_.emit("execution_cached",
+               {{"nodes", json::array()}, {"prompt_id", prompt_id}, {"timestamp", now_ms()}});
   const prompt_end end(events_, prompt_id);
   json executed = json::array();
   for (const auto& id : execution_order(p, outputs)) {

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   orch::cli::add_launch_command(app);
   orch::cli::add_plugins_command(app);
   orch::cli::add_run_command(app);
+  orch::cli::add_serve_command(app);
   orch::cli::add_validate_command(app);
   try {
     app.parse(argc, argv);

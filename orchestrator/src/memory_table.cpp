@@ -59,6 +59,8 @@ std::vector<memory_row> read_memory_table(host_runtime& host) {
         r.reason = printable(ipc::get_text(stats->memory_manager_reason));
         r.level = stats->plugins[static_cast<int>(ipc::plugin_slot::pager)].level;
         r.device_resident = stats->pager_resident_bytes + stats->ledger_loaded_bytes;
+        r.device_total = stats->device_total_bytes;
+        r.device_free = stats->device_free_bytes;
         r.cast_now = stats->cast_buffer_bytes;
         r.cast_high_water = stats->cast_buffer_high_water;
         r.boundary_releases = stats->boundary_releases;

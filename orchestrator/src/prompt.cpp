@@ -67,7 +67,7 @@ bool looks_like_link(const nlohmann::json& value) {
   return value.is_array() && value.size() == 2;
 }
 
-result<prompt> parse_prompt(const std::string& text) {
+result<nlohmann::json> parse_bounded_json(const std::string& text) {
   nlohmann::json body;
   bounded_prompt_sax sax(body);
   bool parsed = false;
@@ -80,6 +80,16 @@ result<prompt> parse_prompt(const std::string& text) {
   if (!parsed || sax.is_errored()) {
     return invalid(sax.failure().empty() ? "not valid JSON" : sax.failure());
   }
+  return body;
+}
+
+result<prompt> parse_prompt(const std::string& text) {
+  auto body = parse_bounded_json(text);
+  if (!body) return body.err();
+  return prompt_from_document(*body);
+}
+
+result<prompt> prompt_from_document(const nlohmann::json& body) {
   // A /prompt request body holds the prompt under "prompt"; a reference avoids a deep copy.
   const bool wrapped = body.is_object() && body.contains("prompt") && body["prompt"].is_object();
   const nlohmann::json& doc = wrapped ? body["prompt"] : body;

@@ -40,6 +40,9 @@ inline constexpr const char* wrong_thread = "wrong_thread";
 // An eviction meant for a worker generation that was replaced: its models went with it.
 inline constexpr const char* stale_generation = "stale_generation";
 
+// `comfy-orch serve` (serve_http.hpp): the address cannot be bound.
+inline constexpr const char* listen_failed = "listen_failed";
+
 // Prompts (prompt.hpp): ComfyUI's type for a prompt that cannot be read.
 inline constexpr const char* invalid_prompt = "invalid_prompt";
 

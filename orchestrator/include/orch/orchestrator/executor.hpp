@@ -69,6 +69,9 @@ class executor {
   // before its next node (execution_interrupted), for this and every later run. Safe from any
   // thread but the io thread.
   void interrupt();
+  // Lets runs go on after an interrupt: `serve` calls it before each queued prompt, as ComfyUI
+  // clears its interrupt flag when a prompt starts.
+  void clear_interrupt() noexcept { interrupted_.store(false); }
   void release_outputs() noexcept;
   // The pool blocks the host holds for the last prompt's outputs.
   std::vector<ipc::buffer_descriptor> held_outputs() const { return held_; }

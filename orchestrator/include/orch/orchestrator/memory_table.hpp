@@ -25,6 +25,8 @@ struct memory_row {
   std::string reason;   // the manager's reason, or why the pack is not isolated
   std::uint32_t level = 0;
   std::uint64_t device_resident = 0;  // pager pages or ledger models on the device
+  std::uint64_t device_total = 0;  // the device as the worker's pager sees it (0: no pager)
+  std::uint64_t device_free = 0;   // its last polled free bytes
   std::uint64_t pinned_reserved = 0;
   std::uint64_t cast_now = 0;
   std::uint64_t cast_high_water = 0;

@@ -65,6 +65,12 @@ struct node_class {
   bool is_changed = false;  // ComfyUI's IS_CHANGED: the worker gives a change key (executor.hpp)
 };
 
+// The class in ComfyUI's GET /object_info schema (server.py node_info): input (required and
+// optional, each [type or combo choices, options]), input_order, output, output_is_list,
+// output_name, name, display_name, description, python_module, category, output_node; plus
+// "orch_env", the worker that runs it.
+nlohmann::json object_info(const node_class& cls);
+
 class node_catalogue {
  public:
   // Adds a class; a class_type already provided by another env is kept with its first provider

@@ -55,6 +55,11 @@ inline constexpr std::size_t max_prompt_file_bytes = std::size_t{100} << 20;
 // of range, nesting deeper than max_prompt_depth, a document that is not an object, a node that
 // is not an object or has no class_type. Never throws but bad_alloc.
 result<prompt> parse_prompt(const std::string& text);
+// The first half of parse_prompt, for any request body: JSON nested at most max_prompt_depth,
+// parsed without a throw. Errors: "invalid_prompt", as parse_prompt's.
+result<nlohmann::json> parse_bounded_json(const std::string& text);
+// The second half: the prompt of a parsed document (the prompt itself or a /prompt body).
+result<prompt> prompt_from_document(const nlohmann::json& body);
 // As parse_prompt, for a file: a path that is not a regular file (a FIFO, /dev/zero) or is larger
 // than max_prompt_file_bytes is refused before it is read, also as invalid_prompt.
 result<prompt> parse_prompt_file(const std::filesystem::path& file);

@@ -1,0 +1,351 @@
+#include "serve_api.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "execution_messages.hpp"
+#include "orch/orchestrator/memory_table.hpp"
+#include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/orchestrator/unstarted_envs.hpp"
+
+namespace orch::orchestrator {
+
+using nlohmann::json;
+
+namespace {
+
+http_reply json_reply(const json& body, unsigned status = 200) {
+  // Worker text is untrusted: invalid UTF-8 becomes U+FFFD rather than an exception here.
+  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+http_reply empty_ok() { return {200, "application/json", ""}; }
+
+// ComfyUI's {"error": {type, message, details, extra_info}, "node_errors": {}} for a body that is
+// not a prompt.
+http_reply prompt_refused(const std::string& type, const std::string& message,
+                          const std::string& details) {
+  return json_reply({{"error",
+                      {{"type", type},
+                       {"message", message},
+                       {"details", details},
+                       {"extra_info", json::object()}}},
+                     {"node_errors", json::object()}},
+                    400);
+}
+
+http_reply bad_request(const std::string& message) {
+  return json_reply({{"error", message}}, 400);
+}
+
+std::string uuid4() {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  const std::uint64_t a = gen();
+  const std::uint64_t b = gen();
+  char out[37];
+  std::snprintf(out, sizeof out, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(b & 0xffffffffffffull));
+  return out;
+}
+
+// The ids of a {"delete": [...]} body; strings only.
+std::vector<std::string> ids_of(const json& body) {
+  std::vector<std::string> ids;
+  if (auto it = body.find("delete"); it != body.end() && it->is_array())
+    for (const auto& id : *it)
+      if (id.is_string()) ids.push_back(id.get<std::string>());
+  return ids;
+}
+
+bool flag(const json& body, const char* key) {
+  const auto it = body.find(key);
+  return it != body.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::uint64_t meminfo_bytes(const std::string& key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> name >> kib >> unit)
+    if (name == key + ":") return kib * 1024;
+  return 0;
+}
+
+}  // namespace
+
+// What the executor says goes to the client that queued the prompt (all clients when it gave no
+// client_id, as ComfyUI's send_sync with sid None), and the status messages and UI outputs
+// into the prompt's history entry.
+class comfy_api::events final : public event_sink {
+ public:
+  explicit events(http_server& server) : server_(server) {}
+
+  void begin(const std::string& client_id) {
+    std::lock_guard lock(mutex_);
+    client_id_ = client_id;
+    messages_ = json::array();
+    outputs_ = json::object();
+  }
+  // The history's outputs and status of the prompt that just ended.
+  std::pair<json, json> end(bool ok) {
+    std::lock_guard lock(mutex_);
+    json status = {{"status_str", ok ? "success" : "error"},
+                   {"completed", ok},
+                   {"messages", messages_}};
+    return {outputs_, status};
+  }
+
+  void emit(const std::string& type, const json& data) override {
+    std::string sid;
+    {
+      std::lock_guard lock(mutex_);
+      sid = client_id_;
+      if (type == "execution_start" || type == "execution_cached" ||
+          type == "execution_success" || type == "execution_error" ||
+          type == "execution_interrupted")
+        messages_.push_back(json::array({type, data}));
+      if (type == "executed" && data.contains("node") && data["node"].is_string())
+        outputs_[data["node"].get<std::string>()] = data.value("output", json::object());
+    }
+    server_.send(sid, json{{"type", type}, {"data", data}}.dump(-1, ' ', false,
+                                                                json::error_handler_t::replace));
+  }
+
+ private:
+  http_server& server_;
+  std::mutex mutex_;
+  std::string client_id_;
+  json messages_ = json::array();
+  json outputs_ = json::object();
+};
+
+comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
+                     std::string version)
+    : host_(host),
+      server_(server),
+      queue_(history_size),
+      events_(std::make_unique<events>(server)),
+      executor_(std::make_unique<executor>(host, *events_)),
+      version_(std::move(version)) {
+  queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
+  prompt_thread_ = std::thread([this] { run_queue(); });
+}
+
+comfy_api::~comfy_api() { stop(true); }
+
+void comfy_api::stop(bool interrupt_running) {
+  if (stopped_) return;
+  stopped_ = true;
+  queue_.clear_pending();
+  if (interrupt_running && queue_.running_id()) executor_->interrupt();
+  queue_.stop();
+  if (prompt_thread_.joinable()) prompt_thread_.join();
+  queue_.on_change({});
+}
+
+void comfy_api::run_queue() {
+  while (auto item = queue_.take()) {
+    executor_->clear_interrupt();
+    events_->begin(item->client_id());
+    const auto outcome = executor_->run(item->parsed, item->outputs, item->prompt_id);
+    auto [outputs, status] = events_->end(outcome.ok);
+    queue_.finish(outputs, status);
+  }
+}
+
+json comfy_api::status_message(bool with_sid, const std::string& sid) const {
+  json data = {{"status", {{"exec_info", {{"queue_remaining", queue_.remaining()}}}}}};
+  if (with_sid) data["sid"] = sid;
+  return {{"type", "status"}, {"data", data}};
+}
+
+std::string comfy_api::greeting(const std::string& sid) const {
+  return status_message(true, sid).dump();
+}
+
+http_reply comfy_api::handle(const http_request& req) {
+  const std::string& p = req.path;
+  const bool get = req.method == "GET";
+  const bool post = req.method == "POST";
+  if (p == "/prompt" && post) return post_prompt(req);
+  if (p == "/prompt" && get)
+    return json_reply({{"exec_info", {{"queue_remaining", queue_.remaining()}}}});
+  if (p == "/queue" && get) return json_reply(queue_.queue_json());
+  if (p == "/queue" && post) return post_queue(req);
+  if ((p == "/history" || p.rfind("/history/", 0) == 0) && get) return history(req);
+  if (p == "/history" && post) return post_history(req);
+  if ((p == "/object_info" || p.rfind("/object_info/", 0) == 0) && get) return object_info(req);
+  if (p == "/interrupt" && post) return interrupt(req);
+  if (p == "/free" && post) return free(req);
+  if (p == "/system_stats" && get) return system_stats();
+  static const char* known[] = {"/prompt",  "/queue",     "/history",     "/object_info",
+                                "/interrupt", "/free", "/system_stats"};
+  for (const char* k : known)
+    if (p == k) return json_reply({{"error", req.method + " is not allowed on " + p}}, 405);
+  return json_reply({{"error", "no route " + req.method + " " + p}}, 404);
+}
+
+http_reply comfy_api::post_prompt(const http_request& req) {
+  auto body = parse_bounded_json(req.body);
+  if (!body) return prompt_refused("invalid_prompt", "Invalid prompt", body.err().message);
+  if (!body->is_object())
+    return prompt_refused("invalid_prompt", "Invalid prompt", "the request body is not an object");
+  if (!body->contains("prompt"))
+    return prompt_refused("no_prompt", "No prompt provided", "No prompt provided");
+  auto parsed = prompt_from_document(*body);
+  if (!parsed) return json_reply(invalid_prompt_report(parsed.err()).to_json(), 400);
+
+  queued_prompt item;
+  if (auto it = body->find("number"); it != body->end() && it->is_number())
+    item.number = it->get<double>();
+  else
+    item.number = queue_.next_number(flag(*body, "front"));
+  if (!std::isfinite(item.number)) return bad_request("number must be a finite number");
+  if (auto it = body->find("prompt_id"); it != body->end() && it->is_string())
+    item.prompt_id = it->get<std::string>();
+  else
+    item.prompt_id = uuid4();
+  if (auto it = body->find("extra_data"); it != body->end() && it->is_object())
+    item.extra_data = *it;
+  if (auto it = body->find("client_id"); it != body->end() && it->is_string())
+    item.extra_data["client_id"] = *it;
+
+  const auto report = validate_prompt(*parsed, host_.catalogue(), executor_->worker_validation());
+  const auto infos = host_.on_io_thread([&] { return host_.workers().workers(); });
+  if (const auto failed = missing_classes_of_unstarted_envs(report, infos))
+    return json_reply(to_json(*failed, report), 400);
+  if (!report.ok()) return json_reply(report.to_json(), 400);
+
+  item.document = (*body)["prompt"];
+  item.outputs = report.outputs;
+  item.parsed = std::move(*parsed);
+  json answer = {{"prompt_id", item.prompt_id},
+                 {"number", item.number},
+                 {"node_errors", report.to_json()["node_errors"]}};
+  if (item.number == std::floor(item.number) && std::fabs(item.number) < 9007199254740992.0)
+    answer["number"] = static_cast<std::int64_t>(item.number);
+  queue_.put(std::move(item));
+  return json_reply(answer);
+}
+
+http_reply comfy_api::post_queue(const http_request& req) {
+  auto body = parse_bounded_json(req.body);
+  if (!body || !body->is_object()) return bad_request("the body must be a JSON object");
+  if (flag(*body, "clear")) queue_.clear_pending();
+  if (body->contains("delete")) queue_.delete_pending(ids_of(*body));
+  return empty_ok();
+}
+
+http_reply comfy_api::history(const http_request& req) {
+  if (req.path.size() > 9) return json_reply(queue_.history_of(req.path.substr(9)));
+  std::optional<std::size_t> max_items;
+  std::int64_t offset = -1;
+  try {
+    if (auto it = req.query.find("max_items"); it != req.query.end())
+      max_items = static_cast<std::size_t>(std::stoull(it->second));
+    if (auto it = req.query.find("offset"); it != req.query.end()) offset = std::stoll(it->second);
+  } catch (const std::exception&) {
+    return bad_request("max_items and offset must be integers");
+  }
+  return json_reply(queue_.history(max_items, offset));
+}
+
+http_reply comfy_api::post_history(const http_request& req) {
+  auto body = parse_bounded_json(req.body);
+  if (!body || !body->is_object()) return bad_request("the body must be a JSON object");
+  if (flag(*body, "clear")) queue_.clear_history();
+  if (body->contains("delete")) queue_.delete_history(ids_of(*body));
+  return empty_ok();
+}
+
+http_reply comfy_api::object_info(const http_request& req) const {
+  const auto& classes = host_.catalogue().classes();
+  if (req.path.size() > 13) {
+    const std::string name = req.path.substr(13);
+    const auto it = classes.find(name);
+    if (it == classes.end()) return json_reply(json::object());  // ComfyUI answers {} too
+    return json_reply({{name, orchestrator::object_info(it->second)}});
+  }
+  json out = json::object();
+  for (const auto& [name, cls] : classes) out[name] = orchestrator::object_info(cls);
+  return json_reply(out);
+}
+
+http_reply comfy_api::interrupt(const http_request& req) {
+  // ComfyUI: with a prompt_id, only that prompt, and only while it runs.
+  if (!req.body.empty()) {
+    auto body = parse_bounded_json(req.body);
+    if (body && body->is_object())
+      if (auto it = body->find("prompt_id"); it != body->end() && it->is_string()) {
+        if (queue_.running_id() != it->get<std::string>()) return empty_ok();
+      }
+  }
+  if (queue_.running_id()) executor_->interrupt();
+  return empty_ok();
+}
+
+http_reply comfy_api::free(const http_request& req) {
+  auto body = parse_bounded_json(req.body.empty() ? std::string("{}") : req.body);
+  if (!body || !body->is_object()) return bad_request("the body must be a JSON object");
+  const bool unload = flag(*body, "unload_models");
+  const bool drop = flag(*body, "free_memory");
+  if (!unload && !drop) return empty_ok();
+  // What ComfyUI does not answer, comfy-orch adds: each worker's receipt.
+  json receipts = json::object();
+  for (const auto& [env, r] : host_.free_all(unload, drop))
+    receipts[env] = r ? *r : json{{"error", r.err().message}};
+  return json_reply({{"orch_receipts", receipts}});
+}
+
+http_reply comfy_api::system_stats() {
+  utsname u{};
+  ::uname(&u);
+  const auto rows = host_.on_io_thread([&] { return read_memory_table(host_); });
+  const auto& dev = host_.deployment().host.device;
+  // The host opens no device itself: the device is as its workers' pagers see it.
+  // Free is the last polled reading; before any poll, what the pagers do not hold.
+  std::uint64_t total = 0;
+  std::uint64_t free_bytes = 0;
+  std::uint64_t resident = 0;
+  for (const auto& r : rows) {
+    resident += r.device_resident;
+    if (r.device_total > total) {
+      total = r.device_total;
+      free_bytes = r.device_free;
+    }
+  }
+  if (free_bytes == 0 && total > resident) free_bytes = total - resident;
+  json devices = json::array();
+  devices.push_back({{"name", dev.to_string()},
+                     {"type", manifests::to_string(dev.kind)},
+                     {"index", dev.index},
+                     {"vram_total", total},
+                     {"vram_free", free_bytes},
+                     {"torch_vram_total", total},
+                     {"torch_vram_free", free_bytes}});
+  return json_reply({{"system",
+                      {{"os", "posix"},
+                       {"ram_total", meminfo_bytes("MemTotal")},
+                       {"ram_free", meminfo_bytes("MemAvailable")},
+                       {"comfyui_version", "comfy-orch " + version_},
+                       {"required_frontend_version", ""},
+                       {"python_version", ""},
+                       {"pytorch_version", ""},
+                       {"embedded_python", false},
+                       {"argv", json::array({"comfy-orch", "serve"})},
+                       {"kernel", std::string(u.release)}}},
+                     {"devices", devices},
+                     {"orch_processes", to_json(rows)}});
+}
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,60 @@
+// serve_api: ComfyUI's HTTP routes over a running host (docs/serve.md; server.py's request and
+// response shapes): POST/GET /prompt, GET/POST /queue, GET/POST /history, GET /object_info,
+// POST /interrupt, POST /free, GET /system_stats, and the WebSocket's messages (status on
+// connect and on every queue change, the executor's events to the client that queued the
+// prompt). One prompt thread takes the queue's prompts in order and runs them on the executor.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "orch/orchestrator/events.hpp"
+#include "orch/orchestrator/executor.hpp"
+#include "orch/orchestrator/host_runtime.hpp"
+#include "serve_http.hpp"
+#include "serve_queue.hpp"
+
+namespace orch::orchestrator {
+
+class comfy_api {
+ public:
+  // `server` gets the WebSocket messages; it must outlive this.
+  comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
+            std::string version);
+  ~comfy_api();  // stop()
+  comfy_api(const comfy_api&) = delete;
+  comfy_api& operator=(const comfy_api&) = delete;
+
+  // The route table; runs on the server's API thread.
+  http_reply handle(const http_request& req);
+  // The first WebSocket message of client `sid`.
+  std::string greeting(const std::string& sid) const;
+  // Interrupts the running prompt (if `interrupt_running`), drops the pending ones and ends the
+  // prompt thread. Idempotent.
+  void stop(bool interrupt_running);
+
+ private:
+  class events;  // the executor's sink: to the WebSocket and the history
+  void run_queue();
+  http_reply post_prompt(const http_request& req);
+  http_reply post_queue(const http_request& req);
+  http_reply history(const http_request& req);
+  http_reply post_history(const http_request& req);
+  http_reply object_info(const http_request& req) const;
+  http_reply interrupt(const http_request& req);
+  http_reply free(const http_request& req);
+  http_reply system_stats();
+  nlohmann::json status_message(bool with_sid, const std::string& sid) const;
+
+  host_runtime& host_;
+  http_server& server_;
+  prompt_queue queue_;
+  std::unique_ptr<events> events_;
+  std::unique_ptr<executor> executor_;
+  std::string version_;
+  std::thread prompt_thread_;
+  bool stopped_ = false;
+};
+
+}  // namespace orch::orchestrator

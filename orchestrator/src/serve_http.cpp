@@ -1,0 +1,376 @@
+#include "serve_http.hpp"
+
+#include <atomic>
+#include <deque>
+#include <future>
+#include <optional>
+#include <random>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "orch/orchestrator/errc.hpp"
+
+namespace orch::orchestrator {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = boost::asio::ip::tcp;
+
+class http_session;
+class ws_session;
+
+struct http_server::state {
+  state(boost::asio::io_context& context, http_limits l, handler h, ws_greeting g)
+      : io(context), limits(l), on_request(std::move(h)), greet(std::move(g)), acceptor(context) {}
+  boost::asio::io_context& io;
+  http_limits limits;
+  handler on_request;
+  ws_greeting greet;
+  tcp::acceptor acceptor;
+  boost::asio::thread_pool api{1};  // every handler, in order of arrival
+  // io thread only:
+  bool stopping = false;
+  std::uint64_t next_id = 0;
+  std::map<std::uint64_t, std::weak_ptr<http_session>> sessions;
+  std::map<std::string, std::weak_ptr<ws_session>> ws;  // by sid
+  std::atomic<unsigned> connections{0};
+  std::atomic<unsigned> ws_count{0};
+};
+
+namespace {
+
+using state = http_server::state;
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX and (in a query) '+' decoded; a malformed escape is kept as it is.
+std::string url_decode(std::string_view s, bool query) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      const int hi = hex_value(s[i + 1]);
+      const int lo = hex_value(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(query && s[i] == '+' ? ' ' : s[i]);
+  }
+  return out;
+}
+
+void split_target(std::string_view target, http_request& r) {
+  const auto q = target.find('?');
+  r.path = url_decode(target.substr(0, q), false);
+  if (q == std::string_view::npos) return;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const auto eq = pair.find('=');
+    if (!pair.empty())
+      r.query[url_decode(pair.substr(0, eq), true)] =
+          eq == std::string_view::npos ? std::string() : url_decode(pair.substr(eq + 1), true);
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+}
+
+std::string new_sid() {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  static const char* hex = "0123456789abcdef";
+  std::string s(32, '0');
+  for (auto& c : s) c = hex[gen() & 15];
+  return s;
+}
+
+std::string error_body(const std::string& message) {
+  return nlohmann::json{{"error", message}}.dump();
+}
+
+}  // namespace
+
+class ws_session : public std::enable_shared_from_this<ws_session> {
+ public:
+  ws_session(beast::tcp_stream&& stream, std::shared_ptr<state> st, std::string sid)
+      : ws_(std::move(stream)), st_(std::move(st)), sid_(std::move(sid)) {}
+
+  void start(http::request<http::string_body> req) {
+    beast::get_lowest_layer(ws_).expires_never();
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.read_message_max(64 << 10);  // clients send nothing ComfyUI reads; keep it small
+    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;
+      self->open();
+    });
+  }
+
+  void deliver(std::string text) {
+    if (closed_) return;
+    if (queue_.size() >= st_->limits.max_ws_queue) {
+      if (!warned_) spdlog::warn("serve: websocket client {} is not reading; messages dropped", sid_);
+      warned_ = true;
+      return;
+    }
+    queue_.push_back(std::move(text));
+    if (queue_.size() == 1) write_next();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    ws_.async_close(websocket::close_code::going_away,
+                    [self = shared_from_this()](beast::error_code) {});
+  }
+
+ private:
+  void open() {
+    if (auto it = st_->ws.find(sid_); it != st_->ws.end())
+      if (auto old = it->second.lock()) old->close();  // a reconnect replaces it (ComfyUI)
+    st_->ws[sid_] = weak_from_this();
+    st_->ws_count = static_cast<unsigned>(st_->ws.size());
+    registered_ = true;
+    if (st_->greet) deliver(st_->greet(sid_));
+    read_next();
+  }
+
+  void read_next() {
+    ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return self->gone();
+      self->buffer_.consume(self->buffer_.size());
+      self->read_next();
+    });
+  }
+
+  void write_next() {
+    ws_.text(true);
+    ws_.async_write(boost::asio::buffer(queue_.front()),
+                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      if (ec) return self->gone();
+                      self->queue_.pop_front();
+                      if (!self->queue_.empty() && !self->closed_) self->write_next();
+                    });
+  }
+
+  void gone() {
+    closed_ = true;
+    queue_.clear();
+    if (!registered_) return;
+    registered_ = false;
+    if (auto it = st_->ws.find(sid_); it != st_->ws.end() && it->second.lock().get() == this)
+      st_->ws.erase(it);
+    st_->ws_count = static_cast<unsigned>(st_->ws.size());
+    if (st_->connections > 0) --st_->connections;
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  beast::flat_buffer buffer_;
+  std::shared_ptr<state> st_;
+  std::string sid_;
+  std::deque<std::string> queue_;
+  bool closed_ = false;
+  bool registered_ = false;
+  bool warned_ = false;
+};
+
+class http_session : public std::enable_shared_from_this<http_session> {
+ public:
+  http_session(tcp::socket socket, std::shared_ptr<state> st, bool refuse)
+      : stream_(std::move(socket)), st_(std::move(st)), refuse_(refuse) {}
+  ~http_session() {
+    if (!upgraded_ && st_->connections > 0) --st_->connections;
+  }
+
+  void start(std::chrono::milliseconds timeout) {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(st_->limits.max_header));
+    parser_->body_limit(st_->limits.max_body);
+    stream_.expires_after(timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       self->on_read(ec);
+                     });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+ private:
+  void on_read(beast::error_code ec) {
+    if (ec == http::error::body_limit)
+      return reply_and_close(413, "the request body is larger than " +
+                                      std::to_string(st_->limits.max_body) + " bytes");
+    if (ec == http::error::header_limit)
+      return reply_and_close(431, "the request header is too large");
+    if (ec) return close();  // timeout, reset, end of stream, garbage: nothing to answer
+    if (refuse_) return reply_and_close(503, "too many connections");
+    auto req = parser_->release();
+    const std::string target(req.target());
+    if (websocket::is_upgrade(req)) return upgrade(std::move(req));
+    http_request view;
+    view.method = std::string(req.method_string());
+    split_target(target, view);
+    view.body = std::move(req.body());
+    view.content_type = std::string(req[http::field::content_type]);
+    const unsigned version = req.version();
+    const bool keep_alive = req.keep_alive();
+    stream_.expires_never();  // the handler may wait for a worker
+    boost::asio::post(st_->api, [self = shared_from_this(), view = std::move(view), version,
+                                 keep_alive]() mutable {
+      http_reply reply;
+      try {
+        reply = self->st_->on_request(view);
+      } catch (const std::exception& e) {
+        spdlog::error("serve: {} {} failed: {}", view.method, view.path, e.what());
+        reply = {500, "application/json", error_body(e.what())};
+      }
+      boost::asio::post(self->st_->io, [self, reply = std::move(reply), version, keep_alive] {
+        self->write(reply, version, keep_alive);
+      });
+    });
+  }
+
+  void upgrade(http::request<http::string_body> req) {
+    http_request view;
+    split_target(std::string(req.target()), view);
+    if (view.path != "/ws") return reply_and_close(404, "no websocket at " + view.path);
+    if (st_->ws_count >= st_->limits.max_ws_clients)
+      return reply_and_close(503, "too many websocket clients");
+    std::string sid = view.query.count("clientId") ? view.query["clientId"] : std::string();
+    if (sid.empty() || sid.size() > 128) sid = new_sid();
+    upgraded_ = true;  // the connection is counted on by the websocket session now
+    auto ws = std::make_shared<ws_session>(std::move(stream_), st_, std::move(sid));
+    ws->start(std::move(req));
+  }
+
+  void write(const http_reply& reply, unsigned version, bool keep_alive) {
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(reply.status), version);
+    res->set(http::field::server, "comfy-orch");
+    res->set(http::field::content_type, reply.content_type);
+    res->keep_alive(keep_alive && !st_->stopping);
+    res->body() = reply.body;
+    res->prepare_payload();
+    stream_.expires_after(st_->limits.idle_timeout);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+                        if (ec || !res->keep_alive()) return self->close();
+                        self->start(self->st_->limits.idle_timeout);
+                      });
+  }
+
+  void reply_and_close(unsigned status, const std::string& message) {
+    write({status, "application/json", error_body(message)}, 11, false);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<state> st_;
+  bool refuse_ = false;
+  bool upgraded_ = false;
+};
+
+namespace {
+
+void accept_next(const std::shared_ptr<state>& st) {
+  st->acceptor.async_accept([st](beast::error_code ec, tcp::socket socket) {
+    if (st->stopping) return;
+    if (!ec) {
+      const bool refuse = st->connections >= st->limits.max_connections;
+      ++st->connections;
+      auto s = std::make_shared<http_session>(std::move(socket), st, refuse);
+      std::erase_if(st->sessions, [](const auto& kv) { return kv.second.expired(); });
+      st->sessions[st->next_id++] = s;
+      s->start(st->limits.header_timeout);
+    }
+    accept_next(st);
+  });
+}
+
+}  // namespace
+
+http_server::http_server(boost::asio::io_context& io, http_limits limits, handler on_request,
+                         ws_greeting on_ws_connect)
+    : state_(std::make_shared<state>(io, limits, std::move(on_request),
+                                     std::move(on_ws_connect))) {}
+
+http_server::~http_server() { stop(); }
+
+result<std::uint16_t> http_server::listen(const std::string& address, std::uint16_t port) {
+  beast::error_code ec;
+  const auto ip = boost::asio::ip::make_address(address, ec);
+  if (ec) return error{runtime_errc::listen_failed, "'" + address + "' is not an IP address"};
+  const tcp::endpoint at(ip, port);
+  auto& a = state_->acceptor;
+  a.open(at.protocol(), ec);
+  if (!ec) a.set_option(boost::asio::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(at, ec);
+  if (!ec) a.listen(boost::asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    a.close(ec);
+    return error{runtime_errc::listen_failed,
+                 "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message()};
+  }
+  const std::uint16_t bound = a.local_endpoint(ec).port();
+  boost::asio::post(state_->io, [st = state_] { accept_next(st); });
+  return bound;
+}
+
+void http_server::send(const std::string& sid, std::string text) {
+  boost::asio::post(state_->io, [st = state_, sid, text = std::move(text)]() mutable {
+    if (sid.empty()) {
+      for (auto& [_, w] : st->ws)
+        if (auto s = w.lock()) s->deliver(text);
+    } else if (auto it = st->ws.find(sid); it != st->ws.end()) {
+      if (auto s = it->second.lock()) s->deliver(std::move(text));
+    }
+  });
+}
+
+std::size_t http_server::ws_clients() const { return state_->ws_count.load(); }
+
+void http_server::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  auto closed = std::make_shared<std::promise<void>>();
+  auto done = closed->get_future();
+  boost::asio::post(state_->io, [st = state_, closed] {
+    if (!st->stopping) {
+      st->stopping = true;
+      beast::error_code ec;
+      st->acceptor.close(ec);
+      for (auto& [_, w] : st->sessions)
+        if (auto s = w.lock()) s->close();
+      for (auto& [_, w] : st->ws)
+        if (auto s = w.lock()) s->close();
+    }
+    closed->set_value();
+  });
+  // The host's io thread runs until the host shuts down, which the caller does after this; a
+  // bound keeps a misuse from hanging the process forever.
+  if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready)
+    spdlog::error("serve: the io thread did not close the connections within 5 s");
+  state_->api.join();
+}
+
+}  // namespace orch::orchestrator

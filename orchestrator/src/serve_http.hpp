@@ -1,0 +1,79 @@
+// serve_http: the HTTP and WebSocket server of `comfy-orch serve` (docs/serve.md), Boost.Beast on
+// the host's own io_context: every socket is read and written on the io thread, and requests are
+// answered on one API thread (a handler may wait for a worker, whose answer the io thread
+// delivers). Untrusted clients meet limits at every step: the header size and the body size are
+// capped (413 past them), a request's header must arrive within `header_timeout` and a connection
+// that says nothing for `idle_timeout` is closed, and connections and WebSocket clients are
+// counted (503 past the cap).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "orch/support/result.hpp"
+
+namespace orch::orchestrator {
+
+struct http_request {
+  std::string method;  // GET, POST, ...
+  std::string path;    // percent-decoded, without the query
+  std::map<std::string, std::string> query;
+  std::string body;
+  std::string content_type;
+};
+
+struct http_reply {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+struct http_limits {
+  std::size_t max_body = std::size_t{8} << 20;  // a prompt; ComfyUI caps uploads separately
+  std::size_t max_header = std::size_t{64} << 10;
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds idle_timeout{60000};
+  unsigned max_connections = 256;
+  unsigned max_ws_clients = 64;
+  std::size_t max_ws_queue = 4096;  // messages waiting for a slow WebSocket client; then dropped
+};
+
+class http_server {
+ public:
+  using handler = std::function<http_reply(const http_request&)>;
+  // A WebSocket client connected with this sid (its clientId, or a new one): what to send it
+  // first (ComfyUI's status message).
+  using ws_greeting = std::function<std::string(const std::string& sid)>;
+
+  http_server(boost::asio::io_context& io, http_limits limits, handler on_request,
+              ws_greeting on_ws_connect);
+  ~http_server();  // stop()
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  // Binds and starts accepting. `port` 0 picks a free one. Returns the bound port.
+  // Errors: "listen_failed" (the address and the system's reason).
+  result<std::uint16_t> listen(const std::string& address, std::uint16_t port);
+  // Sends a text frame to the WebSocket client `sid`, or to every client when sid is empty
+  // (ComfyUI's send_sync). From any thread.
+  void send(const std::string& sid, std::string text);
+  std::size_t ws_clients() const;
+  // Stops accepting, closes every connection and waits for the API thread. Idempotent; not on
+  // the io thread.
+  void stop();
+
+  struct state;  // shared with the sessions
+
+ private:
+  std::shared_ptr<state> state_;
+  bool stopped_ = false;
+};
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,180 @@
+#include "serve_queue.hpp"
+
+#include <algorithm>
+
+namespace orch::orchestrator {
+
+using nlohmann::json;
+
+json queued_prompt::to_json() const {
+  return json::array({number, prompt_id, document, extra_data, outputs});
+}
+
+std::string queued_prompt::client_id() const {
+  const auto it = extra_data.find("client_id");
+  return it != extra_data.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+void prompt_queue::on_change(std::function<void(std::size_t)> fn) {
+  std::lock_guard lock(mutex_);
+  on_change_ = std::move(fn);
+}
+
+void prompt_queue::changed(std::unique_lock<std::mutex>& lock) {
+  const std::size_t left = pending_.size() + (running_ ? 1 : 0);
+  auto fn = on_change_;
+  lock.unlock();
+  if (fn) fn(left);
+}
+
+double prompt_queue::next_number(bool front) {
+  std::lock_guard lock(mutex_);
+  const double n = counter_;
+  counter_ += 1;
+  return front ? -n : n;
+}
+
+void prompt_queue::put(queued_prompt p) {
+  std::unique_lock lock(mutex_);
+  p.sequence = sequence_++;
+  const auto at = std::upper_bound(pending_.begin(), pending_.end(), p, [](const auto& a,
+                                                                           const auto& b) {
+    return a.number < b.number || (a.number == b.number && a.sequence < b.sequence);
+  });
+  pending_.insert(at, std::move(p));
+  ready_.notify_one();
+  changed(lock);
+}
+
+std::optional<queued_prompt> prompt_queue::take() {
+  std::unique_lock lock(mutex_);
+  ready_.wait(lock, [&] { return stopped_ || !pending_.empty(); });
+  if (stopped_) return std::nullopt;
+  running_ = std::move(pending_.front());
+  pending_.erase(pending_.begin());
+  queued_prompt copy = *running_;
+  changed(lock);
+  return copy;
+}
+
+void prompt_queue::finish(const json& outputs, const json& status) {
+  std::unique_lock lock(mutex_);
+  if (!running_) return;
+  json entry = {{"prompt", running_->to_json()},
+                {"outputs", outputs},
+                {"status", status},
+                {"meta", json::object()}};
+  for (const auto& [node, _] : outputs.items())
+    entry["meta"][node] = {
+        {"node_id", node}, {"display_node", node}, {"parent_node", nullptr}, {"real_node_id", node}};
+  const std::string id = running_->prompt_id;
+  running_.reset();
+  if (auto it = by_id_.find(id); it != by_id_.end()) {
+    history_.erase(it->second);
+    by_id_.erase(it);
+  }
+  while (!history_.empty() && history_.size() >= history_size_) {
+    by_id_.erase(history_.front().first);
+    history_.pop_front();
+  }
+  if (history_size_ > 0) {
+    history_.emplace_back(id, std::move(entry));
+    by_id_[id] = std::prev(history_.end());
+  }
+  changed(lock);
+}
+
+void prompt_queue::stop() {
+  std::lock_guard lock(mutex_);
+  stopped_ = true;
+  ready_.notify_all();
+}
+
+std::size_t prompt_queue::remaining() const {
+  std::lock_guard lock(mutex_);
+  return pending_.size() + (running_ ? 1 : 0);
+}
+
+json prompt_queue::queue_json() const {
+  std::lock_guard lock(mutex_);
+  json running = json::array();
+  if (running_) running.push_back(running_->to_json());
+  json pending = json::array();
+  for (const auto& p : pending_) pending.push_back(p.to_json());
+  return {{"queue_running", running}, {"queue_pending", pending}};
+}
+
+void prompt_queue::clear_pending() {
+  std::unique_lock lock(mutex_);
+  pending_.clear();
+  changed(lock);
+}
+
+void prompt_queue::delete_pending(const std::vector<std::string>& ids) {
+  std::unique_lock lock(mutex_);
+  const auto before = pending_.size();
+  std::erase_if(pending_, [&](const queued_prompt& p) {
+    return std::find(ids.begin(), ids.end(), p.prompt_id) != ids.end();
+  });
+  if (pending_.size() != before) {
+    changed(lock);
+  }
+}
+
+std::optional<std::string> prompt_queue::running_id() const {
+  std::lock_guard lock(mutex_);
+  if (!running_) return std::nullopt;
+  return running_->prompt_id;
+}
+
+std::string prompt_queue::running_client_id() const {
+  std::lock_guard lock(mutex_);
+  return running_ ? running_->client_id() : std::string();
+}
+
+json prompt_queue::history(std::optional<std::size_t> max_items, std::int64_t offset) const {
+  std::lock_guard lock(mutex_);
+  // ComfyUI: without an offset, the newest max_items; with one, max_items from there.
+  std::int64_t first = offset;
+  if (first < 0)
+    first = max_items ? static_cast<std::int64_t>(history_.size()) -
+                            static_cast<std::int64_t>(*max_items)
+                      : 0;
+  json out = json::object();
+  std::int64_t i = 0;
+  for (const auto& [id, entry] : history_) {
+    if (i++ < first) continue;
+    if (max_items && out.size() >= *max_items) break;
+    out[id] = entry;
+  }
+  return out;
+}
+
+json prompt_queue::history_of(const std::string& prompt_id) const {
+  std::lock_guard lock(mutex_);
+  json out = json::object();
+  if (auto it = by_id_.find(prompt_id); it != by_id_.end()) out[prompt_id] = it->second->second;
+  return out;
+}
+
+void prompt_queue::clear_history() {
+  std::lock_guard lock(mutex_);
+  history_.clear();
+  by_id_.clear();
+}
+
+void prompt_queue::delete_history(const std::vector<std::string>& ids) {
+  std::lock_guard lock(mutex_);
+  for (const auto& id : ids)
+    if (auto it = by_id_.find(id); it != by_id_.end()) {
+      history_.erase(it->second);
+      by_id_.erase(it);
+    }
+}
+
+std::size_t prompt_queue::history_size() const {
+  std::lock_guard lock(mutex_);
+  return history_.size();
+}
+
+}  // namespace orch::orchestrator

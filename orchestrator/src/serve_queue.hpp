@@ -1,0 +1,93 @@
+// serve_queue: ComfyUI's PromptQueue for `comfy-orch serve` (docs/serve.md; execution.py's
+// shapes, not its code): one prompt runs at a time, the lowest number first (a `front` prompt
+// gets a negative number), ties in the order queued; every finished prompt goes to a history
+// capped at `history_size` entries, the oldest dropped first. Thread safe: the HTTP handlers
+// queue and read, the prompt thread takes and finishes.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "orch/orchestrator/prompt.hpp"
+
+namespace orch::orchestrator {
+
+struct queued_prompt {
+  double number = 0;
+  std::string prompt_id;
+  nlohmann::json document;  // the API prompt as posted
+  nlohmann::json extra_data = nlohmann::json::object();  // client_id included
+  std::vector<std::string> outputs;                      // the validated output node ids
+  prompt parsed;
+  std::uint64_t sequence = 0;  // order of arrival, for equal numbers
+
+  // ComfyUI's queue item: [number, prompt_id, prompt, extra_data, outputs_to_execute].
+  nlohmann::json to_json() const;
+  std::string client_id() const;  // extra_data.client_id, or empty
+};
+
+class prompt_queue {
+ public:
+  // ComfyUI's MAXIMUM_HISTORY_SIZE.
+  static constexpr std::size_t default_history_size = 10000;
+
+  explicit prompt_queue(std::size_t history_size = default_history_size)
+      : history_size_(history_size) {}
+
+  // Called with the number of prompts remaining after every change (ComfyUI's queue_updated),
+  // outside the queue's lock.
+  void on_change(std::function<void(std::size_t)> fn);
+
+  // Gives the prompt its number (ComfyUI's counter, negated for `front`) unless it has one.
+  double next_number(bool front);
+  void put(queued_prompt p);
+  // Waits for the next prompt; empty once stop() was called.
+  std::optional<queued_prompt> take();
+  // The running prompt is done: its history entry is {prompt, outputs, status, meta}.
+  void finish(const nlohmann::json& outputs, const nlohmann::json& status);
+  void stop();
+
+  std::size_t remaining() const;
+  // {"queue_running": [...], "queue_pending": [...]}, as GET /queue answers.
+  nlohmann::json queue_json() const;
+  void clear_pending();
+  // Removes pending prompts by id; the running one is not touched (ComfyUI).
+  void delete_pending(const std::vector<std::string>& ids);
+  std::optional<std::string> running_id() const;
+  std::string running_client_id() const;
+
+  // GET /history: the newest `max_items` (all when empty), from `offset` when it is >= 0.
+  nlohmann::json history(std::optional<std::size_t> max_items, std::int64_t offset) const;
+  nlohmann::json history_of(const std::string& prompt_id) const;  // {} when unknown
+  void clear_history();
+  void delete_history(const std::vector<std::string>& ids);
+  std::size_t history_size() const;
+
+ private:
+  void changed(std::unique_lock<std::mutex>& lock);
+
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::vector<queued_prompt> pending_;  // sorted by (number, sequence)
+  std::optional<queued_prompt> running_;
+  std::list<std::pair<std::string, nlohmann::json>> history_;  // oldest first
+  std::map<std::string, std::list<std::pair<std::string, nlohmann::json>>::iterator> by_id_;
+  std::size_t history_size_;
+  double counter_ = 0;
+  std::uint64_t sequence_ = 0;
+  bool stopped_ = false;
+  std::function<void(std::size_t)> on_change_;
+};
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,181 @@
+// serve_client: a live `comfy-orch serve` child process and a Boost.Beast client for it, for the
+// serve tests (docs/serve.md). The server is started on a free port (--port 0) and its
+// "listening on" line read from its stdout; stop() sends SIGTERM and returns the exit status.
+#pragma once
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace orch::testing {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = boost::asio::ip::tcp;
+
+struct reply {
+  unsigned status = 0;
+  std::string body;
+  nlohmann::json json() const { return body.empty() ? nlohmann::json() : nlohmann::json::parse(body); }
+};
+
+class serve_process {
+ public:
+  // Starts `comfy-orch serve <deployment> --port 0 <extra...>`; port() is 0 if it did not come up.
+  serve_process(const std::string& binary, const std::string& deployment,
+                std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {binary, "serve", deployment, "--port", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int out[2];
+    if (::pipe(out) != 0) return;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    if (posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ) != 0) pid_ = 0;
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    out_ = ::fdopen(out[0], "r");
+    char line[512];
+    if (pid_ != 0 && out_ != nullptr && std::fgets(line, sizeof line, out_) != nullptr) {
+      const std::string l(line);
+      const auto colon = l.rfind(':');
+      if (l.find("listening on http://") != std::string::npos && colon != std::string::npos)
+        port_ = static_cast<unsigned short>(std::stoi(l.substr(colon + 1)));
+    }
+  }
+  ~serve_process() {
+    if (pid_ != 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+    }
+    if (out_ != nullptr) std::fclose(out_);
+  }
+  serve_process(const serve_process&) = delete;
+  serve_process& operator=(const serve_process&) = delete;
+
+  unsigned short port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // SIGTERM, then the exit code as a shell reports it (128 + N for signal N); -1 if it did not
+  // exit within `limit`.
+  int stop(std::chrono::seconds limit = std::chrono::seconds(30)) {
+    ::kill(pid_, SIGTERM);
+    const auto end = std::chrono::steady_clock::now() + limit;
+    int st = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+
+  reply call(http::verb method, const std::string& target, const std::string& body = {}) const {
+    boost::asio::io_context io;
+    beast::tcp_stream stream(io);
+    stream.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port_));
+    http::request<http::string_body> req{method, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    if (!body.empty() || method == http::verb::post) {
+      req.set(http::field::content_type, "application/json");
+      req.body() = body;
+      req.prepare_payload();
+    }
+    http::write(stream, req);
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(std::size_t{256} << 20);
+    http::read(stream, buffer, parser);
+    beast::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    return {static_cast<unsigned>(parser.get().result_int()), parser.get().body()};
+  }
+  reply get(const std::string& target) const { return call(http::verb::get, target); }
+  reply post(const std::string& target, const nlohmann::json& body) const {
+    return call(http::verb::post, target, body.dump());
+  }
+
+ private:
+  pid_t pid_ = 0;
+  FILE* out_ = nullptr;
+  unsigned short port_ = 0;
+  bool exited_ = false;
+};
+
+// One WebSocket client of /ws?clientId=<id>.
+class ws_client {
+ public:
+  ws_client(unsigned short port, const std::string& client_id) : ws_(io_) {
+    auto& s = beast::get_lowest_layer(ws_);
+    s.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+    ws_.handshake("127.0.0.1", "/ws?clientId=" + client_id);
+  }
+  // The next text message, or nullopt after `limit`.
+  // A read that does not come in time closes the connection (a synchronous read has no timeout).
+  std::optional<nlohmann::json> next(std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+    if (!open_) return std::nullopt;
+    beast::flat_buffer buffer;
+    bool done = false;
+    beast::error_code ec;
+    ws_.async_read(buffer, [&](beast::error_code e, std::size_t) {
+      ec = e;
+      done = true;
+    });
+    io_.restart();
+    io_.run_for(limit);
+    if (!done) {
+      open_ = false;
+      beast::get_lowest_layer(ws_).close();
+      io_.restart();
+      io_.run();  // the read's handler, cancelled
+      return std::nullopt;
+    }
+    if (ec) {
+      open_ = false;
+      return std::nullopt;
+    }
+    return nlohmann::json::parse(beast::buffers_to_string(buffer.data()));
+  }
+  // Messages up to and including the executing for no node of `prompt_id`.
+  std::vector<nlohmann::json> until_prompt_end(const std::string& prompt_id) {
+    std::vector<nlohmann::json> seen;
+    while (auto m = next()) {
+      seen.push_back(*m);
+      if ((*m)["type"] == "executing" && (*m)["data"]["node"].is_null() &&
+          (*m)["data"]["prompt_id"] == prompt_id)
+        break;
+    }
+    return seen;
+  }
+
+ private:
+  boost::asio::io_context io_;
+  websocket::stream<beast::tcp_stream> ws_;
+  bool open_ = true;
+};
+
+}  // namespace orch::testing

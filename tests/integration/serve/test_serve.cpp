@@ -1,0 +1,261 @@
+// `comfy-orch serve` as a ComfyUI client meets it (docs/serve.md): a real server process over
+// real workers, driven with a Boost.Beast client, a Python client written as ComfyUI's own
+// script examples are, and attacks from outside (oversized bodies, slow headers, too many
+// clients, a worker killed mid-prompt). The runtime fixture checks after every test that no fd,
+// /dev/shm entry or process is left behind.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "../cli/command_runner.hpp"
+#include "runtime_fixture.hpp"
+#include "serve_client.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using orch::testing::serve_process;
+using orch::testing::ws_client;
+
+const json quick_prompt = json::parse(R"({
+  "1": {"class_type": "SolidImage", "inputs": {"width": 16, "height": 8, "value": 0.5}},
+  "4": {"class_type": "ImageChecksum", "inputs": {"image": ["1", 0]}}})");
+
+json sleep_prompt(int ms) {
+  return {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", ms}}}}}};
+}
+
+class serve_test : public orch::runtime_testing::runtime_test {
+ protected:
+  std::unique_ptr<serve_process> serve(std::vector<std::string> extra = {}) {
+    auto s = std::make_unique<serve_process>(ORCH_TEST_COMFY_ORCH, write_deployment().string(),
+                                             std::move(extra));
+    EXPECT_NE(s->port(), 0) << "serve did not print its 'listening on' line";
+    return s;
+  }
+  static std::string queue(const serve_process& s, const json& prompt,
+                           const std::string& client_id = {}) {
+    json body = {{"prompt", prompt}};
+    if (!client_id.empty()) body["client_id"] = client_id;
+    const auto r = s.post("/prompt", body);
+    EXPECT_EQ(r.status, 200u) << r.body;
+    return r.json().value("prompt_id", "");
+  }
+  static json history_of(const serve_process& s, const std::string& id) {
+    return s.get("/history/" + id).json().value(id, json());
+  }
+  static std::map<std::string, pid_t> worker_pids(const serve_process& s) {
+    std::map<std::string, pid_t> pids;
+    const auto stats = s.get("/system_stats");
+    EXPECT_EQ(stats.status, 200u) << stats.body;
+    const json body = stats.json();  // not a range over a temporary's member
+    for (const auto& row : body["orch_processes"])
+      if (row.value("mode", "") == "worker") pids[row["process"]] = row["pid"].get<pid_t>();
+    return pids;
+  }
+};
+
+TEST_F(serve_test, a_client_written_as_comfyuis_script_examples_runs_a_prompt_end_to_end) {
+  const auto r = orch::testing::run_command(
+      std::string("/usr/bin/python3 '") + ORCH_TEST_SERVE_CLIENT + "' '" + ORCH_TEST_COMFY_ORCH +
+      "' '" + write_deployment().string() + "' '" + ORCH_TEST_EXAMPLE_PROMPT + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ok:"), std::string::npos) << r.out;
+}
+
+TEST_F(serve_test, every_route_answers_in_comfyuis_shape) {
+  auto s = serve();
+  EXPECT_EQ(s->get("/prompt").json(), (json{{"exec_info", {{"queue_remaining", 0}}}}));
+  EXPECT_EQ(s->get("/queue").json(), (json{{"queue_running", json::array()},
+                                           {"queue_pending", json::array()}}));
+  EXPECT_EQ(s->get("/history").json(), json::object());
+  const json info = s->get("/object_info/ImageChecksum").json()["ImageChecksum"];
+  for (const char* key : {"input", "input_order", "output", "output_is_list", "output_name",
+                          "name", "display_name", "description", "python_module", "category",
+                          "output_node"})
+    EXPECT_TRUE(info.contains(key)) << key << " missing from " << info.dump();
+  EXPECT_EQ(info["input"]["required"]["image"], json::array({"IMAGE"}));
+  EXPECT_EQ(s->get("/object_info/NoSuchNode").json(), json::object());
+  const json all = s->get("/object_info").json();
+  for (const char* cls : {"SolidImage", "ImageChecksum", "SimSampler", "TestSleep"})
+    EXPECT_TRUE(all.contains(cls)) << cls;
+  const json stats = s->get("/system_stats").json();
+  for (const char* key : {"os", "ram_total", "ram_free", "comfyui_version", "python_version",
+                          "pytorch_version", "embedded_python", "argv"})
+    EXPECT_TRUE(stats["system"].contains(key)) << key;
+  ASSERT_EQ(stats["devices"].size(), 1u);
+  EXPECT_EQ(stats["devices"][0]["type"], "sim");
+  EXPECT_GT(stats["devices"][0]["vram_total"].get<std::uint64_t>(), 0u);  // the workers' pager view
+  EXPECT_EQ(worker_pids(*s).size(), 3u);
+
+  const std::string id = queue(*s, quick_prompt);
+  for (int i = 0; i < 500 && history_of(*s, id).is_null(); ++i) std::this_thread::sleep_for(10ms);
+  const json h = history_of(*s, id);
+  ASSERT_FALSE(h.is_null());
+  EXPECT_EQ(h["prompt"][0], 0);
+  EXPECT_EQ(h["prompt"][1], id);
+  EXPECT_EQ(h["prompt"][2], quick_prompt);
+  EXPECT_EQ(h["prompt"][4], json::array({"4"}));
+  EXPECT_EQ(h["status"]["status_str"], "success");
+  EXPECT_TRUE(h["status"]["completed"].get<bool>());
+  EXPECT_TRUE(h["outputs"].contains("4")) << h.dump();
+  EXPECT_EQ(s->get("/history?max_items=1").json().size(), 1u);
+
+  EXPECT_EQ(s->post("/history", {{"delete", {id}}}).status, 200u);
+  EXPECT_TRUE(history_of(*s, id).is_null());
+  EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);  // nothing runs: a no-op
+  EXPECT_EQ(s->post("/free", {{"unload_models", true}}).status, 200u);
+  EXPECT_EQ(s->get("/nowhere").status, 404u);
+  EXPECT_EQ(s->call(orch::testing::http::verb::delete_, "/prompt").status, 405u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
+TEST_F(serve_test, bodies_that_are_not_prompts_get_comfyuis_errors_and_change_nothing) {
+  auto s = serve();
+  const auto refused = [&](const std::string& body, const std::string& type) {
+    const auto r = s->call(orch::testing::http::verb::post, "/prompt", body);
+    EXPECT_EQ(r.status, 400u) << body;
+    const json j = r.json();
+    EXPECT_EQ(j["error"]["type"], type) << body << " -> " << r.body;
+    EXPECT_TRUE(j["node_errors"].is_object()) << r.body;
+  };
+  refused("not json", "invalid_prompt");
+  refused("[1, 2]", "invalid_prompt");
+  refused("{}", "no_prompt");
+  refused(R"({"prompt": {"1": {"inputs": {}}}})", "invalid_prompt");
+  refused(R"({"prompt": {"1": {"class_type": "NoSuchNode", "inputs": {}}}})",
+          "missing_node_type");
+  refused(R"({"prompt": {"1": {"class_type": "SolidImage", "inputs": {"value": 1e999}}}})",
+          "invalid_prompt");
+  refused(R"({"prompt": )" + std::string(100000, '[') + "}", "invalid_prompt");
+  EXPECT_EQ(s->get("/queue").json()["queue_pending"].size(), 0u);
+  EXPECT_EQ(s->get("/history").json(), json::object());
+  EXPECT_EQ(s->stop(), 0);
+}
+
+TEST_F(serve_test, a_body_over_the_cap_gets_413_and_the_server_goes_on) {
+  auto s = serve({"--max-body", "4096"});
+  const auto r = s->post("/prompt", {{"prompt", quick_prompt}, {"pad", std::string(8192, 'x')}});
+  EXPECT_EQ(r.status, 413u) << r.body;
+  EXPECT_EQ(s->get("/prompt").status, 200u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
+TEST_F(serve_test, a_client_that_never_finishes_its_header_is_cut_off) {
+  auto s = serve({"--header-timeout-ms", "300"});
+  boost::asio::io_context io;
+  orch::testing::tcp::socket sock(io);
+  sock.connect({boost::asio::ip::make_address("127.0.0.1"), s->port()});
+  boost::asio::write(sock, boost::asio::buffer(std::string("GET /prompt HTTP/1.1\r\nHost: x")));
+  char buf[64];
+  boost::system::error_code ec;
+  const auto start = std::chrono::steady_clock::now();
+  sock.read_some(boost::asio::buffer(buf), ec);  // the server closes: end of stream
+  EXPECT_TRUE(ec) << "the server answered an unfinished header";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_EQ(s->get("/prompt").status, 200u);  // and serves the next client
+  EXPECT_EQ(s->stop(), 0);
+}
+
+TEST_F(serve_test, events_go_to_the_client_that_queued_the_prompt_and_status_to_all) {
+  auto s = serve();
+  ws_client mine(s->port(), "client-a");
+  ws_client other(s->port(), "client-b");
+  const auto hello = mine.next();
+  ASSERT_TRUE(hello);
+  EXPECT_EQ((*hello)["type"], "status");
+  EXPECT_EQ((*hello)["data"]["sid"], "client-a");
+  EXPECT_EQ((*hello)["data"]["status"]["exec_info"]["queue_remaining"], 0);
+  ASSERT_TRUE(other.next());  // its own greeting
+
+  const std::string id = queue(*s, quick_prompt, "client-a");
+  const auto seen = mine.until_prompt_end(id);
+  std::vector<std::string> types;
+  for (const auto& m : seen) types.push_back(m["type"]);
+  auto at = [&](const std::string& t) {
+    return std::find(types.begin(), types.end(), t) - types.begin();
+  };
+  ASSERT_LT(at("execution_start"), static_cast<long>(types.size())) << json(types).dump();
+  EXPECT_LT(at("execution_start"), at("execution_cached"));
+  EXPECT_LT(at("execution_cached"), at("executing"));
+  EXPECT_LT(at("executed"), at("execution_success"));
+  EXPECT_EQ(types.back(), "executing");
+  // The other client hears the queue change, never the prompt's own events.
+  std::set<std::string> heard;
+  while (auto m = other.next(500ms)) heard.insert((*m)["type"].get<std::string>());
+  EXPECT_EQ(heard, std::set<std::string>{"status"});
+  EXPECT_EQ(s->stop(), 0);
+}
+
+TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
+  auto s = serve({"--max-ws-clients", "1"});
+  ws_client first(s->port(), "one");
+  ASSERT_TRUE(first.next());
+  EXPECT_THROW(ws_client(s->port(), "two"), boost::system::system_error);
+  EXPECT_EQ(s->get("/prompt").status, 200u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
+TEST_F(serve_test, interrupt_stops_the_running_prompt_and_the_queue_goes_on) {
+  auto s = serve();
+  ws_client ws(s->port(), "c");
+  ASSERT_TRUE(ws.next());
+  const std::string slow = queue(*s, sleep_prompt(60000), "c");
+  const std::string next = queue(*s, quick_prompt, "c");
+  for (int i = 0; i < 500 && s->get("/queue").json()["queue_running"].empty(); ++i)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(200ms);  // inside the node
+  EXPECT_EQ(s->post("/interrupt", {{"prompt_id", "not-the-running-one"}}).status, 200u);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(s->get("/queue").json()["queue_running"][0][1], slow);  // still running
+  EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
+  const auto seen = ws.until_prompt_end(slow);
+  bool interrupted = false;
+  for (const auto& m : seen) interrupted = interrupted || m["type"] == "execution_interrupted";
+  EXPECT_TRUE(interrupted);
+  ws.until_prompt_end(next);
+  EXPECT_EQ(history_of(*s, slow)["status"]["status_str"], "error");
+  EXPECT_EQ(history_of(*s, next)["status"]["status_str"], "success");
+  EXPECT_EQ(s->stop(), 0);
+}
+
+TEST_F(serve_test, a_worker_killed_during_a_prompt_fails_that_prompt_and_the_next_three_run) {
+  auto s = serve();
+  ws_client ws(s->port(), "c");
+  ASSERT_TRUE(ws.next());
+  const auto pids = worker_pids(*s);
+  const std::string doomed = queue(*s, sleep_prompt(60000), "c");
+  for (int i = 0; i < 500 && s->get("/queue").json()["queue_running"].empty(); ++i)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(200ms);
+  const std::string test_env = s->get("/object_info/TestSleep").json()["TestSleep"]["orch_env"];
+  ASSERT_EQ(::kill(pids.at(test_env), SIGKILL), 0);
+  const auto seen = ws.until_prompt_end(doomed);
+  bool failed = false;
+  for (const auto& m : seen) failed = failed || m["type"] == "execution_error";
+  EXPECT_TRUE(failed) << "the client did not hear the failure";
+  EXPECT_EQ(history_of(*s, doomed)["status"]["status_str"], "error");
+  for (int n = 0; n < 3; ++n) {
+    const std::string id = queue(*s, sleep_prompt(1), "c");
+    ws.until_prompt_end(id);
+    EXPECT_EQ(history_of(*s, id)["status"]["status_str"], "success") << "prompt " << n;
+  }
+  EXPECT_NE(worker_pids(*s).at(test_env), pids.at(test_env));  // it was respawned
+  EXPECT_EQ(s->stop(), 0);
+}
+
+TEST_F(serve_test, sigterm_interrupts_the_running_prompt_and_stops_every_worker) {
+  auto s = serve();
+  const auto pids = worker_pids(*s);
+  queue(*s, sleep_prompt(60000));
+  for (int i = 0; i < 500 && s->get("/queue").json()["queue_running"].empty(); ++i)
+    std::this_thread::sleep_for(10ms);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(s->stop(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  for (const auto& [env, pid] : pids)
+    EXPECT_TRUE(orch::runtime_testing::process_gone(pid)) << env << " worker left running";
+}
+
+}  // namespace

@@ -1,0 +1,96 @@
+// serve's prompt queue (orchestrator/src/serve_queue.hpp) against ComfyUI's PromptQueue
+// semantics: lowest number first, `front` before everything queued, ties in arrival order,
+// deletes that spare the running prompt, and a history capped oldest-first with ComfyUI's
+// max_items/offset reading.
+#include <gtest/gtest.h>
+
+#include "serve_queue.hpp"
+
+namespace {
+
+using orch::orchestrator::prompt_queue;
+using orch::orchestrator::queued_prompt;
+
+queued_prompt item(const std::string& id, double number) {
+  queued_prompt p;
+  p.prompt_id = id;
+  p.number = number;
+  return p;
+}
+
+std::string take_id(prompt_queue& q) {
+  auto p = q.take();
+  return p ? p->prompt_id : std::string("<none>");
+}
+
+TEST(serve_queue, runs_the_lowest_number_first_front_first_and_ties_in_arrival_order) {
+  prompt_queue q;
+  q.put(item("a", q.next_number(false)));  // 0
+  q.put(item("b", q.next_number(false)));  // 1
+  q.put(item("front", q.next_number(true)));  // -2
+  q.put(item("tie-1", 5));
+  q.put(item("tie-2", 5));
+  EXPECT_EQ(q.remaining(), 5u);
+  EXPECT_EQ(take_id(q), "front");
+  q.finish({}, {});
+  for (const char* want : {"a", "b", "tie-1", "tie-2"}) {
+    EXPECT_EQ(take_id(q), want);
+    q.finish({}, {});
+  }
+  EXPECT_EQ(q.remaining(), 0u);
+}
+
+TEST(serve_queue, clear_and_delete_leave_the_running_prompt_alone) {
+  prompt_queue q;
+  for (const char* id : {"run", "x", "y", "z"}) q.put(item(id, q.next_number(false)));
+  EXPECT_EQ(take_id(q), "run");
+  q.delete_pending({"run", "y"});
+  EXPECT_EQ(q.queue_json()["queue_running"][0][1], "run");
+  ASSERT_EQ(q.queue_json()["queue_pending"].size(), 2u);
+  q.clear_pending();
+  EXPECT_EQ(q.remaining(), 1u);
+  EXPECT_EQ(q.running_id(), "run");
+}
+
+TEST(serve_queue, history_is_capped_oldest_first_and_read_as_comfyui_reads_it) {
+  prompt_queue q(3);
+  for (int i = 0; i < 5; ++i) {
+    q.put(item("p" + std::to_string(i), i));
+    take_id(q);
+    q.finish({{"1", {{"images", nlohmann::json::array()}}}}, {{"status_str", "success"}});
+  }
+  EXPECT_EQ(q.history_size(), 3u);
+  EXPECT_TRUE(q.history_of("p1").empty());
+  EXPECT_EQ(q.history_of("p4")["p4"]["prompt"][1], "p4");
+  EXPECT_TRUE(q.history_of("p4")["p4"]["meta"].contains("1"));
+  const auto newest = q.history(1, -1);
+  ASSERT_EQ(newest.size(), 1u);
+  EXPECT_TRUE(newest.contains("p4"));
+  const auto from_start = q.history(2, 0);
+  EXPECT_TRUE(from_start.contains("p2"));
+  EXPECT_TRUE(from_start.contains("p3"));
+  q.delete_history({"p3"});
+  EXPECT_EQ(q.history_size(), 2u);
+  q.clear_history();
+  EXPECT_EQ(q.history(std::nullopt, -1), nlohmann::json::object());
+}
+
+TEST(serve_queue, stop_wakes_a_waiting_taker) {
+  prompt_queue q;
+  std::thread t([&] { EXPECT_FALSE(q.take().has_value()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  q.stop();
+  t.join();
+}
+
+TEST(serve_queue, every_change_reports_what_remains) {
+  prompt_queue q;
+  std::vector<std::size_t> seen;
+  q.on_change([&](std::size_t n) { seen.push_back(n); });
+  q.put(item("a", 0));
+  take_id(q);
+  q.finish({}, {});
+  EXPECT_EQ(seen, (std::vector<std::size_t>{1, 1, 0}));
+}
+
+}  // namespace
