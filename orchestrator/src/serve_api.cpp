@@ -174,7 +174,8 @@ std::string comfy_api::greeting(const std::string& sid) const {
 }
 
 http_reply comfy_api::handle(const http_request& req) {
-  const std::string& p = req.path;
+  // ComfyUI serves every route under /api too (its newer frontend's prefix).
+  const std::string p = req.path.rfind("/api/", 0) == 0 ? req.path.substr(4) : req.path;
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
   if (p == "/prompt" && post) return post_prompt(req);
@@ -182,9 +183,9 @@ http_reply comfy_api::handle(const http_request& req) {
     return json_reply({{"exec_info", {{"queue_remaining", queue_.remaining()}}}});
   if (p == "/queue" && get) return json_reply(queue_.queue_json());
   if (p == "/queue" && post) return post_queue(req);
-  if ((p == "/history" || p.rfind("/history/", 0) == 0) && get) return history(req);
+  if ((p == "/history" || p.rfind("/history/", 0) == 0) && get) return history(p, req);
   if (p == "/history" && post) return post_history(req);
-  if ((p == "/object_info" || p.rfind("/object_info/", 0) == 0) && get) return object_info(req);
+  if ((p == "/object_info" || p.rfind("/object_info/", 0) == 0) && get) return object_info(p);
   if (p == "/interrupt" && post) return interrupt(req);
   if (p == "/free" && post) return free(req);
   if (p == "/system_stats" && get) return system_stats();
@@ -246,8 +247,8 @@ http_reply comfy_api::post_queue(const http_request& req) {
   return empty_ok();
 }
 
-http_reply comfy_api::history(const http_request& req) {
-  if (req.path.size() > 9) return json_reply(queue_.history_of(req.path.substr(9)));
+http_reply comfy_api::history(const std::string& path, const http_request& req) {
+  if (path.size() > 9) return json_reply(queue_.history_of(path.substr(9)));
   std::optional<std::size_t> max_items;
   std::int64_t offset = -1;
   try {
@@ -268,10 +269,10 @@ http_reply comfy_api::post_history(const http_request& req) {
   return empty_ok();
 }
 
-http_reply comfy_api::object_info(const http_request& req) const {
+http_reply comfy_api::object_info(const std::string& path) const {
   const auto& classes = host_.catalogue().classes();
-  if (req.path.size() > 13) {
-    const std::string name = req.path.substr(13);
+  if (path.size() > 13) {
+    const std::string name = path.substr(13);
     const auto it = classes.find(name);
     if (it == classes.end()) return json_reply(json::object());  // ComfyUI answers {} too
     return json_reply({{name, orchestrator::object_info(it->second)}});

@@ -39,9 +39,9 @@ class comfy_api {
   void run_queue();
   http_reply post_prompt(const http_request& req);
   http_reply post_queue(const http_request& req);
-  http_reply history(const http_request& req);
+  http_reply history(const std::string& path, const http_request& req);
   http_reply post_history(const http_request& req);
-  http_reply object_info(const http_request& req) const;
+  http_reply object_info(const std::string& path) const;
   http_reply interrupt(const http_request& req);
   http_reply free(const http_request& req);
   http_reply system_stats();

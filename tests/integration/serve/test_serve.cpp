@@ -64,6 +64,30 @@ TEST_F(serve_test, a_client_written_as_comfyuis_script_examples_runs_a_prompt_en
   EXPECT_NE(r.out.find("ok:"), std::string::npos) << r.out;
 }
 
+// Two ComfyUI clients nobody here wrote, from npm at the versions package-lock.json pins
+// (scripts/install-deps runs npm ci): each queues the example prompt, follows it over the
+// WebSocket, waits as the library does and reads the history.
+void run_npm_client(serve_process& s, const std::string& which) {
+  ASSERT_TRUE(std::filesystem::exists(std::string(ORCH_TEST_NPM_CLIENTS) + "/node_modules"))
+      << "the npm clients are not installed: run ./scripts/install-deps";
+  const auto r = orch::testing::run_command(
+      "node '" + std::string(ORCH_TEST_NPM_CLIENTS) + "/clients.mjs' 127.0.0.1:" +
+      std::to_string(s.port()) + " '" + ORCH_TEST_EXAMPLE_PROMPT + "' " + which);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ok: " + which), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(s.stop(), 0);
+}
+
+TEST_F(serve_test, the_stable_canvas_client_from_npm_runs_a_prompt_end_to_end) {
+  auto s = serve();
+  run_npm_client(*s, "stable-canvas");
+}
+
+TEST_F(serve_test, the_saintno_sdk_from_npm_runs_a_prompt_end_to_end) {
+  auto s = serve();
+  run_npm_client(*s, "saintno");
+}
+
 TEST_F(serve_test, every_route_answers_in_comfyuis_shape) {
   auto s = serve();
   EXPECT_EQ(s->get("/prompt").json(), (json{{"exec_info", {{"queue_remaining", 0}}}}));
@@ -107,6 +131,7 @@ TEST_F(serve_test, every_route_answers_in_comfyuis_shape) {
   EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);  // nothing runs: a no-op
   EXPECT_EQ(s->post("/free", {{"unload_models", true}}).status, 200u);
   EXPECT_EQ(s->get("/nowhere").status, 404u);
+  EXPECT_EQ(s->get("/api/queue").json(), s->get("/queue").json());  // ComfyUI's /api prefix
   EXPECT_EQ(s->call(orch::testing::http::verb::delete_, "/prompt").status, 405u);
   EXPECT_EQ(s->stop(), 0);
 }
