@@ -5,6 +5,8 @@
 // /dev/shm entry or process is left behind.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <mutex>
 #include <set>
 
 #include "../cli/command_runner.hpp"
@@ -281,6 +283,81 @@ TEST_F(serve_test, sigterm_interrupts_the_running_prompt_and_stops_every_worker)
   EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
   for (const auto& [env, pid] : pids)
     EXPECT_TRUE(orch::runtime_testing::process_gone(pid)) << env << " worker left running";
+}
+
+}  // namespace
+
+namespace {
+
+std::uint64_t rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      std::uint64_t kib = 0;
+      in >> kib;
+      return kib;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+// 8 clients queue 25 prompts each while WebSocket clients come and go: every prompt ends in the
+// history (200 entries), none is lost or run twice, and the server's memory comes back to where
+// it was (within 10 MiB) once the load is over.
+TEST_F(serve_test, eight_clients_queueing_25_prompts_each_lose_nothing) {
+  auto s = serve();
+  // Warm: the first prompts map the pool and load the workers' code.
+  for (int i = 0; i < 5; ++i) queue(*s, quick_prompt);
+  for (int i = 0; i < 1000 && s->get("/prompt").json()["exec_info"]["queue_remaining"] != 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(s->post("/history", {{"clear", true}}).status, 200u);
+  const std::uint64_t before = rss_kib(s->pid());
+
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {  // WebSocket clients that connect, read their greeting and leave
+    for (int n = 0; !stop; ++n) {
+      try {
+        ws_client c(s->port(), "churn-" + std::to_string(n % 16));
+        c.next(200ms);
+      } catch (const std::exception&) {
+        // refused past the cap: fine, the server must only stay up
+      }
+    }
+  });
+  std::mutex mutex;
+  std::set<std::string> ids;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c)
+    clients.emplace_back([&, c] {
+      for (int i = 0; i < 25; ++i) {
+        const std::string id = queue(*s, quick_prompt, "client-" + std::to_string(c));
+        std::lock_guard lock(mutex);
+        ids.insert(id);
+      }
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < 6000 && s->get("/prompt").json()["exec_info"]["queue_remaining"] != 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  stop = true;
+  churn.join();
+
+  EXPECT_EQ(ids.size(), 200u);  // 200 distinct prompt ids
+  const json history = s->get("/history").json();
+  EXPECT_EQ(history.size(), 200u);
+  int succeeded = 0;
+  for (const auto& id : ids) {
+    ASSERT_TRUE(history.contains(id)) << id << " is not in the history";
+    const std::string st = history[id]["status"]["status_str"];
+    if (st == "success") ++succeeded;
+    else EXPECT_FALSE(history[id]["status"]["messages"].empty()) << id << " failed without its error";
+  }
+  EXPECT_EQ(succeeded, 200);
+  ASSERT_EQ(s->post("/history", {{"clear", true}}).status, 200u);
+  const std::uint64_t after = rss_kib(s->pid());
+  EXPECT_LT(after, before + 10 * 1024) << "RSS " << before << " KiB before, " << after << " after";
+  EXPECT_EQ(s->stop(), 0);
 }
 
 }  // namespace
