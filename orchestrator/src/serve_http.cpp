@@ -296,6 +296,10 @@ void accept_next(const std::shared_ptr<state>& st) {
   st->acceptor.async_accept([st](beast::error_code ec, tcp::socket socket) {
     if (st->stopping) return;
     if (!ec) {
+      // Small frames (events, short answers) go out at once: Nagle's delay against the
+      // client's delayed ACK cost up to 40 ms per message.
+      beast::error_code nodelay;
+      socket.set_option(tcp::no_delay(true), nodelay);
       const bool refuse = st->connections >= st->limits.max_connections;
       ++st->connections;
       auto s = std::make_shared<http_session>(std::move(socket), st, refuse);

@@ -1,0 +1,139 @@
+// bench_serve: `comfy-orch serve` as a client sees it (docs/performance.md, "serve"), each
+// figure against a floor from the same run.
+//
+//   bench_serve [prompts] [clients]     (defaults 500, 8)
+//
+//   1. POST /prompt to execution_success over the WebSocket, for a one-node prompt on a warm
+//      worker, against the same node's call through the router from an in-process host (the
+//      empty node call): the difference is what HTTP, validation, the queue, the executor and
+//      the WebSocket add, p50;
+//   2. throughput of back-to-back one-node prompts from `clients` clients at once, against one
+//      client's (one prompt runs at a time, so the ideal ratio is 1: queueing must not cost).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "orch/support/logging.hpp"
+#include "serve_client.hpp"
+
+namespace {
+
+using namespace orch;
+using namespace orch::bench;
+using nlohmann::json;
+
+fs::path write_deployment(const fs::path& dir) {
+  const fs::path pack = dir / "packs/Pack0/nodes";
+  fs::create_directories(pack);
+  std::ofstream(pack / "comfy-env.toml") << "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n";
+  const fs::path file = dir / "deployment.toml";
+  std::ofstream(file) << "[host]\ndevice = \"sim\"\n[host.sim]\ncapacity = \"4GiB\"\n"
+                      << "[plugins]\nsearch_paths = [\"" << ORCH_BENCH_PLUGIN_DIR << "\"]\n"
+                      << "[packs]\npaths = [\"packs/Pack0\"]\nlibrary_paths = [\""
+                      << ORCH_BENCH_PACKS_DIR << "\"]\n[workers]\nhandshake_timeout = \"60s\"\n"
+                      << "heartbeat_interval = \"1s\"\n[shm]\npinned_pool_size = \"64MiB\"\n";
+  return file;
+}
+
+const json one_node = {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", 0}}}}}};
+
+// The floor: the node's own call, host -> worker -> host, from an in-process host.
+double node_call_p50(const fs::path& file, int calls) {
+  auto h = start_host(file, {ORCH_BENCH_WORKER, 64, {}, {}});
+  const std::string env = h->catalogue().find("TestSleep")->env;
+  const json body{{"node", "1"}, {"class_type", "TestSleep"}, {"epoch", 1},
+                  {"inputs", {{"ms", 0}}}};
+  std::vector<double> samples;
+  for (int i = 0; i < calls + calls / 10; ++i) {
+    const double c = round_trip(*h, [&](auto finish) {
+      h->workers().call(env, body, [finish](result<json>) { finish(); });
+    });
+    if (i >= calls / 10) samples.push_back(c);
+  }
+  h->shutdown();
+  return percentile(samples, 0.5);
+}
+
+// One prompt from POST to its execution_success on this client's WebSocket, in microseconds.
+double prompt_us(const testing::serve_process& s, testing::ws_client& ws, const std::string& id) {
+  const auto t0 = clock_type::now();
+  const auto r = s.post("/prompt", {{"prompt", one_node}, {"client_id", id}});
+  if (r.status != 200) {
+    std::fprintf(stderr, "bench_serve: POST /prompt answered %u %s\n", r.status, r.body.c_str());
+    std::exit(2);
+  }
+  const std::string prompt_id = r.json()["prompt_id"];
+  while (auto m = ws.next()) {
+    if ((*m)["type"] == "execution_success" && (*m)["data"]["prompt_id"] == prompt_id)
+      return us(clock_type::now() - t0);
+    if ((*m)["type"] == "execution_error") {
+      std::fprintf(stderr, "bench_serve: the prompt failed: %s\n", m->dump().c_str());
+      std::exit(2);
+    }
+  }
+  std::fprintf(stderr, "bench_serve: no execution_success\n");
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int prompts = argc > 1 ? std::atoi(argv[1]) : 500;
+  const int clients = argc > 2 ? std::atoi(argv[2]) : 8;
+  ::setenv("ORCH_LOG_LEVEL", "warn", 0);
+  orch::init_logging("bench_serve");
+  temp_dir dir;
+  const fs::path file = write_deployment(dir.path);
+
+  const double call50 = node_call_p50(file, prompts);
+  testing::serve_process s(ORCH_BENCH_COMFY_ORCH, file.string());
+  if (s.port() == 0) {
+    std::fprintf(stderr, "bench_serve: comfy-orch serve did not start\n");
+    return 2;
+  }
+  std::vector<double> e2e;
+  {
+    testing::ws_client ws(s.port(), "bench");
+    ws.next();  // the greeting
+    for (int i = 0; i < prompts + prompts / 10; ++i) {
+      const double t = prompt_us(s, ws, "bench");
+      if (i >= prompts / 10) e2e.push_back(t);
+    }
+  }
+  const double e2e50 = percentile(e2e, 0.5);
+  std::printf("one-node prompt, POST /prompt to execution_success on the WebSocket (%d prompts)\n",
+              prompts);
+  std::printf("  the node's call through the router (floor): p50 %.1f us\n", call50);
+  std::printf("  the prompt through serve:                    p50 %.1f us  p99 %.1f us\n", e2e50,
+              percentile(e2e, 0.99));
+  std::printf("  overhead p50 %.1f us (target <= 200 us), ratio %.2f\n", e2e50 - call50,
+              e2e50 / call50);
+
+  // Throughput: every client posts its next prompt as soon as its last one succeeded.
+  auto throughput = [&](int n) {
+    const int each = std::max(1, prompts / n);
+    std::vector<std::thread> threads;
+    const auto t0 = clock_type::now();
+    for (int c = 0; c < n; ++c)
+      threads.emplace_back([&, c] {
+        const std::string id = "tp-" + std::to_string(n) + "-" + std::to_string(c);
+        testing::ws_client ws(s.port(), id);
+        ws.next();
+        for (int i = 0; i < each; ++i) prompt_us(s, ws, id);
+      });
+    for (auto& t : threads) t.join();
+    return each * n / (us(clock_type::now() - t0) / 1e6);
+  };
+  const double one = throughput(1);
+  const double many = throughput(clients);
+  std::printf("back-to-back one-node prompts: 1 client %.0f prompts/s (floor), %d clients %.0f "
+              "prompts/s, ratio %.2f (one prompt runs at a time: ideal 1)\n",
+              one, clients, many, many / one);
+  return s.stop() == 0 ? 0 : 2;
+}
