@@ -356,7 +356,9 @@ TEST_F(serve_test, eight_clients_queueing_25_prompts_each_lose_nothing) {
   EXPECT_EQ(succeeded, 200);
   ASSERT_EQ(s->post("/history", {{"clear", true}}).status, 200u);
   const std::uint64_t after = rss_kib(s->pid());
+#ifndef ORCH_TEST_SANITIZED  // ASan's quarantine keeps what was freed: RSS says nothing there
   EXPECT_LT(after, before + 10 * 1024) << "RSS " << before << " KiB before, " << after << " after";
+#endif
   EXPECT_EQ(s->stop(), 0);
 }
 
