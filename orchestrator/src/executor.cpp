@@ -50,6 +50,15 @@ json executed_ids(const prompt_outcome& outcome) {
 
 executor::~executor() {
   release_outputs();
+  // The progress callback refers to this executor: a worker's late progress message must not
+  // reach it once it is gone. After the host's shutdown the supervisor, and the callback, are gone.
+  if (progress_hooked_ && !host_.stopped()) {
+    try {
+      host_.on_io_thread([this] { host_.workers().on_progress = nullptr; });
+    } catch (...) {
+      spdlog::error("executor: unhooking progress failed");
+    }
+  }
 }
 
 void executor::release_outputs() noexcept {
@@ -131,6 +140,7 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
   outcome.prompt_id = prompt_id;
   outcome.epoch = epoch_.fetch_add(1) + 1;
   const auto& catalogue = host_.catalogue();
+  progress_hooked_ = true;
   host_.on_io_thread([&] {
     host_.workers().on_progress = [this, prompt_id](const std::string&, const json& pr) {
       events_.emit("progress", {{"value", pr["value"]},

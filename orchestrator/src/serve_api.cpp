@@ -222,10 +222,13 @@ http_reply comfy_api::post_prompt(const http_request& req) {
     item.extra_data["client_id"] = *it;
 
   const auto report = validate_prompt(*parsed, host_.catalogue(), executor_->worker_validation());
-  const auto infos = host_.on_io_thread([&] { return host_.workers().workers(); });
-  if (const auto failed = missing_classes_of_unstarted_envs(report, infos))
-    return json_reply(to_json(*failed, report), 400);
-  if (!report.ok()) return json_reply(report.to_json(), 400);
+  if (!report.ok()) {
+    // A class no running worker provides, while a worker is not running: the worker's failure.
+    const auto infos = host_.on_io_thread([&] { return host_.workers().workers(); });
+    if (const auto failed = missing_classes_of_unstarted_envs(report, infos))
+      return json_reply(to_json(*failed, report), 400);
+    return json_reply(report.to_json(), 400);
+  }
 
   item.document = (*body)["prompt"];
   item.outputs = report.outputs;

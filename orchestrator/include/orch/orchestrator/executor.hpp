@@ -93,6 +93,7 @@ class executor {
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<bool> interrupted_{false};
   std::vector<ipc::buffer_descriptor> held_;
+  bool progress_hooked_ = false;  // run() set the supervisor's on_progress to this executor
 };
 
 }  // namespace orch::orchestrator

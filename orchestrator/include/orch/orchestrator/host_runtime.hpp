@@ -99,6 +99,8 @@ class host_runtime {
   bool on_the_io_thread() const noexcept {
     return std::this_thread::get_id() == io_thread_id_.load();
   }
+  // True once shutdown() began: on_io_thread() must not be called after it.
+  bool stopped() const noexcept { return stopped_; }
   boost::asio::io_context& io() noexcept { return io_; }
   supervisor& workers() noexcept { return *supervisor_; }  // io thread only
   host_memory& memory() noexcept { return *memory_; }      // io thread only
