@@ -10,18 +10,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include "command_host.hpp"
 #include "commands.hpp"
-#include "diagnostics_output.hpp"
 #include "host_startup.hpp"
 #include "json_fields.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
 #include "orch/ipc/errc.hpp"
 #include "orch/manifests/inventory.hpp"
 #include "orch/manifests/units.hpp"
-#include "orch/orchestrator/errc.hpp"
 #include "orch/orchestrator/executor.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
-#include "orch/orchestrator/install_layout.hpp"
 #include "orch/orchestrator/memory_table.hpp"
 #include "orch/orchestrator/preflight.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
@@ -31,13 +29,6 @@
 
 namespace orch::cli {
 namespace {
-
-// $ORCH_WORKER_EXECUTABLE, else the comfy-orch-worker installed or built with this host
-// (install_layout.hpp).
-std::string worker_executable() {
-  if (const char* e = std::getenv("ORCH_WORKER_EXECUTABLE")) return e;
-  return orchestrator::this_install_layout().worker_executable.string();
-}
 
 // Node ids, class names and messages quote the prompt, which may come from anyone: escaped
 // before they reach the terminal (untrusted_text.hpp).
@@ -56,16 +47,9 @@ void print_validation(std::ostream& out, const orchestrator::validation_report& 
 
 int run(const std::string& deployment_file, const std::string& prompt_file, bool json,
         bool free_after) {
-  manifests::diagnostics diags;
-  auto prepared = orchestrator::prepare_deployment(deployment_file, diags);
-  // Warnings too: a pack dropped for a bad manifest must not vanish without a word.
-  print_diagnostics(std::cerr, diags);
-  if (!prepared) {
-    std::cerr << prepared.err().message << '\n';
-    return prepared.err().code == orchestrator::runtime_errc::invalid_deployment
-               ? exit_invalid_input
-               : exit_failure;
-  }
+  int code = exit_ok;
+  const auto prepared = prepare_for_command(deployment_file, code);
+  if (!prepared) return code;
   auto p = orchestrator::parse_prompt_file(prompt_file);
   if (!p) {
     // Refused like every other prompt (docs/cli.md): ComfyUI's invalid_prompt, on stdout.
@@ -80,14 +64,9 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   }
   // Before any thread exists: every thread inherits the blocked mask (run_signals.hpp).
   run_signals signals;
-  auto host = orchestrator::start_deployment(*prepared, worker_executable(),
-                                             orchestrator::this_install_layout());
-  if (!host) {
-    std::cerr << "cannot start the host: [" << host.err().code << "] " << host.err().message
-              << '\n';
-    return exit_failure;
-  }
-  auto& h = **host;
+  const auto host = start_for_command(*prepared);
+  if (!host) return exit_failure;
+  auto& h = *host;
   // In short steps, so that Ctrl-C while slow workers start is acted on at once.
   orchestrator::settle_workers(h, [&] { return signals.interrupted(); });
   auto infos = h.on_io_thread([&] { return h.workers().workers(); });

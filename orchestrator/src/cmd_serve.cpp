@@ -7,12 +7,10 @@
 #include <memory>
 #include <mutex>
 
+#include "command_host.hpp"
 #include "commands.hpp"
-#include "diagnostics_output.hpp"
 #include "host_startup.hpp"
-#include "orch/orchestrator/errc.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
-#include "orch/orchestrator/install_layout.hpp"
 #include "run_signals.hpp"
 #include "serve_api.hpp"
 #include "serve_http.hpp"
@@ -32,21 +30,10 @@ struct serve_options {
   unsigned header_timeout_ms = 10000;
 };
 
-std::string worker_executable() {
-  if (const char* e = std::getenv("ORCH_WORKER_EXECUTABLE")) return e;
-  return orchestrator::this_install_layout().worker_executable.string();
-}
-
 int serve(const serve_options& o) {
-  manifests::diagnostics diags;
-  auto prepared = orchestrator::prepare_deployment(o.deployment, diags);
-  print_diagnostics(std::cerr, diags);
-  if (!prepared) {
-    std::cerr << prepared.err().message << '\n';
-    return prepared.err().code == orchestrator::runtime_errc::invalid_deployment
-               ? exit_invalid_input
-               : exit_failure;
-  }
+  int code = exit_ok;
+  const auto prepared = prepare_for_command(o.deployment, code);
+  if (!prepared) return code;
   run_signals signals;  // before any thread: every thread inherits the blocked mask
   std::mutex mutex;
   std::condition_variable stop_requested;
@@ -54,14 +41,9 @@ int serve(const serve_options& o) {
     std::lock_guard lock(mutex);
     stop_requested.notify_all();
   });
-  auto host = orchestrator::start_deployment(*prepared, worker_executable(),
-                                             orchestrator::this_install_layout());
-  if (!host) {
-    std::cerr << "cannot start the host: [" << host.err().code << "] " << host.err().message
-              << '\n';
-    return exit_failure;
-  }
-  auto& h = **host;
+  const auto host = start_for_command(*prepared);
+  if (!host) return exit_failure;
+  auto& h = *host;
   orchestrator::settle_workers(h, [&] { return signals.interrupted(); });
   for (const auto& w : h.on_io_thread([&] { return h.workers().workers(); })) {
     std::cerr << "worker " << w.env << ": " << orchestrator::to_string(w.state) << " (pid "
@@ -82,7 +64,6 @@ int serve(const serve_options& o) {
       [&](const std::string& sid) { return api_ptr->greeting(sid); });
   auto api = std::make_unique<orchestrator::comfy_api>(h, server, o.history_size, ORCH_VERSION);
   api_ptr = api.get();
-  int code = exit_ok;
   if (auto port = server.listen(o.listen, o.port); !port) {
     std::cerr << "comfy-orch serve: " << port.err().message
               << "\n  fix: choose another --port (0 picks a free one) or --listen address\n";
