@@ -110,6 +110,11 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
  public:
   ws_session(beast::tcp_stream&& stream, std::shared_ptr<state> st, std::string sid)
       : ws_(std::move(stream)), st_(std::move(st)), sid_(std::move(sid)) {}
+  // The connection was counted when it was accepted; it ends with this session, whether the
+  // handshake failed or the client left.
+  ~ws_session() {
+    --st_->connections;
+  }
 
   void start(http::request<http::string_body> req) {
     beast::get_lowest_layer(ws_).expires_never();
@@ -176,7 +181,6 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     if (auto it = st_->ws.find(sid_); it != st_->ws.end() && it->second.lock().get() == this)
       st_->ws.erase(it);
     st_->ws_count = static_cast<unsigned>(st_->ws.size());
-    if (st_->connections > 0) --st_->connections;
   }
 
   websocket::stream<beast::tcp_stream> ws_;
@@ -194,7 +198,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   http_session(tcp::socket socket, std::shared_ptr<state> st, bool refuse)
       : stream_(std::move(socket)), st_(std::move(st)), refuse_(refuse) {}
   ~http_session() {
-    if (!upgraded_ && st_->connections > 0) --st_->connections;
+    if (!upgraded_) --st_->connections;
   }
 
   void start(std::chrono::milliseconds timeout) {

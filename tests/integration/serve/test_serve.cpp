@@ -224,6 +224,35 @@ TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
   EXPECT_EQ(s->stop(), 0);
 }
 
+// Connections are counted against --max-connections while they last: more at once get 503, and
+// a WebSocket handshake that fails (a bad key) gives its connection back like any other.
+TEST_F(serve_test, connections_past_the_cap_get_503_and_failed_handshakes_give_theirs_back) {
+  auto s = serve({"--max-connections", "2"});
+  for (int i = 0; i < 5; ++i) {
+    boost::asio::io_context io;
+    orch::testing::tcp::socket sock(io);
+    sock.connect({boost::asio::ip::make_address("127.0.0.1"), s->port()});
+    boost::asio::write(sock, boost::asio::buffer(std::string(
+                                 "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                                 "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n")));
+    char buf[512];
+    boost::system::error_code ec;
+    sock.read_some(boost::asio::buffer(buf), ec);  // refused: no Sec-WebSocket-Key
+  }
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(s->get("/prompt").status, 200u);
+  {
+    ws_client a(s->port(), "a");
+    ws_client b(s->port(), "b");
+    ASSERT_TRUE(a.next());
+    ASSERT_TRUE(b.next());
+    EXPECT_EQ(s->get("/prompt").status, 503u);  // both slots are the WebSockets'
+  }
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(s->get("/prompt").status, 200u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
 TEST_F(serve_test, interrupt_stops_the_running_prompt_and_the_queue_goes_on) {
   auto s = serve();
   ws_client ws(s->port(), "c");
