@@ -146,9 +146,13 @@ comfy_api::~comfy_api() { stop(true); }
 void comfy_api::stop(bool interrupt_running) {
   if (stopped_) return;
   stopped_ = true;
+  // In this order: no prompt is taken after the stop, and one taken just before it is
+  // interrupted by run_queue itself (its interrupt flag is cleared when it starts).
+  interrupt_on_stop_ = interrupt_running;
+  stopping_ = true;
+  queue_.stop();
   queue_.clear_pending();
   if (interrupt_running && queue_.running_id()) executor_->interrupt();
-  queue_.stop();
   if (prompt_thread_.joinable()) prompt_thread_.join();
   queue_.on_change({});
 }
@@ -156,6 +160,7 @@ void comfy_api::stop(bool interrupt_running) {
 void comfy_api::run_queue() {
   while (auto item = queue_.take()) {
     executor_->clear_interrupt();
+    if (stopping_ && interrupt_on_stop_) executor_->interrupt();
     events_->begin(item->client_id());
     const auto outcome = executor_->run(item->parsed, item->outputs, item->prompt_id);
     auto [outputs, status] = events_->end(outcome.ok);

@@ -5,6 +5,7 @@
 // prompt). One prompt thread takes the queue's prompts in order and runs them on the executor.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -55,6 +56,8 @@ class comfy_api {
   std::string version_;
   std::thread prompt_thread_;
   bool stopped_ = false;
+  std::atomic<bool> stopping_{false};  // stop() began: the prompt thread takes nothing new
+  std::atomic<bool> interrupt_on_stop_{true};
 };
 
 }  // namespace orch::orchestrator
