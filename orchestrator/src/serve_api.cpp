@@ -26,6 +26,12 @@ http_reply json_reply(const json& body, unsigned status = 200) {
   return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
 }
 
+// The history in the order it was written, as ComfyUI's dict keeps it.
+http_reply ordered_json_reply(const nlohmann::ordered_json& body) {
+  return {200, "application/json",
+          body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)};
+}
+
 http_reply empty_ok() { return {200, "application/json", ""}; }
 
 // ComfyUI's {"error": {type, message, details, extra_info}, "node_errors": {}} for a body that is
@@ -136,6 +142,7 @@ comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t histor
       queue_(history_size),
       events_(std::make_unique<events>(server)),
       executor_(std::make_unique<executor>(host, *events_)),
+      validator_(std::make_unique<executor>(host, validation_events_)),
       version_(std::move(version)) {
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
   prompt_thread_ = std::thread([this] { run_queue(); });
@@ -175,7 +182,8 @@ json comfy_api::status_message(bool with_sid, const std::string& sid) const {
 }
 
 std::string comfy_api::greeting(const std::string& sid) const {
-  return status_message(true, sid).dump();
+  // The sid is the client's clientId: any bytes.
+  return status_message(true, sid).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 http_reply comfy_api::handle(const http_request& req) {
@@ -226,7 +234,8 @@ http_reply comfy_api::post_prompt(const http_request& req) {
   if (auto it = body->find("client_id"); it != body->end() && it->is_string())
     item.extra_data["client_id"] = *it;
 
-  const auto report = validate_prompt(*parsed, host_.catalogue(), executor_->worker_validation());
+  const auto report =
+      validate_prompt(*parsed, host_.catalogue(), validator_->worker_validation());
   if (!report.ok()) {
     // A class no running worker provides, while a worker is not running: the worker's failure.
     const auto infos = host_.on_io_thread([&] { return host_.workers().workers(); });
@@ -266,7 +275,7 @@ http_reply comfy_api::history(const std::string& path, const http_request& req) 
   } catch (const std::exception&) {
     return bad_request("max_items and offset must be integers");
   }
-  return json_reply(queue_.history(max_items, offset));
+  return ordered_json_reply(queue_.history(max_items, offset));
 }
 
 http_reply comfy_api::post_history(const http_request& req) {

@@ -53,6 +53,10 @@ class comfy_api {
   prompt_queue queue_;
   std::unique_ptr<events> events_;
   std::unique_ptr<executor> executor_;
+  // VALIDATE_INPUTS runs on the API thread while a prompt runs on the prompt thread: on an
+  // executor of its own, so the two never share the running prompt's leases (held_).
+  recording_event_sink validation_events_;
+  std::unique_ptr<executor> validator_;
   std::string version_;
   std::thread prompt_thread_;
   bool stopped_ = false;

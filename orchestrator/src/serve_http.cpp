@@ -8,6 +8,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -43,6 +44,8 @@ struct http_server::state {
   std::map<std::string, std::weak_ptr<ws_session>> ws;  // by sid
   std::atomic<unsigned> connections{0};
   std::atomic<unsigned> ws_count{0};
+  std::atomic<unsigned> ws_pending{0};  // upgrades whose handshake has not finished
+  std::unique_ptr<boost::asio::steady_timer> accept_pause;  // after an accept error
 };
 
 namespace {
@@ -100,8 +103,11 @@ std::string new_sid() {
   return s;
 }
 
+// Messages quote the request (a path, a clientId): invalid UTF-8 in them becomes U+FFFD, never
+// an exception on the io thread.
 std::string error_body(const std::string& message) {
-  return nlohmann::json{{"error", message}}.dump();
+  return nlohmann::json{{"error", message}}.dump(-1, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -121,7 +127,10 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.read_message_max(64 << 10);  // clients send nothing ComfyUI reads; keep it small
     ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
-      if (ec) return;
+      if (ec) {
+        --self->st_->ws_pending;  // the slot reserved at the upgrade goes back
+        return;
+      }
       self->open();
     });
   }
@@ -146,6 +155,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
 
  private:
   void open() {
+    --st_->ws_pending;
+    if (st_->stopping) return close();  // the handshake finished after stop(): nobody greets
     if (auto it = st_->ws.find(sid_); it != st_->ws.end())
       if (auto old = it->second.lock()) old->close();  // a reconnect replaces it (ComfyUI)
     st_->ws[sid_] = weak_from_this();
@@ -257,8 +268,10 @@ class http_session : public std::enable_shared_from_this<http_session> {
     http_request view;
     split_target(std::string(req.target()), view);
     if (view.path != "/ws") return reply_and_close(404, "no websocket at " + view.path);
-    if (st_->ws_count >= st_->limits.max_ws_clients)
+    // Clients still in their handshake count too, or many upgrades at once would all pass.
+    if (st_->ws_count + st_->ws_pending >= st_->limits.max_ws_clients)
       return reply_and_close(503, "too many websocket clients");
+    ++st_->ws_pending;
     std::string sid = view.query.count("clientId") ? view.query["clientId"] : std::string();
     if (sid.empty() || sid.size() > 128) sid = new_sid();
     upgraded_ = true;  // the connection is counted on by the websocket session now
@@ -310,6 +323,16 @@ void accept_next(const std::shared_ptr<state>& st) {
       std::erase_if(st->sessions, [](const auto& kv) { return kv.second.expired(); });
       st->sessions[st->next_id++] = s;
       s->start(st->limits.header_timeout);
+    } else if (ec != boost::asio::error::operation_aborted) {
+      // Out of descriptors (EMFILE) or another transient failure: accepting again at once
+      // would spin the io thread. Pause, and let closing connections free their descriptors.
+      spdlog::warn("serve: accept failed: {}; retrying in 50 ms", ec.message());
+      if (!st->accept_pause) st->accept_pause = std::make_unique<boost::asio::steady_timer>(st->io);
+      st->accept_pause->expires_after(std::chrono::milliseconds(50));
+      st->accept_pause->async_wait([st](beast::error_code) { accept_next(st); });
+      return;
+    } else {
+      return;  // the acceptor was closed (stop)
     }
     accept_next(st);
   });
@@ -365,8 +388,10 @@ void http_server::stop() {
   boost::asio::post(state_->io, [st = state_, closed] {
     if (!st->stopping) {
       st->stopping = true;
+      st->greet = nullptr;  // what it calls is destroyed after stop()
       beast::error_code ec;
       st->acceptor.close(ec);
+      if (st->accept_pause) st->accept_pause->cancel();
       for (auto& [_, w] : st->sessions)
         if (auto s = w.lock()) s->close();
       for (auto& [_, w] : st->ws)

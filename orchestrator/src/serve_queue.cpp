@@ -132,7 +132,8 @@ std::string prompt_queue::running_client_id() const {
   return running_ ? running_->client_id() : std::string();
 }
 
-json prompt_queue::history(std::optional<std::size_t> max_items, std::int64_t offset) const {
+nlohmann::ordered_json prompt_queue::history(std::optional<std::size_t> max_items,
+                                             std::int64_t offset) const {
   std::lock_guard lock(mutex_);
   // ComfyUI: without an offset, the newest max_items; with one, max_items from there.
   std::int64_t first = offset;
@@ -140,7 +141,7 @@ json prompt_queue::history(std::optional<std::size_t> max_items, std::int64_t of
     first = max_items ? static_cast<std::int64_t>(history_.size()) -
                             static_cast<std::int64_t>(*max_items)
                       : 0;
-  json out = json::object();
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
   std::int64_t i = 0;
   for (const auto& [id, entry] : history_) {
     if (i++ < first) continue;

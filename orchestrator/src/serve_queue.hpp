@@ -68,7 +68,8 @@ class prompt_queue {
   std::string running_client_id() const;
 
   // GET /history: the newest `max_items` (all when empty), from `offset` when it is >= 0.
-  nlohmann::json history(std::optional<std::size_t> max_items, std::int64_t offset) const;
+  // In the order the prompts finished (ComfyUI's dict order), hence ordered_json.
+  nlohmann::ordered_json history(std::optional<std::size_t> max_items, std::int64_t offset) const;
   nlohmann::json history_of(const std::string& prompt_id) const;  // {} when unknown
   void clear_history();
   void delete_history(const std::vector<std::string>& ids);

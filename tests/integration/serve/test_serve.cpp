@@ -259,6 +259,60 @@ TEST_F(serve_test, connections_past_the_cap_get_503_and_failed_handshakes_give_t
   EXPECT_EQ(s->stop(), 0);
 }
 
+// Request bytes that are not UTF-8 reach messages the server writes (a 404's path, a greeting's
+// sid): they once threw on the io thread and aborted the server.
+TEST_F(serve_test, request_bytes_that_are_not_utf8_get_an_answer_not_a_crash) {
+  auto s = serve();
+  {
+    boost::asio::io_context io;
+    orch::testing::tcp::socket sock(io);
+    sock.connect({boost::asio::ip::make_address("127.0.0.1"), s->port()});
+    boost::asio::write(sock, boost::asio::buffer(std::string(
+                                 "GET /%FF HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                                 "Connection: Upgrade\r\n\r\n")));
+    char buf[512];
+    boost::system::error_code ec;
+    const std::size_t n = sock.read_some(boost::asio::buffer(buf), ec);
+    EXPECT_NE(std::string(buf, n).find("404"), std::string::npos);
+  }
+  ws_client odd(s->port(), "%FF%FE");
+  const auto hello = odd.next();
+  ASSERT_TRUE(hello);
+  EXPECT_EQ((*hello)["type"], "status");
+  EXPECT_EQ(s->get("/nowhere/%FF").status, 404u);
+  EXPECT_EQ(s->get("/prompt").status, 200u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
+// WebSocket clients still in their handshake count against the cap: six upgrades sent before
+// any answer is read get two 101s and four 503s.
+TEST_F(serve_test, upgrades_sent_at_once_cannot_pass_the_websocket_cap) {
+  auto s = serve({"--max-ws-clients", "2"});
+  boost::asio::io_context io;
+  std::vector<orch::testing::tcp::socket> socks;
+  for (int i = 0; i < 6; ++i) {
+    socks.emplace_back(io);
+    socks.back().connect({boost::asio::ip::make_address("127.0.0.1"), s->port()});
+  }
+  for (auto& sock : socks)
+    boost::asio::write(sock, boost::asio::buffer(std::string(
+                                 "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                                 "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")));
+  int upgraded = 0, refused = 0;
+  for (auto& sock : socks) {
+    char buf[256];
+    boost::system::error_code ec;
+    const std::string head(buf, sock.read_some(boost::asio::buffer(buf), ec));
+    if (head.rfind("HTTP/1.1 101", 0) == 0) ++upgraded;
+    if (head.rfind("HTTP/1.1 503", 0) == 0) ++refused;
+  }
+  EXPECT_EQ(upgraded, 2);
+  EXPECT_EQ(refused, 4);
+  socks.clear();
+  EXPECT_EQ(s->stop(), 0);
+}
+
 TEST_F(serve_test, interrupt_stops_the_running_prompt_and_the_queue_goes_on) {
   auto s = serve();
   ws_client ws(s->port(), "c");

@@ -72,7 +72,21 @@ TEST(serve_queue, history_is_capped_oldest_first_and_read_as_comfyui_reads_it) {
   q.delete_history({"p3"});
   EXPECT_EQ(q.history_size(), 2u);
   q.clear_history();
-  EXPECT_EQ(q.history(std::nullopt, -1), nlohmann::json::object());
+  EXPECT_TRUE(q.history(std::nullopt, -1).empty());
+}
+
+// ComfyUI's history is a dict in insertion order; ids that sort the other way must keep it.
+TEST(serve_queue, history_keeps_the_order_prompts_finished_in) {
+  prompt_queue q;
+  for (const char* id : {"zz", "aa", "mm"}) {
+    q.put(item(id, q.next_number(false)));
+    take_id(q);
+    q.finish({}, {});
+  }
+  std::vector<std::string> keys;
+  const auto history = q.history(std::nullopt, -1);  // not the items of a temporary
+  for (const auto& [k, _] : history.items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"zz", "aa", "mm"}));
 }
 
 TEST(serve_queue, stop_wakes_a_waiting_taker) {
