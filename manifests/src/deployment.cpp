@@ -34,6 +34,18 @@ const char* to_string(env_root_source source) noexcept {
   return "default";
 }
 
+const char* to_string(cache_policy policy) noexcept {
+  switch (policy) {
+    case cache_policy::classic:
+      return "classic";
+    case cache_policy::lru:
+      return "lru";
+    case cache_policy::none:
+      return "none";
+  }
+  return "classic";
+}
+
 namespace {
 
 class deployment_parser {
@@ -58,6 +70,7 @@ class deployment_parser {
     read_packs(top);
     read_workers(top);
     read_shm(top);
+    read_server(top);
     top.finish();
     return std::move(result_);
   }
@@ -320,6 +333,37 @@ class deployment_parser {
       }
     }
     shm.finish();
+  }
+
+  void read_server(strict_table& top) {
+    strict_table server(top.table("server"), "server", file_, diags_, &root_);
+    server_settings& s = result_.server;
+    if (auto v = server.string("cache")) {
+      if (*v == "classic") {
+        s.cache = cache_policy::classic;
+      } else if (*v == "lru") {
+        s.cache = cache_policy::lru;
+      } else if (*v == "none") {
+        s.cache = cache_policy::none;
+      } else {
+        server.error("cache", "\"" + *v + "\" is not a cache policy",
+                     "use \"classic\" (ComfyUI's default), \"lru\" (with lru_prompts) or "
+                     "\"none\"");
+      }
+    }
+    if (auto v = server.integer("lru_prompts", 1, 10'000)) {
+      s.lru_prompts = static_cast<unsigned>(*v);
+      if (s.cache != cache_policy::lru) {
+        server.error("lru_prompts", "only applies to cache = \"lru\"",
+                     "set cache = \"lru\", or remove lru_prompts");
+      }
+    }
+    const fs::path defaults = result_.comfyui_root.value_or(base_);
+    s.input_directory = defaults / "input";
+    s.output_directory = defaults / "output";
+    if (auto v = server.string("input_directory")) s.input_directory = resolve(*v);
+    if (auto v = server.string("output_directory")) s.output_directory = resolve(*v);
+    server.finish();
   }
 
   const toml::table& root_;

@@ -293,6 +293,43 @@ TEST_F(deployment_test, section_of_wrong_type_is_an_error) {
   EXPECT_SINGLE_ERROR_AT(diags, "host", 1u, 8u);
 }
 
+TEST_F(deployment_test, server_defaults_are_classic_and_directories_beside_the_file) {
+  auto d = parse("");
+  ASSERT_TRUE(d) << testing::dump(diags);
+  EXPECT_EQ(d->server.cache, cache_policy::classic);
+  EXPECT_EQ(d->server.input_directory, tmp.path() / "input");
+  EXPECT_EQ(d->server.output_directory, tmp.path() / "output");
+}
+
+TEST_F(deployment_test, server_directories_default_into_the_comfyui_root) {
+  std::filesystem::create_directories(tmp.path() / "ComfyUI" / "comfy");
+  auto d = parse("[comfyui]\nroot = \"ComfyUI\"\n");
+  ASSERT_TRUE(d) << testing::dump(diags);
+  EXPECT_EQ(d->server.input_directory, tmp.path() / "ComfyUI" / "input");
+  EXPECT_EQ(d->server.output_directory, tmp.path() / "ComfyUI" / "output");
+}
+
+TEST_F(deployment_test, server_section_is_read) {
+  auto d = parse("[server]\ncache = \"lru\"\nlru_prompts = 3\ninput_directory = \"in\"\n"
+                 "output_directory = \"/srv/out\"\n");
+  ASSERT_TRUE(d) << testing::dump(diags);
+  EXPECT_EQ(d->server.cache, cache_policy::lru);
+  EXPECT_EQ(d->server.lru_prompts, 3u);
+  EXPECT_EQ(d->server.input_directory, tmp.path() / "in");
+  EXPECT_EQ(d->server.output_directory, std::filesystem::path("/srv/out"));
+}
+
+TEST_F(deployment_test, an_unknown_cache_policy_is_an_error) {
+  EXPECT_FALSE(parse("[server]\ncache = \"ram\"\n"));
+  EXPECT_SINGLE_ERROR_AT(diags, "server.cache", 2u, 9u);
+}
+
+TEST_F(deployment_test, lru_prompts_without_lru_is_an_error) {
+  EXPECT_FALSE(parse("[server]\nlru_prompts = 4\n"));
+  EXPECT_SINGLE_ERROR_AT(diags, "server.lru_prompts", 2u, 15u);
+  EXPECT_FALSE(parse("[server]\ncache = \"lru\"\nlru_prompts = 0\n"));
+}
+
 TEST_F(deployment_test, missing_file_is_an_error) {
   diagnostics d;
   EXPECT_FALSE(load_deployment(tmp.path() / "absent.toml", d, env));

@@ -84,6 +84,23 @@ struct pack_settings {
   std::map<std::string, std::filesystem::path> python;
 };
 
+// [server]: what `comfy-orch serve` keeps between prompts and where its files live
+// (docs/serve.md).
+enum class cache_policy {
+  classic,  // ComfyUI's default: the outputs of the nodes of the last prompt
+  lru,      // the outputs of the nodes of the last `lru_prompts` prompts
+  none,     // nothing kept (ComfyUI's --cache-none)
+};
+
+struct server_settings {
+  cache_policy cache = cache_policy::classic;
+  unsigned lru_prompts = 10;
+  // GET /view and POST /upload/image; defaults: <comfyui root>/input and /output when [comfyui]
+  // root is set (ComfyUI's own), else input/ and output/ beside the deployment file.
+  std::filesystem::path input_directory;
+  std::filesystem::path output_directory;
+};
+
 struct deployment {
   std::filesystem::path file;  // as given
   host_settings host;
@@ -96,6 +113,7 @@ struct deployment {
   pack_settings packs;
   worker_settings workers;
   shm_settings shm;
+  server_settings server;
   // Where checks that need the running machine (orchestrator/preflight.hpp) point their
   // diagnostics: "host.device", "plugins.search_paths", "shm.pinned_pool_size" (when written).
   std::map<std::string, source_position> positions;
@@ -119,5 +137,6 @@ std::optional<deployment> parse_deployment_text(
 
 const char* to_string(free_memory_mode mode) noexcept;
 const char* to_string(env_root_source source) noexcept;
+const char* to_string(cache_policy policy) noexcept;
 
 }  // namespace orch::manifests
