@@ -1,6 +1,7 @@
 // ComfyUI-ImageOps: a native pack that produces and transforms image tensors (docs/nodes.md).
 // Images are ComfyUI's layout: float32 [batch, height, width, channels], values in pool buffers.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "orch/worker/nodes.h"
@@ -48,7 +49,8 @@ orch_node_status invert_image(orch_node_context* ctx, const orch_value* in, orch
 }
 
 // An output node: the sum of the image's values (exact for the small images of the examples)
-// and the pool offset it read them from, which shows the image arrived without a copy.
+// and the pool offset it read them from, which shows the image arrived without a copy. Its UI
+// (ComfyUI's "text", what a client shows for the node) says both.
 orch_node_status image_checksum(orch_node_context* ctx, const orch_value* in, orch_value* out) {
   const orch_tensor& src = in[0].tensor;
   if (src.dtype != ORCH_DTYPE_F32) {
@@ -62,6 +64,12 @@ orch_node_status image_checksum(orch_node_context* ctx, const orch_value* in, or
   out[0].f = sum;
   out[1].kind = ORCH_VALUE_INT;
   out[1].i = static_cast<std::int64_t>(src.buffer.offset);
+  if (ORCH_NODE_API_HAS(ctx->api, ui)) {
+    char ui[160];
+    std::snprintf(ui, sizeof ui, "{\"text\": [\"checksum %.6g (pool offset %llu)\"]}", sum,
+                  static_cast<unsigned long long>(src.buffer.offset));
+    ctx->api->ui(ctx, ui);
+  }
   return ORCH_NODE_OK;
 }
 

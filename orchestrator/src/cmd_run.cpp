@@ -127,6 +127,14 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     const auto outcome = ex->run(*p, report.outputs, std::to_string(::getpid()) + "-1");
     signals.on_interrupt({});
     ok = outcome.ok;
+    // ComfyUI's executed carries a node's UI only; a person (or a script) running one prompt
+    // also wants the values its output nodes returned: comfy-orch's own line after the events.
+    nlohmann::json results = nlohmann::json::object();
+    for (const auto& id : report.outputs) {
+      if (auto it = outcome.nodes.find(id); it != outcome.nodes.end())
+        results[id] = {{"class_type", it->second.class_type}, {"outputs", it->second.outputs}};
+    }
+    sink.emit("outputs", results);
     if (free_after) {
       // ComfyUI's POST /free {unload_models, free_memory}, broadcast: one receipt per worker.
       nlohmann::json receipts = nlohmann::json::object();

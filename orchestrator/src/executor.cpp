@@ -1,5 +1,6 @@
 #include "orch/orchestrator/executor.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -39,6 +40,28 @@ class prompt_end {
   const std::string& prompt_id_;
 };
 
+// ComfyUI's merge of the UI dicts of a node's calls: per key of the first, every call's items
+// in order. Null when no call returned one.
+json merge_ui(std::vector<json>& uis) {
+  if (uis.empty()) return nullptr;
+  if (uis.size() == 1) return std::move(uis[0]);
+  json merged = json::object();
+  for (const auto& [key, first] : uis[0].items()) {
+    json items = json::array();
+    for (auto& ui : uis) {
+      auto it = ui.find(key);
+      if (it == ui.end()) continue;
+      if (it->is_array()) {
+        for (auto& item : *it) items.push_back(std::move(item));
+      } else {
+        items.push_back(std::move(*it));
+      }
+    }
+    merged[key] = std::move(items);
+  }
+  return merged;
+}
+
 // The ids of the nodes whose outputs this prompt has (ComfyUI's current_outputs).
 json executed_ids(const prompt_outcome& outcome) {
   json ids = json::array();
@@ -50,6 +73,7 @@ json executed_ids(const prompt_outcome& outcome) {
 
 executor::~executor() {
   release_outputs();
+  release(cache_.clear());
   // The progress callback refers to this executor: a worker's late progress message must not
   // reach it once it is gone. After the host's shutdown the supervisor, and the callback, are gone.
   if (progress_hooked_ && !host_.stopped()) {
@@ -61,16 +85,37 @@ executor::~executor() {
   }
 }
 
-void executor::release_outputs() noexcept {
-  if (held_.empty()) return;
+void executor::release(const std::vector<ipc::buffer_descriptor>& leases) noexcept {
+  if (leases.empty() || host_.stopped()) return;
   try {
-    host_.on_io_thread([this] {
-      for (const auto& d : held_) (void)host_.memory().leases().release(d, host_slot);
+    host_.on_io_thread([&] {
+      for (const auto& d : leases) (void)host_.memory().leases().release(d, host_slot);
     });
   } catch (...) {
-    spdlog::error("executor: releasing outputs failed");
+    spdlog::error("executor: releasing {} output block(s) failed", leases.size());
   }
-  held_.clear();
+}
+
+void executor::release_outputs() noexcept {
+  release(owned_);
+  owned_.clear();
+  readable_.clear();
+}
+
+std::optional<std::size_t> executor::clear_cache() {
+  std::unique_lock lock(run_mutex_, std::try_to_lock);
+  if (!lock) {  // a prompt runs: ComfyUI frees between prompts too
+    clear_cache_requested_ = true;
+    return std::nullopt;
+  }
+  const std::size_t n = cache_.size();
+  release(cache_.clear());
+  return n;
+}
+
+std::size_t executor::cached_nodes() const {
+  std::lock_guard lock(run_mutex_);
+  return cache_.size();
 }
 
 void executor::interrupt() {
@@ -81,27 +126,71 @@ void executor::interrupt() {
 
 result<json> executor::call_node(const std::string& env, const json& body) {
   // Only what a node of this prompt produced reaches a worker as a tensor.
-  auto c = checked_call(host_, env, body, held_);
-  held_.insert(held_.end(), c.handed.begin(), c.handed.end());
+  auto c = checked_call(host_, env, body, readable_);
+  owned_.insert(owned_.end(), c.handed.begin(), c.handed.end());
   return std::move(c.response);
 }
 
-result<json> executor::call_with_retry(const std::string& env, const json& body) {
-  auto c = orchestrator::call_with_retry(host_, env, body, held_);
-  held_.insert(held_.end(), c.handed.begin(), c.handed.end());
+result<json> executor::call_with_retry(const std::string& env, const json& body,
+                                       std::vector<ipc::buffer_descriptor>& handed) {
+  auto c = orchestrator::call_with_retry(host_, env, body, readable_);
+  handed.insert(handed.end(), c.handed.begin(), c.handed.end());
   return std::move(c.response);
+}
+
+void executor::prune_cache() {
+  if (clear_cache_requested_.exchange(false)) release(cache_.clear());
+  worker_losses_.clear();
+  if (cache_.policy() == manifests::cache_policy::none) return;
+  // A worker lost since an entry was kept took the entry's objects (handles) with it. What this
+  // prompt keeps is stamped with these counts: a loss during the prompt drops it next time.
+  const auto infos = host_.on_io_thread([&] { return host_.workers().workers(); });
+  for (const auto& w : infos) worker_losses_[w.env] = w.losses;
+  release(cache_.drop([&](const cache_entry& e) {
+    const auto it = worker_losses_.find(e.env);
+    return it == worker_losses_.end() || it->second != e.worker_losses;
+  }));
+}
+
+std::map<std::string, cache_key> executor::cache_keys(const prompt& p,
+                                                      const std::vector<std::string>& order) {
+  std::map<std::string, cache_key> keys;
+  if (cache_.policy() == manifests::cache_policy::none) return keys;
+  const auto& catalogue = host_.catalogue();
+  for (const auto& id : order) {
+    const prompt_node& node = p.nodes.at(id);
+    const node_class* cls = catalogue.find(node.class_type);
+    if (cls == nullptr) continue;  // run() reports it
+    json literals = json::object();
+    std::map<std::string, std::pair<const cache_key*, std::int64_t>> links;
+    for (const auto& [name, value] : node.inputs) {
+      if (const auto* link = std::get_if<node_link>(&value)) {
+        const auto it = keys.find(link->node_id);
+        links[name] = {it == keys.end() ? nullptr : &it->second, link->slot};
+      } else {
+        literals[name] = std::get<json>(value);
+      }
+    }
+    // ComfyUI keys by node id too for a NOT_IDEMPOTENT class and one that reads its UNIQUE_ID.
+    const bool by_id = cls->not_idempotent || cls->hidden.count("UNIQUE_ID") > 0;
+    keys[id] = cache_.key(cls->class_type, change_key(p, node, *cls), by_id ? id : std::string(),
+                          literals, links);
+  }
+  return keys;
 }
 
 std::optional<json> executor::run_node(const prompt& p, const std::string& id,
                                        const node_class& cls,
                                        const std::map<std::string, json>& lists,
-                                       std::uint64_t epoch, node_outcome& n) {
+                                       std::uint64_t epoch, node_outcome& n,
+                                       std::vector<ipc::buffer_descriptor>& handed) {
   auto calls = call_inputs(cls, lists);
   if (!calls)
     return json{{"exception_type", calls.err().code}, {"exception_message", calls.err().message}};
   // The same for every call of the node: built (and checked) once.
   const json hidden = hidden_values(p, cls, id);
   std::vector<json> call_outputs;
+  std::vector<json> uis;
   for (json& inputs : *calls) {
     json body{{"node", id},
               {"class_type", cls.class_type},
@@ -109,7 +198,7 @@ std::optional<json> executor::run_node(const prompt& p, const std::string& id,
               {"inputs", std::move(inputs)}};
     if (!hidden.empty()) body["hidden"] = hidden;
     const auto call_start = std::chrono::steady_clock::now();
-    result<json> r = call_with_retry(cls.env, body);
+    result<json> r = call_with_retry(cls.env, body, handed);
     n.call_us +=
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - call_start)
             .count();
@@ -123,7 +212,9 @@ std::optional<json> executor::run_node(const prompt& p, const std::string& id,
     }
     call_outputs.push_back(std::move((*r)["outputs"]));
     n.inputs_seen = (*r).value("inputs_seen", json::object());
+    if (auto ui = r->find("ui"); ui != r->end() && ui->is_object()) uis.push_back(std::move(*ui));
   }
+  n.ui = merge_ui(uis);
   auto merged = merge_call_outputs(cls, call_outputs);
   if (!merged) {
     return json{{"exception_type", merged.err().code}, {"exception_message", merged.err().message}};
@@ -135,6 +226,15 @@ std::optional<json> executor::run_node(const prompt& p, const std::string& id,
 
 prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& outputs,
                              const std::string& prompt_id) {
+  const std::lock_guard run_lock(run_mutex_);
+  prompt_outcome outcome = run_locked(p, outputs, prompt_id);
+  // A /free that came while the prompt ran: between prompts, as ComfyUI.
+  if (clear_cache_requested_.exchange(false)) release(cache_.clear());
+  return outcome;
+}
+
+prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::string>& outputs,
+                                    const std::string& prompt_id) {
   release_outputs();
   prompt_outcome outcome;
   outcome.prompt_id = prompt_id;
@@ -150,13 +250,22 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
     };
   });
   events_.emit("execution_start", {{"prompt_id", prompt_id}, {"timestamp", now_ms()}});
-  // ComfyUI sends the cached nodes next, an empty list when none are: nothing is kept across
-  // prompts yet.
-  events_.emit("execution_cached",
-               {{"nodes", json::array()}, {"prompt_id", prompt_id}, {"timestamp", now_ms()}});
   const prompt_end end(events_, prompt_id);
+  const std::vector<std::string> order = execution_order(p, outputs);
+  // As ComfyUI: every node is keyed, and what the cache no longer keeps dropped, before any
+  // node runs; then the cached nodes are announced.
+  prune_cache();
+  cache_.begin_prompt();
+  const std::map<std::string, cache_key> keys = cache_keys(p, order);
+  release(cache_.end_keys());
+  json cached_ids = json::array();
+  for (const auto& id : order) {
+    if (auto it = keys.find(id); it != keys.end() && it->second.hit) cached_ids.push_back(id);
+  }
+  events_.emit("execution_cached",
+               {{"nodes", cached_ids}, {"prompt_id", prompt_id}, {"timestamp", now_ms()}});
   json executed = json::array();
-  for (const auto& id : execution_order(p, outputs)) {
+  for (const auto& id : order) {
     const prompt_node& node = p.nodes.at(id);
     const node_class* cls = catalogue.find(node.class_type);
     if (cls == nullptr) {  // validation prevents this; kept as a typed error, never a crash
@@ -167,6 +276,21 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
       events_.emit("execution_error",
                    error_message(*outcome.error, json::object(), executed_ids(outcome)));
       return outcome;
+    }
+    const auto key = keys.find(id);
+    if (const cache_entry* hit = key == keys.end() ? nullptr : cache_.find(key->second)) {
+      readable_.insert(readable_.end(), hit->leases.begin(), hit->leases.end());
+      node_outcome n = hit->outcome;
+      n.cached = true;
+      n.call_us = 0;
+      // ComfyUI sends a cached output node's UI again (null when it has none); the nodes
+      // below an output are silent.
+      if (std::find(outputs.begin(), outputs.end(), id) != outputs.end()) {
+        events_.emit("executed", {{"node", id}, {"display_node", id}, {"output", n.ui},
+                                  {"prompt_id", prompt_id}});
+      }
+      outcome.nodes[id] = std::move(n);
+      continue;
     }
     // ComfyUI checks for an interrupt before each node too: the rest of the prompt never runs.
     if (interrupted_.load()) {
@@ -190,11 +314,17 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
         lists[name] = json::array({std::get<json>(value)});
       }
     }
-    node_outcome n{node.class_type,          cls->env, json::array(),
-                   json::object(),           0,        json::array(),
-                   change_key(p, node, *cls)};
-    std::optional<json> error_data = run_node(p, id, *cls, lists, outcome.epoch, n);
+    node_outcome n;
+    n.class_type = node.class_type;
+    n.env = cls->env;
+    if (key == keys.end()) {  // no cache: IS_CHANGED just before the node, as before
+      n.change_key = change_key(p, node, *cls).value_or(json());
+    }
+    std::vector<ipc::buffer_descriptor> handed;
+    std::optional<json> error_data = run_node(p, id, *cls, lists, outcome.epoch, n, handed);
+    readable_.insert(readable_.end(), handed.begin(), handed.end());
     if (error_data) {
+      owned_.insert(owned_.end(), handed.begin(), handed.end());
       (*error_data)["prompt_id"] = prompt_id;
       (*error_data)["node_id"] = id;
       (*error_data)["node_type"] = node.class_type;
@@ -210,9 +340,22 @@ prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& ou
       }
       return outcome;
     }
-    if (cls->output_node) {
-      events_.emit("executed", {{"node", id}, {"display_node", id},
-                                {"output", {{"outputs", n.outputs}}}, {"prompt_id", prompt_id}});
+    // ComfyUI's executed: only a node that returned UI, and with that UI.
+    if (n.ui.is_object() && !n.ui.empty()) {
+      events_.emit("executed", {{"node", id}, {"display_node", id}, {"output", n.ui},
+                                {"prompt_id", prompt_id}});
+    }
+    if (key != keys.end()) {
+      cache_entry entry;
+      entry.env = cls->env;
+      entry.worker_losses = worker_losses_[cls->env];
+      entry.outcome = n;
+      entry.leases = handed;
+      if (!cache_.store(key->second, std::move(entry))) {
+        owned_.insert(owned_.end(), handed.begin(), handed.end());
+      }
+    } else {
+      owned_.insert(owned_.end(), handed.begin(), handed.end());
     }
     outcome.nodes[id] = std::move(n);
     executed.push_back(id);

@@ -52,14 +52,15 @@ custom_validation executor::worker_validation() {
   };
 }
 
-json executor::change_key(const prompt& p, const prompt_node& node, const node_class& cls) {
-  if (!cls.is_changed) return nullptr;
+std::optional<json> executor::change_key(const prompt& p, const prompt_node& node,
+                                         const node_class& cls) {
+  if (!cls.is_changed) return json();
   json literals = json::object();
   for (const auto& [name, value] : node.inputs) {
     if (const auto* literal = std::get_if<json>(&value)) literals[name] = *literal;
   }
   auto r = call_node(cls.env, method_call(p, node.id, cls, "IS_CHANGED", literals, {}));
-  if (!r || (*r).value("status", "") != "ok") return nullptr;
+  if (!r || (*r).value("status", "") != "ok") return std::nullopt;
   const json& outputs = (*r)["outputs"];  // an array: ipc::check_call_response
   return outputs.empty() ? json() : outputs[0];
 }

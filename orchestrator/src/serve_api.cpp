@@ -120,8 +120,10 @@ class comfy_api::events final : public event_sink {
           type == "execution_success" || type == "execution_error" ||
           type == "execution_interrupted")
         messages_.push_back(json::array({type, data}));
-      if (type == "executed" && data.contains("node") && data["node"].is_string())
-        outputs_[data["node"].get<std::string>()] = data.value("output", json::object());
+      // The history keeps each node's UI (a cached node without one sends null: nothing kept).
+      if (type == "executed" && data.contains("node") && data["node"].is_string() &&
+          data.contains("output") && data["output"].is_object())
+        outputs_[data["node"].get<std::string>()] = data["output"];
     }
     server_.send(sid, json{{"type", type}, {"data", data}}.dump(-1, ' ', false,
                                                                 json::error_handler_t::replace));
@@ -141,7 +143,8 @@ comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t histor
       server_(server),
       queue_(history_size),
       events_(std::make_unique<events>(server)),
-      executor_(std::make_unique<executor>(host, *events_)),
+      executor_(std::make_unique<executor>(host, *events_, host.deployment().server.cache,
+                                           host.deployment().server.lru_prompts)),
       validator_(std::make_unique<executor>(host, validation_events_)),
       version_(std::move(version)) {
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
@@ -318,11 +321,18 @@ http_reply comfy_api::free(const http_request& req) {
   const bool unload = flag(*body, "unload_models");
   const bool drop = flag(*body, "free_memory");
   if (!unload && !drop) return empty_ok();
-  // What ComfyUI does not answer, comfy-orch adds: each worker's receipt.
+  // ComfyUI's free_memory resets its executor, whose caches go with it: between prompts (at
+  // once when none runs).
+  json cache = nullptr;
+  if (drop) {
+    const auto dropped = executor_->clear_cache();
+    cache = {{"dropped_nodes", dropped.value_or(0)}, {"deferred", !dropped.has_value()}};
+  }
+  // What ComfyUI does not answer, comfy-orch adds: each worker's receipt, and the cache's.
   json receipts = json::object();
   for (const auto& [env, r] : host_.free_all(unload, drop))
     receipts[env] = r ? *r : json{{"error", r.err().message}};
-  return json_reply({{"orch_receipts", receipts}});
+  return json_reply({{"orch_receipts", receipts}, {"orch_cache", cache}});
 }
 
 http_reply comfy_api::system_stats() {

@@ -4,20 +4,44 @@ Inputs arrive as orch_values and are converted here; results and exceptions go b
 node API."""
 
 import ctypes
+import json
+import logging
 import math
 
 from . import _abi, _call, _comfyui, _schema, _tensors, _values
 
 
+class AlwaysChanged(Exception):
+    """IS_CHANGED gave NaN: ComfyUI's "always changed", as NaN never equals itself. It crosses as
+    a failed IS_CHANGED, which the host reads the same way (the node is never cached)."""
+
+
 def _change_key(value):
     """IS_CHANGED's result as a value that crosses: plain values as they are, anything else by
-    its text. NaN (ComfyUI's "always changed", as it never equals itself) crosses as None, which
-    the host reads the same way."""
+    its text."""
     if isinstance(value, float) and math.isnan(value):
-        return None
+        raise AlwaysChanged("IS_CHANGED returned NaN")
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return repr(value)
+
+
+def _send_ui(call, spec, ui):
+    """A node's {"ui": {...}} (ComfyUI's executed message, and the history's outputs) through
+    orch_node_api.ui. A UI that is not a dict, or not JSON, is dropped with a warning: it is
+    what the client sees, never the node's result."""
+    if ui is None or not _abi.api_has(call.api, "ui"):
+        return
+    try:
+        if not isinstance(ui, dict):
+            raise TypeError("it is a %s, not a dict" % type(ui).__name__)
+        text = json.dumps(ui, default=str, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        logging.warning("node %s (%s): its ui is not sent: %s", call.node_id, spec.class_type, exc)
+        return
+    if call.api.ui(call.ctx, text.encode("utf-8", "replace")) != 0:
+        logging.warning("node %s (%s): its ui is not sent: the worker refused it (more than "
+                        "1 MiB, or nested deeper than 8)", call.node_id, spec.class_type)
 
 
 class Runner:
@@ -82,6 +106,7 @@ class Runner:
         spec.fill_hidden(call, kwargs)
         result = spec.call(call.node_id, kwargs)
         if isinstance(result, dict):
+            _send_ui(call, spec, result.get("ui"))
             result = result.get("result", ())
         if not isinstance(result, (tuple, list)):
             raise TypeError("%s returned %s; a node returns a tuple, or a dict with 'result'"
@@ -126,7 +151,12 @@ class Runner:
         kwargs = self.kwargs(spec, call, inputs)
         spec.fill_hidden(call, kwargs)
         key = spec.fingerprint(**kwargs)
-        _values.to_value(_change_key(key), outputs[0], call, self.handles)
+        try:
+            key = _change_key(key)
+        except AlwaysChanged as exc:
+            call.api.fail(call.ctx, b"always_changed", str(exc).encode())
+            return _abi.NODE_ERROR
+        _values.to_value(key, outputs[0], call, self.handles)
         return _abi.NODE_OK
 
     def fail(self, call, exc):

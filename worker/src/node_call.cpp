@@ -115,11 +115,13 @@ json run_node_call(const node_set& nodes, const json& body, node_call_state& sta
   }
   auto out = json::array();
   for (const auto& v : outputs) out.push_back(value_to_json(v));
-  return {{"status", "ok"},
-          {"outputs", std::move(out)},
-          {"inputs_seen", std::move(decoded->seen)},
-          {"allocations", std::move(allocated)},
-          {"models", state.memory.describe_models()}};
+  json r = {{"status", "ok"},
+            {"outputs", std::move(out)},
+            {"inputs_seen", std::move(decoded->seen)},
+            {"allocations", std::move(allocated)},
+            {"models", state.memory.describe_models()}};
+  if (ctx.ui().is_object()) r["ui"] = ctx.ui();
+  return r;
 }
 
 }  // namespace orch::worker

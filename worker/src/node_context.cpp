@@ -1,6 +1,7 @@
 #include "node_context.hpp"
 #include "log_level.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -167,6 +168,35 @@ struct node_api_impl {
   } catch (...) {
     return nullptr;
   }
+  static int32_t ui(orch_node_context* ctx, const char* text) noexcept try {
+    if (ctx == nullptr || text == nullptr) return ORCH_INVALID;
+    // A UI dict is a few file names or lines of text; the caps keep it far below a frame.
+    constexpr std::size_t max_bytes = std::size_t{1} << 20;
+    constexpr std::size_t max_depth = 8;
+    const std::size_t n = ::strnlen(text, max_bytes + 1);
+    if (n > max_bytes) return ORCH_INVALID;
+    std::size_t depth = 0;
+    std::size_t deepest = 0;
+    // The depth is checked while parsing, so no deeper value is ever built.
+    nlohmann::json parsed = nlohmann::json::parse(
+        text, text + n,
+        [&](int, nlohmann::json::parse_event_t event, nlohmann::json&) {
+          if (event == nlohmann::json::parse_event_t::object_start ||
+              event == nlohmann::json::parse_event_t::array_start) {
+            deepest = std::max(deepest, ++depth);
+          } else if (event == nlohmann::json::parse_event_t::object_end ||
+                     event == nlohmann::json::parse_event_t::array_end) {
+            --depth;
+          }
+          return deepest <= max_depth;
+        },
+        /*allow_exceptions=*/false);
+    if (deepest > max_depth || !parsed.is_object()) return ORCH_INVALID;
+    self(ctx).ui_ = std::move(parsed);
+    return ORCH_OK;
+  } catch (...) {
+    return ORCH_INVALID;
+  }
   static const char* node_id(orch_node_context* ctx) noexcept {
     return ctx == nullptr ? "" : self(ctx).node_id_.c_str();
   }
@@ -184,7 +214,7 @@ const orch_node_api* node_context_impl::api() noexcept {
                                    &node_api_impl::interrupted,    &node_api_impl::log,
                                    &node_api_impl::fail,           &node_api_impl::node_id,
                                    &node_api_impl::streams,        &node_api_impl::fail_traceback,
-                                   &node_api_impl::hidden};
+                                   &node_api_impl::hidden,         &node_api_impl::ui};
   return &table;
 }
 

@@ -40,6 +40,8 @@ class node_context_impl {
   const std::string& error_type() const noexcept { return error_type_; }
   const std::string& error_message() const noexcept { return error_message_; }
   const std::vector<std::string>& error_traceback() const noexcept { return error_traceback_; }
+  // The UI dict the node gave (orch_node_api.ui), or null.
+  const nlohmann::json& ui() const noexcept { return ui_; }
   // Blocks this call allocated, so those the node did not return can be given back.
   const std::vector<ipc::buffer_descriptor>& allocations() const noexcept { return allocations_; }
 
@@ -57,6 +59,7 @@ class node_context_impl {
   std::string error_message_;
   std::vector<std::string> error_traceback_;
   std::map<std::string, std::string> hidden_text_;  // orch_node_api.hidden's answers, kept
+  nlohmann::json ui_;
   std::vector<ipc::buffer_descriptor> allocations_;
 };
 

@@ -184,6 +184,38 @@ TEST_F(python_lists, is_changed_gives_the_change_key_and_a_failure_means_always_
   EXPECT_TRUE(o.nodes.at("4").change_key.is_null());  // no IS_CHANGED at all
 }
 
+TEST_F(python_lists, a_nodes_ui_dict_is_what_executed_carries_merged_over_its_calls) {
+  const auto o = run_json({{"1", {{"class_type", "Fanout"}, {"inputs", {{"count", 2}}}}},
+                           {"2", {{"class_type", "Shown"}, {"inputs", {{"value", {"1", 0}}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  const json ui = {{"text", {"value 1", "value 2"}},
+                   {"images",
+                    {{{"filename", "v1.png"}, {"subfolder", ""}, {"type", "output"}},
+                     {{"filename", "v2.png"}, {"subfolder", ""}, {"type", "output"}}}}};
+  EXPECT_EQ(o.nodes.at("2").ui, ui);
+  std::vector<json> executed;
+  for (const auto& e : events_.events())
+    if (e["type"] == "executed") executed.push_back(e["data"]);
+  ASSERT_EQ(executed.size(), 1u) << "only the node with a UI";
+  EXPECT_EQ(executed[0]["node"], "2");
+  EXPECT_EQ(executed[0]["output"], ui);
+}
+
+TEST_F(python_lists, an_is_changed_of_nan_or_one_that_raises_is_never_served_from_the_cache) {
+  executor_ = std::make_unique<orchestrator::executor>(*host_, events_,
+                                                       manifests::cache_policy::classic, 1);
+  const json prompt = {
+      {"1", {{"class_type", "Picky"}, {"inputs", {{"name", "a.png"}, {"count", 4}}}}},
+      {"2", {{"class_type", "Fickle"}, {"inputs", json::object()}}},
+      {"3", {{"class_type", "Checked"}, {"inputs", {{"path", "x"}, {"allocate", false}}}}}};
+  ASSERT_TRUE(run_json(prompt).ok);
+  const auto again = run_json(prompt);
+  ASSERT_TRUE(again.ok) << again.error->dump();
+  EXPECT_TRUE(again.nodes.at("1").cached) << "IS_CHANGED gave the same key";
+  EXPECT_FALSE(again.nodes.at("2").cached) << "IS_CHANGED raised: always changed";
+  EXPECT_FALSE(again.nodes.at("3").cached) << "IS_CHANGED gave NaN: always changed";
+}
+
 TEST_F(python_lists, dynprompt_and_extra_pnginfo_reach_the_node) {
   const json body = {
       {"prompt",

@@ -79,6 +79,7 @@ struct deployment_options {
   std::string test_pack_worker;  // more [worker] lines for the test pack ("device = \"cpu\"\n")
   std::string sampler_pack_env;  // [env_vars] lines for the sim sampler pack
   std::string sampler_pack_worker;  // more [worker] lines for the sim sampler pack
+  std::string server = "";  // [server] lines ("cache = \"none\"\n")
 };
 
 class runtime_test : public ipc::testing::leak_checked_test {
@@ -127,7 +128,8 @@ class runtime_test : public ipc::testing::leak_checked_test {
                     o.handshake_timeout + "\"\nheartbeat_interval = \"" + o.heartbeat_interval +
                     "\"\nrestart_backoff = \"" + o.restart_backoff +
                     "\"\ncrash_loop_limit = " + std::to_string(o.crash_loop_limit) +
-                    "\ncall_timeout = \"" + o.call_timeout + "\"\n\n[shm]\npinned_pool_size = \"" + o.pool + "\"\n");
+                    "\ncall_timeout = \"" + o.call_timeout + "\"\n\n[shm]\npinned_pool_size = \"" + o.pool + "\"\n" +
+                    (o.server.empty() ? std::string() : "\n[server]\n" + o.server));
     return file;
   }
 

@@ -5,14 +5,17 @@
 //   - outputs pass between workers as pool descriptors under a host lease, never as bytes: the
 //     producer's lease becomes the host's when the call returns, and the consumer maps the same
 //     block (docs/runtime.md, "Outputs and leases");
-//   - ComfyUI's events go to the sink.
+//   - ComfyUI's events go to the sink;
+//   - with a cache policy (execution_cache.hpp), a node whose input signature was seen by an
+//     earlier prompt is served from the cache instead of run (execution_cached).
 // The outputs of the last prompt stay leased until the next run or release_outputs(), so
-// callers can read them.
+// callers can read them; what the cache keeps stays leased until the cache drops it.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,26 +24,12 @@
 
 #include "orch/ipc/descriptor.hpp"
 #include "orch/orchestrator/events.hpp"
+#include "orch/orchestrator/execution_cache.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
 #include "orch/orchestrator/prompt.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
 
 namespace orch::orchestrator {
-
-struct node_outcome {
-  std::string class_type;
-  std::string env;
-  // One value per slot: as the worker returned them for a node called once; for a node mapped
-  // over lists (list_mapping.hpp), each slot's list of items.
-  nlohmann::json outputs = nlohmann::json::array();
-  nlohmann::json inputs_seen = nlohmann::json::object();  // tensors as the worker mapped them
-  double call_us = 0;  // host -> worker -> host for this node's call(s)
-  // ComfyUI's view of the outputs: per slot, the list of items consumers are mapped over.
-  nlohmann::json output_lists = nlohmann::json::array();
-  // What the class's IS_CHANGED gave for this node's literal inputs (ComfyUI's cache key
-  // ingredient); null when it has none or it failed, which ComfyUI reads as "always changed".
-  nlohmann::json change_key;
-};
 
 struct prompt_outcome {
   std::string prompt_id;
@@ -52,10 +41,14 @@ struct prompt_outcome {
 
 class executor {
  public:
-  executor(host_runtime& host, event_sink& events) : host_(host), events_(events) {}
+  // The default keeps nothing across prompts (`run`, one prompt); `serve` passes the
+  // deployment's [server] cache.
+  executor(host_runtime& host, event_sink& events,
+           manifests::cache_policy cache = manifests::cache_policy::none, unsigned lru_prompts = 1)
+      : host_(host), events_(events), cache_(cache, lru_prompts) {}
   executor(const executor&) = delete;
   executor& operator=(const executor&) = delete;
-  ~executor();  // release_outputs()
+  ~executor();  // release_outputs() and the cache's leases
 
   // `outputs` are the validated output node ids (validation_report::outputs).
   prompt_outcome run(const prompt& p, const std::vector<std::string>& outputs,
@@ -63,8 +56,9 @@ class executor {
   // The VALIDATE_INPUTS of a class, run in its worker: pass it to validate_prompt.
   custom_validation worker_validation();
   // The class's IS_CHANGED for node `node`'s literal inputs, run in its worker; null when the
-  // class has none or it failed (ComfyUI: always changed).
-  nlohmann::json change_key(const prompt& p, const prompt_node& node, const node_class& cls);
+  // class has none, nullopt when it failed (ComfyUI: always changed).
+  std::optional<nlohmann::json> change_key(const prompt& p, const prompt_node& node,
+                                           const node_class& cls);
   // Reaches the running node through its context (interrupted()), and stops this executor
   // before its next node (execution_interrupted), for this and every later run. Safe from any
   // thread but the io thread.
@@ -73,26 +67,53 @@ class executor {
   // clears its interrupt flag when a prompt starts.
   void clear_interrupt() noexcept { interrupted_.store(false); }
   void release_outputs() noexcept;
-  // The pool blocks the host holds for the last prompt's outputs.
-  std::vector<ipc::buffer_descriptor> held_outputs() const { return held_; }
+  // ComfyUI's /free with free_memory: drops the execution cache and releases its leases, now
+  // when no prompt runs, else when the running one ends. Returns the entries dropped now, or
+  // nullopt when deferred. From any thread but the io thread.
+  std::optional<std::size_t> clear_cache();
+  std::size_t cached_nodes() const;
+  // The pool blocks the last prompt's outputs are in (held by the host for it or its cache).
+  std::vector<ipc::buffer_descriptor> held_outputs() const { return readable_; }
 
  private:
+  prompt_outcome run_locked(const prompt& p, const std::vector<std::string>& outputs,
+                            const std::string& prompt_id);
   // One node call through the router; moves the leases of its outputs to the host.
   result<nlohmann::json> call_node(const std::string& env, const nlohmann::json& body);
-  // call_node, and once more after freeing through the stand-ins if the device was too full.
-  result<nlohmann::json> call_with_retry(const std::string& env, const nlohmann::json& body);
-  // Calls node `id` once per item of its input lists; fills `n`, or returns the execution_error
-  // data (exception_type, exception_message, traceback).
+  // call_node, and once more after freeing through the stand-ins if the device was too full;
+  // the blocks of the outputs go to `handed`.
+  result<nlohmann::json> call_with_retry(const std::string& env, const nlohmann::json& body,
+                                         std::vector<ipc::buffer_descriptor>& handed);
+  // Calls node `id` once per item of its input lists; fills `n` and `handed` (the blocks of its
+  // outputs, now the host's), or returns the execution_error data (exception_type,
+  // exception_message, traceback).
   std::optional<nlohmann::json> run_node(const prompt& p, const std::string& id,
                                          const node_class& cls,
                                          const std::map<std::string, nlohmann::json>& lists,
-                                         std::uint64_t epoch, node_outcome& n);
+                                         std::uint64_t epoch, node_outcome& n,
+                                         std::vector<ipc::buffer_descriptor>& handed);
+  // The cache keys of the prompt's nodes, in execution order (producers first): each with
+  // IS_CHANGED asked of its worker, as ComfyUI keys every node before it runs any.
+  std::map<std::string, cache_key> cache_keys(const prompt& p,
+                                              const std::vector<std::string>& order);
+  // Drops the entries of envs whose worker was lost since they were kept, then what the policy
+  // no longer keeps, and releases their leases (on the io thread).
+  void prune_cache();
+  void release(const std::vector<ipc::buffer_descriptor>& leases) noexcept;
 
   host_runtime& host_;
   event_sink& events_;
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<bool> interrupted_{false};
-  std::vector<ipc::buffer_descriptor> held_;
+  // run() holds it: clear_cache() from another thread clears at once only while it is free.
+  mutable std::mutex run_mutex_;
+  std::atomic<bool> clear_cache_requested_{false};
+  execution_cache cache_;
+  std::map<std::string, int> worker_losses_;  // each env's, when this prompt began
+  // Leases the executor holds itself: outputs of this prompt that the cache did not take.
+  std::vector<ipc::buffer_descriptor> owned_;
+  // The blocks a node of this prompt may receive: its nodes' outputs, cached or not.
+  std::vector<ipc::buffer_descriptor> readable_;
   bool progress_hooked_ = false;  // run() set the supervisor's on_progress to this executor
 };
 

@@ -20,9 +20,10 @@ extern "C" {
 
 #define ORCH_NODES_ABI_MAJOR 1u
 /* 1.1 appended orch_node_class.schema_json, orch_node_api.fail_traceback and .hidden; 1.2
- * appended orch_node_class.validate_inputs and .is_changed. A worker reads an appended field only
- * when the element's struct_size covers it (docs/nodes.md). */
-#define ORCH_NODES_ABI_MINOR 2u
+ * appended orch_node_class.validate_inputs and .is_changed; 1.3 appended orch_node_api.ui. A
+ * worker reads an appended field only when the element's struct_size covers it, and a node
+ * checks the api's struct_size before calling an appended function (docs/nodes.md). */
+#define ORCH_NODES_ABI_MINOR 3u
 #define ORCH_NODES_ENTRY_SYMBOL "orch_nodes_query"
 
 /* What execute returns. */
@@ -126,7 +127,9 @@ typedef struct orch_node_input {
 } orch_node_input;
 
 #define ORCH_NODE_OUTPUT_NODE 1u    /* ComfyUI's OUTPUT_NODE: a root of execution */
-#define ORCH_NODE_NOT_IDEMPOTENT 2u /* ComfyUI's NOT_IDEMPOTENT: never served from a cache */
+/* ComfyUI's NOT_IDEMPOTENT: the execution cache keys the node by its id too, so two such nodes
+ * with equal inputs are never served each other's outputs. */
+#define ORCH_NODE_NOT_IDEMPOTENT 2u
 
 typedef struct orch_node_context orch_node_context;
 
@@ -229,7 +232,19 @@ typedef struct orch_node_api {
    * validate_inputs) for this call, as JSON text valid during the call; NULL when the host sent
    * none. */
   const char* (*hidden)(orch_node_context* ctx, const char* kind);
+  /* ABI 1.3. ComfyUI's UI dict for this call (an output node's {"ui": {...}}: "images" as
+   * [{"filename", "subfolder", "type"}], "text", ...), as JSON text of an object; what the
+   * host's `executed` message carries and the history keeps. A later call replaces it.
+   * ORCH_INVALID (nothing kept) for text that is not a JSON object, nests deeper than 8 levels
+   * or exceeds 1 MiB. */
+  int32_t (*ui)(orch_node_context* ctx, const char* json_object);
 } orch_node_api;
+
+/* Whether the worker's api table holds the appended function `field` (ABI 1.1 on): a pack built
+ * against a later minor may run in an older worker, whose table is shorter. */
+#define ORCH_NODE_API_HAS(api, field)                                                   \
+  ((api)->struct_size >= offsetof(orch_node_api, field) + sizeof((api)->field) && \
+   (api)->field != NULL)
 
 struct orch_node_context {
   const orch_node_api* api;

@@ -197,5 +197,24 @@ class Hidden:
                 json.dumps(pnginfo, sort_keys=True))
 
 
+class Shown:
+    """An output node with ComfyUI's UI dict and no result: called once per item of a list, so
+    the host merges the calls' UIs per key."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("INT", {"forceInput": True})}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "run"
+    CATEGORY = "test/lists"
+    OUTPUT_NODE = True
+
+    def run(self, value):
+        return {"ui": {"text": ["value %d" % value],
+                       "images": [{"filename": "v%d.png" % value, "subfolder": "",
+                                   "type": "output"}]}}
+
+
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Fanout, Scale, Join, NotAList, Picky, TypeChecker,
-                                               Checked, Fickle, Hidden)}
+                                               Checked, Fickle, Hidden, Shown)}
