@@ -51,7 +51,7 @@ struct http_reply {
 void split_target(std::string_view target, http_request& r);
 
 struct http_limits {
-  std::size_t max_body = std::size_t{8} << 20;  // a prompt's, and every body body_limit_for spares
+  std::size_t max_body = std::size_t{8} << 20;  // every body's cap, unless body_limit_for is set
   // The cap of one request's body, from its method and decoded path (the route that will answer
   // it); unset, max_body for all.
   std::function<std::size_t(const std::string& method, const std::string& path)> body_limit_for;
