@@ -13,6 +13,7 @@
 #include "orch/orchestrator/host_runtime.hpp"
 #include "run_signals.hpp"
 #include "serve_api.hpp"
+#include "serve_files.hpp"
 #include "serve_http.hpp"
 
 namespace orch::cli {
@@ -23,6 +24,7 @@ struct serve_options {
   std::string listen = "127.0.0.1";
   std::uint16_t port = 8188;
   std::size_t max_body = std::size_t{8} << 20;
+  std::size_t max_upload = std::size_t{64} << 20;  // POST /upload/image's body
   unsigned max_ws_clients = 64;
   unsigned max_connections = 256;
   std::size_t history_size = orchestrator::prompt_queue::default_history_size;
@@ -34,6 +36,16 @@ int serve(const serve_options& o) {
   int code = exit_ok;
   const auto prepared = prepare_for_command(o.deployment, code);
   if (!prepared) return code;
+  // ComfyUI makes its input, output and temp directories at start; so does serve, before any
+  // worker starts, so that a directory it cannot make stops it at once.
+  const auto directories = orchestrator::file_directories_of(prepared->deployment);
+  if (auto made = orchestrator::create_file_directories(directories); !made) {
+    std::cerr << "comfy-orch serve: " << made.err().message
+              << "\n  fix: create it, or point [server] input_directory / output_directory at "
+                 "directories serve may create and write (temp/ is in the ComfyUI root, or "
+                 "beside the deployment file)\n";
+    return exit_failure;
+  }
   run_signals signals;  // before any thread: every thread inherits the blocked mask
   std::mutex mutex;
   std::condition_variable stop_requested;
@@ -55,6 +67,9 @@ int serve(const serve_options& o) {
 
   orchestrator::http_limits limits;
   limits.max_body = o.max_body;
+  limits.body_limit_for = [&o](const std::string& method, const std::string& path) {
+    return orchestrator::comfy_api::takes_upload(method, path) ? o.max_upload : o.max_body;
+  };
   limits.max_ws_clients = o.max_ws_clients;
   limits.max_connections = o.max_connections;
   limits.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
@@ -91,9 +106,9 @@ void add_serve_command(CLI::App& app) {
       "serve",
       "Start the deployment's workers and keep them warm behind ComfyUI's HTTP and WebSocket "
       "API (POST /prompt, /queue, /history, /object_info, /interrupt, /free, /system_stats, "
-      "/ws), so ComfyUI clients drive it as they drive ComfyUI. Binds loopback unless --listen "
-      "says otherwise. Prints 'listening on http://ADDR:PORT' once it accepts connections. "
-      "SIGINT/SIGTERM/SIGHUP stop it gracefully; exit 0.");
+      "/view, /upload/image, /ws), so ComfyUI clients drive it as they drive ComfyUI. Binds "
+      "loopback unless --listen says otherwise. Prints 'listening on http://ADDR:PORT' once it "
+      "accepts connections. SIGINT/SIGTERM/SIGHUP stop it gracefully; exit 0.");
   auto o = std::make_shared<serve_options>();
   cmd->add_option("deployment", o->deployment, "Deployment file (comfy-orch.toml)")
       ->required()
@@ -102,14 +117,18 @@ void add_serve_command(CLI::App& app) {
                   "Address to bind (default 127.0.0.1; 0.0.0.0 exposes the API to the network)");
   cmd->add_option("--port", o->port, "TCP port (default 8188, ComfyUI's; 0 picks a free one)");
   cmd->add_option("--max-body", o->max_body,
-                  "Largest request body in bytes (default 8 MiB); larger ones get HTTP 413");
+                  "Largest request body in bytes (default 8 MiB) but an upload's; larger ones get "
+                  "HTTP 413");
+  cmd->add_option("--max-upload", o->max_upload,
+                  "Largest POST /upload/image body in bytes (default 64 MiB); larger ones get "
+                  "HTTP 413");
   cmd->add_option("--max-ws-clients", o->max_ws_clients,
                   "WebSocket clients at once (default 64); more get HTTP 503");
   cmd->add_option("--max-connections", o->max_connections,
                   "HTTP connections at once (default 256); more get HTTP 503");
   cmd->add_option("--header-timeout-ms", o->header_timeout_ms,
-                  "A request's header and body must arrive within this (default 10000 ms); a "
-                  "slower client is disconnected")
+                  "A request's header must arrive within this (default 10000 ms), and its body "
+                  "may not stall for as long; a slower client is disconnected")
       ->check(CLI::Range(10u, 3600000u));
   cmd->add_option("--history-size", o->history_size,
                   "Finished prompts kept in /history (default 10000, ComfyUI's)");

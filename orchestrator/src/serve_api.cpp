@@ -146,7 +146,8 @@ comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t histor
       executor_(std::make_unique<executor>(host, *events_, host.deployment().server.cache,
                                            host.deployment().server.lru_prompts)),
       validator_(std::make_unique<executor>(host, validation_events_)),
-      version_(std::move(version)) {
+      version_(std::move(version)),
+      files_(file_directories_of(host.deployment())) {
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
   prompt_thread_ = std::thread([this] { run_queue(); });
 }
@@ -189,9 +190,21 @@ std::string comfy_api::greeting(const std::string& sid) const {
   return status_message(true, sid).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+
+// ComfyUI serves every route under /api too (its newer frontend's prefix).
+std::string route_of(const std::string& path) {
+  return path.rfind("/api/", 0) == 0 ? path.substr(4) : path;
+}
+
+}  // namespace
+
+bool comfy_api::takes_upload(const std::string& method, const std::string& path) {
+  return method == "POST" && route_of(path) == "/upload/image";
+}
+
 http_reply comfy_api::handle(const http_request& req) {
-  // ComfyUI serves every route under /api too (its newer frontend's prefix).
-  const std::string p = req.path.rfind("/api/", 0) == 0 ? req.path.substr(4) : req.path;
+  const std::string p = route_of(req.path);
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
   if (p == "/prompt" && post) return post_prompt(req);
@@ -205,8 +218,11 @@ http_reply comfy_api::handle(const http_request& req) {
   if (p == "/interrupt" && post) return interrupt(req);
   if (p == "/free" && post) return free(req);
   if (p == "/system_stats" && get) return system_stats();
-  static const char* known[] = {"/prompt",  "/queue",     "/history",     "/object_info",
-                                "/interrupt", "/free", "/system_stats"};
+  if (p == "/view" && get) return files_.view(req);
+  if (p == "/upload/image" && post) return files_.upload_image(req);
+  static const char* known[] = {"/prompt",    "/queue", "/history",      "/object_info",
+                                "/interrupt", "/free",  "/system_stats", "/view",
+                                "/upload/image"};
   for (const char* k : known)
     if (p == k) return json_reply({{"error", req.method + " is not allowed on " + p}}, 405);
   return json_reply({{"error", "no route " + req.method + " " + p}}, 404);

@@ -1,8 +1,10 @@
 // serve_api: ComfyUI's HTTP routes over a running host (docs/serve.md; server.py's request and
 // response shapes): POST/GET /prompt, GET/POST /queue, GET/POST /history, GET /object_info,
-// POST /interrupt, POST /free, GET /system_stats, and the WebSocket's messages (status on
-// connect and on every queue change, the executor's events to the client that queued the
-// prompt). One prompt thread takes the queue's prompts in order and runs them on the executor.
+// POST /interrupt, POST /free, GET /system_stats, GET /view and POST /upload/image (over the
+// deployment's input, output and temp directories, serve_files.hpp), and the WebSocket's
+// messages (status on connect and on every queue change, the executor's events to the client
+// that queued the prompt). One prompt thread takes the queue's prompts in order and runs them on
+// the executor.
 #pragma once
 
 #include <atomic>
@@ -13,6 +15,7 @@
 #include "orch/orchestrator/events.hpp"
 #include "orch/orchestrator/executor.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
+#include "serve_files.hpp"
 #include "serve_http.hpp"
 #include "serve_queue.hpp"
 
@@ -29,6 +32,9 @@ class comfy_api {
 
   // The route table; runs on the server's API thread.
   http_reply handle(const http_request& req);
+  // Whether the route of `method` and (decoded) `path` takes an upload, whose body has its own
+  // cap (--max-upload) instead of --max-body's.
+  static bool takes_upload(const std::string& method, const std::string& path);
   // The first WebSocket message of client `sid`.
   std::string greeting(const std::string& sid) const;
   // Interrupts the running prompt (if `interrupt_running`), drops the pending ones and ends the
@@ -58,6 +64,7 @@ class comfy_api {
   recording_event_sink validation_events_;
   std::unique_ptr<executor> validator_;
   std::string version_;
+  file_routes files_;
   std::thread prompt_thread_;
   bool stopped_ = false;
   std::atomic<bool> stopping_{false};  // stop() began: the prompt thread takes nothing new

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <deque>
 #include <future>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -78,23 +79,6 @@ std::string url_decode(std::string_view s, bool query) {
   return out;
 }
 
-void split_target(std::string_view target, http_request& r) {
-  const auto q = target.find('?');
-  r.path = url_decode(target.substr(0, q), false);
-  if (q == std::string_view::npos) return;
-  std::string_view rest = target.substr(q + 1);
-  while (!rest.empty()) {
-    const auto amp = rest.find('&');
-    const std::string_view pair = rest.substr(0, amp);
-    const auto eq = pair.find('=');
-    if (!pair.empty())
-      r.query[url_decode(pair.substr(0, eq), true)] =
-          eq == std::string_view::npos ? std::string() : url_decode(pair.substr(eq + 1), true);
-    if (amp == std::string_view::npos) break;
-    rest = rest.substr(amp + 1);
-  }
-}
-
 std::string new_sid() {
   static thread_local std::mt19937_64 gen{std::random_device{}()};
   static const char* hex = "0123456789abcdef";
@@ -111,6 +95,23 @@ std::string error_body(const std::string& message) {
 }
 
 }  // namespace
+
+void split_target(std::string_view target, http_request& r) {
+  const auto q = target.find('?');
+  r.path = url_decode(target.substr(0, q), false);
+  if (q == std::string_view::npos) return;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const auto eq = pair.find('=');
+    if (!pair.empty())
+      r.query[url_decode(pair.substr(0, eq), true)] =
+          eq == std::string_view::npos ? std::string() : url_decode(pair.substr(eq + 1), true);
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+}
 
 class ws_session : public std::enable_shared_from_this<ws_session> {
  public:
@@ -215,12 +216,15 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void start(std::chrono::milliseconds timeout) {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(st_->limits.max_header));
-    parser_->body_limit(st_->limits.max_body);
+    // No cap while the header is read: Beast compares a Content-Length with body_limit only as
+    // the header ends, before the route (and so the cap) is known; on_header compares it. (Not
+    // boost::none: Boost 1.74's parser reads an unset limit as one every length exceeds.)
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     stream_.expires_after(timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->on_read(ec);
-                     });
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              self->on_header(ec);
+                            });
   }
 
   void close() {
@@ -230,20 +234,63 @@ class http_session : public std::enable_shared_from_this<http_session> {
   }
 
  private:
-  void on_read(beast::error_code ec) {
-    if (ec == http::error::body_limit)
-      return reply_and_close(413, "the request body is larger than " +
-                                      std::to_string(st_->limits.max_body) + " bytes");
+  // What a lingering close reads and drops at most after a refusal (for header_timeout at most).
+  static constexpr std::size_t linger_bytes = std::size_t{256} << 20;
+
+  void on_header(beast::error_code ec) {
     if (ec == http::error::header_limit)
-      return reply_and_close(431, "the request header is too large");
+      return refuse(431, "the request header is too large");
     if (ec) return close();  // timeout, reset, end of stream, garbage: nothing to answer
-    if (refuse_) return reply_and_close(503, "too many connections");
+    if (refuse_) return refuse(503, "too many connections");
+    const auto& req = parser_->get();
+    view_ = http_request{};
+    view_.method = std::string(req.method_string());
+    split_target(std::string(req.target()), view_);
+    limit_ = st_->limits.body_limit_for ? st_->limits.body_limit_for(view_.method, view_.path)
+                                        : st_->limits.max_body;
+    if (const auto length = parser_->content_length(); length && *length > limit_)
+      return refuse(413, too_large());
+    parser_->body_limit(limit_);  // a chunked body's cap, counted chunk by chunk
+    // Beast reads what fits in the buffer's free capacity (up to 64 KiB): after a header, that
+    // is a few hundred bytes, and a 60 MiB upload would take 100000 reads.
+    if (!parser_->is_done()) buffer_.reserve(std::size_t{64} << 10);
+    if (!parser_->is_done() && beast::iequals(req[http::field::expect], "100-continue")) {
+      // curl asks before it sends a body past 1 MiB, and waits a second for the answer.
+      auto go_on = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
+                                                                       req.version());
+      stream_.expires_after(st_->limits.header_timeout);
+      http::async_write(stream_, *go_on,
+                        [self = shared_from_this(), go_on](beast::error_code e, std::size_t) {
+                          if (e) return self->close();
+                          self->read_body();
+                        });
+      return;
+    }
+    read_body();
+  }
+
+  // The body, a piece at a time: a body may take long (a large upload on a slow link), but a
+  // body that stalls for header_timeout is cut off.
+  void read_body() {
+    if (parser_->is_done()) return on_message();
+    stream_.expires_after(st_->limits.header_timeout);
+    http::async_read_some(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                            if (ec == http::error::body_limit)
+                              return self->refuse(413, self->too_large());
+                            if (ec) return self->close();
+                            self->read_body();
+                          });
+  }
+
+  std::string too_large() const {
+    return "the request body is larger than " + std::to_string(limit_) + " bytes";
+  }
+
+  void on_message() {
     auto req = parser_->release();
-    const std::string target(req.target());
     if (websocket::is_upgrade(req)) return upgrade(std::move(req));
-    http_request view;
-    view.method = std::string(req.method_string());
-    split_target(target, view);
+    http_request view = std::move(view_);
     view.body = std::move(req.body());
     view.content_type = std::string(req[http::field::content_type]);
     const unsigned version = req.version();
@@ -256,53 +303,122 @@ class http_session : public std::enable_shared_from_this<http_session> {
         reply = self->st_->on_request(view);
       } catch (const std::exception& e) {
         spdlog::error("serve: {} {} failed: {}", view.method, view.path, e.what());
-        reply = {500, "application/json", error_body(e.what())};
+        reply = {500, "application/json", error_body(e.what()), {}, nullptr};
       }
-      boost::asio::post(self->st_->io, [self, reply = std::move(reply), version, keep_alive] {
-        self->write(reply, version, keep_alive);
+      view = http_request{};  // an upload's body is not kept while the answer is written
+      boost::asio::post(self->st_->io, [self, reply = std::move(reply), version,
+                                        keep_alive]() mutable {
+        self->write(std::move(reply), version, keep_alive, false);
       });
     });
   }
 
   void upgrade(http::request<http::string_body> req) {
-    http_request view;
-    split_target(std::string(req.target()), view);
-    if (view.path != "/ws") return reply_and_close(404, "no websocket at " + view.path);
+    if (view_.path != "/ws") return refuse(404, "no websocket at " + view_.path);
     // Clients still in their handshake count too, or many upgrades at once would all pass.
     if (st_->ws_count + st_->ws_pending >= st_->limits.max_ws_clients)
-      return reply_and_close(503, "too many websocket clients");
+      return refuse(503, "too many websocket clients");
     ++st_->ws_pending;
-    std::string sid = view.query.count("clientId") ? view.query["clientId"] : std::string();
+    std::string sid = view_.query.count("clientId") ? view_.query["clientId"] : std::string();
     if (sid.empty() || sid.size() > 128) sid = new_sid();
     upgraded_ = true;  // the connection is counted on by the websocket session now
     auto ws = std::make_shared<ws_session>(std::move(stream_), st_, std::move(sid));
     ws->start(std::move(req));
   }
 
-  void write(const http_reply& reply, unsigned version, bool keep_alive) {
-    auto res = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(reply.status), version);
-    res->set(http::field::server, "comfy-orch");
-    res->set(http::field::content_type, reply.content_type);
-    res->keep_alive(keep_alive && !st_->stopping);
-    res->body() = reply.body;
-    res->prepare_payload();
-    stream_.expires_after(st_->limits.idle_timeout);
-    http::async_write(stream_, *res,
-                      [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
-                        if (ec || !res->keep_alive()) return self->close();
-                        self->start(self->st_->limits.idle_timeout);
-                      });
+  template <class Body>
+  void set_fields(http::response<Body>& res, const http_reply& reply, bool keep_alive) {
+    res.set(http::field::server, "comfy-orch");
+    res.set(http::field::content_type, reply.content_type);
+    for (const auto& [name, value] : reply.headers) res.set(name, value);
+    res.keep_alive(keep_alive);
   }
 
-  void reply_and_close(unsigned status, const std::string& message) {
-    write({status, "application/json", error_body(message)}, 11, false);
+  // `linger`: the request's body was not read; read and drop it after the answer.
+  void write(http_reply reply, unsigned version, bool keep_alive, bool linger) {
+    keep_alive = keep_alive && !linger && !st_->stopping;
+    if (reply.file && reply.file->valid()) {
+      auto out = std::make_shared<outgoing<http::file_body>>(
+          http::response<http::file_body>(static_cast<http::status>(reply.status), version));
+      beast::file file;
+      file.native_handle(reply.file->release());
+      beast::error_code ec;
+      out->res.body().reset(std::move(file), ec);
+      if (!ec) {
+        set_fields(out->res, reply, keep_alive);
+        out->res.prepare_payload();
+        return send(std::move(out), linger);
+      }
+      reply = {500, "application/json", error_body("cannot read the file: " + ec.message()), {},
+               nullptr};
+    }
+    auto out = std::make_shared<outgoing<http::string_body>>(
+        http::response<http::string_body>(static_cast<http::status>(reply.status), version));
+    set_fields(out->res, reply, keep_alive);
+    out->res.body() = std::move(reply.body);
+    out->res.prepare_payload();
+    send(std::move(out), linger);
+  }
+
+  template <class Body>
+  struct outgoing {
+    explicit outgoing(http::response<Body> r) : res(std::move(r)) {}
+    http::response<Body> res;
+    std::optional<http::response_serializer<Body>> serializer;
+  };
+
+  // The answer, a piece at a time: a large file to a slow client may take long, but one that
+  // stops reading for idle_timeout is cut off.
+  template <class Body>
+  void send(std::shared_ptr<outgoing<Body>> out, bool linger) {
+    if (!out->serializer) out->serializer.emplace(out->res);
+    stream_.expires_after(st_->limits.idle_timeout);
+    http::async_write_some(
+        stream_, *out->serializer,
+        [self = shared_from_this(), out, linger](beast::error_code ec, std::size_t) mutable {
+          if (ec) return self->close();
+          if (!out->serializer->is_done()) return self->send(std::move(out), linger);
+          if (linger) return self->linger();
+          if (!out->res.keep_alive()) return self->close();
+          self->start(self->st_->limits.idle_timeout);
+        });
+  }
+
+  // Answered before the client finished sending: closing now, with its bytes unread, would
+  // reset the connection, and the client could lose the answer with it. So stop sending, read
+  // and drop what comes for a while (as web servers' lingering close does), then close.
+  void linger() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return close();
+    stream_.expires_after(st_->limits.header_timeout);
+    drain_.resize(std::size_t{1} << 20);
+    drain();
+  }
+
+  void drain() {
+    stream_.async_read_some(boost::asio::buffer(drain_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > linger_bytes) return self->close();
+                              self->drain();
+                            });
+  }
+
+  // An error answer, and the connection's end; lingering if the request was not read whole.
+  void refuse(unsigned status, const std::string& message) {
+    const bool unread = !parser_->is_done();
+    write({status, "application/json", error_body(message), {}, nullptr}, 11, false, unread);
   }
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<state> st_;
+  http_request view_;  // the request being read: its method, path and query from its header
+  std::size_t limit_ = 0;
+  std::vector<char> drain_;
+  std::size_t drained_ = 0;
   bool refuse_ = false;
   bool upgraded_ = false;
 };

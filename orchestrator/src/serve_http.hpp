@@ -2,9 +2,13 @@
 // the host's own io_context: every socket is read and written on the io thread, and requests are
 // answered on one API thread (a handler may wait for a worker, whose answer the io thread
 // delivers). Untrusted clients meet limits at every step: the header size and the body size are
-// capped (413 past them), a request's header must arrive within `header_timeout` and a connection
-// that says nothing for `idle_timeout` is closed, and connections and WebSocket clients are
-// counted (503 past the cap).
+// capped (431 and 413 past them; the body's cap is chosen from the request's route once its
+// header is read, so uploads can be larger than prompts), a request's header must arrive within
+// `header_timeout`, its body must not stall for as long, a connection that says nothing for
+// `idle_timeout` is closed, and connections and WebSocket clients are counted (503 past the
+// cap). A request refused before its body was read is answered, and the rest of what the client
+// sends is read and dropped for a while before the connection closes, so that the client reads
+// the answer instead of a connection reset.
 #pragma once
 
 #include <chrono>
@@ -14,9 +18,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
+#include "orch/ipc/unique_fd.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::orchestrator {
@@ -33,10 +41,20 @@ struct http_reply {
   unsigned status = 200;
   std::string content_type = "application/json";
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers = {};  // more (Content-Disposition)
+  // When set, the body is this open file's content instead, streamed from the descriptor
+  // (GET /view): what the handler checked is what is sent, and never held whole in memory.
+  std::shared_ptr<ipc::unique_fd> file = nullptr;
 };
 
+// `target` (a request line's path and query) as its percent-decoded path and query fields.
+void split_target(std::string_view target, http_request& r);
+
 struct http_limits {
-  std::size_t max_body = std::size_t{8} << 20;  // a prompt; ComfyUI caps uploads separately
+  std::size_t max_body = std::size_t{8} << 20;  // every body's cap, unless body_limit_for is set
+  // The cap of one request's body, from its method and decoded path (the route that will answer
+  // it); unset, max_body for all.
+  std::function<std::size_t(const std::string& method, const std::string& path)> body_limit_for;
   std::size_t max_header = std::size_t{64} << 10;
   std::chrono::milliseconds header_timeout{10000};
   std::chrono::milliseconds idle_timeout{60000};

@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -34,7 +36,12 @@ using tcp = boost::asio::ip::tcp;
 struct reply {
   unsigned status = 0;
   std::string body;
+  std::map<std::string, std::string> headers;  // by lower-case name
   nlohmann::json json() const { return body.empty() ? nlohmann::json() : nlohmann::json::parse(body); }
+  std::string header(const std::string& lower_name) const {
+    const auto it = headers.find(lower_name);
+    return it == headers.end() ? std::string() : it->second;
+  }
 };
 
 class serve_process {
@@ -95,15 +102,21 @@ class serve_process {
   }
 
   reply call(http::verb method, const std::string& target, const std::string& body = {}) const {
+    return send(method, target, body, "application/json");
+  }
+  // A request with a body of `content_type`, chunked (no Content-Length) when asked.
+  reply send(http::verb method, const std::string& target, std::string body,
+             const std::string& content_type, bool chunked = false) const {
     boost::asio::io_context io;
     beast::tcp_stream stream(io);
     stream.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port_));
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, "127.0.0.1");
     if (!body.empty() || method == http::verb::post) {
-      req.set(http::field::content_type, "application/json");
-      req.body() = body;
+      req.set(http::field::content_type, content_type);
+      req.body() = std::move(body);
       req.prepare_payload();
+      if (chunked) req.chunked(true);
     }
     http::write(stream, req);
     beast::flat_buffer buffer;
@@ -112,7 +125,13 @@ class serve_process {
     http::read(stream, buffer, parser);
     beast::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    return {static_cast<unsigned>(parser.get().result_int()), parser.get().body()};
+    reply r{static_cast<unsigned>(parser.get().result_int()), parser.get().body(), {}};
+    for (const auto& f : parser.get()) {
+      std::string name(f.name_string());
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      r.headers[name] = std::string(f.value());
+    }
+    return r;
   }
   reply get(const std::string& target) const { return call(http::verb::get, target); }
   reply post(const std::string& target, const nlohmann::json& body) const {

@@ -42,6 +42,16 @@ inline constexpr const char* stale_generation = "stale_generation";
 
 // `comfy-orch serve` (serve_http.hpp): the address cannot be bound.
 inline constexpr const char* listen_failed = "listen_failed";
+// serve's files (serve_files.hpp): a multipart/form-data body that cannot be read
+// (multipart_form.hpp); a file name or subfolder that is no plain relative path (empty,
+// absolute, a `..` component, a NUL byte), or one that leads through a symlink
+// (confined_path.hpp); an input, output or temp directory that cannot be created or opened; a
+// file that cannot be read or written. An absent file is `not_found`.
+inline constexpr const char* invalid_form = "invalid_form";
+inline constexpr const char* bad_path = "bad_path";
+inline constexpr const char* symlink_refused = "symlink_refused";
+inline constexpr const char* directory_unusable = "directory_unusable";
+inline constexpr const char* file_io_failed = "file_io_failed";
 
 // Prompts (prompt.hpp): ComfyUI's type for a prompt that cannot be read.
 inline constexpr const char* invalid_prompt = "invalid_prompt";
