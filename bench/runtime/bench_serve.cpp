@@ -9,6 +9,10 @@
 //      the WebSocket add, p50;
 //   2. throughput of back-to-back one-node prompts from `clients` clients at once, against one
 //      client's (one prompt runs at a time, so the ideal ratio is 1: queueing must not cost).
+//   Both with [server] cache = "none", so every prompt runs its node.
+//   3. the example sampler prompt (examples/prompts/sim-sampler.json, the example's native packs)
+//      re-run from the execution cache, against its first run (after /free dropped the cache
+//      and the model), the ComfyUI default cache.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +32,7 @@ using namespace orch;
 using namespace orch::bench;
 using nlohmann::json;
 
-fs::path write_deployment(const fs::path& dir) {
+fs::path write_deployment(const fs::path& dir, const std::string& cache) {
   const fs::path pack = dir / "packs/Pack0/nodes";
   fs::create_directories(pack);
   std::ofstream(pack / "comfy-env.toml") << "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n";
@@ -37,7 +41,21 @@ fs::path write_deployment(const fs::path& dir) {
                       << "[plugins]\nsearch_paths = [\"" << ORCH_BENCH_PLUGIN_DIR << "\"]\n"
                       << "[packs]\npaths = [\"packs/Pack0\"]\nlibrary_paths = [\""
                       << ORCH_BENCH_PACKS_DIR << "\"]\n[workers]\nhandshake_timeout = \"60s\"\n"
-                      << "heartbeat_interval = \"1s\"\n[shm]\npinned_pool_size = \"64MiB\"\n";
+                      << "heartbeat_interval = \"1s\"\n[shm]\npinned_pool_size = \"64MiB\"\n"
+                      << "[server]\ncache = \"" << cache << "\"\n";
+  return file;
+}
+
+// The example deployment's two native packs (no Python env to make), the default cache.
+fs::path write_example_deployment(const fs::path& dir) {
+  const fs::path file = dir / "example.toml";
+  const std::string examples = ORCH_BENCH_SOURCE_DIR "/examples/packs/";
+  std::ofstream(file) << "[host]\ndevice = \"sim\"\n[host.sim]\ncapacity = \"4GiB\"\n"
+                      << "[plugins]\nsearch_paths = [\"" << ORCH_BENCH_PLUGIN_DIR << "\"]\n"
+                      << "[packs]\npaths = [\"" << examples << "ComfyUI-ImageOps\", \"" << examples
+                      << "ComfyUI-SimSampler\"]\nlibrary_paths = [\"" << ORCH_BENCH_EXAMPLES_DIR
+                      << "\"]\n[workers]\nhandshake_timeout = \"60s\"\n"
+                      << "[shm]\npinned_pool_size = \"256MiB\"\n";
   return file;
 }
 
@@ -61,9 +79,10 @@ double node_call_p50(const fs::path& file, int calls) {
 }
 
 // One prompt from POST to its execution_success on this client's WebSocket, in microseconds.
-double prompt_us(const testing::serve_process& s, testing::ws_client& ws, const std::string& id) {
+double prompt_us(const testing::serve_process& s, testing::ws_client& ws, const std::string& id,
+                 const json& prompt = one_node) {
   const auto t0 = clock_type::now();
-  const auto r = s.post("/prompt", {{"prompt", one_node}, {"client_id", id}});
+  const auto r = s.post("/prompt", {{"prompt", prompt}, {"client_id", id}});
   if (r.status != 200) {
     std::fprintf(stderr, "bench_serve: POST /prompt answered %u %s\n", r.status, r.body.c_str());
     std::exit(2);
@@ -89,7 +108,7 @@ int main(int argc, char** argv) {
   ::setenv("ORCH_LOG_LEVEL", "warn", 0);
   orch::init_logging("bench_serve");
   temp_dir dir;
-  const fs::path file = write_deployment(dir.path);
+  const fs::path file = write_deployment(dir.path, "none");
 
   const double call50 = node_call_p50(file, prompts);
   testing::serve_process s(ORCH_BENCH_COMFY_ORCH, file.string());
@@ -135,5 +154,31 @@ int main(int argc, char** argv) {
   std::printf("back-to-back one-node prompts: 1 client %.0f prompts/s (floor), %d clients %.0f "
               "prompts/s, ratio %.2f (one prompt runs at a time: ideal 1)\n",
               one, clients, many, many / one);
-  return s.stop() == 0 ? 0 : 2;
+  if (s.stop() != 0) return 2;
+
+  // The cached re-run: each round frees the cache (and the model) and runs the prompt once
+  // cold, then re-runs it from the cache.
+  testing::serve_process example(ORCH_BENCH_COMFY_ORCH, write_example_deployment(dir.path).string());
+  if (example.port() == 0) {
+    std::fprintf(stderr, "bench_serve: serve on the example packs did not start\n");
+    return 2;
+  }
+  json sampler;
+  std::ifstream(ORCH_BENCH_SOURCE_DIR "/examples/prompts/sim-sampler.json") >> sampler;
+  testing::ws_client ws(example.port(), "cache");
+  ws.next();
+  prompt_us(example, ws, "cache", sampler);  // the workers' first prompt maps the pool
+  std::vector<double> first, cached;
+  const int rounds = std::max(3, prompts / 50);
+  for (int round = 0; round < rounds; ++round) {
+    example.post("/free", {{"unload_models", true}, {"free_memory", true}});
+    first.push_back(prompt_us(example, ws, "cache", sampler));
+    for (int i = 0; i < 20; ++i) cached.push_back(prompt_us(example, ws, "cache", sampler));
+  }
+  const double first50 = percentile(first, 0.5);
+  const double cached50 = percentile(cached, 0.5);
+  std::printf("the example sampler prompt (%d rounds): first run p50 %.1f us, cached re-run p50 "
+              "%.1f us, ratio %.3f\n",
+              rounds, first50, cached50, cached50 / first50);
+  return example.stop() == 0 ? 0 : 2;
 }
