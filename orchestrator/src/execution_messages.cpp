@@ -1,5 +1,6 @@
 #include "execution_messages.hpp"
 
+#include <cctype>
 #include <chrono>
 
 namespace orch::orchestrator {
@@ -16,6 +17,29 @@ json format_item(const json& item) {
     }
   }
   return item;
+}
+
+// A Python exception's type name (ComfyUI's full_type_name: "ValueError",
+// "torch.OutOfMemoryError"), as opposed to one of comfy-orch's snake_case error codes.
+bool is_python_type_name(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  bool upper = false;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (!std::isalnum(u) && c != '_' && c != '.') return false;
+    upper = upper || std::isupper(u);
+  }
+  return upper;
+}
+
+// The Python exception ComfyUI would have reported for what comfy-orch's code names.
+const char* python_type_for(const std::string& code) {
+  if (code == "out_of_memory") return "torch.OutOfMemoryError";
+  if (code == "value_error" || code == "invalid_input" || code == "invalid_output" ||
+      code == "invalid_input_type")
+    return "ValueError";
+  if (code == "missing_node_type") return "KeyError";
+  return "RuntimeError";  // a worker that died, a deadline, a channel or pack failure, ...
 }
 
 }  // namespace
@@ -39,6 +63,15 @@ json current_inputs(const std::map<std::string, json>& lists) {
 }
 
 json error_message(json error, const json& inputs, const json& outputs) {
+  // ComfyUI's exception_type is a Python type name; comfy-orch's own code, where it has one
+  // (worker_died, deadline_exceeded, out_of_memory, ...), goes beside it.
+  if (auto it = error.find("exception_type"); it != error.end() && it->is_string()) {
+    const std::string code = it->get<std::string>();
+    if (!is_python_type_name(code)) {
+      *it = python_type_for(code);
+      error["orch_error_type"] = code;
+    }
+  }
   error["current_inputs"] = inputs;
   error["current_outputs"] = outputs;
   error["timestamp"] = now_ms();

@@ -20,7 +20,10 @@ std::uint64_t now_ms();
 nlohmann::json current_inputs(const std::map<std::string, nlohmann::json>& lists);
 
 // execution_error's message: the error record with timestamp, current_inputs and
-// current_outputs (the ids of the nodes that have outputs) added.
+// current_outputs (the ids of the nodes that have outputs) added, and exception_type a Python
+// type name as ComfyUI's is: one of comfy-orch's codes (worker_died, value_error, ...) becomes
+// the exception ComfyUI would have raised (RuntimeError, ValueError, torch.OutOfMemoryError)
+// and stays in orch_error_type.
 nlohmann::json error_message(nlohmann::json error, const nlohmann::json& inputs,
                              const nlohmann::json& outputs);
 

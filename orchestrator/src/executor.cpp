@@ -240,15 +240,27 @@ prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::stri
   outcome.prompt_id = prompt_id;
   outcome.epoch = epoch_.fetch_add(1) + 1;
   const auto& catalogue = host_.catalogue();
-  progress_hooked_ = true;
-  host_.on_io_thread([&] {
-    host_.workers().on_progress = [this, prompt_id](const std::string&, const json& pr) {
-      events_.emit("progress", {{"value", pr["value"]},
-                                {"max", pr["max"]},
-                                {"prompt_id", prompt_id},
-                                {"node", pr["node"]}});
-    };
-  });
+  {
+    const std::lock_guard lock(progress_mutex_);
+    progress_prompt_id_ = prompt_id;
+  }
+  // Hooked once, not per prompt: a round trip to the io thread less on every prompt.
+  if (!progress_hooked_) {
+    progress_hooked_ = true;
+    host_.on_io_thread([&] {
+      host_.workers().on_progress = [this](const std::string&, const json& pr) {
+        std::string id;
+        {
+          const std::lock_guard lock(progress_mutex_);
+          id = progress_prompt_id_;
+        }
+        events_.emit("progress", {{"value", pr["value"]},
+                                  {"max", pr["max"]},
+                                  {"prompt_id", std::move(id)},
+                                  {"node", pr["node"]}});
+      };
+    });
+  }
   events_.emit("execution_start", {{"prompt_id", prompt_id}, {"timestamp", now_ms()}});
   const prompt_end end(events_, prompt_id);
   const std::vector<std::string> order = execution_order(p, outputs);

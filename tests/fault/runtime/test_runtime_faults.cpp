@@ -41,6 +41,12 @@ TEST_F(runtime_faults, sigkill_mid_call_gives_a_typed_error_within_one_second) {
   ASSERT_FALSE(outcome.ok);
   EXPECT_EQ((*outcome.error)["exception_type"], "worker_died");
   EXPECT_EQ((*outcome.error)["node_id"], "1");
+  // ComfyUI's clients get a Python type name; comfy-orch's code rides beside it.
+  json sent;
+  for (const auto& e : events_.events())
+    if (e["type"] == "execution_error") sent = e["data"];
+  EXPECT_EQ(sent["exception_type"], "RuntimeError") << sent.dump();
+  EXPECT_EQ(sent["orch_error_type"], "worker_died") << sent.dump();
 }
 
 TEST_F(runtime_faults, a_killed_worker_is_respawned_with_a_new_generation) {

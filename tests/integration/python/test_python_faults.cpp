@@ -24,6 +24,12 @@ TEST_F(python_faults, an_exception_is_an_execution_error_with_its_type_message_a
   ASSERT_FALSE(o.ok);
   const json& e = *o.error;
   EXPECT_EQ(e["exception_type"], "ValueError");
+  // The event as a ComfyUI client gets it: the Python type name as it is, no comfy-orch code.
+  for (const auto& ev : events_.events()) {
+    if (ev["type"] != "execution_error") continue;
+    EXPECT_EQ(ev["data"]["exception_type"], "ValueError");
+    EXPECT_FALSE(ev["data"].contains("orch_error_type")) << ev.dump();
+  }
   EXPECT_EQ(e["exception_message"], "gamma must be positive");
   EXPECT_EQ(e["node_id"], "1");
   EXPECT_EQ(e["node_type"], "Raise");

@@ -115,6 +115,8 @@ class executor {
   // The blocks a node of this prompt may receive: its nodes' outputs, cached or not.
   std::vector<ipc::buffer_descriptor> readable_;
   bool progress_hooked_ = false;  // run() set the supervisor's on_progress to this executor
+  std::mutex progress_mutex_;     // the io thread reads the running prompt's id under it
+  std::string progress_prompt_id_;
 };
 
 }  // namespace orch::orchestrator
