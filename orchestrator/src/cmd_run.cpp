@@ -35,6 +35,16 @@ namespace {
 void print_validation(std::ostream& out, const orchestrator::validation_report& report) {
   out << "prompt refused: " << report.error->type << ": " << printable(report.error->message)
       << '\n';
+  // ComfyUI names the first node whose class is missing; a person wants every one of them.
+  const auto missing = report.error->extra_info.find("orch_missing_nodes");
+  if (missing != report.error->extra_info.end() && missing->is_array()) {
+    for (const auto& m : *missing) {
+      const auto& cls = m["class_type"];
+      out << "  node " << printable(m.value("node_id", "")) << " ("
+          << (cls.is_string() ? printable(cls.get<std::string>()) : "no class_type")
+          << "): missing_node_type\n";
+    }
+  }
   for (const auto& [id, ne] : report.node_errors) {
     for (const auto& e : ne.errors) {
       out << "  node " << printable(id) << " (" << printable(ne.class_type) << "): " << e.type

@@ -3,6 +3,9 @@
 #include <cctype>
 #include <chrono>
 
+#include "orch/ipc/errc.hpp"
+#include "orch/orchestrator/errc.hpp"
+
 namespace orch::orchestrator {
 namespace {
 
@@ -33,12 +36,28 @@ bool is_python_type_name(const std::string& s) {
 }
 
 // The Python exception ComfyUI would have reported for what comfy-orch's code names.
-const char* python_type_for(const std::string& code) {
-  if (code == "out_of_memory") return "torch.OutOfMemoryError";
-  if (code == "value_error" || code == "invalid_input" || code == "invalid_output" ||
-      code == "invalid_input_type")
+std::string python_type_for(const std::string& code) {
+  if (code == ipc::node_error_type::out_of_memory) return "torch.OutOfMemoryError";
+  if (code == ipc::node_error_type::invalid_input || code == runtime_errc::invalid_output)
     return "ValueError";
-  if (code == "missing_node_type") return "KeyError";
+  if (code == ipc::node_error_type::missing_node_type) return "KeyError";
+  // A pack's own snake_case exception name (a native node's fail("value_error", ...)): the
+  // Python spelling of it.
+  const std::string suffix = "_error";
+  if (code != ipc::node_error_type::node_error && code.size() > suffix.size() &&
+      code.compare(code.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    std::string camel;
+    bool up = true;
+    for (const char c : code) {
+      if (c == '_') {
+        up = true;
+        continue;
+      }
+      camel += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+      up = false;
+    }
+    return camel;
+  }
   return "RuntimeError";  // a worker that died, a deadline, a channel or pack failure, ...
 }
 

@@ -1,6 +1,7 @@
 #include "orch/orchestrator/prompt.hpp"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -39,8 +40,28 @@ class bounded_prompt_sax : public nlohmann::detail::json_sax_dom_parser<nlohmann
  public:
   using base = nlohmann::detail::json_sax_dom_parser<nlohmann::json>;
   explicit bounded_prompt_sax(nlohmann::json& out) : base(out, /*allow_exceptions=*/false) {}
-  bool start_object(std::size_t n) { return deeper() && base::start_object(n); }
-  bool end_object() { return --depth_, base::end_object(); }
+  bool start_object(std::size_t n) {
+    if (!deeper()) return false;
+    if (depth_ == 2) in_prompt_ = last_top_key_ == "prompt";
+    return base::start_object(n);
+  }
+  bool end_object() {
+    if (depth_ == 2) in_prompt_ = false;
+    return --depth_, base::end_object();
+  }
+  bool key(std::string& k) {
+    if (depth_ == 1) {
+      top_keys_.push_back(k);
+      last_top_key_ = k;
+    } else if (depth_ == 2 && in_prompt_) {
+      prompt_keys_.push_back(k);
+    }
+    return base::key(k);
+  }
+  // The node ids in document order: a /prompt body's "prompt" keys, else the top-level keys.
+  std::vector<std::string> node_order(bool wrapped) {
+    return std::move(wrapped ? prompt_keys_ : top_keys_);
+  }
   bool start_array(std::size_t n) { return deeper() && base::start_array(n); }
   bool end_array() { return --depth_, base::end_array(); }
   template <class Exception>
@@ -59,7 +80,16 @@ class bounded_prompt_sax : public nlohmann::detail::json_sax_dom_parser<nlohmann
   }
   std::size_t depth_ = 0;
   std::string failure_;
+  std::vector<std::string> top_keys_;
+  std::vector<std::string> prompt_keys_;
+  std::string last_top_key_;
+  bool in_prompt_ = false;  // inside the object under the top-level key "prompt"
 };
+
+// A /prompt request body holds the prompt under "prompt".
+bool is_wrapped(const nlohmann::json& body) {
+  return body.is_object() && body.contains("prompt") && body["prompt"].is_object();
+}
 
 }  // namespace
 
@@ -67,7 +97,8 @@ bool looks_like_link(const nlohmann::json& value) {
   return value.is_array() && value.size() == 2;
 }
 
-result<nlohmann::json> parse_bounded_json(const std::string& text) {
+result<nlohmann::json> parse_bounded_json(const std::string& text,
+                                          std::vector<std::string>* node_order) {
   nlohmann::json body;
   bounded_prompt_sax sax(body);
   bool parsed = false;
@@ -80,19 +111,21 @@ result<nlohmann::json> parse_bounded_json(const std::string& text) {
   if (!parsed || sax.is_errored()) {
     return invalid(sax.failure().empty() ? "not valid JSON" : sax.failure());
   }
+  if (node_order != nullptr) *node_order = sax.node_order(is_wrapped(body));
   return body;
 }
 
 result<prompt> parse_prompt(const std::string& text) {
-  auto body = parse_bounded_json(text);
+  std::vector<std::string> order;
+  auto body = parse_bounded_json(text, &order);
   if (!body) return body.err();
-  return prompt_from_document(*body);
+  return prompt_from_document(*body, order);
 }
 
-result<prompt> prompt_from_document(const nlohmann::json& body) {
-  // A /prompt request body holds the prompt under "prompt"; a reference avoids a deep copy.
-  const bool wrapped = body.is_object() && body.contains("prompt") && body["prompt"].is_object();
-  const nlohmann::json& doc = wrapped ? body["prompt"] : body;
+result<prompt> prompt_from_document(const nlohmann::json& body,
+                                    const std::vector<std::string>& node_order) {
+  // A reference to the prompt of a /prompt body avoids a deep copy.
+  const nlohmann::json& doc = is_wrapped(body) ? body["prompt"] : body;
   if (!doc.is_object()) {
     return invalid(std::string("a prompt must be a JSON object of node id -> node, not ") +
                    doc.type_name());
@@ -100,15 +133,11 @@ result<prompt> prompt_from_document(const nlohmann::json& body) {
   prompt out;
   for (const auto& [id, node] : doc.items()) {
     if (!node.is_object()) return invalid("node '" + id + "' is not an object");
-    if (!node.contains("class_type") || !node["class_type"].is_string()) {
-      // ComfyUI's wording (execution.py validate_prompt).
-      return invalid(
-          "Cannot execute because a node is missing the class_type property: Node ID '#" + id +
-          "'");
-    }
     prompt_node pn;
     pn.id = id;
-    pn.class_type = node["class_type"].get<std::string>();
+    // Without one, validation refuses the prompt as ComfyUI does (missing_node_type).
+    pn.has_class_type = node.contains("class_type") && node["class_type"].is_string();
+    if (pn.has_class_type) pn.class_type = node["class_type"].get<std::string>();
     if (node.contains("_meta") && node["_meta"].is_object() && node["_meta"].contains("title") &&
         node["_meta"]["title"].is_string()) {
       pn.title = node["_meta"]["title"].get<std::string>();
@@ -125,7 +154,15 @@ result<prompt> prompt_from_document(const nlohmann::json& body) {
     }
     out.nodes.emplace(id, std::move(pn));
   }
-  if (wrapped && body.contains("extra_data") && body["extra_data"].is_object()) {
+  // Document order where known; an id the order lacks (none, unless it was not given) by id.
+  std::set<std::string> placed;
+  for (const auto& id : node_order) {
+    if (out.nodes.count(id) && placed.insert(id).second) out.order.push_back(id);
+  }
+  for (const auto& [id, node] : out.nodes) {
+    if (placed.insert(id).second) out.order.push_back(id);
+  }
+  if (is_wrapped(body) && body.contains("extra_data") && body["extra_data"].is_object()) {
     const auto& extra = body["extra_data"];
     if (auto it = extra.find("extra_pnginfo"); it != extra.end()) out.extra_pnginfo = *it;
   }

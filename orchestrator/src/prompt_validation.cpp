@@ -39,11 +39,7 @@ class validator {
       : prompt_(p), catalogue_(c), custom_(custom) {}
 
   validation_report run() {
-    report_missing_classes();
-    if (!report_.node_errors.empty()) {
-      report_.error = report_.node_errors.begin()->second.errors.front();
-      return std::move(report_);
-    }
+    if (report_missing_classes()) return std::move(report_);
     std::vector<std::string> outputs;
     for (const auto& [id, node] : prompt_.nodes) {
       if (catalogue_.find(node.class_type)->output_node) outputs.push_back(id);
@@ -85,14 +81,31 @@ class validator {
     entry.errors.push_back(std::move(e));
   }
 
-  void report_missing_classes() {
-    for (const auto& [id, node] : prompt_.nodes) {
-      if (catalogue_.find(node.class_type) != nullptr) continue;
-      add(id, {"missing_node_type",
-               "Node '" + node.class_type + "' not found. The custom node may not be installed.",
-               "Node ID '#" + id + "'",
-               {{"node_id", id}, {"class_type", node.class_type}, {"node_title", node.title}}});
+  // ComfyUI's first check, in the prompt's order: a node without class_type, or of a class no
+  // pack provides, refuses the prompt, naming that node (by its title, as ComfyUI's message
+  // does). comfy-orch names every such node in orch_missing_nodes.
+  bool report_missing_classes() {
+    nlohmann::json missing = nlohmann::json::array();
+    for (const auto& id : prompt_.order) {
+      const prompt_node& node = prompt_.nodes.at(id);
+      if (node.has_class_type && catalogue_.find(node.class_type) != nullptr) continue;
+      const nlohmann::json class_type =
+          node.has_class_type ? nlohmann::json(node.class_type) : nlohmann::json();
+      const std::string title = node.title.empty() ? node.class_type : node.title;
+      missing.push_back({{"node_id", id}, {"class_type", class_type}, {"node_title", title}});
+      if (node.has_class_type) report_.missing_classes.insert(node.class_type);
+      if (report_.error) continue;
+      report_.error = validation_error{
+          ipc::node_error_type::missing_node_type,
+          node.has_class_type
+              ? "Node '" + title + "' not found. The custom node may not be installed."
+              : "Cannot execute because a node is missing the class_type property.",
+          "Node ID '#" + id + "'",
+          {{"node_id", id}, {"class_type", class_type}, {"node_title", title}}};
     }
+    if (!report_.error) return false;
+    report_.error->extra_info["orch_missing_nodes"] = std::move(missing);
+    return true;
   }
 
   // The node ids `id` links to, in the order of its inputs.

@@ -229,13 +229,14 @@ http_reply comfy_api::handle(const http_request& req) {
 }
 
 http_reply comfy_api::post_prompt(const http_request& req) {
-  auto body = parse_bounded_json(req.body);
+  std::vector<std::string> order;
+  auto body = parse_bounded_json(req.body, &order);
   if (!body) return prompt_refused("invalid_prompt", "Invalid prompt", body.err().message);
   if (!body->is_object())
     return prompt_refused("invalid_prompt", "Invalid prompt", "the request body is not an object");
   if (!body->contains("prompt"))
     return prompt_refused("no_prompt", "No prompt provided", "No prompt provided");
-  auto parsed = prompt_from_document(*body);
+  auto parsed = prompt_from_document(*body, order);
   if (!parsed) return json_reply(invalid_prompt_report(parsed.err()).to_json(), 400);
 
   queued_prompt item;

@@ -7,12 +7,7 @@ namespace orch::orchestrator {
 std::optional<unstarted_failure> missing_classes_of_unstarted_envs(
     const validation_report& report, const std::vector<worker_info>& workers) {
   if (report.ok()) return std::nullopt;
-  std::set<std::string> missing;
-  for (const auto& [id, ne] : report.node_errors) {
-    for (const auto& e : ne.errors) {
-      if (e.type == "missing_node_type") missing.insert(ne.class_type);
-    }
-  }
+  const std::set<std::string>& missing = report.missing_classes;
   if (missing.empty()) return std::nullopt;
   unstarted_failure f;
   for (const auto& w : workers) {

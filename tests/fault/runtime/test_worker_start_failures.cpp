@@ -206,7 +206,7 @@ TEST_F(start_failures, run_json_gives_a_worker_error_naming_the_env_and_its_caus
                 "[load_failed]"),
             std::string::npos);
   EXPECT_EQ(worker_error["error"]["extra_info"]["missing_classes"], json::array({"TestEmpty"}));
-  EXPECT_EQ(worker_error["node_errors"]["1"]["errors"][0]["type"], "missing_node_type");
+  EXPECT_TRUE(worker_error["node_errors"].empty()) << worker_error.dump();
 }
 
 TEST_F(start_failures, run_with_a_missing_worker_executable_names_the_errno_and_exits_2) {

@@ -70,10 +70,31 @@ TEST_F(invalid_prompt_cli, an_array_is_refused_as_invalid_prompt_on_stdout) {
   expect_invalid_prompt(prompt_file(R"([{"class_type": "SolidImage"}])"), "not array");
 }
 
-TEST_F(invalid_prompt_cli, a_node_without_class_type_is_refused_in_comfyui_words) {
-  expect_invalid_prompt(prompt_file(R"({"4": {"inputs": {}}})"),
-                        "Cannot execute because a node is missing the class_type property: "
-                        "Node ID '#4'");
+TEST_F(invalid_prompt_cli, a_node_without_class_type_is_comfyuis_missing_node_type) {
+  const auto prompt = prompt_file(R"({"4": {"inputs": {}}})");
+  const auto json = run_cli(prompt, true);
+  EXPECT_EQ(json.exit_code, 1) << json.out << json.err;
+  nlohmann::json refused;
+  std::istringstream lines(json.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("type", "") == "validation_error") refused = j["data"];
+  }
+  ASSERT_TRUE(refused.is_object()) << json.out;
+  EXPECT_EQ(refused["error"]["type"], "missing_node_type");
+  EXPECT_EQ(refused["error"]["message"],
+            "Cannot execute because a node is missing the class_type property.");
+  EXPECT_EQ(refused["error"]["details"], "Node ID '#4'");
+  EXPECT_TRUE(refused["error"]["extra_info"]["class_type"].is_null());
+  EXPECT_EQ(refused["node_errors"], nlohmann::json::object());
+  const auto text = run_cli(prompt, false);
+  EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+  EXPECT_NE(text.out.find("prompt refused: missing_node_type: Cannot execute because a node is "
+                          "missing the class_type property."),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("node 4 (no class_type): missing_node_type"), std::string::npos)
+      << text.out;
 }
 
 TEST_F(invalid_prompt_cli, text_that_is_not_json_is_refused_with_its_byte_offset) {

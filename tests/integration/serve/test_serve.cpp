@@ -151,7 +151,7 @@ TEST_F(serve_test, bodies_that_are_not_prompts_get_comfyuis_errors_and_change_no
   refused("not json", "invalid_prompt");
   refused("[1, 2]", "invalid_prompt");
   refused("{}", "no_prompt");
-  refused(R"({"prompt": {"1": {"inputs": {}}}})", "invalid_prompt");
+  refused(R"({"prompt": {"1": {"inputs": {}}}})", "missing_node_type");
   refused(R"({"prompt": {"1": {"class_type": "NoSuchNode", "inputs": {}}}})",
           "missing_node_type");
   refused(R"({"prompt": {"1": {"class_type": "SolidImage", "inputs": {"value": 1e999}}}})",

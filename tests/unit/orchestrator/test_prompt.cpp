@@ -69,12 +69,29 @@ TEST(prompt, rejects_invalid_json_with_the_byte_offset) {
   EXPECT_NE(p.err().message.find("byte"), std::string::npos);
 }
 
-TEST(prompt, rejects_a_node_without_class_type_in_comfyui_words_naming_it) {
+TEST(prompt, a_node_without_class_type_is_comfyuis_missing_node_type_naming_it) {
   auto p = parse_prompt(R"({"7": {"inputs": {}}})");
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.err().code, "invalid_prompt");
-  EXPECT_EQ(p.err().message,
-            "Cannot execute because a node is missing the class_type property: Node ID '#7'");
+  ASSERT_TRUE(p.ok()) << p.err().message;
+  EXPECT_FALSE(p->nodes.at("7").has_class_type);
+  const auto report = validate_prompt(*p, node_catalogue{});
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.error->type, "missing_node_type");
+  EXPECT_EQ(report.error->message,
+            "Cannot execute because a node is missing the class_type property.");
+  EXPECT_EQ(report.error->details, "Node ID '#7'");
+  EXPECT_TRUE(report.error->extra_info["class_type"].is_null());
+  EXPECT_TRUE(report.node_errors.empty());
+}
+
+TEST(prompt, the_node_order_is_the_documents_in_a_prompt_and_in_a_request_body) {
+  auto bare = parse_prompt(R"({"10": {"class_type": "A"}, "9": {"class_type": "B"},
+                               "2": {"class_type": "C"}})");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->order, (std::vector<std::string>{"10", "9", "2"}));
+  auto body = parse_prompt(R"({"client_id": "x", "prompt": {"b": {"class_type": "A",
+                               "inputs": {"z": {"k": 1}}}, "a": {"class_type": "B"}}})");
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(body->order, (std::vector<std::string>{"b", "a"})) << "inner keys are no node ids";
 }
 
 TEST(prompt, rejects_non_object_shapes) {
@@ -199,18 +216,20 @@ TEST(prompt_corpus, every_real_prompt_parses_and_is_refused_for_each_unknown_cla
     ++files;
     auto p = parse_prompt_file(entry.path());
     ASSERT_TRUE(p.ok()) << entry.path() << ": " << p.err().message;
-    // No pack provides any of these classes: every node is missing_node_type, by id and class.
+    // No pack provides any of these classes: ComfyUI names the first node in document order,
+    // and comfy-orch lists every one, by id and class, in that order.
     const auto report = validate_prompt(*p, node_catalogue{});
     ASSERT_FALSE(report.ok());
     EXPECT_EQ(report.error->type, "missing_node_type");
-    ASSERT_EQ(report.node_errors.size(), p->nodes.size()) << entry.path();
-    for (const auto& [id, node] : p->nodes) {
-      const auto& ne = report.node_errors.at(id);
-      ASSERT_EQ(ne.errors.size(), 1u);
-      EXPECT_EQ(ne.errors[0].type, "missing_node_type");
-      EXPECT_EQ(ne.errors[0].extra_info["node_id"], id);
-      EXPECT_EQ(ne.errors[0].extra_info["class_type"], node.class_type);
-      EXPECT_NE(ne.errors[0].message.find(node.class_type), std::string::npos);
+    EXPECT_TRUE(report.node_errors.empty());
+    EXPECT_EQ(report.error->extra_info["node_id"], p->order.at(0));
+    const auto& listed = report.error->extra_info["orch_missing_nodes"];
+    ASSERT_EQ(listed.size(), p->nodes.size()) << entry.path();
+    for (std::size_t i = 0; i < listed.size(); ++i) {
+      const auto& node = p->nodes.at(p->order[i]);
+      EXPECT_EQ(listed[i]["node_id"], node.id);
+      EXPECT_EQ(listed[i]["class_type"], node.class_type);
+      EXPECT_EQ(report.missing_classes.count(node.class_type), 1u);
     }
   }
   EXPECT_EQ(files, 9u);

@@ -1,4 +1,6 @@
 // Validation with ComfyUI's error types, one behaviour per test.
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "orch/orchestrator/prompt_validation.hpp"
@@ -94,11 +96,27 @@ TEST(prompt_validation, missing_node_type_names_id_and_class) {
   auto r = check(R"({"4": {"class_type": "Nope", "inputs": {}, "_meta": {"title": "T"}},
                      "3": {"class_type": "Save", "inputs": {"image": ["4", 0]}}})");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error->type, "missing_node_type");
-  const auto& e = only_error(r, "4");
-  EXPECT_EQ(e.message, "Node 'Nope' not found. The custom node may not be installed.");
+  // ComfyUI's: the node's title in the message, no node_errors.
+  const auto& e = *r.error;
+  EXPECT_EQ(e.type, "missing_node_type");
+  EXPECT_EQ(e.message, "Node 'T' not found. The custom node may not be installed.");
   EXPECT_EQ(e.details, "Node ID '#4'");
+  EXPECT_EQ(e.extra_info["node_id"], "4");
+  EXPECT_EQ(e.extra_info["class_type"], "Nope");
   EXPECT_EQ(e.extra_info["node_title"], "T");
+  EXPECT_TRUE(r.node_errors.empty());
+  EXPECT_EQ(r.missing_classes, std::set<std::string>{"Nope"});
+}
+
+TEST(prompt_validation, missing_node_type_names_the_first_missing_node_in_document_order) {
+  auto r = check(R"({"9": {"class_type": "Gone", "inputs": {}},
+                     "1": {"class_type": "AlsoGone", "inputs": {}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["9", 0]}}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->extra_info["node_id"], "9");
+  EXPECT_EQ(r.error->message, "Node 'Gone' not found. The custom node may not be installed.");
+  ASSERT_EQ(r.error->extra_info["orch_missing_nodes"].size(), 2u);
+  EXPECT_EQ(r.error->extra_info["orch_missing_nodes"][1]["node_id"], "1");
 }
 
 TEST(prompt_validation, no_output_node_is_prompt_no_outputs) {

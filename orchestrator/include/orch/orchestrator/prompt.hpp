@@ -31,12 +31,18 @@ using input_value = std::variant<nlohmann::json, node_link>;
 struct prompt_node {
   std::string id;
   std::string class_type;
+  // False for a node the document gives no class_type (ComfyUI refuses the prompt with
+  // missing_node_type, class_type null: validation does).
+  bool has_class_type = true;
   std::string title;  // _meta.title, or empty
   std::map<std::string, input_value> inputs;
 };
 
 struct prompt {
   std::map<std::string, prompt_node> nodes;
+  // The node ids in the order the document lists them (ComfyUI iterates the prompt in that
+  // order: the first missing class is the first in it).
+  std::vector<std::string> order;
   // A /prompt body's extra_data.extra_pnginfo (the UI workflow a client embeds in saved images):
   // ComfyUI's EXTRA_PNGINFO hidden value. Null when the document is the prompt alone.
   nlohmann::json extra_pnginfo;
@@ -53,13 +59,18 @@ inline constexpr std::size_t max_prompt_file_bytes = std::size_t{100} << 20;
 // Errors, all with code "invalid_prompt" (ComfyUI's type for a prompt it cannot execute), name
 // the node id and what is wrong: JSON that does not parse (with the byte offset), a number out
 // of range, nesting deeper than max_prompt_depth, a document that is not an object, a node that
-// is not an object or has no class_type. Never throws but bad_alloc.
+// is not an object. Never throws but bad_alloc.
 result<prompt> parse_prompt(const std::string& text);
 // The first half of parse_prompt, for any request body: JSON nested at most max_prompt_depth,
-// parsed without a throw. Errors: "invalid_prompt", as parse_prompt's.
-result<nlohmann::json> parse_bounded_json(const std::string& text);
-// The second half: the prompt of a parsed document (the prompt itself or a /prompt body).
-result<prompt> prompt_from_document(const nlohmann::json& body);
+// parsed without a throw. Errors: "invalid_prompt", as parse_prompt's. `node_order`, when given,
+// gets the prompt's node ids in document order (the keys of "prompt" in a /prompt body, else the
+// top-level keys), which the parsed object (sorted by key) no longer has.
+result<nlohmann::json> parse_bounded_json(const std::string& text,
+                                          std::vector<std::string>* node_order = nullptr);
+// The second half: the prompt of a parsed document (the prompt itself or a /prompt body), its
+// order from `node_order` (parse_bounded_json's; empty: by id).
+result<prompt> prompt_from_document(const nlohmann::json& body,
+                                    const std::vector<std::string>& node_order = {});
 // As parse_prompt, for a file: a path that is not a regular file (a FIFO, /dev/zero) or is larger
 // than max_prompt_file_bytes is refused before it is read, also as invalid_prompt.
 result<prompt> parse_prompt_file(const std::filesystem::path& file);

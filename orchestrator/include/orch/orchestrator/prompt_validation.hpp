@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct validation_report {
   std::optional<validation_error> error;          // empty when the prompt may run
   std::vector<std::string> outputs;               // output node ids that validated
   std::map<std::string, node_error> node_errors;  // by node id
+  // Every class the prompt names that no pack provides (missing_node_type reports the first
+  // node only, as ComfyUI; the others are in its extra_info.orch_missing_nodes).
+  std::set<std::string> missing_classes;
 
   bool ok() const { return !error.has_value(); }
   // {"error": {...} | null, "node_errors": {id: {...}}}, as ComfyUI's /prompt answers.
@@ -47,8 +51,9 @@ using custom_validation = std::function<std::optional<validation_error>(
     const prompt& p, const std::string& id, const node_class& cls, const nlohmann::json& literals,
     const nlohmann::json& input_types)>;
 
-// Validates every output node's dependency closure. Every node whose class no pack provides is
-// reported (missing_node_type), not only the first. A class with VALIDATE_INPUTS is checked by
+// Validates every output node's dependency closure. A node without a class_type, or whose class
+// no pack provides, refuses the prompt first, as ComfyUI: missing_node_type for the first such
+// node in document order, with empty node_errors (every such node in orch_missing_nodes). A class with VALIDATE_INPUTS is checked by
 // `custom` once its own inputs are, and then the checks its method replaces are skipped
 // (input_validation); without `custom` every check of the host stands.
 validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue,
