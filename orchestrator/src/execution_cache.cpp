@@ -57,12 +57,14 @@ cache_key execution_cache::key(
     it->second.used = prompt_;
     k.serial = it->second.serial;
     k.hit = true;
+  } else if (auto [seen, fresh] = keyed_.try_emplace(k.text, k.serial); !fresh) {
+    k.serial = seen->second;  // the same node twice in one prompt: one serial, one entry
   }
   return k;
 }
 
 const cache_entry* execution_cache::find(const cache_key& key) const {
-  if (!key.hit) return nullptr;
+  if (key.text.empty()) return nullptr;
   auto it = entries_.find(key.text);
   return it == entries_.end() ? nullptr : &it->second;
 }
@@ -78,7 +80,8 @@ std::vector<ipc::buffer_descriptor> execution_cache::end_keys() {
 }
 
 bool execution_cache::store(const cache_key& key, cache_entry entry) {
-  if (policy_ == cache_policy::none || key.text.empty() || key.hit) return false;
+  // A key already kept (its leases would be lost under the overwrite) stays the caller's.
+  if (policy_ == cache_policy::none || key.text.empty() || entries_.count(key.text)) return false;
   entry.serial = key.serial;
   entry.inputs = key.inputs;
   entry.used = prompt_;
@@ -94,6 +97,10 @@ std::vector<ipc::buffer_descriptor> execution_cache::drop(
   // By serial, so every ancestor is decided before the entries whose keys name it.
   for (auto it = by_serial_.begin(); it != by_serial_.end();) {
     auto entry = entries_.find(it->second);
+    if (entry == entries_.end()) {  // never so (one serial per kept key); never a crash either
+      it = by_serial_.erase(it);
+      continue;
+    }
     const cache_entry& e = entry->second;
     bool go = doomed(e);
     for (std::uint64_t input : e.inputs) go = go || dropped.count(input) > 0;

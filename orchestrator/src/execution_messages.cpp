@@ -1,5 +1,6 @@
 #include "execution_messages.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 
@@ -44,7 +45,10 @@ std::string python_type_for(const std::string& code) {
   // A pack's own snake_case exception name (a native node's fail("value_error", ...)): the
   // Python spelling of it.
   const std::string suffix = "_error";
-  if (code != ipc::node_error_type::node_error && code.size() > suffix.size() &&
+  const bool snake = std::all_of(code.begin(), code.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+  if (snake && code != ipc::node_error_type::node_error && code.size() > suffix.size() &&
       code.compare(code.size() - suffix.size(), suffix.size(), suffix) == 0) {
     std::string camel;
     bool up = true;

@@ -103,13 +103,18 @@ void executor::release_outputs() noexcept {
 }
 
 std::optional<std::size_t> executor::clear_cache() {
+  // The request first, then the lock: a run ending meanwhile sees the one or the other (run()).
+  clear_cache_requested_ = true;
   std::unique_lock lock(run_mutex_, std::try_to_lock);
-  if (!lock) {  // a prompt runs: ComfyUI frees between prompts too
-    clear_cache_requested_ = true;
-    return std::nullopt;
-  }
+  if (!lock) return std::nullopt;  // a prompt runs: ComfyUI frees between prompts too
+  return clear_cache_if_requested();
+}
+
+std::size_t executor::clear_cache_if_requested() {
+  if (!clear_cache_requested_.exchange(false)) return 0;
   const std::size_t n = cache_.size();
   release(cache_.clear());
+  readable_.clear();
   return n;
 }
 
@@ -139,7 +144,7 @@ result<json> executor::call_with_retry(const std::string& env, const json& body,
 }
 
 void executor::prune_cache() {
-  if (clear_cache_requested_.exchange(false)) release(cache_.clear());
+  clear_cache_if_requested();
   worker_losses_.clear();
   if (cache_.policy() == manifests::cache_policy::none) return;
   // A worker lost since an entry was kept took the entry's objects (handles) with it. What this
@@ -226,10 +231,18 @@ std::optional<json> executor::run_node(const prompt& p, const std::string& id,
 
 prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& outputs,
                              const std::string& prompt_id) {
-  const std::lock_guard run_lock(run_mutex_);
-  prompt_outcome outcome = run_locked(p, outputs, prompt_id);
-  // A /free that came while the prompt ran: between prompts, as ComfyUI.
-  if (clear_cache_requested_.exchange(false)) release(cache_.clear());
+  prompt_outcome outcome;
+  {
+    const std::lock_guard run_lock(run_mutex_);
+    outcome = run_locked(p, outputs, prompt_id);
+    // A /free that came while the prompt ran: between prompts, as ComfyUI.
+    clear_cache_if_requested();
+  }
+  // One that came between the check above and the unlock found the lock taken.
+  if (clear_cache_requested_.load()) {
+    std::unique_lock lock(run_mutex_, std::try_to_lock);
+    if (lock) clear_cache_if_requested();
+  }
   return outcome;
 }
 
@@ -270,8 +283,9 @@ prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::stri
   cache_.begin_prompt();
   const std::map<std::string, cache_key> keys = cache_keys(p, order);
   release(cache_.end_keys());
+  // In the prompt's own order, as ComfyUI lists them (by id for a prompt built without one).
   json cached_ids = json::array();
-  for (const auto& id : order) {
+  for (const auto& id : p.order.size() == p.nodes.size() ? p.order : order) {
     if (auto it = keys.find(id); it != keys.end() && it->second.hit) cached_ids.push_back(id);
   }
   events_.emit("execution_cached",

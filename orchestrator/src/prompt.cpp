@@ -42,7 +42,10 @@ class bounded_prompt_sax : public nlohmann::detail::json_sax_dom_parser<nlohmann
   explicit bounded_prompt_sax(nlohmann::json& out) : base(out, /*allow_exceptions=*/false) {}
   bool start_object(std::size_t n) {
     if (!deeper()) return false;
-    if (depth_ == 2) in_prompt_ = last_top_key_ == "prompt";
+    if (depth_ == 2) {
+      in_prompt_ = last_top_key_ == "prompt";
+      if (in_prompt_) prompt_keys_.clear();  // a second "prompt" wins, as its value does
+    }
     return base::start_object(n);
   }
   bool end_object() {

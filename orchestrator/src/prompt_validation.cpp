@@ -86,7 +86,13 @@ class validator {
   // does). comfy-orch names every such node in orch_missing_nodes.
   bool report_missing_classes() {
     nlohmann::json missing = nlohmann::json::array();
-    for (const auto& id : prompt_.order) {
+    // The document's order; by id for a prompt built without one (every node is checked).
+    std::vector<std::string> order = prompt_.order;
+    if (order.size() != prompt_.nodes.size()) {
+      order.clear();
+      for (const auto& [id, node] : prompt_.nodes) order.push_back(id);
+    }
+    for (const auto& id : order) {
       const prompt_node& node = prompt_.nodes.at(id);
       if (node.has_class_type && catalogue_.find(node.class_type) != nullptr) continue;
       const nlohmann::json class_type =

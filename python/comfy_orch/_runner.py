@@ -36,7 +36,7 @@ def _send_ui(call, spec, ui):
         if not isinstance(ui, dict):
             raise TypeError("it is a %s, not a dict" % type(ui).__name__)
         text = json.dumps(ui, default=str, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         logging.warning("node %s (%s): its ui is not sent: %s", call.node_id, spec.class_type, exc)
         return
     if call.api.ui(call.ctx, text.encode("utf-8", "replace")) != 0:

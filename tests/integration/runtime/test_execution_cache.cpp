@@ -116,6 +116,31 @@ TEST_F(execution_cache_test, a_worker_lost_since_takes_its_entries_with_it) {
   EXPECT_EQ(live_blocks(), 1u) << "the lost worker's entry gave its block back";
 }
 
+TEST_F(execution_cache_test, two_equal_nodes_of_one_prompt_run_once_and_leak_nothing) {
+  ASSERT_NO_FATAL_FAILURE(start_cached());
+  const std::string twins =
+      json{{"1", {{"class_type", "TestBlob"}, {"inputs", {{"mib", 1}}}}},
+           {"2", {{"class_type", "TestBlob"}, {"inputs", {{"mib", 1}}}}},
+           {"3", {{"class_type", "TestBlobPeek"}, {"inputs", {{"blob", {"1", 0}}}}}},
+           {"4", {{"class_type", "TestBlobPeek"}, {"inputs", {{"blob", {"2", 0}}}}}}}
+          .dump();
+  auto first = run(twins);
+  ASSERT_TRUE(first.ok) << first.error->dump();
+  std::vector<std::string> ran;
+  for (const auto& e : last("executing"))
+    if (e["node"].is_string()) ran.push_back(e["node"]);
+  EXPECT_EQ(ran, (std::vector<std::string>{"1", "3"})) << "2 and 4 are 1 and 3 again";
+  EXPECT_TRUE(first.nodes.at("2").cached);
+  EXPECT_EQ(first.nodes.at("4").outputs, first.nodes.at("3").outputs);
+  EXPECT_EQ(live_blocks(), 1u);
+  auto again = run(twins);
+  ASSERT_TRUE(again.ok) << again.error->dump();
+  EXPECT_EQ(last("execution_cached").at(0)["nodes"], json::array({"1", "2", "3", "4"}));
+  EXPECT_EQ(executor_->clear_cache(), std::optional<std::size_t>(2));
+  executor_->release_outputs();
+  EXPECT_EQ(live_blocks(), 0u);
+}
+
 TEST_F(execution_cache_test, without_a_policy_nothing_is_kept) {
   ASSERT_NO_FATAL_FAILURE(start());  // the executor of `run`: cache_policy::none
   ASSERT_TRUE(run(blob_prompt(1)).ok);

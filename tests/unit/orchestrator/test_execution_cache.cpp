@@ -94,6 +94,29 @@ TEST(execution_cache, is_changed_values_and_their_failure) {
   EXPECT_TRUE(nested_nan.sample.text.empty());
 }
 
+TEST(execution_cache, the_same_node_twice_in_one_prompt_runs_once_and_is_kept_once) {
+  // Two equal EmptyLatentImage nodes feeding two samplers: one key, one serial, one entry.
+  execution_cache c(cache_policy::classic, 1);
+  c.begin_prompt();
+  auto a = c.key("Empty", json(), "", {{"w", 512}}, {});
+  auto b = c.key("Empty", json(), "", {{"w", 512}}, {});
+  EXPECT_EQ(a.serial, b.serial);
+  EXPECT_FALSE(a.hit || b.hit) << "neither was kept before this prompt";
+  EXPECT_EQ(c.find(b), nullptr);
+  cache_entry first;
+  first.leases = {block(64)};
+  ASSERT_TRUE(c.store(a, std::move(first)));
+  ASSERT_NE(c.find(b), nullptr) << "the second is served from the first";
+  cache_entry again;
+  again.leases = {block(128)};
+  EXPECT_FALSE(c.store(b, std::move(again))) << "an overwrite would lose the first's leases";
+  // Their consumers' keys name the one serial, so the next prompt hits both.
+  auto use_a = c.key("Sample", json(), "", json::object(), links{{"in", {&a, 0}}});
+  auto use_b = c.key("Sample", json(), "", json::object(), links{{"in", {&b, 0}}});
+  EXPECT_EQ(use_a.text, use_b.text);
+  EXPECT_EQ(c.clear().size(), 1u) << "one entry, one lease, no crash";
+}
+
 TEST(execution_cache, a_not_idempotent_node_is_keyed_by_its_id) {
   execution_cache c(cache_policy::classic, 1);
   c.begin_prompt();

@@ -35,7 +35,7 @@ namespace orch::orchestrator {
 struct cache_key {
   std::string text;          // empty: the node cannot be cached
   std::uint64_t serial = 0;  // what the keys of the nodes it feeds name it by
-  bool hit = false;
+  bool hit = false;  // kept by an earlier prompt (execution_cached lists it)
   std::vector<std::uint64_t> inputs;  // the serials of its producers
 };
 
@@ -57,13 +57,19 @@ class execution_cache {
   manifests::cache_policy policy() const noexcept { return policy_; }
 
   // A new prompt: key its nodes (in an order where producers come first), then end_keys().
-  void begin_prompt() { ++prompt_; }
+  void begin_prompt() {
+    ++prompt_;
+    keyed_.clear();
+  }
   // The key of a node: `change` is its IS_CHANGED value (nullopt: always changed), `node_id` is
   // non-empty when the id belongs in the key, `literals` its literal inputs by name, `links` its
   // linked inputs by name with the producer's key and slot. A hit is marked used by this prompt.
+  // A node whose key an earlier node of the same prompt has gets that node's serial: the first
+  // runs and is kept, and find() then serves the second from it, as ComfyUI does.
   cache_key key(const std::string& class_type, const std::optional<nlohmann::json>& change,
                 const std::string& node_id, const nlohmann::json& literals,
                 const std::map<std::string, std::pair<const cache_key*, std::int64_t>>& links);
+  // The entry for `key` now: one an earlier prompt kept, or an earlier node of this one.
   const cache_entry* find(const cache_key& key) const;
   // Every key of the prompt is known, so its hits are marked: drops what the policy no longer
   // keeps, before the prompt runs (as ComfyUI cleans, so the memory is free for this prompt):
@@ -89,6 +95,7 @@ class execution_cache {
   std::uint64_t next_serial_ = 0;
   std::map<std::string, cache_entry> entries_;  // by key text
   std::map<std::uint64_t, std::string> by_serial_;
+  std::map<std::string, std::uint64_t> keyed_;  // this prompt's keys so far, with their serials
 };
 
 }  // namespace orch::orchestrator

@@ -100,6 +100,8 @@ class executor {
   // no longer keeps, and releases their leases (on the io thread).
   void prune_cache();
   void release(const std::vector<ipc::buffer_descriptor>& leases) noexcept;
+  // Under run_mutex_: clears the cache when clear_cache() asked; the entries dropped.
+  std::size_t clear_cache_if_requested();
 
   host_runtime& host_;
   event_sink& events_;
