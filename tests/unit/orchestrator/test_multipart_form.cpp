@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 
 #include "orch/orchestrator/errc.hpp"
 
@@ -201,8 +200,10 @@ TEST(multipart_form, ambiguous_part_headers_are_refused) {
 TEST(multipart_form, a_boundary_inside_the_data_is_data_unless_it_opens_a_line) {
   // "--XyZ" inside a line, and a longer boundary's prefix on a line of its own, are data.
   const std::string data = "a--XyZ--b\r\n--Xy\r\n-XyZ\r\n";
-  auto r = parse_form(
-      type, part("Content-Disposition: form-data; name=\"x\"\r\n", data) + close_delimiter);
+  // The parts are views into the body: it must outlive them.
+  const std::string body =
+      part("Content-Disposition: form-data; name=\"x\"\r\n", data) + close_delimiter;
+  auto r = parse_form(type, body);
   ASSERT_TRUE(r.ok()) << r.err().message;
   EXPECT_EQ((*r)[0].data, data);
   // CRLF "--XyZ" followed by more text is a delimiter the sender did not mean: RFC 2046 forbids
@@ -221,15 +222,15 @@ TEST(multipart_form, more_parts_than_the_cap_are_refused) {
 }
 
 TEST(multipart_form, a_pathological_body_is_read_in_linear_time) {
-  // Every line almost a delimiter: a quadratic search would take minutes over 16 MiB.
+  // Every line almost a delimiter: a quadratic search would take minutes over 16 MiB, past the
+  // test's timeout (no timing in the assertion itself).
   std::string data;
   while (data.size() < (std::size_t{16} << 20)) data += "\r\n--XyY";
-  const auto start = std::chrono::steady_clock::now();
-  const auto r = parse_form(
-      type, part("Content-Disposition: form-data; name=\"x\"\r\n", data) + close_delimiter);
+  const std::string body =
+      part("Content-Disposition: form-data; name=\"x\"\r\n", data) + close_delimiter;
+  const auto r = parse_form(type, body);
   ASSERT_TRUE(r.ok()) << r.err().message;
-  EXPECT_EQ((*r)[0].data.size(), data.size());
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ((*r)[0].data, data);
 }
 
 }  // namespace
