@@ -18,66 +18,12 @@
 #include <spdlog/spdlog.h>
 
 #include "orch/orchestrator/errc.hpp"
+#include "serve_http_state.hpp"
+#include "serve_ws_session.hpp"
 
 namespace orch::orchestrator {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-using tcp = boost::asio::ip::tcp;
-
-class http_session;
-class ws_session;
-
-struct http_server::state {
-  state(boost::asio::io_context& context, http_limits l, handler h, ws_greeting g)
-      : io(context), limits(l), on_request(std::move(h)), greet(std::move(g)), acceptor(context) {}
-  boost::asio::io_context& io;
-  http_limits limits;
-  handler on_request;
-  ws_greeting greet;
-  tcp::acceptor acceptor;
-  boost::asio::thread_pool api{1};  // every handler, in order of arrival
-  // io thread only:
-  bool stopping = false;
-  std::uint64_t next_id = 0;
-  std::map<std::uint64_t, std::weak_ptr<http_session>> sessions;
-  std::map<std::string, std::weak_ptr<ws_session>> ws;  // by sid
-  std::atomic<unsigned> connections{0};
-  std::atomic<unsigned> ws_count{0};
-  std::atomic<unsigned> ws_pending{0};  // upgrades whose handshake has not finished
-  std::unique_ptr<boost::asio::steady_timer> accept_pause;  // after an accept error
-};
-
 namespace {
-
-using state = http_server::state;
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX and (in a query) '+' decoded; a malformed escape is kept as it is.
-std::string url_decode(std::string_view s, bool query) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      const int hi = hex_value(s[i + 1]);
-      const int lo = hex_value(s[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(query && s[i] == '+' ? ' ' : s[i]);
-  }
-  return out;
-}
 
 std::string new_sid() {
   static thread_local std::mt19937_64 gen{std::random_device{}()};
@@ -95,115 +41,6 @@ std::string error_body(const std::string& message) {
 }
 
 }  // namespace
-
-void split_target(std::string_view target, http_request& r) {
-  const auto q = target.find('?');
-  r.path = url_decode(target.substr(0, q), false);
-  if (q == std::string_view::npos) return;
-  std::string_view rest = target.substr(q + 1);
-  while (!rest.empty()) {
-    const auto amp = rest.find('&');
-    const std::string_view pair = rest.substr(0, amp);
-    const auto eq = pair.find('=');
-    if (!pair.empty())
-      r.query[url_decode(pair.substr(0, eq), true)] =
-          eq == std::string_view::npos ? std::string() : url_decode(pair.substr(eq + 1), true);
-    if (amp == std::string_view::npos) break;
-    rest = rest.substr(amp + 1);
-  }
-}
-
-class ws_session : public std::enable_shared_from_this<ws_session> {
- public:
-  ws_session(beast::tcp_stream&& stream, std::shared_ptr<state> st, std::string sid)
-      : ws_(std::move(stream)), st_(std::move(st)), sid_(std::move(sid)) {}
-  // The connection was counted when it was accepted; it ends with this session, whether the
-  // handshake failed or the client left.
-  ~ws_session() {
-    --st_->connections;
-  }
-
-  void start(http::request<http::string_body> req) {
-    beast::get_lowest_layer(ws_).expires_never();
-    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
-    ws_.read_message_max(64 << 10);  // clients send nothing ComfyUI reads; keep it small
-    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
-      if (ec) {
-        --self->st_->ws_pending;  // the slot reserved at the upgrade goes back
-        return;
-      }
-      self->open();
-    });
-  }
-
-  void deliver(std::string text) {
-    if (closed_) return;
-    if (queue_.size() >= st_->limits.max_ws_queue) {
-      if (!warned_) spdlog::warn("serve: websocket client {} is not reading; messages dropped", sid_);
-      warned_ = true;
-      return;
-    }
-    queue_.push_back(std::move(text));
-    if (queue_.size() == 1) write_next();
-  }
-
-  void close() {
-    if (closed_) return;
-    closed_ = true;
-    ws_.async_close(websocket::close_code::going_away,
-                    [self = shared_from_this()](beast::error_code) {});
-  }
-
- private:
-  void open() {
-    --st_->ws_pending;
-    if (st_->stopping) return close();  // the handshake finished after stop(): nobody greets
-    if (auto it = st_->ws.find(sid_); it != st_->ws.end())
-      if (auto old = it->second.lock()) old->close();  // a reconnect replaces it (ComfyUI)
-    st_->ws[sid_] = weak_from_this();
-    st_->ws_count = static_cast<unsigned>(st_->ws.size());
-    registered_ = true;
-    if (st_->greet) deliver(st_->greet(sid_));
-    read_next();
-  }
-
-  void read_next() {
-    ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) return self->gone();
-      self->buffer_.consume(self->buffer_.size());
-      self->read_next();
-    });
-  }
-
-  void write_next() {
-    ws_.text(true);
-    ws_.async_write(boost::asio::buffer(queue_.front()),
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                      if (ec) return self->gone();
-                      self->queue_.pop_front();
-                      if (!self->queue_.empty() && !self->closed_) self->write_next();
-                    });
-  }
-
-  void gone() {
-    closed_ = true;
-    queue_.clear();
-    if (!registered_) return;
-    registered_ = false;
-    if (auto it = st_->ws.find(sid_); it != st_->ws.end() && it->second.lock().get() == this)
-      st_->ws.erase(it);
-    st_->ws_count = static_cast<unsigned>(st_->ws.size());
-  }
-
-  websocket::stream<beast::tcp_stream> ws_;
-  beast::flat_buffer buffer_;
-  std::shared_ptr<state> st_;
-  std::string sid_;
-  std::deque<std::string> queue_;
-  bool closed_ = false;
-  bool registered_ = false;
-  bool warned_ = false;
-};
 
 class http_session : public std::enable_shared_from_this<http_session> {
  public:

@@ -1,0 +1,46 @@
+// serve_http_state: what the server and its sessions share (serve_http.cpp and
+// serve_ws_session.hpp): the limits, the handlers, the acceptor, the API thread, and the live
+// sessions and counts. The maps are touched on the io thread only; the counts are atomics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "serve_http.hpp"
+
+namespace orch::orchestrator {
+
+using tcp = boost::asio::ip::tcp;
+
+class http_session;
+class ws_session;
+
+struct http_server::state {
+  state(boost::asio::io_context& context, http_limits l, handler h, ws_greeting g)
+      : io(context), limits(l), on_request(std::move(h)), greet(std::move(g)), acceptor(context) {}
+  boost::asio::io_context& io;
+  http_limits limits;
+  handler on_request;
+  ws_greeting greet;
+  tcp::acceptor acceptor;
+  boost::asio::thread_pool api{1};  // every handler, in order of arrival
+  // io thread only:
+  bool stopping = false;
+  std::uint64_t next_id = 0;
+  std::map<std::uint64_t, std::weak_ptr<http_session>> sessions;
+  std::map<std::string, std::weak_ptr<ws_session>> ws;  // by sid
+  std::atomic<unsigned> connections{0};
+  std::atomic<unsigned> ws_count{0};
+  std::atomic<unsigned> ws_pending{0};  // upgrades whose handshake has not finished
+  std::unique_ptr<boost::asio::steady_timer> accept_pause;  // after an accept error
+};
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,117 @@
+// serve_ws_session: one WebSocket client of `comfy-orch serve` (docs/serve.md): the handshake,
+// its registration by sid (a reconnect replaces the old session, as ComfyUI's), the greeting,
+// and a bounded send queue (a client that does not read loses messages, never the server's
+// memory). Everything runs on the io thread.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <spdlog/spdlog.h>
+
+#include "serve_http_state.hpp"
+
+namespace orch::orchestrator {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using state = http_server::state;
+
+class ws_session : public std::enable_shared_from_this<ws_session> {
+ public:
+  ws_session(beast::tcp_stream&& stream, std::shared_ptr<state> st, std::string sid)
+      : ws_(std::move(stream)), st_(std::move(st)), sid_(std::move(sid)) {}
+  // The connection was counted when it was accepted; it ends with this session, whether the
+  // handshake failed or the client left.
+  ~ws_session() {
+    --st_->connections;
+  }
+
+  void start(http::request<http::string_body> req) {
+    beast::get_lowest_layer(ws_).expires_never();
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.read_message_max(64 << 10);  // clients send nothing ComfyUI reads; keep it small
+    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) {
+        --self->st_->ws_pending;  // the slot reserved at the upgrade goes back
+        return;
+      }
+      self->open();
+    });
+  }
+
+  void deliver(std::string text) {
+    if (closed_) return;
+    if (queue_.size() >= st_->limits.max_ws_queue) {
+      if (!warned_) spdlog::warn("serve: websocket client {} is not reading; messages dropped", sid_);
+      warned_ = true;
+      return;
+    }
+    queue_.push_back(std::move(text));
+    if (queue_.size() == 1) write_next();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    ws_.async_close(websocket::close_code::going_away,
+                    [self = shared_from_this()](beast::error_code) {});
+  }
+
+ private:
+  void open() {
+    --st_->ws_pending;
+    if (st_->stopping) return close();  // the handshake finished after stop(): nobody greets
+    if (auto it = st_->ws.find(sid_); it != st_->ws.end())
+      if (auto old = it->second.lock()) old->close();  // a reconnect replaces it (ComfyUI)
+    st_->ws[sid_] = weak_from_this();
+    st_->ws_count = static_cast<unsigned>(st_->ws.size());
+    registered_ = true;
+    if (st_->greet) deliver(st_->greet(sid_));
+    read_next();
+  }
+
+  void read_next() {
+    ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return self->gone();
+      self->buffer_.consume(self->buffer_.size());
+      self->read_next();
+    });
+  }
+
+  void write_next() {
+    ws_.text(true);
+    ws_.async_write(boost::asio::buffer(queue_.front()),
+                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      if (ec) return self->gone();
+                      self->queue_.pop_front();
+                      if (!self->queue_.empty() && !self->closed_) self->write_next();
+                    });
+  }
+
+  void gone() {
+    closed_ = true;
+    queue_.clear();
+    if (!registered_) return;
+    registered_ = false;
+    if (auto it = st_->ws.find(sid_); it != st_->ws.end() && it->second.lock().get() == this)
+      st_->ws.erase(it);
+    st_->ws_count = static_cast<unsigned>(st_->ws.size());
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  beast::flat_buffer buffer_;
+  std::shared_ptr<state> st_;
+  std::string sid_;
+  std::deque<std::string> queue_;
+  bool closed_ = false;
+  bool registered_ = false;
+  bool warned_ = false;
+};
+
+}  // namespace orch::orchestrator
