@@ -13,19 +13,23 @@ std::optional<std::string> node_catalogue::add(node_class cls) {
   return std::nullopt;
 }
 
+nlohmann::json input_config(const node_input& in) {
+  using nlohmann::json;
+  json options = json::object();
+  if (in.default_value) options["default"] = *in.default_value;
+  if (in.min) options["min"] = *in.min;
+  if (in.max) options["max"] = *in.max;
+  const json type = in.type == "COMBO" ? json(in.options) : json(in.type);
+  return options.empty() ? json::array({type}) : json::array({type, options});
+}
+
 nlohmann::json object_info(const node_class& cls) {
   using nlohmann::json;
   json required = json::object();
   json optional = json::object();
   json order = {{"required", json::array()}, {"optional", json::array()}};
   for (const auto& in : cls.inputs) {
-    json options = json::object();
-    if (in.default_value) options["default"] = *in.default_value;
-    if (in.min) options["min"] = *in.min;
-    if (in.max) options["max"] = *in.max;
-    const json type = in.type == "COMBO" ? json(in.options) : json(in.type);
-    json spec = options.empty() ? json::array({type}) : json::array({type, options});
-    (in.required ? required : optional)[in.name] = std::move(spec);
+    (in.required ? required : optional)[in.name] = input_config(in);
     order[in.required ? "required" : "optional"].push_back(in.name);
   }
   json inputs = {{"required", required}};

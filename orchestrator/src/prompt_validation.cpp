@@ -33,6 +33,12 @@ std::optional<double> as_number(const nlohmann::json& v) {
 // A literal travels in a call body as {inputs: {name: value}}, two levels above the value.
 constexpr std::size_t max_literal_depth = ipc::max_body_depth - 2;
 
+// A value_not_in_list error lists the choices up to this many (ComfyUI's rule).
+constexpr std::size_t max_listed_choices = 20;
+
+// The nodes of one cycle that a dependency_cycle report names (and marks).
+constexpr std::size_t max_cycle_nodes_reported = 100;
+
 class validator {
  public:
   validator(const prompt& p, const node_catalogue& c, const custom_validation& custom)
@@ -198,8 +204,7 @@ class validator {
         if (auto v = verdict_.find(link->node_id); v != verdict_.end()) {
           f.ok = v->second && f.ok;
         } else if (visiting.count(link->node_id)) {
-          add(link->node_id,
-              {"dependency_cycle", "Dependency cycle detected", "", {{"node_id", link->node_id}}});
+          report_cycle(stack, link->node_id);
           f.ok = false;
         } else {
           descend = link->node_id;
@@ -218,6 +223,34 @@ class validator {
       stack.pop_back();
     }
     return last;
+  }
+
+  // A link back to `closing`, a node on the walk's path: the path from it is a cycle. Every node
+  // of the cycle gets the error, whose details are the path and whose cycle_nodes name its nodes,
+  // so a client marks them all. Bounded: a 100,000-node cycle names its first
+  // max_cycle_nodes_reported nodes (cycle_length says how many there are).
+  void report_cycle(const std::vector<frame>& path, const std::string& closing) {
+    if (in_reported_cycle_.count(closing)) return;  // found again through another link
+    std::size_t from = 0;
+    while (path[from].id != closing) ++from;
+    const std::size_t length = path.size() - from;
+    const std::size_t shown = std::min(length, max_cycle_nodes_reported);
+    nlohmann::json nodes = nlohmann::json::array();
+    std::string details;
+    for (std::size_t i = from; i < from + shown; ++i) {
+      nodes.push_back(path[i].id);
+      details += path[i].id + " -> ";
+    }
+    details += shown == length ? closing
+                               : "... (" + std::to_string(length) + " nodes in the cycle)";
+    for (std::size_t i = from; i < path.size(); ++i) in_reported_cycle_.insert(path[i].id);
+    for (std::size_t i = from; i < from + shown; ++i)
+      add(path[i].id, {"dependency_cycle",
+                       "Dependency cycle detected",
+                       details,
+                       {{"node_id", path[i].id},
+                        {"cycle_nodes", nodes},
+                        {"cycle_length", length}}});
   }
 
   // The class's VALIDATE_INPUTS, with the literal inputs it takes and its links' types.
@@ -251,7 +284,7 @@ class validator {
       add(id, {"bad_linked_input",
                "Bad linked input, linked node does not exist",
                input.name + ": node '" + link.node_id + "' is not in the prompt",
-               {{"input_name", input.name}}});
+               {{"input_name", input.name}, {"input_config", input_config(input)}}});
       return false;
     }
     const auto& src_cls = *catalogue_.find(src->second.class_type);
@@ -261,7 +294,7 @@ class validator {
                input.name + ": node '" + link.node_id + "' (" + src_cls.class_type + ") has " +
                    std::to_string(src_cls.outputs.size()) + " output(s), slot " +
                    std::to_string(link.slot) + " requested",
-               {{"input_name", input.name}}});
+               {{"input_name", input.name}, {"input_config", input_config(input)}}});
       return false;
     }
     const auto& received = src_cls.outputs[static_cast<std::size_t>(link.slot)];
@@ -274,6 +307,7 @@ class validator {
            "Return type mismatch between linked nodes",
            input.name + ", received_type(" + received + ") mismatch input_type(" + input.type + ")",
            {{"input_name", input.name},
+            {"input_config", input_config(input)},
             {"received_type", received},
             {"linked_node", {link.node_id, link.slot}}}});
       return false;
@@ -293,17 +327,23 @@ class validator {
           {"invalid_input_type",
            "Value nests deeper than " + std::to_string(deepest) + " levels of arrays and objects",
            input.name,
-           {{"input_name", input.name}}});
+           {{"input_name", input.name}, {"input_config", input_config(input)}}});
       return false;
     }
     if (looks_like_link(value) || (value.is_array() && input.type != "COMBO")) {
       add(id, {"bad_linked_input",
                "Bad linked input, must be a length-2 list of [node_id, slot_index]",
                input.name,
-               {{"input_name", input.name}, {"received_value", value}}});
+               {{"input_name", input.name},
+                {"input_config", input_config(input)},
+                {"received_value", value}}});
       return false;
     }
-    const nlohmann::json extra = {{"input_name", input.name}, {"received_value", value}};
+    const auto extra = [&] {  // only for an error: a valid prompt pays nothing for it
+      return nlohmann::json{{"input_name", input.name},
+                            {"input_config", input_config(input)},
+                            {"received_value", value}};
+    };
     if (input.type == "INT" || input.type == "FLOAT") {
       auto number = as_number(value);
       if (!number ||
@@ -311,36 +351,41 @@ class validator {
         add(id,
             {"invalid_input_type",
              "Failed to convert an input " + input.name + " value to a " + input.type + " value",
-             input.name + ", " + render(value), extra});
+             input.name + ", " + render(value), extra()});
         return false;
       }
       if (custom) return true;
       if (input.min && *number < *input.min) {
         add(id, {"value_smaller_than_min",
                  "Value " + render(value) + " smaller than min of " + render(*input.min),
-                 input.name, extra});
+                 input.name, extra()});
         return false;
       }
       if (input.max && *number > *input.max) {
         add(id, {"value_bigger_than_max",
                  "Value " + render(value) + " bigger than max of " + render(*input.max), input.name,
-                 extra});
+                 extra()});
         return false;
       }
     } else if (input.type == "BOOLEAN" && !value.is_boolean()) {
       add(id, {"invalid_input_type",
                "Failed to convert an input " + input.name + " value to a BOOLEAN value",
-               input.name + ", " + render(value), extra});
+               input.name + ", " + render(value), extra()});
       return false;
     } else if (input.type == "COMBO" && !custom) {
       const auto text = render(value);
       if (std::find(input.options.begin(), input.options.end(), text) == input.options.end()) {
-        nlohmann::json options = input.options;
-        add(id,
-            {"value_not_in_list",
-             "Value not in list",
-             input.name + ": '" + text + "' not in " + options.dump(),
-             {{"input_name", input.name}, {"received_value", value}, {"input_config", options}}});
+        // As ComfyUI: a long list (a folder of model files) is not sent back, only its length.
+        const bool long_list = input.options.size() > max_listed_choices;
+        const std::string choices = long_list ? "(list of length " +
+                                                    std::to_string(input.options.size()) + ")"
+                                              : nlohmann::json(input.options).dump();
+        add(id, {"value_not_in_list",
+                 "Value not in list",
+                 input.name + ": '" + text + "' not in " + choices,
+                 {{"input_name", input.name},
+                  {"input_config", long_list ? nlohmann::json() : input_config(input)},
+                  {"received_value", value}}});
         return false;
       }
     }
@@ -352,6 +397,7 @@ class validator {
   const custom_validation& custom_;
   validation_report report_;
   std::map<std::string, bool> verdict_;
+  std::set<std::string> in_reported_cycle_;
 };
 
 nlohmann::json error_to_json(const validation_error& e) {

@@ -186,16 +186,78 @@ TEST(prompt_validation, unconvertible_literal_is_invalid_input_type) {
   EXPECT_EQ(only_error(r, "3").type, "invalid_input_type");
 }
 
-TEST(prompt_validation, cycle_is_dependency_cycle) {
+// Every node of the cycle is marked, each error naming the whole cycle and its path.
+TEST(prompt_validation, cycle_is_dependency_cycle_on_every_node_of_it) {
   auto r = check(R"({"1": {"class_type": "Invert", "inputs": {"image": ["2", 0]}},
-                     "2": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
+                     "2": {"class_type": "Invert", "inputs": {"image": ["4", 0]}},
+                     "4": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
                      "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
   ASSERT_FALSE(r.ok());
-  bool found = false;
-  for (const auto& [id, ne] : r.node_errors) {
-    for (const auto& e : ne.errors) found = found || e.type == "dependency_cycle";
+  EXPECT_EQ(r.node_errors.count("3"), 0u) << r.to_json().dump(2);  // outside the cycle
+  for (const std::string id : {"1", "2", "4"}) {
+    const auto& e = only_error(r, id);
+    EXPECT_EQ(e.type, "dependency_cycle");
+    EXPECT_EQ(e.message, "Dependency cycle detected");
+    EXPECT_EQ(e.details, "1 -> 2 -> 4 -> 1");
+    EXPECT_EQ(e.extra_info["node_id"], id);
+    EXPECT_EQ(e.extra_info["cycle_nodes"], nlohmann::json({"1", "2", "4"}));
+    EXPECT_EQ(e.extra_info["cycle_length"], 3);
+    EXPECT_EQ(r.node_errors.at(id).dependent_outputs, std::vector<std::string>{"3"});
   }
-  EXPECT_TRUE(found) << r.to_json().dump(2);
+  EXPECT_EQ(r.error->type, "prompt_outputs_failed_validation");
+}
+
+// ComfyUI's extra_info.input_config: the input as INPUT_TYPES gives it, on every error about
+// one input's value or link (required_input_missing has only the name).
+TEST(prompt_validation, errors_about_an_input_carry_its_input_config) {
+  const nlohmann::json width = nlohmann::json::parse(R"(["INT", {"default": 64, "min": 1,
+                                                                  "max": 4096}])");
+  const nlohmann::json image = nlohmann::json::parse(R"(["IMAGE"])");
+  const auto config_of = [](const validation_report& r, const std::string& id) {
+    return only_error(r, id).extra_info.value("input_config", nlohmann::json("absent"));
+  };
+  auto small = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 0}},
+                         "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_EQ(config_of(small, "1"), width);
+  auto big = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 5000}},
+                       "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_EQ(config_of(big, "1"), width);
+  auto text = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": "wide"}},
+                        "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_EQ(config_of(text, "1"), width);
+  auto mismatch = check(R"({"1": {"class_type": "LoadModel", "inputs": {}},
+                            "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_EQ(config_of(mismatch, "3"), image);
+  auto gone = check(R"({"3": {"class_type": "Save", "inputs": {"image": ["9", 0]}}})");
+  EXPECT_EQ(config_of(gone, "3"), image);
+  auto malformed = check(R"({"3": {"class_type": "Save", "inputs": {"image": ["1", "x"]}}})");
+  EXPECT_EQ(config_of(malformed, "3"), image);
+  auto combo = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8, "mode": "x"}},
+                         "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_EQ(config_of(combo, "1"), nlohmann::json::parse(R"([["rgb", "gray"], {"default": "rgb"}])"));
+  auto missing = check(R"({"3": {"class_type": "Save", "inputs": {}}})");
+  EXPECT_EQ(config_of(missing, "3"), "absent");
+}
+
+// As ComfyUI: a list of more than 20 choices (a folder of model files) is not sent back.
+TEST(prompt_validation, a_long_combo_list_is_not_sent_back) {
+  node_catalogue c;
+  node_input choice{"ckpt", "COMBO", true, {}, {}, {}, {}};
+  for (int i = 0; i < 21; ++i) choice.options.push_back("model" + std::to_string(i) + ".bin");
+  node_class cls;
+  cls.class_type = "Loader";
+  cls.inputs = {choice};
+  cls.output_node = true;
+  cls.env = "e";
+  (void)c.add(cls);
+  auto p = parse_prompt(R"({"1": {"class_type": "Loader", "inputs": {"ckpt": "other.bin"}}})");
+  ASSERT_TRUE(p.ok());
+  const auto r = validate_prompt(*p, c);
+  const auto& e = only_error(r, "1");
+  EXPECT_EQ(e.type, "value_not_in_list");
+  EXPECT_EQ(e.details, "ckpt: 'other.bin' not in (list of length 21)");
+  EXPECT_TRUE(e.extra_info.contains("input_config"));
+  EXPECT_TRUE(e.extra_info["input_config"].is_null());
 }
 
 TEST(prompt_validation, one_bad_output_does_not_block_a_good_one) {
@@ -341,13 +403,19 @@ TEST(prompt_validation, a_cycle_of_100000_nodes_is_a_dependency_cycle) {
   const auto r = validate_prompt(*p, catalogue());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error->type, "prompt_outputs_failed_validation");
-  // The walk from the output enters the loop at "99998" and comes back to it from "1": that node
-  // carries the error, naming the output that depends on it.
-  ASSERT_EQ(r.node_errors.size(), 1u);
+  // The walk from the output enters the loop at "99998" and comes back to it from "1": the
+  // error marks the cycle's first 100 nodes from there, each naming the output that depends on
+  // it, and says how long the cycle is (a bounded answer, not 99,998 errors of 99,998 names).
+  ASSERT_EQ(r.node_errors.size(), 100u);
   const auto& ne = r.node_errors.at("99998");
   ASSERT_EQ(ne.errors.size(), 1u);
   EXPECT_EQ(ne.errors[0].type, "dependency_cycle");
+  EXPECT_EQ(ne.errors[0].extra_info["cycle_length"], 99998);
+  EXPECT_EQ(ne.errors[0].extra_info["cycle_nodes"].size(), 100u);
+  EXPECT_NE(ne.errors[0].details.find("... (99998 nodes in the cycle)"), std::string::npos);
   EXPECT_EQ(ne.dependent_outputs, std::vector<std::string>{"99999"});
+  EXPECT_EQ(r.node_errors.count("99899"), 1u);
+  EXPECT_EQ(r.node_errors.count("99898"), 0u);
   // Ordering a cycle (validation's job to refuse) still ends, each node once.
   EXPECT_EQ(execution_order(*p, {"99999"}).size(), 99999u);
 }

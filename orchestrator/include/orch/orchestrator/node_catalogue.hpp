@@ -65,6 +65,10 @@ struct node_class {
   bool is_changed = false;  // ComfyUI's IS_CHANGED: the worker gives a change key (executor.hpp)
 };
 
+// The input as its class's INPUT_TYPES gives it: [type or combo choices] or [type, {default,
+// min, max}]; object_info's entry, and the input_config of a validation error.
+nlohmann::json input_config(const node_input& input);
+
 // The class in ComfyUI's GET /object_info schema (server.py node_info): input (required and
 // optional, each [type or combo choices, options]), input_order, output, output_is_list,
 // output_name, name, display_name, description, python_module, category, output_node; plus
