@@ -32,6 +32,10 @@ using ipc::json;
 using ipc::message_type;
 using namespace std::chrono_literals;
 
+// How long the node thread polls for the next call before it sleeps: longer than the host takes
+// to send a next call back to back (tens of µs), far shorter than the gap between prompts.
+constexpr auto spin_before_sleep = 100us;
+
 // A request the node thread serves in order: node calls, and the host's free and evict requests
 // (queued with the calls, so a release never races a running node).
 struct pending_call {
@@ -286,8 +290,12 @@ class runtime final : public started_worker {
     while (true) {
       pending_call call;
       // A short spin before sleeping: back-to-back calls then skip the futex wake-up, which
-      // dominates an empty call's cost (docs/performance.md, "Runtime").
-      for (int spin = 0; spin < 2000 && queued_.load(std::memory_order_acquire) == 0; ++spin) {
+      // dominates an empty call's cost (docs/performance.md, "Runtime"). Bounded in time, not
+      // in polls: 2000 yields were milliseconds of a core after every call, taken from the host
+      // and its clients whenever calls were not back to back (a prompt served over HTTP).
+      const auto spin_until = std::chrono::steady_clock::now() + spin_before_sleep;
+      while (queued_.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() < spin_until) {
         std::this_thread::yield();
       }
       {
