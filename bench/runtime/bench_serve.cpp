@@ -6,7 +6,9 @@
 //   1. POST /prompt to execution_success over the WebSocket, for a one-node prompt on a warm
 //      worker, against the same node's call through the router from an in-process host (the
 //      empty node call): the difference is what HTTP, validation, the queue, the executor and
-//      the WebSocket add, p50;
+//      the WebSocket add, p50. The POST goes on a kept-alive connection (a browser, Node's
+//      fetch) and on a new one per prompt (urllib), interleaved. The call is measured back to
+//      back, and after 500 us idle, as a served prompt finds its worker;
 //   2. throughput of back-to-back one-node prompts from `clients` clients at once, against one
 //      client's (one prompt runs at a time, so the ideal ratio is 1: queueing must not cost).
 //   Both with [server] cache = "none", so every prompt runs its node.
@@ -61,14 +63,18 @@ fs::path write_example_deployment(const fs::path& dir) {
 
 const json one_node = {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", 0}}}}}};
 
-// The floor: the node's own call, host -> worker -> host, from an in-process host.
-double node_call_p50(const fs::path& file, int calls) {
+// The floor: the node's own call, host -> worker -> host, from an in-process host; back to back,
+// or after `idle` with nothing to do (as between served prompts, where the worker's node thread
+// has gone to sleep and the CPUs may have halted).
+double node_call_p50(const fs::path& file, int calls,
+                     std::chrono::microseconds idle = std::chrono::microseconds(0)) {
   auto h = start_host(file, {ORCH_BENCH_WORKER, 64, {}, {}});
   const std::string env = h->catalogue().find("TestSleep")->env;
   const json body{{"node", "1"}, {"class_type", "TestSleep"}, {"epoch", 1},
                   {"inputs", {{"ms", 0}}}};
   std::vector<double> samples;
   for (int i = 0; i < calls + calls / 10; ++i) {
+    if (idle.count() > 0) std::this_thread::sleep_for(idle);
     const double c = round_trip(*h, [&](auto finish) {
       h->workers().call(env, body, [finish](result<json>) { finish(); });
     });
@@ -79,10 +85,12 @@ double node_call_p50(const fs::path& file, int calls) {
 }
 
 // One prompt from POST to its execution_success on this client's WebSocket, in microseconds.
+// `keep`: POST on this kept-alive connection, else on a new connection per prompt.
 double prompt_us(const testing::serve_process& s, testing::ws_client& ws, const std::string& id,
-                 const json& prompt = one_node) {
+                 const json& prompt = one_node, testing::http_connection* keep = nullptr) {
   const auto t0 = clock_type::now();
-  const auto r = s.post("/prompt", {{"prompt", prompt}, {"client_id", id}});
+  const json body = {{"prompt", prompt}, {"client_id", id}};
+  const auto r = keep != nullptr ? keep->post("/prompt", body) : s.post("/prompt", body);
   if (r.status != 200) {
     std::fprintf(stderr, "bench_serve: POST /prompt answered %u %s\n", r.status, r.body.c_str());
     std::exit(2);
@@ -111,28 +119,38 @@ int main(int argc, char** argv) {
   const fs::path file = write_deployment(dir.path, "none");
 
   const double call50 = node_call_p50(file, prompts);
+  const double idle_call50 = node_call_p50(file, prompts, std::chrono::microseconds(500));
   testing::serve_process s(ORCH_BENCH_COMFY_ORCH, file.string());
   if (s.port() == 0) {
     std::fprintf(stderr, "bench_serve: comfy-orch serve did not start\n");
     return 2;
   }
-  std::vector<double> e2e;
+  std::vector<double> fresh, kept;  // interleaved, so both see the same machine
   {
     testing::ws_client ws(s.port(), "bench");
     ws.next();  // the greeting
+    testing::http_connection keep(s.port());
     for (int i = 0; i < prompts + prompts / 10; ++i) {
-      const double t = prompt_us(s, ws, "bench");
-      if (i >= prompts / 10) e2e.push_back(t);
+      const double a = prompt_us(s, ws, "bench");
+      const double b = prompt_us(s, ws, "bench", one_node, &keep);
+      if (i < prompts / 10) continue;
+      fresh.push_back(a);
+      kept.push_back(b);
     }
   }
-  const double e2e50 = percentile(e2e, 0.5);
   std::printf("one-node prompt, POST /prompt to execution_success on the WebSocket (%d prompts)\n",
               prompts);
-  std::printf("  the node's call through the router (floor): p50 %.1f us\n", call50);
-  std::printf("  the prompt through serve:                    p50 %.1f us  p99 %.1f us\n", e2e50,
-              percentile(e2e, 0.99));
-  std::printf("  overhead p50 %.1f us (target <= 200 us), ratio %.2f\n", e2e50 - call50,
-              e2e50 / call50);
+  std::printf("  the node's call through the router (floor): p50 %.1f us back to back, %.1f us "
+              "after 500 us idle\n",
+              call50, idle_call50);
+  for (const auto& [what, e2e] : {std::pair{"kept-alive connection", &kept},
+                                  std::pair{"a connection per POST ", &fresh}}) {
+    const double e2e50 = percentile(*e2e, 0.5);
+    std::printf("  %s: p50 %.1f us  p99 %.1f us; overhead p50 %.1f us over the back-to-back "
+                "call (target <= 200 us), ratio %.2f; %.1f us over the idle call\n",
+                what, e2e50, percentile(*e2e, 0.99), e2e50 - call50, e2e50 / call50,
+                e2e50 - idle_call50);
+  }
 
   // Throughput: every client posts its next prompt as soon as its last one succeeded.
   auto throughput = [&](int n) {

@@ -2,9 +2,11 @@
 // and samples with it (docs/nodes.md). Every step faults each layer's pages (pinning them), takes
 // a cast buffer for the layer on its offload stream, and unpins: the access pattern of ComfyUI's
 // dynamic-VRAM model loading (docs/references.md, aimdo §4.10), without real math.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "orch/worker/nodes.h"
 
@@ -68,6 +70,9 @@ orch_node_status sample(orch_node_context* ctx, const orch_value* in, orch_value
   }
   const orch_tensor& latent = in[1].tensor;
   const std::int64_t steps = in[2].i;
+  // Optional: the time a step takes on a real device, so a demo (or a client's test) sees a
+  // sampler's progress arrive over time rather than all in a millisecond.
+  const std::int64_t step_ms = in[3].kind == ORCH_VALUE_INT ? in[3].i : 0;
   const std::uint64_t bytes = static_cast<std::uint64_t>(k.size_mib) * mib;
   const std::uint64_t layer = bytes / static_cast<std::uint64_t>(k.layers);
   orch_node_region* region = nullptr;
@@ -92,6 +97,7 @@ orch_node_status sample(orch_node_context* ctx, const orch_value* in, orch_value
         ctx->api->cast_buffer(ctx, static_cast<std::uint32_t>(l) % streams, layer, &address);
       }
     }
+    if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
     ctx->api->progress(ctx, static_cast<std::uint64_t>(s + 1), static_cast<std::uint64_t>(steps));
   }
   orch_tensor t{};
@@ -127,6 +133,8 @@ const orch_node_input sample_inputs[] = {
     {"model", "MODEL", ORCH_INPUT_REQUIRED, 0, 0, 0, {}},
     {"latent", "IMAGE", ORCH_INPUT_REQUIRED, 0, 0, 0, {}},
     {"steps", "INT", req_range, 0, 1, 1000, int_value(4)},
+    {"step_ms", "INT", ORCH_INPUT_HAS_MIN | ORCH_INPUT_HAS_MAX | ORCH_INPUT_HAS_DEFAULT, 0, 0, 1000,
+     int_value(0)},
 };
 const char* const model_output[] = {"MODEL"};
 const char* const image_output[] = {"IMAGE"};
@@ -142,7 +150,7 @@ const orch_node_class classes[] = {
     {sizeof(orch_node_class), 0, ORCH_SAMPLER_NAME("LoadModel"), "Load Model (sim)", "sampling/sim",
      load_inputs, 2, 1, model_output, &load_model, nullptr, nullptr, nullptr},
     {sizeof(orch_node_class), 0, ORCH_SAMPLER_NAME("Sampler"), "Sampler (sim)", "sampling/sim",
-     sample_inputs, 3, 1, image_output, &sample, nullptr, nullptr, nullptr},
+     sample_inputs, 4, 1, image_output, &sample, nullptr, nullptr, nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes, 2, 0};
 

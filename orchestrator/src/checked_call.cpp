@@ -13,39 +13,59 @@ namespace orch::orchestrator {
 
 using nlohmann::json;
 
+namespace {
+
+// On the io thread: checks the call's input tensors, sends it, and sets `done` with the checked
+// answer (or the reason there is none).
+void start_checked_call(host_runtime& host, const std::string& env, const json& body,
+                        const std::vector<ipc::buffer_descriptor>& held,
+                        std::promise<checked_call_result>& done) {
+  if (auto st = check_input_tensors(body.value("inputs", json::object()), host.memory().leases(),
+                                    host_slot, held);
+      !st) {
+    return done.set_value({st.err(), {}});
+  }
+  host.workers().call(env, body, [&host, &done, env, &body](result<json> response) {
+    // A worker is a process we do not trust: its body has the shape of docs/protocol.md, or
+    // the call fails here, before anything below reads it on the io thread.
+    checked_call_result c{std::move(response), {}};
+    result<json>& r = c.response;
+    if (r) {
+      if (auto st = ipc::check_call_response(*r); !st) {
+        r = error{runtime_errc::bad_response, st.err().message};
+      }
+    }
+    // Leases move on the io thread, before anyone sees the result (supervisor_leases.cpp).
+    if (r) c.handed = host.workers().hand_over_outputs(env, *r);
+    // Before any consumer sees them, the producer's tensors must fit the blocks the host holds
+    // for them: a lie is this node's error, not a crash in the next worker.
+    if (r && (*r)["status"] == "ok") {
+      const std::string producer = "node " + text_field(body, "node") + " (" +
+                                   text_field(body, "class_type") + ", env " + env + ")";
+      auto st = check_output_tensors((*r)["outputs"], host.memory().leases(), host_slot, producer);
+      if (!st) r = st.err();
+    }
+    done.set_value(std::move(c));
+  });
+}
+
+}  // namespace
+
 checked_call_result checked_call(host_runtime& host, const std::string& env, const json& body,
                                  const std::vector<ipc::buffer_descriptor>& held) {
   std::promise<checked_call_result> done;
   auto future = done.get_future();
-  host.on_io_thread([&] {
-    if (auto st = check_input_tensors(body.value("inputs", json::object()), host.memory().leases(),
-                                      host_slot, held);
-        !st) {
-      return done.set_value({st.err(), {}});
+  // Posted, not run-and-waited-for: the caller wakes once, for the answer, instead of once more
+  // when the call has been sent. What the lambda refers to lives until future.get() returns.
+  host.post_to_io_thread([&]() noexcept {
+    try {
+      start_checked_call(host, env, body, held, done);
+    } catch (const std::exception& e) {  // an allocation failure: this call fails, not the io
+      try {                              // thread (unless the answer was set already)
+        done.set_value({error{runtime_errc::bad_response, e.what()}, {}});
+      } catch (const std::future_error&) {
+      }
     }
-    host.workers().call(env, body, [&host, &done, env, &body](result<json> response) {
-      // A worker is a process we do not trust: its body has the shape of docs/protocol.md, or
-      // the call fails here, before anything below reads it on the io thread.
-      checked_call_result c{std::move(response), {}};
-      result<json>& r = c.response;
-      if (r) {
-        if (auto st = ipc::check_call_response(*r); !st) {
-          r = error{runtime_errc::bad_response, st.err().message};
-        }
-      }
-      // Leases move on the io thread, before anyone sees the result (supervisor_leases.cpp).
-      if (r) c.handed = host.workers().hand_over_outputs(env, *r);
-      // Before any consumer sees them, the producer's tensors must fit the blocks the host holds
-      // for them: a lie is this node's error, not a crash in the next worker.
-      if (r && (*r)["status"] == "ok") {
-        const std::string producer = "node " + text_field(body, "node") + " (" +
-                                     text_field(body, "class_type") + ", env " + env + ")";
-        auto st =
-            check_output_tensors((*r)["outputs"], host.memory().leases(), host_slot, producer);
-        if (!st) r = st.err();
-      }
-      done.set_value(std::move(c));
-    });
   });
   return future.get();
 }

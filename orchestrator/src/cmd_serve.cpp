@@ -76,6 +76,7 @@ int serve(const serve_options& o) {
   orchestrator::comfy_api* api_ptr = nullptr;
   orchestrator::http_server server(
       h.io(), limits, [&](const orchestrator::http_request& r) { return api_ptr->handle(r); },
+      [&](const orchestrator::http_request& r) { return api_ptr->at_once(r); },
       [&](const std::string& sid) { return api_ptr->greeting(sid); });
   auto api = std::make_unique<orchestrator::comfy_api>(h, server, o.history_size, ORCH_VERSION);
   api_ptr = api.get();

@@ -228,6 +228,13 @@ http_reply comfy_api::handle(const http_request& req) {
   return json_reply({{"error", "no route " + req.method + " " + p}}, 404);
 }
 
+std::optional<http_reply> comfy_api::at_once(const http_request& req) {
+  const std::string p = route_of(req.path);
+  if (p == "/prompt" && req.method == "GET") return handle(req);
+  if (p == "/interrupt" && req.method == "POST") return interrupt(req);
+  return std::nullopt;
+}
+
 http_reply comfy_api::post_prompt(const http_request& req) {
   std::vector<std::string> order;
   auto body = parse_bounded_json(req.body, &order);

@@ -3,12 +3,14 @@
 // POST /interrupt, POST /free, GET /system_stats, GET /view and POST /upload/image (over the
 // deployment's input, output and temp directories, serve_files.hpp), and the WebSocket's
 // messages (status on connect and on every queue change, the executor's events to the client
-// that queued the prompt). One prompt thread takes the queue's prompts in order and runs them on
-// the executor.
+// that queued the prompt). Requests are answered on the server's API thread, or on the io
+// thread when that needs no wait (at_once). One prompt thread takes the queue's prompts in order
+// and runs them on the executor.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -32,6 +34,10 @@ class comfy_api {
 
   // The route table; runs on the server's API thread.
   http_reply handle(const http_request& req);
+  // What the io thread answers itself, never queued on the API thread behind a request that
+  // waits for a worker (a VALIDATE_INPUTS, a /free): POST /interrupt and GET /prompt. nullopt
+  // for the rest.
+  std::optional<http_reply> at_once(const http_request& req);
   // Whether the route of `method` and (decoded) `path` takes an upload, whose body has its own
   // cap (--max-upload) instead of --max-body's.
   static bool takes_upload(const std::string& method, const std::string& path);

@@ -40,6 +40,17 @@ std::string error_body(const std::string& message) {
                                                  nlohmann::json::error_handler_t::replace);
 }
 
+// A handler's answer; a handler that throws is answered 500, with its message.
+template <class Handler>
+std::optional<http_reply> answer(const http_request& view, const Handler& handler) {
+  try {
+    return handler(view);
+  } catch (const std::exception& e) {
+    spdlog::error("serve: {} {} failed: {}", view.method, view.path, e.what());
+    return http_reply{500, "application/json", error_body(e.what()), {}, nullptr};
+  }
+}
+
 }  // namespace
 
 class http_session : public std::enable_shared_from_this<http_session> {
@@ -132,16 +143,16 @@ class http_session : public std::enable_shared_from_this<http_session> {
     view.content_type = std::string(req[http::field::content_type]);
     const unsigned version = req.version();
     const bool keep_alive = req.keep_alive();
+    if (st_->at_once && view.body.size() <= http_server::max_body_at_once) {
+      if (auto now = answer(view, st_->at_once))
+        return write(std::move(*now), version, keep_alive, false);
+    }
     stream_.expires_never();  // the handler may wait for a worker
     boost::asio::post(st_->api, [self = shared_from_this(), view = std::move(view), version,
                                  keep_alive]() mutable {
-      http_reply reply;
-      try {
-        reply = self->st_->on_request(view);
-      } catch (const std::exception& e) {
-        spdlog::error("serve: {} {} failed: {}", view.method, view.path, e.what());
-        reply = {500, "application/json", error_body(e.what()), {}, nullptr};
-      }
+      http_reply reply = *answer(view, [&](const http_request& r) {
+        return std::optional<http_reply>(self->st_->on_request(r));
+      });
       view = http_request{};  // an upload's body is not kept while the answer is written
       boost::asio::post(self->st_->io, [self, reply = std::move(reply), version,
                                         keep_alive]() mutable {
@@ -294,8 +305,8 @@ void accept_next(const std::shared_ptr<state>& st) {
 }  // namespace
 
 http_server::http_server(boost::asio::io_context& io, http_limits limits, handler on_request,
-                         ws_greeting on_ws_connect)
-    : state_(std::make_shared<state>(io, limits, std::move(on_request),
+                         at_once_handler at_once, ws_greeting on_ws_connect)
+    : state_(std::make_shared<state>(io, limits, std::move(on_request), std::move(at_once),
                                      std::move(on_ws_connect))) {}
 
 http_server::~http_server() { stop(); }
@@ -341,7 +352,8 @@ void http_server::stop() {
   boost::asio::post(state_->io, [st = state_, closed] {
     if (!st->stopping) {
       st->stopping = true;
-      st->greet = nullptr;  // what it calls is destroyed after stop()
+      st->greet = nullptr;  // what they call is destroyed after stop()
+      st->at_once = nullptr;
       beast::error_code ec;
       st->acceptor.close(ec);
       if (st->accept_pause) st->accept_pause->cancel();

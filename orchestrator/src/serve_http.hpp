@@ -1,7 +1,7 @@
 // serve_http: the HTTP and WebSocket server of `comfy-orch serve` (docs/serve.md), Boost.Beast on
 // the host's own io_context: every socket is read and written on the io thread, and requests are
 // answered on one API thread (a handler may wait for a worker, whose answer the io thread
-// delivers). Untrusted clients meet limits at every step: the header size and the body size are
+// delivers), but for those the at-once handler answers on the io thread without a wait. Untrusted clients meet limits at every step: the header size and the body size are
 // capped (431 and 413 past them; the body's cap is chosen from the request's route once its
 // header is read, so uploads can be larger than prompts), a request's header must arrive within
 // `header_timeout`, its body must not stall for as long, a connection that says nothing for
@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,12 +67,17 @@ struct http_limits {
 class http_server {
  public:
   using handler = std::function<http_reply(const http_request&)>;
+  // Answers a request on the io thread itself, when that needs no wait (nullopt: the request
+  // goes to the API thread as any other). Offered only requests whose body is at most
+  // max_body_at_once, so the io thread never spends long on one.
+  using at_once_handler = std::function<std::optional<http_reply>(const http_request&)>;
+  static constexpr std::size_t max_body_at_once = std::size_t{64} << 10;
   // A WebSocket client connected with this sid (its clientId, or a new one): what to send it
   // first (ComfyUI's status message).
   using ws_greeting = std::function<std::string(const std::string& sid)>;
 
   http_server(boost::asio::io_context& io, http_limits limits, handler on_request,
-              ws_greeting on_ws_connect);
+              at_once_handler at_once, ws_greeting on_ws_connect);
   ~http_server();  // stop()
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;

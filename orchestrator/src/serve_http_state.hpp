@@ -24,11 +24,18 @@ class http_session;
 class ws_session;
 
 struct http_server::state {
-  state(boost::asio::io_context& context, http_limits l, handler h, ws_greeting g)
-      : io(context), limits(l), on_request(std::move(h)), greet(std::move(g)), acceptor(context) {}
+  state(boost::asio::io_context& context, http_limits l, handler h, at_once_handler now,
+        ws_greeting g)
+      : io(context),
+        limits(l),
+        on_request(std::move(h)),
+        at_once(std::move(now)),
+        greet(std::move(g)),
+        acceptor(context) {}
   boost::asio::io_context& io;
   http_limits limits;
   handler on_request;
+  at_once_handler at_once;
   ws_greeting greet;
   tcp::acceptor acceptor;
   boost::asio::thread_pool api{1};  // every handler, in order of arrival

@@ -145,6 +145,42 @@ class serve_process {
   bool exited_ = false;
 };
 
+// One kept-alive HTTP connection (as a browser or Node's fetch keeps one), reconnected when the
+// server closed it.
+class http_connection {
+ public:
+  explicit http_connection(unsigned short port) : port_(port), stream_(io_) {}
+  reply post(const std::string& target, const nlohmann::json& body) {
+    if (!open_) {
+      stream_.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port_));
+      beast::error_code ec;
+      stream_.socket().set_option(tcp::no_delay(true), ec);
+      open_ = true;
+    }
+    http::request<http::string_body> req{http::verb::post, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
+    req.body() = body.dump();
+    req.prepare_payload();
+    http::write(stream_, req);
+    http::response<http::string_body> res;
+    http::read(stream_, buffer_, res);
+    if (!res.keep_alive()) {
+      beast::error_code ec;
+      stream_.socket().close(ec);
+      open_ = false;
+    }
+    return {static_cast<unsigned>(res.result_int()), res.body(), {}};
+  }
+
+ private:
+  unsigned short port_;
+  boost::asio::io_context io_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  bool open_ = false;
+};
+
 // One WebSocket client of /ws?clientId=<id>.
 class ws_client {
  public:

@@ -70,12 +70,13 @@ TEST_F(serve_test, a_client_written_as_comfyuis_script_examples_runs_a_prompt_en
 // Two ComfyUI clients nobody here wrote, from npm at the versions package-lock.json pins
 // (scripts/install-deps runs npm ci): each queues the example prompt, follows it over the
 // WebSocket, waits as the library does and reads the history.
-void run_npm_client(serve_process& s, const std::string& which) {
+void run_npm_client(serve_process& s, const std::string& which,
+                    const std::string& prompt_file = ORCH_TEST_EXAMPLE_PROMPT) {
   ASSERT_TRUE(std::filesystem::exists(std::string(ORCH_TEST_NPM_CLIENTS) + "/node_modules"))
       << "the npm clients are not installed: run ./scripts/install-deps";
   const auto r = orch::testing::run_command(
       "node '" + std::string(ORCH_TEST_NPM_CLIENTS) + "/clients.mjs' 127.0.0.1:" +
-      std::to_string(s.port()) + " '" + ORCH_TEST_EXAMPLE_PROMPT + "' " + which);
+      std::to_string(s.port()) + " '" + prompt_file + "' " + which);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("ok: " + which), std::string::npos) << r.out << r.err;
   EXPECT_EQ(s.stop(), 0);
@@ -86,9 +87,18 @@ TEST_F(serve_test, the_stable_canvas_client_from_npm_runs_a_prompt_end_to_end) {
   run_npm_client(*s, "stable-canvas");
 }
 
+// The SDK calls onStart from the first `progress` it hears after it has read the history
+// (it listens for progress only then): the example's 4 steps were over before that, once a
+// served prompt took a millisecond. Its sampler with 20 steps of 25 ms each, as a real one.
 TEST_F(serve_test, the_saintno_sdk_from_npm_runs_a_prompt_end_to_end) {
+  json prompt;
+  std::ifstream(ORCH_TEST_EXAMPLE_PROMPT) >> prompt;
+  prompt["3"]["inputs"]["steps"] = 20;
+  prompt["3"]["inputs"]["step_ms"] = 25;
+  const auto file = write_deployment().parent_path() / "long-sampler.json";
+  std::ofstream(file) << prompt.dump();
   auto s = serve();
-  run_npm_client(*s, "saintno");
+  run_npm_client(*s, "saintno", file.string());
 }
 
 TEST_F(serve_test, every_route_answers_in_comfyuis_shape) {
@@ -408,6 +418,31 @@ TEST_F(serve_test, interrupt_stops_the_running_prompt_and_the_queue_goes_on) {
   ws.until_prompt_end(next);
   EXPECT_EQ(history_of(*s, slow)["status"]["status_str"], "error");
   EXPECT_EQ(history_of(*s, next)["status"]["status_str"], "success");
+  EXPECT_EQ(s->stop(), 0);
+}
+
+// A /free waits for the workers' receipts, which a worker gives after its running node: the
+// API thread waits with it. /interrupt is answered on the io thread, not queued behind it (it
+// waited there for the node's whole 60 s, and then found nothing left to interrupt).
+TEST_F(serve_test, interrupt_is_not_queued_behind_a_request_that_waits_for_a_worker) {
+  auto s = serve();
+  ws_client ws(s->port(), "c");
+  ASSERT_TRUE(ws.next());
+  const std::string slow = queue(*s, sleep_prompt(60000), "c");
+  for (int i = 0; i < 500 && s->get("/queue").json()["queue_running"].empty(); ++i)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(200ms);  // inside the node
+  std::thread waiting_free([&] {
+    EXPECT_EQ(s->post("/free", {{"free_memory", true}}).status, 200u);
+  });
+  std::this_thread::sleep_for(200ms);  // the API thread waits on the free's receipts
+  EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
+  bool interrupted = false;
+  for (const auto& m : ws.until_prompt_end(slow))
+    interrupted = interrupted || m["type"] == "execution_interrupted";
+  EXPECT_TRUE(interrupted);
+  waiting_free.join();
+  EXPECT_EQ(history_of(*s, slow)["status"]["status_str"], "error");
   EXPECT_EQ(s->stop(), 0);
 }
 
