@@ -15,17 +15,33 @@ using nlohmann::json;
 
 namespace {
 
-// On the io thread: checks the call's input tensors, sends it, and sets `done` with the checked
-// answer (or the reason there is none).
-void start_checked_call(host_runtime& host, const std::string& env, const json& body,
-                        const std::vector<ipc::buffer_descriptor>& held,
-                        std::promise<checked_call_result>& done) {
+// One call in flight: what its answer's callback needs, owned jointly by the caller and the
+// callback, so that a callback the supervisor runs late (a worker lost after an error here)
+// touches nothing the caller has freed.
+struct pending_checked_call {
+  pending_checked_call(std::string e, const json& b) : env(std::move(e)), body(b) {}
+  std::string env;
+  json body;
+  std::promise<checked_call_result> done;
+  bool answered = false;  // io thread only
+  void answer(checked_call_result r) {
+    if (answered) return;
+    answered = true;
+    done.set_value(std::move(r));
+  }
+};
+
+// On the io thread: checks the call's input tensors, sends it, and answers `call` with the
+// checked response (or the reason there is none).
+void start_checked_call(host_runtime& host, const std::vector<ipc::buffer_descriptor>& held,
+                        const std::shared_ptr<pending_checked_call>& call) {
+  const json& body = call->body;
   if (auto st = check_input_tensors(body.value("inputs", json::object()), host.memory().leases(),
                                     host_slot, held);
       !st) {
-    return done.set_value({st.err(), {}});
+    return call->answer({st.err(), {}});
   }
-  host.workers().call(env, body, [&host, &done, env, &body](result<json> response) {
+  host.workers().call(call->env, body, [&host, call](result<json> response) {
     // A worker is a process we do not trust: its body has the shape of docs/protocol.md, or
     // the call fails here, before anything below reads it on the io thread.
     checked_call_result c{std::move(response), {}};
@@ -36,16 +52,17 @@ void start_checked_call(host_runtime& host, const std::string& env, const json& 
       }
     }
     // Leases move on the io thread, before anyone sees the result (supervisor_leases.cpp).
-    if (r) c.handed = host.workers().hand_over_outputs(env, *r);
+    if (r) c.handed = host.workers().hand_over_outputs(call->env, *r);
     // Before any consumer sees them, the producer's tensors must fit the blocks the host holds
     // for them: a lie is this node's error, not a crash in the next worker.
     if (r && (*r)["status"] == "ok") {
-      const std::string producer = "node " + text_field(body, "node") + " (" +
-                                   text_field(body, "class_type") + ", env " + env + ")";
+      const std::string producer = "node " + text_field(call->body, "node") + " (" +
+                                   text_field(call->body, "class_type") + ", env " + call->env +
+                                   ")";
       auto st = check_output_tensors((*r)["outputs"], host.memory().leases(), host_slot, producer);
       if (!st) r = st.err();
     }
-    done.set_value(std::move(c));
+    call->answer(std::move(c));
   });
 }
 
@@ -53,17 +70,19 @@ void start_checked_call(host_runtime& host, const std::string& env, const json& 
 
 checked_call_result checked_call(host_runtime& host, const std::string& env, const json& body,
                                  const std::vector<ipc::buffer_descriptor>& held) {
-  std::promise<checked_call_result> done;
-  auto future = done.get_future();
+  auto call = std::make_shared<pending_checked_call>(env, body);
+  auto future = call->done.get_future();
   // Posted, not run-and-waited-for: the caller wakes once, for the answer, instead of once more
-  // when the call has been sent. What the lambda refers to lives until future.get() returns.
-  host.post_to_io_thread([&]() noexcept {
+  // when the call has been sent. `held` lives until future.get() returns, and only the start
+  // reads it, before any answer.
+  host.post_to_io_thread([&host, &held, call]() noexcept {
     try {
-      start_checked_call(host, env, body, held, done);
-    } catch (const std::exception& e) {  // an allocation failure: this call fails, not the io
-      try {                              // thread (unless the answer was set already)
-        done.set_value({error{runtime_errc::bad_response, e.what()}, {}});
-      } catch (const std::future_error&) {
+      start_checked_call(host, held, call);
+    } catch (...) {  // an allocation failure: this call fails, not the io thread
+      try {
+        call->answer(
+            {error{runtime_errc::not_ready, "the call could not be sent (out of memory)"}, {}});
+      } catch (...) {
       }
     }
   });

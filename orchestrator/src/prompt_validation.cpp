@@ -39,6 +39,16 @@ constexpr std::size_t max_listed_choices = 20;
 // The nodes of one cycle that a dependency_cycle report names (and marks).
 constexpr std::size_t max_cycle_nodes_reported = 100;
 
+// ComfyUI's input_config of an error: [type, options], the options {} where the class gives
+// none. A list of more than max_listed_choices choices is not sent back (null), as ComfyUI does
+// for value_not_in_list; here for every error, so that a refusal stays small.
+nlohmann::json error_input_config(const node_input& input) {
+  if (input.type == "COMBO" && input.options.size() > max_listed_choices) return nullptr;
+  nlohmann::json config = input_config(input);
+  if (config.size() == 1) config.push_back(nlohmann::json::object());
+  return config;
+}
+
 class validator {
  public:
   validator(const prompt& p, const node_catalogue& c, const custom_validation& custom)
@@ -161,7 +171,8 @@ class validator {
   // 12,000-node chain overflowed the host's stack that way.
   bool validate_node(const std::string& output) {
     if (auto it = verdict_.find(output); it != verdict_.end()) return it->second;
-    std::set<std::string> visiting{output};
+    // The nodes on the walk's path, each with its place in `stack`.
+    std::map<std::string, std::size_t> visiting{{output, 0}};
     std::vector<frame> stack;
     stack.push_back({output});
     bool last = true;  // the verdict of the frame popped last
@@ -203,8 +214,8 @@ class validator {
         }
         if (auto v = verdict_.find(link->node_id); v != verdict_.end()) {
           f.ok = v->second && f.ok;
-        } else if (visiting.count(link->node_id)) {
-          report_cycle(stack, link->node_id);
+        } else if (auto on_path = visiting.find(link->node_id); on_path != visiting.end()) {
+          report_cycle(stack, on_path->second);
           f.ok = false;
         } else {
           descend = link->node_id;
@@ -212,7 +223,7 @@ class validator {
         }
       }
       if (descend) {
-        visiting.insert(*descend);
+        visiting.emplace(*descend, stack.size());
         stack.push_back({std::move(*descend)});  // `f` is not used past this point
         continue;
       }
@@ -225,14 +236,13 @@ class validator {
     return last;
   }
 
-  // A link back to `closing`, a node on the walk's path: the path from it is a cycle. Every node
-  // of the cycle gets the error, whose details are the path and whose cycle_nodes name its nodes,
-  // so a client marks them all. Bounded: a 100,000-node cycle names its first
-  // max_cycle_nodes_reported nodes (cycle_length says how many there are).
-  void report_cycle(const std::vector<frame>& path, const std::string& closing) {
-    if (in_reported_cycle_.count(closing)) return;  // found again through another link
-    std::size_t from = 0;
-    while (path[from].id != closing) ++from;
+  // A link from the top of `path` back to path[from]: the path from there is a cycle (each such
+  // back link is met once, so each cycle is reported once). Every node of it gets the error, so
+  // a client marks them all; the first one's error names the cycle: its path as `details` and
+  // its nodes as `cycle_nodes`. Bounded: a 100,000-node cycle marks and names its first
+  // max_cycle_nodes_reported nodes (cycle_length says how many there are), each of the others'
+  // errors only points at the first.
+  void report_cycle(const std::vector<frame>& path, std::size_t from) {
     const std::size_t length = path.size() - from;
     const std::size_t shown = std::min(length, max_cycle_nodes_reported);
     nlohmann::json nodes = nlohmann::json::array();
@@ -241,16 +251,19 @@ class validator {
       nodes.push_back(path[i].id);
       details += path[i].id + " -> ";
     }
-    details += shown == length ? closing
+    details += shown == length ? path[from].id
                                : "... (" + std::to_string(length) + " nodes in the cycle)";
-    for (std::size_t i = from; i < path.size(); ++i) in_reported_cycle_.insert(path[i].id);
-    for (std::size_t i = from; i < from + shown; ++i)
-      add(path[i].id, {"dependency_cycle",
-                       "Dependency cycle detected",
-                       details,
-                       {{"node_id", path[i].id},
-                        {"cycle_nodes", nodes},
-                        {"cycle_length", length}}});
+    const std::string& first = path[from].id;
+    add(first, {"dependency_cycle",
+                "Dependency cycle detected",
+                details,
+                {{"node_id", first}, {"cycle_nodes", std::move(nodes)}, {"cycle_length", length}}});
+    for (std::size_t i = from + 1; i < from + shown; ++i)
+      add(path[i].id,
+          {"dependency_cycle",
+           "Dependency cycle detected",
+           "in the cycle through node " + first,
+           {{"node_id", path[i].id}, {"cycle_start", first}, {"cycle_length", length}}});
   }
 
   // The class's VALIDATE_INPUTS, with the literal inputs it takes and its links' types.
@@ -284,7 +297,7 @@ class validator {
       add(id, {"bad_linked_input",
                "Bad linked input, linked node does not exist",
                input.name + ": node '" + link.node_id + "' is not in the prompt",
-               {{"input_name", input.name}, {"input_config", input_config(input)}}});
+               {{"input_name", input.name}, {"input_config", error_input_config(input)}}});
       return false;
     }
     const auto& src_cls = *catalogue_.find(src->second.class_type);
@@ -294,7 +307,7 @@ class validator {
                input.name + ": node '" + link.node_id + "' (" + src_cls.class_type + ") has " +
                    std::to_string(src_cls.outputs.size()) + " output(s), slot " +
                    std::to_string(link.slot) + " requested",
-               {{"input_name", input.name}, {"input_config", input_config(input)}}});
+               {{"input_name", input.name}, {"input_config", error_input_config(input)}}});
       return false;
     }
     const auto& received = src_cls.outputs[static_cast<std::size_t>(link.slot)];
@@ -307,7 +320,7 @@ class validator {
            "Return type mismatch between linked nodes",
            input.name + ", received_type(" + received + ") mismatch input_type(" + input.type + ")",
            {{"input_name", input.name},
-            {"input_config", input_config(input)},
+            {"input_config", error_input_config(input)},
             {"received_type", received},
             {"linked_node", {link.node_id, link.slot}}}});
       return false;
@@ -327,7 +340,7 @@ class validator {
           {"invalid_input_type",
            "Value nests deeper than " + std::to_string(deepest) + " levels of arrays and objects",
            input.name,
-           {{"input_name", input.name}, {"input_config", input_config(input)}}});
+           {{"input_name", input.name}, {"input_config", error_input_config(input)}}});
       return false;
     }
     if (looks_like_link(value) || (value.is_array() && input.type != "COMBO")) {
@@ -335,13 +348,13 @@ class validator {
                "Bad linked input, must be a length-2 list of [node_id, slot_index]",
                input.name,
                {{"input_name", input.name},
-                {"input_config", input_config(input)},
+                {"input_config", error_input_config(input)},
                 {"received_value", value}}});
       return false;
     }
     const auto extra = [&] {  // only for an error: a valid prompt pays nothing for it
       return nlohmann::json{{"input_name", input.name},
-                            {"input_config", input_config(input)},
+                            {"input_config", error_input_config(input)},
                             {"received_value", value}};
     };
     if (input.type == "INT" || input.type == "FLOAT") {
@@ -384,7 +397,7 @@ class validator {
                  "Value not in list",
                  input.name + ": '" + text + "' not in " + choices,
                  {{"input_name", input.name},
-                  {"input_config", long_list ? nlohmann::json() : input_config(input)},
+                  {"input_config", error_input_config(input)},
                   {"received_value", value}}});
         return false;
       }
@@ -397,7 +410,6 @@ class validator {
   const custom_validation& custom_;
   validation_report report_;
   std::map<std::string, bool> verdict_;
-  std::set<std::string> in_reported_cycle_;
 };
 
 nlohmann::json error_to_json(const validation_error& e) {

@@ -72,9 +72,39 @@ std::vector<std::string> ids_of(const json& body) {
   return ids;
 }
 
+// ComfyUI tests its flags (front, clear, unload_models, free_memory) as Python does: true, a
+// number but 0, and a string, array or object that is not empty.
 bool flag(const json& body, const char* key) {
   const auto it = body.find(key);
-  return it != body.end() && it->is_boolean() && it->get<bool>();
+  if (it == body.end()) return false;
+  if (it->is_boolean()) return it->get<bool>();
+  if (it->is_number()) return it->get<double>() != 0.0;
+  if (it->is_string()) return !it->get_ref<const std::string&>().empty();
+  if (it->is_array() || it->is_object()) return !it->empty();
+  return false;  // null
+}
+
+// ComfyUI's float(number): a JSON number, or a string that is one ("3", "-1.5").
+std::optional<double> number_of(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_string()) return std::nullopt;
+  const auto& text = v.get_ref<const std::string&>();
+  char* end = nullptr;
+  const double d = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size()) return std::nullopt;
+  return d;
+}
+
+// ComfyUI's str(prompt_id) for the values a client sends: a string as it is, a number as Python
+// prints it. nullopt: no usable id (absent or null: a new one is made).
+std::optional<std::string> prompt_id_of(const json& body, bool& refused) {
+  const auto it = body.find("prompt_id");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number()) return it->dump();  // 5 and 5.0, as Python prints them
+  if (it->is_boolean()) return std::string(it->get<bool>() ? "True" : "False");
+  refused = true;
+  return std::nullopt;
 }
 
 std::uint64_t meminfo_bytes(const std::string& key) {
@@ -99,6 +129,7 @@ class comfy_api::events final : public event_sink {
   void begin(const std::string& client_id) {
     std::lock_guard lock(mutex_);
     client_id_ = client_id;
+    running_node_.clear();
     messages_ = json::array();
     outputs_ = json::object();
   }
@@ -111,11 +142,22 @@ class comfy_api::events final : public event_sink {
     return {outputs_, status};
   }
 
+  // The node the prompt of client `sid` runs now, if one does.
+  std::optional<std::string> running_node_of(const std::string& sid) const {
+    std::lock_guard lock(mutex_);
+    if (sid.empty() || sid != client_id_ || running_node_.empty()) return std::nullopt;
+    return running_node_;
+  }
+
   void emit(const std::string& type, const json& data) override {
     std::string sid;
     {
       std::lock_guard lock(mutex_);
       sid = client_id_;
+      if (type == "executing")
+        running_node_ = data.contains("node") && data["node"].is_string()
+                            ? data["node"].get<std::string>()
+                            : std::string();
       if (type == "execution_start" || type == "execution_cached" ||
           type == "execution_success" || type == "execution_error" ||
           type == "execution_interrupted")
@@ -131,8 +173,9 @@ class comfy_api::events final : public event_sink {
 
  private:
   http_server& server_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::string client_id_;
+  std::string running_node_;  // ComfyUI's last_node_id
   json messages_ = json::array();
   json outputs_ = json::object();
 };
@@ -185,9 +228,14 @@ json comfy_api::status_message(bool with_sid, const std::string& sid) const {
   return {{"type", "status"}, {"data", data}};
 }
 
-std::string comfy_api::greeting(const std::string& sid) const {
+std::vector<std::string> comfy_api::greeting(const std::string& sid) const {
   // The sid is the client's clientId: any bytes.
-  return status_message(true, sid).dump(-1, ' ', false, json::error_handler_t::replace);
+  std::vector<std::string> out = {
+      status_message(true, sid).dump(-1, ' ', false, json::error_handler_t::replace)};
+  if (auto node = events_->running_node_of(sid))
+    out.push_back(json{{"type", "executing"}, {"data", {{"node", *node}}}}.dump(
+        -1, ' ', false, json::error_handler_t::replace));
+  return out;
 }
 
 namespace {
@@ -247,15 +295,17 @@ http_reply comfy_api::post_prompt(const http_request& req) {
   if (!parsed) return json_reply(invalid_prompt_report(parsed.err()).to_json(), 400);
 
   queued_prompt item;
-  if (auto it = body->find("number"); it != body->end() && it->is_number())
-    item.number = it->get<double>();
-  else
+  if (auto it = body->find("number"); it != body->end()) {
+    const auto n = number_of(*it);
+    if (!n || !std::isfinite(*n)) return bad_request("number must be a finite number");
+    item.number = *n;
+  } else {
     item.number = queue_.next_number(flag(*body, "front"));
-  if (!std::isfinite(item.number)) return bad_request("number must be a finite number");
-  if (auto it = body->find("prompt_id"); it != body->end() && it->is_string())
-    item.prompt_id = it->get<std::string>();
-  else
-    item.prompt_id = uuid4();
+  }
+  bool bad_id = false;
+  auto id = prompt_id_of(*body, bad_id);
+  if (bad_id) return bad_request("prompt_id must be a string");
+  item.prompt_id = id ? std::move(*id) : uuid4();
   if (auto it = body->find("extra_data"); it != body->end() && it->is_object())
     item.extra_data = *it;
   if (auto it = body->find("client_id"); it != body->end() && it->is_string())

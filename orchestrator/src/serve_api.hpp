@@ -41,8 +41,9 @@ class comfy_api {
   // Whether the route of `method` and (decoded) `path` takes an upload, whose body has its own
   // cap (--max-upload) instead of --max-body's.
   static bool takes_upload(const std::string& method, const std::string& path);
-  // The first WebSocket message of client `sid`.
-  std::string greeting(const std::string& sid) const;
+  // The first WebSocket messages of client `sid`: the status, and as ComfyUI does for a client
+  // that reconnects while its prompt runs, an `executing` for the running node.
+  std::vector<std::string> greeting(const std::string& sid) const;
   // Interrupts the running prompt (if `interrupt_running`), drops the pending ones and ends the
   // prompt thread. Idempotent.
   void stop(bool interrupt_running);

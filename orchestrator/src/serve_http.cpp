@@ -228,8 +228,22 @@ class http_session : public std::enable_shared_from_this<http_session> {
           if (!out->serializer->is_done()) return self->send(std::move(out), linger);
           if (linger) return self->linger();
           if (!out->res.keep_alive()) return self->close();
-          self->start(self->st_->limits.idle_timeout);
+          self->await_next_request();
         });
+  }
+
+  // A kept-alive connection may stay quiet for idle_timeout; once its next request begins, its
+  // header has header_timeout, as the first one had: a client that dribbles a header in is cut
+  // off as soon as on a new connection.
+  void await_next_request() {
+    if (buffer_.size() > 0) return start(st_->limits.header_timeout);  // already begun
+    stream_.expires_after(st_->limits.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              if (ec) return self->close();
+                              self->buffer_.commit(n);
+                              self->start(self->st_->limits.header_timeout);
+                            });
   }
 
   // Answered before the client finished sending: closing now, with its bytes unread, would

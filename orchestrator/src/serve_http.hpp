@@ -1,14 +1,14 @@
 // serve_http: the HTTP and WebSocket server of `comfy-orch serve` (docs/serve.md), Boost.Beast on
 // the host's own io_context: every socket is read and written on the io thread, and requests are
 // answered on one API thread (a handler may wait for a worker, whose answer the io thread
-// delivers), but for those the at-once handler answers on the io thread without a wait. Untrusted clients meet limits at every step: the header size and the body size are
-// capped (431 and 413 past them; the body's cap is chosen from the request's route once its
-// header is read, so uploads can be larger than prompts), a request's header must arrive within
-// `header_timeout`, its body must not stall for as long, a connection that says nothing for
-// `idle_timeout` is closed, and connections and WebSocket clients are counted (503 past the
-// cap). A request refused before its body was read is answered, and the rest of what the client
-// sends is read and dropped for a while before the connection closes, so that the client reads
-// the answer instead of a connection reset.
+// delivers), but for those the at-once handler answers on the io thread without a wait. Untrusted
+// clients meet limits at every step: the header size and the body size are capped (431 and 413 past
+// them; the body's cap is chosen from the request's route once its header is read, so uploads can
+// be larger than prompts), a request's header must arrive within `header_timeout`, its body must
+// not stall for as long, a connection that says nothing for `idle_timeout` is closed, and
+// connections and WebSocket clients are counted (503 past the cap). A request refused before its
+// body was read is answered, and the rest of what the client sends is read and dropped for a while
+// before the connection closes, so that the client reads the answer instead of a connection reset.
 #pragma once
 
 #include <chrono>
@@ -73,8 +73,8 @@ class http_server {
   using at_once_handler = std::function<std::optional<http_reply>(const http_request&)>;
   static constexpr std::size_t max_body_at_once = std::size_t{64} << 10;
   // A WebSocket client connected with this sid (its clientId, or a new one): what to send it
-  // first (ComfyUI's status message).
-  using ws_greeting = std::function<std::string(const std::string& sid)>;
+  // first (ComfyUI's status message, and the running node to the client that queued it).
+  using ws_greeting = std::function<std::vector<std::string>(const std::string& sid)>;
 
   http_server(boost::asio::io_context& io, http_limits limits, handler on_request,
               at_once_handler at_once, ws_greeting on_ws_connect);

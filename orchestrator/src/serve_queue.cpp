@@ -22,6 +22,11 @@ void prompt_queue::on_change(std::function<void(std::size_t)> fn) {
 
 void prompt_queue::changed(std::unique_lock<std::mutex>& lock) {
   const std::size_t left = pending_.size() + (running_ ? 1 : 0);
+  remaining_.store(left);
+  {
+    std::lock_guard id_lock(running_id_mutex_);
+    running_id_ = running_ ? std::optional<std::string>(running_->prompt_id) : std::nullopt;
+  }
   auto fn = on_change_;
   lock.unlock();
   if (fn) fn(left);
@@ -90,11 +95,6 @@ void prompt_queue::stop() {
   ready_.notify_all();
 }
 
-std::size_t prompt_queue::remaining() const {
-  std::lock_guard lock(mutex_);
-  return pending_.size() + (running_ ? 1 : 0);
-}
-
 json prompt_queue::queue_json() const {
   std::lock_guard lock(mutex_);
   json running = json::array();
@@ -122,9 +122,8 @@ void prompt_queue::delete_pending(const std::vector<std::string>& ids) {
 }
 
 std::optional<std::string> prompt_queue::running_id() const {
-  std::lock_guard lock(mutex_);
-  if (!running_) return std::nullopt;
-  return running_->prompt_id;
+  std::lock_guard lock(running_id_mutex_);
+  return running_id_;
 }
 
 std::string prompt_queue::running_client_id() const {

@@ -5,6 +5,7 @@
 // queue and read, the prompt thread takes and finishes.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -58,7 +59,9 @@ class prompt_queue {
   void finish(const nlohmann::json& outputs, const nlohmann::json& status);
   void stop();
 
-  std::size_t remaining() const;
+  // remaining() and running_id() never wait for the queue's lock while a history is copied
+  // under it: the io thread asks them (serve_api.hpp).
+  std::size_t remaining() const { return remaining_.load(); }
   // {"queue_running": [...], "queue_pending": [...]}, as GET /queue answers.
   nlohmann::json queue_json() const;
   void clear_pending();
@@ -89,6 +92,11 @@ class prompt_queue {
   std::uint64_t sequence_ = 0;
   bool stopped_ = false;
   std::function<void(std::size_t)> on_change_;
+  // Copies for readers that must not wait while a history is copied under mutex_; written
+  // under mutex_ (running_id_ under its own lock too, taken second).
+  std::atomic<std::size_t> remaining_{0};
+  mutable std::mutex running_id_mutex_;
+  std::optional<std::string> running_id_;
 };
 
 }  // namespace orch::orchestrator

@@ -72,7 +72,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     st_->ws[sid_] = weak_from_this();
     st_->ws_count = static_cast<unsigned>(st_->ws.size());
     registered_ = true;
-    if (st_->greet) deliver(st_->greet(sid_));
+    if (st_->greet)
+      for (auto& message : st_->greet(sid_)) deliver(std::move(message));
     read_next();
   }
 

@@ -29,9 +29,11 @@ TEST_F(runtime_processes, every_native_pack_reports_its_node_classes_at_the_hand
   const auto* sampler = host_->catalogue().find("SimSampler");
   ASSERT_NE(sampler, nullptr);
   EXPECT_EQ(sampler->outputs, std::vector<std::string>{"IMAGE"});
-  ASSERT_EQ(sampler->inputs.size(), 3u);
+  ASSERT_EQ(sampler->inputs.size(), 4u);
   EXPECT_EQ(sampler->inputs[2].name, "steps");
   EXPECT_EQ(sampler->inputs[2].min, 1.0);
+  EXPECT_EQ(sampler->inputs[3].name, "step_ms");
+  EXPECT_FALSE(sampler->inputs[3].required);
   EXPECT_TRUE(host_->catalogue().find("ImageChecksum")->output_node);
   EXPECT_TRUE(host_->catalogue().find("TestCrash")->not_idempotent);
   EXPECT_NE(env_of(*host_, "SimSampler"), env_of(*host_, "SolidImage"));

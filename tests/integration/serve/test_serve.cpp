@@ -172,6 +172,31 @@ TEST_F(serve_test, bodies_that_are_not_prompts_get_comfyuis_errors_and_change_no
   EXPECT_EQ(s->stop(), 0);
 }
 
+// ComfyUI reads number with float(), front and the other flags as Python truth values, and
+// prompt_id with str(): what its clients send in those forms is taken the same way here.
+TEST_F(serve_test, number_front_and_prompt_id_are_read_as_comfyui_reads_them) {
+  auto s = serve();
+  const auto sent = [&](json extra) {
+    extra["prompt"] = quick_prompt;
+    return s->post("/prompt", extra);
+  };
+  auto r = sent({{"number", "7"}, {"prompt_id", 42}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.json()["number"], 7);
+  EXPECT_EQ(r.json()["prompt_id"], "42");
+  ASSERT_EQ(sent(json::object()).status, 200u);  // the counter passes 0, whose negation is 0
+  r = sent({{"front", 1}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_LT(r.json()["number"].get<double>(), 0);
+  r = sent({{"front", ""}, {"prompt_id", nullptr}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_GE(r.json()["number"].get<double>(), 0);
+  EXPECT_EQ(r.json()["prompt_id"].get<std::string>().size(), 36u);  // a new UUID
+  EXPECT_EQ(sent({{"number", "seven"}}).status, 400u);
+  EXPECT_EQ(sent({{"prompt_id", {1, 2}}}).status, 400u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
 TEST_F(serve_test, a_body_over_the_cap_gets_413_and_the_server_goes_on) {
   auto s = serve({"--max-body", "4096"});
   const auto r = s->post("/prompt", {{"prompt", quick_prompt}, {"pad", std::string(8192, 'x')}});
@@ -193,6 +218,31 @@ TEST_F(serve_test, a_client_that_never_finishes_its_header_is_cut_off) {
   EXPECT_TRUE(ec) << "the server answered an unfinished header";
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   EXPECT_EQ(s->get("/prompt").status, 200u);  // and serves the next client
+  EXPECT_EQ(s->stop(), 0);
+}
+
+// The next request on a kept-alive connection has the header timeout too, not the 60 s a quiet
+// connection may idle.
+TEST_F(serve_test, a_kept_alive_client_that_never_finishes_its_next_header_is_cut_off) {
+  auto s = serve({"--header-timeout-ms", "300"});
+  boost::asio::io_context io;
+  orch::testing::tcp::socket sock(io);
+  sock.connect({boost::asio::ip::make_address("127.0.0.1"), s->port()});
+  const std::string request = "GET /prompt HTTP/1.1\r\nHost: x\r\n\r\n";
+  boost::asio::write(sock, boost::asio::buffer(request));
+  orch::testing::beast::flat_buffer buffer;
+  orch::testing::http::response<orch::testing::http::string_body> res;
+  orch::testing::http::read(sock, buffer, res);
+  ASSERT_EQ(res.result_int(), 200);
+  ASSERT_TRUE(res.keep_alive());
+  boost::asio::write(sock, boost::asio::buffer(std::string("GET /prompt HTTP/1.1\r\nHost: x")));
+  char buf[64];
+  boost::system::error_code ec;
+  const auto start = std::chrono::steady_clock::now();
+  sock.read_some(boost::asio::buffer(buf), ec);  // the server closes: end of stream
+  EXPECT_TRUE(ec) << "the server answered an unfinished header";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);  // well before the 60 s idle timeout
+  EXPECT_EQ(s->get("/prompt").status, 200u);
   EXPECT_EQ(s->stop(), 0);
 }
 
@@ -418,6 +468,36 @@ TEST_F(serve_test, interrupt_stops_the_running_prompt_and_the_queue_goes_on) {
   ws.until_prompt_end(next);
   EXPECT_EQ(history_of(*s, slow)["status"]["status_str"], "error");
   EXPECT_EQ(history_of(*s, next)["status"]["status_str"], "success");
+  EXPECT_EQ(s->stop(), 0);
+}
+
+// ComfyUI greets a client that reconnects while its prompt runs with the running node.
+TEST_F(serve_test, a_client_that_reconnects_mid_prompt_is_told_the_running_node) {
+  auto s = serve();
+  std::string slow;
+  {
+    ws_client first(s->port(), "again");
+    ASSERT_TRUE(first.next());
+    slow = queue(*s, sleep_prompt(60000), "again");
+    for (auto m = first.next(); m; m = first.next())
+      if ((*m)["type"] == "executing" && (*m)["data"]["node"] == "1") break;
+  }
+  ws_client other(s->port(), "someone-else");
+  const auto greeting = other.next();
+  ASSERT_TRUE(greeting);
+  EXPECT_EQ((*greeting)["type"], "status");
+  EXPECT_FALSE(other.next(300ms)) << "another client's prompt's node was sent to it";
+  ws_client again(s->port(), "again");
+  const auto status = again.next();
+  ASSERT_TRUE(status);
+  EXPECT_EQ((*status)["type"], "status");
+  EXPECT_EQ((*status)["data"]["sid"], "again");
+  const auto executing = again.next();
+  ASSERT_TRUE(executing);
+  EXPECT_EQ((*executing)["type"], "executing") << executing->dump();
+  EXPECT_EQ((*executing)["data"]["node"], "1");
+  EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
+  again.until_prompt_end(slow);
   EXPECT_EQ(s->stop(), 0);
 }
 

@@ -186,7 +186,7 @@ TEST(prompt_validation, unconvertible_literal_is_invalid_input_type) {
   EXPECT_EQ(only_error(r, "3").type, "invalid_input_type");
 }
 
-// Every node of the cycle is marked, each error naming the whole cycle and its path.
+// Every node of the cycle is marked; the first one's error names the whole cycle and its path.
 TEST(prompt_validation, cycle_is_dependency_cycle_on_every_node_of_it) {
   auto r = check(R"({"1": {"class_type": "Invert", "inputs": {"image": ["2", 0]}},
                      "2": {"class_type": "Invert", "inputs": {"image": ["4", 0]}},
@@ -194,17 +194,72 @@ TEST(prompt_validation, cycle_is_dependency_cycle_on_every_node_of_it) {
                      "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.node_errors.count("3"), 0u) << r.to_json().dump(2);  // outside the cycle
+  const auto& first = only_error(r, "1");
+  EXPECT_EQ(first.details, "1 -> 2 -> 4 -> 1");
+  EXPECT_EQ(first.extra_info["cycle_nodes"], nlohmann::json({"1", "2", "4"}));
   for (const std::string id : {"1", "2", "4"}) {
     const auto& e = only_error(r, id);
     EXPECT_EQ(e.type, "dependency_cycle");
     EXPECT_EQ(e.message, "Dependency cycle detected");
-    EXPECT_EQ(e.details, "1 -> 2 -> 4 -> 1");
     EXPECT_EQ(e.extra_info["node_id"], id);
-    EXPECT_EQ(e.extra_info["cycle_nodes"], nlohmann::json({"1", "2", "4"}));
     EXPECT_EQ(e.extra_info["cycle_length"], 3);
+    if (id != "1") {
+      EXPECT_EQ(e.extra_info["cycle_start"], "1");
+    }
     EXPECT_EQ(r.node_errors.at(id).dependent_outputs, std::vector<std::string>{"3"});
   }
+}
+
+// Two cycles through one node (a figure 8): both are reported, and every node of each marked.
+TEST(prompt_validation, two_cycles_through_one_node_are_both_marked) {
+  node_catalogue c = catalogue();
+  node_class blend;
+  blend.class_type = "Blend";
+  blend.inputs = {{"a", "IMAGE", true, {}, {}, {}, {}}, {"b", "IMAGE", true, {}, {}, {}, {}}};
+  blend.outputs = {"IMAGE"};
+  blend.env = "imageops-nodes";
+  (void)c.add(blend);
+  auto p = parse_prompt(R"({"1": {"class_type": "Blend", "inputs": {"a": ["2", 0], "b": ["3", 0]}},
+                            "2": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
+                            "3": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
+                            "9": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  ASSERT_TRUE(p.ok());
+  const auto r = validate_prompt(*p, c);
+  ASSERT_FALSE(r.ok());
+  ASSERT_EQ(r.node_errors.count("2"), 1u) << r.to_json().dump(2);
+  ASSERT_EQ(r.node_errors.count("3"), 1u) << r.to_json().dump(2);
+  EXPECT_EQ(r.node_errors.at("1").errors.size(), 2u);  // it starts both cycles
+  EXPECT_EQ(r.node_errors.at("1").errors[0].details, "1 -> 2 -> 1");
+  EXPECT_EQ(r.node_errors.at("1").errors[1].details, "1 -> 3 -> 1");
   EXPECT_EQ(r.error->type, "prompt_outputs_failed_validation");
+}
+
+// A chain of 50,000 two-input nodes, each linking back to the one before it: 49,999 cycles of
+// two. Each is found from the path's index of its first node, not by a scan of the path (that
+// was quadratic: billions of compares on one POST).
+TEST(prompt_validation, many_cycles_on_a_long_path_are_each_reported_at_once) {
+  node_catalogue c = catalogue();
+  node_class blend;
+  blend.class_type = "Blend";
+  blend.inputs = {{"a", "IMAGE", true, {}, {}, {}, {}}, {"b", "IMAGE", true, {}, {}, {}, {}}};
+  blend.outputs = {"IMAGE"};
+  blend.env = "imageops-nodes";
+  (void)c.add(blend);
+  constexpr int n = 50000;
+  std::string text = R"({"m": {"class_type": "MakeImage", "inputs": {"width": 8}},
+                         "out": {"class_type": "Save", "inputs": {"image": ["0", 0]}})";
+  for (int i = 0; i < n; ++i) {
+    const std::string a = i + 1 < n ? std::to_string(i + 1) : "m";
+    const std::string b = i > 0 ? std::to_string(i - 1) : "m";
+    text += ",\"" + std::to_string(i) + R"(": {"class_type": "Blend", "inputs": {"a": [")" + a +
+            R"(", 0], "b": [")" + b + R"(", 0]}})";
+  }
+  auto p = parse_prompt(text + "}");
+  ASSERT_TRUE(p.ok()) << p.err().message;
+  const auto r = validate_prompt(*p, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.node_errors.size(), static_cast<std::size_t>(n));
+  EXPECT_EQ(r.node_errors.at("7").errors[0].details, "7 -> 8 -> 7");
 }
 
 // ComfyUI's extra_info.input_config: the input as INPUT_TYPES gives it, on every error about
@@ -212,7 +267,7 @@ TEST(prompt_validation, cycle_is_dependency_cycle_on_every_node_of_it) {
 TEST(prompt_validation, errors_about_an_input_carry_its_input_config) {
   const nlohmann::json width = nlohmann::json::parse(R"(["INT", {"default": 64, "min": 1,
                                                                   "max": 4096}])");
-  const nlohmann::json image = nlohmann::json::parse(R"(["IMAGE"])");
+  const nlohmann::json image = nlohmann::json::parse(R"(["IMAGE", {}])");
   const auto config_of = [](const validation_report& r, const std::string& id) {
     return only_error(r, id).extra_info.value("input_config", nlohmann::json("absent"));
   };
@@ -234,7 +289,8 @@ TEST(prompt_validation, errors_about_an_input_carry_its_input_config) {
   EXPECT_EQ(config_of(malformed, "3"), image);
   auto combo = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8, "mode": "x"}},
                          "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
-  EXPECT_EQ(config_of(combo, "1"), nlohmann::json::parse(R"([["rgb", "gray"], {"default": "rgb"}])"));
+  EXPECT_EQ(config_of(combo, "1"),
+            nlohmann::json::parse(R"([["rgb", "gray"], {"default": "rgb"}])"));
   auto missing = check(R"({"3": {"class_type": "Save", "inputs": {}}})");
   EXPECT_EQ(config_of(missing, "3"), "absent");
 }
@@ -413,6 +469,7 @@ TEST(prompt_validation, a_cycle_of_100000_nodes_is_a_dependency_cycle) {
   EXPECT_EQ(ne.errors[0].extra_info["cycle_length"], 99998);
   EXPECT_EQ(ne.errors[0].extra_info["cycle_nodes"].size(), 100u);
   EXPECT_NE(ne.errors[0].details.find("... (99998 nodes in the cycle)"), std::string::npos);
+  EXPECT_EQ(r.node_errors.at("99899").errors[0].extra_info["cycle_start"], "99998");
   EXPECT_EQ(ne.dependent_outputs, std::vector<std::string>{"99999"});
   EXPECT_EQ(r.node_errors.count("99899"), 1u);
   EXPECT_EQ(r.node_errors.count("99898"), 0u);
