@@ -5,12 +5,12 @@
 
 #include <cmath>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
 
 #include "execution_messages.hpp"
+#include "serve_request_fields.hpp"
 #include "orch/orchestrator/memory_table.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
 #include "orch/orchestrator/unstarted_envs.hpp"
@@ -49,62 +49,6 @@ http_reply prompt_refused(const std::string& type, const std::string& message,
 
 http_reply bad_request(const std::string& message) {
   return json_reply({{"error", message}}, 400);
-}
-
-std::string uuid4() {
-  static thread_local std::mt19937_64 gen{std::random_device{}()};
-  const std::uint64_t a = gen();
-  const std::uint64_t b = gen();
-  char out[37];
-  std::snprintf(out, sizeof out, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffull));
-  return out;
-}
-
-// The ids of a {"delete": [...]} body; strings only.
-std::vector<std::string> ids_of(const json& body) {
-  std::vector<std::string> ids;
-  if (auto it = body.find("delete"); it != body.end() && it->is_array())
-    for (const auto& id : *it)
-      if (id.is_string()) ids.push_back(id.get<std::string>());
-  return ids;
-}
-
-// ComfyUI tests its flags (front, clear, unload_models, free_memory) as Python does: true, a
-// number but 0, and a string, array or object that is not empty.
-bool flag(const json& body, const char* key) {
-  const auto it = body.find(key);
-  if (it == body.end()) return false;
-  if (it->is_boolean()) return it->get<bool>();
-  if (it->is_number()) return it->get<double>() != 0.0;
-  if (it->is_string()) return !it->get_ref<const std::string&>().empty();
-  if (it->is_array() || it->is_object()) return !it->empty();
-  return false;  // null
-}
-
-// ComfyUI's float(number): a JSON number, or a string that is one ("3", "-1.5").
-std::optional<double> number_of(const json& v) {
-  if (v.is_number()) return v.get<double>();
-  if (!v.is_string()) return std::nullopt;
-  const auto& text = v.get_ref<const std::string&>();
-  char* end = nullptr;
-  const double d = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size()) return std::nullopt;
-  return d;
-}
-
-// ComfyUI's str(prompt_id) for the values a client sends: a string as it is, a number as Python
-// prints it. nullopt: no usable id (absent or null: a new one is made).
-std::optional<std::string> prompt_id_of(const json& body, bool& refused) {
-  const auto it = body.find("prompt_id");
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_number()) return it->dump();  // 5 and 5.0, as Python prints them
-  if (it->is_boolean()) return std::string(it->get<bool>() ? "True" : "False");
-  refused = true;
-  return std::nullopt;
 }
 
 std::uint64_t meminfo_bytes(const std::string& key) {
