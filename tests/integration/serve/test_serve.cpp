@@ -45,6 +45,12 @@ class serve_test : public orch::runtime_testing::runtime_test {
     EXPECT_EQ(r.status, 200u) << r.body;
     return r.json().value("prompt_id", "");
   }
+  // Until a prompt runs, and a moment more, so that its worker is inside the node.
+  static void wait_inside_the_running_node(const serve_process& s) {
+    for (int i = 0; i < 500 && s.get("/queue").json()["queue_running"].empty(); ++i)
+      std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(200ms);
+  }
   static json history_of(const serve_process& s, const std::string& id) {
     return s.get("/history/" + id).json().value(id, json());
   }
@@ -68,10 +74,9 @@ TEST_F(serve_test, a_client_written_as_comfyuis_script_examples_runs_a_prompt_en
 }
 
 // Two ComfyUI clients nobody here wrote, from npm at the versions package-lock.json pins
-// (scripts/install-deps runs npm ci): each queues the example prompt, follows it over the
+// (scripts/install-deps runs npm ci): each queues `prompt_file`, follows it over the
 // WebSocket, waits as the library does and reads the history.
-void run_npm_client(serve_process& s, const std::string& which,
-                    const std::string& prompt_file = ORCH_TEST_EXAMPLE_PROMPT) {
+void run_npm_client(serve_process& s, const std::string& which, const std::string& prompt_file) {
   ASSERT_TRUE(std::filesystem::exists(std::string(ORCH_TEST_NPM_CLIENTS) + "/node_modules"))
       << "the npm clients are not installed: run ./scripts/install-deps";
   const auto r = orch::testing::run_command(
@@ -82,23 +87,30 @@ void run_npm_client(serve_process& s, const std::string& which,
   EXPECT_EQ(s.stop(), 0);
 }
 
-TEST_F(serve_test, the_stable_canvas_client_from_npm_runs_a_prompt_end_to_end) {
-  auto s = serve();
-  run_npm_client(*s, "stable-canvas");
-}
-
-// The SDK calls onStart from the first `progress` it hears after it has read the history
-// (it listens for progress only then): the example's 4 steps were over before that, once a
-// served prompt took a millisecond. Its sampler with 20 steps of 25 ms each, as a real one.
-TEST_F(serve_test, the_saintno_sdk_from_npm_runs_a_prompt_end_to_end) {
+// Both libraries start listening for a prompt's events only once its POST has been answered
+// (the SDK, for progress, even after it has read the history): the example's four steps were
+// over before that once a served prompt took a millisecond, and the client waited for events
+// already sent. Real samplers take seconds; the example's sampler here takes 20 steps of 25 ms.
+std::string long_sampler_prompt(const std::filesystem::path& dir) {
   json prompt;
   std::ifstream(ORCH_TEST_EXAMPLE_PROMPT) >> prompt;
   prompt["3"]["inputs"]["steps"] = 20;
   prompt["3"]["inputs"]["step_ms"] = 25;
-  const auto file = write_deployment().parent_path() / "long-sampler.json";
+  const auto file = dir / "long-sampler.json";
   std::ofstream(file) << prompt.dump();
+  return file.string();
+}
+
+TEST_F(serve_test, the_stable_canvas_client_from_npm_runs_a_prompt_end_to_end) {
+  const auto prompt = long_sampler_prompt(write_deployment().parent_path());
   auto s = serve();
-  run_npm_client(*s, "saintno", file.string());
+  run_npm_client(*s, "stable-canvas", prompt);
+}
+
+TEST_F(serve_test, the_saintno_sdk_from_npm_runs_a_prompt_end_to_end) {
+  const auto prompt = long_sampler_prompt(write_deployment().parent_path());
+  auto s = serve();
+  run_npm_client(*s, "saintno", prompt);
 }
 
 TEST_F(serve_test, every_route_answers_in_comfyuis_shape) {
@@ -454,9 +466,7 @@ TEST_F(serve_test, interrupt_stops_the_running_prompt_and_the_queue_goes_on) {
   ASSERT_TRUE(ws.next());
   const std::string slow = queue(*s, sleep_prompt(60000), "c");
   const std::string next = queue(*s, quick_prompt, "c");
-  for (int i = 0; i < 500 && s->get("/queue").json()["queue_running"].empty(); ++i)
-    std::this_thread::sleep_for(10ms);
-  std::this_thread::sleep_for(200ms);  // inside the node
+  wait_inside_the_running_node(*s);
   EXPECT_EQ(s->post("/interrupt", {{"prompt_id", "not-the-running-one"}}).status, 200u);
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(s->get("/queue").json()["queue_running"][0][1], slow);  // still running
@@ -509,9 +519,7 @@ TEST_F(serve_test, interrupt_is_not_queued_behind_a_request_that_waits_for_a_wor
   ws_client ws(s->port(), "c");
   ASSERT_TRUE(ws.next());
   const std::string slow = queue(*s, sleep_prompt(60000), "c");
-  for (int i = 0; i < 500 && s->get("/queue").json()["queue_running"].empty(); ++i)
-    std::this_thread::sleep_for(10ms);
-  std::this_thread::sleep_for(200ms);  // inside the node
+  wait_inside_the_running_node(*s);
   std::thread waiting_free([&] {
     EXPECT_EQ(s->post("/free", {{"free_memory", true}}).status, 200u);
   });
@@ -532,9 +540,7 @@ TEST_F(serve_test, a_worker_killed_during_a_prompt_fails_that_prompt_and_the_nex
   ASSERT_TRUE(ws.next());
   const auto pids = worker_pids(*s);
   const std::string doomed = queue(*s, sleep_prompt(60000), "c");
-  for (int i = 0; i < 500 && s->get("/queue").json()["queue_running"].empty(); ++i)
-    std::this_thread::sleep_for(10ms);
-  std::this_thread::sleep_for(200ms);
+  wait_inside_the_running_node(*s);
   const std::string test_env = s->get("/object_info/TestSleep").json()["TestSleep"]["orch_env"];
   ASSERT_EQ(::kill(pids.at(test_env), SIGKILL), 0);
   const auto seen = ws.until_prompt_end(doomed);

@@ -68,6 +68,18 @@ node_catalogue catalogue() {
   return c;
 }
 
+// The catalogue and Blend, a class with two image inputs (for graphs with several cycles).
+node_catalogue catalogue_with_blend() {
+  node_catalogue c = catalogue();
+  node_class blend;
+  blend.class_type = "Blend";
+  blend.inputs = {{"a", "IMAGE", true, {}, {}, {}, {}}, {"b", "IMAGE", true, {}, {}, {}, {}}};
+  blend.outputs = {"IMAGE"};
+  blend.env = "imageops-nodes";
+  (void)c.add(blend);
+  return c;
+}
+
 validation_report check(const std::string& json) {
   auto p = parse_prompt(json);
   EXPECT_TRUE(p.ok()) << p.err().message;
@@ -212,13 +224,7 @@ TEST(prompt_validation, cycle_is_dependency_cycle_on_every_node_of_it) {
 
 // Two cycles through one node (a figure 8): both are reported, and every node of each marked.
 TEST(prompt_validation, two_cycles_through_one_node_are_both_marked) {
-  node_catalogue c = catalogue();
-  node_class blend;
-  blend.class_type = "Blend";
-  blend.inputs = {{"a", "IMAGE", true, {}, {}, {}, {}}, {"b", "IMAGE", true, {}, {}, {}, {}}};
-  blend.outputs = {"IMAGE"};
-  blend.env = "imageops-nodes";
-  (void)c.add(blend);
+  const node_catalogue c = catalogue_with_blend();
   auto p = parse_prompt(R"({"1": {"class_type": "Blend", "inputs": {"a": ["2", 0], "b": ["3", 0]}},
                             "2": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
                             "3": {"class_type": "Invert", "inputs": {"image": ["1", 0]}},
@@ -238,13 +244,7 @@ TEST(prompt_validation, two_cycles_through_one_node_are_both_marked) {
 // two. Each is found from the path's index of its first node, not by a scan of the path (that
 // was quadratic: billions of compares on one POST).
 TEST(prompt_validation, many_cycles_on_a_long_path_are_each_reported_at_once) {
-  node_catalogue c = catalogue();
-  node_class blend;
-  blend.class_type = "Blend";
-  blend.inputs = {{"a", "IMAGE", true, {}, {}, {}, {}}, {"b", "IMAGE", true, {}, {}, {}, {}}};
-  blend.outputs = {"IMAGE"};
-  blend.env = "imageops-nodes";
-  (void)c.add(blend);
+  const node_catalogue c = catalogue_with_blend();
   constexpr int n = 50000;
   std::string text = R"({"m": {"class_type": "MakeImage", "inputs": {"width": 8}},
                          "out": {"class_type": "Save", "inputs": {"image": ["0", 0]}})";
