@@ -5,6 +5,7 @@
 // /dev/shm entry or process is left behind.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -44,6 +45,11 @@ class serve_test : public orch::runtime_testing::runtime_test {
     const auto r = s.post("/prompt", body);
     EXPECT_EQ(r.status, 200u) << r.body;
     return r.json().value("prompt_id", "");
+  }
+  // Whether one of `messages` is of `type`.
+  static bool heard(const std::vector<json>& messages, const std::string& type) {
+    return std::any_of(messages.begin(), messages.end(),
+                       [&](const json& m) { return m["type"] == type; });
   }
   // Until a prompt runs, and a moment more, so that its worker is inside the node.
   static void wait_inside_the_running_node(const serve_process& s) {
@@ -471,10 +477,7 @@ TEST_F(serve_test, interrupt_stops_the_running_prompt_and_the_queue_goes_on) {
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(s->get("/queue").json()["queue_running"][0][1], slow);  // still running
   EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
-  const auto seen = ws.until_prompt_end(slow);
-  bool interrupted = false;
-  for (const auto& m : seen) interrupted = interrupted || m["type"] == "execution_interrupted";
-  EXPECT_TRUE(interrupted);
+  EXPECT_TRUE(heard(ws.until_prompt_end(slow), "execution_interrupted"));
   ws.until_prompt_end(next);
   EXPECT_EQ(history_of(*s, slow)["status"]["status_str"], "error");
   EXPECT_EQ(history_of(*s, next)["status"]["status_str"], "success");
@@ -525,10 +528,7 @@ TEST_F(serve_test, interrupt_is_not_queued_behind_a_request_that_waits_for_a_wor
   });
   std::this_thread::sleep_for(200ms);  // the API thread waits on the free's receipts
   EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
-  bool interrupted = false;
-  for (const auto& m : ws.until_prompt_end(slow))
-    interrupted = interrupted || m["type"] == "execution_interrupted";
-  EXPECT_TRUE(interrupted);
+  EXPECT_TRUE(heard(ws.until_prompt_end(slow), "execution_interrupted"));
   waiting_free.join();
   EXPECT_EQ(history_of(*s, slow)["status"]["status_str"], "error");
   EXPECT_EQ(s->stop(), 0);
@@ -543,10 +543,8 @@ TEST_F(serve_test, a_worker_killed_during_a_prompt_fails_that_prompt_and_the_nex
   wait_inside_the_running_node(*s);
   const std::string test_env = s->get("/object_info/TestSleep").json()["TestSleep"]["orch_env"];
   ASSERT_EQ(::kill(pids.at(test_env), SIGKILL), 0);
-  const auto seen = ws.until_prompt_end(doomed);
-  bool failed = false;
-  for (const auto& m : seen) failed = failed || m["type"] == "execution_error";
-  EXPECT_TRUE(failed) << "the client did not hear the failure";
+  EXPECT_TRUE(heard(ws.until_prompt_end(doomed), "execution_error"))
+      << "the client did not hear the failure";
   EXPECT_EQ(history_of(*s, doomed)["status"]["status_str"], "error");
   for (int n = 0; n < 3; ++n) {
     const std::string id = queue(*s, sleep_prompt(1 + n), "c");  // distinct: none is cached
