@@ -338,6 +338,11 @@ const worker_info* supervisor::find(const std::string& env) const {
   return it == workers_.end() ? nullptr : &it->second->info;
 }
 
+const worker_spec* supervisor::spec_of(const std::string& env) const {
+  auto it = workers_.find(env);
+  return it == workers_.end() ? nullptr : &it->second->spec;
+}
+
 bool supervisor::settled() const {
   return std::none_of(workers_.begin(), workers_.end(), [](const auto& kv) {
     const auto s = kv.second->info.state;

@@ -177,6 +177,8 @@ TYPED_TEST_P(allocator_conformance, reset_releases_everything_and_keeps_the_high
   ASSERT_EQ(this->api_->reset_cast_buffers(this->alloc_), ORCH_OK);
   EXPECT_EQ(this->stats().committed, 0u);
   EXPECT_EQ(this->stats().high_water, 64 * MiB);
+  // 40 MiB in 16 MiB chunks: the largest one buffer, which bounds the high water per stream.
+  EXPECT_EQ(this->stats().largest_buffer, 48 * MiB);
   EXPECT_EQ(this->stats().resets, 1u);
   EXPECT_EQ(this->external(), 0u);
   if (this->env_->is_sim()) {

@@ -167,6 +167,7 @@ void worker_memory::publish(std::uint64_t epoch, std::uint64_t calls) noexcept {
     if (allocator_api_->cast_stats(allocator_, &c) == ORCH_OK) {
       s.cast_buffer_bytes = c.committed + c.retired;
       s.cast_buffer_high_water = c.high_water;
+      s.cast_buffer_largest = c.largest_buffer;
     }
   }
   s.pinned_bytes = budget_->reserved();

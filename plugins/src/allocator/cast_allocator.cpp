@@ -134,7 +134,10 @@ void cast_allocator::release_locked(buffer& b) noexcept {
 
 void cast_allocator::note_committed_locked() noexcept {
   uint64_t committed = 0;
-  for (const buffer& b : buffers_) committed += b.committed;
+  for (const buffer& b : buffers_) {
+    committed += b.committed;
+    stats_.largest_buffer = std::max(stats_.largest_buffer, b.committed);
+  }
   stats_.committed = committed;
   stats_.high_water = std::max(stats_.high_water, committed);
   uint64_t retired = 0;

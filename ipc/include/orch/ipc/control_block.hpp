@@ -20,7 +20,8 @@
 namespace orch::ipc {
 
 inline constexpr std::uint32_t control_block_magic = 0x4b4c4243u;  // "CBLK"
-inline constexpr std::uint16_t control_block_version = 2;  // 2: release and settings fields
+// 2: release and settings fields; 3: the largest cast buffer
+inline constexpr std::uint16_t control_block_version = 3;
 
 enum class memory_manager_kind : std::uint32_t { unknown = 0, pager = 1, ledger = 2 };
 enum class plugin_slot : std::uint32_t { pager = 0, allocator = 1, backend = 2 };
@@ -56,10 +57,11 @@ struct stats_snapshot {
   std::uint64_t device_pinned_bytes;      // pager pages pinned now (0 between nodes)
   std::uint64_t ledger_loaded_bytes;      // ledger: model bytes on the device now
   std::uint64_t settings_hash;            // hash of the host settings this worker applied
+  std::uint64_t cast_buffer_largest;      // the largest one cast buffer so far (0: not known)
 };
 static_assert(std::is_standard_layout_v<stats_snapshot> &&
               std::is_trivially_copyable_v<stats_snapshot>);
-static_assert(sizeof(stats_snapshot) == 424 && sizeof(stats_snapshot) % 8 == 0);
+static_assert(sizeof(stats_snapshot) == 432 && sizeof(stats_snapshot) % 8 == 0);
 
 // Copies `text` into a fixed field, truncating and NUL padding.
 template <std::size_t N>

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,8 @@ class memory_plan {
 
   const plugins::manager_choice& host_manager() const { return host_manager_; }
   unsigned host_level() const { return host_level_; }
+  // The host's own pager plugin, when its backend has one.
+  const std::optional<plugins::plugin_entry>& host_pager() const { return host_pager_; }
 
   // The plugins for a worker whose pack sets `env_vars`, at the host's level. A relative
   // ORCH_PLUGIN_PATH entry is relative to `manifest_dir` (the env's comfy-env.toml folder); those

@@ -132,6 +132,7 @@ class supervisor {
 
   std::vector<worker_info> workers() const;
   const worker_info* find(const std::string& env) const;
+  const worker_spec* spec_of(const std::string& env) const;  // what the env's worker was given
   bool settled() const;  // no worker is starting or backing off
 
   std::function<void(const std::string& env, const nlohmann::json& progress)> on_progress;

@@ -49,6 +49,9 @@ typedef struct orch_cast_stats_v1 {
   uint64_t replaced;   /* buffers replaced by a larger reservation */
   uint64_t retired;    /* bytes of replaced buffers waiting for the next reset */
   uint64_t torch_bytes; /* bytes held by orch_torch_malloc */
+  /* The largest one buffer has committed since open: streams x this bounds `high_water` while
+   * buffers are reused rather than ratcheted. Absent (0) from plugins built before it. */
+  uint64_t largest_buffer;
 } orch_cast_stats_v1;
 typedef orch_cast_stats_v1 orch_cast_stats;
 
