@@ -1,5 +1,7 @@
 #include "process_status.hpp"
 
+#include <unistd.h>
+
 #include "json_fields.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
 #include "orch/orchestrator/memory_table.hpp"
@@ -156,7 +158,9 @@ json settings_fields(const std::string& text) {
     if (end == std::string::npos) end = text.size();
     const std::string field = text.substr(start, end - start);
     const auto eq = field.find('=');
-    if (eq != std::string::npos && eq > 0) out[printable(field.substr(0, eq))] = printable(field.substr(eq + 1));
+    if (eq != std::string::npos && eq > 0) {
+      out[printable(field.substr(0, eq))] = printable(field.substr(eq + 1));
+    }
     start = end + 1;
   }
   return out;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "orch/orchestrator/divergence_report.hpp"
+#include "process_status.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -76,3 +77,17 @@ TEST(divergence_report, debug_variable_and_alias) {
 
 }  // namespace
 }  // namespace orch::orchestrator
+
+// The settings text a worker reports (its own bytes) read as fields, so that a mismatch names
+// the fields that differ.
+TEST(settings_fields, reads_each_field_of_the_applied_settings_text) {
+  EXPECT_EQ(orch::orchestrator::settings_fields("streams=2;pinned=1;level=4"),
+            (nlohmann::json{{"streams", "2"}, {"pinned", "1"}, {"level", "4"}}));
+  EXPECT_EQ(orch::orchestrator::settings_fields(""), nlohmann::json::object());
+  // Not of that shape: the fields that are, nothing invented.
+  EXPECT_EQ(orch::orchestrator::settings_fields("=1;junk;;streams=;a=b=c"),
+            (nlohmann::json{{"streams", ""}, {"a", "b=c"}}));
+  // A worker's bytes: valid text, whatever was sent.
+  const auto odd = orch::orchestrator::settings_fields(std::string("k\xff=v\x01"));
+  EXPECT_NO_THROW((void)odd.dump());
+}
