@@ -100,7 +100,9 @@ void add_worker_figures(json& e, host_runtime& host, const worker_info& w) {
   }
   if (w.state != worker_state::ready) return;
   e["pinned_grant_bytes"] = control.grant(w.slot);
-  e["applied_settings"] = settings_fields(text_field(w.plugins, "applied_settings"));
+  // A worker's text: the canonical text is a few dozen bytes, so anything past 1 KiB is not it.
+  e["applied_settings"] =
+      settings_fields(text_field(w.plugins, "applied_settings").substr(0, 1024));
   if (spec != nullptr) {
     const auto manager = w.manager == "pager" ? plugins::memory_manager::pager
                                               : plugins::memory_manager::ledger;

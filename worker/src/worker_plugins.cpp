@@ -177,7 +177,7 @@ nlohmann::json worker_memory::describe_plugins() const {
   return {{"manager", plugins::to_string(manager_.manager)},
           {"reason", manager_.reason},
           {"settings_hash", settings_hash_},
-          // What the hash is of, so a mismatch can be shown field by field (docs/cli.md, diverge).
+          // What the hash is of, so a mismatch can be shown field by field (docs/cli.md, "Live status").
           {"applied_settings",
            plugins::applied_settings_text(applied_settings(), manager_.manager, level_)},
           {"pager", one(pager_lib_.get())},
