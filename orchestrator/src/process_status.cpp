@@ -170,15 +170,14 @@ json settings_fields(const std::string& text) {
 
 json read_process_status(host_runtime& host) {
   const auto rows = read_memory_table(host);
-  const auto workers = host.workers().workers();
   json processes = json::array();
   std::uint64_t reserved = 0;
   for (const auto& r : rows) {
     json e = base_entry(r);
     reserved += r.pinned_reserved;
     if (r.mode == "host") add_host_figures(e, host);
-    for (const auto& w : workers) {
-      if (r.mode == "worker" && w.env == r.process) add_worker_figures(e, host, w);
+    if (const worker_info* w = r.mode == "worker" ? host.workers().find(r.process) : nullptr) {
+      add_worker_figures(e, host, *w);
     }
     processes.push_back(std::move(e));
   }
