@@ -130,7 +130,7 @@ void add_host_figures(json& e, host_runtime& host) {
   const auto& d = host.deployment();
   e["device"] = d.host.device.to_string();
   e["free_view"] = free_view_of(d.host.device, d);
-  e["pinned_grant_bytes"] = host.memory().control().grant(0);
+  e["pinned_grant_bytes"] = host.memory().control().grant(host_slot);
   if (const auto& pager = host.plan().host_pager()) {
     e["plugins"].push_back(
         {{"slot", "pager"}, {"name", pager->name}, {"version", pager->version},
