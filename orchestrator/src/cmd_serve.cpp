@@ -2,14 +2,21 @@
 // behind ComfyUI's own HTTP and WebSocket API (docs/serve.md). Prompts queue and run one at a
 // time; SIGINT, SIGTERM and SIGHUP stop it gracefully (the running prompt interrupted, or
 // finished with --on-stop finish), a second signal at once.
+#include <unistd.h>
+
 #include <condition_variable>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <mutex>
 
 #include "command_host.hpp"
 #include "commands.hpp"
+#include "control_directory.hpp"
+#include "control_socket.hpp"
 #include "host_startup.hpp"
+#include "live_views.hpp"
+#include "memory_sampler.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
 #include "run_signals.hpp"
 #include "serve_api.hpp"
@@ -30,7 +37,39 @@ struct serve_options {
   std::size_t history_size = orchestrator::prompt_queue::default_history_size;
   std::string on_stop = "interrupt";
   unsigned header_timeout_ms = 10000;
+  unsigned sample_ms = 1000;
+  std::size_t timeline_samples = orchestrator::memory_sampler::default_capacity;
+  bool control_socket = true;
 };
+
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The control socket and its registration (docs/cli.md, "The control socket"), or why not.
+struct control_endpoint {
+  std::filesystem::path dir;
+  orchestrator::server_registration registration;
+};
+
+std::optional<control_endpoint> open_control_endpoint(const serve_options& o) {
+  auto dir = orchestrator::open_control_directory();
+  if (!dir) {
+    std::cerr << "comfy-orch serve: " << dir.err().message
+              << "\n  (or start with --no-control-socket to serve without one)\n";
+    return std::nullopt;
+  }
+  control_endpoint e{*dir, {}};
+  e.registration.pid = ::getpid();
+  std::error_code ec;
+  e.registration.deployment = std::filesystem::canonical(o.deployment, ec).string();
+  e.registration.socket = (*dir / (std::to_string(::getpid()) + ".sock")).string();
+  e.registration.version = ORCH_VERSION;
+  e.registration.started_unix_ms = unix_ms_now();
+  return e;
+}
 
 int serve(const serve_options& o) {
   int code = exit_ok;
@@ -45,6 +84,11 @@ int serve(const serve_options& o) {
                  "directories serve may create and write (temp/ is in the ComfyUI root, or "
                  "beside the deployment file)\n";
     return exit_failure;
+  }
+  std::optional<control_endpoint> endpoint;
+  if (o.control_socket) {
+    endpoint = open_control_endpoint(o);
+    if (!endpoint) return exit_failure;
   }
   run_signals signals;  // before any thread: every thread inherits the blocked mask
   std::mutex mutex;
@@ -73,18 +117,45 @@ int serve(const serve_options& o) {
   limits.max_ws_clients = o.max_ws_clients;
   limits.max_connections = o.max_connections;
   limits.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
+  orchestrator::memory_sampler sampler(h, std::chrono::milliseconds(o.sample_ms),
+                                       o.timeline_samples);
+  h.set_memory_event_sink([&](const std::string& kind, const std::string& env,
+                              const std::string& text) { sampler.note(kind, env, text); });
+  nlohmann::json identity = {{"pid", static_cast<long>(::getpid())}, {"version", ORCH_VERSION}};
+  if (endpoint) identity["deployment"] = endpoint->registration.deployment;
+  orchestrator::live_views views(h, sampler, identity);
   orchestrator::comfy_api* api_ptr = nullptr;
   orchestrator::http_server server(
       h.io(), limits, [&](const orchestrator::http_request& r) { return api_ptr->handle(r); },
-      [&](const orchestrator::http_request& r) { return api_ptr->at_once(r); },
+      [&](const orchestrator::http_request& r) -> std::optional<orchestrator::http_reply> {
+        if (auto reply = views.http(r)) return reply;  // read-only, from the control segment
+        return api_ptr->at_once(r);
+      },
       [&](const std::string& sid) { return api_ptr->greeting(sid); });
+  orchestrator::control_socket control(
+      h.io(), [&](const nlohmann::json& request) { return views.answer(request); });
+  sampler.start();
   auto api = std::make_unique<orchestrator::comfy_api>(h, server, o.history_size, ORCH_VERSION);
   api_ptr = api.get();
-  if (auto port = server.listen(o.listen, o.port); !port) {
+  status controlled = ok_status();
+  if (endpoint) controlled = control.listen(endpoint->registration.socket);
+  if (!controlled) {
+    std::cerr << "comfy-orch serve: " << controlled.err().message << '\n';
+    code = exit_failure;
+  } else if (auto port = server.listen(o.listen, o.port); !port) {
     std::cerr << "comfy-orch serve: " << port.err().message
               << "\n  fix: choose another --port (0 picks a free one) or --listen address\n";
     code = exit_failure;
   } else if (!signals.interrupted()) {
+    if (endpoint) {
+      endpoint->registration.http = "http://" + o.listen + ":" + std::to_string(*port);
+      if (auto written = orchestrator::write_registration(endpoint->dir, endpoint->registration);
+          !written) {
+        std::cerr << "comfy-orch serve: " << written.err().message
+                  << " (`comfy-orch ls` will not list this server)\n";
+      }
+      std::cerr << "comfy-orch serve: control socket " << endpoint->registration.socket << '\n';
+    }
     std::cout << "comfy-orch serve: listening on http://" << o.listen << ":" << *port
               << std::endl;
     std::unique_lock lock(mutex);
@@ -93,6 +164,9 @@ int serve(const serve_options& o) {
   std::cerr << "comfy-orch serve: stopping ("
             << (o.on_stop == "finish" ? "finishing" : "interrupting") << " the running prompt)\n";
   signals.on_interrupt({});
+  if (endpoint) orchestrator::remove_registration(endpoint->dir, ::getpid());
+  control.stop();
+  sampler.stop();
   api->stop(o.on_stop != "finish");
   server.stop();
   api.reset();
@@ -107,9 +181,11 @@ void add_serve_command(CLI::App& app) {
       "serve",
       "Start the deployment's workers and keep them warm behind ComfyUI's HTTP and WebSocket "
       "API (POST /prompt, /queue, /history, /object_info, /interrupt, /free, /system_stats, "
-      "/view, /upload/image, /ws), so ComfyUI clients drive it as they drive ComfyUI. Binds "
-      "loopback unless --listen says otherwise. Prints 'listening on http://ADDR:PORT' once it "
-      "accepts connections. SIGINT/SIGTERM/SIGHUP stop it gracefully; exit 0.");
+      "/view, /upload/image, /ws), so ComfyUI clients drive it as they drive ComfyUI, and its "
+      "processes' memory live to `comfy-orch status`, `top`, `diverge` and `report` through a "
+      "control socket (and to dashboards at /orch/status, /orch/diverge, /orch/timeline and "
+      "/metrics). Binds loopback unless --listen says otherwise. Prints 'listening on "
+      "http://ADDR:PORT' once it accepts connections. SIGINT/SIGTERM/SIGHUP stop it gracefully; exit 0.");
   auto o = std::make_shared<serve_options>();
   cmd->add_option("deployment", o->deployment, "Deployment file (comfy-orch.toml)")
       ->required()
@@ -137,6 +213,16 @@ void add_serve_command(CLI::App& app) {
                   "On SIGTERM: 'interrupt' the running prompt (default) or let it 'finish'; "
                   "queued prompts are dropped either way")
       ->check(CLI::IsMember({"interrupt", "finish"}));
+  cmd->add_option("--sample-ms", o->sample_ms,
+                  "How often the memory timelines are sampled from the control segment "
+                  "(default 1000 ms; `comfy-orch report`, /orch/timeline)")
+      ->check(CLI::Range(10u, 60000u));
+  cmd->add_option("--timeline-samples", o->timeline_samples,
+                  "Samples the timeline ring buffer keeps (default 3600: an hour at 1 s)")
+      ->check(CLI::Range(std::size_t{2}, std::size_t{1} << 20));
+  cmd->add_flag("!--no-control-socket", o->control_socket,
+                "Open no control socket: `status`, `top`, `diverge` and `report` cannot find "
+                "this server (the /orch/ HTTP routes still answer)");
   cmd->callback([o] {
     const int code = serve(*o);
     if (code != exit_ok) throw CLI::RuntimeError(code);

@@ -11,6 +11,15 @@ inline constexpr int exit_invalid_input = 1;  // a file, manifest or prompt has 
 inline constexpr int exit_failure = 2;        // the work itself failed
 
 void add_envs_command(CLI::App& app);
+// The live tools over a running serve's control socket (docs/cli.md): `status`, `diverge` and
+// `ls` (this user's servers).
+void add_status_command(CLI::App& app);
+void add_diverge_command(CLI::App& app);
+void add_ls_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+void add_top_command(CLI::App& app);
+// `comfy-orch plan <deployment> [--json]`: what serve or run would decide, starting nothing.
+void add_plan_command(CLI::App& app);
 // `comfy-orch launch <ComfyUI root> [--python P] [--dry-run] [-- args]` (docs/comfyui.md).
 void add_launch_command(CLI::App& app);
 void add_validate_command(CLI::App& app);

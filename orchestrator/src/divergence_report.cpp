@@ -74,6 +74,7 @@ void supervisor::report_divergence(worker& w) {
     if (name == divergence_ack_variable) ack = value;
   }
   const bool acknowledged = ack && plugins::reads_as_on(plugins::read_flag(*ack));
+  w.info.divergence_acknowledged = acknowledged;
   worker_memory_report report{
       w.spec.env, {manager, w.info.manager_reason}, w.spec.plugins.notes, acknowledged};
   for (const auto& line : divergence_.on_worker_ready(report)) {

@@ -21,12 +21,14 @@ void host_runtime::update_stand_ins(const std::string& env, const nlohmann::json
   if (seq == 0) {
     stand_ins_.remove_env(env);
     models_seq_.erase(env);
+    reported_models_.erase(env);
     return;
   }
   // A report older than one already applied would resurrect what a newer one removed.
   auto& last = models_seq_[env];
   if (seq <= last) return;
   last = seq;
+  reported_models_[env] = models;
   std::vector<std::string> present;
   for (const auto& m : models) {  // validated by the supervisor
     const std::string id = env + "/" + m["key"].get<std::string>();
@@ -53,8 +55,14 @@ void host_runtime::update_stand_ins(const std::string& env, const nlohmann::json
   for (const auto& id : gone) stand_ins_.remove(id);
 }
 
+const nlohmann::json& host_runtime::reported_models(const std::string& env) const {
+  static const nlohmann::json none;
+  const auto it = reported_models_.find(env);
+  return it == reported_models_.end() ? none : it->second;
+}
+
 std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::string& requester,
-                                                                 std::uint64_t required) {
+                                                                std::uint64_t required) {
   const manifests::device_spec& device = deployment_.host.device;
   auto on_host_device = [&](const std::string& env) {
     const auto it = env_devices_.find(env);
@@ -114,7 +122,7 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::strin
 }
 
 std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload_models,
-                                                                       bool drop_caches) {
+                                                                     bool drop_caches) {
   // On the io thread (an event callback) the receipts could never arrive: nothing is asked.
   if (on_the_io_thread()) {
     spdlog::warn("free was called from an event callback, on the io thread: nothing freed");
@@ -146,6 +154,15 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
   });
   finished.get();
   std::lock_guard lock(st->mutex);
+  if (memory_events_) {
+    for (const auto& [env, r] : st->receipts) {
+      memory_events_("free", env,
+                     r ? "freed " + std::to_string(unsigned_field(*r, "freed")) +
+                             " bytes (receipt " + std::to_string(unsigned_field(*r, "sequence")) +
+                             ")"
+                       : "free failed: " + r.err().message);
+    }
+  }
   return std::move(st->receipts);
 }
 
@@ -162,19 +179,26 @@ result<nlohmann::json> host_runtime::evict_env(const std::string& env,
     // Checked and sent in one io-thread task: the worker cannot be replaced in between.
     if (generation) {
       const auto& all = supervisor_->workers();
-      const auto it = std::find_if(all.begin(), all.end(),
-                                   [&](const worker_info& w) { return w.env == env; });
+      const auto it =
+          std::find_if(all.begin(), all.end(), [&](const worker_info& w) { return w.env == env; });
       if (it == all.end() || it->generation != *generation) {
-        return done.set_value(error{runtime_errc::stale_generation,
-                                    "env " + env + "'s worker generation " +
-                                        std::to_string(*generation) +
-                                        " is gone: its models went with it"});
+        return done.set_value(
+            error{runtime_errc::stale_generation, "env " + env + "'s worker generation " +
+                                                      std::to_string(*generation) +
+                                                      " is gone: its models went with it"});
       }
     }
     supervisor_->evict(env, bytes,
                        [&done](result<nlohmann::json> r) { done.set_value(std::move(r)); });
   });
-  return receipt.get();
+  auto r = receipt.get();
+  if (memory_events_ && r) {
+    memory_events_("eviction", env,
+                   "asked " + std::to_string(bytes) + " bytes, freed " +
+                       std::to_string(unsigned_field(*r, "freed")) + " (receipt " +
+                       std::to_string(unsigned_field(*r, "sequence")) + ")");
+  }
+  return r;
 }
 
 }  // namespace orch::orchestrator

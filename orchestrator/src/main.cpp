@@ -13,11 +13,17 @@ int main(int argc, char** argv) {
       "budget.\nLog level: ORCH_LOG_LEVEL (trace, debug, info, warn, error, off)."};
   app.set_version_flag("--version", std::string("comfy-orch ") + ORCH_VERSION);
   app.require_subcommand(1);
+  orch::cli::add_diverge_command(app);
   orch::cli::add_envs_command(app);
   orch::cli::add_launch_command(app);
+  orch::cli::add_ls_command(app);
+  orch::cli::add_plan_command(app);
   orch::cli::add_plugins_command(app);
+  orch::cli::add_report_command(app);
   orch::cli::add_run_command(app);
   orch::cli::add_serve_command(app);
+  orch::cli::add_status_command(app);
+  orch::cli::add_top_command(app);
   orch::cli::add_validate_command(app);
   try {
     app.parse(argc, argv);

@@ -83,13 +83,46 @@ json base_entry(const memory_row& r) {
           {"restarts", 0},
           {"settings_match", r.settings_match},
           {"applied_settings", json::object()},
-          {"expected_settings", json::object()}};
+          {"expected_settings", json::object()},
+          {"divergence_acknowledged", false},
+          {"memory_view", nullptr},
+          {"models", json::array()}};
+}
+
+// The figures of a worker's memory_view that are numbers (a worker's text is not trusted).
+json memory_view_of(const json& plugins) {
+  const json& view = object_field(plugins, "memory_view");
+  if (view.empty()) return nullptr;
+  json out = json::object();
+  for (const char* key :
+       {"budget_bytes", "physical_ram_bytes", "cgroup_limit_bytes", "own_budget_bytes"}) {
+    const auto it = view.find(key);
+    out[key] = it != view.end() && it->is_number_unsigned() ? *it : json(nullptr);
+  }
+  return out;
+}
+
+// The worker's last models report, each with the host's stand-in for it (if any).
+json models_of(host_runtime& host, const std::string& env) {
+  json out = json::array();
+  for (const auto& m : host.reported_models(env)) {  // validated by the supervisor
+    const std::string key = m["key"].get<std::string>();
+    const model_entry* stand_in = host.stand_ins().find(env + "/" + key);
+    out.push_back({{"key", printable(key)},
+                   {"size_bytes", m["size"]},
+                   {"resident_bytes", m["resident"]},
+                   {"stand_in", stand_in != nullptr},
+                   {"stand_in_resident_bytes",
+                    stand_in != nullptr ? json(stand_in->resident) : json(nullptr)}});
+  }
+  return out;
 }
 
 void add_worker_figures(json& e, host_runtime& host, const worker_info& w) {
   auto& control = host.memory().control();
   e["generation"] = w.generation;
   e["restarts"] = w.losses;
+  e["divergence_acknowledged"] = w.divergence_acknowledged;
   if (!w.last_error.empty()) e["last_error"] = printable(w.last_error);
   const worker_spec* spec = host.workers().spec_of(w.env);
   if (spec != nullptr) {
@@ -100,6 +133,8 @@ void add_worker_figures(json& e, host_runtime& host, const worker_info& w) {
   }
   if (w.state != worker_state::ready) return;
   e["pinned_grant_bytes"] = control.grant(w.slot);
+  e["memory_view"] = memory_view_of(w.plugins);
+  e["models"] = models_of(host, w.env);
   // A worker's text: the canonical text is a few dozen bytes, so anything past 1 KiB is not it.
   e["applied_settings"] =
       settings_fields(text_field(w.plugins, "applied_settings").substr(0, 1024));
@@ -148,6 +183,15 @@ void add_host_figures(json& e, host_runtime& host) {
                                                    host.plan().host_level());
   e["applied_settings"] = settings_fields(text);
   e["expected_settings"] = e["applied_settings"];
+  json view = {{"budget_bytes", host.memory().budget_bytes()},
+               {"physical_ram_bytes", nullptr},
+               {"cgroup_limit_bytes", nullptr},
+               {"own_budget_bytes", host.memory().budget_bytes()}};
+  if (auto readings = ipc::probe_memory_readings()) {
+    view["physical_ram_bytes"] = readings->physical_ram;
+    if (readings->cgroup_limit) view["cgroup_limit_bytes"] = *readings->cgroup_limit;
+  }
+  e["memory_view"] = std::move(view);
 }
 
 }  // namespace

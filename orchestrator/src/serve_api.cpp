@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include "execution_messages.hpp"
-#include "process_status.hpp"
 #include "serve_request_fields.hpp"
 #include "orch/orchestrator/memory_table.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
@@ -215,7 +214,7 @@ http_reply comfy_api::handle(const http_request& req) {
   if (p == "/upload/image" && post) return files_.upload_image(req);
   static const char* known[] = {"/prompt",    "/queue", "/history",      "/object_info",
                                 "/interrupt", "/free",  "/system_stats", "/view",
-                                "/upload/image", "/orch/status"};
+                                "/upload/image"};
   for (const char* k : known)
     if (p == k) return json_reply({{"error", req.method + " is not allowed on " + p}}, 405);
   return json_reply({{"error", "no route " + req.method + " " + p}}, 404);
@@ -225,8 +224,6 @@ std::optional<http_reply> comfy_api::at_once(const http_request& req) {
   const std::string p = route_of(req.path);
   if (p == "/prompt" && req.method == "GET") return handle(req);
   if (p == "/interrupt" && req.method == "POST") return interrupt(req);
-  // Read from the control segment on the io thread that owns it: no worker is asked.
-  if (p == "/orch/status" && req.method == "GET") return json_reply(read_process_status(host_));
   return std::nullopt;
 }
 

@@ -32,10 +32,14 @@ void supervisor::dispatch(worker& w) {
   w.queue.pop_front();
   const std::uint32_t generation = w.info.generation;
   std::weak_ptr<worker> weak = w.self;
+  const auto sent = std::chrono::steady_clock::now();
   w.channel->request(ipc::message_type::call, w.in_flight->body, w.spec.call_timeout,
-                     [this, weak, generation](result<ipc::message> r) {
+                     [this, weak, generation, sent](result<ipc::message> r) {
                        auto wp = weak.lock();
                        if (!wp || wp->info.generation != generation || !wp->in_flight) return;
+                       call_durations_[wp->spec.env].observe(
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - sent)
+                               .count());
                        if (!r && r.err().code == ipc::channel_errc::deadline_exceeded) {
                          // The worker's state is unknown after a call it never finished.
                          auto call = std::move(wp->in_flight);

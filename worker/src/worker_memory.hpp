@@ -98,6 +98,8 @@ class worker_memory {
   void publish(std::uint64_t epoch, std::uint64_t calls) noexcept;
   // The plugins, manager and applied-settings hash for the ready message.
   nlohmann::json describe_plugins() const;
+  // The pinned budget this worker uses and the RAM and cgroup it sees itself (describe_plugins).
+  nlohmann::json memory_view() const;
   std::uint64_t settings_hash() const noexcept { return settings_hash_; }
 
  private:

@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "model_store.hpp"
+#include "orch/ipc/cgroup_probe.hpp"
+#include "orch/ipc/pinned_budget.hpp"
 #include "orch/plugin/levels.h"
 #include "orch/plugins/errc.hpp"
 #include "orch/plugins/names.hpp"
@@ -177,12 +179,28 @@ nlohmann::json worker_memory::describe_plugins() const {
   return {{"manager", plugins::to_string(manager_.manager)},
           {"reason", manager_.reason},
           {"settings_hash", settings_hash_},
-          // What the hash is of, so a mismatch can be shown field by field (docs/cli.md, "Live status").
+          // What the hash is of, so a mismatch can be shown field by field (docs/cli.md).
           {"applied_settings",
            plugins::applied_settings_text(applied_settings(), manager_.manager, level_)},
           {"pager", one(pager_lib_.get())},
           {"ledger", one(ledger_lib_.get())},
-          {"allocator", one(allocator_lib_.get())}};
+          {"allocator", one(allocator_lib_.get())},
+          {"memory_view", memory_view()}};
+}
+
+nlohmann::json worker_memory::memory_view() const {
+  // The budget this worker draws on, and what it would have derived on its own from the RAM and
+  // cgroup it sees (as each comfy-env worker does): `diverge` compares both with the host's.
+  nlohmann::json view = {{"budget_bytes", budget_ ? budget_->budget() : 0},
+                         {"physical_ram_bytes", nullptr},
+                         {"cgroup_limit_bytes", nullptr},
+                         {"own_budget_bytes", nullptr}};
+  if (auto readings = ipc::probe_memory_readings()) {
+    view["physical_ram_bytes"] = readings->physical_ram;
+    if (readings->cgroup_limit) view["cgroup_limit_bytes"] = *readings->cgroup_limit;
+    view["own_budget_bytes"] = ipc::compute_pinned_budget(*readings).bytes;
+  }
+  return view;
 }
 
 }  // namespace orch::worker

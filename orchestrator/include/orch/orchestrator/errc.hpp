@@ -53,6 +53,19 @@ inline constexpr const char* symlink_refused = "symlink_refused";
 inline constexpr const char* directory_unusable = "directory_unusable";
 inline constexpr const char* file_io_failed = "file_io_failed";
 
+// The control socket of `serve` (control_socket.hpp, control_client.hpp): a connection from
+// another uid, a request line over the cap, a handler that threw; on the client's side, a
+// socket that cannot be connected to (another user's, or a system error), a server that closed
+// the connection or did not answer in time. A malformed answer is `bad_response`, an unknown
+// request `invalid_request`.
+inline constexpr const char* peer_refused = "peer_refused";
+inline constexpr const char* request_too_large = "request_too_large";
+inline constexpr const char* internal_error = "internal_error";
+inline constexpr const char* access_denied = "access_denied";
+inline constexpr const char* connect_failed = "connect_failed";
+inline constexpr const char* server_gone = "server_gone";
+inline constexpr const char* answer_timeout = "answer_timeout";
+
 // Prompts (prompt.hpp): ComfyUI's type for a prompt that cannot be read.
 inline constexpr const char* invalid_prompt = "invalid_prompt";
 

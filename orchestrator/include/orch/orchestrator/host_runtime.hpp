@@ -25,16 +25,12 @@
 #include "orch/orchestrator/memory_plan.hpp"
 #include "orch/orchestrator/node_catalogue.hpp"
 #include "orch/orchestrator/stand_in_table.hpp"
+#include "orch/orchestrator/worker_specs.hpp"
 #include "orch/orchestrator/supervisor.hpp"
 
 namespace orch::orchestrator {
 
 // A pack env that runs no worker, and why (env missing, Python pack, not built).
-struct skipped_env {
-  std::string env;
-  std::string reason;
-};
-
 struct host_options {
   std::string worker_executable;  // comfy-orch-worker
   std::uint32_t max_workers = 64;
@@ -80,6 +76,13 @@ class host_runtime {
   // ComfyUI's POST /free, broadcast: each ready worker's receipt by env.
   std::map<std::string, result<nlohmann::json>> free_all(bool unload_models, bool drop_caches);
 
+  // Told of every eviction and free with its receipt (kind "eviction" or "free", the env, a line
+  // that says what was freed), on the thread that asked for it: the timeline's markers
+  // (memory_sampler.hpp). Set before anything is evicted or freed.
+  using memory_event_sink =
+      std::function<void(const std::string& kind, const std::string& env, const std::string& text)>;
+  void set_memory_event_sink(memory_event_sink sink) { memory_events_ = std::move(sink); }
+
   // Graceful (shutdown requests, `grace` for workers to exit), then forced. Idempotent.
   void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 
@@ -116,6 +119,9 @@ class host_runtime {
   // the env's stand-ins become exactly `models`, unless a report with a sequence number at least
   // `seq` was applied already. Sequence 0 is the worker's loss: its stand-ins go.
   void update_stand_ins(const std::string& env, const nlohmann::json& models, std::uint64_t seq);
+  // The newest models report applied for `env` ([{key, size, resident}]), null when none: what
+  // `diverge` holds the stand-ins against. io thread only.
+  const nlohmann::json& reported_models(const std::string& env) const;
   const memory_plan& plan() const noexcept { return *plan_; }
   const manifests::deployment& deployment() const noexcept { return deployment_; }
 
@@ -129,6 +135,8 @@ class host_runtime {
   stand_in_table stand_ins_;  // the host's models (none when headless) and every worker's
   std::map<std::string, manifests::device_spec> env_devices_;  // each worker's device
   std::map<std::string, std::uint64_t> models_seq_;  // the newest models report applied per env
+  std::map<std::string, nlohmann::json> reported_models_;  // and its models
+  memory_event_sink memory_events_;
   std::thread io_thread_;
   std::atomic<std::thread::id> io_thread_id_{};  // set by the io thread itself as it starts
   node_catalogue catalogue_;

@@ -47,6 +47,7 @@
 #include "orch/ipc/channel.hpp"
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/manifests/deployment.hpp"
+#include "orch/orchestrator/call_histogram.hpp"
 #include "orch/orchestrator/host_memory.hpp"
 #include "orch/orchestrator/worker_environment.hpp"
 #include "orch/orchestrator/divergence_report.hpp"
@@ -104,6 +105,7 @@ struct worker_info {
   std::string manager;         // "pager" or "ledger", as the worker resolved it
   std::string manager_reason;  // the worker's own reason
   bool settings_match = true;  // the worker's applied-settings hash is the one the host expects
+  bool divergence_acknowledged = false;  // ORCH_DIVERGENCE_ACK is on for this env
   std::chrono::steady_clock::time_point spawned_at;  // this generation's spawn
   std::chrono::steady_clock::time_point ready_at;    // and its ready message
 };
@@ -132,6 +134,10 @@ class supervisor {
 
   std::vector<worker_info> workers() const;
   const worker_info* find(const std::string& env) const;
+  // Node call durations per env, from the request sent to its answer, across restarts.
+  const std::map<std::string, call_histogram>& call_durations() const noexcept {
+    return call_durations_;
+  }
   const worker_spec* spec_of(const std::string& env) const;  // what the env's worker was given
   bool settled() const;  // no worker is starting or backing off
 
@@ -215,6 +221,7 @@ class supervisor {
   host_memory& memory_;
   supervisor_options options_;
   std::map<std::string, std::shared_ptr<worker>> workers_;
+  std::map<std::string, call_histogram> call_durations_;
   boost::asio::steady_timer heartbeat_timer_;
   // Expires with the supervisor: a heartbeat tick already queued when it is destroyed sees it.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

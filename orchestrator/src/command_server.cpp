@@ -1,0 +1,43 @@
+#include "command_server.hpp"
+
+#include <iostream>
+
+namespace orch::cli {
+
+void add_server_options(CLI::App* cmd, server_choice& choice) {
+  cmd->add_option("deployment", choice.deployment,
+                  "The deployment file a running `comfy-orch serve` was started with (not needed "
+                  "when only one runs)");
+  cmd->add_option("--socket", choice.socket,
+                  "The server's control socket (`comfy-orch ls` lists them)");
+}
+
+std::optional<orchestrator::control_client> connect_to_server(const char* command,
+                                                              const server_choice& choice) {
+  auto socket = orchestrator::find_server_socket(
+      choice.deployment.empty() ? std::nullopt : std::optional<std::string>(choice.deployment),
+      choice.socket.empty() ? std::nullopt : std::optional<std::string>(choice.socket));
+  if (!socket) {
+    std::cerr << "comfy-orch " << command << ": " << socket.err().message << '\n';
+    return std::nullopt;
+  }
+  auto client = orchestrator::control_client::connect(*socket);
+  if (!client) {
+    std::cerr << "comfy-orch " << command << ": " << client.err().message << '\n';
+    return std::nullopt;
+  }
+  return std::move(*client);
+}
+
+std::optional<nlohmann::json> ask_server(const char* command, orchestrator::control_client& client,
+                                         const nlohmann::json& request) {
+  auto answer = client.ask(request);
+  if (!answer) {
+    std::cerr << "comfy-orch " << command << ": " << answer.err().message << " ("
+              << answer.err().code << ")\n";
+    return std::nullopt;
+  }
+  return std::move(*answer);
+}
+
+}  // namespace orch::cli

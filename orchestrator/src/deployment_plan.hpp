@@ -1,0 +1,25 @@
+// deployment_plan: `comfy-orch plan` (docs/cli.md, "plan"): what `serve` or `run` would decide
+// for a deployment, without starting a worker. The host's device, manager and level; for each
+// env, the library or interpreter, the device, the memory manager and why, the plugins at the
+// host's level with the settings the adapter drops, and the divergences to expect from it, or
+// why the env runs no worker. The host's memory (control segment, pool, device) is opened as
+// serve opens it, since that is what the choice reads, and closed again.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "host_startup.hpp"
+#include "orch/support/result.hpp"
+
+namespace orch::orchestrator {
+
+// Errors: host_memory::create's.
+result<nlohmann::json> plan_deployment(const prepared_deployment& prepared,
+                                       const std::string& worker_executable,
+                                       bool python_workers);
+
+std::string format_plan(const nlohmann::json& plan);
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,180 @@
+// The live tools' documents and their checks (docs/cli.md): the Prometheus text, the status
+// table, --since durations, and the control directory's refusals.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+
+#include "control_directory.hpp"
+#include "live_text.hpp"
+#include "live_views.hpp"
+#include "metrics_text.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace orch::orchestrator;
+
+TEST(metrics_text, every_family_has_help_and_type_and_label_values_are_escaped) {
+  EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  metrics_inputs in;
+  in.status = {{"budget_bytes", 1024},
+               {"processes",
+                {{{"process", "host"}, {"mode", "host"}, {"pager_resident_bytes", 10}},
+                 {{"process", "we\"ird"}, {"mode", "worker"}, {"calls", 3}}}}};
+  in.divergences = {
+      {"differences",
+       {{{"process", "we\"ird"}, {"severity", "divergence"}, {"acknowledged", false}}}}};
+  in.call_durations["we\"ird"].observe(0.002);
+  in.evictions["we\"ird"] = 2;
+  const std::string text = prometheus_metrics(in);
+  EXPECT_NE(text.find("comfy_orch_pager_resident_bytes{process=\"host\"} 10\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("comfy_orch_calls_total{process=\"we\\\"ird\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("comfy_orch_divergences{process=\"we\\\"ird\"} 1\n"), std::string::npos);
+  EXPECT_NE(
+      text.find("comfy_orch_node_call_duration_seconds_bucket{env=\"we\\\"ird\",le=\"0.001\"} 0\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find(
+          "comfy_orch_node_call_duration_seconds_bucket{env=\"we\\\"ird\",le=\"0.0025\"} 1\n"),
+      std::string::npos);
+  EXPECT_NE(text.find("le=\"+Inf\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("comfy_orch_evictions_total{process=\"we\\\"ird\"} 2\n"), std::string::npos);
+  // Every sample's family was introduced by its TYPE line first.
+  std::set<std::string> typed;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.rfind("# TYPE ", 0) == 0) {
+      typed.insert(line.substr(7, line.find(' ', 7) - 7));
+    } else if (line[0] != '#') {
+      std::string family = line.substr(0, line.find_first_of("{ "));
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        const std::string s = suffix;
+        if (family.size() > s.size() &&
+            family.compare(family.size() - s.size(), s.size(), s) == 0 &&
+            typed.count(family.substr(0, family.size() - s.size())) != 0)
+          family = family.substr(0, family.size() - s.size());
+      }
+      EXPECT_EQ(typed.count(family), 1u) << line;
+    }
+  }
+}
+
+TEST(live_text, the_status_table_has_a_row_per_process_and_survives_odd_documents) {
+  const json status = {
+      {"budget_bytes", 3u << 30},
+      {"processes",
+       {{{"process", "host"}, {"mode", "host"}, {"manager", "pager"}, {"state", "ready"}},
+        {{"process", "env-a"},
+         {"mode", "in-process"},
+         {"mode_reason", "isolation disabled"},
+         {"plugins", {{{"slot", "pager"}, {"name", "p"}, {"version", "1"}, {"level", 2}}}},
+         {"settings_match", false}}}}};
+  const std::string text = format_status(status);
+  EXPECT_NE(text.find("pinned budget 3.0G"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nhost "), std::string::npos) << text;
+  EXPECT_NE(text.find("SETTINGS MISMATCH"), std::string::npos);
+  EXPECT_NE(text.find("in-process: isolation disabled"), std::string::npos);
+  EXPECT_NE(text.find("pager=p 1 (L2)"), std::string::npos);
+  EXPECT_NO_THROW(format_status(json()));
+  EXPECT_NO_THROW(format_status({{"processes", {1, "x", nullptr}}}));
+  EXPECT_EQ(human_bytes(json(1536)), "1.5K");
+  EXPECT_EQ(human_bytes(json("x")), "-");
+}
+
+TEST(parse_since, takes_ms_s_m_h_and_refuses_the_rest) {
+  EXPECT_EQ(parse_since("10m")->count(), 600000);
+  EXPECT_EQ(parse_since("90")->count(), 90000);
+  EXPECT_EQ(parse_since("2h")->count(), 7200000);
+  EXPECT_EQ(parse_since("500ms")->count(), 500);
+  for (const char* bad : {"", "m", "10d", "-5m", "1e9", "99999999999999999999s"})
+    EXPECT_FALSE(parse_since(bad).ok()) << bad;
+}
+
+class control_directory_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/orch-control-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    const char* old = std::getenv("XDG_RUNTIME_DIR");
+    if (old != nullptr) old_ = old;
+    ::setenv("XDG_RUNTIME_DIR", root_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (old_) {
+      ::setenv("XDG_RUNTIME_DIR", old_->c_str(), 1);
+    } else {
+      ::unsetenv("XDG_RUNTIME_DIR");
+    }
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+  fs::path root_;
+  std::optional<std::string> old_;
+};
+
+TEST_F(control_directory_test, is_made_0700_and_refused_when_open_to_others_or_not_a_directory) {
+  auto dir = open_control_directory();
+  ASSERT_TRUE(dir.ok()) << dir.err().message;
+  EXPECT_EQ(*dir, root_ / "comfy-orch");
+  struct stat st {};
+  ASSERT_EQ(::stat(dir->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  ASSERT_EQ(::chmod(dir->c_str(), 0755), 0);
+  auto open = open_control_directory();
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.err().code, "directory_unusable");
+  EXPECT_NE(open.err().message.find("chmod 700"), std::string::npos) << open.err().message;
+
+  fs::remove(*dir);
+  fs::create_directory(root_ / "elsewhere");
+  fs::create_directory_symlink(root_ / "elsewhere", *dir);
+  EXPECT_FALSE(open_control_directory().ok()) << "a symlink is refused, not followed";
+  EXPECT_FALSE(list_registrations().ok());
+}
+
+TEST_F(control_directory_test, another_users_directory_is_refused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "only root can give a directory to another user";
+  const fs::path dir = root_ / "comfy-orch";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+  auto open = open_control_directory();
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.err().message.find("owned by uid 65534"), std::string::npos) << open.err().message;
+}
+
+TEST_F(control_directory_test, registrations_round_trip_and_a_dead_servers_are_removed) {
+  auto dir = open_control_directory();
+  ASSERT_TRUE(dir.ok());
+  server_registration me;
+  me.pid = ::getpid();
+  me.deployment = "/srv/deployment.toml";
+  me.socket = (*dir / "x.sock").string();
+  ASSERT_TRUE(write_registration(*dir, me).ok());
+  server_registration dead = me;
+  dead.pid = 0x3ffffff0;  // above pid_max: no such process
+  ASSERT_TRUE(write_registration(*dir, dead).ok());
+  std::ofstream(*dir / "junk.json") << "not json";
+  auto listed = list_registrations();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().deployment, "/srv/deployment.toml");
+  EXPECT_FALSE(listed->front().answering) << "nothing listens at x.sock";
+  EXPECT_FALSE(fs::exists(*dir / (std::to_string(dead.pid) + ".json")));
+  EXPECT_TRUE(fs::exists(*dir / "junk.json")) << "what is not a registration is left alone";
+}
+
+}  // namespace
