@@ -155,6 +155,21 @@ TEST_F(live_tools, ls_status_and_diverge_read_a_live_serve_in_their_documented_s
     EXPECT_NE(table.out.find("\n" + p["process"].get<std::string>() + " "), std::string::npos)
         << table.out;
 
+  // A second server, of another deployment file: each has its own socket, `ls` lists both, and
+  // a command that names neither is told to choose.
+  const fs::path second_file = dir_ / "second.toml";
+  fs::copy_file(deployment_, second_file);
+  serve_process second(orch_binary, second_file.string(), {"--sample-ms", "100"});
+  ASSERT_NE(second.port(), 0);
+  for (int i = 0; i < 200 && cli_json("ls --json").size() < 2; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(cli_json("ls --json").size(), 2u);
+  const auto ambiguous = cli("status");
+  EXPECT_EQ(ambiguous.exit_code, 2);
+  EXPECT_NE(ambiguous.err.find("2 servers match"), std::string::npos) << ambiguous.err;
+  EXPECT_EQ(cli_json("status --json '" + second_file.string() + "'")["pid"], second.pid());
+  EXPECT_EQ(second.stop(), 0);
+
   const json found = cli_json("diverge --json");
   EXPECT_FALSE(found["divergent"].get<bool>()) << found.dump(2);
   expect_documented(found, "diverge");
