@@ -1,7 +1,6 @@
 // comfy-orch diverge [<deployment>] [--socket S] [--json]: the host against each worker of a
 // running serve, every difference with its explanation and fix (docs/cli.md, "diverge"). Exit 0:
 // no divergence; 1: a divergence not acknowledged; 2: the server could not be asked.
-#include <iostream>
 #include <memory>
 
 #include "command_server.hpp"
@@ -24,16 +23,11 @@ void add_diverge_command(CLI::App& app) {
   add_server_options(cmd, *choice);
   cmd->add_flag("--json", *json_out, "The diverge document (docs/cli.md) instead of the text");
   cmd->callback([choice, json_out] {
-    auto client = connect_to_server("diverge", *choice);
-    if (!client) throw CLI::RuntimeError(exit_failure);
-    auto found = ask_server("diverge", *client, {{"get", "diverge"}});
+    const auto found =
+        show_document("diverge", *choice, "diverge", *json_out, orchestrator::format_divergences);
     if (!found) throw CLI::RuntimeError(exit_failure);
-    if (*json_out) {
-      std::cout << found->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    } else {
-      std::cout << orchestrator::format_divergences(*found);
-    }
-    if (found->value("divergent", false)) throw CLI::RuntimeError(exit_invalid_input);
+    if (found->contains("divergent") && (*found)["divergent"] == true)
+      throw CLI::RuntimeError(exit_invalid_input);
   });
 }
 

@@ -1,6 +1,5 @@
 // comfy-orch status [<deployment>] [--socket S] [--json]: one row per process of a running
 // serve, read live through its control socket (docs/cli.md, "status").
-#include <iostream>
 #include <memory>
 
 #include "command_server.hpp"
@@ -22,15 +21,8 @@ void add_status_command(CLI::App& app) {
   add_server_options(cmd, *choice);
   cmd->add_flag("--json", *json_out, "The status document (docs/cli.md) instead of the table");
   cmd->callback([choice, json_out] {
-    auto client = connect_to_server("status", *choice);
-    if (!client) throw CLI::RuntimeError(exit_failure);
-    auto status = ask_server("status", *client, {{"get", "status"}});
-    if (!status) throw CLI::RuntimeError(exit_failure);
-    if (*json_out) {
-      std::cout << status->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    } else {
-      std::cout << orchestrator::format_status(*status);
-    }
+    if (!show_document("status", *choice, "status", *json_out, orchestrator::format_status))
+      throw CLI::RuntimeError(exit_failure);
   });
 }
 

@@ -40,4 +40,19 @@ std::optional<nlohmann::json> ask_server(const char* command, orchestrator::cont
   return std::move(*answer);
 }
 
+std::optional<nlohmann::json> show_document(
+    const char* command, const server_choice& choice, const char* what, bool json_out,
+    const std::function<std::string(const nlohmann::json&)>& as_text) {
+  auto client = connect_to_server(command, choice);
+  if (!client) return std::nullopt;
+  auto answer = ask_server(command, *client, {{"get", what}});
+  if (!answer) return std::nullopt;
+  if (json_out) {
+    std::cout << answer->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  } else {
+    std::cout << as_text(*answer);
+  }
+  return answer;
+}
+
 }  // namespace orch::cli

@@ -2,6 +2,7 @@
 // ask: a deployment file, --socket, or nothing when one server runs (control_client.hpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,5 +31,11 @@ std::optional<orchestrator::control_client> connect_to_server(const char* comman
 std::optional<nlohmann::json> ask_server(const char* command,
                                          orchestrator::control_client& client,
                                          const nlohmann::json& request);
+
+// Connects, asks {"get": what}, and prints the answer: as indented JSON with `json_out`, else as
+// `as_text` writes it. Returns the answer, or nullopt after printing why there is none.
+std::optional<nlohmann::json> show_document(
+    const char* command, const server_choice& choice, const char* what, bool json_out,
+    const std::function<std::string(const nlohmann::json&)>& as_text);
 
 }  // namespace orch::cli

@@ -82,6 +82,19 @@ class live_tools : public orch::runtime_testing::runtime_test {
   std::string test_env(const serve_process& s) const {
     return s.get("/object_info/TestSleep").json()["TestSleep"]["orch_env"];
   }
+  // Deployment options whose test pack has plugins of its own (ORCH_PLUGIN_PATH): the sim
+  // backend, allocator and ledger, and the built pager `pager`, linked into `dir_/name`.
+  orch::runtime_testing::deployment_options pack_plugins(const std::string& name,
+                                                         const std::string& pager) const {
+    const fs::path plugins = dir_ / name;
+    fs::create_directories(plugins);
+    for (const std::string file :
+         {"orch-backend-sim.so", "orch-allocator-sim.so", "orch-ledger-sim.so", pager.c_str()})
+      fs::create_symlink(fs::path(ORCH_TEST_PLUGIN_DIR) / file, plugins / file);
+    orch::runtime_testing::deployment_options o;
+    o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + plugins.string() + "\"\n";
+    return o;
+  }
 
   fs::path runtime_dir_;
   fs::path deployment_;
@@ -200,13 +213,7 @@ TEST_F(live_tools, ls_status_and_diverge_read_a_live_serve_in_their_documented_s
 TEST_F(live_tools, a_worker_replaced_by_an_l2_build_diverges_live_in_status_diverge_and_timeline) {
   // The test pack's plugins are its own (ORCH_PLUGIN_PATH): the full sim pager at first.
   const fs::path plugins = dir_ / "pack-plugins";
-  fs::create_directories(plugins);
-  for (const char* file :
-       {"orch-backend-sim.so", "orch-allocator-sim.so", "orch-ledger-sim.so", "orch-pager-sim.so"})
-    fs::create_symlink(fs::path(ORCH_TEST_PLUGIN_DIR) / file, plugins / file);
-  orch::runtime_testing::deployment_options o;
-  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + plugins.string() + "\"\n";
-  auto s = serve(o, {"--sample-ms", "200"});
+  auto s = serve(pack_plugins("pack-plugins", "orch-pager-sim.so"), {"--sample-ms", "200"});
   const std::string env = test_env(*s);
   const json before = entry(cli_json("status --json"), env);
   ASSERT_EQ(before["level"], 4) << before.dump(2);
@@ -431,13 +438,7 @@ TEST_F(live_tools, top_renders_sorts_marks_a_diverging_row_red_and_quits_under_t
   if (run_command("command -v tmux").exit_code != 0)
     GTEST_SKIP() << "tmux is not installed (scripts/install-deps installs it)";
   // The test pack speaks only L2 from the start: its row diverges.
-  const fs::path plugins = dir_ / "l2-plugins";
-  fs::create_directories(plugins);
-  for (const char* file : {"orch-backend-sim.so", "orch-allocator-sim.so", "orch-ledger-sim.so",
-                           "orch-pager-sim-l2.so"})
-    fs::create_symlink(fs::path(ORCH_TEST_PLUGIN_DIR) / file, plugins / file);
-  orch::runtime_testing::deployment_options o;
-  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + plugins.string() + "\"\n";
+  const auto o = pack_plugins("l2-plugins", "orch-pager-sim-l2.so");
   auto s = serve(o);
   const std::string env = test_env(*s);
   const std::string session = "orch-top-" + std::to_string(::getpid());
@@ -489,13 +490,7 @@ TEST_F(live_tools, top_renders_sorts_marks_a_diverging_row_red_and_quits_under_t
 // `plan` decides as serve would and starts nothing: a pack whose pager speaks only L2 is planned
 // with the adapter, its dropped settings and the divergence to expect.
 TEST_F(live_tools, plan_shows_each_envs_decision_and_the_divergences_to_expect) {
-  const fs::path plugins = dir_ / "l2-plugins";
-  fs::create_directories(plugins);
-  for (const char* file : {"orch-backend-sim.so", "orch-allocator-sim.so", "orch-ledger-sim.so",
-                           "orch-pager-sim-l2.so"})
-    fs::create_symlink(fs::path(ORCH_TEST_PLUGIN_DIR) / file, plugins / file);
-  orch::runtime_testing::deployment_options o;
-  o.test_pack_env = "ORCH_PLUGIN_PATH = \"" + plugins.string() + "\"\n";
+  const auto o = pack_plugins("l2-plugins", "orch-pager-sim-l2.so");
   const fs::path file = write_deployment(o);
   const json plan = cli_json("plan --json '" + file.string() + "'");
   expect_documented(plan, "plan");
