@@ -395,15 +395,19 @@ TEST_F(live_tools, metrics_parse_with_prometheus_client_and_count_calls_and_free
   EXPECT_EQ(s->stop(), 0);
 }
 
-// `report --html` on the pressure deployment, loaded in headless Chromium.
+// `report --html` on the pressure deployment (an eviction through a stand-in, a pack on the
+// ledger on purpose), loaded in headless Chromium.
 TEST_F(live_tools, the_html_report_renders_its_timelines_in_headless_chromium) {
   if (!fs::exists("/usr/bin/chromium"))
     GTEST_SKIP() << "chromium is not installed (scripts/install-deps installs it)";
-  auto s = serve();
+  const std::string examples = std::string(ORCH_TEST_SOURCE_DIR) + "/examples/";
+  auto s = std::make_unique<serve_process>(orch_binary, examples + "sim-pressure-deployment.toml",
+                                           std::vector<std::string>{"--sample-ms", "100"});
+  ASSERT_NE(s->port(), 0);
   json prompt;
-  std::ifstream(ORCH_TEST_EXAMPLE_PROMPT) >> prompt;
+  std::ifstream(examples + "prompts/two-managers.json") >> prompt;
   for (int round = 0; round < 2; ++round) {
-    prompt["3"]["inputs"]["seed"] = round;
+    prompt["3"]["inputs"]["steps"] = 2 + round;  // a new prompt each round: nothing cached
     const auto r = s->post("/prompt", {{"prompt", prompt}});
     ASSERT_EQ(r.status, 200u) << r.body;
     const std::string id = r.json()["prompt_id"];
@@ -413,6 +417,8 @@ TEST_F(live_tools, the_html_report_renders_its_timelines_in_headless_chromium) {
   EXPECT_EQ(s->post("/free", {{"free_memory", true}}).status, 200u);
   std::this_thread::sleep_for(300ms);
   const fs::path html = dir_ / "report.html";
+  for (int i = 0; i < 300 && !fs::exists(control_dir() / (std::to_string(s->pid()) + ".json")); ++i)
+    std::this_thread::sleep_for(10ms);
   const auto written = cli("report --html '" + html.string() + "' --since 5m");
   ASSERT_EQ(written.exit_code, 0) << written.out << written.err;
   EXPECT_NE(written.err.find("wrote " + html.string()), std::string::npos) << written.err;
@@ -422,6 +428,8 @@ TEST_F(live_tools, the_html_report_renders_its_timelines_in_headless_chromium) {
     EXPECT_EQ(text.find(fetch), std::string::npos) << fetch << ": nothing is fetched";
   EXPECT_NE(text.find("marker-free"), std::string::npos) << "the /free has its marker";
   EXPECT_NE(text.find("marker-boundary"), std::string::npos);
+  EXPECT_NE(text.find("marker-eviction"), std::string::npos);
+  EXPECT_NE(text.find("<tr class=\"diverges\">"), std::string::npos) << "the ledger pack's row";
   const fs::path work = dir_ / "chromium";
   fs::create_directories(work);
   const auto check =
