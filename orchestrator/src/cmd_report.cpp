@@ -1,8 +1,12 @@
 // comfy-orch report [<deployment>] [--socket S] --html FILE [--since 10m] | --json: the memory
 // timelines of a running serve, with their markers and the divergences, as one self-contained
 // HTML file, or as the three documents it is drawn from (docs/cli.md, "report").
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -21,17 +25,27 @@ struct report_options {
   bool json = false;
 };
 
-// Written beside its place and renamed into it: a reader never sees half a report.
+// Written to a new file of its own beside its place (mkstemp: never through a name someone
+// else could have planted) and renamed into it: a reader never sees half a report.
 bool write_whole(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc | std::ios::binary);
-    out << text;
-    if (!out.flush()) return false;
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::string temporary = (dir / ".comfy-orch-report-XXXXXX").string();
+  const int fd = ::mkstemp(temporary.data());
+  if (fd < 0) return false;
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<std::size_t>(n);
   }
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  return !ec;
+  const bool whole = written == text.size() && ::fchmod(fd, 0644) == 0 && ::close(fd) == 0;
+  if (!whole || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    ::unlink(temporary.c_str());
+    return false;
+  }
+  return true;
 }
 
 int report(const report_options& o) {
@@ -61,9 +75,13 @@ int report(const report_options& o) {
                 << "\n  fix: choose a file in a directory you can write\n";
       return exit_failure;
     }
-    std::cerr << "comfy-orch report: wrote " << o.html << " (" << (*timeline)["samples"].size()
-              << " samples, " << (*timeline)["markers"].size() << " markers, "
-              << (*found)["differences"].size() << " differences)\n";
+    auto count = [](const nlohmann::json& doc, const char* key) {
+      const auto it = doc.find(key);
+      return it != doc.end() && it->is_array() ? it->size() : 0;
+    };
+    std::cerr << "comfy-orch report: wrote " << o.html << " (" << count(*timeline, "samples")
+              << " samples, " << count(*timeline, "markers") << " markers, "
+              << count(*found, "differences") << " differences)\n";
   }
   return exit_ok;
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "control_directory.hpp"
+#include "control_socket.hpp"
 #include "json_fields.hpp"
 #include "orch/orchestrator/errc.hpp"
 
@@ -44,6 +45,11 @@ result<std::string> find_server_socket(const std::optional<std::string>& deploym
   const std::string wanted = deployment ? canonical_or_same(*deployment) : std::string();
   for (const auto& s : *servers)
     if (!deployment || s.deployment == wanted) chosen.push_back(s);
+  // One that answers is preferred to one that does not (stopped, or its pid reused).
+  if (std::count_if(chosen.begin(), chosen.end(), [](const auto& s) { return s.answering; }) > 0)
+    chosen.erase(
+        std::remove_if(chosen.begin(), chosen.end(), [](const auto& s) { return !s.answering; }),
+        chosen.end());
   if (chosen.size() == 1) return chosen.front().socket;
   if (chosen.empty()) {
     return error{runtime_errc::not_found,
@@ -65,9 +71,12 @@ result<control_client> control_client::connect(const std::string& socket_path) {
     return error{runtime_errc::not_found, "socket path too long: " + socket_path};
   addr.sun_family = AF_UNIX;
   socket_path.copy(addr.sun_path, socket_path.size());
-  ipc::unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd)
+  // Non-blocking: a server whose io thread stalls with a full backlog refuses at once
+  // (EAGAIN) rather than holding the command forever.
+  ipc::unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) {
     return error{runtime_errc::connect_failed, std::string("socket: ") + std::strerror(errno)};
+  }
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     const int e = errno;
     const std::string why = socket_path + ": " + std::strerror(e);
@@ -76,7 +85,15 @@ result<control_client> control_client::connect(const std::string& socket_path) {
                    "no server answers at " + why + " (`comfy-orch ls` lists the servers)"};
     if (e == EACCES || e == EPERM)
       return error{runtime_errc::access_denied, why + ": the socket belongs to another user"};
+    if (e == EAGAIN)
+      return error{runtime_errc::connect_failed, why + ": the server is not accepting connections"};
     return error{runtime_errc::connect_failed, why};
+  }
+  // The server is this user's too: one of another user's could say anything.
+  if (const long uid = peer_uid(fd.get()); uid != static_cast<long>(::geteuid())) {
+    return error{runtime_errc::access_denied, socket_path + ": the server there runs as uid " +
+                                                  std::to_string(uid) +
+                                                  ", not as this user; it is not asked"};
   }
   return control_client(std::move(fd));
 }
@@ -87,6 +104,10 @@ result<json> control_client::ask(const json& request, std::chrono::milliseconds 
   while (sent < line.size()) {
     const ssize_t n = ::send(fd_.get(), line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {  // the socket is non-blocking: wait until it takes more
+      pollfd p{fd_.get(), POLLOUT, 0};
+      if (::poll(&p, 1, static_cast<int>(timeout.count())) > 0) continue;
+    }
     if (n <= 0) {
       // A server that refused this connection said why before it closed: read that instead.
       timeout = std::min(timeout, std::chrono::milliseconds(1000));
@@ -107,7 +128,7 @@ result<json> control_client::ask(const json& request, std::chrono::milliseconds 
     if (ready <= 0) continue;
     char buffer[65536];
     const ssize_t n = ::recv(fd_.get(), buffer, sizeof buffer, 0);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0)
       return error{runtime_errc::server_gone, "the server closed the connection without an answer"};
     pending_.append(buffer, static_cast<std::size_t>(n));

@@ -47,9 +47,10 @@ class control_session;
 
 struct control_socket::state {
   state(asio::io_context& io, handler h, control_limits l)
-      : io(io), acceptor(io), on_request(std::move(h)), limits(l) {}
+      : io(io), acceptor(io), accept_pause(io), on_request(std::move(h)), limits(l) {}
   asio::io_context& io;
   local::acceptor acceptor;
+  asio::steady_timer accept_pause;  // after a failed accept (out of fds): not a busy loop
   handler on_request;
   control_limits limits;
   std::set<std::shared_ptr<control_session>> sessions;  // io thread only
@@ -66,10 +67,10 @@ class control_session : public std::enable_shared_from_this<control_session> {
 
   void start() {
     const long uid = peer_uid(socket_.native_handle());
-    if (uid != static_cast<long>(::geteuid())) {
+    if (uid != server_->limits.allowed_uid) {
       // Past the directory's 0700 (root, or a directory opened up by hand): refused by name.
       send_and_close(error_line(runtime_errc::peer_refused,
-                                "this server (uid " + std::to_string(::geteuid()) +
+                                "this server (uid " + std::to_string(server_->limits.allowed_uid) +
                                     ") answers only its own user; the peer is uid " +
                                     std::to_string(uid)));
       return;
@@ -170,7 +171,14 @@ void accept_next(const std::shared_ptr<control_socket::state>& s) {
         session->start();
       }
     }
-    if (ec != asio::error::operation_aborted) accept_next(s);
+    if (ec == asio::error::operation_aborted) return;
+    if (!ec) return accept_next(s);
+    // EMFILE and the like leave the listener readable: accepting again at once would spin the
+    // io thread that carries every worker's channel.
+    s->accept_pause.expires_after(std::chrono::milliseconds(50));
+    s->accept_pause.async_wait([s](boost::system::error_code e) {
+      if (!e && !s->stopped) accept_next(s);
+    });
   });
 }
 
@@ -224,6 +232,7 @@ void control_socket::stop() {
       s->stopped = true;
       boost::system::error_code ec;
       s->acceptor.close(ec);
+      s->accept_pause.cancel();
       auto sessions = std::move(s->sessions);
       for (const auto& session : sessions) session->close();
     }

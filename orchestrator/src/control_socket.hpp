@@ -8,6 +8,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -23,6 +24,7 @@
 namespace orch::orchestrator {
 
 struct control_limits {
+  long allowed_uid = static_cast<long>(::geteuid());  // the only peer uid answered
   std::size_t max_request = std::size_t{64} << 10;
   unsigned max_connections = 32;
   std::chrono::milliseconds idle_timeout{60000};

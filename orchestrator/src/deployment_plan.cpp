@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "orch/ipc/cgroup_probe.hpp"
+#include "orch/ipc/pinned_budget.hpp"
 #include "orch/orchestrator/host_memory.hpp"
 #include "orch/orchestrator/memory_plan.hpp"
 #include "orch/orchestrator/worker_specs.hpp"
@@ -56,11 +58,15 @@ json expected_divergences(const worker_spec& spec, const plugins::manager_choice
 result<json> plan_deployment(const prepared_deployment& prepared,
                              const std::string& worker_executable, bool python_workers) {
   const auto& d = prepared.deployment;
-  auto memory = host_memory::create(d, 2);
-  if (!memory) return memory.err();
-  memory_plan plan = memory_plan::make(d, (*memory)->backend(), worker_executable);
-  auto planned = plan_workers(d, prepared.inventory, plan, (*memory)->backend_plugin(),
-                              python_workers, current_environment());
+  auto device = open_host_device(d);
+  if (!device) return device.err();
+  auto readings = ipc::probe_memory_readings();
+  if (!readings) return readings.err();
+  memory_plan plan = memory_plan::make(d, device->device.get(), worker_executable);
+  const std::string backend_plugin =
+      device->device ? device->device->library().path().string() : std::string();
+  auto planned = plan_workers(d, prepared.inventory, plan, backend_plugin, python_workers,
+                              current_environment());
   const auto& host = plan.host_manager();
   json envs = json::array();
   for (const auto& spec : planned.specs) {
@@ -94,7 +100,7 @@ result<json> plan_deployment(const prepared_deployment& prepared,
                 {"manager_reason", host.reason},
                 {"level", plan.host_level()},
                 {"pager", plugin_of(plan.host_pager(), plan.host_level())},
-                {"budget_bytes", (*memory)->budget_bytes()}}},
+                {"budget_bytes", ipc::compute_pinned_budget(*readings).bytes}}},
               {"envs", std::move(envs)},
               {"no_worker", std::move(skipped)}};
 }

@@ -2,8 +2,9 @@
 // for a deployment, without starting a worker. The host's device, manager and level; for each
 // env, the library or interpreter, the device, the memory manager and why, the plugins at the
 // host's level with the settings the adapter drops, and the divergences to expect from it, or
-// why the env runs no worker. The host's memory (control segment, pool, device) is opened as
-// serve opens it, since that is what the choice reads, and closed again.
+// why the env runs no worker. Only the host's device is opened (its runtime version is what
+// [memory.runtime_floor] is checked against); no pool, control segment or share of the
+// machine's budget is taken, so a plan runs beside a live serve.
 #pragma once
 
 #include <string>
@@ -15,10 +16,9 @@
 
 namespace orch::orchestrator {
 
-// Errors: host_memory::create's.
+// Errors: open_host_device's, and "memory_unreadable".
 result<nlohmann::json> plan_deployment(const prepared_deployment& prepared,
-                                       const std::string& worker_executable,
-                                       bool python_workers);
+                                       const std::string& worker_executable, bool python_workers);
 
 std::string format_plan(const nlohmann::json& plan);
 

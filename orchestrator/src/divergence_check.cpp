@@ -122,11 +122,13 @@ class checker {
   void settings() {
     const json& expected = field(worker_, "expected_settings");
     const json& applied = field(worker_, "applied_settings");
-    if (!expected.is_object() || !applied.is_object() || applied.empty()) return;
-    std::set<std::string> names;
-    for (const auto& [k, v] : expected.items()) names.insert(k);
-    for (const auto& [k, v] : applied.items()) names.insert(k);
     bool any = false;
+    std::set<std::string> names;
+    // A worker that said nothing of its fields is held to its hash alone.
+    if (expected.is_object() && applied.is_object() && !applied.empty()) {
+      for (const auto& [k, v] : expected.items()) names.insert(k);
+      for (const auto& [k, v] : applied.items()) names.insert(k);
+    }
     for (const auto& name : names) {
       const json& e = field(expected, name.c_str());
       const json& a = field(applied, name.c_str());
@@ -140,8 +142,9 @@ class checker {
     }
     if (!any && field(worker_, "settings_match") == false) {
       add("setting", "settings_hash", "host's", "other", "divergence",
-          "the worker's applied-settings hash is not the host's, though every field reads the "
-          "same: a worker built from other sources",
+          "the worker's applied-settings hash is not the host's, and its fields do not show "
+          "why (they read the same, or it did not report them): a worker built from other "
+          "sources",
           "rebuild the worker binary with the host's (comfy-orch --version on both)");
     }
   }

@@ -61,6 +61,12 @@ std::uint64_t grant_slack(std::uint64_t budget) {
 
 }  // namespace
 
+result<host_device> open_host_device(const manifests::deployment& d) {
+  host_device out;
+  if (auto st = open_backend(d, out.device, out.sim_fd); !st) return st.err();
+  return out;
+}
+
 result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deployment& d,
                                                          std::uint32_t slots) {
   std::unique_ptr<host_memory> m(new host_memory());

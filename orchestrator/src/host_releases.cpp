@@ -156,7 +156,7 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
   std::lock_guard lock(st->mutex);
   if (memory_events_) {
     for (const auto& [env, r] : st->receipts) {
-      memory_events_("free", env,
+      memory_events_(r ? "free" : "free_failed", env,
                      r ? "freed " + std::to_string(unsigned_field(*r, "freed")) +
                              " bytes (receipt " + std::to_string(unsigned_field(*r, "sequence")) +
                              ")"

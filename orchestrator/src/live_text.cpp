@@ -6,14 +6,17 @@
 #include <vector>
 
 #include "json_fields.hpp"
+#include "orch/support/untrusted_text.hpp"
 
 namespace orch::orchestrator {
 namespace {
 
 using nlohmann::json;
 
+// A server's text made safe for the terminal (another version, or not ours: --socket takes any
+// path), as the server made a worker's.
 std::string text_of(const json& j) {
-  if (j.is_string()) return j.get<std::string>();
+  if (j.is_string()) return printable(j.get<std::string>());
   return j.is_null() ? "-" : j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -133,8 +136,8 @@ std::string format_divergences(const json& divergences) {
     if (divergence && !acknowledged) ++counted;
     const std::string kind = text_of(at(d, "kind"));
     const std::string field = text_of(at(d, "field"));
-    out << text_of(at(d, "process")) << ": " << (divergence ? "DIVERGES" : "note") << " in "
-        << kind << (field == kind ? "" : " " + field)
+    out << text_of(at(d, "process")) << ": " << (divergence ? "DIVERGES" : "note") << " in " << kind
+        << (field == kind ? "" : " " + field)
         << (acknowledged && divergence ? " (acknowledged: ORCH_DIVERGENCE_ACK)" : "") << '\n'
         << "  host:   " << text_of(at(d, "host")) << "\n  worker: " << text_of(at(d, "worker"))
         << "\n  why:    " << text_of(at(d, "explanation"))

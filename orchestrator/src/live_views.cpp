@@ -83,7 +83,8 @@ json live_views::answer(const json& request) {
 }
 
 std::optional<http_reply> live_views::http(const http_request& req) {
-  const std::string& p = req.path;
+  // Under /api too, as ComfyUI serves every route.
+  const std::string p = req.path.rfind("/api/", 0) == 0 ? req.path.substr(4) : req.path;
   if (p != "/orch/status" && p != "/orch/diverge" && p != "/orch/timeline" && p != "/metrics")
     return std::nullopt;
   if (req.method != "GET")

@@ -2,6 +2,7 @@
 
 #include <future>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
 #include "divergence_check.hpp"
@@ -75,6 +76,17 @@ void memory_sampler::arm() {
 }
 
 void memory_sampler::sample() {
+  // On the io thread, which carries every worker's channel: nothing may escape, and the next
+  // sample is taken whatever happened to this one.
+  try {
+    take_sample();
+  } catch (const std::exception& e) {
+    spdlog::warn("memory timeline: a sample failed: {}", e.what());
+  }
+  arm();
+}
+
+void memory_sampler::take_sample() {
   json status = read_process_status(host_);
   json divergences = find_divergences(status);
   timeline_sample s{now_unix_ms(), {}};
@@ -103,10 +115,12 @@ void memory_sampler::sample() {
         if (p.epoch != before->epoch && p.generation == before->generation) {
           push_marker({s.unix_ms, p.process, "epoch", "epoch " + std::to_string(p.epoch)});
         }
-        if (p.boundary_releases > before->boundary_releases) {
+        // A new generation counts from 0 again: all of its releases are new.
+        const std::uint64_t since =
+            p.generation != before->generation ? 0 : before->boundary_releases;
+        if (p.boundary_releases > since) {
           push_marker({s.unix_ms, p.process, "boundary",
-                       std::to_string(p.boundary_releases - before->boundary_releases) +
-                           " node-boundary releases"});
+                       std::to_string(p.boundary_releases - since) + " node-boundary releases"});
         }
       }
     }
@@ -127,7 +141,6 @@ void memory_sampler::sample() {
     while (samples_.size() > capacity_) samples_.pop_front();
     latest_ = {{"status", std::move(status)}, {"diverge", std::move(divergences)}};
   }
-  arm();
 }
 
 void memory_sampler::push_marker(timeline_marker m) {
@@ -145,9 +158,17 @@ void memory_sampler::note(const std::string& kind, const std::string& process,
 json memory_sampler::timeline(std::optional<std::chrono::milliseconds> since) const {
   const std::int64_t from = since ? now_unix_ms() - since->count() : INT64_MIN;
   std::lock_guard lock(mutex_);
+  // At most max_answer_samples, evenly spread: a chart is a few hundred pixels wide, and the
+  // answer is built on the io thread.
+  std::size_t wanted = 0;
+  for (const auto& s : samples_) wanted += s.unix_ms >= from ? 1 : 0;
+  const std::size_t stride = (wanted + max_answer_samples - 1) / max_answer_samples;
+  std::size_t index = 0;
   json samples = json::array();
   for (const auto& s : samples_) {
     if (s.unix_ms < from) continue;
+    const std::size_t at = index++;
+    if (stride > 1 && at % stride != 0 && at + 1 != wanted) continue;
     json processes = json::object();
     for (const auto& p : s.processes) {
       processes[p.process] = {{"pager_resident_bytes", p.pager_resident},

@@ -54,6 +54,7 @@ class memory_sampler {
  public:
   static constexpr std::size_t default_capacity = 3600;  // an hour at the default period
   static constexpr std::size_t marker_capacity = 4096;
+  static constexpr std::size_t max_answer_samples = 2000;  // timeline() thins out past this
 
   memory_sampler(host_runtime& host, std::chrono::milliseconds period,
                  std::size_t capacity = default_capacity);
@@ -69,7 +70,8 @@ class memory_sampler {
   void note(const std::string& kind, const std::string& process, const std::string& text);
 
   // {period_ms, capacity, samples: [{unix_ms, processes: {name: {figures}}}], markers: [...]},
-  // those no older than `since` (all without). Any thread.
+  // those no older than `since` (all without); more than max_answer_samples samples are thinned
+  // to that many, evenly, the newest always kept. Any thread.
   nlohmann::json timeline(std::optional<std::chrono::milliseconds> since) const;
   // The status and divergences read by the latest sample (null before the first). Any thread.
   nlohmann::json latest_status() const;
@@ -78,7 +80,8 @@ class memory_sampler {
 
  private:
   void arm();
-  void sample();                        // io thread
+  void sample();       // io thread: take_sample, then the next one armed
+  void take_sample();  // io thread
   void push_marker(timeline_marker m);  // under mutex_
 
   host_runtime& host_;

@@ -94,9 +94,9 @@ void chart(std::ostringstream& out, const json& samples, const std::vector<const
     return top +
            (height - top - bottom) * (1.0 - static_cast<double>(v) / static_cast<double>(peak));
   };
-  out << "<svg class=\"timeline\" width=\"" << chart_width
-      << "\" height=\"" << height << "\" viewBox=\"0 0 " << chart_width << ' ' << height
-      << "\" role=\"img\" aria-label=\"" << html_escape(title) << "\">\n"
+  out << "<svg class=\"timeline\" width=\"" << chart_width << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << chart_width << ' ' << height << "\" role=\"img\" aria-label=\""
+      << html_escape(title) << "\">\n"
       << "<text x=\"" << plot_left << "\" y=\"15\" class=\"title\">" << html_escape(title)
       << "</text>\n"
       << "<rect x=\"" << plot_left << "\" y=\"" << top << "\" width=\""
@@ -266,9 +266,9 @@ std::string render_report_html(const json& status, const json& divergences, cons
       << html_escape(st.value("pid", json()).dump()) << ", pinned budget "
       << human_bytes(st.value("budget_bytes", json())) << ", " << samples.size()
       << " samples every "
-      << (timeline.is_object() ? timeline.value("period_ms", json()).dump() : "?") << " ms from "
-      << clock_time(range.from) << " to " << clock_time(range.to) << " UTC, " << markers.size()
-      << " markers.</p>\n";
+      << html_escape(timeline.is_object() ? timeline.value("period_ms", json()).dump() : "?")
+      << " ms from " << clock_time(range.from) << " to " << clock_time(range.to) << " UTC, "
+      << markers.size() << " markers.</p>\n";
   summary(out, st);
   for (const auto& process : processes) {
     std::vector<const json*> own;

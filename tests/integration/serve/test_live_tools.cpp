@@ -545,20 +545,36 @@ TEST_F(live_tools, the_control_socket_refuses_another_uid) {
   // The test's directories must be passable for the other user to get as far as the socket.
   for (fs::path p = runtime_dir_; p != p.root_path(); p = p.parent_path())
     fs::permissions(p, fs::perms::others_exec, fs::perm_options::add);
-  auto as_other = [&](const std::string& args) {
-    return run_command(
-        "setpriv --reuid=" + std::to_string(pw->pw_uid) + " --regid=" + std::to_string(pw->pw_gid) +
-        " --clear-groups env XDG_RUNTIME_DIR=/nonexistent '" + orch_binary + "' " + args);
+  auto as_other = [&](const std::string& command) {
+    return run_command("setpriv --reuid=" + std::to_string(pw->pw_uid) + " --regid=" +
+                       std::to_string(pw->pw_gid) +
+                       " --clear-groups env XDG_RUNTIME_DIR=/nonexistent " + command);
   };
-  const auto blocked = as_other("status --socket '" + socket + "'");
+  const std::string status = "'" + orch_binary + "' status --socket '" + socket + "'";
+  const auto blocked = as_other(status);
   EXPECT_EQ(blocked.exit_code, 2) << blocked.out << blocked.err;
   EXPECT_NE(blocked.err.find("belongs to another user"), std::string::npos) << blocked.err;
   fs::permissions(control_dir(), fs::perms::all);
   fs::permissions(socket, fs::perms::all);
-  const auto refused = as_other("status --socket '" + socket + "'");
-  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
-  EXPECT_NE(refused.err.find("answers only its own user"), std::string::npos) << refused.err;
-  EXPECT_EQ(refused.out, "") << "nothing of the status reached the other user";
+  // Past the directory, each side checks the other's uid: the CLI will not ask another user's
+  // server, and the server (asked with a raw connection) refuses by name and says nothing else.
+  const auto not_asked = as_other(status);
+  EXPECT_EQ(not_asked.exit_code, 2) << not_asked.out << not_asked.err;
+  EXPECT_NE(not_asked.err.find("runs as uid 0, not as this user"), std::string::npos)
+      << not_asked.err;
+  const fs::path raw = dir_ / "raw_request.py";
+  std::ofstream(raw) << "import socket, sys\n"
+                        "s = socket.socket(socket.AF_UNIX)\n"
+                        "s.connect(sys.argv[1])\n"
+                        "s.sendall(b'{\"get\": \"status\"}\\n')\n"
+                        "print(s.makefile().readline())\n";
+  fs::permissions(raw, fs::perms::others_read, fs::perm_options::add);
+  const auto refused = as_other("/usr/bin/python3 '" + raw.string() + "' '" + socket + "'");
+  EXPECT_EQ(refused.exit_code, 0) << refused.err;
+  const json answer = json::parse(refused.out, nullptr, false);
+  EXPECT_EQ(answer["error"]["code"], "peer_refused") << refused.out;
+  EXPECT_NE(refused.out.find("answers only its own user"), std::string::npos) << refused.out;
+  EXPECT_FALSE(answer.contains("processes")) << "nothing of the status reached the other user";
   fs::permissions(control_dir(), fs::perms::owner_all);
   EXPECT_EQ(cli("status --socket '" + socket + "'").exit_code, 0) << "its own user still gets in";
   EXPECT_EQ(s->stop(), 0);

@@ -107,6 +107,15 @@ TEST(divergence_check, a_hash_mismatch_over_equal_fields_is_still_said) {
   EXPECT_EQ(d[0]["field"], "settings_hash");
 }
 
+TEST(divergence_check, a_hash_mismatch_from_a_worker_that_reported_no_fields_is_said) {
+  json w = worker_entry();
+  w["applied_settings"] = json::object();
+  w["settings_match"] = false;
+  const json d = only(find_divergences(status_of(w)), "setting");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0]["field"], "settings_hash");
+}
+
 TEST(divergence_check, a_lower_level_and_dropped_settings_each_get_their_fix) {
   json w = worker_entry();
   w["level"] = 2;

@@ -10,10 +10,17 @@
 #include <optional>
 #include <set>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <thread>
+
+#include "control_client.hpp"
 #include "control_directory.hpp"
+#include "control_socket.hpp"
 #include "live_text.hpp"
 #include "live_views.hpp"
 #include "metrics_text.hpp"
+#include "report_html.hpp"
 
 namespace {
 
@@ -91,6 +98,72 @@ TEST(live_text, the_status_table_has_a_row_per_process_and_survives_odd_document
   EXPECT_NO_THROW(format_status({{"processes", {1, "x", nullptr}}}));
   EXPECT_EQ(human_bytes(json(1536)), "1.5K");
   EXPECT_EQ(human_bytes(json("x")), "-");
+}
+
+TEST(report_html, text_from_the_server_is_escaped_and_nothing_is_fetched) {
+  const json status = {
+      {"pid", 1}, {"processes", {{{"process", "<script>alert(1)</script>"}, {"mode", "worker"}}}}};
+  const json timeline = {
+      {"period_ms", "<b>"},
+      {"samples",
+       {{{"unix_ms", 1000},
+         {"processes", {{"<script>alert(1)</script>", {{"pager_resident_bytes", 5}}}}}},
+        {{"unix_ms", 2000},
+         {"processes", {{"<script>alert(1)</script>", {{"pager_resident_bytes", 9}}}}}}}},
+      {"markers",
+       {{{"unix_ms", 1500},
+         {"process", "<script>alert(1)</script>"},
+         {"kind", "x\" onload=\"y"},
+         {"text", "<img src=x>"}}}}};
+  const json divergences = {{"differences", {{{"process", "'\"<>&"}, {"severity", "divergence"}}}}};
+  const std::string html = render_report_html(status, divergences, timeline);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_EQ(html.find("<b>"), std::string::npos);
+  EXPECT_EQ(html.find("\" onload"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("<polyline"), std::string::npos);
+  EXPECT_NO_THROW(render_report_html(json(), json::array(), json("x")));
+  EXPECT_NO_THROW(
+      render_report_html({{"processes", {1, nullptr}}}, {{"differences", {1}}},
+                         {{"samples", {1, {{"processes", 3}}}}, {"markers", {nullptr}}}));
+}
+
+// SO_PEERCRED without a second user: a server told to answer another uid refuses this one.
+TEST(control_socket, a_peer_of_another_uid_is_refused_by_name) {
+  char tmpl[] = "/tmp/orch-sock-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path path = fs::path(tmpl) / "c.sock";
+  boost::asio::io_context io;
+  auto guard = boost::asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  control_limits limits;
+  limits.allowed_uid = static_cast<long>(::geteuid()) + 1;
+  int asked = 0;
+  {
+    control_socket server(
+        io,
+        [&](const json&) {
+          return json{{"asked", ++asked}};
+        },
+        limits);
+    ASSERT_TRUE(server.listen(path).ok());
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    auto client = control_client::connect(path.string());
+    ASSERT_TRUE(client.ok()) << client.err().message;
+    auto answer = client->ask({{"get", "status"}});
+    ASSERT_FALSE(answer.ok());
+    EXPECT_EQ(answer.err().code, "peer_refused");
+    EXPECT_NE(answer.err().message.find("answers only its own user"), std::string::npos);
+    EXPECT_EQ(asked, 0) << "the handler never ran for the refused peer";
+    server.stop();
+  }
+  guard.reset();
+  io.stop();
+  runner.join();
+  fs::remove_all(tmpl);
 }
 
 TEST(parse_since, takes_ms_s_m_h_and_refuses_the_rest) {

@@ -30,6 +30,15 @@ namespace orch::orchestrator {
 // The host's own lease holder and budget slot.
 inline constexpr std::uint32_t host_slot = 0;
 
+// The host's device alone, opened through its backend plugin as host_memory opens it (null on
+// cpu without a plugin; a sim device gets a segment of its own): what `comfy-orch plan` reads,
+// without a pool, a control segment or a share of the machine's budget.
+struct host_device {
+  std::unique_ptr<plugins::backend_device> device;
+  ipc::unique_fd sim_fd;
+};
+result<host_device> open_host_device(const manifests::deployment& d);
+
 class host_memory {
  public:
   // `slots` counts the host and every worker generation alive at once. The pool is one segment

@@ -76,9 +76,10 @@ class host_runtime {
   // ComfyUI's POST /free, broadcast: each ready worker's receipt by env.
   std::map<std::string, result<nlohmann::json>> free_all(bool unload_models, bool drop_caches);
 
-  // Told of every eviction and free with its receipt (kind "eviction" or "free", the env, a line
-  // that says what was freed), on the thread that asked for it: the timeline's markers
-  // (memory_sampler.hpp). Set before anything is evicted or freed.
+  // Told of every eviction and free with its receipt (kind "eviction", "free", or "free_failed"
+  // when a worker could not free), the env, and a line that says what was freed, on the thread
+  // that asked for it: the timeline's markers (memory_sampler.hpp). Set before anything is
+  // evicted or freed.
   using memory_event_sink =
       std::function<void(const std::string& kind, const std::string& env, const std::string& text)>;
   void set_memory_event_sink(memory_event_sink sink) { memory_events_ = std::move(sink); }
