@@ -4,6 +4,8 @@
 #include <set>
 #include <string>
 
+#include "json_fields.hpp"
+
 namespace orch::orchestrator {
 namespace {
 
@@ -24,15 +26,10 @@ std::string mib(const json& bytes) {
 // A value for a sentence: strings as they are, null as "nothing", anything else as JSON.
 std::string text_of(const json& j) {
   if (j.is_string()) return j.get<std::string>();
-  return j.is_null() ? "nothing" : j.dump();
+  return j.is_null() ? "nothing" : j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-const json& field(const json& j, const char* key) {
-  static const json none;
-  if (!j.is_object()) return none;
-  const auto it = j.find(key);
-  return it == j.end() ? none : *it;
-}
+constexpr auto& field = field_or_null;
 
 class checker {
  public:

@@ -14,6 +14,13 @@ inline std::string text_field(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// The field `key` of an object; null when absent, or when `j` is no object.
+inline const nlohmann::json& field_or_null(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json none;
+  auto it = j.is_object() ? j.find(key) : j.end();
+  return it != j.end() ? *it : none;
+}
+
 // The field `key` when it is an object, else an empty object.
 inline const nlohmann::json& object_field(const nlohmann::json& j, const char* key) {
   static const nlohmann::json empty = nlohmann::json::object();
