@@ -46,8 +46,9 @@ long peer_uid(int fd) {
 class control_session;
 
 struct control_socket::state {
-  state(asio::io_context& io, handler h, control_limits l)
-      : io(io), acceptor(io), accept_pause(io), on_request(std::move(h)), limits(l) {}
+  state(asio::io_context& context, handler h, control_limits l)
+      : io(context), acceptor(context), accept_pause(context), on_request(std::move(h)),
+        limits(l) {}
   asio::io_context& io;
   local::acceptor acceptor;
   asio::steady_timer accept_pause;  // after a failed accept (out of fds): not a busy loop
