@@ -219,13 +219,22 @@ class deployment_parser {
   void read_env(strict_table& top) {
     strict_table env(top.table("env"), "env", file_, diags_, &root_);
     if (auto root = env.string("root")) {
-      result_.env = {resolve(*root), env_root_source::deployment};
+      result_.env = {resolve(*root), env_root_source::deployment, {}};
     } else if (auto v = env_.get("ORCH_ENV_ROOT")) {
-      result_.env = {resolve(*v), env_root_source::orch_env_root};
+      result_.env = {resolve(*v), env_root_source::orch_env_root, {}};
     } else if (auto c = env_.get("COMFY_ENV_ROOT")) {
-      result_.env = {resolve(*c), env_root_source::comfy_env_root};
+      result_.env = {resolve(*c), env_root_source::comfy_env_root, {}};
     } else {
-      result_.env = {resolve("~/.ce"), env_root_source::home_default};
+      result_.env = {resolve("~/.ce"), env_root_source::home_default, {}};
+    }
+    if (auto python = env.string("python")) {
+      if (python->empty()) {
+        env.error("python", "is empty",
+                  "name the host's interpreter: python = \"/usr/bin/python3\"");
+      } else {
+        result_.env.host_python =
+            python->find('/') == std::string::npos ? fs::path(*python) : resolve(*python);
+      }
     }
     env.finish();
   }

@@ -13,6 +13,10 @@ const char* to_string(env_state state) noexcept {
       return "missing";
     case env_state::broken:
       return "broken";
+    case env_state::stale:
+      return "stale";
+    case env_state::ambiguous:
+      return "ambiguous";
   }
   return "missing";
 }
@@ -29,18 +33,17 @@ bool exists_dir(const fs::path& p) {
   return fs::is_directory(p, ec);
 }
 
-// Candidate env directories for a name: the exact name, then "<name>-py..." / "<name>_py..."
-// (the ABI tag always starts with "py"), newest spelling first.
+// Candidate env directories for a name: the exact name, then "<name>-<abi tag>" and
+// "<name>_<abi tag>" (looks_like_abi_tag), in name order.
 std::vector<fs::path> env_dir_candidates(const fs::path& envs, const std::string& name) {
   std::vector<fs::path> found;
   if (exists_dir(envs / name)) found.push_back(envs / name);
   std::vector<fs::path> tagged;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(envs, ec)) {
+  for (fs::directory_iterator it(envs, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto& entry = *it;
     const std::string dir = entry.path().filename().string();
-    if (dir.size() > name.size() + 3 && dir.compare(0, name.size(), name) == 0 &&
-        (dir[name.size()] == '_' || dir[name.size()] == '-') &&
-        dir.compare(name.size() + 1, 2, "py") == 0 && exists_dir(entry.path())) {
+    if (!tag_in_dir_name(dir, name).empty() && exists_dir(entry.path())) {
       tagged.push_back(entry.path());
     }
   }
@@ -62,7 +65,8 @@ std::string python_version_of(const fs::path& interpreter) {
   const fs::path lib = interpreter.parent_path().parent_path() / "lib";
   std::error_code ec;
   std::string best;
-  for (const auto& entry : fs::directory_iterator(lib, ec)) {
+  for (fs::directory_iterator it(lib, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto& entry = *it;
     const std::string name = entry.path().filename().string();
     if (name.rfind("python3.", 0) == 0 && exists_dir(entry.path())) best = std::max(best, name);
   }
@@ -108,10 +112,76 @@ env_status locate_native(const node_dir& dir, const std::string& library,
   return status;
 }
 
+// One directory found for an env, read against the host's stack.
+struct candidate {
+  fs::path dir;
+  fs::path interpreter;
+  stamp_reading stamp;
+  std::string tag;        // the stamp's tag, else the one in the directory's name
+  bool foreign = false;   // built for another stack
+  bool verified = false;  // a stamp with the host's tag
+};
+
+candidate read_candidate(const fs::path& dir, const std::string& env_name,
+                         const std::string& host_tag) {
+  candidate c{dir, interpreter_of(dir), read_env_stamp(dir), {}, false, false};
+  if (c.stamp.stamp) {
+    c.tag = c.stamp.stamp->abi_tag;
+  } else {
+    c.tag = tag_in_dir_name(dir.filename().string(), env_name);
+  }
+  if (!host_tag.empty() && !c.tag.empty()) {
+    c.foreign = !same_abi_tag(c.tag, host_tag);
+    c.verified = c.stamp.stamp && !c.foreign;
+  }
+  return c;
+}
+
+std::string stamp_note(const candidate& c) {
+  if (!c.stamp.present) return "unstamped (not verified)";
+  if (!c.stamp.stamp) return "stamp unreadable (" + c.stamp.problem + "); not verified";
+  return "abi=" + c.stamp.stamp->abi_tag + (c.foreign ? "" : " verified");
+}
+
+// The candidate a worker runs in: a verified one, else an unverified one (comfy-env lets an
+// unstamped env pass), never a foreign one. Among equals, the order of env_dir_candidates.
+const candidate* choose(const std::vector<candidate>& found) {
+  for (const auto& c : found) {
+    if (!c.interpreter.empty() && c.verified) return &c;
+  }
+  for (const auto& c : found) {
+    if (!c.interpreter.empty() && !c.foreign) return &c;
+  }
+  return nullptr;
+}
+
+std::string names_of(const std::vector<candidate>& found, const candidate* except) {
+  std::string out;
+  for (const auto& c : found) {
+    if (&c == except) continue;
+    out += (out.empty() ? "" : ", ") + c.dir.filename().string() +
+           (c.tag.empty() ? std::string() : " (abi=" + c.tag + ")");
+  }
+  return out;
+}
+
 }  // namespace
 
+std::string tag_in_dir_name(const std::string& dir_name, const std::string& env_name) {
+  if (dir_name.size() <= env_name.size() + 1 || dir_name.compare(0, env_name.size(), env_name) != 0)
+    return {};
+  const char sep = dir_name[env_name.size()];
+  if (sep != '_' && sep != '-') return {};
+  const std::string tag = dir_name.substr(env_name.size() + 1);
+  return looks_like_abi_tag(tag) ? tag : std::string();
+}
+
 env_status locate_env(const node_dir& dir, const env_manifest& manifest, const env_lookup& lookup) {
-  if (manifest.worker.library) return locate_native(dir, *manifest.worker.library, lookup);
+  if (manifest.worker.library) {
+    auto status = locate_native(dir, *manifest.worker.library, lookup);
+    status.runnable = status.state == env_state::ok;
+    return status;
+  }
 
   env_status status;
   status.python_version = manifest.python.value_or("");
@@ -120,6 +190,9 @@ env_status locate_env(const node_dir& dir, const env_manifest& manifest, const e
       status.interpreter = it->second;
       status.path = it->second.parent_path().parent_path();
       status.state = exists_file(it->second) ? env_state::ok : env_state::broken;
+      status.runnable = status.state == env_state::ok;
+      status.named = true;
+      status.stamp_note = "named by [packs.python] (not verified)";
       if (auto v = python_version_of(it->second); !v.empty()) status.python_version = v;
       if (status.state != env_state::ok) {
         status.detail = "interpreter " + it->second.string() +
@@ -128,31 +201,89 @@ env_status locate_env(const node_dir& dir, const env_manifest& manifest, const e
       return status;
     }
   }
-  const fs::path envs = lookup.workspace_root / "envs";
-  const auto candidates = env_dir_candidates(envs, dir.env_name);
-  for (const auto& candidate : candidates) {
-    if (const auto python = interpreter_of(candidate); !python.empty()) {
-      status.state = env_state::ok;
-      status.path = candidate;
-      status.interpreter = python;
-      if (auto v = python_version_of(python); !v.empty()) status.python_version = v;
-      return status;
-    }
+  const std::string host_tag = lookup.stack ? abi_tag(*lookup.stack) : std::string();
+  if (lookup.stack) {
+    status.identity =
+        derive_env(dir.env_name, manifest, *lookup.stack, lookup.platform, dir.config.parent_path())
+            .identity;
   }
-  if (!candidates.empty()) {
-    status.state = env_state::broken;
-    status.path = candidates.front();
-    status.detail = "env directory " + candidates.front().string() +
-                    " has no interpreter (.pixi/envs/default/bin/python); rebuild it with "
-                    "`comfy-env install` in " +
-                    dir.pack_dir.string();
+  const fs::path envs = lookup.workspace_root / "envs";
+  std::vector<candidate> found;
+  for (const auto& path : env_dir_candidates(envs, dir.env_name)) {
+    found.push_back(read_candidate(path, dir.env_name, host_tag));
+    status.candidates.push_back(path);
+  }
+  const std::string deployment =
+      lookup.deployment.empty() ? std::string("<deployment>") : lookup.deployment.string();
+  const std::string install = "run `comfy-orch install " + deployment + " " + dir.env_name + "`";
+  if (found.empty()) {
+    status.state = env_state::missing;
+    status.path = envs / dir.env_name;
+    status.detail =
+        "env '" + dir.env_name + "' is not materialised under " + envs.string() + "; " + install;
     return status;
   }
-  status.state = env_state::missing;
-  status.path = envs / dir.env_name;
-  status.detail = "env '" + dir.env_name + "' is not materialised under " + envs.string() +
-                  "; run `comfy-env install` in " + dir.pack_dir.string();
+  const candidate* chosen = choose(found);
+  if (chosen == nullptr) {
+    const auto foreign =
+        std::find_if(found.begin(), found.end(), [](const candidate& c) { return c.foreign; });
+    if (foreign != found.end()) {
+      status.state = env_state::stale;
+      status.path = foreign->dir;
+      status.abi_tag = foreign->tag;
+      status.stamp = foreign->stamp.stamp;
+      status.stamp_note = stamp_note(*foreign);
+      status.detail = "refusing " + foreign->dir.string() + ": built for abi=" + foreign->tag +
+                      ", this host's stack is abi=" + host_tag + "; " + install;
+      return status;
+    }
+    status.state = env_state::broken;
+    status.path = found.front().dir;
+    status.detail = "env directory " + found.front().dir.string() +
+                    " has no interpreter (.pixi/envs/default/bin/python or bin/python); " + install;
+    return status;
+  }
+  status.path = chosen->dir;
+  status.interpreter = chosen->interpreter;
+  status.abi_tag = chosen->tag;
+  status.stamp = chosen->stamp.stamp;
+  status.stamp_note = stamp_note(*chosen);
+  status.runnable = true;
+  if (auto v = python_version_of(chosen->interpreter); !v.empty()) status.python_version = v;
+  status.state = env_state::ok;
+  if (found.size() > 1) {
+    status.state = env_state::ambiguous;
+    status.detail = "several directories for env '" + dir.env_name + "': using " +
+                    chosen->dir.filename().string() + " (" + status.stamp_note + "), not " +
+                    names_of(found, chosen) +
+                    "; remove the others (comfy-orch gc <deployment> --delete lists them)";
+  }
+  const auto& stamped_identity = chosen->stamp.stamp ? chosen->stamp.stamp->identity : std::nullopt;
+  if (!status.identity.empty() && stamped_identity && *stamped_identity != status.identity) {
+    status.state = env_state::stale;
+    status.detail = "built from an earlier " + dir.config.filename().string() +
+                    " (its dependencies changed since); " + install + " to rebuild it" +
+                    (found.size() > 1 ? "; also " + status.detail : std::string());
+  }
   return status;
+}
+
+std::vector<orphan_env> find_orphan_envs(const fs::path& workspace_root,
+                                         const std::vector<fs::path>& claimed) {
+  std::vector<orphan_env> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(workspace_root / "envs", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const auto& entry = *it;
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.front() == '.' || !exists_dir(entry.path())) continue;
+    if (std::find(claimed.begin(), claimed.end(), entry.path()) != claimed.end()) continue;
+    const auto stamp = read_env_stamp(entry.path());
+    out.push_back({entry.path(), stamp.stamp ? stamp.stamp->abi_tag : std::string()});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const orphan_env& a, const orphan_env& b) { return a.path < b.path; });
+  return out;
 }
 
 }  // namespace orch::manifests

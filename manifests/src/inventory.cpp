@@ -31,13 +31,14 @@ std::vector<fs::path> deployment_pack_dirs(const deployment& d) {
 
 }  // namespace
 
-inventory build_inventory(const deployment& d, diagnostics& diags) {
+inventory build_inventory(const deployment& d, diagnostics& diags, const host_stack* stack) {
   inventory inv;
   std::vector<pack_layout> layouts;
   for (const auto& dir : deployment_pack_dirs(d)) layouts.push_back(discover_pack(dir, diags));
   check_env_name_collisions(layouts, diags);
 
-  const env_lookup lookup{d.env.root, d.packs.library_paths, &d.packs.python};
+  const env_lookup lookup{d.env.root, d.packs.library_paths, &d.packs.python,
+                          stack,      this_platform(),       d.file};
   for (auto& layout : layouts) {
     pack_entry pack;
     if (layout.root_manifest) pack.root = load_root_manifest(*layout.root_manifest, diags);
@@ -53,6 +54,16 @@ inventory build_inventory(const deployment& d, diagnostics& diags) {
     inv.packs.push_back(std::move(pack));
   }
   return inv;
+}
+
+std::vector<std::filesystem::path> claimed_env_dirs(const inventory& inv) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& pack : inv.packs) {
+    for (const auto& e : pack.envs) {
+      out.insert(out.end(), e.status.candidates.begin(), e.status.candidates.end());
+    }
+  }
+  return out;
 }
 
 }  // namespace orch::manifests

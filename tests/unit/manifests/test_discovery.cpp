@@ -143,7 +143,7 @@ TEST_F(env_state_test, python_env_missing_says_what_to_run) {
   const auto s = state_of(m);
   EXPECT_EQ(s.state, env_state::missing);
   EXPECT_EQ(s.path, tmp.path() / "ws" / "envs" / "depth-nodes");
-  EXPECT_NE(s.detail.find("comfy-env install"), std::string::npos);
+  EXPECT_NE(s.detail.find("comfy-orch install"), std::string::npos);
   EXPECT_EQ(s.python_version, "3.11");
 }
 

@@ -74,6 +74,10 @@ enum class env_root_source { deployment, orch_env_root, comfy_env_root, home_def
 struct env_settings {
   std::filesystem::path root;
   env_root_source source = env_root_source::home_default;
+  // [env] python: the host's interpreter, whose stack (Python, torch, accelerator) every env is
+  // built for. A bare name is looked up on PATH; absent, the host stack comes from
+  // ORCH_HOST_PYTHON, else /usr/bin/python3, else python3 on PATH (docs/envs.md).
+  std::optional<std::filesystem::path> host_python{};
 };
 
 struct pack_settings {

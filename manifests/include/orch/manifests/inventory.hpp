@@ -35,7 +35,12 @@ struct inventory {
 
 // Reads every pack of the deployment: explicit [packs] paths first, then the packs found in
 // [packs] custom_nodes (a pack listed both ways is read once). Manifest problems and env-name
-// collisions go to `diags`; a node directory whose manifest has an error is left out.
-inventory build_inventory(const deployment& d, diagnostics& diags);
+// collisions go to `diags`; a node directory whose manifest has an error is left out. With the
+// host's stack, env stamps and ABI tags are checked (env_workspace.hpp).
+inventory build_inventory(const deployment& d, diagnostics& diags,
+                          const host_stack* stack = nullptr);
+
+// Every env directory a discovered env maps to, in every spelling (what is not an orphan).
+std::vector<std::filesystem::path> claimed_env_dirs(const inventory& inv);
 
 }  // namespace orch::manifests
