@@ -2,6 +2,9 @@
 
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
+#include "host_stack_probe.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
 #include "orch/ipc/errc.hpp"
 #include "orch/manifests/units.hpp"
@@ -24,7 +27,15 @@ result<prepared_deployment> prepare(std::optional<manifests::deployment> d, cons
                  "cannot read this machine's memory: " + readings.err().message};
   }
   preflight(*d, *readings, diags);
-  auto inv = manifests::build_inventory(*d, diags);
+  // Envs built for another stack are refused (env_workspace.hpp); without the host's stack
+  // they are started unchecked, as comfy-env starts an unstamped env.
+  auto stack = probe_host_stack(host_python(*d));
+  auto inv = manifests::build_inventory(*d, diags, stack ? &*stack : nullptr);
+  bool python_envs = false;
+  for (const auto& pack : inv.packs) {
+    for (const auto& e : pack.envs) python_envs = python_envs || !e.status.native;
+  }
+  if (!stack && python_envs) spdlog::warn("env stamps are not checked: {}", stack.err().message);
   if (diags.has_errors()) return invalid;
   return prepared_deployment{std::move(*d), std::move(inv)};
 }

@@ -26,10 +26,17 @@ void python_worker_command(const python_worker_spec& spec, const supervisor_opti
                            spawn_request& request, environment& env) {
   request.executable = spec.interpreter.string();
   request.working_directory = spec.pack_dir.string();
-  std::vector<std::string> args{"-s",         "-c",
-                                bootstrap,    options.python_package_root.string(),
-                                "--node-dir", spec.node_dir.string(),
-                                "--pack-dir", spec.pack_dir.string()};
+  std::vector<std::string> args;
+  if (!spec.pixi_manifest.empty() && !spec.pixi.empty()) {
+    // comfy-env's launch (docs/references.md, comfy-env §1.5): --as-is runs the env as built,
+    // without re-solving or installing.
+    request.executable = spec.pixi.string();
+    args = {"run", "--as-is", "--manifest-path", spec.pixi_manifest.string(),
+            "-e",  "default", "python"};
+  }
+  args.insert(args.end(),
+              {"-s", "-c", bootstrap, options.python_package_root.string(), "--node-dir",
+               spec.node_dir.string(), "--pack-dir", spec.pack_dir.string()});
   if (!spec.comfyui_root.empty()) {
     args.insert(args.end(), {"--comfyui-root", spec.comfyui_root.string()});
   }

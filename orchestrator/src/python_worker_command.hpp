@@ -4,6 +4,7 @@
 // environment follows comfy-env's (docs/references.md, comfy-env §1.8): PYTHONNOUSERSITE=1,
 // and PYTHONPATH, PYTHONHOME and PYTHONSTARTUP scrubbed, so neither the operator's shell nor a
 // user site-packages can put another package ahead of the env's; cwd is the pack directory.
+// A pixi env starts through `pixi run --as-is --manifest-path <env>/pixi.toml -e default python`.
 // A pure function of its inputs, tested without spawning anything.
 #pragma once
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "orch/plugins/backend_device.hpp"
+#include "tool_process.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -48,6 +49,17 @@ void warn_unrecognised_pager_flags(const environment& operator_env,
   }
 }
 
+// The pixi.toml of an env whose interpreter is pixi's default environment; empty otherwise.
+std::filesystem::path pixi_manifest_of(const manifests::env_status& status) {
+  const auto manifest = status.path / "pixi.toml";
+  std::error_code ec;
+  if (status.interpreter != status.path / ".pixi/envs/default/bin/python" ||
+      !std::filesystem::is_regular_file(manifest, ec)) {
+    return {};
+  }
+  return manifest;
+}
+
 }  // namespace
 
 planned_workers plan_workers(const manifests::deployment& d, const manifests::inventory& inv,
@@ -58,7 +70,7 @@ planned_workers plan_workers(const manifests::deployment& d, const manifests::in
   for (const auto& pack : inv.packs) {
     for (const auto& e : pack.envs) {
       const std::string& name = e.dir.env_name;
-      if (e.status.state != manifests::env_state::ok) {
+      if (!e.status.runnable) {
         out.skipped.push_back(
             {name, std::string(e.status.native ? "native library " : "Python env ") +
                        e.status.path.string() + " is " + manifests::to_string(e.status.state) +
@@ -77,9 +89,14 @@ planned_workers plan_workers(const manifests::deployment& d, const manifests::in
       if (e.status.native) {
         spec.library = e.status.path;
       } else {
-        spec.python =
-            python_worker_spec{e.status.interpreter, e.dir.config.parent_path(), e.dir.pack_dir,
-                               d.comfyui_root.value_or(std::filesystem::path())};
+        spec.python = python_worker_spec{e.status.interpreter,
+                                         e.dir.config.parent_path(),
+                                         e.dir.pack_dir,
+                                         d.comfyui_root.value_or(std::filesystem::path()),
+                                         {},
+                                         {}};
+        spec.python->pixi_manifest = pixi_manifest_of(e.status);
+        if (!spec.python->pixi_manifest.empty()) spec.python->pixi = find_executable("pixi");
       }
       spec.env_vars = e.manifest.env_vars;
       spec.device = worker_device(d, e.manifest.worker.device, name);

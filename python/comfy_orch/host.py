@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import json
 import os
+import sys
 import threading
 import weakref
 
@@ -172,6 +173,9 @@ class Host:
                           self._event_fn, None,
                           os.fsencode(worker_executable) if worker_executable else None,
                           json.dumps(comfyui).encode("utf-8") if comfyui is not None else None)
+        # The envs are built for this interpreter's stack (docs/envs.md): the host reads it from
+        # here unless the deployment names another with [env] python.
+        os.environ.setdefault("ORCH_HOST_PYTHON", sys.executable)
         handle, error = ctypes.c_void_p(), ctypes.c_void_p()
         status = self._lib.orch_host_start(ctypes.byref(options), ctypes.byref(handle),
                                            ctypes.byref(error))

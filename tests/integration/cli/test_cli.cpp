@@ -102,16 +102,18 @@ TEST(cli, envs_lists_the_example_packs_with_states_matching_the_disk) {
   EXPECT_EQ(by_env["depthtools-nodes"]["python"], "3.11");
   EXPECT_EQ(by_env["depthtools-nodes"]["path"], (ws.path() / "envs" / "depthtools-nodes").string());
 
-  // Materialise it the way comfy-env lays it out: the state follows the disk.
-  fs::create_directories(ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/bin");
-  fs::create_directories(ws.path() /
-                         "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/lib/python3.11");
-  std::ofstream(ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/bin/python");
+  // Materialise it the way comfy-env lays it out, for this host's stack: the state follows
+  // the disk.
+  ASSERT_TRUE(doc["abi_tag"].is_string()) << r.out;
+  const std::string tag = doc["abi_tag"];
+  const fs::path env_dir = ws.path() / "envs" / ("depthtools-nodes_" + tag);
+  fs::create_directories(env_dir / ".pixi/envs/default/bin");
+  fs::create_directories(env_dir / ".pixi/envs/default/lib/python3.11");
+  std::ofstream(env_dir / ".pixi/envs/default/bin/python");
   const auto again =
       run("envs examples/sim-deployment.toml --json", "ORCH_ENV_ROOT=" + ws.path().string());
   const auto doc2 = nlohmann::json::parse(again.out);
-  const std::string python =
-      (ws.path() / "envs/depthtools-nodes-py311-notorch/.pixi/envs/default/bin/python").string();
+  const std::string python = (env_dir / ".pixi/envs/default/bin/python").string();
   for (const auto& e : doc2["envs"]) {
     if (e["env"] == "depthtools-nodes") {
       // A materialised Python env runs as a Python worker on its own interpreter.
@@ -119,13 +121,27 @@ TEST(cli, envs_lists_the_example_packs_with_states_matching_the_disk) {
       EXPECT_EQ(e["runnable"], true);
       EXPECT_EQ(e["interpreter"], python);
       EXPECT_EQ(e["python"], "3.11");
+      EXPECT_EQ(e["abi_tag"], tag);
+      EXPECT_EQ(e["stamp"], "unstamped (not verified)");
     } else {
       EXPECT_EQ(e["runnable"], e["state"] == "ok") << e;
     }
   }
   const auto text = run("envs examples/sim-deployment.toml", "ORCH_ENV_ROOT=" + ws.path().string());
-  EXPECT_NE(text.out.find("depthtools-nodes    ok       yes   3.11    " + python), std::string::npos)
+  EXPECT_NE(text.out.find("depthtools-nodes    ok       yes   3.11    " + tag + "  " + python),
+            std::string::npos)
       << text.out;
+
+  // The same env, named for a stack without torch: built for another ABI, never launched.
+  fs::rename(env_dir, ws.path() / "envs/depthtools-nodes-py311-notorch");
+  const auto foreign = nlohmann::json::parse(
+      run("envs examples/sim-deployment.toml --json", "ORCH_ENV_ROOT=" + ws.path().string()).out);
+  for (const auto& e : foreign["envs"]) {
+    if (e["env"] != "depthtools-nodes") continue;
+    if (tag == "py311-notorch") continue;  // a host without torch: the name is its own
+    EXPECT_EQ(e["state"], "stale") << e;
+    EXPECT_EQ(e["runnable"], false);
+  }
 }
 
 TEST(cli, envs_table_has_one_line_per_node_directory) {
@@ -134,7 +150,7 @@ TEST(cli, envs_table_has_one_line_per_node_directory) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("PACK"), std::string::npos);
   EXPECT_NE(r.out.find("ComfyUI-DepthTools    nodes"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("comfy-env install"), std::string::npos);
+  EXPECT_NE(r.out.find("comfy-orch install examples/sim-deployment.toml"), std::string::npos);
 }
 
 TEST(cli, envs_on_an_invalid_deployment_exits_1_naming_the_key) {

@@ -64,6 +64,10 @@ struct python_worker_spec {
   std::filesystem::path node_dir;  // <pack>/nodes[/<child>]: imported as a package
   std::filesystem::path pack_dir;  // the worker's cwd, first on its sys.path
   std::filesystem::path comfyui_root;  // [comfyui] root; empty: none (ahead of pack_dir)
+  // A pixi env's pixi.toml and the pixi that runs it: the worker starts through `pixi run`, so
+  // pixi's activation ([activation.env], PATH, CONDA_PREFIX) applies. Empty: started directly.
+  std::filesystem::path pixi_manifest;
+  std::filesystem::path pixi;
 };
 
 struct worker_spec {
