@@ -11,6 +11,11 @@ inline constexpr int exit_invalid_input = 1;  // a file, manifest or prompt has 
 inline constexpr int exit_failure = 2;        // the work itself failed
 
 void add_envs_command(CLI::App& app);
+// The env manager (docs/envs.md): `install <deployment> [<env>...]`, `doctor <deployment>` and
+// `gc <deployment>|--all-known [--delete]`.
+void add_install_command(CLI::App& app);
+void add_doctor_command(CLI::App& app);
+void add_gc_command(CLI::App& app);
 // The live tools over a running serve's control socket (docs/cli.md): `status`, `diverge` and
 // `ls` (this user's servers).
 void add_status_command(CLI::App& app);

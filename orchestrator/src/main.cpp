@@ -14,7 +14,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("comfy-orch ") + ORCH_VERSION);
   app.require_subcommand(1);
   orch::cli::add_diverge_command(app);
+  orch::cli::add_doctor_command(app);
   orch::cli::add_envs_command(app);
+  orch::cli::add_gc_command(app);
+  orch::cli::add_install_command(app);
   orch::cli::add_launch_command(app);
   orch::cli::add_ls_command(app);
   orch::cli::add_plan_command(app);

@@ -56,6 +56,7 @@ json base_entry(const memory_row& r) {
           {"mode_reason", r.mode == "in-process" ? json(r.reason) : json(nullptr)},
           {"pid", r.pid},
           {"state", r.state},
+          {"env_path", nullptr},
           {"manager", r.manager},
           {"manager_reason", r.mode == "in-process" ? std::string() : r.reason},
           {"level", r.level},
@@ -126,6 +127,7 @@ void add_worker_figures(json& e, host_runtime& host, const worker_info& w) {
   if (!w.last_error.empty()) e["last_error"] = printable(w.last_error);
   const worker_spec* spec = host.workers().spec_of(w.env);
   if (spec != nullptr) {
+    e["env_path"] = (spec->python ? spec->python->interpreter : spec->library).string();
     e["device"] = spec->device.to_string();
     e["free_view"] = free_view_of(spec->device, host.deployment());
     e["dropped_settings"] = dropped_of(spec->plugins);

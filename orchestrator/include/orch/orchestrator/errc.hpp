@@ -66,6 +66,14 @@ inline constexpr const char* connect_failed = "connect_failed";
 inline constexpr const char* server_gone = "server_gone";
 inline constexpr const char* answer_timeout = "answer_timeout";
 
+// The env manager (env_install.hpp, env_backend.hpp): a backend tool that failed (the message
+// names the package where the tool's output says which, and the log), an env manager file (lock,
+// build directory, stamp) that cannot be made, and an env that a pixi-only feature needs
+// another backend for.
+inline constexpr const char* install_failed = "install_failed";
+inline constexpr const char* workspace_unusable = "workspace_unusable";
+inline constexpr const char* needs_pixi = "needs_pixi";
+
 // Prompts (prompt.hpp): ComfyUI's type for a prompt that cannot be read.
 inline constexpr const char* invalid_prompt = "invalid_prompt";
 
