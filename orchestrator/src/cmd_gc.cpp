@@ -42,12 +42,6 @@ struct gc_entry {
   std::string outcome;  // "kept", "deleted", "in use", "locked", "failed: ..."
 };
 
-fs::path canonical_or_normal(const fs::path& p) {
-  std::error_code ec;
-  auto c = fs::weakly_canonical(fs::absolute(p, ec), ec);
-  return ec ? p.lexically_normal() : c;
-}
-
 // Bytes on disk of a directory tree; a file hard-linked several times inside counts once, and
 // symlinks are not followed.
 std::uint64_t disk_size(const fs::path& dir) {
@@ -122,10 +116,10 @@ int run_gc(const gc_options& o) {
   std::map<fs::path, std::vector<fs::path>> claims;
   std::set<fs::path> read_files;
   auto claim = [&](const orchestrator::env_context& c) {
-    auto& claimed = claims[canonical_or_normal(c.deployment.env.root)];
+    auto& claimed = claims[orchestrator::canonical_or_normal(c.deployment.env.root)];
     for (const auto& dir : manifests::claimed_env_dirs(c.inventory))
-      claimed.push_back(canonical_or_normal(dir));
-    read_files.insert(canonical_or_normal(c.deployment.file));
+      claimed.push_back(orchestrator::canonical_or_normal(dir));
+    read_files.insert(orchestrator::canonical_or_normal(c.deployment.file));
   };
   for (const auto& c : contexts) claim(c);
   std::vector<fs::path> roots;
@@ -133,7 +127,8 @@ int run_gc(const gc_options& o) {
   for (const auto& root : roots) {
     for (const auto& other : orchestrator::remembered_deployments(root)) {
       std::error_code ec;
-      if (read_files.count(canonical_or_normal(other)) != 0 || !fs::exists(other, ec)) continue;
+      if (read_files.count(orchestrator::canonical_or_normal(other)) != 0 || !fs::exists(other, ec))
+        continue;
       manifests::diagnostics ignored;
       if (auto c = orchestrator::load_env_context(other.string(), ignored)) claim(*c);
     }
@@ -152,12 +147,13 @@ int run_gc(const gc_options& o) {
         // Built for another stack: it never runs again. An env that is stale only because its
         // manifest changed still runs, and install rebuilds it in place: it is not listed.
         if (s.state == manifests::env_state::stale && !s.runnable) {
-          add(canonical_or_normal(s.path), "stale: " + s.detail);
+          add(orchestrator::canonical_or_normal(s.path), "stale: " + s.detail);
         }
         for (const auto& other : s.candidates) {
           if (other != s.path && s.runnable) {
-            add(canonical_or_normal(other), "unused spelling of env '" + e.dir.env_name + "' (" +
-                                                s.path.filename().string() + " is used)");
+            add(orchestrator::canonical_or_normal(other),
+                "unused spelling of env '" + e.dir.env_name + "' (" + s.path.filename().string() +
+                    " is used)");
           }
         }
       }

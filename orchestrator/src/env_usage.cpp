@@ -17,13 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Compared as canonical paths where they exist, so a symlinked workspace root still matches.
-fs::path canonical_or_normal(const fs::path& p) {
-  std::error_code ec;
-  auto c = fs::weakly_canonical(p, ec);
-  return ec ? p.lexically_normal() : c;
-}
-
 // Only the directory is resolved: a venv's bin/python is a symlink out of the env, and the env
 // is what is asked about.
 bool is_inside(const fs::path& path, const fs::path& dir) {
@@ -78,6 +71,12 @@ void add_servers(env_usage& usage) {
 }
 
 }  // namespace
+
+fs::path canonical_or_normal(const fs::path& p) {
+  std::error_code ec;
+  auto c = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  return ec ? p.lexically_normal() : c;
+}
 
 std::vector<const env_user*> env_usage::inside(const fs::path& dir) const {
   std::vector<const env_user*> out;

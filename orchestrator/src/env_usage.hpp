@@ -26,6 +26,10 @@ struct env_usage {
 
 env_usage read_env_usage();
 
+// `p` made absolute and canonical as far as it exists (symlinks resolved); lexically normal
+// when it cannot be.
+std::filesystem::path canonical_or_normal(const std::filesystem::path& p);
+
 // Registers `deployment` (canonical) in <workspace>/envs/.deployments, the list `gc --all-known`
 // reads; a deployment already listed is not added twice.
 void remember_deployment(const std::filesystem::path& workspace_root,

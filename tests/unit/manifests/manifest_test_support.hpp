@@ -1,6 +1,7 @@
 // Helpers for manifest tests: parse TOML text and find diagnostics by key.
 #pragma once
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -32,6 +33,14 @@ inline const diagnostic* find(const diagnostics& diags, const std::string& key,
     EXPECT_EQ(e_->where.column, (column_)) << e_->format();             \
     EXPECT_FALSE(e_->fix.empty()) << e_->format();                      \
   } while (0)
+
+// The real-world corpus of manifests (shared/corpus/manifests): ORCH_SHARED_DIR's, else the
+// shared/ beside the checkout.
+inline std::filesystem::path corpus_dir() {
+  if (const char* dir = std::getenv("ORCH_SHARED_DIR"))
+    return std::filesystem::path(dir) / "corpus/manifests";
+  return std::filesystem::path(ORCH_SOURCE_DIR) / ".." / "shared" / "corpus" / "manifests";
+}
 
 inline std::string dump(const diagnostics& diags) {
   std::string out;

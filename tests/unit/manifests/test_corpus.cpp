@@ -19,14 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path corpus_dir() {
-  if (const char* dir = std::getenv("ORCH_SHARED_DIR")) return fs::path(dir) / "corpus/manifests";
-  return fs::path(ORCH_SOURCE_DIR) / ".." / "shared" / "corpus" / "manifests";
-}
-
 #define REQUIRE_CORPUS()                                 \
-  if (!fs::exists(corpus_dir() / "PROVENANCE.md"))       \
-  GTEST_SKIP() << "corpus not found at " << corpus_dir() \
+  if (!fs::exists(testing::corpus_dir() / "PROVENANCE.md"))       \
+  GTEST_SKIP() << "corpus not found at " << testing::corpus_dir() \
                << " (set ORCH_SHARED_DIR to the shared/ directory to run the corpus tests)"
 
 std::vector<std::string> split_row(const std::string& line) {
@@ -70,7 +65,7 @@ struct provenance {
 
 provenance read_provenance() {
   provenance p;
-  std::ifstream in(corpus_dir() / "PROVENANCE.md");
+  std::ifstream in(testing::corpus_dir() / "PROVENANCE.md");
   std::string line;
   std::string section;
   while (std::getline(in, line)) {
@@ -98,7 +93,7 @@ TEST(corpus, provenance_lists_all_194_files) {
   const auto p = read_provenance();
   EXPECT_EQ(p.files.size(), 194u);
   std::size_t on_disk = 0;
-  for (const auto& row : p.files) on_disk += fs::exists(corpus_dir() / row.file) ? 1 : 0;
+  for (const auto& row : p.files) on_disk += fs::exists(testing::corpus_dir() / row.file) ? 1 : 0;
   EXPECT_EQ(on_disk, 194u);
 }
 
@@ -107,7 +102,7 @@ TEST(corpus, every_file_is_accepted_except_the_two_invalid_toml_ones) {
   const auto p = read_provenance();
   std::set<std::string> rejected;
   for (const auto& row : p.files) {
-    const auto diags = validate_file(corpus_dir() / row.file);
+    const auto diags = validate_file(testing::corpus_dir() / row.file);
     if (diags.has_errors()) {
       rejected.insert(row.file);
       ASSERT_EQ(diags.count(severity::error), 1u) << testing::dump(diags);
@@ -129,7 +124,7 @@ TEST(corpus, invalid_toml_files_are_rejected_naming_their_line) {
     std::smatch m;
     if (outcome.rfind("not valid TOML", 0) != 0 || !std::regex_search(outcome, m, at_line))
       continue;
-    const auto diags = validate_file(corpus_dir() / file);
+    const auto diags = validate_file(testing::corpus_dir() / file);
     ASSERT_EQ(diags.count(severity::error), 1u) << file;
     EXPECT_EQ(diags.items()[0].where.line, static_cast<std::uint32_t>(std::stoul(m[1]))) << file;
     EXPECT_NE(diags.items()[0].where.column, 0u);
@@ -145,7 +140,7 @@ TEST(corpus, files_comfy_env_rejects_are_accepted_with_a_warning_per_section) {
   std::size_t checked = 0;
   for (const auto& [file, outcome] : p.load_failures) {
     if (outcome.rfind("rejected:", 0) != 0) continue;
-    const auto diags = validate_file(corpus_dir() / file);
+    const auto diags = validate_file(testing::corpus_dir() / file);
     EXPECT_FALSE(diags.has_errors()) << file << "\n" << testing::dump(diags);
     for (std::sregex_iterator it(outcome.begin(), outcome.end(), section), end; it != end; ++it) {
       const std::string key = "[" + (*it)[1].str() + "]";
@@ -167,7 +162,7 @@ TEST(corpus, unknown_keys_comfy_env_warns_about_are_warned_about) {
   const std::regex unknown(R"(unrecognized key '([^']+)' in \[([a-z_]+)\])");
   std::size_t checked = 0;
   for (const auto& [file, text] : p.load_warnings) {
-    const auto diags = validate_file(corpus_dir() / file);
+    const auto diags = validate_file(testing::corpus_dir() / file);
     EXPECT_FALSE(diags.has_errors()) << file;
     for (std::sregex_iterator it(text.begin(), text.end(), unknown), end; it != end; ++it) {
       const std::string key = (*it)[2].str() + "." + (*it)[1].str();

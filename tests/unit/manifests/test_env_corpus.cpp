@@ -16,11 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path corpus_dir() {
-  if (const char* dir = std::getenv("ORCH_SHARED_DIR")) return fs::path(dir) / "corpus/manifests";
-  return fs::path(ORCH_SOURCE_DIR) / ".." / "shared" / "corpus" / "manifests";
-}
-
 bool torch_family(std::string name) {
   for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return name == "torch" || name == "torchvision" || name == "torchaudio" || name == "pytorch";
@@ -39,8 +34,8 @@ void expect_kept(const toml::table* source, const toml::table* generated, const 
 }
 
 TEST(env_corpus, every_accepted_manifest_gives_a_pixi_toml_that_keeps_every_dependency) {
-  if (!fs::exists(corpus_dir() / "PROVENANCE.md")) {
-    GTEST_SKIP() << "corpus not found at " << corpus_dir()
+  if (!fs::exists(testing::corpus_dir() / "PROVENANCE.md")) {
+    GTEST_SKIP() << "corpus not found at " << testing::corpus_dir()
                  << " (set ORCH_SHARED_DIR to the shared/ directory)";
   }
   const host_stack host{"3.11", "2.10.0", "cu128"};
@@ -48,7 +43,7 @@ TEST(env_corpus, every_accepted_manifest_gives_a_pixi_toml_that_keeps_every_depe
   testing::temp_dir out;
   std::size_t manifests = 0;
   std::size_t dependencies = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(corpus_dir())) {
+  for (const auto& entry : fs::recursive_directory_iterator(testing::corpus_dir())) {
     const std::string name = entry.path().filename().string();
     if (name.size() < 14 || name.compare(name.size() - 14, 14, "comfy-env.toml") != 0) continue;
     diagnostics diags;
