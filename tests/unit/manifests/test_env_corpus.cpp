@@ -2,7 +2,7 @@
 // gives a pixi.toml that parses as TOML, by toml++ here and by Python's own tomllib, and keeps
 // every dependency it declares: each conda and PyPI entry, in every [target.<platform>] too,
 // stays at its place, the torch family as the host's pin, and each [cuda] wheel becomes a PyPI
-// dependency.
+// dependency. For uv and pip, every PyPI entry of this platform becomes a requirement line.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -75,6 +75,25 @@ TEST(env_corpus, every_accepted_manifest_gives_a_pixi_toml_that_keeps_every_depe
                       "target." + std::string(platform_name.str()) + "." + kind, entry.path(),
                       dependencies);
         }
+      }
+    }
+    // uv and pip: every PyPI entry of this platform is a requirement line, or is named as one
+    // pip cannot take.
+    auto requirement_named = [&](const std::string& package) {
+      for (const auto& lines : {d.requirements, d.untranslatable}) {
+        for (const auto& line : lines) {
+          if (line.rfind(package, 0) == 0) return true;
+        }
+      }
+      return false;
+    };
+    for (auto* pypi : {source["pypi-dependencies"].as_table(),
+                       source["target"]["linux-64"]["pypi-dependencies"].as_table()}) {
+      if (pypi == nullptr) continue;
+      for (const auto& [package, spec] : *pypi) {
+        if (torch_family(std::string(package.str()))) continue;
+        EXPECT_TRUE(requirement_named(std::string(package.str())))
+            << entry.path().filename() << ": " << package.str() << " is no requirement line";
       }
     }
     for (const auto& wheel : manifest->cuda_packages) {
