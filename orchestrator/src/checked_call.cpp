@@ -1,7 +1,13 @@
 #include "checked_call.hpp"
 
+#include <functional>
 #include <future>
+#include <memory>
+#include <thread>
 
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
 #include "json_fields.hpp"
@@ -17,17 +23,20 @@ namespace {
 
 // One call in flight: what its answer's callback needs, owned jointly by the caller and the
 // callback, so that a callback the supervisor runs late (a worker lost after an error here)
-// touches nothing the caller has freed.
+// touches nothing the caller has freed. `deliver` hands the answer to whoever waits: a blocked
+// thread's promise, or a coroutine on the io thread.
 struct pending_checked_call {
-  pending_checked_call(std::string e, const json& b) : env(std::move(e)), body(b) {}
+  pending_checked_call(std::string e, const json& b,
+                       std::function<void(checked_call_result)> to)
+      : env(std::move(e)), body(b), deliver(std::move(to)) {}
   std::string env;
   json body;
-  std::promise<checked_call_result> done;
+  std::function<void(checked_call_result)> deliver;
   bool answered = false;  // io thread only
   void answer(checked_call_result r) {
     if (answered) return;
     answered = true;
-    done.set_value(std::move(r));
+    deliver(std::move(r));
   }
 };
 
@@ -66,43 +75,129 @@ void start_checked_call(host_runtime& host, const std::vector<ipc::buffer_descri
   });
 }
 
+// start_checked_call, with an allocation failure turned into this call's error rather than an
+// exception on the io thread.
+void start_or_fail(host_runtime& host, const std::vector<ipc::buffer_descriptor>& held,
+                   const std::shared_ptr<pending_checked_call>& call) noexcept {
+  try {
+    start_checked_call(host, held, call);
+  } catch (...) {
+    try {
+      call->answer(
+          {error{runtime_errc::not_ready, "the call could not be sent (out of memory)"}, {}});
+    } catch (...) {
+    }
+  }
+}
+
+// The call's answer for a coroutine on the io thread. The handler resumes the coroutine, so it
+// is posted rather than run inside the supervisor's callback: the coroutine's next call must
+// not reach the supervisor from within the answer to this one.
+template <typename Handler>
+std::function<void(checked_call_result)> resume_later(host_runtime& host, Handler handler) {
+  auto shared = std::make_shared<Handler>(std::move(handler));
+  return [&host, shared](checked_call_result r) {
+    boost::asio::post(host.io(), [shared, r = std::move(r)]() mutable { (*shared)(std::move(r)); });
+  };
+}
+
 }  // namespace
 
 checked_call_result checked_call(host_runtime& host, const std::string& env, const json& body,
                                  const std::vector<ipc::buffer_descriptor>& held) {
-  auto call = std::make_shared<pending_checked_call>(env, body);
-  auto future = call->done.get_future();
+  auto done = std::make_shared<std::promise<checked_call_result>>();
+  auto future = done->get_future();
+  auto call = std::make_shared<pending_checked_call>(
+      env, body, [done](checked_call_result r) { done->set_value(std::move(r)); });
   // Posted, not run-and-waited-for: the caller wakes once, for the answer, instead of once more
   // when the call has been sent. `held` lives until future.get() returns, and only the start
   // reads it, before any answer.
-  host.post_to_io_thread([&host, &held, call]() noexcept {
-    try {
-      start_checked_call(host, held, call);
-    } catch (...) {  // an allocation failure: this call fails, not the io thread
-      try {
-        call->answer(
-            {error{runtime_errc::not_ready, "the call could not be sent (out of memory)"}, {}});
-      } catch (...) {
-      }
-    }
-  });
+  host.post_to_io_thread([&host, &held, call]() noexcept { start_or_fail(host, held, call); });
   return future.get();
 }
 
-checked_call_result call_with_retry(host_runtime& host, const std::string& env, const json& body,
-                                    const std::vector<ipc::buffer_descriptor>& held) {
-  checked_call_result c = checked_call(host, env, body, held);
-  const std::uint64_t required = c.response ? supervisor::device_bytes_required(*c.response) : 0;
-  if (required == 0) return c;
+boost::asio::awaitable<checked_call_result> async_checked_call(
+    host_runtime& host, const std::string& env, const json& body,
+    const std::vector<ipc::buffer_descriptor>& held) {
+  auto start = [&host, &env, &body, &held](auto handler) {
+    auto call =
+        std::make_shared<pending_checked_call>(env, body, resume_later(host, std::move(handler)));
+    start_or_fail(host, held, call);
+  };
+  co_return co_await boost::asio::async_initiate<decltype(boost::asio::use_awaitable),
+                                                 void(checked_call_result)>(
+      std::move(start), boost::asio::use_awaitable);
+}
+
+namespace {
+
+// What a call that could not fit a model on the device makes free through the stand-ins, for a
+// retry (0: no retry). Off the io thread: every eviction waits for a worker's receipt.
+std::uint64_t free_for_retry(host_runtime& host, const std::string& env, const json& body,
+                             std::uint64_t required) {
   std::uint64_t freed = 0;
   for (const auto& step : host.free_through_stand_ins(env, required)) freed += step.freed;
   spdlog::info("node {} ({}) needs {} bytes on the device: {} freed through stand-ins{}",
                text_field(body, "node"), text_field(body, "class_type"), required, freed,
                freed > 0 ? ", retrying" : "");
-  if (freed == 0) return c;
+  return freed;
+}
+
+std::uint64_t device_bytes_required(const checked_call_result& c) {
+  return c.response ? supervisor::device_bytes_required(*c.response) : 0;
+}
+
+// free_for_retry for a coroutine on the io thread: on a thread of its own, which the io thread
+// joins as it resumes the coroutine with the result (the thread has posted it as its last act).
+boost::asio::awaitable<std::uint64_t> free_for_retry_off_io_thread(host_runtime& host,
+                                                                   const std::string& env,
+                                                                   const json& body,
+                                                                   std::uint64_t required) {
+  auto start = [&](auto handler) {
+    auto resume = std::make_shared<decltype(handler)>(std::move(handler));
+    auto thread = std::make_shared<std::thread>();
+    // The io thread runs this start: the posted resumption cannot run before `thread` is set.
+    *thread = std::thread([&host, &env, &body, required, resume, thread]() mutable {
+      std::uint64_t freed = 0;
+      try {
+        freed = free_for_retry(host, env, body, required);
+      } catch (const std::exception& e) {
+        spdlog::error("freeing through stand-ins failed: {}", e.what());
+      }
+      boost::asio::post(host.io(), [resume, thread = std::move(thread), freed]() {
+        thread->join();
+        (*resume)(freed);
+      });
+    });
+  };
+  co_return co_await boost::asio::async_initiate<decltype(boost::asio::use_awaitable),
+                                                 void(std::uint64_t)>(
+      std::move(start), boost::asio::use_awaitable);
+}
+
+}  // namespace
+
+checked_call_result call_with_retry(host_runtime& host, const std::string& env, const json& body,
+                                    const std::vector<ipc::buffer_descriptor>& held) {
+  checked_call_result c = checked_call(host, env, body, held);
+  const std::uint64_t required = device_bytes_required(c);
+  if (required == 0 || free_for_retry(host, env, body, required) == 0) return c;
   checked_call_result again = checked_call(host, env, body, held);
   again.handed.insert(again.handed.begin(), c.handed.begin(), c.handed.end());
   return again;
+}
+
+boost::asio::awaitable<checked_call_result> async_call_with_retry(
+    host_runtime& host, const std::string& env, const json& body,
+    const std::vector<ipc::buffer_descriptor>& held) {
+  checked_call_result c = co_await async_checked_call(host, env, body, held);
+  const std::uint64_t required = device_bytes_required(c);
+  if (required == 0) co_return c;
+  const std::uint64_t freed = co_await free_for_retry_off_io_thread(host, env, body, required);
+  if (freed == 0) co_return c;
+  checked_call_result again = co_await async_checked_call(host, env, body, held);
+  again.handed.insert(again.handed.begin(), c.handed.begin(), c.handed.end());
+  co_return again;
 }
 
 }  // namespace orch::orchestrator

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orch/ipc/descriptor.hpp"
+#include "orch/orchestrator/awaitable.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
 #include "orch/support/result.hpp"
 
@@ -33,5 +34,15 @@ checked_call_result checked_call(host_runtime& host, const std::string& env,
 checked_call_result call_with_retry(host_runtime& host, const std::string& env,
                                     const nlohmann::json& body,
                                     const std::vector<ipc::buffer_descriptor>& held);
+
+// The same for a coroutine the io thread runs (the executor): it is suspended, not blocked,
+// while the worker answers, and resumed on the io thread. The arguments must live until the
+// result is back.
+boost::asio::awaitable<checked_call_result> async_checked_call(
+    host_runtime& host, const std::string& env, const nlohmann::json& body,
+    const std::vector<ipc::buffer_descriptor>& held);
+boost::asio::awaitable<checked_call_result> async_call_with_retry(
+    host_runtime& host, const std::string& env, const nlohmann::json& body,
+    const std::vector<ipc::buffer_descriptor>& held);
 
 }  // namespace orch::orchestrator

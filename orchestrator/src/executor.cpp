@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_future.hpp>
 #include <spdlog/spdlog.h>
 
 #include "checked_call.hpp"
@@ -103,24 +106,24 @@ void executor::release_outputs() noexcept {
 }
 
 std::optional<std::size_t> executor::clear_cache() {
-  // The request first, then the lock: a run ending meanwhile sees the one or the other (run()).
-  clear_cache_requested_ = true;
-  std::unique_lock lock(run_mutex_, std::try_to_lock);
-  if (!lock) return std::nullopt;  // a prompt runs: ComfyUI frees between prompts too
-  return clear_cache_if_requested();
+  return host_.on_io_thread([this]() -> std::optional<std::size_t> {
+    clear_cache_requested_ = true;
+    if (running_) return std::nullopt;  // ComfyUI frees between prompts too: at its end
+    return clear_cache_if_requested();
+  });
 }
 
 std::size_t executor::clear_cache_if_requested() {
-  if (!clear_cache_requested_.exchange(false)) return 0;
+  if (!clear_cache_requested_) return 0;
+  clear_cache_requested_ = false;
   const std::size_t n = cache_.size();
   release(cache_.clear());
   readable_.clear();
   return n;
 }
 
-std::size_t executor::cached_nodes() const {
-  std::lock_guard lock(run_mutex_);
-  return cache_.size();
+std::size_t executor::cached_nodes() {
+  return host_.on_io_thread([this] { return cache_.size(); });
 }
 
 void executor::interrupt() {
@@ -136,11 +139,18 @@ result<json> executor::call_node(const std::string& env, const json& body) {
   return std::move(c.response);
 }
 
-result<json> executor::call_with_retry(const std::string& env, const json& body,
-                                       std::vector<ipc::buffer_descriptor>& handed) {
-  auto c = orchestrator::call_with_retry(host_, env, body, readable_);
+boost::asio::awaitable<result<json>> executor::call_node_async(const std::string& env,
+                                                               const json& body) {
+  auto c = co_await async_checked_call(host_, env, body, readable_);
+  owned_.insert(owned_.end(), c.handed.begin(), c.handed.end());
+  co_return std::move(c.response);
+}
+
+boost::asio::awaitable<result<json>> executor::call_with_retry(
+    const std::string& env, const json& body, std::vector<ipc::buffer_descriptor>& handed) {
+  auto c = co_await orchestrator::async_call_with_retry(host_, env, body, readable_);
   handed.insert(handed.end(), c.handed.begin(), c.handed.end());
-  return std::move(c.response);
+  co_return std::move(c.response);
 }
 
 void executor::prune_cache() {
@@ -149,18 +159,17 @@ void executor::prune_cache() {
   if (cache_.policy() == manifests::cache_policy::none) return;
   // A worker lost since an entry was kept took the entry's objects (handles) with it. What this
   // prompt keeps is stamped with these counts: a loss during the prompt drops it next time.
-  const auto infos = host_.on_io_thread([&] { return host_.workers().workers(); });
-  for (const auto& w : infos) worker_losses_[w.env] = w.losses;
+  for (const auto& w : host_.workers().workers()) worker_losses_[w.env] = w.losses;
   release(cache_.drop([&](const cache_entry& e) {
     const auto it = worker_losses_.find(e.env);
     return it == worker_losses_.end() || it->second != e.worker_losses;
   }));
 }
 
-std::map<std::string, cache_key> executor::cache_keys(const prompt& p,
-                                                      const std::vector<std::string>& order) {
+boost::asio::awaitable<std::map<std::string, cache_key>> executor::cache_keys(
+    const prompt& p, const std::vector<std::string>& order) {
   std::map<std::string, cache_key> keys;
-  if (cache_.policy() == manifests::cache_policy::none) return keys;
+  if (cache_.policy() == manifests::cache_policy::none) co_return keys;
   const auto& catalogue = host_.catalogue();
   for (const auto& id : order) {
     const prompt_node& node = p.nodes.at(id);
@@ -178,20 +187,20 @@ std::map<std::string, cache_key> executor::cache_keys(const prompt& p,
     }
     // ComfyUI keys by node id too for a NOT_IDEMPOTENT class and one that reads its UNIQUE_ID.
     const bool by_id = cls->not_idempotent || cls->hidden.count("UNIQUE_ID") > 0;
-    keys[id] = cache_.key(cls->class_type, change_key(p, node, *cls), by_id ? id : std::string(),
-                          literals, links);
+    const std::optional<json> changed = co_await change_key(p, node, *cls);
+    keys[id] = cache_.key(cls->class_type, changed, by_id ? id : std::string(), literals, links);
   }
-  return keys;
+  co_return keys;
 }
 
-std::optional<json> executor::run_node(const prompt& p, const std::string& id,
-                                       const node_class& cls,
-                                       const std::map<std::string, json>& lists,
-                                       std::uint64_t epoch, node_outcome& n,
-                                       std::vector<ipc::buffer_descriptor>& handed) {
+boost::asio::awaitable<std::optional<json>> executor::run_node(
+    const prompt& p, const std::string& id, const node_class& cls,
+    const std::map<std::string, json>& lists, std::uint64_t epoch, node_outcome& n,
+    std::vector<ipc::buffer_descriptor>& handed) {
   auto calls = call_inputs(cls, lists);
   if (!calls)
-    return json{{"exception_type", calls.err().code}, {"exception_message", calls.err().message}};
+    co_return json{{"exception_type", calls.err().code},
+                   {"exception_message", calls.err().message}};
   // The same for every call of the node: built (and checked) once.
   const json hidden = hidden_values(p, cls, id);
   std::vector<json> call_outputs;
@@ -203,17 +212,18 @@ std::optional<json> executor::run_node(const prompt& p, const std::string& id,
               {"inputs", std::move(inputs)}};
     if (!hidden.empty()) body["hidden"] = hidden;
     const auto call_start = std::chrono::steady_clock::now();
-    result<json> r = call_with_retry(cls.env, body, handed);
+    result<json> r = co_await call_with_retry(cls.env, body, handed);
     n.call_us +=
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - call_start)
             .count();
-    if (!r) return json{{"exception_type", r.err().code}, {"exception_message", r.err().message}};
+    if (!r)
+      co_return json{{"exception_type", r.err().code}, {"exception_message", r.err().message}};
     if ((*r).value("status", "") != "ok") {
       const json& e = (*r)["error"];  // an object: ipc::check_call_response
       const std::string type = text_field(e, "type");
-      return json{{"exception_type", type.empty() ? ipc::node_error_type::node_error : type},
-                  {"exception_message", text_field(e, "message")},
-                  {"traceback", traceback_lines(e)}};
+      co_return json{{"exception_type", type.empty() ? ipc::node_error_type::node_error : type},
+                     {"exception_message", text_field(e, "message")},
+                     {"traceback", traceback_lines(e)}};
     }
     call_outputs.push_back(std::move((*r)["outputs"]));
     n.inputs_seen = (*r).value("inputs_seen", json::object());
@@ -222,57 +232,60 @@ std::optional<json> executor::run_node(const prompt& p, const std::string& id,
   n.ui = merge_ui(uis);
   auto merged = merge_call_outputs(cls, call_outputs);
   if (!merged) {
-    return json{{"exception_type", merged.err().code}, {"exception_message", merged.err().message}};
+    co_return json{{"exception_type", merged.err().code},
+                   {"exception_message", merged.err().message}};
   }
   n.output_lists = std::move(*merged);
   n.outputs = call_outputs.size() == 1 ? std::move(call_outputs[0]) : n.output_lists;
-  return std::nullopt;
+  co_return std::nullopt;
 }
 
 prompt_outcome executor::run(const prompt& p, const std::vector<std::string>& outputs,
                              const std::string& prompt_id) {
-  prompt_outcome outcome;
-  {
-    const std::lock_guard run_lock(run_mutex_);
-    outcome = run_locked(p, outputs, prompt_id);
-    // A /free that came while the prompt ran: between prompts, as ComfyUI.
-    clear_cache_if_requested();
-  }
-  // One that came between the check above and the unlock found the lock taken.
-  if (clear_cache_requested_.load()) {
-    std::unique_lock lock(run_mutex_, std::try_to_lock);
-    if (lock) clear_cache_if_requested();
-  }
-  return outcome;
+  if (host_.on_the_io_thread())
+    throw std::logic_error("executor::run waits for the io thread: use run_async on it");
+  return boost::asio::co_spawn(host_.io(), run_async(p, outputs, prompt_id),
+                               boost::asio::use_future)
+      .get();
 }
 
-prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::string>& outputs,
-                                    const std::string& prompt_id) {
+boost::asio::awaitable<prompt_outcome> executor::run_async(
+    const prompt& p, const std::vector<std::string>& outputs, const std::string& prompt_id) {
+  // Set for the prompt's whole run, on every way out of it: a /free meanwhile waits for its end.
+  struct running_flag {
+    explicit running_flag(bool& f) : flag(f) { flag = true; }
+    running_flag(const running_flag&) = delete;
+    running_flag& operator=(const running_flag&) = delete;
+    ~running_flag() { flag = false; }
+    bool& flag;
+  };
+  if (running_) throw std::logic_error("executor: a prompt is running already");
+  prompt_outcome outcome;
+  {
+    const running_flag running(running_);
+    outcome = co_await run_prompt(p, outputs, prompt_id);
+  }
+  // A /free that came while the prompt ran: between prompts, as ComfyUI.
+  clear_cache_if_requested();
+  co_return outcome;
+}
+
+boost::asio::awaitable<prompt_outcome> executor::run_prompt(
+    const prompt& p, const std::vector<std::string>& outputs, const std::string& prompt_id) {
   release_outputs();
   prompt_outcome outcome;
   outcome.prompt_id = prompt_id;
   outcome.epoch = epoch_.fetch_add(1) + 1;
   const auto& catalogue = host_.catalogue();
-  {
-    const std::lock_guard lock(progress_mutex_);
-    progress_prompt_id_ = prompt_id;
-  }
-  // Hooked once, not per prompt: a round trip to the io thread less on every prompt.
+  progress_prompt_id_ = prompt_id;
   if (!progress_hooked_) {
     progress_hooked_ = true;
-    host_.on_io_thread([&] {
-      host_.workers().on_progress = [this](const std::string&, const json& pr) {
-        std::string id;
-        {
-          const std::lock_guard lock(progress_mutex_);
-          id = progress_prompt_id_;
-        }
-        events_.emit("progress", {{"value", pr["value"]},
-                                  {"max", pr["max"]},
-                                  {"prompt_id", std::move(id)},
-                                  {"node", pr["node"]}});
-      };
-    });
+    host_.workers().on_progress = [this](const std::string&, const json& pr) {
+      events_.emit("progress", {{"value", pr["value"]},
+                                {"max", pr["max"]},
+                                {"prompt_id", progress_prompt_id_},
+                                {"node", pr["node"]}});
+    };
   }
   events_.emit("execution_start", {{"prompt_id", prompt_id}, {"timestamp", now_ms()}});
   const prompt_end end(events_, prompt_id);
@@ -281,7 +294,7 @@ prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::stri
   // node runs; then the cached nodes are announced.
   prune_cache();
   cache_.begin_prompt();
-  const std::map<std::string, cache_key> keys = cache_keys(p, order);
+  const std::map<std::string, cache_key> keys = co_await cache_keys(p, order);
   release(cache_.end_keys());
   // In the prompt's own order, as ComfyUI lists them (by id for a prompt built without one).
   json cached_ids = json::array();
@@ -301,7 +314,7 @@ prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::stri
                            {"exception_message", node.class_type + " is provided by no pack"}};
       events_.emit("execution_error",
                    error_message(*outcome.error, json::object(), executed_ids(outcome)));
-      return outcome;
+      co_return outcome;
     }
     const auto key = keys.find(id);
     if (const cache_entry* hit = key == keys.end() ? nullptr : cache_.find(key->second)) {
@@ -327,7 +340,7 @@ prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::stri
                            {"exception_type", ipc::node_error_type::interrupted},
                            {"exception_message", "the prompt was interrupted"}};
       events_.emit("execution_interrupted", interrupted_message(*outcome.error));
-      return outcome;
+      co_return outcome;
     }
     events_.emit("executing", {{"node", id}, {"display_node", id}, {"prompt_id", prompt_id}});
     // Every value between nodes is a list of items (list_mapping.hpp): a literal is one item.
@@ -344,10 +357,12 @@ prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::stri
     n.class_type = node.class_type;
     n.env = cls->env;
     if (key == keys.end()) {  // no cache: IS_CHANGED just before the node, as before
-      n.change_key = change_key(p, node, *cls).value_or(json());
+      const std::optional<json> changed = co_await change_key(p, node, *cls);
+      n.change_key = changed.value_or(json());
     }
     std::vector<ipc::buffer_descriptor> handed;
-    std::optional<json> error_data = run_node(p, id, *cls, lists, outcome.epoch, n, handed);
+    std::optional<json> error_data =
+        co_await run_node(p, id, *cls, lists, outcome.epoch, n, handed);
     readable_.insert(readable_.end(), handed.begin(), handed.end());
     if (error_data) {
       owned_.insert(owned_.end(), handed.begin(), handed.end());
@@ -364,7 +379,7 @@ prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::stri
         events_.emit("execution_error", error_message(*error_data, current_inputs(lists),
                                                       executed_ids(outcome)));
       }
-      return outcome;
+      co_return outcome;
     }
     // ComfyUI's executed: only a node that returned UI, and with that UI.
     if (n.ui.is_object() && !n.ui.empty()) {
@@ -388,7 +403,7 @@ prompt_outcome executor::run_locked(const prompt& p, const std::vector<std::stri
   }
   outcome.ok = true;
   events_.emit("execution_success", {{"prompt_id", prompt_id}, {"timestamp", now_ms()}});
-  return outcome;
+  co_return outcome;
 }
 
 }  // namespace orch::orchestrator

@@ -52,17 +52,19 @@ custom_validation executor::worker_validation() {
   };
 }
 
-std::optional<json> executor::change_key(const prompt& p, const prompt_node& node,
-                                         const node_class& cls) {
-  if (!cls.is_changed) return json();
+boost::asio::awaitable<std::optional<json>> executor::change_key(const prompt& p,
+                                                                 const prompt_node& node,
+                                                                 const node_class& cls) {
+  if (!cls.is_changed) co_return json();
   json literals = json::object();
   for (const auto& [name, value] : node.inputs) {
     if (const auto* literal = std::get_if<json>(&value)) literals[name] = *literal;
   }
-  auto r = call_node(cls.env, method_call(p, node.id, cls, "IS_CHANGED", literals, {}));
-  if (!r || (*r).value("status", "") != "ok") return std::nullopt;
+  const json body = method_call(p, node.id, cls, "IS_CHANGED", literals, {});
+  auto r = co_await call_node_async(cls.env, body);
+  if (!r || (*r).value("status", "") != "ok") co_return std::nullopt;
   const json& outputs = (*r)["outputs"];  // an array: ipc::check_call_response
-  return outputs.empty() ? json() : outputs[0];
+  co_return outputs.empty() ? json() : outputs[0];
 }
 
 }  // namespace orch::orchestrator

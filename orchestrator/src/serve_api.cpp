@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
 #include "execution_messages.hpp"
@@ -136,34 +138,75 @@ comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t histor
       version_(std::move(version)),
       files_(file_directories_of(host.deployment())) {
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
-  prompt_thread_ = std::thread([this] { run_queue(); });
 }
 
-comfy_api::~comfy_api() { stop(true); }
+comfy_api::~comfy_api() {
+  stop(true);
+  // A start_next posted before the HTTP server stopped must not run after this is gone: the io
+  // thread runs what was posted in order, so one more turn of it runs them all.
+  if (!host_.stopped()) host_.on_io_thread([] {});
+}
 
 void comfy_api::stop(bool interrupt_running) {
   if (stopped_) return;
   stopped_ = true;
   // In this order: no prompt is taken after the stop, and one taken just before it is
-  // interrupted by run_queue itself (its interrupt flag is cleared when it starts).
+  // interrupted by run_item itself (its interrupt flag is cleared when it starts).
   interrupt_on_stop_ = interrupt_running;
   stopping_ = true;
   queue_.stop();
   queue_.clear_pending();
   if (interrupt_running && queue_.running_id()) executor_->interrupt();
-  if (prompt_thread_.joinable()) prompt_thread_.join();
+  {
+    std::unique_lock lock(busy_mutex_);
+    idle_.wait(lock, [&] { return !busy_; });
+  }
   queue_.on_change({});
 }
 
-void comfy_api::run_queue() {
-  while (auto item = queue_.take()) {
-    executor_->clear_interrupt();
-    if (stopping_ && interrupt_on_stop_) executor_->interrupt();
-    events_->begin(item->client_id());
-    const auto outcome = executor_->run(item->parsed, item->outputs, item->prompt_id);
-    auto [outputs, status] = events_->end(outcome.ok);
-    queue_.finish(outputs, status);
+void comfy_api::start_next() {
+  {
+    // Busy before the queue is asked: stop() then either sees it, or the queue stopped first
+    // and nothing is taken.
+    std::lock_guard lock(busy_mutex_);
+    if (busy_) return;  // the running prompt starts the next as it ends
+    busy_ = true;
   }
+  std::optional<queued_prompt> item;
+  if (!stopping_) item = queue_.try_take();
+  if (!item) {
+    {
+      std::lock_guard lock(busy_mutex_);
+      busy_ = false;
+    }
+    idle_.notify_all();
+    return;
+  }
+  boost::asio::co_spawn(host_.io(), run_item(std::move(*item)), [this](std::exception_ptr e) {
+    if (e) spdlog::error("serve: a prompt ended with an exception that is not std::exception");
+    {
+      std::lock_guard lock(busy_mutex_);
+      busy_ = false;
+    }
+    idle_.notify_all();
+    start_next();
+  });
+}
+
+boost::asio::awaitable<void> comfy_api::run_item(queued_prompt item) {
+  executor_->clear_interrupt();
+  if (stopping_ && interrupt_on_stop_) executor_->interrupt();
+  events_->begin(item.client_id());
+  bool ok = false;
+  try {
+    const prompt_outcome outcome =
+        co_await executor_->run_async(item.parsed, item.outputs, item.prompt_id);
+    ok = outcome.ok;
+  } catch (const std::exception& e) {  // a bug or an allocation failure: this prompt fails
+    spdlog::error("serve: prompt {} failed in the executor: {}", item.prompt_id, e.what());
+  }
+  auto [outputs, status] = events_->end(ok);
+  queue_.finish(outputs, status);
 }
 
 json comfy_api::status_message(bool with_sid, const std::string& sid) const {
@@ -199,7 +242,7 @@ http_reply comfy_api::handle(const http_request& req) {
   const std::string p = route_of(req.path);
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
-  if (p == "/prompt" && post) return post_prompt(req);
+  if (p == "/prompt" && post) return *post_prompt(req, true);
   if (p == "/prompt" && get)
     return json_reply({{"exec_info", {{"queue_remaining", queue_.remaining()}}}});
   if (p == "/queue" && get) return json_reply(queue_.queue_json());
@@ -223,11 +266,12 @@ http_reply comfy_api::handle(const http_request& req) {
 std::optional<http_reply> comfy_api::at_once(const http_request& req) {
   const std::string p = route_of(req.path);
   if (p == "/prompt" && req.method == "GET") return handle(req);
+  if (p == "/prompt" && req.method == "POST") return post_prompt(req, false);
   if (p == "/interrupt" && req.method == "POST") return interrupt(req);
   return std::nullopt;
 }
 
-http_reply comfy_api::post_prompt(const http_request& req) {
+std::optional<http_reply> comfy_api::post_prompt(const http_request& req, bool may_wait) {
   std::vector<std::string> order;
   auto body = parse_bounded_json(req.body, &order);
   if (!body) return prompt_refused("invalid_prompt", "Invalid prompt", body.err().message);
@@ -237,6 +281,12 @@ http_reply comfy_api::post_prompt(const http_request& req) {
     return prompt_refused("no_prompt", "No prompt provided", "No prompt provided");
   auto parsed = prompt_from_document(*body, order);
   if (!parsed) return json_reply(invalid_prompt_report(parsed.err()).to_json(), 400);
+  if (!may_wait) {
+    for (const auto& [id, node] : parsed->nodes) {
+      const node_class* cls = host_.catalogue().find(node.class_type);
+      if (cls != nullptr && cls->validate_inputs.present) return std::nullopt;
+    }
+  }
 
   queued_prompt item;
   if (auto it = body->find("number"); it != body->end()) {
@@ -274,6 +324,8 @@ http_reply comfy_api::post_prompt(const http_request& req) {
   if (item.number == std::floor(item.number) && std::fabs(item.number) < 9007199254740992.0)
     answer["number"] = static_cast<std::int64_t>(item.number);
   queue_.put(std::move(item));
+  // After this handler's answer is on its way: the prompt's events follow it.
+  boost::asio::post(host_.io(), [this] { start_next(); });
   return json_reply(answer);
 }
 

@@ -4,16 +4,20 @@
 // deployment's input, output and temp directories, serve_files.hpp), and the WebSocket's
 // messages (status on connect and on every queue change, the executor's events to the client
 // that queued the prompt). Requests are answered on the server's API thread, or on the io
-// thread when that needs no wait (at_once). One prompt thread takes the queue's prompts in order
-// and runs them on the executor.
+// thread when that needs no wait (at_once): POST /prompt is, unless a node of it has a
+// VALIDATE_INPUTS to run in its worker. The queue's prompts run one at a time, in order, as
+// coroutines on the io thread (executor.hpp): from a POST to its node's call, and from the
+// node's answer to the client's execution_success, no other thread is woken.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
+#include "orch/orchestrator/awaitable.hpp"
 #include "orch/orchestrator/events.hpp"
 #include "orch/orchestrator/executor.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
@@ -44,14 +48,17 @@ class comfy_api {
   // The first WebSocket messages of client `sid`: the status, and as ComfyUI does for a client
   // that reconnects while its prompt runs, an `executing` for the running node.
   std::vector<std::string> greeting(const std::string& sid) const;
-  // Interrupts the running prompt (if `interrupt_running`), drops the pending ones and ends the
-  // prompt thread. Idempotent.
+  // Interrupts the running prompt (if `interrupt_running`), drops the pending ones and waits
+  // for the running one to end. Idempotent; not on the io thread, which must still run.
   void stop(bool interrupt_running);
 
  private:
   class events;  // the executor's sink: to the WebSocket and the history
-  void run_queue();
-  http_reply post_prompt(const http_request& req);
+  // On the io thread: runs the next queued prompt unless one runs; its end starts the next.
+  void start_next();
+  boost::asio::awaitable<void> run_item(queued_prompt item);
+  // nullopt when `may_wait` is false and a node's VALIDATE_INPUTS must run in its worker.
+  std::optional<http_reply> post_prompt(const http_request& req, bool may_wait);
   http_reply post_queue(const http_request& req);
   http_reply history(const std::string& path, const http_request& req);
   http_reply post_history(const http_request& req);
@@ -72,9 +79,12 @@ class comfy_api {
   std::unique_ptr<executor> validator_;
   std::string version_;
   file_routes files_;
-  std::thread prompt_thread_;
+  // A prompt runs (or start_next looks for one): stop() waits for it to clear.
+  std::mutex busy_mutex_;
+  std::condition_variable idle_;
+  bool busy_ = false;
   bool stopped_ = false;
-  std::atomic<bool> stopping_{false};  // stop() began: the prompt thread takes nothing new
+  std::atomic<bool> stopping_{false};  // stop() began: no prompt is taken from the queue
   std::atomic<bool> interrupt_on_stop_{true};
 };
 

@@ -47,14 +47,12 @@ void prompt_queue::put(queued_prompt p) {
     return a.number < b.number || (a.number == b.number && a.sequence < b.sequence);
   });
   pending_.insert(at, std::move(p));
-  ready_.notify_one();
   changed(lock);
 }
 
-std::optional<queued_prompt> prompt_queue::take() {
+std::optional<queued_prompt> prompt_queue::try_take() {
   std::unique_lock lock(mutex_);
-  ready_.wait(lock, [&] { return stopped_ || !pending_.empty(); });
-  if (stopped_) return std::nullopt;
+  if (stopped_ || pending_.empty()) return std::nullopt;
   running_ = std::move(pending_.front());
   pending_.erase(pending_.begin());
   queued_prompt copy = *running_;
@@ -92,7 +90,6 @@ void prompt_queue::finish(const json& outputs, const json& status) {
 void prompt_queue::stop() {
   std::lock_guard lock(mutex_);
   stopped_ = true;
-  ready_.notify_all();
 }
 
 json prompt_queue::queue_json() const {

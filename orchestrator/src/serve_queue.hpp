@@ -2,14 +2,11 @@
 // shapes, not its code): one prompt runs at a time, the lowest number first (a `front` prompt
 // gets a negative number), ties in the order queued; every finished prompt goes to a history
 // capped at `history_size` entries, the oldest dropped first. Thread safe: the HTTP handlers
-// queue and read, the prompt thread takes and finishes.
+// queue and read, the io thread takes and finishes (serve_api.hpp).
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <list>
 #include <map>
@@ -53,8 +50,8 @@ class prompt_queue {
   // Gives the prompt its number (ComfyUI's counter, negated for `front`) unless it has one.
   double next_number(bool front);
   void put(queued_prompt p);
-  // Waits for the next prompt; empty once stop() was called.
-  std::optional<queued_prompt> take();
+  // The next prompt, now running; empty when none is pending or once stop() was called.
+  std::optional<queued_prompt> try_take();
   // The running prompt is done: its history entry is {prompt, outputs, status, meta}.
   void finish(const nlohmann::json& outputs, const nlohmann::json& status);
   void stop();
@@ -82,7 +79,6 @@ class prompt_queue {
   void changed(std::unique_lock<std::mutex>& lock);
 
   mutable std::mutex mutex_;
-  std::condition_variable ready_;
   std::vector<queued_prompt> pending_;  // sorted by (number, sequence)
   std::optional<queued_prompt> running_;
   std::list<std::pair<std::string, nlohmann::json>> history_;  // oldest first

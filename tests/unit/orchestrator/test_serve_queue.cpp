@@ -19,7 +19,7 @@ queued_prompt item(const std::string& id, double number) {
 }
 
 std::string take_id(prompt_queue& q) {
-  auto p = q.take();
+  auto p = q.try_take();
   return p ? p->prompt_id : std::string("<none>");
 }
 
@@ -89,12 +89,15 @@ TEST(serve_queue, history_keeps_the_order_prompts_finished_in) {
   EXPECT_EQ(keys, (std::vector<std::string>{"zz", "aa", "mm"}));
 }
 
-TEST(serve_queue, stop_wakes_a_waiting_taker) {
+TEST(serve_queue, nothing_is_taken_when_none_is_pending_or_once_stopped) {
   prompt_queue q;
-  std::thread t([&] { EXPECT_FALSE(q.take().has_value()); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(q.try_take().has_value());
+  q.put(item("a", 0));
+  q.put(item("b", 1));
+  EXPECT_EQ(take_id(q), "a");
+  q.finish({}, {});
   q.stop();
-  t.join();
+  EXPECT_FALSE(q.try_take().has_value());
 }
 
 TEST(serve_queue, every_change_reports_what_remains) {
