@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -531,6 +532,33 @@ TEST_F(serve_test, interrupt_is_not_queued_behind_a_request_that_waits_for_a_wor
   EXPECT_TRUE(heard(ws.until_prompt_end(slow), "execution_interrupted"));
   waiting_free.join();
   EXPECT_EQ(history_of(*s, slow)["status"]["status_str"], "error");
+  EXPECT_EQ(s->stop(), 0);
+}
+
+// POST /prompt is answered on the io thread too (no node of it has a worker-side
+// VALIDATE_INPUTS): a client can queue while a /free waits for a running node's receipts. On
+// the API thread it waited behind the /free for the whole node.
+TEST_F(serve_test, a_prompt_is_queued_while_a_request_waits_for_a_worker) {
+  auto s = serve();
+  ws_client ws(s->port(), "c");
+  ASSERT_TRUE(ws.next());
+  const std::string slow = queue(*s, sleep_prompt(60000), "c");
+  wait_inside_the_running_node(*s);
+  std::atomic<bool> free_answered{false};
+  std::thread waiting_free([&] {
+    EXPECT_EQ(s->post("/free", {{"unload_models", true}}).status, 200u);
+    free_answered = true;
+  });
+  std::this_thread::sleep_for(200ms);  // the API thread waits on the free's receipts
+  const std::string next = queue(*s, sleep_prompt(0), "c");
+  EXPECT_FALSE(free_answered.load()) << "the POST was answered only after the /free";
+  // GET /prompt, as the io thread answers it (GET /queue waits behind the /free).
+  EXPECT_EQ(s->get("/prompt").json()["exec_info"]["queue_remaining"], 2);
+  EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
+  EXPECT_TRUE(heard(ws.until_prompt_end(slow), "execution_interrupted"));
+  EXPECT_TRUE(heard(ws.until_prompt_end(next), "execution_success"));
+  waiting_free.join();
+  EXPECT_EQ(history_of(*s, next)["status"]["status_str"], "success");
   EXPECT_EQ(s->stop(), 0);
 }
 
