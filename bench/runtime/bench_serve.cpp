@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "context_switches.hpp"
 #include "orch/support/logging.hpp"
 #include "serve_client.hpp"
 
@@ -66,22 +67,45 @@ const json one_node = {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", 0}
 // The floor: the node's own call, host -> worker -> host, from an in-process host; back to back,
 // or after `idle` with nothing to do (as between served prompts, where the worker's node thread
 // has gone to sleep and the CPUs may have halted).
-double node_call_p50(const fs::path& file, int calls,
-                     std::chrono::microseconds idle = std::chrono::microseconds(0)) {
+struct floor_figures {
+  double p50_us;
+  switch_counts switches;  // over all the calls, this process's threads and its workers'
+};
+
+floor_figures node_call(const fs::path& file, int calls,
+                        std::chrono::microseconds idle = std::chrono::microseconds(0)) {
   auto h = start_host(file, {ORCH_BENCH_WORKER, 64, {}, {}});
   const std::string env = h->catalogue().find("TestSleep")->env;
   const json body{{"node", "1"}, {"class_type", "TestSleep"}, {"epoch", 1},
                   {"inputs", {{"ms", 0}}}};
   std::vector<double> samples;
+  switch_counts before;
   for (int i = 0; i < calls + calls / 10; ++i) {
+    if (i == calls / 10) before = context_switches(::getpid());
     if (idle.count() > 0) std::this_thread::sleep_for(idle);
     const double c = round_trip(*h, [&](auto finish) {
       h->workers().call(env, body, [finish](result<json>) { finish(); });
     });
     if (i >= calls / 10) samples.push_back(c);
   }
+  switch_counts switches = context_switches(::getpid()) - before;
   h->shutdown();
-  return percentile(samples, 0.5);
+  return {percentile(samples, 0.5), std::move(switches)};
+}
+
+long voluntary(const switch_counts& c) {
+  long n = 0;
+  for (const auto& [name, v] : c) n += v.first;
+  return n;
+}
+
+// The switches per call or prompt, total and by thread, on one line.
+void print_switches(const char* what, const switch_counts& c, int n) {
+  std::printf("    %s: %.1f voluntary switches (wake-ups) per prompt:", what,
+              static_cast<double>(voluntary(c)) / n);
+  for (const auto& [name, v] : c)
+    if (v.first >= n / 10) std::printf(" %s %.1f", name.c_str(), static_cast<double>(v.first) / n);
+  std::printf("\n");
 }
 
 // One prompt from POST to its execution_success on this client's WebSocket, in microseconds.
@@ -118,8 +142,9 @@ int main(int argc, char** argv) {
   temp_dir dir;
   const fs::path file = write_deployment(dir.path, "none");
 
-  const double call50 = node_call_p50(file, prompts);
-  const double idle_call50 = node_call_p50(file, prompts, std::chrono::microseconds(500));
+  const floor_figures call = node_call(file, prompts);
+  const floor_figures idle_call = node_call(file, prompts, std::chrono::microseconds(500));
+  const double call50 = call.p50_us, idle_call50 = idle_call.p50_us;
   testing::serve_process s(ORCH_BENCH_COMFY_ORCH, file.string());
   if (s.port() == 0) {
     std::fprintf(stderr, "bench_serve: comfy-orch serve did not start\n");
@@ -138,6 +163,22 @@ int main(int argc, char** argv) {
       kept.push_back(b);
     }
   }
+  // The wake-ups a prompt costs, counted on kept-alive prompts alone: serve, its workers, and
+  // this client (its WebSocket reader and the posting thread).
+  auto served = [&] {
+    switch_counts c = context_switches(s.pid());
+    add_threads(::getpid(), "client/", c);
+    return c;
+  };
+  switch_counts served_switches;
+  {
+    testing::ws_client ws(s.port(), "count");
+    ws.next();
+    testing::http_connection keep(s.port());
+    const switch_counts before = served();
+    for (int i = 0; i < prompts; ++i) prompt_us(s, ws, "count", one_node, &keep);
+    served_switches = served() - before;
+  }
   std::printf("one-node prompt, POST /prompt to execution_success on the WebSocket (%d prompts)\n",
               prompts);
   std::printf("  the node's call through the router (floor): p50 %.1f us back to back, %.1f us "
@@ -151,6 +192,9 @@ int main(int argc, char** argv) {
                 what, e2e50, percentile(*e2e, 0.99), e2e50 - call50, e2e50 / call50,
                 e2e50 - idle_call50);
   }
+  print_switches("the back-to-back call", call.switches, prompts);
+  print_switches("the idle call        ", idle_call.switches, prompts);
+  print_switches("a kept-alive prompt  ", served_switches, prompts);
 
   // Throughput: every client posts its next prompt as soon as its last one succeeded.
   auto throughput = [&](int n) {
