@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "context_switches.hpp"
 #include "orch/support/logging.hpp"
 #include "serve_client.hpp"
+#include "thread_figures.hpp"
 
 namespace {
 
@@ -69,7 +69,7 @@ const json one_node = {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", 0}
 // has gone to sleep and the CPUs may have halted).
 struct floor_figures {
   double p50_us;
-  switch_counts switches;  // over all the calls, this process's threads and its workers'
+  tree_figures figures;  // over all the calls, this process's threads and its workers'
 };
 
 floor_figures node_call(const fs::path& file, int calls,
@@ -79,32 +79,45 @@ floor_figures node_call(const fs::path& file, int calls,
   const json body{{"node", "1"}, {"class_type", "TestSleep"}, {"epoch", 1},
                   {"inputs", {{"ms", 0}}}};
   std::vector<double> samples;
-  switch_counts before;
+  tree_figures before;
   for (int i = 0; i < calls + calls / 10; ++i) {
-    if (i == calls / 10) before = context_switches(::getpid());
+    if (i == calls / 10) before = thread_figures_of(::getpid());
     if (idle.count() > 0) std::this_thread::sleep_for(idle);
     const double c = round_trip(*h, [&](auto finish) {
       h->workers().call(env, body, [finish](result<json>) { finish(); });
     });
     if (i >= calls / 10) samples.push_back(c);
   }
-  switch_counts switches = context_switches(::getpid()) - before;
+  tree_figures figures = thread_figures_of(::getpid()) - before;
   h->shutdown();
-  return {percentile(samples, 0.5), std::move(switches)};
+  return {percentile(samples, 0.5), std::move(figures)};
 }
 
-long voluntary(const switch_counts& c) {
-  long n = 0;
-  for (const auto& [name, v] : c) n += v.first;
-  return n;
-}
-
-// The switches per call or prompt, total and by thread, on one line.
-void print_switches(const char* what, const switch_counts& c, int n) {
+// The wake-ups per call or prompt, total and by thread, then the CPU time it cost and the time
+// its threads waited for a CPU, total and by process (the part of a thread name before '/').
+void print_figures(const char* what, const tree_figures& c, int n) {
+  long wakeups = 0;
+  std::map<std::string, thread_figures> by_process;
+  thread_figures total;
+  for (const auto& [name, v] : c) {
+    wakeups += v.voluntary;
+    auto& p = by_process[name.substr(0, name.find('/'))];
+    for (auto* f : {&p, &total}) {
+      f->run_ns += v.run_ns;
+      f->wait_ns += v.wait_ns;
+    }
+  }
   std::printf("    %s: %.1f voluntary switches (wake-ups) per prompt:", what,
-              static_cast<double>(voluntary(c)) / n);
+              static_cast<double>(wakeups) / n);
+  auto per = [n](long long ns) { return static_cast<double>(ns) / 1e3 / n; };
   for (const auto& [name, v] : c)
-    if (v.first >= n / 10) std::printf(" %s %.1f", name.c_str(), static_cast<double>(v.first) / n);
+    if (v.voluntary >= n / 10 || v.run_ns >= 1000LL * n)
+      std::printf(" %s %.1f (%.0f us)", name.c_str(), static_cast<double>(v.voluntary) / n,
+                  per(v.run_ns));
+  std::printf("\n      CPU %.1f us per prompt:", per(total.run_ns));
+  for (const auto& [name, v] : by_process) std::printf(" %s %.1f", name.c_str(), per(v.run_ns));
+  std::printf("; waiting for a CPU %.1f us:", per(total.wait_ns));
+  for (const auto& [name, v] : by_process) std::printf(" %s %.1f", name.c_str(), per(v.wait_ns));
   std::printf("\n");
 }
 
@@ -163,21 +176,21 @@ int main(int argc, char** argv) {
       kept.push_back(b);
     }
   }
-  // The wake-ups a prompt costs, counted on kept-alive prompts alone: serve, its workers, and
-  // this client (its WebSocket reader and the posting thread).
+  // The wake-ups and CPU time a prompt costs, counted on kept-alive prompts alone: serve, its
+  // workers, and this client (its WebSocket reader and the posting thread).
   auto served = [&] {
-    switch_counts c = context_switches(s.pid());
+    tree_figures c = thread_figures_of(s.pid());
     add_threads(::getpid(), "client/", c);
     return c;
   };
-  switch_counts served_switches;
+  tree_figures served_figures;
   {
     testing::ws_client ws(s.port(), "count");
     ws.next();
     testing::http_connection keep(s.port());
-    const switch_counts before = served();
+    const tree_figures before = served();
     for (int i = 0; i < prompts; ++i) prompt_us(s, ws, "count", one_node, &keep);
-    served_switches = served() - before;
+    served_figures = served() - before;
   }
   std::printf("one-node prompt, POST /prompt to execution_success on the WebSocket (%d prompts)\n",
               prompts);
@@ -192,9 +205,9 @@ int main(int argc, char** argv) {
                 what, e2e50, percentile(*e2e, 0.99), e2e50 - call50, e2e50 / call50,
                 e2e50 - idle_call50);
   }
-  print_switches("the back-to-back call", call.switches, prompts);
-  print_switches("the idle call        ", idle_call.switches, prompts);
-  print_switches("a kept-alive prompt  ", served_switches, prompts);
+  print_figures("the back-to-back call", call.figures, prompts);
+  print_figures("the idle call        ", idle_call.figures, prompts);
+  print_figures("a kept-alive prompt  ", served_figures, prompts);
 
   // Throughput: every client posts its next prompt as soon as its last one succeeded.
   auto throughput = [&](int n) {

@@ -1,7 +1,9 @@
-// Context switches of a process tree, read from /proc: a count that a noisy machine does not
-// move the way it moves time. A thread that blocks and is woken again counts one voluntary
-// switch, so the voluntary count per prompt is the number of wake-ups the prompt costs, summed
-// over the host's threads and its workers'.
+// Context switches and CPU time of a process tree, read from /proc: counts that a noisy machine
+// does not move the way it moves a latency. A thread that blocks and is woken again counts one
+// voluntary switch, so the voluntary count per prompt is the number of wake-ups the prompt costs,
+// summed over the host's threads and its workers'. /proc/<tid>/schedstat adds the time each
+// thread ran and the time it sat runnable waiting for a CPU, so a latency can be split into the
+// work done, the wait for a core, and what is left (the wake-ups themselves).
 #pragma once
 
 #include <sys/types.h>
@@ -14,8 +16,15 @@
 
 namespace orch::bench {
 
-// Voluntary and involuntary switches, per thread name ("comm"), over `root` and its children.
-using switch_counts = std::map<std::string, std::pair<long, long>>;
+struct thread_figures {
+  long voluntary = 0;     // blocked and woken again
+  long involuntary = 0;   // preempted
+  long long run_ns = 0;   // on a CPU
+  long long wait_ns = 0;  // runnable, waiting for a CPU
+};
+
+// Per thread name ("comm"), over `root` and its children.
+using tree_figures = std::map<std::string, thread_figures>;
 
 namespace detail {
 
@@ -26,8 +35,8 @@ inline long status_field(const std::string& text, const std::string& key) {
 
 }  // namespace detail
 
-// Adds the switches of `pid`'s threads, named `prefix` + their comm.
-inline void add_threads(pid_t pid, const std::string& prefix, switch_counts& out) {
+// Adds the figures of `pid`'s threads, named `prefix` + their comm.
+inline void add_threads(pid_t pid, const std::string& prefix, tree_figures& out) {
   namespace fs = std::filesystem;
   std::error_code ec;
   for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
@@ -37,15 +46,20 @@ inline void add_threads(pid_t pid, const std::string& prefix, switch_counts& out
     if (name_at == std::string::npos) continue;
     const std::string name = text.substr(name_at + 6, text.find('\n', name_at) - name_at - 6);
     auto& c = out[prefix + name];
-    c.first += detail::status_field(text, "\nvoluntary_ctxt_switches:\t");
-    c.second += detail::status_field(text, "nonvoluntary_ctxt_switches:\t");
+    c.voluntary += detail::status_field(text, "\nvoluntary_ctxt_switches:\t");
+    c.involuntary += detail::status_field(text, "nonvoluntary_ctxt_switches:\t");
+    long long run = 0, wait = 0;
+    if (std::ifstream sched(task.path() / "schedstat"); sched >> run >> wait) {
+      c.run_ns += run;
+      c.wait_ns += wait;
+    }
   }
 }
 
 // `root` under the name "host", and each of its child processes under "worker".
-inline switch_counts context_switches(pid_t root) {
+inline tree_figures thread_figures_of(pid_t root) {
   namespace fs = std::filesystem;
-  switch_counts out;
+  tree_figures out;
   add_threads(root, "host/", out);
   std::error_code ec;
   for (const auto& proc : fs::directory_iterator("/proc", ec)) {
@@ -64,16 +78,18 @@ inline switch_counts context_switches(pid_t root) {
   return out;
 }
 
-// after - before, per thread name; threads that did not switch are left out.
-inline switch_counts operator-(const switch_counts& after, const switch_counts& before) {
-  switch_counts out;
+// after - before, per thread name; threads that neither switched nor ran are left out.
+inline tree_figures operator-(const tree_figures& after, const tree_figures& before) {
+  tree_figures out;
   for (const auto& [name, c] : after) {
     auto d = c;
     if (const auto b = before.find(name); b != before.end()) {
-      d.first -= b->second.first;
-      d.second -= b->second.second;
+      d.voluntary -= b->second.voluntary;
+      d.involuntary -= b->second.involuntary;
+      d.run_ns -= b->second.run_ns;
+      d.wait_ns -= b->second.wait_ns;
     }
-    if (d.first != 0 || d.second != 0) out[name] = d;
+    if (d.voluntary != 0 || d.involuntary != 0 || d.run_ns != 0) out[name] = d;
   }
   return out;
 }
