@@ -3,6 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include <boost/asio/bind_executor.hpp>
@@ -105,13 +109,19 @@ void channel::dispatch(const frame_header& header, std::span<const std::uint8_t>
     return;
   }
   if ((header.flags & frame_flags::response) != 0) {
-    auto it = pending_.find(header.request_id);
-    if (it == pending_.end()) {
+    std::optional<pending_request> found;
+    {
+      std::lock_guard lock(send_mutex_);
+      if (auto it = pending_.find(header.request_id); it != pending_.end()) {
+        found = std::move(it->second);
+        pending_.erase(it);
+      }
+    }
+    if (!found) {
       spdlog::debug("channel {}: late response to request {} dropped", options_.name,
                     header.request_id);
     } else {
-      pending_request request = std::move(it->second);
-      pending_.erase(it);
+      pending_request& request = *found;
       if ((header.flags & frame_flags::error) != 0) {
         request.handler(error_from_body(*body));
       } else {
@@ -123,12 +133,8 @@ void channel::dispatch(const frame_header& header, std::span<const std::uint8_t>
   }
 }
 
-status channel::enqueue(frame_header header, const json& body) {
-  if (closed_) return error{channel_errc::peer_lost, "channel " + options_.name + " is closed"};
-  if (queue_.size() >= options_.max_queue + (writing_ ? 1 : 0)) {
-    return error{channel_errc::queue_full,
-                 "channel " + options_.name + ": outgoing queue is full (peer not reading?)"};
-  }
+result<std::vector<std::uint8_t>> channel::encode_frame(frame_header header,
+                                                        const json& body) const {
   std::vector<std::uint8_t> encoded = encode_body(body);
   // The peer's cap is the protocol's; a body over it would only get the connection closed.
   if (encoded.size() > options_.max_body) {
@@ -144,16 +150,51 @@ status channel::enqueue(frame_header header, const json& body) {
   std::vector<std::uint8_t> frame(frame_header_size + encoded.size());
   std::memcpy(frame.data(), head.data(), head.size());
   std::memcpy(frame.data() + frame_header_size, encoded.data(), encoded.size());
+  return frame;
+}
+
+status channel::send_locked(std::vector<std::uint8_t> frame) {
+  if (closed_) return error{channel_errc::peer_lost, "channel " + options_.name + " is closed"};
+  if (queue_.size() >= options_.max_queue + (writing_ ? 1 : 0)) {
+    return error{channel_errc::queue_full,
+                 "channel " + options_.name + ": outgoing queue is full (peer not reading?)"};
+  }
+  if (!writing_) {
+    // Nothing in flight: the socket takes the frame now, on this thread. A worker's answer then
+    // leaves from its node thread instead of waking the io thread to write it
+    // (docs/performance.md, "serve"). Whatever the socket does not take is queued.
+    const ssize_t n = ::send(socket_.native_handle(), frame.data(), frame.size(),
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(frame.size())) return ok_status();
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      const std::string why = std::strerror(errno);
+      asio::post(strand_, [self = shared_from_this(), why] {
+        self->shut(error{channel_errc::peer_lost, "write failed (" + why + ")"});
+      });
+      return ok_status();  // lost with the connection, as a failed async write is
+    }
+    frame.erase(frame.begin(), frame.begin() + std::max<ssize_t>(n, 0));
+    writing_ = true;
+    queue_.push_back(std::move(frame));
+    asio::post(strand_, [self = shared_from_this()] { self->write_next(); });
+    return ok_status();
+  }
   queue_.push_back(std::move(frame));
-  if (!writing_) write_next();
   return ok_status();
 }
 
 void channel::send_or_close(const frame_header& header, const json& body) {
-  auto sent = enqueue(header, body);
+  auto frame = encode_frame(header, body);
+  status sent = frame ? ok_status() : status(frame.err());
+  if (frame) {
+    std::lock_guard lock(send_mutex_);
+    sent = send_locked(std::move(*frame));
+  }
   if (sent.ok() || closed_) return;
   if (sent.err().code == channel_errc::queue_full) {
-    shut(error{channel_errc::queue_full, "outgoing queue full: the peer stopped reading"});
+    asio::post(strand_, [self = shared_from_this()] {
+      self->shut(error{channel_errc::queue_full, "outgoing queue full: the peer stopped reading"});
+    });
     return;
   }
   spdlog::error("channel {}: not sent: {}", options_.name, sent.err().message);
@@ -167,46 +208,55 @@ void channel::send_or_close(const frame_header& header, const json& body) {
 }
 
 void channel::write_next() {
-  writing_ = true;
-  // The frame stays at the queue's front (alive) until its write completes: one write in flight.
+  std::lock_guard lock(send_mutex_);
+  if (closed_) {
+    queue_.clear();
+    writing_ = false;
+    return;
+  }
+  // The frame stays at the queue's front (alive: a deque keeps its elements in place) until its
+  // write completes: one write in flight.
   asio::async_write(
       socket_, asio::buffer(queue_.front()),
       asio::bind_executor(
           strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-            self->queue_.pop_front();
-            self->writing_ = false;
-            if (self->closed_) {
-              self->queue_.clear();
-              return;
+            bool more = false;
+            {
+              std::lock_guard guard(self->send_mutex_);
+              self->queue_.pop_front();
+              more = !self->closed_ && !ec && !self->queue_.empty();
+              if (!more) self->writing_ = false;
+              if (self->closed_) self->queue_.clear();
             }
-            if (ec) {
+            if (more) return self->write_next();
+            if (ec && !self->closed_) {
               self->shut(error{channel_errc::peer_lost, "write failed (" + ec.message() + ")"});
-              return;
             }
-            if (!self->queue_.empty()) self->write_next();
           }));
 }
 
 void channel::request(message_type type, json body, std::chrono::milliseconds deadline,
                       response_handler on_response) {
-  asio::post(strand_, [self = shared_from_this(), type, body = std::move(body), deadline,
-                       on_response = std::move(on_response)]() mutable {
-    if (self->closed_) {
-      on_response(error{channel_errc::peer_lost, "channel " + self->options_.name + " is closed"});
-      return;
-    }
-    const std::uint64_t id = self->next_request_id_++;
-    frame_header header;
-    header.type = static_cast<std::uint16_t>(type);
-    header.request_id = id;
-    if (auto sent = self->enqueue(header, body); !sent) {
-      on_response(sent.err());
-      return;
-    }
-    const auto at = clock::now() + deadline;
-    self->pending_.emplace(id, pending_request{std::move(on_response), at});
-    self->arm_deadline(at);
-  });
+  frame_header header;
+  header.type = static_cast<std::uint16_t>(type);
+  header.request_id = next_request_id_++;
+  auto frame = encode_frame(header, body);
+  status sent = frame ? ok_status() : status(frame.err());
+  const auto at = clock::now() + deadline;
+  if (frame) {
+    // Registered before the frame leaves: the answer cannot arrive before its request is known.
+    std::lock_guard lock(send_mutex_);
+    auto it = pending_.emplace(header.request_id, pending_request{std::move(on_response), at});
+    sent = send_locked(std::move(*frame));
+    if (sent) return arm_deadline_soon(at);
+    on_response = std::move(it.first->second.handler);
+    pending_.erase(it.first);
+  }
+  asio::post(strand_, [on_response = std::move(on_response), e = sent.err()] { on_response(e); });
+}
+
+void channel::arm_deadline_soon(clock::time_point at) {
+  asio::post(strand_, [self = shared_from_this(), at] { self->arm_deadline(at); });
 }
 
 void channel::arm_deadline(clock::time_point at) {
@@ -223,19 +273,21 @@ void channel::arm_deadline(clock::time_point at) {
 
 void channel::expire_deadlines() {
   const auto now = clock::now();
-  std::vector<std::uint64_t> expired;
+  std::vector<std::pair<std::uint64_t, response_handler>> expired;
   std::optional<clock::time_point> next;
-  for (const auto& [id, request] : pending_) {
-    if (request.deadline <= now) {
-      expired.push_back(id);
-    } else if (!next || request.deadline < *next) {
-      next = request.deadline;
+  {
+    std::lock_guard lock(send_mutex_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.deadline <= now) {
+        expired.emplace_back(it->first, std::move(it->second.handler));
+        it = pending_.erase(it);
+      } else {
+        if (!next || it->second.deadline < *next) next = it->second.deadline;
+        ++it;
+      }
     }
   }
-  for (const std::uint64_t id : expired) {
-    auto it = pending_.find(id);
-    response_handler handler = std::move(it->second.handler);
-    pending_.erase(it);
+  for (auto& [id, handler] : expired) {
     handler(error{
         channel_errc::deadline_exceeded,
         "request " + std::to_string(id) + " on channel " + options_.name + " passed its deadline"});
@@ -244,31 +296,25 @@ void channel::expire_deadlines() {
 }
 
 void channel::notify(message_type type, json body) {
-  asio::post(strand_, [self = shared_from_this(), type, body = std::move(body)] {
-    frame_header header;
-    header.type = static_cast<std::uint16_t>(type);
-    self->send_or_close(header, body);
-  });
+  frame_header header;
+  header.type = static_cast<std::uint16_t>(type);
+  send_or_close(header, body);
 }
 
 void channel::respond(const frame_header& to, json body) {
-  asio::post(strand_, [self = shared_from_this(), to, body = std::move(body)] {
-    frame_header header;
-    header.type = to.type;
-    header.flags = frame_flags::response;
-    header.request_id = to.request_id;
-    self->send_or_close(header, body);
-  });
+  frame_header header;
+  header.type = to.type;
+  header.flags = frame_flags::response;
+  header.request_id = to.request_id;
+  send_or_close(header, body);
 }
 
 void channel::respond_error(const frame_header& to, const error& e) {
-  asio::post(strand_, [self = shared_from_this(), to, body = error_body(e)] {
-    frame_header header;
-    header.type = to.type;
-    header.flags = frame_flags::response | frame_flags::error;
-    header.request_id = to.request_id;
-    self->send_or_close(header, body);
-  });
+  frame_header header;
+  header.type = to.type;
+  header.flags = frame_flags::response | frame_flags::error;
+  header.request_id = to.request_id;
+  send_or_close(header, error_body(e));
 }
 
 void channel::close(std::string reason) {
@@ -278,8 +324,11 @@ void channel::close(std::string reason) {
 }
 
 void channel::fail_all_pending(const error& reason) {
-  auto pending = std::move(pending_);
-  pending_.clear();
+  decltype(pending_) pending;
+  {
+    std::lock_guard lock(send_mutex_);
+    pending.swap(pending_);
+  }
   deadline_timer_.cancel();
   armed_for_.reset();
   for (auto& [id, request] : pending) {
@@ -289,17 +338,21 @@ void channel::fail_all_pending(const error& reason) {
 }
 
 void channel::shut(error reason) {
-  if (closed_) return;
-  closed_ = true;
+  {
+    std::lock_guard lock(send_mutex_);
+    if (closed_) return;
+    closed_ = true;
+    // Closed under the lock: no other thread is between its check of closed_ and its send.
+    boost::system::error_code ignored;
+    socket_.shutdown(socket_type::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
   if (reason.code == channel_errc::peer_lost || reason.code == channel_errc::closed) {
     spdlog::info("channel {}: closed: {}", options_.name, reason.message);
   } else {
     spdlog::warn("channel {}: closing on protocol violation [{}]: {}", options_.name, reason.code,
                  reason.message);
   }
-  boost::system::error_code ignored;
-  socket_.shutdown(socket_type::shutdown_both, ignored);
-  socket_.close(ignored);
   fail_all_pending(reason);
   if (on_close_) {
     auto handler = std::move(on_close_);

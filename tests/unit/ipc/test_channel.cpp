@@ -4,6 +4,9 @@
 
 #include <sys/socket.h>
 
+#include <map>
+#include <thread>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/connect_pair.hpp>
 #include <boost/asio/read.hpp>
@@ -260,6 +263,44 @@ TEST_F(channel_test, body_over_the_cap_is_refused_on_both_ends_without_closing) 
                 [&](result<message> r) { codes.push_back(r.ok() ? "ok" : r.err().code); });
   ASSERT_TRUE(run_until([&] { return codes.size() == 2; }));
   EXPECT_EQ(codes, (std::vector<std::string>{"body_too_large", "body_too_large"}));
+  host->close("done");
+  peer->close("done");
+  run_until([] { return false; }, 20ms);
+}
+
+TEST_F(channel_test, frames_sent_from_many_threads_arrive_whole_and_in_each_threads_order) {
+  // A frame is written on the calling thread when nothing is queued, and queued behind the write
+  // in flight otherwise; every 16th body is larger than the socket's buffer, so both paths and
+  // partial writes interleave across the threads.
+  auto host = make(a, named("host"));
+  host->start([](message) {});
+  std::map<int, std::vector<int>> seen;  // thread -> the seq numbers, in arrival order
+  int received = 0;
+  auto peer = make(b, named("peer"));
+  peer->start([&](message m) {
+    seen[m.body["thread"].get<int>()].push_back(m.body["seq"].get<int>());
+    EXPECT_EQ(m.body["pad"].get<std::string>().size(), m.body["seq"].get<int>() % 16 == 0
+                                                           ? std::size_t{300000}
+                                                           : std::size_t{8});
+    ++received;
+  });
+  constexpr int threads = 4, each = 64;
+  std::vector<std::thread> senders;
+  for (int t = 0; t < threads; ++t)
+    senders.emplace_back([&host, t] {
+      for (int i = 0; i < each; ++i)
+        host->notify(message_type::progress,
+                     json{{"node", "1"}, {"value", 0}, {"max", 1}, {"thread", t}, {"seq", i},
+                          {"pad", std::string(i % 16 == 0 ? 300000 : 8, 'x')}});
+    });
+  const bool all = run_until([&] { return received == threads * each; }, 20s);
+  for (auto& s : senders) s.join();
+  ASSERT_TRUE(all) << received << " of " << threads * each;
+  for (int t = 0; t < threads; ++t) {
+    std::vector<int> expected(each);
+    for (int i = 0; i < each; ++i) expected[i] = i;
+    EXPECT_EQ(seen[t], expected) << "thread " << t;
+  }
   host->close("done");
   peer->close("done");
   run_until([] { return false; }, 20ms);

@@ -7,18 +7,23 @@
 //     (frame.hpp); bodies over the cap are never sent either;
 //   - requests carry ids, responses echo them; every request has a deadline;
 //   - when the peer goes away, every pending request fails at once with "peer_lost";
-//   - writes go through a bounded queue with exactly one async_write in flight;
+//   - a frame is written on the calling thread when nothing is queued (a worker's answer leaves
+//     from its node thread without waking the io thread); otherwise it waits in a bounded
+//     queue with exactly one async_write in flight;
 //   - frames stamped with another worker generation are dropped (the generation fence).
 //
-// Threading: all state lives on one strand. Public calls may come from any thread; they post to
-// the strand. Every handler passed in runs on the strand.
+// Threading: the read side and the deadline timer live on one strand; the send side (the queue,
+// the pending requests, closed) is under one mutex. Public calls may come from any thread, and
+// frames leave in the order the calls were made. Every handler passed in runs on the strand.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -90,14 +95,19 @@ class channel : public std::enable_shared_from_this<channel> {
   void read_more(std::size_t need);
   void process_input();
   void dispatch(const frame_header& header, std::span<const std::uint8_t> body);
-  status enqueue(frame_header header, const json& body);
+  // The frame's bytes, stamped with our generation; an error for a body over the cap.
+  result<std::vector<std::uint8_t>> encode_frame(frame_header header, const json& body) const;
+  // Under send_mutex_: writes the frame now when nothing is queued, else queues it behind the
+  // write in flight; "peer_lost" once closed, "queue_full" over max_queue.
+  status send_locked(std::vector<std::uint8_t> frame);
   // For notifications and responses: a full queue closes the connection (the peer stopped
   // reading); a body over the cap is logged and, for a response, answered with an error instead.
   void send_or_close(const frame_header& header, const json& body);
-  void write_next();
+  void write_next();  // on the strand; takes send_mutex_
   void shut(error reason);
   void fail_all_pending(const error& reason);
-  void arm_deadline(clock::time_point at);
+  void arm_deadline(clock::time_point at);  // on the strand
+  void arm_deadline_soon(clock::time_point at);  // from any thread
   void expire_deadlines();
 
   socket_type socket_;
@@ -114,11 +124,14 @@ class channel : public std::enable_shared_from_this<channel> {
   std::vector<std::uint8_t> read_buffer_ = std::vector<std::uint8_t>(64 * 1024);
   std::size_t read_begin_ = 0;
   std::size_t read_end_ = 0;
-  std::deque<std::vector<std::uint8_t>> queue_;
+  // The send side. closed_ is set under send_mutex_ (with the socket's close, so no thread
+  // writes to a closed descriptor) and read without it on the strand.
+  std::mutex send_mutex_;
+  std::deque<std::vector<std::uint8_t>> queue_;  // [0] is in flight while writing_
   bool writing_ = false;
-  bool closed_ = false;
-  std::uint64_t next_request_id_ = 1;
-  std::unordered_map<std::uint64_t, pending_request> pending_;
+  std::atomic<bool> closed_{false};
+  std::atomic<std::uint64_t> next_request_id_{1};
+  std::unordered_map<std::uint64_t, pending_request> pending_;  // under send_mutex_
 };
 
 }  // namespace orch::ipc
