@@ -153,9 +153,11 @@ result<std::vector<std::uint8_t>> channel::encode_frame(frame_header header,
   return frame;
 }
 
-status channel::send_locked(std::vector<std::uint8_t> frame) {
-  if (closed_) return error{channel_errc::peer_lost, "channel " + options_.name + " is closed"};
+status channel::send_locked(std::vector<std::uint8_t> frame, bool close_on_full) {
+  if (closed_ || send_broken_)
+    return error{channel_errc::peer_lost, "channel " + options_.name + " is closed"};
   if (queue_.size() >= options_.max_queue + (writing_ ? 1 : 0)) {
+    send_broken_ = close_on_full;  // nothing may follow the frame that was dropped
     return error{channel_errc::queue_full,
                  "channel " + options_.name + ": outgoing queue is full (peer not reading?)"};
   }
@@ -168,6 +170,7 @@ status channel::send_locked(std::vector<std::uint8_t> frame) {
     if (n == static_cast<ssize_t>(frame.size())) return ok_status();
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       const std::string why = std::strerror(errno);
+      send_broken_ = true;  // nothing may follow the frame that was lost
       asio::post(strand_, [self = shared_from_this(), why] {
         self->shut(error{channel_errc::peer_lost, "write failed (" + why + ")"});
       });
@@ -188,7 +191,7 @@ void channel::send_or_close(const frame_header& header, const json& body) {
   status sent = frame ? ok_status() : status(frame.err());
   if (frame) {
     std::lock_guard lock(send_mutex_);
-    sent = send_locked(std::move(*frame));
+    sent = send_locked(std::move(*frame), true);
   }
   if (sent.ok() || closed_) return;
   if (sent.err().code == channel_errc::queue_full) {
@@ -224,9 +227,10 @@ void channel::write_next() {
             {
               std::lock_guard guard(self->send_mutex_);
               self->queue_.pop_front();
+              if (ec) self->send_broken_ = true;  // what is queued cannot follow a torn frame
               more = !self->closed_ && !ec && !self->queue_.empty();
               if (!more) self->writing_ = false;
-              if (self->closed_) self->queue_.clear();
+              if (self->closed_ || ec) self->queue_.clear();
             }
             if (more) return self->write_next();
             if (ec && !self->closed_) {
@@ -247,7 +251,7 @@ void channel::request(message_type type, json body, std::chrono::milliseconds de
     // Registered before the frame leaves: the answer cannot arrive before its request is known.
     std::lock_guard lock(send_mutex_);
     auto it = pending_.emplace(header.request_id, pending_request{std::move(on_response), at});
-    sent = send_locked(std::move(*frame));
+    sent = send_locked(std::move(*frame), false);
     if (sent) return arm_deadline_soon(at);
     on_response = std::move(it.first->second.handler);
     pending_.erase(it.first);

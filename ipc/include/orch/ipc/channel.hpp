@@ -98,8 +98,9 @@ class channel : public std::enable_shared_from_this<channel> {
   // The frame's bytes, stamped with our generation; an error for a body over the cap.
   result<std::vector<std::uint8_t>> encode_frame(frame_header header, const json& body) const;
   // Under send_mutex_: writes the frame now when nothing is queued, else queues it behind the
-  // write in flight; "peer_lost" once closed, "queue_full" over max_queue.
-  status send_locked(std::vector<std::uint8_t> frame);
+  // write in flight; "peer_lost" once closed or broken, "queue_full" over max_queue (which
+  // breaks the send side when `close_on_full`: the connection is about to be shut).
+  status send_locked(std::vector<std::uint8_t> frame, bool close_on_full);
   // For notifications and responses: a full queue closes the connection (the peer stopped
   // reading); a body over the cap is logged and, for a response, answered with an error instead.
   void send_or_close(const frame_header& header, const json& body);
@@ -129,6 +130,9 @@ class channel : public std::enable_shared_from_this<channel> {
   std::mutex send_mutex_;
   std::deque<std::vector<std::uint8_t>> queue_;  // [0] is in flight while writing_
   bool writing_ = false;
+  // Set when a frame was lost or torn (a failed write, a full queue that closes): every later
+  // frame is refused until shut() closes the socket, so the peer never sees one after a gap.
+  bool send_broken_ = false;
   std::atomic<bool> closed_{false};
   std::atomic<std::uint64_t> next_request_id_{1};
   std::unordered_map<std::uint64_t, pending_request> pending_;  // under send_mutex_
