@@ -1,7 +1,8 @@
 // serve_ws_session: one WebSocket client of `comfy-orch serve` (docs/serve.md): the handshake,
 // its registration by sid (a reconnect replaces the old session, as ComfyUI's), the greeting,
 // and a bounded send queue (a client that does not read loses messages, never the server's
-// memory). Everything runs on the io thread.
+// memory). The messages queued together leave in one write (corked_stream.hpp). Everything runs
+// on the io thread.
 #pragma once
 
 #include <deque>
@@ -13,6 +14,7 @@
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
+#include "corked_stream.hpp"
 #include "serve_http_state.hpp"
 
 namespace orch::orchestrator {
@@ -25,7 +27,7 @@ using state = http_server::state;
 class ws_session : public std::enable_shared_from_this<ws_session> {
  public:
   ws_session(beast::tcp_stream&& stream, std::shared_ptr<state> st, std::string sid)
-      : ws_(std::move(stream)), st_(std::move(st)), sid_(std::move(sid)) {}
+      : ws_(cork_limit, std::move(stream)), st_(std::move(st)), sid_(std::move(sid)) {}
   // The connection was counted when it was accepted; it ends with this session, whether the
   // handshake failed or the client left.
   ~ws_session() {
@@ -53,7 +55,9 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
       return;
     }
     queue_.push_back(std::move(text));
-    if (queue_.size() == 1) write_next();
+    if (queue_.size() > 1) return;  // it goes out behind the write in progress
+    ws_.next_layer().cork();  // until the queue is empty: what is queued meanwhile joins it
+    write_next();
   }
 
   void close() {
@@ -89,15 +93,16 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     ws_.text(true);
     ws_.async_write(boost::asio::buffer(queue_.front()),
                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      self->queue_.pop_front();  // gone() keeps it until here: Beast reads it
                       if (ec) return self->gone();
-                      self->queue_.pop_front();
-                      if (!self->queue_.empty() && !self->closed_) self->write_next();
+                      if (!self->queue_.empty() && !self->closed_) return self->write_next();
+                      self->ws_.next_layer().uncork();
                     });
   }
 
   void gone() {
     closed_ = true;
-    queue_.clear();
+    if (queue_.size() > 1) queue_.erase(queue_.begin() + 1, queue_.end());  // front: in flight
     if (!registered_) return;
     registered_ = false;
     if (auto it = st_->ws.find(sid_); it != st_->ws.end() && it->second.lock().get() == this)
@@ -105,7 +110,11 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     st_->ws_count = static_cast<unsigned>(st_->ws.size());
   }
 
-  websocket::stream<beast::tcp_stream> ws_;
+  // Bytes gathered before a corked burst is sent anyway; a client that does not read holds back
+  // the writes beyond it, and then the queue.
+  static constexpr std::size_t cork_limit = 64 << 10;
+
+  websocket::stream<corked_stream<beast::tcp_stream>> ws_;
   beast::flat_buffer buffer_;
   std::shared_ptr<state> st_;
   std::string sid_;

@@ -194,11 +194,13 @@ TEST_F(host_library, every_entry_point_is_exported_under_its_version_and_the_run
   std::FILE* nm = ::popen("nm -DC --defined-only '" ORCH_TEST_HOST_LIBRARY "'", "r");
   ASSERT_NE(nm, nullptr);
   std::vector<std::string> foreign;
-  char line[4096];
+  char chunk[4096];
   std::size_t exported = 0;
-  while (std::fgets(line, sizeof line, nm) != nullptr) {
-    std::string name(line);
-    if (!name.empty() && name.back() == '\n') name.pop_back();
+  std::string name;
+  while (std::fgets(chunk, sizeof chunk, nm) != nullptr) {
+    name += chunk;  // a name may be longer than a chunk: Beast's operations run to 10 KiB
+    if (name.back() != '\n') continue;
+    name.pop_back();
     const auto third_space = name.find(' ', name.find(' ') + 1);
     name = third_space == std::string::npos ? name : name.substr(third_space + 1);
     ++exported;
@@ -208,6 +210,7 @@ TEST_F(host_library, every_entry_point_is_exported_under_its_version_and_the_run
                                "guard variable for orch::"})
       ours = ours || name.rfind(prefix, 0) == 0;
     if (!ours) foreign.push_back(name);
+    name.clear();
   }
   EXPECT_EQ(::pclose(nm), 0);
   EXPECT_GT(exported, 16u);
