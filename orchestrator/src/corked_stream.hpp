@@ -7,6 +7,11 @@
 // (the handshake answer, pongs, the close handshake) go through the same byte queue in the order
 // Beast wrote them: nothing can interleave with a batch.
 //
+// `uncork()` sends what is pending only after the handlers already queued on the executor have
+// run, as an event loop sends at the end of its turn: serve posts each message to the session
+// (one `post` per event), so a burst that arrives as several posts still leaves in one write,
+// and a session corked again meanwhile holds it until its own queue is empty.
+//
 // Every write is copied into `pending_` and completes at once (posted, never inline), so a
 // corked burst runs through its handlers without touching the socket. One write to the next
 // layer is in flight at a time. A client that does not read is held back, not buffered without
@@ -59,7 +64,7 @@ class corked_stream {
   // touches nothing else.
   struct state {
     std::string pending, sending;  // written and not yet flushed; in flight
-    bool corked = false, flushing = false, gone = false;
+    bool corked = false, flushing = false, gone = false, flush_posted = false;
     error_code failed;  // the flush that failed; every later write gets it
     std::size_t flushes = 0;
   };
@@ -91,7 +96,11 @@ class corked_stream {
   void cork() { st_->corked = true; }
   void uncork() {
     st_->corked = false;
-    flush();
+    if (std::exchange(st_->flush_posted, true)) return;
+    boost::asio::post(next_.get_executor(), [this, keep = st_] {
+      keep->flush_posted = false;
+      if (!keep->gone) flush();
+    });
   }
   // Writes made to the next layer so far, and bytes written to this one and not yet sent.
   std::size_t flushes() const { return st_->flushes; }
@@ -113,7 +122,8 @@ class corked_stream {
   // leaves first, then the next layer is torn down.
   template <class Handler>
   friend void async_teardown(boost::beast::role_type role, corked_stream& s, Handler&& handler) {
-    s.uncork();
+    s.st_->corked = false;
+    s.flush();
     auto teardown = [&next = s.next_, role, h = std::forward<Handler>(handler)](
                         error_code) mutable {
       using boost::beast::websocket::async_teardown;

@@ -1,10 +1,11 @@
 // The layer under serve's WebSocket sessions that sends a corked burst in one write
 // (orchestrator/src/corked_stream.hpp), on real loopback TCP with Beast's WebSocket on both
-// ends: a burst leaves in one write; a client's pings during a long burst get their pongs without
-// tearing a frame; a client that does not read holds the writes back, then gets every byte; a
-// reset peer fails the writes; a close after a burst sends the burst, then the close frame; a
-// close from a client while writes are held back is answered after them; a held write does not
-// keep its session alive once the io_context drops it.
+// ends: a burst leaves in one write, and so do the writes queued before it is uncorked; a
+// client's pings during a long burst get their pongs without tearing a frame; a client that does
+// not read holds the writes back, then gets every byte; a reset peer fails the writes; a close
+// after a burst sends the burst, then the close frame; a close from a client while writes are
+// held back is answered after them; a held write does not keep its session alive once the
+// io_context drops it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -122,6 +123,22 @@ TEST(corked_stream, a_burst_written_while_corked_leaves_in_one_write) {
   e.read_all();
   run_until(e.io, [&] { return e.received.size() == 8; });
   EXPECT_EQ(e.received, messages(8, 40));
+  EXPECT_EQ(e.layer().flushes() - before, 1u);
+}
+
+TEST(corked_stream, an_uncork_lets_the_handlers_already_queued_join_the_write) {
+  net::io_context io;
+  ends e(io);
+  const std::size_t before = e.layer().flushes();
+  e.layer().cork();
+  e.write_all(messages(1, 40), [&] {
+    // Queued before the uncork, as serve's next event is: it joins the first.
+    net::post(e.io, [&] { e.write_all({message(1, 40)}); });
+    e.layer().uncork();
+  });
+  e.read_all();
+  run_until(e.io, [&] { return e.received.size() == 2; });
+  EXPECT_EQ(e.received, messages(2, 40));
   EXPECT_EQ(e.layer().flushes() - before, 1u);
 }
 
