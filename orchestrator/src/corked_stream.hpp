@@ -1,7 +1,7 @@
 // corked_stream: a stream layer under Beast's websocket::stream that gathers what is written
 // while it is corked and sends it in one write when it is uncorked, like TCP_CORK.
 //
-// Why: serve sends a WebSocket client three to four messages at a time (docs/serve.md), and each
+// Why: serve sends a WebSocket client three to five messages at a time (docs/serve.md), and each
 // loopback `sendmsg` costs the sender the receiver's whole input path (docs/performance.md).
 // Corking one client's burst sends it in one. The layer sits below Beast, so Beast's own frames
 // (the handshake answer, pongs, the close handshake) go through the same byte queue in the order
@@ -12,11 +12,11 @@
 // (one `post` per event), so a burst that arrives as several posts still leaves in one write,
 // and a session corked again meanwhile holds it until its own queue is empty.
 //
-// Every write is copied into `pending_` and completes at once (posted, never inline), so a
+// Every write is copied into `pending` and completes at once (posted, never inline), so a
 // corked burst runs through its handlers without touching the socket. One write to the next
 // layer is in flight at a time. A client that does not read is held back, not buffered without
 // end: a write that finds more than `limit` bytes pending while a flush is in flight completes
-// only when the flush does, and `pending_` is flushed corked or not once it passes `limit`.
+// only when the flush does, and `pending` is flushed corked or not once it passes `limit`.
 // Beast makes one write at a time, so at most one handler is ever held.
 //
 // Everything runs on the stream's executor (serve's io thread).
