@@ -108,6 +108,17 @@ struct ends {
   std::size_t written = 0, max_buffered = 0;
 };
 
+// Runs the io_context until a period passes with no write completed: the socket buffers on both
+// ends are full and the layer holds the next write back.
+void run_until_writes_stop(ends& e) {
+  std::size_t seen = ~std::size_t(0);
+  run_until(e.io, [&] {
+    const bool still = e.written == seen;
+    seen = e.written;
+    return still;
+  });
+}
+
 std::vector<std::string> messages(int count, std::size_t size) {
   std::vector<std::string> out;
   for (int i = 0; i < count; ++i) out.push_back(message(i, size));
@@ -185,12 +196,7 @@ TEST(corked_stream, a_client_that_does_not_read_holds_the_writes_back_then_gets_
   constexpr int count = 200;
   constexpr std::size_t size = 8 << 10;
   e.write_all(messages(count, size));
-  std::size_t seen = ~std::size_t(0);
-  run_until(e.io, [&] {  // until the writes stop: buffers full on both ends
-    const bool still = e.written == seen;
-    seen = e.written;
-    return still;
-  });
+  run_until_writes_stop(e);  // buffers full on both ends
   ASSERT_GT(e.written, 0u);
   EXPECT_LT(e.written, static_cast<std::size_t>(count));  // 1.6 MiB was not taken into memory
   EXPECT_LE(e.max_buffered, 2 * (limit + size + 16));
@@ -247,12 +253,7 @@ TEST(corked_stream, a_close_from_the_client_while_writes_are_held_back_is_answer
   beast::error_code server_read = websocket::error::buffer_overflow;
   e.server.async_read(server_in, [&](beast::error_code ec, std::size_t) { server_read = ec; });
   e.write_all(messages(100, 8 << 10));
-  std::size_t seen = ~std::size_t(0);
-  run_until(e.io, [&] {  // until the writes stop: the client does not read
-    const bool still = e.written == seen;
-    seen = e.written;
-    return still;
-  });
+  run_until_writes_stop(e);  // the client does not read
   ASSERT_GT(e.layer().buffered(), 0u);
   // The client's close reads and drops what comes until the server's close frame, which the
   // server's teardown must not cut off: it is queued behind the held-back bytes.
@@ -280,12 +281,7 @@ TEST(corked_stream, a_held_write_does_not_keep_its_session_alive_once_the_io_con
   auto e = std::make_shared<ends>(*io, 16 << 10);
   const std::weak_ptr<ends> alive = e;
   write_forever(e, std::make_shared<const std::string>(message(0, 8 << 10)));
-  std::size_t seen = ~std::size_t(0);
-  run_until(*io, [&] {  // until the writes stop: one is held, the flush before it in flight
-    const bool still = e->written == seen;
-    seen = e->written;
-    return still;
-  });
+  run_until_writes_stop(*e);  // one is held, the flush before it in flight
   ASSERT_GT(e->layer().buffered(), limit);
   e.reset();
   EXPECT_FALSE(alive.expired());  // the held write's handler owns it
