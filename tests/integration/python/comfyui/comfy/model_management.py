@@ -16,12 +16,29 @@ facts (no code copied):
 The device is a fixture: its free memory is DEVICE_TOTAL less what the loaded models of that
 device hold (as a card's free reading drops with what any process holds on it). Pinning records
 sizes without registering anything. Workers import this module too (for the interrupt flag), so
-torch is imported only where a device is asked for."""
+torch is imported only where a device is asked for.
+
+As ComfyUI's does at import (through get_torch_device), the module fails where --cpu is off and
+there is no CUDA device, with torch's own message: a worker that is not handed ComfyUI's --cpu
+dies here, as on the real tree. Where the importer has not imported torch, /dev/nvidiactl stands
+for torch.cuda.is_available() (importing torch here would cost every worker a second)."""
 
 import gc
+import os
 import sys
 import threading
 import weakref
+
+from comfy.cli_args import args
+
+
+def _cuda_available():
+    torch = sys.modules.get("torch")
+    return torch.cuda.is_available() if torch is not None else os.path.exists("/dev/nvidiactl")
+
+
+if not args.cpu and not _cuda_available():
+    raise AssertionError("Torch not compiled with CUDA enabled")
 
 
 class InterruptProcessingException(Exception):

@@ -1,6 +1,14 @@
-"""The V3 io module's shapes: typed inputs and outputs, the schema, the node base class."""
+"""The V3 io module's shapes: typed inputs and outputs, the schema, the node base class.
+
+The members comfy-orch touches behave as in ComfyUI a125cd84 (docs/comfyui-fixture.md has the
+table): ComfyNode derives from comfy_api.internal._ComfyNodeInternal and has V1's INPUT_TYPES
+and FUNCTION ("EXECUTE_NORMALIZED"); HiddenHolder takes six required values and is built with
+from_dict; NodeOutput derives from _NodeOutputInternal."""
 
 import enum
+import inspect
+
+from comfy_api.internal import _ComfyNodeInternal, _NodeOutputInternal
 
 
 class Hidden(str, enum.Enum):
@@ -8,6 +16,8 @@ class Hidden(str, enum.Enum):
     prompt = "PROMPT"
     extra_pnginfo = "EXTRA_PNGINFO"
     dynprompt = "DYNPROMPT"
+    auth_token_comfy_org = "AUTH_TOKEN_COMFY_ORG"
+    api_key_comfy_org = "API_KEY_COMFY_ORG"
 
 
 class _Input:
@@ -108,7 +118,8 @@ class Combo:
 class Schema:
     def __init__(self, node_id, display_name=None, category="sd", inputs=None, outputs=None,
                  hidden=None, description="", is_output_node=False, is_input_list=False,
-                 is_deprecated=False, is_experimental=False, not_idempotent=False):
+                 is_deprecated=False, is_experimental=False, not_idempotent=False,
+                 enable_expand=False):
         self.node_id = node_id
         self.display_name = display_name
         self.category = category
@@ -121,9 +132,10 @@ class Schema:
         self.is_deprecated = is_deprecated
         self.is_experimental = is_experimental
         self.not_idempotent = not_idempotent
+        self.enable_expand = enable_expand
 
 
-class NodeOutput:
+class NodeOutput(_NodeOutputInternal):
     def __init__(self, *args, ui=None, expand=None, block_execution=None):
         self.args = args
         self.ui = ui
@@ -134,17 +146,49 @@ class NodeOutput:
     def result(self):
         return self.args if len(self.args) > 0 else None
 
+    @classmethod
+    def from_dict(cls, data):
+        # As ComfyUI's at a125cd8, args= included: NodeOutput takes no such keyword, so a V3
+        # execute that returns a dict fails there with a TypeError, and here too.
+        return cls(args=data.get("result", ()), ui=data.get("ui"), expand=data.get("expand"))
+
+    def __getitem__(self, index):
+        return self.args[index]
+
 
 class HiddenHolder:
-    def __init__(self, unique_id=None, prompt=None, extra_pnginfo=None, dynprompt=None):
+    def __init__(self, unique_id, prompt, extra_pnginfo, dynprompt, auth_token_comfy_org,
+                 api_key_comfy_org, **kwargs):
         self.unique_id = unique_id
         self.prompt = prompt
         self.extra_pnginfo = extra_pnginfo
         self.dynprompt = dynprompt
+        self.auth_token_comfy_org = auth_token_comfy_org
+        self.api_key_comfy_org = api_key_comfy_org
+
+    def __getattr__(self, key):
+        return None  # a hidden value the node did not ask for
+
+    @classmethod
+    def from_dict(cls, d):
+        d = d or {}
+        return cls(*(d.get(kind) for kind in (Hidden.unique_id, Hidden.prompt,
+                                                 Hidden.extra_pnginfo, Hidden.dynprompt,
+                                                 Hidden.auth_token_comfy_org,
+                                                 Hidden.api_key_comfy_org)))
 
 
-class ComfyNode:
+class _ClassProperty:
+    def __init__(self, getter):
+        self.getter = getter
+
+    def __get__(self, instance, owner):
+        return self.getter(owner)
+
+
+class ComfyNode(_ComfyNodeInternal):
     hidden = None
+    SCHEMA = None
 
     @classmethod
     def define_schema(cls):
@@ -154,7 +198,7 @@ class ComfyNode:
     def execute(cls, **kwargs):
         raise NotImplementedError
 
-    # ComfyUI's base class declares both; a node class that does not override them has none.
+    # ComfyUI's base class declares these; a node class that does not override them has none.
     @classmethod
     def validate_inputs(cls, **kwargs):
         raise NotImplementedError
@@ -162,3 +206,66 @@ class ComfyNode:
     @classmethod
     def fingerprint_inputs(cls, **kwargs):
         raise NotImplementedError
+
+    @classmethod
+    def check_lazy_status(cls, **kwargs):
+        return [name for name in kwargs if kwargs[name] is None]
+
+    @classmethod
+    def GET_BASE_CLASS(cls):
+        return ComfyNode
+
+    @classmethod
+    def GET_SCHEMA(cls):
+        cls.SCHEMA = cls.define_schema()
+        return cls.SCHEMA
+
+    # V1's surface, which ComfyUI's own V3 base class has too: a V3 class is told apart by its
+    # base, never by INPUT_TYPES missing.
+    @classmethod
+    def INPUT_TYPES(cls, include_hidden=True, return_schema=False):
+        schema = cls.GET_SCHEMA()
+        out = {"required": {}, "optional": {}}
+        for i in schema.inputs:
+            out["optional" if i.optional else "required"][i.id] = (i.get_io_type(),
+                                                                   i.as_dict())
+        if include_hidden and schema.hidden:
+            out["hidden"] = {str(getattr(h, "value", h)).lower(): str(getattr(h, "value", h))
+                             for h in schema.hidden}
+        return (out, schema) if return_schema else out
+
+    FUNCTION = _ClassProperty(lambda cls: "EXECUTE_NORMALIZED_ASYNC"
+                              if inspect.iscoroutinefunction(cls.execute)
+                              else "EXECUTE_NORMALIZED")
+
+    @classmethod
+    def _normalized(cls, value):
+        if value is None:
+            return NodeOutput()
+        if isinstance(value, NodeOutput):
+            out = value
+        elif isinstance(value, tuple):
+            out = NodeOutput(*value)
+        elif isinstance(value, dict):
+            out = NodeOutput.from_dict(value)
+        else:
+            raise Exception("Invalid return type from node: %s" % type(value))
+        if out.expand is not None and not cls.GET_SCHEMA().enable_expand:
+            raise Exception("Node %s is not expandable, but expand included in NodeOutput"
+                            % cls.__name__)
+        return out
+
+    @classmethod
+    def EXECUTE_NORMALIZED(cls, *args, **kwargs):
+        return cls._normalized(cls.execute(*args, **kwargs))
+
+    @classmethod
+    async def EXECUTE_NORMALIZED_ASYNC(cls, *args, **kwargs):
+        return cls._normalized(await cls.execute(*args, **kwargs))
+
+    @classmethod
+    def PREPARE_CLASS_CLONE(cls, hidden_inputs):
+        """A copy of the class, per call, whose `hidden` holds the call's hidden values."""
+        clone = type(cls.__name__, (cls,), {"__module__": cls.__module__})
+        clone.hidden = HiddenHolder.from_dict(hidden_inputs)
+        return clone
