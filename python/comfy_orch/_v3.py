@@ -18,8 +18,18 @@ def _awaitable(value):
 
 
 def is_v3(cls):
-    return (isinstance(cls, type) and callable(getattr(cls, "define_schema", None)) and
-            callable(getattr(cls, "execute", None)) and not hasattr(cls, "INPUT_TYPES"))
+    """A V3 node class, told apart as ComfyUI's executor does: by its base (every API version's
+    ComfyNode derives from comfy_api.internal._ComfyNodeInternal). Never by V1 attributes missing:
+    the real io.ComfyNode has INPUT_TYPES and FUNCTION ("EXECUTE_NORMALIZED") too."""
+    if not isinstance(cls, type):
+        return False
+    internal = sys.modules.get("comfy_api.internal")
+    base = getattr(internal, "_ComfyNodeInternal", None)
+    if base is not None:
+        return issubclass(cls, base)
+    # A comfy_api older than comfy_api.internal: its ComfyNode is the base.
+    return any(k.__name__ == "ComfyNode" and getattr(k, "__module__", "").startswith("comfy_api")
+               for k in cls.__mro__[1:])
 
 
 def _io_type(obj):
@@ -66,9 +76,24 @@ class V3Spec(_schema.NodeSpec):
         self.description = str(getattr(schema, "description", "") or "")
         self.deprecated = bool(getattr(schema, "is_deprecated", False))
         self.experimental = bool(getattr(schema, "is_experimental", False))
-        self.validate = _overridden(cls, "validate_inputs")
-        self.fingerprint = _overridden(cls, "fingerprint_inputs")
+        self.validate = self._on_prepared_class("validate_inputs")
+        self.fingerprint = self._on_prepared_class("fingerprint_inputs")
+        self.current = cls
         self.instances = {}
+
+    def _on_prepared_class(self, name):
+        """The pack's own `name` (None when it does not override the base's), called on the
+        class prepared for the call (fill_hidden), as ComfyUI calls it, with the signature of the
+        pack's own: the host reads that to choose what it passes."""
+        own = _overridden(self.cls, name)
+        if own is None:
+            return None
+
+        def on_prepared(**kwargs):
+            return getattr(self.current, name)(**kwargs)
+        import inspect
+        on_prepared.__signature__ = inspect.signature(own)
+        return on_prepared
 
     def schema(self):
         schema = {"inputs": {i.name: i.extras() for i in self.inputs},
@@ -87,23 +112,60 @@ class V3Spec(_schema.NodeSpec):
         return schema
 
     def fill_hidden(self, call, kwargs):
-        """V3 nodes read hidden values from cls.hidden, not from their arguments."""
-        io = sys.modules.get("comfy_api.latest._io")
-        holder_type = getattr(io, "HiddenHolder", None)
-        values = {name: call.hidden(kind) for name, kind in self.hidden.items()}
-        self.cls.hidden = holder_type(**values) if holder_type else type("Hidden", (), values)
+        """V3 nodes read hidden values from cls.hidden, not from their arguments: as ComfyUI's
+        executor does, the call runs on the class's PREPARE_CLASS_CLONE of the hidden values the
+        schema lists (keyed by io.Hidden), whose holder is HiddenHolder.from_dict."""
+        io = _io_module()
+        hidden = getattr(io, "Hidden", None)
+        values = {}
+        for kind in self.hidden.values():
+            key = hidden(kind) if hidden is not None and kind in _values_of(hidden) else kind
+            values[key] = call.hidden(kind)
+        prepare = getattr(self.cls, "PREPARE_CLASS_CLONE", None)
+        if callable(prepare):
+            self.current = prepare(values)
+            return
+        holder = getattr(io, "HiddenHolder", None)
+        from_dict = getattr(holder, "from_dict", None)
+        self.cls.hidden = (from_dict(values) if callable(from_dict) else
+                           type("Hidden", (), {str(k).lower(): v for k, v in values.items()}))
+        self.current = self.cls
 
     def call(self, node, kwargs):
-        result = self.cls.execute(**kwargs)
+        """execute on the prepared class, through ComfyUI's EXECUTE_NORMALIZED where the base
+        has it (it checks expand against the schema and normalizes the return), as a V1-shaped
+        {"result", "ui", "expand"}."""
+        cls = self.current
+        normalized = getattr(cls, "EXECUTE_NORMALIZED_ASYNC" if _is_coroutine(cls.execute)
+                             else "EXECUTE_NORMALIZED", None)
+        result = (normalized or cls.execute)(**kwargs)
         if _awaitable(result):
             import asyncio
             result = asyncio.run(_awaited(result))
         if result is None:
             return ()
-        args = getattr(result, "args", None)
-        if args is not None:
-            return {"result": tuple(args), "ui": getattr(result, "ui", None)}
-        return result
+        if isinstance(result, (tuple, list, dict)):
+            return result
+        out = {"result": tuple(getattr(result, "args", None) or ())}
+        ui = getattr(result, "ui", None)
+        if ui is not None:
+            out["ui"] = ui if isinstance(ui, dict) else ui.as_dict()
+        if getattr(result, "expand", None) is not None:
+            out["expand"] = result.expand
+        return out
+
+
+def _io_module():
+    return sys.modules.get("comfy_api.latest._io") or sys.modules.get("comfy_api.latest.io")
+
+
+def _values_of(enum_type):
+    return {m.value for m in enum_type}
+
+
+def _is_coroutine(function):
+    import inspect
+    return inspect.iscoroutinefunction(function)
 
 
 def _overridden(cls, name):

@@ -4,6 +4,8 @@ where ComfyUI itself cannot be installed (docs/comfyui.md, "Tests").
 Written from the facts of ComfyUI's public source at commit
 e60e19b175f93f2c8fac037063de9f13259be9d4, none of its code:
 
+- main.py's execute_prestartup_script: before any pack loads, every pack's
+  prestartup_script.py is executed from its path; a failing one is logged and skipped.
 - nodes.load_custom_node: a pack directory is imported from its __init__.py by
   importlib.util.spec_from_file_location under a module name that is its path with every "."
   replaced by "_x_"; the module goes into sys.modules before it executes, so the pack's relative
@@ -15,15 +17,36 @@ e60e19b175f93f2c8fac037063de9f13259be9d4, none of its code:
   called once with the whole lists, any other once per item of its longest input (shorter lists
   repeat their last item); OUTPUT_IS_LIST slots are concatenated; IS_CHANGED runs before the
   node (mapped like it); FUNCTION is called on an instance of the class.
-- V3 classes (comfy_api io.ComfyNode, execution.py at cb707e9c): the schema gives the output
-  node and list flags; execute is called on a clone of the class whose `hidden` holds the kinds
-  the schema lists (prompt and extra_pnginfo too for an output node); fingerprint_inputs runs
-  first where the class overrides it; execute returns an io.NodeOutput.
+- V3 classes (execution.py at a125cd84): a class is V3 when it subclasses
+  comfy_api.internal._ComfyNodeInternal; FUNCTION (EXECUTE_NORMALIZED) and fingerprint_inputs
+  are called on cls.PREPARE_CLASS_CLONE(hidden), where hidden holds the kinds the schema lists,
+  keyed by io.Hidden; fingerprint_inputs runs first where the class overrides the base's
+  (first_real_override).
+- get_output_from_returns: a dict result gives its "ui" and "result"; a NodeOutput its ui (a
+  dict, or as_dict() of a UI object) and its args.
 """
 
 import importlib.util
 import os
 import sys
+
+
+def run_prestartup_scripts(custom_nodes_dir):
+    """{pack: exception} of main.py's execute_prestartup_script: each pack's prestartup_script.py
+    runs before any pack is loaded, as a module named after the script's path, its failure
+    logged and the next one run."""
+    failed = {}
+    for name in sorted(os.listdir(custom_nodes_dir)):
+        script = os.path.join(custom_nodes_dir, name, "prestartup_script.py")
+        if name.startswith(".") or name.endswith(".disabled") or not os.path.isfile(script):
+            continue
+        spec = importlib.util.spec_from_file_location(os.path.splitext(script)[0], script)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:  # ComfyUI prints "Failed to execute startup-script" and goes on
+            failed[name] = e
+    return failed
 
 
 def load_custom_nodes(custom_nodes_dir):
@@ -51,37 +74,57 @@ def load_custom_nodes(custom_nodes_dir):
 
 
 def _v3_schema(cls):
-    """A V3 class's schema (comfy_api io.ComfyNode), or None for a V1 class."""
-    io = sys.modules.get("comfy_api.latest._io")
-    if io is None or not isinstance(cls, type) or not issubclass(cls, io.ComfyNode):
+    """A V3 class's schema, or None for a V1 class: V3 is a subclass of
+    comfy_api.internal._ComfyNodeInternal (every API version's ComfyNode), as execution.py tells
+    them apart; a real ComfyNode has INPUT_TYPES and FUNCTION too."""
+    internal = sys.modules.get("comfy_api.internal")
+    base = getattr(internal, "_ComfyNodeInternal", None)
+    if base is None or not isinstance(cls, type) or not issubclass(cls, base):
         return None
-    return cls.define_schema()
+    return cls.GET_SCHEMA()
 
 
 def _v3_overrides(cls, name):
     """ComfyUI uses validate_inputs / fingerprint_inputs only where a class overrides the base."""
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            return not getattr(klass, "__module__", "").startswith("comfy_api")
-    return False
+    internal = sys.modules["comfy_api.internal"]
+    return internal.first_real_override(cls, name) is not None
 
 
-def _v3_function(cls, schema, prompt, node_id, extra_pnginfo):
-    """execute on a clone of the class whose `hidden` holds what the schema lists (and, for an
-    output node, the prompt and its extra_pnginfo), as ComfyUI prepares one per call."""
+def _v3_hidden(schema, prompt, node_id, extra_pnginfo):
+    """get_input_data's hidden_inputs_v3: the kinds the schema lists, keyed by io.Hidden."""
     io = sys.modules["comfy_api.latest._io"]
-    kinds = {getattr(h, "value", h) for h in schema.hidden}
-    if schema.is_output_node:
-        kinds |= {"PROMPT", "EXTRA_PNGINFO"}
-    values = {"unique_id": node_id, "prompt": prompt, "extra_pnginfo": extra_pnginfo}
-    holder = io.HiddenHolder(**{name: value for name, value in values.items()
-                                if name.upper() in kinds})
-    clone = type(cls.__name__, (cls,), {"hidden": holder})
+    values = {io.Hidden.prompt: prompt, io.Hidden.unique_id: node_id,
+              io.Hidden.extra_pnginfo: extra_pnginfo}
+    return {kind: value for kind, value in values.items() if kind in schema.hidden}
 
-    def run(**kwargs):
-        out = cls.execute.__func__(clone, **kwargs)
-        return tuple(out.args) if isinstance(out, io.NodeOutput) else tuple(out or ())
-    return run
+
+def _v3_function(cls, schema, name, prompt, node_id, extra_pnginfo):
+    """`name` (FUNCTION, fingerprint_inputs, ...) on PREPARE_CLASS_CLONE of the call's hidden
+    values, as _async_map_node_over_list calls a V3 class."""
+    clone = cls.PREPARE_CLASS_CLONE(_v3_hidden(schema, prompt, node_id, extra_pnginfo))
+    return getattr(clone, name)
+
+
+def _results(returned):
+    """get_output_from_returns: each call's result tuple and its ui (a dict result's "ui", a
+    NodeOutput's ui, as_dict()ed)."""
+    internal = sys.modules.get("comfy_api.internal")
+    v3_output = getattr(internal, "_NodeOutputInternal", ())
+    results, uis = [], []
+    for r in returned:
+        if isinstance(r, dict):
+            if "ui" in r:
+                uis.append(r["ui"])
+            if "result" in r:
+                results.append(r["result"])
+        elif v3_output and isinstance(r, v3_output):
+            if r.ui is not None:
+                uis.append(r.ui if isinstance(r.ui, dict) else r.ui.as_dict())
+            if r.result is not None:
+                results.append(r.result)
+        else:
+            results.append(r)
+    return results, uis
 
 
 def _shape(cls):
@@ -134,8 +177,9 @@ def _order(prompt, classes):
     return order
 
 
-def execute(prompt, classes, extra_pnginfo=None):
-    """Runs an API-format prompt: {node id: per output slot, the list of items}."""
+def execute(prompt, classes, extra_pnginfo=None, uis=None):
+    """Runs an API-format prompt: {node id: per output slot, the list of items}. `uis`, when
+    given, collects {node id: [ui, ...]} (what ComfyUI's executed message carries)."""
     outputs = {}
     for node_id in _order(prompt, classes):
         cls = classes[prompt[node_id]["class_type"]]
@@ -153,9 +197,12 @@ def execute(prompt, classes, extra_pnginfo=None):
             function = getattr(cls(), cls.FUNCTION)
         else:
             if _v3_overrides(cls, "fingerprint_inputs"):
-                _map_over_lists(cls, cls.fingerprint_inputs, data)
-            function = _v3_function(cls, schema, prompt, node_id, extra_pnginfo)
-        results = _map_over_lists(cls, function, data)
+                _map_over_lists(cls, _v3_function(cls, schema, "fingerprint_inputs", prompt,
+                                                  node_id, extra_pnginfo), data)
+            function = _v3_function(cls, schema, cls.FUNCTION, prompt, node_id, extra_pnginfo)
+        results, node_uis = _results(_map_over_lists(cls, function, data))
+        if uis is not None and node_uis:
+            uis[node_id] = node_uis
         _output_node, count, _input_is_list, list_slots = _shape(cls)
         slots = []
         for k in range(count):
