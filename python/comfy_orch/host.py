@@ -47,6 +47,11 @@ class NodeError(HostError):
         self.traceback = error.get("traceback")
 
 
+NodeResult = collections.namedtuple("NodeResult", "outputs ui")
+NodeResult.__doc__ = """One node call's outputs (a list of Python values) and the `ui` it returned
+(ComfyUI's {"ui": ...} of the node, or None)."""
+
+
 class Block(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("segment", ctypes.c_uint32),
                 ("generation", ctypes.c_uint64), ("offset", ctypes.c_uint64),
@@ -265,6 +270,10 @@ class Host:
     def call(self, class_type, inputs, node="1", hidden=None, method=None):
         """Runs node `class_type` with `inputs` (name -> Python value) in its worker and returns
         its outputs as a list of Python values; raises NodeError when it failed."""
+        return self.execute(class_type, inputs, node, hidden, method).outputs
+
+    def execute(self, class_type, inputs, node="1", hidden=None, method=None):
+        """call(), with the node's `ui` too: a NodeResult."""
         with self._library.use() as handle:
             keep = []  # the holds of tensors copied in, until the answer holds what it returns
             request = {"node": str(node), "class_type": class_type,
@@ -283,7 +292,9 @@ class Host:
                                 body)
             if status != OK:
                 raise NodeError(body.get("error", {}))
-            return [self._from_wire(handle, v, holds) for v in body.get("outputs", [])]
+            ui = body.get("ui")
+            return NodeResult([self._from_wire(handle, v, holds) for v in body.get("outputs", [])],
+                              ui if isinstance(ui, dict) else None)
 
     # -- values ------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import inspect
 import sys
 import threading
 
+from .. import _serializers
 from .._values import HANDLE_PREFIX
 from ..host import NodeError
 from . import _runtime
@@ -91,7 +92,8 @@ def _to_worker(value):
         return value.handle
     if isinstance(value, list):
         return [_to_worker(v) for v in value]
-    return value
+    marked = _serializers.encode(value)  # a pack's type with its registered serializer
+    return marked if marked is not None else value
 
 
 def _from_worker(value, type_name, env):
@@ -99,7 +101,7 @@ def _from_worker(value, type_name, env):
         return WorkerObject(value, type_name, env)
     if isinstance(value, list):
         return [_from_worker(v, type_name, env) for v in value]
-    return value
+    return _serializers.decode(value)
 
 
 def _raise_as_comfyui(error):
@@ -113,8 +115,8 @@ def _raise_as_comfyui(error):
 
 
 def caller(host, class_type, schema):
-    """call(inputs, node, prompt, extra_pnginfo, method=None): one call of `class_type` in its
-    worker, as ComfyUI's executor makes it of a node (or of its IS_CHANGED / VALIDATE_INPUTS with
+    """call(inputs, node, prompt, extra_pnginfo, method=None) -> NodeResult: one call of
+    `class_type` in its worker, as ComfyUI's executor makes it of a node (or of its IS_CHANGED / VALIDATE_INPUTS with
     `method`): the epoch follows the prompt, ComfyUI's interrupt reaches the worker, a worker
     error is raised as ComfyUI shows a node's, and the node boundary syncs the stand-ins."""
     declared_hidden = set((schema.get("hidden") or {}).values())
@@ -132,8 +134,8 @@ def caller(host, class_type, schema):
         if method is None:
             watcher.start()
         try:
-            return host.call(class_type, inputs, node=str(node or "0"), hidden=hidden,
-                             method=method)
+            return host.execute(class_type, inputs, node=str(node or "0"), hidden=hidden,
+                                method=method)
         except NodeError as e:
             _raise_as_comfyui(e)
         finally:
@@ -186,7 +188,10 @@ def build_proxy(host, class_type, schema):
                            kwargs.get("orch_extra_pnginfo"), method)
 
     def execute(self, **kwargs):
-        return outputs_of(schema, call(kwargs))
+        # What the pack returned: its ui reaches ComfyUI's executed message and history too.
+        result = call(kwargs)
+        outputs = outputs_of(schema, result.outputs)
+        return {"ui": result.ui, "result": outputs} if result.ui is not None else outputs
 
     attrs = {
         "INPUT_TYPES": classmethod(lambda cls: input_types(schema)),
@@ -210,7 +215,7 @@ def build_proxy(host, class_type, schema):
             attrs[attr] = schema[key]
     if schema.get("has_is_changed"):
         attrs["IS_CHANGED"] = classmethod(
-            lambda cls, **kwargs: (call(kwargs, "IS_CHANGED") or [None])[0])
+            lambda cls, **kwargs: (call(kwargs, "IS_CHANGED").outputs or [None])[0])
     if schema.get("has_validate_inputs"):
         def validate_inputs(cls, **kwargs):
             try:

@@ -99,7 +99,8 @@ def build_v3_proxy(io, host, class_type, schema):
                 getattr(h, "extra_pnginfo", None))
 
     def execute(cls, **kwargs):
-        return io.NodeOutput(*_proxies.outputs_of(schema, call(kwargs, *hidden_of(cls))))
+        result = call(kwargs, *hidden_of(cls))
+        return io.NodeOutput(*_proxies.outputs_of(schema, result.outputs), ui=result.ui)
 
     attrs = {"define_schema": classmethod(define_schema), "execute": classmethod(execute),
              "COMFY_ORCH_ENV": schema.get("env", "?"),
@@ -117,5 +118,5 @@ def build_v3_proxy(io, host, class_type, schema):
         attrs["validate_inputs"] = classmethod(validate_inputs)
     if schema.get("has_is_changed"):
         attrs["fingerprint_inputs"] = classmethod(
-            lambda cls, **kwargs: (call(kwargs, None, None, None, "IS_CHANGED") or [None])[0])
+            lambda cls, **kwargs: (call(kwargs, None, None, None, "IS_CHANGED").outputs or [None])[0])
     return type(class_type, (io.ComfyNode,), attrs)

@@ -82,7 +82,8 @@ class DemoV3Gain(io.ComfyNode):
     @classmethod
     def execute(cls, image, gain, mode, tag=None):
         out = image * gain if mode == "mul" else image + gain
-        return io.NodeOutput(out, "node %s, pid %d" % (cls.hidden.unique_id, os.getpid()))
+        return io.NodeOutput(out, "node %s, pid %d" % (cls.hidden.unique_id, os.getpid()),
+                             ui={"gain": [gain]})
 
 
 NODE_CLASS_MAPPINGS = {"DemoInvert": DemoInvert, "DemoBatchSizes": DemoBatchSizes,
