@@ -10,7 +10,8 @@ import importlib.util
 import os
 import sys
 
-from . import _abi, _call, _comfyui, _library, _output, _schema, _torch_allocator, _torch_models, _v3
+from . import (_abi, _call, _comfyui, _comfyui_args, _library, _output, _schema,
+               _torch_allocator, _torch_models, _v3)
 
 _OWN_FLAGS = ("--node-dir", "--pack-dir", "--comfyui-root")
 
@@ -64,6 +65,22 @@ def _node_specs(module, node_dir):
     return specs
 
 
+def _where(exc, pack_dir, frames=3):
+    """" (at nodes/x.py:12 in f, ...)": the last frames of the traceback inside the pack, else
+    the last frames of all."""
+    import traceback
+    stack = [f for f in traceback.extract_tb(exc.__traceback__)
+             if not f.filename.startswith("<")]  # importlib's frozen frames say nothing
+    root = os.path.abspath(pack_dir) + os.sep
+    own = [f for f in stack if os.path.abspath(f.filename).startswith(root)] or list(stack)
+    if not own:
+        return ""
+    places = ["%s:%s in %s" % (os.path.relpath(f.filename, pack_dir)
+                               if os.path.abspath(f.filename).startswith(root) else f.filename,
+                               f.lineno, f.name) for f in own[-frames:]]
+    return " (at %s)" % ", ".join(reversed(places))
+
+
 def main(argv=None):
     own, rest = _split_args(list(sys.argv if argv is None else argv))
     node_dir = own.get("node_dir")
@@ -91,6 +108,7 @@ def main(argv=None):
     try:
         _output.forward(lib)
         from ._runner import Runner
+        _comfyui_args.install()  # before the pack can import comfy.model_management
         module = _import_node_dir(node_dir, pack_dir)
         specs = _node_specs(module, node_dir)
         _comfyui.install_hooks()
@@ -101,11 +119,13 @@ def main(argv=None):
                                                  % installed).encode())
         runner = Runner(env, specs)
     except BaseException as exc:  # noqa: B902 - the host must hear why, then this env stops
-        # The first line is the cause the host keeps; the worker logs the traceback after it.
+        # The first line is the cause the host keeps (and ComfyUI's log shows): the exception
+        # and where in the pack it was raised; the worker logs the traceback after it.
         import traceback
-        failure = ("importing the Python pack in %s failed: %s: %s; the traceback is in the "
-                   "host's log\n" % (node_dir, _call.qualified_name(type(exc)), exc) +
-                   "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        failure = ("importing the Python pack in %s failed: %s: %s%s\n" % (
+            node_dir, _call.qualified_name(type(exc)), " ".join(str(exc).split("\n")),
+            _where(exc, pack_dir)) +
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     nodes = ctypes.byref(runner.builder.node_set) if runner is not None else None
     error = failure.encode("utf-8", "replace") if failure is not None else None
     return lib.orch_worker_serve(started, nodes, error)

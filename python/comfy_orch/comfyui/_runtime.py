@@ -10,6 +10,7 @@ import sys
 import threading
 
 from ..host import Host
+from .. import _comfyui_args
 from . import _memory
 
 _log = logging.getLogger("comfy_orch")
@@ -71,6 +72,9 @@ def host(pack_dir):
                         "comfy_orch: %s is not in a ComfyUI custom_nodes directory; set "
                         "COMFY_ORCH_DEPLOYMENT to a deployment file" % pack_dir)
                 description = description_for(root)
+            cli_args = sys.modules.get("comfy.cli_args")
+            if getattr(cli_args, "args", None) is not None:
+                _comfyui_args.export(cli_args.args)  # before the workers start
             _host = Host(deployment, on_event=_progress, comfyui=description)
             atexit.register(stop)
             _stop_on_signals()

@@ -43,9 +43,10 @@ SURFACE = (
 )
 
 
-def check(import_missing=True):
+def check(import_missing=True, errors=None):
     """[(module, member, severity, use, present)] for every declared member. Modules are taken
-    from sys.modules, or imported when `import_missing` (the canary, outside ComfyUI)."""
+    from sys.modules, or imported when `import_missing` (the canary, outside ComfyUI); a module
+    that does not import has none of its members, and `errors` (a dict) gets its exception."""
     report = []
     modules = {}
     for module_name, member, severity, use in SURFACE:
@@ -54,8 +55,10 @@ def check(import_missing=True):
             if module is None and import_missing:
                 try:
                     module = importlib.import_module(module_name)
-                except Exception:  # the report says which module did not import
+                except Exception as exc:  # the report says which module did not import, and why
                     module = None
+                    if errors is not None:
+                        errors[module_name] = exc
             modules[module_name] = module
         module = modules[module_name]
         report.append((module_name, member, severity, use, _has(module, member)))

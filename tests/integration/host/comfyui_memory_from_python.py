@@ -262,11 +262,20 @@ class ComfyUIMemory(unittest.TestCase):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             p for p in sys.path if os.path.isdir(os.path.join(p, "comfy_orch"))))
 
-        def check(root):
-            return subprocess.run([sys.executable, "-m", "comfy_orch.comfyui.check", root],
-                                  env=env, capture_output=True, text=True, timeout=60)
+        def check(root, *flags):
+            return subprocess.run([sys.executable, "-m", "comfy_orch.comfyui.check", root,
+                                   *flags], env=env, capture_output=True, text=True, timeout=60)
 
-        ok = check(fixture)
+        # Without --cpu, ComfyUI's model_management does not import on a machine without CUDA:
+        # the canary names the exception and the fix, not every member "MISSING".
+        if not os.path.exists("/dev/nvidiactl"):
+            bare = check(fixture)
+            self.assertEqual(bare.returncode, 1, bare.stdout + bare.stderr)
+            self.assertIn("cannot import comfy.model_management: AssertionError: Torch not "
+                          "compiled with CUDA enabled", bare.stdout)
+            self.assertIn("comfy_orch.comfyui.check <root> --cpu", bare.stdout)
+            self.assertNotIn("MISSING", bare.stdout)
+        ok = check(fixture, "--cpu")
         self.assertEqual(ok.returncode, 0, ok.stdout + ok.stderr)
         self.assertIn("ok: comfy-orch can patch this ComfyUI", ok.stdout)
         self.assertIn("ok       fatal   comfy.model_patcher.ModelPatcher.detach", ok.stdout)
@@ -278,7 +287,7 @@ class ComfyUIMemory(unittest.TestCase):
             self.assertIn("def unload_all_models(", text)
             with open(path, "w") as f:
                 f.write(text.replace("def unload_all_models(", "def renamed_unload_all_models("))
-            refused = check(tree)
+            refused = check(tree, "--cpu")
             self.assertEqual(refused.returncode, 1, refused.stdout + refused.stderr)
             self.assertIn("MISSING  fatal   comfy.model_management.unload_all_models",
                           refused.stdout)

@@ -2,9 +2,9 @@
 real ComfyUI checkout named by ORCH_COMFYUI_ROOT (docs/comfyui.md, "Tests"), already first on
 sys.path (test_comfyui_host.cpp puts it there).
 
-A real checkout parses its command line when comfy.cli_args is first imported, and only when
-main.py enabled that (comfy.options); without a GPU, ComfyUI needs --cpu. prepare() does both,
-as main.py would, and imports what ComfyUI has imported before it loads packs."""
+ComfyUI (the fixture as the real one) parses its command line when comfy.cli_args is first
+imported, and only when main.py enabled that (comfy.options); without a GPU, ComfyUI needs
+--cpu. prepare() does both, as main.py would, and imports what ComfyUI has imported before it loads packs."""
 
 import os
 import sys
@@ -22,8 +22,6 @@ def prepare():
 
 
 def _parse_arguments():
-    if REAL_ROOT is None:
-        return
     import torch
     import comfy.options
     comfy.options.enable_args_parsing()
