@@ -93,9 +93,10 @@ void add_doctor_command(CLI::App& app) {
       "its backend plugin, /dev/shm against the pinned pool, the cgroup limit, the plugins "
       "found, and the ComfyUI root. Every problem has a fix line; exit 1 on any error.");
   auto o = std::make_shared<doctor_command_options>();
-  cmd->add_option("deployment", o->deployment, "Deployment file (comfy-orch.toml)")
+  cmd->add_option("deployment", o->deployment,
+                  "Deployment file (comfy-orch.toml), or a ComfyUI tree (its custom_nodes)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   cmd->add_flag("--json", o->json, "One JSON document: the checks, with the error count");
   cmd->add_option("--import-timeout", o->import_timeout_s,
                   "Seconds each import may take (default 60)")

@@ -76,9 +76,10 @@ void add_envs_command(CLI::App& app) {
     bool json = false;
   };
   auto opts = std::make_shared<options>();
-  cmd->add_option("deployment", opts->deployment, "Deployment file (comfy-orch.toml)")
+  cmd->add_option("deployment", opts->deployment,
+                  "Deployment file (comfy-orch.toml), or a ComfyUI tree (its custom_nodes)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   cmd->add_flag("--json", opts->json, "Print one JSON document (schema: docs/cli.md)");
   cmd->callback([opts] {
     manifests::diagnostics diags;

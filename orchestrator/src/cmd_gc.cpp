@@ -226,8 +226,9 @@ void add_gc_command(CLI::App& app) {
       "running servers. An env is an orphan only when no deployment that installed into its "
       "workspace maps to it.");
   auto o = std::make_shared<gc_options>();
-  auto* file = cmd->add_option("deployment", o->deployment, "Deployment file (comfy-orch.toml)")
-                   ->check(CLI::ExistingFile);
+  auto* file = cmd->add_option("deployment", o->deployment,
+                  "Deployment file (comfy-orch.toml), or a ComfyUI tree (its custom_nodes)")
+                   ->check(CLI::ExistingPath);
   auto* all = cmd->add_flag("--all-known", o->all_known, "Every deployment comfy-orch knows of");
   file->excludes(all);
   cmd->add_flag("--delete", o->remove, "Remove the envs listed that are not in use");

@@ -200,9 +200,10 @@ void add_install_command(CLI::App& app) {
       "asked for. One line per env and phase; the backend's own output goes to a log file whose "
       "path is printed (docs/envs.md).");
   auto o = std::make_shared<install_options>();
-  cmd->add_option("deployment", o->deployment, "Deployment file (comfy-orch.toml)")
+  cmd->add_option("deployment", o->deployment,
+                  "Deployment file (comfy-orch.toml), or a ComfyUI tree (its custom_nodes)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   cmd->add_option("envs", o->envs, "Env names (as `comfy-orch envs` prints them); default: all");
   cmd->add_option("--backend", o->backend, "pixi, uv or venv (default: the first installed)")
       ->check(CLI::IsMember({"pixi", "uv", "venv"}));

@@ -44,7 +44,8 @@ fs::path comfyui_python(const fs::path& root, const std::string& given) {
 }
 
 // What the launched ComfyUI gets on top of this environment: comfy_orch (and its comfy_env,
-// ahead of an installed comfy-env) importable, and where the host library and worker are.
+// ahead of an installed comfy-env) importable, and where the host library, the worker and this
+// program are (the comfy_env drop-in's install() and setup_env() run `comfy-orch install|envs`).
 std::map<std::string, std::string> launch_environment() {
   const auto& layout = orchestrator::this_install_layout();
   std::map<std::string, std::string> env;
@@ -54,6 +55,9 @@ std::map<std::string, std::string> launch_environment() {
   env["ORCH_HOST_LIBRARY"] = (layout.worker_library.parent_path() / "liborch_host.so").string();
   if (const char* w = std::getenv("ORCH_WORKER_EXECUTABLE"); w == nullptr || *w == '\0')
     env["ORCH_WORKER_EXECUTABLE"] = layout.worker_executable.string();
+  std::error_code ec;
+  if (const auto self = std::filesystem::read_symlink("/proc/self/exe", ec); !ec)
+    env["ORCH_CLI"] = self.string();
   return env;
 }
 

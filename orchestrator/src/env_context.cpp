@@ -1,13 +1,41 @@
 #include "env_context.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include "comfyui_deployment.hpp"
 #include "host_stack_probe.hpp"
 #include "orch/orchestrator/preflight.hpp"
 
 namespace orch::orchestrator {
 
+namespace {
+
+// A ComfyUI tree given where a deployment file is expected: the deployment the launcher and
+// ComfyUI's process use for it (comfyui_deployment.hpp), so `comfy-orch install <root>` builds
+// exactly the envs `launch` would start.
+std::optional<manifests::deployment> load_deployment_or_tree(const std::string& file,
+                                                             manifests::diagnostics& diags) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(file, ec)) return manifests::load_deployment(file, diags);
+  if (!std::filesystem::is_directory(std::filesystem::path(file) / "comfy", ec)) {
+    diags.error({file}, "", "this directory is not a ComfyUI tree (it has no comfy/)",
+                "give a deployment file (comfy-orch.toml) or the directory holding ComfyUI's "
+                "main.py");
+    return std::nullopt;
+  }
+  auto text = comfyui_deployment(nlohmann::json{{"root", file}});
+  if (!text) {
+    diags.error({file}, "", text.err().message, "");
+    return std::nullopt;
+  }
+  return manifests::parse_deployment_text(text->text, text->label, diags);
+}
+
+}  // namespace
+
 std::optional<env_context> load_env_context(const std::string& file,
                                             manifests::diagnostics& diags) {
-  auto d = manifests::load_deployment(file, diags);
+  auto d = load_deployment_or_tree(file, diags);
   if (!d) return std::nullopt;
   d->packs.library_paths = deployment_library_directories(*d);
   env_context context;
