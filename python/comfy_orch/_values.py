@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from . import _abi, _call, _tensors
+from . import _abi, _call, _serializers, _tensors
 
 HANDLE_PREFIX = "comfy_orch.handle:"
 
@@ -69,7 +69,8 @@ def from_value(v, declared, handles, node, torch_tensors):
                   for k in range(count)]
         if kind == _abi.VALUE_LIST:
             return values
-        return {(items[k].key or b"").decode("utf-8", "replace"): values[k] for k in range(count)}
+        return _serializers.decode({(items[k].key or b"").decode("utf-8", "replace"): values[k]
+                                    for k in range(count)})
     raise TypeError("%s: input of unknown value kind %d" % (node, kind))
 
 
@@ -113,6 +114,10 @@ def to_value(obj, out, call, handles, depth=0):
         out.kind, out.s = _abi.VALUE_STRING, text
     else:
         array = _tensors.as_array(obj)
+        marked = _serializers.encode(obj) if array is None else None
+        if marked is not None:  # a pack's own type with its registered serializer
+            to_value(marked, out, call, handles, depth)
+            return
         if array is None:
             text = handles.put(obj).encode("utf-8")
             call.keep.append(text)

@@ -9,7 +9,9 @@ Discovery is comfy-env's: <pack>/nodes/comfy-env.toml (the whole nodes/ director
 <pack>/nodes/<subdir>/comfy-env.toml for subdirectories not starting with '.' or '_'. An env that
 runs gives proxy classes built from its worker's schemas, and the parent never imports its code.
 A node directory without a manifest is imported in-process, as comfy-env does; one whose env is
-not built is imported in-process too, with one loud line naming why and the fix.
+not built is imported in-process too, with one loud line naming why and the fix. One whose
+worker failed to import the pack is never imported here: its error (the exception and where in
+the pack) is logged, and its nodes are missing, as ComfyUI shows a pack that failed to import.
 
 One host runtime serves the whole ComfyUI process: the first register_nodes() starts it over
 ComfyUI's custom_nodes directory (or $COMFY_ORCH_DEPLOYMENT), and it stops at exit."""
@@ -78,6 +80,7 @@ def register_nodes(nodes_package="nodes"):
     host = _runtime.host(pack_dir) if any(m for _, m in dirs) else None
     state = host.nodes() if host is not None else {}
     envs = {os.path.realpath(e["node_dir"]): e for e in state.get("envs", [])}
+    workers = {w["env"]: w for w in state.get("workers", [])}
     reasons = {s["env"]: s["reason"] for s in state.get("skipped", [])}
     for node_dir, manifest in dirs:
         env = envs.get(os.path.realpath(node_dir)) if manifest else None
@@ -90,11 +93,27 @@ def register_nodes(nodes_package="nodes"):
             _log.info("[comfy-orch] %s: %d nodes isolated in env %s", node_dir, len(classes),
                       env["env"])
             continue
+        worker = workers.get(env["env"]) if env is not None else None
+        if worker is not None and worker.get("state") != "ready":
+            # The env exists and its worker ran the pack, which failed: importing it here would
+            # run it in the wrong environment, silently. comfy-env falls back only for an env
+            # that does not exist.
+            _log.error("[comfy-orch] %s: IMPORT FAILED in its worker (env %s): %s. Its nodes are "
+                       "not loaded; fix the pack or its env (`comfy-orch doctor %s`), then "
+                       "restart ComfyUI.", node_dir, env["env"],
+                       worker.get("error") or "the worker stopped (%s)" % worker.get("state"),
+                       _runtime.comfyui_root(pack_dir) or "<deployment>")
+            continue
+        if worker is not None:
+            _log.warning("[comfy-orch] %s: its worker (env %s) serves no node classes",
+                         node_dir, env["env"])
+            continue
         if manifest:
-            why = (reasons.get(env["env"]) or env.get("detail") or "its worker did not start"
+            why = (reasons.get(env["env"]) or env.get("detail") or "its env is " + env["state"]
                    if env is not None else "the deployment has no env for it")
-            _log.warning("[comfy-orch] %s: not isolated: %s; importing it in-process. Run "
-                         "`comfy-orch install` to build its env.", node_dir, why)
+            _log.warning("[comfy-orch] %s: not isolated: %s; importing it in-process. Build its "
+                         "env with `comfy-orch install %s`.", node_dir, why,
+                         _runtime.comfyui_root(pack_dir) or "<deployment>")
         m, d = _import_in_process(caller_package, pack_dir, node_dir)
         mappings.update(m)
         display.update(d)

@@ -7,11 +7,14 @@ fixture ComfyUI tree on sys.path, and ORCH_HOST_LIBRARY set. The packs are loade
 loads them (loader_harness.py) and written for comfy-env: `from comfy_env import register_nodes`.
 """
 
+import contextlib
+import io as text_io
 import logging
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -23,6 +26,7 @@ import comfyui_under_test  # noqa: E402
 comfyui_under_test.prepare()
 import comfy.model_management  # noqa: E402
 import comfy.utils  # noqa: E402
+import folder_paths  # noqa: E402
 import loader_harness  # noqa: E402
 
 CUSTOM_NODES = sys.argv.pop(1)
@@ -43,6 +47,11 @@ class ComfyUIHost(unittest.TestCase):
         cls.log = _Lines()
         logging.getLogger("comfy_orch").addHandler(cls.log)
         logging.getLogger("comfy_orch").setLevel(logging.INFO)
+        cls.input = tempfile.mkdtemp(prefix="orch-comfyui-input-")
+        folder_paths.set_input_directory(cls.input)  # as --input-directory does
+        cls.prestartup_output = text_io.StringIO()
+        with contextlib.redirect_stderr(cls.prestartup_output):
+            cls.prestartup_failed = loader_harness.run_prestartup_scripts(CUSTOM_NODES)
         cls.classes, cls.display, cls.failed = loader_harness.load_custom_nodes(CUSTOM_NODES)
 
     @classmethod
@@ -50,8 +59,73 @@ class ComfyUIHost(unittest.TestCase):
         from comfy_orch.comfyui import _runtime
         _runtime.stop()
 
-    def run_prompt(self, prompt):
-        return loader_harness.execute(prompt, self.classes)
+    def run_prompt(self, prompt, uis=None):
+        return loader_harness.execute(prompt, self.classes, uis=uis)
+
+    def test_prestartup_scripts_call_setup_env_and_copy_files_unguarded(self):
+        self.assertEqual(self.prestartup_failed, {})
+        report = self.prestartup_output.getvalue()
+        self.assertIn("[comfy-orch] ComfyUI-OrchDemoA: 1 isolation env(s):", report)
+        self.assertIn("[ok]", report)
+        self.assertIn("[comfy-orch] prestartup complete", report)
+        # Into ComfyUI's input directory through folder_paths, keeping the relative paths.
+        with open(os.path.join(self.input, "orchdemo", "sub", "readme.txt")) as f:
+            self.assertEqual(f.read(), "demo asset\n")
+        from comfy_env import copy_files
+        self.assertEqual(copy_files("no-such-dir", "input/x"), 0)
+
+    def test_a_worker_nodes_ui_reaches_comfyui_as_the_pack_returned_it(self):
+        uis = {}
+        out = self.run_prompt({
+            "1": {"class_type": "DemoGradient", "inputs": {"width": 8, "height": 4}},
+            "2": {"class_type": "DemoViewer", "inputs": {"image": ["1", 0]}},
+        }, uis)
+        self.assertEqual(out["2"], [[8]])
+        # The pack's worker imports ComfyUI's server module at its top (comfy.model_management
+        # with it): it runs because ComfyUI's --cpu reached the worker.
+        self.assertEqual(uis["2"], [{"text": ["8x4"], "cpu": [True]}])
+
+    def test_comfyuis_arguments_reach_the_workers(self):
+        import json as json_module
+        mirrored = json_module.loads(os.environ["COMFY_ORCH_COMFYUI_ARGS"])
+        if not torch.cuda.is_available():  # prepare() parsed --cpu then, as main.py would
+            self.assertIs(mirrored["cpu"], True)
+            self.assertEqual(os.environ.get("COMFY_CPU"), "1")
+        self.assertIn("highvram", mirrored)
+
+    def test_a_pack_that_fails_in_its_worker_is_reported_and_never_imported_in_process(self):
+        # A tree of its own: one pack whose env exists (its interpreter is this one) and whose
+        # import fails in the worker, loaded by a second ComfyUI-like process.
+        with tempfile.TemporaryDirectory(prefix="orch-broken-") as tree:
+            nodes = os.path.join(tree, "custom_nodes", "ComfyUI-OrchBroken", "nodes")
+            os.makedirs(nodes)
+            with open(os.path.join(nodes, "..", "__init__.py"), "w") as f:
+                f.write("from comfy_env import register_nodes\n"
+                        "NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = register_nodes()\n")
+            with open(os.path.join(nodes, "comfy-env.toml"), "w") as f:
+                f.write("[pypi-dependencies]\nplyfile = \"*\"\n")
+            with open(os.path.join(nodes, "__init__.py"), "w") as f:
+                f.write("import os\nos.environ['ORCH_BROKEN_IMPORTED'] = str(os.getpid())\n"
+                        "from .loader import NODE_CLASS_MAPPINGS\n")
+            with open(os.path.join(nodes, "loader.py"), "w") as f:
+                f.write("def load():\n    import plyfile_not_installed\n\nload()\n")
+            with open(os.environ["COMFY_ORCH_DEPLOYMENT"]) as f:
+                text = f.read()
+            deployment = os.path.join(tree, "deployment.toml")
+            with open(deployment, "w") as f:
+                f.write(text.replace(CUSTOM_NODES, os.path.join(tree, "custom_nodes"))
+                        .replace('"orchdemoa-nodes"', '"orchbroken-nodes"'))
+            child = subprocess.run(
+                [sys.executable, "-c", _BROKEN_CHILD, os.path.dirname(loader_harness.__file__),
+                 os.path.join(tree, "custom_nodes")], capture_output=True, text=True, timeout=120,
+                env=dict(os.environ, COMFY_ORCH_DEPLOYMENT=deployment))
+        self.assertEqual(child.returncode, 0, child.stdout + child.stderr)
+        self.assertIn("NOT IMPORTED HERE", child.stdout, child.stderr)
+        self.assertIn("IMPORT FAILED in its worker (env orchbroken-nodes)", child.stderr)
+        self.assertIn("ModuleNotFoundError: No module named 'plyfile_not_installed' (at "
+                      "nodes/loader.py:2 in load, nodes/loader.py:4 in <module>, "
+                      "nodes/__init__.py:3 in <module>)", child.stderr)
+        self.assertNotIn("importing it in-process", child.stderr)
 
     def test_every_pack_loads_with_isolated_envs_as_proxies_and_the_rest_in_process(self):
         self.assertEqual(self.failed, {})
@@ -145,11 +219,13 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(proxy.validate_inputs(gain=3.0, mode="mul"), "a gain of 3 is not allowed")
         self.assertEqual(proxy.fingerprint_inputs(gain=2.0, mode="add"), "add:2.0")
         # Run by ComfyUI's V3 executor: hidden values from cls.hidden reach the worker's node.
+        uis = {}
         out = self.run_prompt({
             "1": {"class_type": "DemoGradient", "inputs": {"width": 4, "height": 2}},
             "2": {"class_type": "DemoV3Gain",
                   "inputs": {"image": ["1", 0], "gain": 0.5, "mode": "mul"}},
-        })
+        }, uis)
+        self.assertEqual(uis["2"], [{"gain": [0.5]}])  # its NodeOutput's ui
         image, who = out["2"][0][0], out["2"][1][0]
         self.assertEqual(tuple(image.shape), (1, 2, 4, 3))
         self.assertAlmostEqual(float(image[0, 0, -1, 0]), 0.5)
@@ -212,6 +288,24 @@ _classes, _display, failed = loader_harness.load_custom_nodes(sys.argv[2])
 assert failed == {}, failed
 print("READY", flush=True)
 time.sleep(60)
+"""
+
+
+# Loads a tree whose one pack fails in its worker; says whether ComfyUI's process imported it.
+_BROKEN_CHILD = """
+import logging, os, sys
+logging.basicConfig(level=logging.INFO)
+sys.path.insert(0, sys.argv[1])
+import comfyui_under_test
+comfyui_under_test.prepare()
+import comfy.model_management, comfy.utils
+import loader_harness
+classes, _display, failed = loader_harness.load_custom_nodes(sys.argv[2])
+assert failed == {}, failed
+assert classes == {}, classes
+print("NOT IMPORTED HERE" if "ORCH_BROKEN_IMPORTED" not in os.environ else "IMPORTED HERE")
+from comfy_orch.comfyui import _runtime
+_runtime.stop()
 """
 
 

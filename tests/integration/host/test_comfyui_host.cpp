@@ -56,7 +56,8 @@ void run_in_comfyui(const char* script) {
                             << "[shm]\npinned_pool_size = \"64MiB\"\n";
   const auto r = orch::host_testing::run_script(
       dir,
-      "COMFY_ORCH_DEPLOYMENT='" + deployment.string() + "' PYTHONPATH='" +
+      "COMFY_ORCH_DEPLOYMENT='" + deployment.string() + "' ORCH_CLI='" + COMFY_ORCH_BIN +
+          "' PYTHONPATH='" +
           ORCH_TEST_PYTHON_PACKAGE + ":" + comfyui_tree() + "'",
       script, (dir / "ComfyUI/custom_nodes").string());
   EXPECT_EQ(r.rc, 0) << r.output;
@@ -87,7 +88,7 @@ TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_de
   const fs::path dir = pattern;
   const fs::path tree = dir / "ComfyUI";
   fs::create_directories(tree);
-  for (const char* part : {"comfy", "comfy_api"})
+  for (const char* part : {"comfy", "comfy_api", "server.py", "folder_paths.py"})
     fs::copy(fs::path(ORCH_TEST_COMFYUI) / part, tree / part, fs::copy_options::recursive);
   fs::copy(fs::path(ORCH_TEST_COMFYUI_PACKS), tree / "custom_nodes", fs::copy_options::recursive);
   fs::copy_file(fs::path(ORCH_TEST_COMFYUI_PACKS).parent_path() / "loader_harness.py",
@@ -95,6 +96,8 @@ TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_de
   std::ofstream(tree / "main.py")
       << "import json, logging, os, sys\n"
          "logging.basicConfig(level=logging.INFO)  # ComfyUI logs at INFO\n"
+         "import comfy.options\n"
+         "comfy.options.enable_args_parsing()  # as ComfyUI's main.py, before cli_args\n"
          "import comfy.cli_args, comfy.model_management, comfy.model_patcher, comfy.utils\n"
          "import loader_harness\n"
          "here = os.path.dirname(os.path.abspath(__file__))\n"
@@ -118,7 +121,7 @@ TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_de
   }
   const std::string command = "cd / && ORCH_ENV_ROOT='" + (dir / "envs").string() + "' '" +
                               COMFY_ORCH_BIN + "' launch '" + tree.string() + "' --python '" +
-                              test_python() + "' > '" + (dir / "launch.log").string() +
+                              test_python() + "' -- --cpu > '" + (dir / "launch.log").string() +
                               "' 2>&1";
   const int status = std::system(command.c_str());
   std::ifstream log_file(dir / "launch.log");

@@ -1,8 +1,12 @@
-"""Demo pack A: an image source, a filter, and a model object that stays in its worker."""
+"""Demo pack A: an image source, a filter, a model object that stays in its worker, and a viewer
+node that returns a ui. It imports ComfyUI's server module at the top, as viewer packs do to
+register routes: that imports comfy.model_management, so its worker needs ComfyUI's --cpu."""
 
 import os
 
 import numpy as np
+
+import server  # noqa: F401  (ComfyUI's; imports comfy.model_management)
 
 
 class DemoGradient:
@@ -105,7 +109,27 @@ class DemoSleep:
         return (steps,)
 
 
-NODE_CLASS_MAPPINGS = {"DemoGradient": DemoGradient, "DemoLoadModel": DemoLoadModel,
+class DemoViewer:
+    """A viewer: an output node whose {"ui": ...} is what ComfyUI's executed message carries,
+    with a result beside it and a tuple inside its ui."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "view"
+    CATEGORY = "demo"
+    OUTPUT_NODE = True
+
+    def view(self, image):
+        import comfy.model_management
+        return {"ui": {"text": ["%dx%d" % (image.shape[2], image.shape[1])],
+                       "cpu": [bool(comfy.model_management.args.cpu)]},
+                "result": (int(image.shape[2]),)}
+
+
+NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "DemoLoadModel": DemoLoadModel,
                        "DemoApplyModel": DemoApplyModel, "DemoSleep": DemoSleep,
                        "DemoLoadWeights": DemoLoadWeights}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",

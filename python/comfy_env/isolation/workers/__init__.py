@@ -1,0 +1,1 @@
+"""comfy_env.isolation.workers: register_serializer lives in its _ipc_shared module."""

@@ -1,0 +1,76 @@
+"""Pack-registered serializers (comfy-env's register_serializer, docs/comfyui.md): a pack's own
+type crosses between a worker and ComfyUI's process as a JSON-safe payload instead of staying in
+its worker as a handle. Both sides register the same names (the pack's module runs in each
+process that uses the type); a side without a deserializer for a tag keeps the payload as the
+marked dict, so it can still be passed on unchanged."""
+
+import threading
+
+MARK = "__comfy_orch_serialized__"
+
+_lock = threading.Lock()
+_by_type = {}  # class name -> (serialize, deserialize, tag)
+_by_tag = {}
+
+
+def register(type_name, serialize, deserialize=None, tag=None):
+    if not isinstance(type_name, str) or not type_name:
+        raise TypeError("register_serializer: type_name is the class's __name__ (a non-empty "
+                        "str), not %r" % (type_name,))
+    if not callable(serialize) or (deserialize is not None and not callable(deserialize)):
+        raise TypeError("register_serializer(%r): serialize (and deserialize, when given) must "
+                        "be callables" % type_name)
+    entry = (serialize, deserialize, str(tag or type_name))
+    with _lock:
+        _by_type[type_name] = entry
+        _by_tag[entry[2]] = entry
+
+
+def _entry_for(obj):
+    if not _by_type:
+        return None
+    for klass in type(obj).__mro__:
+        entry = _by_type.get(klass.__name__)
+        if entry is not None:
+            return entry
+    return None
+
+
+def encode(obj):
+    """`obj` as the marked payload dict when its type has a serializer; else None."""
+    entry = _entry_for(obj)
+    if entry is None:
+        return None
+    return {MARK: entry[2], "payload": entry[0](obj, encode_nested)}
+
+
+def encode_nested(value):
+    """The `recurse` handed to a serializer: registered objects inside a payload."""
+    marked = encode(value)
+    if marked is not None:
+        return marked
+    if isinstance(value, (list, tuple)):
+        return [encode_nested(v) for v in value]
+    if isinstance(value, dict):
+        return {k: encode_nested(v) for k, v in value.items()}
+    return value
+
+
+def decode(value):
+    """A marked payload dict rebuilt with its tag's deserializer; anything else as it is."""
+    if not isinstance(value, dict) or MARK not in value:
+        return value
+    entry = _by_tag.get(value.get(MARK))
+    if entry is None or entry[1] is None:
+        return value
+    return entry[1](value.get("payload"), decode_nested)
+
+
+def decode_nested(value):
+    if isinstance(value, dict):
+        if MARK in value:
+            return decode(value)
+        return {k: decode_nested(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode_nested(v) for v in value]
+    return value
