@@ -28,7 +28,9 @@ std::optional<manifests::deployment> load_deployment_or_tree(const std::string& 
     diags.error({file}, "", text.err().message, "");
     return std::nullopt;
   }
-  return manifests::parse_deployment_text(text->text, text->label, diags);
+  auto d = manifests::parse_deployment_text(text->text, text->label, diags);
+  if (d) d->file = file;  // what its fix lines name: `comfy-orch install <root> <env>`
+  return d;
 }
 
 }  // namespace
