@@ -91,7 +91,9 @@ def main(argv=None):
         return 64
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     front = [p for p in (own.get("comfyui_root"), pack_dir, package_root) if p]
-    sys.path[0:0] = [p for p in front if p not in sys.path]
+    # ComfyUI's tree first, even where PYTHONPATH already has it further back: its top-level
+    # modules (nodes, server, utils, folder_paths) must win over same-named ones of the pack's.
+    sys.path[:] = front + [p for p in sys.path if p not in front]
     os.chdir(pack_dir)
     env = "worker"
     if "--env" in rest[:-1]:

@@ -460,3 +460,35 @@ TEST_F(env_manager, gc_lists_and_deletes_an_orphan_and_never_an_env_a_live_serve
 }
 
 }  // namespace
+
+// The comfy_env drop-in's install() runs `comfy-orch install <ComfyUI root>`: a tree is taken
+// where a deployment file is, with the deployment `launch` uses for it, and the fix lines name
+// the root.
+TEST_F(env_manager, install_and_envs_take_a_comfyui_root_for_a_deployment_file) {
+  const fs::path root = dir_ / "ComfyUI";
+  fs::create_directories(root / "comfy");
+  fs::create_directories(root / "custom_nodes");
+  fs::copy(dir_ / "packs/ComfyUI-PkgUser", root / "custom_nodes/ComfyUI-PkgUser",
+           fs::copy_options::recursive);
+  const std::string env = "ORCH_ENV_ROOT='" + (dir_ / "ws").string() + "' ORCH_HOST_PYTHON='" +
+                          python + "' ";
+  const auto before = run_command(env + "'" + orch_binary + "' envs '" + root.string() + "'");
+  EXPECT_EQ(before.exit_code, 0) << before.out << before.err;
+  EXPECT_NE(before.out.find("run `comfy-orch install " + root.string() + " pkguser-nodes`"),
+            std::string::npos)
+      << before.out;
+  const auto r = run_command(env + "'" + orch_binary + "' install '" + root.string() +
+                             "' --backend venv --no-index --find-links '" + wheels_.string() +
+                             "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto after =
+      run_command(env + "'" + orch_binary + "' envs '" + root.string() + "' --json");
+  const auto doc = json::parse(after.out, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << after.out << after.err;
+  ASSERT_EQ(doc["envs"].size(), 1u) << after.out;
+  EXPECT_EQ(doc["envs"][0]["state"], "ok") << after.out;
+  // A directory that is no ComfyUI tree is refused, naming what to give.
+  const auto refused = run_command("'" + orch_binary + "' envs '" + dir_.string() + "'");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("is not a ComfyUI tree"), std::string::npos) << refused.err;
+}

@@ -203,8 +203,8 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual([i.id for i in schema.inputs], ["image", "gain", "mode", "tag"])
         self.assertEqual(by_id["image"].get_io_type(), "IMAGE")
         self.assertEqual(by_id["gain"].get_io_type(), "FLOAT")
-        self.assertEqual((by_id["gain"].default, by_id["gain"].options_extra["min"],
-                          by_id["gain"].options_extra["max"]), (2.0, 0.0, 8.0))
+        gain = by_id["gain"].as_dict()  # ComfyUI's V1 options of the input
+        self.assertEqual((gain["default"], gain["min"], gain["max"]), (2.0, 0.0, 8.0))
         self.assertEqual(by_id["mode"].options, ["mul", "add"])
         self.assertEqual(by_id["tag"].get_io_type(), "DEMO_TAG")
         self.assertTrue(by_id["tag"].optional)
