@@ -116,9 +116,10 @@ def _raise_as_comfyui(error):
 
 def caller(host, class_type, schema):
     """call(inputs, node, prompt, extra_pnginfo, method=None) -> NodeResult: one call of
-    `class_type` in its worker, as ComfyUI's executor makes it of a node (or of its IS_CHANGED / VALIDATE_INPUTS with
-    `method`): the epoch follows the prompt, ComfyUI's interrupt reaches the worker, a worker
-    error is raised as ComfyUI shows a node's, and the node boundary syncs the stand-ins."""
+    `class_type` in its worker, as ComfyUI's executor makes it of a node (or of its IS_CHANGED /
+    VALIDATE_INPUTS with `method`): the epoch follows the prompt, ComfyUI's interrupt reaches
+    the worker, a worker error is raised as ComfyUI shows a node's, and the node boundary syncs
+    the stand-ins."""
     declared_hidden = set((schema.get("hidden") or {}).values())
 
     def call(inputs, node, prompt, extra_pnginfo, method=None):

@@ -118,5 +118,6 @@ def build_v3_proxy(io, host, class_type, schema):
         attrs["validate_inputs"] = classmethod(validate_inputs)
     if schema.get("has_is_changed"):
         attrs["fingerprint_inputs"] = classmethod(
-            lambda cls, **kwargs: (call(kwargs, None, None, None, "IS_CHANGED").outputs or [None])[0])
+            lambda cls, **kwargs: (call(kwargs, None, None, None, "IS_CHANGED").outputs
+                                   or [None])[0])
     return type(class_type, (io.ComfyNode,), attrs)

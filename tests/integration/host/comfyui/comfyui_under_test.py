@@ -4,7 +4,8 @@ sys.path (test_comfyui_host.cpp puts it there).
 
 ComfyUI (the fixture as the real one) parses its command line when comfy.cli_args is first
 imported, and only when main.py enabled that (comfy.options); without a GPU, ComfyUI needs
---cpu. prepare() does both, as main.py would, and imports what ComfyUI has imported before it loads packs."""
+--cpu. prepare() does both, as main.py would, and imports what ComfyUI has imported before it
+loads packs."""
 
 import os
 import sys
