@@ -106,6 +106,11 @@ class Runner:
         spec.fill_hidden(call, kwargs)
         result = spec.call(call.node_id, kwargs)
         if isinstance(result, dict):
+            if result.get("expand") is not None:  # said, never dropped without a word
+                raise NotImplementedError(
+                    "%s returned a subgraph expansion ('expand'): comfy-orch does not carry one "
+                    "out of a worker yet; run this pack's node in ComfyUI's process"
+                    % spec.function)
             _send_ui(call, spec, result.get("ui"))
             result = result.get("result", ())
         if not isinstance(result, (tuple, list)):
