@@ -91,7 +91,10 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
                                                           host_options options) {
   std::unique_ptr<host_runtime> h(new host_runtime());
   h->deployment_ = d;
-  auto memory = host_memory::create(d, options.max_workers + 1);
+  // A control slot per worker (the host holds one too): never fewer than the deployment's envs,
+  // so a large deployment is not cut at max_workers.
+  const auto workers = std::max<std::size_t>(options.max_workers, inv.env_count());
+  auto memory = host_memory::create(d, static_cast<std::uint32_t>(workers + 1));
   if (!memory) return memory.err();
   h->memory_ = std::move(*memory);
 

@@ -16,9 +16,11 @@
 namespace orch::plugin_detail {
 
 inline constexpr uint64_t sim_magic = 0x4f52434853494d31ull;  // "ORCHSIM1"
-// 2: slots carry the owner's start time; 3: host registrations are counted
-inline constexpr uint32_t sim_version = 4;
-inline constexpr uint32_t sim_max_slots = 64;
+// 2: slots carry the owner's start time; 3: host registrations are counted; 5: 1024 slots
+inline constexpr uint32_t sim_version = 5;
+// A real GPU has no per-device cap on processes, and each worker holds a slot per attached
+// module (backend, allocator, pager): 1024 slots keep 300 workers on one device (40 KiB).
+inline constexpr uint32_t sim_max_slots = 1024;
 inline constexpr uint32_t sim_fault_kinds = 8;
 
 // One attached process. pid 0 means free, sim_slot_reclaiming means a reclaimer owns it. A

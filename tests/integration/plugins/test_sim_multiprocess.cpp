@@ -258,11 +258,11 @@ TEST_F(sim_multiprocess, a_killed_peer_is_reclaimed_before_it_is_reaped) {
   EXPECT_EQ(counters().used_bytes, 8 * page);
 }
 
-TEST_F(sim_multiprocess, slots_of_killed_peers_are_reused_by_the_next_open_100_times) {
+TEST_F(sim_multiprocess, slots_of_killed_peers_are_reused_by_the_next_open_1100_times) {
   start(ORCH_SIM_FREE_DEVICE);
-  // 100 crashes: more than the 64 slots, and 256 MiB each is more than the device holds after
-  // three of them. Each child's open reclaims its dead predecessors.
-  for (int i = 0; i < 100; ++i) ASSERT_EQ(crash_peer(256 * MiB), ORCH_OK) << "crash " << i;
+  // 1100 crashes: more than the 1024 slots, and 256 MiB each is more than the device holds
+  // after three of them. Each child's open reclaims its dead predecessors.
+  for (int i = 0; i < 1100; ++i) ASSERT_EQ(crash_peer(256 * MiB), ORCH_OK) << "crash " << i;
   ASSERT_EQ(sim_->reclaim_dead(view_, nullptr, nullptr), ORCH_OK);
   EXPECT_EQ(counters().used_bytes, 8 * page);
   EXPECT_EQ(my_free(), (1024 - 256) * MiB);

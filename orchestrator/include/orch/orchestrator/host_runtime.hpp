@@ -33,7 +33,7 @@ namespace orch::orchestrator {
 // A pack env that runs no worker, and why (env missing, Python pack, not built).
 struct host_options {
   std::string worker_executable;  // comfy-orch-worker
-  std::uint32_t max_workers = 64;
+  std::uint32_t max_workers = 64;  // control slots kept: at least the deployment's envs
   // What a Python env's worker needs (install_layout.hpp); empty: Python packs are skipped with
   // that reason.
   std::filesystem::path worker_library;       // liborch_worker.so
