@@ -63,6 +63,7 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
       c.validate_inputs.input_types = flag(*it, "input_types", false);
     }
     c.is_changed = flag(n, "has_is_changed", false);
+    if (auto it = n.find("node_info"); it != n.end() && it->is_object()) c.node_info = *it;
     c.env = env;
     for (const auto& in : list(n, "inputs")) {
       if (!in.is_object()) continue;

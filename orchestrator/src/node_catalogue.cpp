@@ -15,29 +15,41 @@ std::optional<std::string> node_catalogue::add(node_class cls) {
 
 nlohmann::json input_config(const node_input& in) {
   using nlohmann::json;
+  // An INT's bounds are integers in ComfyUI's schema (a frontend shows 1.0 otherwise).
+  const auto bound = [&](double v) {
+    return in.type == "INT" && v == static_cast<double>(static_cast<std::int64_t>(v))
+               ? json(static_cast<std::int64_t>(v))
+               : json(v);
+  };
   json options = json::object();
   if (in.default_value) options["default"] = *in.default_value;
-  if (in.min) options["min"] = *in.min;
-  if (in.max) options["max"] = *in.max;
+  if (in.min) options["min"] = bound(*in.min);
+  if (in.max) options["max"] = bound(*in.max);
   const json type = in.type == "COMBO" ? json(in.options) : json(in.type);
   return options.empty() ? json::array({type}) : json::array({type, options});
 }
 
 nlohmann::json object_info(const node_class& cls) {
   using nlohmann::json;
-  json required = json::object();
-  json optional = json::object();
-  json order = {{"required", json::array()}, {"optional", json::array()}};
-  for (const auto& in : cls.inputs) {
-    (in.required ? required : optional)[in.name] = input_config(in);
-    order[in.required ? "required" : "optional"].push_back(in.name);
+  if (cls.node_info.is_object()) {
+    json out = cls.node_info;
+    out["orch_env"] = cls.env;
+    return out;
   }
-  json inputs = {{"required", required}};
-  if (!optional.empty()) inputs["optional"] = optional;
+  json inputs = {{"required", json::object()}};
+  // input_order lists each group's names in declaration order, as ComfyUI's does (a JSON
+  // object's keys come out sorted).
+  json order = {{"required", json::array()}};
+  for (const auto& in : cls.inputs) {
+    const char* group = in.required ? "required" : "optional";
+    inputs[group][in.name] = input_config(in);
+    order[group].push_back(in.name);
+  }
   if (!cls.hidden.empty()) {
-    json hidden = json::object();
-    for (const auto& h : cls.hidden) hidden[h] = h;
-    inputs["hidden"] = hidden;
+    for (const auto& h : cls.hidden) {
+      inputs["hidden"][h] = h;
+      order["hidden"].push_back(h);
+    }
   }
   json output_is_list = json::array();
   for (std::size_t i = 0; i < cls.outputs.size(); ++i)

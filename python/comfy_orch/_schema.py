@@ -54,6 +54,7 @@ class NodeSpec:
     def __init__(self, class_type, cls, display_name):
         self.class_type = class_type
         self.cls = cls
+        self.mapped_display_name = display_name  # NODE_DISPLAY_NAME_MAPPINGS' entry, or None
         self.display_name = display_name or class_type
         types = cls.INPUT_TYPES()
         if not isinstance(types, dict):
@@ -107,7 +108,40 @@ class NodeSpec:
 
     def schema_json(self):
         schema = self.schema()
+        try:
+            schema["node_info"] = _plain(self.node_info())
+        except Exception:  # noqa: BLE001 - ComfyUI leaves such a class out of /object_info; the
+            pass           # host serves the entry it builds from the fields above instead
         return json.dumps(schema)
+
+    def node_info(self):
+        """The class's entry in ComfyUI's GET /object_info, as server.py's node_info builds it
+        for a V1 class (ComfyUI a125cd84): what the host serves and the proxies declare, so a
+        frontend draws the node as the pack wrote it."""
+        cls = self.cls
+        types = cls.INPUT_TYPES()
+        outputs = cls.RETURN_TYPES
+        info = {"input": types,
+                "input_order": {key: list(value.keys()) for key, value in types.items()},
+                "output": outputs,
+                "output_is_list": getattr(cls, "OUTPUT_IS_LIST", [False] * len(outputs)),
+                "output_name": getattr(cls, "RETURN_NAMES", outputs),
+                "name": self.class_type,
+                "display_name": (self.mapped_display_name
+                                 if self.mapped_display_name is not None else self.class_type),
+                "description": getattr(cls, "DESCRIPTION", ""),
+                "python_module": getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes"),
+                "category": getattr(cls, "CATEGORY", "sd"),
+                "output_node": getattr(cls, "OUTPUT_NODE", False) == True}  # noqa: E712
+        if hasattr(cls, "OUTPUT_TOOLTIPS"):
+            info["output_tooltips"] = cls.OUTPUT_TOOLTIPS
+        if getattr(cls, "DEPRECATED", False):
+            info["deprecated"] = True
+        if getattr(cls, "EXPERIMENTAL", False):
+            info["experimental"] = True
+        if hasattr(cls, "API_NODE"):
+            info["api_node"] = cls.API_NODE
+        return info
 
     def schema(self):
         schema = {"inputs": {i.name: i.extras() for i in self.inputs},

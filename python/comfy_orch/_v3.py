@@ -42,6 +42,7 @@ def _input_spec(i):
     """A V3 input as V1's INPUT_TYPES entry, so one schema reader serves both."""
     kind = _io_type(i)
     options = dict(i.as_dict()) if callable(getattr(i, "as_dict", None)) else {}
+    options.pop("optional", None)  # V3's as_dict has it; V1's options never do
     for key in ("default", "min", "max", "step", "multiline", "tooltip"):
         if key not in options and getattr(i, key, None) is not None:
             options[key] = getattr(i, key)
@@ -110,6 +111,20 @@ class V3Spec(_schema.NodeSpec):
         if self.validate is not None:
             schema["validate_inputs"] = self.validate_args()
         return schema
+
+    def node_info(self):
+        """ComfyUI's /object_info entry: the class's own GET_NODE_INFO_V1, which server.py
+        answers for a V3 class."""
+        get = getattr(self.cls, "GET_NODE_INFO_V1", None)
+        if callable(get):
+            return get()
+        return {"input": self.cls.INPUT_TYPES(), "output": self.return_types,
+                "output_is_list": self.output_is_list, "output_name": self.return_names,
+                "name": self.class_type, "display_name": self.display_name,
+                "description": self.description, "category": self.category,
+                "output_node": self.output_node, "deprecated": self.deprecated,
+                "experimental": self.experimental,
+                "python_module": getattr(self.cls, "RELATIVE_PYTHON_MODULE", "nodes")}
 
     def fill_hidden(self, call, kwargs):
         """V3 nodes read hidden values from cls.hidden, not from their arguments: as ComfyUI's

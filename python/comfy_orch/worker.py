@@ -45,7 +45,7 @@ def _import_node_dir(node_dir, pack_dir):
     return module
 
 
-def _node_specs(module, node_dir):
+def _node_specs(module, node_dir, pack_dir):
     """V1 classes from NODE_CLASS_MAPPINGS, V3 ones from there or from comfy_entrypoint()."""
     mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
     extension = _v3.entrypoint_classes(module)
@@ -53,6 +53,11 @@ def _node_specs(module, node_dir):
         raise ImportError("%s exports no NODE_CLASS_MAPPINGS dict and no comfy_entrypoint"
                           % node_dir)
     names = getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}
+    # What ComfyUI's loader sets on every class it loads: node_info's python_module.
+    relative_module = "custom_nodes." + os.path.basename(os.path.normpath(pack_dir))
+    for cls in list((mappings or {}).values()) + list(extension):
+        if isinstance(cls, type):
+            cls.RELATIVE_PYTHON_MODULE = relative_module
     specs = []
     for key, cls in (mappings or {}).items():
         specs.append(_v3.V3Spec(key, cls) if _v3.is_v3(cls)
@@ -112,7 +117,7 @@ def main(argv=None):
         from ._runner import Runner
         _comfyui_args.install()  # before the pack can import comfy.model_management
         module = _import_node_dir(node_dir, pack_dir)
-        specs = _node_specs(module, node_dir)
+        specs = _node_specs(module, node_dir, pack_dir)
         _comfyui.install_hooks()
         _torch_models.install()
         installed = _torch_allocator.install()

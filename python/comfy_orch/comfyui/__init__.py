@@ -21,8 +21,7 @@ import inspect
 import logging
 import os
 
-from . import _runtime
-from . import _proxies_v3
+from . import _proxies, _proxies_v3, _runtime
 from ._proxies import WorkerObject, build_proxy
 from ._proxies_v3 import build_v3_proxy
 
@@ -89,7 +88,8 @@ def register_nodes(nodes_package="nodes"):
         if classes:
             for name, schema in classes.items():
                 mappings[name] = _proxy(host, name, schema)
-                display[name] = str(schema.get("display_name") or name)
+                shown = _proxies.node_info(schema).get("display_name")
+                display[name] = shown if isinstance(shown, str) else name
             _log.info("[comfy-orch] %s: %d nodes isolated in env %s", node_dir, len(classes),
                       env["env"])
             continue

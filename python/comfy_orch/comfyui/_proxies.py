@@ -3,6 +3,7 @@ schema the worker reported, never from importing the pack. ComfyUI's executor ca
 any node (FUNCTION, list mapping, hidden inputs); each call runs in the class's worker through
 the host library, and IS_CHANGED and VALIDATE_INPUTS go to the worker too."""
 
+import copy
 import inspect
 import sys
 import threading
@@ -12,8 +13,10 @@ from .._values import HANDLE_PREFIX
 from ..host import NodeError
 from . import _runtime
 
-# The hidden inputs every proxy asks ComfyUI for, whatever its class declares: the node's id
-# names the call, and the prompt marks where one prompt ends and the next begins (the epoch).
+# The node's id names each call, and the prompt marks where one prompt ends and the next begins
+# (the epoch). ComfyUI runs every call inside an executing context that says both
+# (comfy_execution.utils, a125cd84); a ComfyUI without it is asked for them as hidden inputs,
+# which then show in its /object_info.
 _ALWAYS_HIDDEN = {"orch_unique_id": "UNIQUE_ID", "orch_prompt": "PROMPT",
                   "orch_extra_pnginfo": "EXTRA_PNGINFO"}
 _WIDGET_KEYS_NOT_OPTIONS = ("name", "type", "required", "options")
@@ -37,9 +40,20 @@ class WorkerObject:
         return "<%s in env %s>" % (self.type_name, self.env)
 
 
+def executing_context_reader():
+    """ComfyUI's get_executing_context (the running node's prompt_id and node_id), or None for a
+    ComfyUI that has none."""
+    try:
+        from comfy_execution.utils import get_executing_context
+    except Exception:  # an older ComfyUI, or none
+        return None
+    return get_executing_context
+
+
 class _Epochs:
-    """ComfyUI passes every node of one prompt the same PROMPT object: a new one is a new prompt,
-    and the host's epoch follows it (ledger workers then reset their cast buffers)."""
+    """A new prompt_id (or, in a ComfyUI without executing contexts, a new PROMPT object: ComfyUI
+    passes every node of one prompt the same one) is a new prompt, and the host's epoch follows it
+    (ledger workers then reset their cast buffers)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -49,7 +63,8 @@ class _Epochs:
         if prompt is None:
             return
         with self._lock:
-            if prompt is not self._last:
+            same = prompt == self._last if isinstance(prompt, str) else prompt is self._last
+            if not same:
                 self._last = prompt
                 host.begin_prompt()
 
@@ -58,7 +73,8 @@ _epochs = _Epochs()
 
 
 def input_types(schema):
-    """ComfyUI's INPUT_TYPES() of a class, from its schema's inputs and hidden inputs."""
+    """ComfyUI's INPUT_TYPES() of a class, from its schema's inputs and hidden inputs, for a
+    worker that reported no node_info (a native pack)."""
     out = {"required": {}, "optional": {}}
     for spec in schema.get("inputs", []):
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
@@ -69,10 +85,26 @@ def input_types(schema):
         else:
             entry = (str(spec.get("type", "*")), extras) if extras else (str(spec.get("type", "*")),)
         out["required" if spec.get("required", True) else "optional"][spec["name"]] = entry
-    hidden = dict(schema.get("hidden") or {})
-    hidden.update(_ALWAYS_HIDDEN)
-    out["hidden"] = hidden
+    if schema.get("hidden"):
+        out["hidden"] = dict(schema["hidden"])
     return out
+
+
+def node_info(schema):
+    """ComfyUI's /object_info entry of the worker's class: what its worker computed (server.py's
+    node_info, a V3 class's GET_NODE_INFO_V1), else what the schema's fields say."""
+    info = schema.get("node_info")
+    if isinstance(info, dict):
+        return info
+    outputs = [str(t) for t in schema.get("outputs", [])]
+    names = schema.get("return_names")
+    return {"input": input_types(schema), "output": outputs,
+            "output_is_list": list(schema.get("output_is_list") or [False] * len(outputs)),
+            "output_name": names if isinstance(names, list) else outputs,
+            "display_name": str(schema.get("display_name") or ""),
+            "description": str(schema.get("description", "") or ""),
+            "category": str(schema.get("category", "")),
+            "output_node": bool(schema.get("output_node", False))}
 
 
 def _interrupt_watch(host, done):
@@ -121,6 +153,7 @@ def caller(host, class_type, schema):
     the worker, a worker error is raised as ComfyUI shows a node's, and the node boundary syncs
     the stand-ins."""
     declared_hidden = set((schema.get("hidden") or {}).values())
+    executing_context = executing_context_reader()
 
     def call(inputs, node, prompt, extra_pnginfo, method=None):
         # Only what the class declares crosses (the host sends the same for run).
@@ -128,8 +161,11 @@ def caller(host, class_type, schema):
                                                   ("EXTRA_PNGINFO", extra_pnginfo))
                   if kind in declared_hidden and value is not None} or None
         inputs = {k: _to_worker(v) for k, v in inputs.items()}
+        context = executing_context() if executing_context is not None else None
+        if context is not None:
+            node = node or context.node_id
         if method is None:
-            _epochs.follow(host, prompt)
+            _epochs.follow(host, context.prompt_id if context is not None else prompt)
         done = threading.Event()
         watcher = threading.Thread(target=_interrupt_watch, args=(host, done), daemon=True)
         if method is None:
@@ -174,19 +210,46 @@ def outputs_of(schema, results):
                  for k in range(len(outputs)))
 
 
+def _declared_order(types, order):
+    """INPUT_TYPES as the pack wrote it, from the node_info that crossed as JSON: groups and
+    inputs in the declared order (input_order; ComfyUI derives that from the keys' order, and the
+    host's JSON sorted them), each spec a tuple."""
+    order = order if isinstance(order, dict) else {}
+    groups = ["required", "optional", "hidden"] + sorted(types)
+    out = {}
+    for group in dict.fromkeys(g for g in groups if isinstance(types.get(g), dict)):
+        entries = types[group]
+        names = [n for n in order.get(group) or [] if n in entries] + sorted(entries)
+        out[group] = {name: tuple(entries[name]) if isinstance(entries[name], list)
+                      else entries[name] for name in dict.fromkeys(names)}
+    return out
+
+
 def build_proxy(host, class_type, schema):
-    """The V1 proxy class for `class_type`, reported by env schema["env"]."""
+    """The V1 proxy class for `class_type`, reported by env schema["env"]: it declares what the
+    pack's class declares (its node_info), so ComfyUI's /object_info shows it unchanged."""
     env = schema.get("env", "?")
+    info = node_info(schema)
     declared_hidden = dict(schema.get("hidden") or {})
-    outputs = [str(t) for t in schema.get("outputs", [])]
+    by_kind = {kind: name for name, kind in declared_hidden.items()}
+    asked = {} if executing_context_reader() is not None else _ALWAYS_HIDDEN
     function = schema.get("function") if isinstance(schema.get("function"), str) else "execute"
     worker_call = caller(host, class_type, schema)
 
+    def inputs_types(cls):
+        types = _declared_order(copy.deepcopy(info.get("input") or {"required": {}}),
+                                info.get("input_order"))
+        if asked:
+            types.setdefault("hidden", {}).update(asked)
+        return types
+
     def call(kwargs, method=None):
-        inputs = {k: v for k, v in kwargs.items()
-                  if k not in _ALWAYS_HIDDEN and k not in declared_hidden}
-        return worker_call(inputs, kwargs.get("orch_unique_id"), kwargs.get("orch_prompt"),
-                           kwargs.get("orch_extra_pnginfo"), method)
+        inputs = {k: v for k, v in kwargs.items() if k not in asked and k not in declared_hidden}
+        hidden = {kind: kwargs.get(name) for kind, name in by_kind.items()}
+        return worker_call(inputs, kwargs.get("orch_unique_id") or hidden.get("UNIQUE_ID"),
+                           kwargs.get("orch_prompt") or hidden.get("PROMPT"),
+                           kwargs.get("orch_extra_pnginfo") or hidden.get("EXTRA_PNGINFO"),
+                           method)
 
     def execute(self, **kwargs):
         # What the pack returned: its ui reaches ComfyUI's executed message and history too.
@@ -195,25 +258,24 @@ def build_proxy(host, class_type, schema):
         return {"ui": result.ui, "result": outputs} if result.ui is not None else outputs
 
     attrs = {
-        "INPUT_TYPES": classmethod(lambda cls: input_types(schema)),
-        "RETURN_TYPES": tuple(outputs),
+        "INPUT_TYPES": classmethod(inputs_types),
+        "RETURN_TYPES": tuple(info.get("output") or ()),
+        "RETURN_NAMES": tuple(info.get("output_name") or ()),
+        "OUTPUT_IS_LIST": tuple(bool(b) for b in info.get("output_is_list") or ()),
         "FUNCTION": function,
         function: execute,
-        "CATEGORY": str(schema.get("category", "")),
-        "OUTPUT_NODE": bool(schema.get("output_node", False)),
+        "CATEGORY": info.get("category", "sd"),
+        "DESCRIPTION": info.get("description", ""),
+        "OUTPUT_NODE": info.get("output_node") is True,
         "INPUT_IS_LIST": bool(schema.get("input_is_list", False)),
         "NOT_IDEMPOTENT": bool(schema.get("not_idempotent", False)),
         "COMFY_ORCH_ENV": env,
         "__module__": "comfy_orch.comfyui.proxies",
     }
-    if isinstance(schema.get("return_names"), list):
-        attrs["RETURN_NAMES"] = tuple(str(n) for n in schema["return_names"])
-    if schema.get("output_is_list"):
-        attrs["OUTPUT_IS_LIST"] = tuple(bool(b) for b in schema["output_is_list"])
-    for key, attr in (("description", "DESCRIPTION"), ("experimental", "EXPERIMENTAL"),
-                      ("deprecated", "DEPRECATED")):
-        if key in schema:
-            attrs[attr] = schema[key]
+    for key, attr in (("output_tooltips", "OUTPUT_TOOLTIPS"), ("deprecated", "DEPRECATED"),
+                      ("experimental", "EXPERIMENTAL"), ("api_node", "API_NODE")):
+        if key in info:
+            attrs[attr] = info[key]
     if schema.get("has_is_changed"):
         attrs["IS_CHANGED"] = classmethod(
             lambda cls, **kwargs: (call(kwargs, "IS_CHANGED").outputs or [None])[0])

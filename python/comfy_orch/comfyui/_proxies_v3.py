@@ -11,6 +11,7 @@ name; hidden values are read from cls.hidden (a clone ComfyUI prepares per call)
 the schema lists; execute and the optional validate_inputs / fingerprint_inputs are
 classmethods."""
 
+import copy
 import inspect
 
 from . import _proxies
@@ -105,6 +106,15 @@ def build_v3_proxy(io, host, class_type, schema):
     attrs = {"define_schema": classmethod(define_schema), "execute": classmethod(execute),
              "COMFY_ORCH_ENV": schema.get("env", "?"),
              "__module__": "comfy_orch.comfyui.proxies"}
+    info = schema.get("node_info")
+    if isinstance(info, dict):
+        # ComfyUI's /object_info answers GET_NODE_INFO_V1 for a V3 class: the pack's own, as its
+        # worker computed it, under the module name ComfyUI's loader gave this proxy.
+        def get_node_info_v1(cls):
+            out = copy.deepcopy(info)
+            out["python_module"] = getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes")
+            return out
+        attrs["GET_NODE_INFO_V1"] = classmethod(get_node_info_v1)
     if schema.get("has_validate_inputs"):
         def validate_inputs(cls, **kwargs):
             try:

@@ -8,7 +8,9 @@ loads them (loader_harness.py) and written for comfy-env: `from comfy_env import
 """
 
 import contextlib
+import importlib.util
 import io as text_io
+import json
 import logging
 import os
 import signal
@@ -18,6 +20,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 import torch  # ComfyUI's process has torch: worker tensors arrive as torch tensors
 
@@ -39,6 +42,31 @@ class _Lines(logging.Handler):
 
     def emit(self, record):
         self.lines.append(record.getMessage())
+
+
+def _as_json(value):
+    """What a client reads of `value`: /object_info is JSON (tuples are lists there)."""
+    return json.loads(json.dumps(value))
+
+
+def _served_object_info(deployment):
+    """GET /object_info of `comfy-orch serve` on `deployment`, on a free port."""
+    server = subprocess.Popen([os.environ["ORCH_CLI"], "serve", deployment, "--port", "0",
+                               "--no-control-socket"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        for line in server.stdout:  # "comfy-orch serve: listening on http://ADDR:PORT"
+            if "listening on " in line:
+                url = line.split("listening on ", 1)[1].strip()
+                break
+        else:
+            raise AssertionError("serve never listened: " + server.stderr.read())
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with direct.open(url + "/object_info", timeout=60) as reply:
+            return json.loads(reply.read())
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
 
 
 class ComfyUIHost(unittest.TestCase):
@@ -151,6 +179,45 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(self.classes["DemoApplyModel"].RETURN_NAMES, ("image", "where"))
         self.assertTrue(self.classes["DemoBatchSizes"].INPUT_IS_LIST)
         self.assertEqual(self.classes["DemoBatchSizes"].OUTPUT_IS_LIST, (True,))
+
+    def test_object_info_is_comfyuis_node_info_for_every_class_proxied_or_served(self):
+        # What ComfyUI's /object_info shows for each of pack A's classes imported in-process,
+        # as it would load them without isolation (nodes.py sets RELATIVE_PYTHON_MODULE).
+        nodes = os.path.join(CUSTOM_NODES, "ComfyUI-OrchDemoA", "nodes")
+        spec = importlib.util.spec_from_file_location(
+            "orch_in_process_demo_a", os.path.join(nodes, "__init__.py"),
+            submodule_search_locations=[nodes])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        display = module.NODE_DISPLAY_NAME_MAPPINGS
+        truth = {}
+        for name, cls in module.NODE_CLASS_MAPPINGS.items():
+            cls.RELATIVE_PYTHON_MODULE = "custom_nodes.ComfyUI-OrchDemoA"
+            truth[name] = _as_json(loader_harness.node_info(name, cls, display))
+        self.assertIn("DemoDeclaredV3", truth)
+        # The proxies ComfyUI loaded through register_nodes, read by ComfyUI's own node_info.
+        for name, expected in truth.items():
+            with self.subTest(proxy=name):
+                self.assertEqual(_as_json(loader_harness.node_info(name, self.classes[name],
+                                                                   self.display)), expected)
+        # `comfy-orch serve` over the same packs: its /object_info, but for orch_env.
+        served = _served_object_info(os.environ["COMFY_ORCH_DEPLOYMENT"])
+        for name, expected in truth.items():
+            with self.subTest(served=name):
+                entry = dict(served[name])
+                self.assertEqual(entry.pop("orch_env"), "orchdemoa-nodes")
+                self.assertEqual(entry, expected)
+        # What the issue found wrong, spelled out.
+        everything = served["DemoDeclaresEverything"]
+        self.assertEqual(everything["input"]["required"]["seed"][1]["max"], 0xffffffffffffffff)
+        self.assertEqual(everything["input"]["required"]["count"], ["INT", {"forceInput": True}])
+        self.assertEqual(everything["input"]["hidden"]["unique_id"], "UNIQUE_ID")
+        self.assertEqual(everything["input_order"]["hidden"],
+                         ["unique_id", "prompt", "extra_pnginfo", "dynprompt"])
+        self.assertEqual(everything["output_name"], ["seed_out", "texts", "image_out"])
+        self.assertEqual(everything["python_module"], "custom_nodes.ComfyUI-OrchDemoA")
+        self.assertTrue(everything["description"])
 
     def test_a_prompt_crosses_two_isolated_envs_and_comfyuis_process(self):
         out = self.run_prompt({

@@ -63,16 +63,20 @@ struct node_class {
   std::vector<bool> output_is_list;
   input_validation validate_inputs;
   bool is_changed = false;  // ComfyUI's IS_CHANGED: the worker gives a change key (executor.hpp)
+  // ComfyUI's own /object_info entry for the class, as a Python worker computed it (server.py's
+  // node_info, or a V3 class's GET_NODE_INFO_V1): every field the pack declared, served as is.
+  // Null for a native pack, whose entry is built from the fields above.
+  nlohmann::json node_info;
 };
 
 // The input as its class's INPUT_TYPES gives it: [type or combo choices] or [type, {default,
 // min, max}]; object_info's entry, and the input_config of a validation error.
 nlohmann::json input_config(const node_input& input);
 
-// The class in ComfyUI's GET /object_info schema (server.py node_info): input (required and
-// optional, each [type or combo choices, options]), input_order, output, output_is_list,
-// output_name, name, display_name, description, python_module, category, output_node; plus
-// "orch_env", the worker that runs it.
+// The class in ComfyUI's GET /object_info schema (server.py node_info): the worker's node_info
+// where it gave one, else built from the fields (input, required and optional, each [type or
+// combo choices, options]; input_order, output, output_is_list, output_name, name, display_name,
+// description, python_module, category, output_node); plus "orch_env", the worker that runs it.
 nlohmann::json object_info(const node_class& cls);
 
 class node_catalogue {

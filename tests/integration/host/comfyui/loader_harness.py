@@ -9,8 +9,11 @@ e60e19b175f93f2c8fac037063de9f13259be9d4, none of its code:
 - nodes.load_custom_node: a pack directory is imported from its __init__.py by
   importlib.util.spec_from_file_location under a module name that is its path with every "."
   replaced by "_x_"; the module goes into sys.modules before it executes, so the pack's relative
-  imports resolve; then NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS are read off it. Names
+  imports resolve; then NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS are read off it, and
+  each class gets RELATIVE_PYTHON_MODULE = "custom_nodes.<pack directory name>" (a125cd84). Names
   starting with "." and ".disabled" directories are skipped.
+- server.py's node_info (a125cd84): GET /object_info's entry of a class; a V3 class answers its
+  GET_NODE_INFO_V1(), a V1 class the dict node_info() below builds from its attributes.
 - execution.py: the output nodes' dependencies run first; each input is a list of items (a
   widget's value is a list of one, a link's is the producer's output list); hidden inputs are
   PROMPT (the prompt), UNIQUE_ID (the node id) and EXTRA_PNGINFO; a class with INPUT_IS_LIST is
@@ -21,14 +24,17 @@ e60e19b175f93f2c8fac037063de9f13259be9d4, none of its code:
   comfy_api.internal._ComfyNodeInternal; FUNCTION (EXECUTE_NORMALIZED) and fingerprint_inputs
   are called on cls.PREPARE_CLASS_CLONE(hidden), where hidden holds the kinds the schema lists,
   keyed by io.Hidden; fingerprint_inputs runs first where the class overrides the base's
-  (first_real_override).
+  (first_real_override). Every call of a node's function, IS_CHANGED included, runs inside
+  comfy_execution.utils.CurrentNodeContext(prompt_id, node_id, list_index).
 - get_output_from_returns: a dict result gives its "ui" and "result"; a NodeOutput its ui (a
   dict, or as_dict() of a UI object) and its args.
 """
 
+import contextlib
 import importlib.util
 import os
 import sys
+import uuid
 
 
 def run_prestartup_scripts(custom_nodes_dir):
@@ -68,9 +74,41 @@ def load_custom_nodes(custom_nodes_dir):
         except Exception as e:  # ComfyUI logs IMPORT FAILED and goes on with the other packs
             failed[name] = e
             continue
-        classes.update(getattr(module, "NODE_CLASS_MAPPINGS", {}) or {})
+        loaded = getattr(module, "NODE_CLASS_MAPPINGS", {}) or {}
+        for cls in loaded.values():
+            cls.RELATIVE_PYTHON_MODULE = "custom_nodes." + name
+        classes.update(loaded)
         display.update(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", {}) or {})
     return classes, display, failed
+
+
+def node_info(class_type, cls, display):
+    """server.py's node_info: the class's GET /object_info entry."""
+    internal = sys.modules.get("comfy_api.internal")
+    base = getattr(internal, "_ComfyNodeInternal", None)
+    if base is not None and issubclass(cls, base):
+        return cls.GET_NODE_INFO_V1()
+    info = {"input": cls.INPUT_TYPES(),
+            "input_order": {key: list(value.keys()) for key, value in cls.INPUT_TYPES().items()},
+            "output": cls.RETURN_TYPES}
+    info["output_is_list"] = (cls.OUTPUT_IS_LIST if hasattr(cls, "OUTPUT_IS_LIST")
+                              else [False] * len(cls.RETURN_TYPES))
+    info["output_name"] = cls.RETURN_NAMES if hasattr(cls, "RETURN_NAMES") else info["output"]
+    info["name"] = class_type
+    info["display_name"] = display[class_type] if class_type in display else class_type
+    info["description"] = cls.DESCRIPTION if hasattr(cls, "DESCRIPTION") else ""
+    info["python_module"] = getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes")
+    info["category"] = cls.CATEGORY if hasattr(cls, "CATEGORY") else "sd"
+    info["output_node"] = hasattr(cls, "OUTPUT_NODE") and cls.OUTPUT_NODE == True  # noqa: E712
+    if hasattr(cls, "OUTPUT_TOOLTIPS"):
+        info["output_tooltips"] = cls.OUTPUT_TOOLTIPS
+    if getattr(cls, "DEPRECATED", False):
+        info["deprecated"] = True
+    if getattr(cls, "EXPERIMENTAL", False):
+        info["experimental"] = True
+    if hasattr(cls, "API_NODE"):
+        info["api_node"] = cls.API_NODE
+    return info
 
 
 def _v3_schema(cls):
@@ -149,13 +187,25 @@ def _hidden_values(cls, prompt, node_id, extra_pnginfo):
     return values
 
 
-def _map_over_lists(cls, fn, data):
+def _in_context(prompt_id, node_id, index):
+    """execution.py's CurrentNodeContext, where this ComfyUI has one."""
+    try:
+        from comfy_execution.utils import CurrentNodeContext
+    except ImportError:
+        return contextlib.nullcontext()
+    return CurrentNodeContext(prompt_id, node_id, index)
+
+
+def _map_over_lists(cls, fn, data, prompt_id, node_id):
+    def call(index, args):
+        with _in_context(prompt_id, node_id, index):
+            return fn(**args)
     if _shape(cls)[2]:
-        return [fn(**data)]
+        return [call(None, data)]
     longest = max((len(v) for v in data.values()), default=1)
     if any(len(v) == 0 for v in data.values()):
         return []
-    return [fn(**{k: v[min(i, len(v) - 1)] for k, v in data.items()}) for i in range(longest)]
+    return [call(i, {k: v[min(i, len(v) - 1)] for k, v in data.items()}) for i in range(longest)]
 
 
 def _order(prompt, classes):
@@ -181,6 +231,7 @@ def execute(prompt, classes, extra_pnginfo=None, uis=None):
     """Runs an API-format prompt: {node id: per output slot, the list of items}. `uis`, when
     given, collects {node id: [ui, ...]} (what ComfyUI's executed message carries)."""
     outputs = {}
+    prompt_id = str(uuid.uuid4())
     for node_id in _order(prompt, classes):
         cls = classes[prompt[node_id]["class_type"]]
         data = {}
@@ -193,14 +244,15 @@ def execute(prompt, classes, extra_pnginfo=None, uis=None):
         if schema is None:
             data.update(_hidden_values(cls, prompt, node_id, extra_pnginfo))
             if hasattr(cls, "IS_CHANGED"):
-                _map_over_lists(cls, cls.IS_CHANGED, data)
+                _map_over_lists(cls, cls.IS_CHANGED, data, prompt_id, node_id)
             function = getattr(cls(), cls.FUNCTION)
         else:
             if _v3_overrides(cls, "fingerprint_inputs"):
                 _map_over_lists(cls, _v3_function(cls, schema, "fingerprint_inputs", prompt,
-                                                  node_id, extra_pnginfo), data)
+                                                  node_id, extra_pnginfo), data, prompt_id,
+                                node_id)
             function = _v3_function(cls, schema, cls.FUNCTION, prompt, node_id, extra_pnginfo)
-        results, node_uis = _results(_map_over_lists(cls, function, data))
+        results, node_uis = _results(_map_over_lists(cls, function, data, prompt_id, node_id))
         if uis is not None and node_uis:
             uis[node_id] = node_uis
         _output_node, count, _input_is_list, list_slots = _shape(cls)

@@ -12,6 +12,11 @@ class _NodeOutputInternal:
     """The base of every version's NodeOutput."""
 
 
+def prune_dict(d):
+    """d without its None values (what the V3 inputs' as_dict leave out)."""
+    return {k: v for k, v in d.items() if v is not None}
+
+
 def is_class(obj):
     return isinstance(obj, type)
 

@@ -3,12 +3,16 @@
 The members comfy-orch touches behave as in ComfyUI a125cd84 (docs/comfyui-fixture.md has the
 table): ComfyNode derives from comfy_api.internal._ComfyNodeInternal and has V1's INPUT_TYPES
 and FUNCTION ("EXECUTE_NORMALIZED"); HiddenHolder takes six required values and is built with
-from_dict; NodeOutput derives from _NodeOutputInternal."""
+from_dict; NodeOutput derives from _NodeOutputInternal; GET_NODE_INFO_V1 is asdict() of
+Schema.get_v1_info (fifteen keys, None where unset; an input is (io_type, as_dict() without
+"optional"); a hidden one is keyed by the io.Hidden member's name, valued (its value,));
+python_module is the class's RELATIVE_PYTHON_MODULE, which ComfyUI's loader sets."""
 
+import dataclasses
 import enum
 import inspect
 
-from comfy_api.internal import _ComfyNodeInternal, _NodeOutputInternal
+from comfy_api.internal import _ComfyNodeInternal, _NodeOutputInternal, prune_dict
 
 
 class Hidden(str, enum.Enum):
@@ -34,26 +38,27 @@ class _Input:
         return self.io_type
 
     def as_dict(self):
-        out = {}
-        for key in ("display_name", "tooltip", "lazy"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        return out
+        return prune_dict({"display_name": self.display_name, "optional": self.optional,
+                           "tooltip": self.tooltip, "lazy": self.lazy})
 
 
 class _Widget(_Input):
+    """A widget input: its type's own options (min, max, step, multiline, ...) come after the
+    base's keys, as each real type's as_dict adds them."""
+
     def __init__(self, id, display_name=None, optional=False, tooltip=None, lazy=None,
-                 default=None, socketless=None, **options):
+                 default=None, socketless=None, force_input=None, **options):
         super().__init__(id, display_name, optional, tooltip, lazy)
         self.default = default
+        self.socketless = socketless
+        self.force_input = force_input
         self.options_extra = options
 
     def as_dict(self):
-        out = super().as_dict()
-        if self.default is not None:
-            out["default"] = self.default
-        out.update({k: v for k, v in self.options_extra.items() if v is not None})
-        return out
+        return (super().as_dict() |
+                prune_dict({"default": self.default, "socketless": self.socketless,
+                            "forceInput": self.force_input}) |
+                prune_dict(self.options_extra))
 
 
 class _Output:
@@ -111,6 +116,9 @@ class Combo:
             super().__init__(id, **kwargs)
             self.options = list(options or [])
 
+        def as_dict(self):
+            return super().as_dict() | {"multiselect": False, "options": self.options}
+
     class Output(_Output):
         io_type = "COMBO"
 
@@ -118,8 +126,8 @@ class Combo:
 class Schema:
     def __init__(self, node_id, display_name=None, category="sd", inputs=None, outputs=None,
                  hidden=None, description="", is_output_node=False, is_input_list=False,
-                 is_deprecated=False, is_experimental=False, not_idempotent=False,
-                 enable_expand=False):
+                 is_deprecated=False, is_experimental=False, is_api_node=False,
+                 not_idempotent=False, enable_expand=False):
         self.node_id = node_id
         self.display_name = display_name
         self.category = category
@@ -131,8 +139,61 @@ class Schema:
         self.is_input_list = is_input_list
         self.is_deprecated = is_deprecated
         self.is_experimental = is_experimental
+        self.is_api_node = is_api_node
         self.not_idempotent = not_idempotent
         self.enable_expand = enable_expand
+
+    def finalize(self):
+        """The hidden values an API node and an output node need, and an id for every output."""
+        wanted = ([Hidden.auth_token_comfy_org, Hidden.api_key_comfy_org] if self.is_api_node
+                  else []) + ([Hidden.prompt, Hidden.extra_pnginfo] if self.is_output_node else [])
+        for kind in wanted:
+            if kind not in self.hidden:
+                self.hidden.append(kind)
+        for k, output in enumerate(self.outputs):
+            if output.id is None:
+                output.id = "_%d_%s_" % (k, output.io_type)
+
+    def get_v1_info(self, cls):
+        inputs = {"required": {}}
+        for i in self.inputs:
+            options = i.as_dict()
+            options.pop("optional", None)
+            inputs.setdefault("optional" if i.optional else "required", {})[i.id] = (
+                i.get_io_type(), options)
+        for kind in self.hidden:
+            inputs.setdefault("hidden", {})[kind.name] = (kind.value,)
+        return NodeInfoV1(
+            input=inputs,
+            input_order={key: list(value) for key, value in inputs.items()},
+            output=[o.io_type for o in self.outputs],
+            output_is_list=[o.is_output_list for o in self.outputs],
+            output_name=[o.display_name or o.io_type for o in self.outputs],
+            output_tooltips=[o.tooltip or None for o in self.outputs],
+            name=self.node_id, display_name=self.display_name, category=self.category,
+            description=self.description, output_node=self.is_output_node,
+            deprecated=self.is_deprecated, experimental=self.is_experimental,
+            api_node=self.is_api_node,
+            python_module=getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes"))
+
+
+@dataclasses.dataclass
+class NodeInfoV1:
+    input: dict = None
+    input_order: dict = None
+    output: list = None
+    output_is_list: list = None
+    output_name: list = None
+    output_tooltips: list = None
+    name: str = None
+    display_name: str = None
+    description: str = None
+    python_module: object = None
+    category: str = None
+    output_node: bool = None
+    deprecated: bool = None
+    experimental: bool = None
+    api_node: bool = None
 
 
 class NodeOutput(_NodeOutputInternal):
@@ -189,6 +250,7 @@ class _ClassProperty:
 class ComfyNode(_ComfyNodeInternal):
     hidden = None
     SCHEMA = None
+    RELATIVE_PYTHON_MODULE = None  # set by ComfyUI's loader: "custom_nodes.<pack>"
 
     @classmethod
     def define_schema(cls):
@@ -218,20 +280,22 @@ class ComfyNode(_ComfyNodeInternal):
     @classmethod
     def GET_SCHEMA(cls):
         cls.SCHEMA = cls.define_schema()
+        cls.SCHEMA.finalize()
         return cls.SCHEMA
+
+    @classmethod
+    def GET_NODE_INFO_V1(cls):
+        """What ComfyUI's /object_info answers for the class (server.py's node_info)."""
+        return dataclasses.asdict(cls.GET_SCHEMA().get_v1_info(cls))
 
     # V1's surface, which ComfyUI's own V3 base class has too: a V3 class is told apart by its
     # base, never by INPUT_TYPES missing.
     @classmethod
     def INPUT_TYPES(cls, include_hidden=True, return_schema=False):
         schema = cls.GET_SCHEMA()
-        out = {"required": {}, "optional": {}}
-        for i in schema.inputs:
-            out["optional" if i.optional else "required"][i.id] = (i.get_io_type(),
-                                                                   i.as_dict())
-        if include_hidden and schema.hidden:
-            out["hidden"] = {str(getattr(h, "value", h)).lower(): str(getattr(h, "value", h))
-                             for h in schema.hidden}
+        out = schema.get_v1_info(cls).input
+        if not include_hidden:
+            out.pop("hidden", None)
         return (out, schema) if return_schema else out
 
     FUNCTION = _ClassProperty(lambda cls: "EXECUTE_NORMALIZED_ASYNC"

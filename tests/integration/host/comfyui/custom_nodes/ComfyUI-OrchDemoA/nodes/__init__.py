@@ -129,8 +129,12 @@ class DemoViewer:
                 "result": (int(image.shape[2]),)}
 
 
+from . import declared  # noqa: E402
+
 NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "DemoLoadModel": DemoLoadModel,
                        "DemoApplyModel": DemoApplyModel, "DemoSleep": DemoSleep,
                        "DemoLoadWeights": DemoLoadWeights}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}
+NODE_CLASS_MAPPINGS.update(declared.NODE_CLASS_MAPPINGS)
+NODE_DISPLAY_NAME_MAPPINGS.update(declared.NODE_DISPLAY_NAME_MAPPINGS)
