@@ -3,11 +3,22 @@ packs report progress and stop on an interrupt unchanged. Installed only into mo
 itself imported (comfy.utils, comfy.model_management): importing them here would start what
 they start (torch, the device) in packs that never asked for it."""
 
+import importlib
+import os
 import sys
 import threading
 import time
 
 from . import _call, _import_hooks
+
+
+def import_as_main_does(root):
+    """What ComfyUI's main.py imports before any pack, where a pack's imports depend on it: its
+    `utils` package. nodes.py puts comfy/ first on sys.path, so in a process that had not
+    imported ComfyUI's utils first, `import server` (through app.frontend_management's
+    utils.install_util) finds comfy/utils.py and fails: "'utils' is not a package"."""
+    if os.path.isfile(os.path.join(root, "utils", "__init__.py")) and "utils" not in sys.modules:
+        importlib.import_module("utils")
 
 
 def install_hooks():

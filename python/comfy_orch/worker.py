@@ -116,6 +116,8 @@ def main(argv=None):
         _output.forward(lib)
         from ._runner import Runner
         _comfyui_args.install()  # before the pack can import comfy.model_management
+        if own.get("comfyui_root"):
+            _comfyui.import_as_main_does(own["comfyui_root"])
         module = _import_node_dir(node_dir, pack_dir)
         specs = _node_specs(module, node_dir, pack_dir)
         _comfyui.install_hooks()

@@ -88,8 +88,7 @@ TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_de
   const fs::path dir = pattern;
   const fs::path tree = dir / "ComfyUI";
   fs::create_directories(tree);
-  for (const char* part : {"comfy", "comfy_api", "server.py", "folder_paths.py"})
-    fs::copy(fs::path(ORCH_TEST_COMFYUI) / part, tree / part, fs::copy_options::recursive);
+  fs::copy(fs::path(ORCH_TEST_COMFYUI), tree, fs::copy_options::recursive);  // main.py replaced
   fs::copy(fs::path(ORCH_TEST_COMFYUI_PACKS), tree / "custom_nodes", fs::copy_options::recursive);
   fs::copy_file(fs::path(ORCH_TEST_COMFYUI_PACKS).parent_path() / "loader_harness.py",
                 tree / "loader_harness.py");
@@ -97,6 +96,7 @@ TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_de
       << "import json, logging, os, sys\n"
          "logging.basicConfig(level=logging.INFO)  # ComfyUI logs at INFO\n"
          "import comfy.options\n"
+         "import utils.extra_config  # ComfyUI's main.py imports its utils package first\n"
          "comfy.options.enable_args_parsing()  # as ComfyUI's main.py, before cli_args\n"
          "import comfy.cli_args, comfy.model_management, comfy.model_patcher, comfy.utils\n"
          "import loader_harness\n"

@@ -5,7 +5,8 @@ sys.path (test_comfyui_host.cpp puts it there).
 ComfyUI (the fixture as the real one) parses its command line when comfy.cli_args is first
 imported, and only when main.py enabled that (comfy.options); without a GPU, ComfyUI needs
 --cpu. prepare() does both, as main.py would, and imports what ComfyUI has imported before it
-loads packs."""
+loads packs: its utils package first of all (server.py needs it to be ComfyUI's, not comfy/'s).
+"""
 
 import os
 import sys
@@ -14,6 +15,7 @@ REAL_ROOT = os.environ.get("ORCH_COMFYUI_ROOT") or None
 
 
 def prepare():
+    import utils.extra_config  # noqa: F401  (main.py's first import: ComfyUI's utils package)
     _parse_arguments()
     # What ComfyUI has imported before it loads any pack (nodes.py imports comfy.sd, which
     # imports the patcher).

@@ -1,8 +1,13 @@
-"""ComfyUI's server module as packs import it (ComfyUI a125cd84): importing it imports nodes and
-comfy.model_management, so a worker that imports it without ComfyUI's --cpu dies on a machine
-without CUDA. PromptServer.instance is ComfyUI's one server (None outside ComfyUI's process)."""
+"""ComfyUI's server module as packs import it (ComfyUI a125cd84): importing it imports nodes
+(which puts comfy/ first on sys.path) and comfy.model_management, then
+app.frontend_management, which imports utils.install_util. So a worker that imports it dies
+without ComfyUI's --cpu on a machine without CUDA, and dies unless ComfyUI's utils package was
+imported first, as main.py does. PromptServer.instance is ComfyUI's one server (None outside
+ComfyUI's process)."""
 
+import nodes  # noqa: F401
 import comfy.model_management  # noqa: F401  (what makes a worker need --cpu)
+from app.frontend_management import requirements_path  # noqa: F401
 
 
 class PromptServer:
