@@ -15,8 +15,8 @@ REAL_ROOT = os.environ.get("ORCH_COMFYUI_ROOT") or None
 
 
 def prepare():
-    import utils.extra_config  # noqa: F401  (main.py's first import: ComfyUI's utils package)
     _parse_arguments()
+    import utils.extra_config  # noqa: F401  (as main.py next: ComfyUI's utils package)
     # What ComfyUI has imported before it loads any pack (nodes.py imports comfy.sd, which
     # imports the patcher).
     import comfy.model_management  # noqa: F401
