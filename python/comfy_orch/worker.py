@@ -10,8 +10,8 @@ import importlib.util
 import os
 import sys
 
-from . import (_abi, _call, _comfyui, _comfyui_args, _library, _output, _schema,
-               _torch_allocator, _torch_models, _v3)
+from . import (_abi, _call, _comfyui, _comfyui_args, _library, _output, _prompt_server,
+               _schema, _torch_allocator, _torch_models, _v3)
 
 _OWN_FLAGS = ("--node-dir", "--pack-dir", "--comfyui-root")
 
@@ -118,6 +118,7 @@ def main(argv=None):
         _comfyui_args.install()  # before the pack can import comfy.model_management
         if own.get("comfyui_root"):
             _comfyui.import_as_main_does(own["comfyui_root"])
+        _prompt_server.install()  # ComfyUI's server exists before packs load; here too
         module = _import_node_dir(node_dir, pack_dir)
         specs = _node_specs(module, node_dir, pack_dir)
         _comfyui.install_hooks()

@@ -22,6 +22,11 @@ def prepare():
     import comfy.model_management  # noqa: F401
     import comfy.model_patcher  # noqa: F401
     import comfy.utils  # noqa: F401
+    # main.py builds its server before it loads any pack: packs read PromptServer.instance.
+    import asyncio
+    import server
+    if getattr(server.PromptServer, "instance", None) is None:
+        server.PromptServer(asyncio.new_event_loop())
 
 
 def _parse_arguments():

@@ -2,13 +2,35 @@
 (which puts comfy/ first on sys.path) and comfy.model_management, then
 app.frontend_management, which imports utils.install_util. So a worker that imports it dies
 without ComfyUI's --cpu on a machine without CUDA, and dies unless ComfyUI's utils package was
-imported first, as main.py does. PromptServer.instance is ComfyUI's one server (None outside
-ComfyUI's process)."""
+imported first, as main.py does. PromptServer.instance is ComfyUI's one server, set by its
+constructor: where none was built (a worker), the class has no `instance` attribute at all."""
 
 import nodes  # noqa: F401
 import comfy.model_management  # noqa: F401  (what makes a worker need --cpu)
 from app.frontend_management import requirements_path  # noqa: F401
 
 
+class _RouteTable:
+    """aiohttp's RouteTableDef as packs use it (the real one needs aiohttp): decorators that keep
+    (method, path, handler)."""
+
+    def __init__(self):
+        self.defs = []
+
+    def route(self, method, path, **kwargs):
+        def register(handler):
+            self.defs.append((method.upper(), path, handler))
+            return handler
+        return register
+
+    def get(self, path, **kwargs):
+        return self.route("GET", path, **kwargs)
+
+    def post(self, path, **kwargs):
+        return self.route("POST", path, **kwargs)
+
+
 class PromptServer:
-    instance = None
+    def __init__(self, loop=None):
+        PromptServer.instance = self
+        self.routes = _RouteTable()

@@ -1,12 +1,21 @@
 """Demo pack A: an image source, a filter, a model object that stays in its worker, and a viewer
 node that returns a ui. It imports ComfyUI's server module at the top, as viewer packs do to
-register routes: that imports comfy.model_management, so its worker needs ComfyUI's --cpu."""
+register routes: that imports comfy.model_management, so its worker needs ComfyUI's --cpu, and it
+reads PromptServer.instance, which a worker must have."""
 
 import os
 
 import numpy as np
 
 import server  # noqa: F401  (ComfyUI's; imports comfy.model_management)
+from server import PromptServer
+
+# A route, registered at import as viewer packs do: PromptServer.instance is read unguarded
+# (ComfyUI builds its server before packs load; its class has no `instance` until then).
+if PromptServer.instance is not None:
+    @PromptServer.instance.routes.get("/orchdemo/ping")
+    async def _ping(request):
+        return None
 
 
 class DemoGradient:
