@@ -29,13 +29,30 @@ OK, INVALID, FAILED = 0, 1, 2
 
 
 class HostError(RuntimeError):
-    """The host refused or failed: `code` is the error's type, as ComfyUI names errors."""
+    """The host refused or failed: `code` is the error's type, as ComfyUI names errors. Where
+    the host read a deployment and found errors, the message lists each one (file, line, key,
+    what is wrong, how to fix it), as `comfy-orch validate` would: a log shows only the
+    message."""
 
     def __init__(self, code, message, details=None):
-        super().__init__("%s: %s" % (code, message))
         self.code = code
         self.message = message
         self.details = details or {}
+        super().__init__("%s: %s%s" % (code, message, _diagnostic_lines(self.details)))
+
+
+def _diagnostic_lines(details):
+    """"\n  FILE:LINE:COLUMN: error: KEY: MESSAGE\n    fix: FIX" for each error diagnostic."""
+    lines = []
+    for d in details.get("diagnostics", []) if isinstance(details, dict) else []:
+        if not isinstance(d, dict) or d.get("severity") != "error":
+            continue
+        where = ":".join(str(d[k]) for k in ("file", "line", "column") if d.get(k))
+        key = "%s: " % d["key"] if d.get("key") else ""
+        lines.append("\n  %s: error: %s%s" % (where or "deployment", key, d.get("message", "")))
+        if d.get("fix"):
+            lines.append("\n    fix: %s" % d["fix"])
+    return "".join(lines)
 
 
 class NodeError(HostError):

@@ -106,6 +106,21 @@ class HostFromPython(unittest.TestCase):
             self.host.call("NoSuchNode", {})
         self.assertEqual(caught.exception.code, "missing_node_type")
 
+    def test_a_deployment_that_does_not_start_names_each_error_in_the_message(self):
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            broken = os.path.join(tmp, "broken.toml")
+            with open(broken, "w") as f:
+                f.write("[host]\ndevice = \"sim\"\n[shm]\npinned_pool_size = \"lots\"\n")
+            with self.assertRaises(HostError) as caught:
+                Host(broken)
+        text = str(caught.exception)
+        self.assertIn("nothing started", text)
+        self.assertIn("broken.toml:4:", text)  # file and line of the bad value
+        self.assertIn("pinned_pool_size", text)  # its key
+        self.assertIn("fix:", text)
+
     def test_status_and_free_answer(self):
         rows = self.host.status()["memory"]
         self.assertEqual([r["process"] for r in rows][0], "host")
