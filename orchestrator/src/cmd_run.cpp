@@ -130,6 +130,18 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     h.shutdown();
     return signals.interrupted() ? exit_interrupted : exit_invalid_input;
   }
+  // Outputs that failed validation next to ones that passed: the prompt runs without them, and
+  // says so as ComfyUI does (its log lines; with --json, its node_errors).
+  if (const auto ignored = orchestrator::ignored_outputs_log(report); !ignored.empty()) {
+    if (json) {
+      std::cout << nlohmann::json{{"type", "outputs_ignored"},
+                                  {"data", {{"node_errors", report.to_json()["node_errors"]}}}}
+                       .dump()
+                << std::endl;
+    } else {
+      for (const auto& line : ignored) std::cout << printable(line) << '\n';
+    }
+  }
   bool ok = false;
   {
     signals.on_interrupt([&ex] { ex->interrupt(); });

@@ -439,6 +439,25 @@ validation_report validate_prompt(const prompt& p, const node_catalogue& catalog
   return validator(p, catalogue, custom).run();
 }
 
+std::vector<std::string> ignored_outputs_log(const validation_report& report) {
+  std::vector<std::string> lines;
+  if (!report.ok()) return lines;  // a refusal is reported as one
+  std::set<std::string> ignored;
+  for (const auto& [id, ne] : report.node_errors)
+    ignored.insert(ne.dependent_outputs.begin(), ne.dependent_outputs.end());
+  for (const auto& out : ignored) {
+    lines.push_back("Failed to validate prompt for output " + out + ":");
+    for (const auto& [id, ne] : report.node_errors) {
+      const auto& deps = ne.dependent_outputs;
+      if (std::find(deps.begin(), deps.end(), out) == deps.end()) continue;
+      lines.push_back("* " + ne.class_type + " " + id + ":");
+      for (const auto& e : ne.errors) lines.push_back("  - " + e.message + ": " + e.details);
+    }
+    lines.push_back("Output will be ignored");
+  }
+  return lines;
+}
+
 validation_report invalid_prompt_report(const error& e) {
   validation_report r;
   r.error = validation_error{runtime_errc::invalid_prompt, e.message, "", nlohmann::json::object()};

@@ -16,6 +16,7 @@
 #include "orch/orchestrator/memory_table.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
 #include "orch/orchestrator/unstarted_envs.hpp"
+#include "orch/support/untrusted_text.hpp"
 
 namespace orch::orchestrator {
 
@@ -315,6 +316,7 @@ std::optional<http_reply> comfy_api::post_prompt(const http_request& req, bool m
     return json_reply(report.to_json(), 400);
   }
 
+  for (const auto& line : ignored_outputs_log(report)) spdlog::error("{}", printable(line));
   item.document = (*body)["prompt"];
   item.outputs = report.outputs;
   item.parsed = std::move(*parsed);

@@ -66,6 +66,34 @@ TEST_F(invalid_prompt_cli, a_refusal_in_text_mode_escapes_what_the_prompt_said) 
   EXPECT_EQ(text.out.find("\nnode 9 (X): ok"), std::string::npos) << text.out;
 }
 
+TEST_F(invalid_prompt_cli, an_output_that_fails_validation_is_ignored_and_said_as_comfyui_does) {
+  // Output 1 is valid, output 2's input is not a number: the prompt runs output 1 only.
+  const auto prompt = prompt_file(R"({"1": {"class_type": "TestEmpty", "inputs": {}},
+                                      "2": {"class_type": "TestSleep", "inputs": {"ms": "soon"}}})");
+  const auto text = run_cli(prompt, false);
+  EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("Failed to validate prompt for output 2:\n* TestSleep 2:\n  - "),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("Output will be ignored"), std::string::npos) << text.out;
+
+  const auto json = run_cli(prompt, true);
+  EXPECT_EQ(json.exit_code, 0) << json.out << json.err;
+  bool said = false;
+  std::istringstream lines(json.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto event = nlohmann::json::parse(line, nullptr, false);
+    if (event.is_discarded() || event["type"] != "outputs_ignored") continue;
+    said = true;
+    const auto& errors = event["data"]["node_errors"];
+    ASSERT_TRUE(errors.contains("2")) << line;
+    EXPECT_EQ(errors["2"]["class_type"], "TestSleep");
+    EXPECT_EQ(errors["2"]["dependent_outputs"], nlohmann::json::array({"2"}));
+    EXPECT_FALSE(errors.contains("1")) << line;
+  }
+  EXPECT_TRUE(said) << json.out;
+}
+
 TEST_F(invalid_prompt_cli, an_array_is_refused_as_invalid_prompt_on_stdout) {
   expect_invalid_prompt(prompt_file(R"([{"class_type": "SolidImage"}])"), "not array");
 }

@@ -59,6 +59,11 @@ using custom_validation = std::function<std::optional<validation_error>(
 validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue,
                                   const custom_validation& custom = {});
 
+// ComfyUI's log lines for each output a prompt that may run goes without (validate_prompt's
+// "Failed to validate prompt for output 9:", "* Class 4:", "  - message: details", "Output will
+// be ignored"); empty when every output validated. The text is the prompt's: print it escaped.
+std::vector<std::string> ignored_outputs_log(const validation_report& report);
+
 // The dependency closure of `outputs` in an order where every node follows its inputs; ties are
 // broken by node id so a run is reproducible. Requires a validated (acyclic) prompt; a cycle
 // cannot make it loop. Validation and ordering walk the graph on explicit stacks: a chain of
