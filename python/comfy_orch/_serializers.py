@@ -7,6 +7,9 @@ marked dict, so it can still be passed on unchanged."""
 import threading
 
 MARK = "__comfy_orch_serialized__"
+# A tuple crosses as {TUPLE: [items]}: the values between processes have lists, not tuples, and
+# a node that returned a tuple (a size, a pair) is given a tuple on the other side too.
+TUPLE = "__comfy_orch_tuple__"
 
 _lock = threading.Lock()
 _by_type = {}  # class name -> (serialize, deserialize, tag)
@@ -57,7 +60,10 @@ def encode_nested(value):
 
 
 def decode(value):
-    """A marked payload dict rebuilt with its tag's deserializer; anything else as it is."""
+    """A marked payload dict rebuilt with its tag's deserializer, a marked tuple as a tuple;
+    anything else as it is."""
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get(TUPLE), list):
+        return tuple(decode_nested(v) for v in value[TUPLE])
     if not isinstance(value, dict) or MARK not in value:
         return value
     entry = _by_tag.get(value.get(MARK))
@@ -68,7 +74,7 @@ def decode(value):
 
 def decode_nested(value):
     if isinstance(value, dict):
-        if MARK in value:
+        if MARK in value or TUPLE in value:
             return decode(value)
         return {k: decode_nested(v) for k, v in value.items()}
     if isinstance(value, list):

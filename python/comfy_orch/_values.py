@@ -83,7 +83,9 @@ def to_value(obj, out, call, handles, depth=0):
         return
     if isinstance(obj, np.generic):
         obj = obj.item()  # a numpy scalar is its Python value
-    if isinstance(obj, (list, tuple, dict)) and not _is_tensor(obj):
+    if isinstance(obj, tuple) and not _is_tensor(obj):
+        obj = {_serializers.TUPLE: list(obj)}  # given back as a tuple (_serializers.decode)
+    if isinstance(obj, (list, dict)) and not _is_tensor(obj):
         if depth >= _abi.MAX_VALUE_DEPTH:
             raise ValueError("a value nests lists and dicts deeper than %d levels; only that many "
                              "cross between processes" % _abi.MAX_VALUE_DEPTH)

@@ -124,6 +124,8 @@ def _to_worker(value):
         return value.handle
     if isinstance(value, list):
         return [_to_worker(v) for v in value]
+    if isinstance(value, tuple) and _serializers.encode(value) is None:
+        return {_serializers.TUPLE: [_to_worker(v) for v in value]}
     marked = _serializers.encode(value)  # a pack's type with its registered serializer
     return marked if marked is not None else value
 

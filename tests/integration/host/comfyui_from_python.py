@@ -232,6 +232,15 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(out["3"][1][0], os.getpid())      # DemoMean ran here
         self.assertNotEqual(out["2"][1][0], os.getpid())   # DemoInvert in its worker
 
+    def test_a_tuple_inside_an_output_stays_a_tuple_in_comfyui_and_in_another_env(self):
+        out = self.run_prompt({
+            "1": {"class_type": "DemoGradient", "inputs": {"width": 8, "height": 4}},
+            "2": {"class_type": "DemoSize", "inputs": {"image": ["1", 0]}},
+            "3": {"class_type": "DemoDescribeSize", "inputs": {"size": ["2", 0]}},
+        })
+        self.assertEqual(out["2"][0][0], (8, 4, ("w", "h")))  # here, in ComfyUI's process
+        self.assertEqual(out["3"][0][0], "tuple of (8, 4), tuple")  # in env B's worker
+
     def test_a_model_stays_in_its_worker_and_only_its_env_can_use_it(self):
         out = self.run_prompt({
             "1": {"class_type": "DemoGradient", "inputs": {"width": 4, "height": 2}},

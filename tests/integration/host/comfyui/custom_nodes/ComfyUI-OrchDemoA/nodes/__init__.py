@@ -138,11 +138,26 @@ class DemoViewer:
                 "result": (int(image.shape[2]),)}
 
 
+class DemoSize:
+    """An output that is a tuple inside: ComfyUI's next node gets a tuple, as in one process."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    RETURN_TYPES = ("DEMO_SIZE",)
+    FUNCTION = "size"
+    CATEGORY = "demo"
+
+    def size(self, image):
+        return ((int(image.shape[2]), int(image.shape[1]), ("w", "h")),)
+
+
 from . import declared  # noqa: E402
 
 NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "DemoLoadModel": DemoLoadModel,
                        "DemoApplyModel": DemoApplyModel, "DemoSleep": DemoSleep,
-                       "DemoLoadWeights": DemoLoadWeights}
+                       "DemoLoadWeights": DemoLoadWeights, "DemoSize": DemoSize}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}
 NODE_CLASS_MAPPINGS.update(declared.NODE_CLASS_MAPPINGS)

@@ -86,5 +86,22 @@ class DemoV3Gain(io.ComfyNode):
                              ui={"gain": [gain]})
 
 
+class DemoDescribeSize:
+    """What another env's node gave it: the types as this process sees them."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"size": ("DEMO_SIZE",)}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "describe"
+    CATEGORY = "demo/filters"
+    OUTPUT_NODE = True
+
+    def describe(self, size):
+        return ("%s of %s, %s" % (type(size).__name__, size[:2], type(size[2]).__name__),)
+
+
 NODE_CLASS_MAPPINGS = {"DemoInvert": DemoInvert, "DemoBatchSizes": DemoBatchSizes,
-                       "DemoLoadLut": DemoLoadLut, "DemoV3Gain": DemoV3Gain}
+                       "DemoLoadLut": DemoLoadLut, "DemoV3Gain": DemoV3Gain,
+                       "DemoDescribeSize": DemoDescribeSize}
