@@ -53,6 +53,8 @@ status check_call_response(const json& body) {
       return bad("to a call has inputs_seen that is not a map");
     }
     if (!absent_or(body, "ui", &json::is_object)) return bad("to a call has a ui that is not a map");
+    if (!absent_or(body, "expand", &json::is_object))
+      return bad("to a call has an expand that is not a map");
   } else {
     if (!has(body, "error", &json::is_object)) return bad("to a failed call has no error map");
     const json& e = body["error"];

@@ -225,6 +225,15 @@ boost::asio::awaitable<std::optional<json>> executor::run_node(
                      {"exception_message", text_field(e, "message")},
                      {"traceback", traceback_lines(e)}};
     }
+    if (r->contains("expand")) {
+      // ComfyUI runs the subgraph in the node's place; this executor has no dynamic prompt.
+      co_return json{{"exception_type", "NotImplementedError"},
+                     {"exception_message",
+                      "node " + id + " (" + cls.class_type +
+                          ") returned a subgraph expansion ('expand'): `comfy-orch run` and "
+                          "`serve` do not carry one out; run the prompt in ComfyUI "
+                          "(comfy-orch launch), which does"}};
+    }
     call_outputs.push_back(std::move((*r)["outputs"]));
     n.inputs_seen = (*r).value("inputs_seen", json::object());
     if (auto ui = r->find("ui"); ui != r->end() && ui->is_object()) uis.push_back(std::move(*ui));

@@ -118,6 +118,7 @@ class NodeApi(C.Structure):
         ("fail_traceback", C.CFUNCTYPE(None, _ctx, C.POINTER(C.c_char_p), C.c_uint32)),
         ("hidden", C.CFUNCTYPE(C.c_char_p, _ctx, C.c_char_p)),
         ("ui", C.CFUNCTYPE(C.c_int32, _ctx, C.c_char_p)),  # ABI 1.3
+        ("expand", C.CFUNCTYPE(C.c_int32, _ctx, C.c_char_p)),  # ABI 1.4
     ]
 
 

@@ -44,6 +44,25 @@ def _send_ui(call, spec, ui):
                         "1 MiB, or nested deeper than 8)", call.node_id, spec.class_type)
 
 
+def _send_expand(call, spec, graph):
+    """A node's {"expand": graph} (ComfyUI's subgraph expansion, its result being links into the
+    graph) through orch_node_api.expand: ComfyUI runs the graph in the node's place. Never
+    dropped: a graph that cannot cross fails the node."""
+    if not _abi.api_has(call.api, "expand"):
+        raise NotImplementedError("%s returned a subgraph expansion ('expand'), and this worker's "
+                                  "node API is older than 1.4: update comfy-orch" % spec.function)
+    finalize = getattr(graph, "finalize", None)  # a GraphBuilder given as it is
+    graph = finalize() if callable(finalize) else graph
+    try:
+        text = json.dumps(graph, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError("%s returned an 'expand' that is not a JSON graph: %s"
+                        % (spec.function, exc)) from None
+    if call.api.expand(call.ctx, text.encode("utf-8", "replace")) != 0:
+        raise ValueError("%s returned an 'expand' the worker refused: not a dict of nodes, or "
+                         "more than 1 MiB, or nested deeper than 8" % spec.function)
+
+
 class Runner:
     def __init__(self, env, specs):
         self.env = env
@@ -106,11 +125,8 @@ class Runner:
         spec.fill_hidden(call, kwargs)
         result = spec.call(call.node_id, kwargs)
         if isinstance(result, dict):
-            if result.get("expand") is not None:  # said, never dropped without a word
-                raise NotImplementedError(
-                    "%s returned a subgraph expansion ('expand'): comfy-orch does not carry one "
-                    "out of a worker yet; run this pack's node in ComfyUI's process"
-                    % spec.function)
+            if result.get("expand") is not None:
+                _send_expand(call, spec, result["expand"])
             _send_ui(call, spec, result.get("ui"))
             result = result.get("result", ())
         if not isinstance(result, (tuple, list)):

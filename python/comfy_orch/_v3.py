@@ -77,6 +77,7 @@ class V3Spec(_schema.NodeSpec):
         self.description = str(getattr(schema, "description", "") or "")
         self.deprecated = bool(getattr(schema, "is_deprecated", False))
         self.experimental = bool(getattr(schema, "is_experimental", False))
+        self.enable_expand = bool(getattr(schema, "enable_expand", False))
         self.validate = self._on_prepared_class("validate_inputs")
         self.fingerprint = self._on_prepared_class("fingerprint_inputs")
         self.current = cls
@@ -107,6 +108,7 @@ class V3Spec(_schema.NodeSpec):
                   "deprecated": self.deprecated,
                   "experimental": self.experimental,
                   "python_module": getattr(self.cls, "__module__", ""),
+                  "enable_expand": self.enable_expand,
                   "api_version": 3}
         if self.validate is not None:
             schema["validate_inputs"] = self.validate_args()

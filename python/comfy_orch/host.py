@@ -64,9 +64,10 @@ class NodeError(HostError):
         self.traceback = error.get("traceback")
 
 
-NodeResult = collections.namedtuple("NodeResult", "outputs ui")
-NodeResult.__doc__ = """One node call's outputs (a list of Python values) and the `ui` it returned
-(ComfyUI's {"ui": ...} of the node, or None)."""
+NodeResult = collections.namedtuple("NodeResult", "outputs ui expand", defaults=(None,))
+NodeResult.__doc__ = """One node call's outputs (a list of Python values), the `ui` it returned
+(ComfyUI's {"ui": ...} of the node, or None) and the subgraph it expands into (its {"expand":
+graph}, its outputs then being links into the graph; or None)."""
 
 
 class Block(ctypes.Structure):
@@ -309,9 +310,10 @@ class Host:
                                 body)
             if status != OK:
                 raise NodeError(body.get("error", {}))
-            ui = body.get("ui")
+            ui, expand = body.get("ui"), body.get("expand")
             return NodeResult([self._from_wire(handle, v, holds) for v in body.get("outputs", [])],
-                              ui if isinstance(ui, dict) else None)
+                              ui if isinstance(ui, dict) else None,
+                              expand if isinstance(expand, dict) else None)
 
     # -- values ------------------------------------------------------------------------------
 

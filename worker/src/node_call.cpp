@@ -121,6 +121,7 @@ json run_node_call(const node_set& nodes, const json& body, node_call_state& sta
             {"allocations", std::move(allocated)},
             {"models", state.memory.describe_models()}};
   if (ctx.ui().is_object()) r["ui"] = ctx.ui();
+  if (ctx.expand().is_object()) r["expand"] = ctx.expand();
   return r;
 }
 

@@ -168,16 +168,16 @@ struct node_api_impl {
   } catch (...) {
     return nullptr;
   }
-  static int32_t ui(orch_node_context* ctx, const char* text) noexcept try {
-    if (ctx == nullptr || text == nullptr) return ORCH_INVALID;
-    // A UI dict is a few file names or lines of text; the caps keep it far below a frame.
+  // A node's JSON object (a UI dict, a subgraph): a few file names, lines or nodes; the caps
+  // keep it far below a frame. Null for text that is not an object, nests deeper than 8 levels
+  // or exceeds 1 MiB; the depth is checked while parsing, so no deeper value is ever built.
+  static nlohmann::json bounded_object(const char* text) {
     constexpr std::size_t max_bytes = std::size_t{1} << 20;
     constexpr std::size_t max_depth = 8;
     const std::size_t n = ::strnlen(text, max_bytes + 1);
-    if (n > max_bytes) return ORCH_INVALID;
+    if (n > max_bytes) return nullptr;
     std::size_t depth = 0;
     std::size_t deepest = 0;
-    // The depth is checked while parsing, so no deeper value is ever built.
     nlohmann::json parsed = nlohmann::json::parse(
         text, text + n,
         [&](int, nlohmann::json::parse_event_t event, nlohmann::json&) {
@@ -191,11 +191,24 @@ struct node_api_impl {
           return deepest <= max_depth;
         },
         /*allow_exceptions=*/false);
-    if (deepest > max_depth || !parsed.is_object()) return ORCH_INVALID;
-    self(ctx).ui_ = std::move(parsed);
+    if (deepest > max_depth || !parsed.is_object()) return nullptr;
+    return parsed;
+  }
+  static int32_t keep_object(orch_node_context* ctx, const char* text,
+                             nlohmann::json node_context_impl::*field) noexcept try {
+    if (ctx == nullptr || text == nullptr) return ORCH_INVALID;
+    nlohmann::json parsed = bounded_object(text);
+    if (parsed.is_null()) return ORCH_INVALID;
+    self(ctx).*field = std::move(parsed);
     return ORCH_OK;
   } catch (...) {
     return ORCH_INVALID;
+  }
+  static int32_t ui(orch_node_context* ctx, const char* text) noexcept {
+    return keep_object(ctx, text, &node_context_impl::ui_);
+  }
+  static int32_t expand(orch_node_context* ctx, const char* text) noexcept {
+    return keep_object(ctx, text, &node_context_impl::expand_);
   }
   static const char* node_id(orch_node_context* ctx) noexcept {
     return ctx == nullptr ? "" : self(ctx).node_id_.c_str();
@@ -214,7 +227,8 @@ const orch_node_api* node_context_impl::api() noexcept {
                                    &node_api_impl::interrupted,    &node_api_impl::log,
                                    &node_api_impl::fail,           &node_api_impl::node_id,
                                    &node_api_impl::streams,        &node_api_impl::fail_traceback,
-                                   &node_api_impl::hidden,         &node_api_impl::ui};
+                                   &node_api_impl::hidden,         &node_api_impl::ui,
+                                   &node_api_impl::expand};
   return &table;
 }
 

@@ -42,6 +42,8 @@ class node_context_impl {
   const std::vector<std::string>& error_traceback() const noexcept { return error_traceback_; }
   // The UI dict the node gave (orch_node_api.ui), or null.
   const nlohmann::json& ui() const noexcept { return ui_; }
+  // The subgraph the node expands into (orch_node_api.expand), or null.
+  const nlohmann::json& expand() const noexcept { return expand_; }
   // Blocks this call allocated, so those the node did not return can be given back.
   const std::vector<ipc::buffer_descriptor>& allocations() const noexcept { return allocations_; }
 
@@ -60,6 +62,7 @@ class node_context_impl {
   std::vector<std::string> error_traceback_;
   std::map<std::string, std::string> hidden_text_;  // orch_node_api.hidden's answers, kept
   nlohmann::json ui_;
+  nlohmann::json expand_;
   std::vector<ipc::buffer_descriptor> allocations_;
 };
 

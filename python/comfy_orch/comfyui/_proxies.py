@@ -257,7 +257,14 @@ def build_proxy(host, class_type, schema):
         # What the pack returned: its ui reaches ComfyUI's executed message and history too.
         result = call(kwargs)
         outputs = outputs_of(schema, result.outputs)
-        return {"ui": result.ui, "result": outputs} if result.ui is not None else outputs
+        if result.ui is None and result.expand is None:
+            return outputs
+        returned = {"result": outputs}
+        if result.ui is not None:
+            returned["ui"] = result.ui
+        if result.expand is not None:  # ComfyUI runs the subgraph; the outputs link into it
+            returned["expand"] = result.expand
+        return returned
 
     attrs = {
         "INPUT_TYPES": classmethod(inputs_types),

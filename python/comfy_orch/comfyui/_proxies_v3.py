@@ -86,7 +86,8 @@ def build_v3_proxy(io, host, class_type, schema):
               "is_input_list": bool(schema.get("input_is_list", False)),
               "is_deprecated": bool(schema.get("deprecated", False)),
               "is_experimental": bool(schema.get("experimental", False)),
-              "not_idempotent": bool(schema.get("not_idempotent", False))}
+              "not_idempotent": bool(schema.get("not_idempotent", False)),
+              "enable_expand": bool(schema.get("enable_expand", False))}
 
     def define_schema(cls):
         # Every proxy asks for the node id and the prompt (the epoch), as V1 proxies do.
@@ -101,7 +102,8 @@ def build_v3_proxy(io, host, class_type, schema):
 
     def execute(cls, **kwargs):
         result = call(kwargs, *hidden_of(cls))
-        return io.NodeOutput(*_proxies.outputs_of(schema, result.outputs), ui=result.ui)
+        return io.NodeOutput(*_proxies.outputs_of(schema, result.outputs), ui=result.ui,
+                             expand=result.expand)
 
     attrs = {"define_schema": classmethod(define_schema), "execute": classmethod(execute),
              "COMFY_ORCH_ENV": schema.get("env", "?"),

@@ -241,6 +241,16 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(out["2"][0][0], (8, 4, ("w", "h")))  # here, in ComfyUI's process
         self.assertEqual(out["3"][0][0], "tuple of (8, 4), tuple")  # in env B's worker
 
+    def test_a_worker_nodes_subgraph_expansion_is_run_by_comfyui(self):
+        out = self.run_prompt({
+            "1": {"class_type": "DemoInvertedGradient", "inputs": {"width": 4}},
+            "2": {"class_type": "DemoMean", "inputs": {"image": ["1", 0]}},
+        })
+        image = out["1"][0][0]  # env B's inversion of env A's gradient, run in its place
+        self.assertEqual(tuple(image.shape), (1, 2, 4, 3))
+        self.assertAlmostEqual(float(image[0, 0, 0, 0]), 1.0)
+        self.assertAlmostEqual(float(image[0, 0, -1, 0]), 0.0)
+
     def test_a_model_stays_in_its_worker_and_only_its_env_can_use_it(self):
         out = self.run_prompt({
             "1": {"class_type": "DemoGradient", "inputs": {"width": 4, "height": 2}},

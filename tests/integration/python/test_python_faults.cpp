@@ -42,6 +42,16 @@ TEST_F(python_faults, an_exception_is_an_execution_error_with_its_type_message_a
   EXPECT_TRUE(run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 1}}}}}}).ok);
 }
 
+TEST_F(python_faults, a_subgraph_expansion_fails_its_node_saying_only_comfyui_runs_it) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  const auto o = run_json({{"1", {{"class_type", "Expand"}, {"inputs", json::object()}}}});
+  ASSERT_FALSE(o.ok);
+  EXPECT_EQ((*o.error)["exception_type"], "NotImplementedError") << o.error->dump();
+  const std::string message = (*o.error)["exception_message"];
+  EXPECT_NE(message.find("returned a subgraph expansion"), std::string::npos) << message;
+  EXPECT_NE(message.find("comfy-orch launch"), std::string::npos) << message;
+}
+
 TEST_F(python_faults, a_segfault_in_the_interpreter_is_a_worker_crash_then_a_respawn) {
   ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
   const std::string env = runtime_testing::env_of(*host_, "Crash");

@@ -27,7 +27,10 @@ e60e19b175f93f2c8fac037063de9f13259be9d4, none of its code:
   (first_real_override). Every call of a node's function, IS_CHANGED included, runs inside
   comfy_execution.utils.CurrentNodeContext(prompt_id, node_id, list_index).
 - get_output_from_returns: a dict result gives its "ui" and "result"; a NodeOutput its ui (a
-  dict, or as_dict() of a UI object) and its args.
+  dict, or as_dict() of a UI object) and its args. A result with "expand" (a dict's, or a
+  NodeOutput's) is a subgraph: its nodes join the prompt (ephemeral nodes of the dynamic
+  prompt), run, and the node's outputs are the values its result's links ([node id, slot])
+  point to.
 """
 
 import contextlib
@@ -144,25 +147,28 @@ def _v3_function(cls, schema, name, prompt, node_id, extra_pnginfo):
 
 
 def _results(returned):
-    """get_output_from_returns: each call's result tuple and its ui (a dict result's "ui", a
-    NodeOutput's ui, as_dict()ed)."""
+    """get_output_from_returns: each call's result tuple, its ui (a dict result's "ui", a
+    NodeOutput's ui, as_dict()ed) and its subgraph (a result's "expand", or None)."""
     internal = sys.modules.get("comfy_api.internal")
     v3_output = getattr(internal, "_NodeOutputInternal", ())
-    results, uis = [], []
+    results, uis, graphs = [], [], []
     for r in returned:
         if isinstance(r, dict):
             if "ui" in r:
                 uis.append(r["ui"])
             if "result" in r:
                 results.append(r["result"])
+                graphs.append(r.get("expand"))
         elif v3_output and isinstance(r, v3_output):
             if r.ui is not None:
                 uis.append(r.ui if isinstance(r.ui, dict) else r.ui.as_dict())
             if r.result is not None:
                 results.append(r.result)
+                graphs.append(r.expand)
         else:
             results.append(r)
-    return results, uis
+            graphs.append(None)
+    return results, uis, graphs
 
 
 def _shape(cls):
@@ -210,6 +216,12 @@ def _map_over_lists(cls, fn, data, prompt_id, node_id):
 
 def _order(prompt, classes):
     """Every node an output node needs, dependencies first."""
+    return _needed(prompt, [node_id for node_id in sorted(prompt)
+                            if _shape(classes[prompt[node_id]["class_type"]])[0]])
+
+
+def _needed(prompt, targets):
+    """The targets and every node they need, dependencies first."""
     order, seen = [], set()
 
     def visit(node_id):
@@ -221,18 +233,28 @@ def _order(prompt, classes):
                 visit(value[0])
         order.append(node_id)
 
-    for node_id in sorted(prompt):
-        if _shape(classes[prompt[node_id]["class_type"]])[0]:
-            visit(node_id)
+    for node_id in targets:
+        visit(node_id)
     return order
+
+
+def _link(value):
+    return isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
 
 
 def execute(prompt, classes, extra_pnginfo=None, uis=None):
     """Runs an API-format prompt: {node id: per output slot, the list of items}. `uis`, when
     given, collects {node id: [ui, ...]} (what ComfyUI's executed message carries)."""
     outputs = {}
-    prompt_id = str(uuid.uuid4())
-    for node_id in _order(prompt, classes):
+    _run(dict(prompt), classes, _order(prompt, classes), outputs, str(uuid.uuid4()),
+         extra_pnginfo, uis)
+    return outputs
+
+
+def _run(prompt, classes, order, outputs, prompt_id, extra_pnginfo, uis):
+    for node_id in order:
+        if node_id in outputs:
+            continue
         cls = classes[prompt[node_id]["class_type"]]
         data = {}
         for name, value in prompt[node_id]["inputs"].items():
@@ -252,7 +274,15 @@ def execute(prompt, classes, extra_pnginfo=None, uis=None):
                                                   node_id, extra_pnginfo), data, prompt_id,
                                 node_id)
             function = _v3_function(cls, schema, cls.FUNCTION, prompt, node_id, extra_pnginfo)
-        results, node_uis = _results(_map_over_lists(cls, function, data, prompt_id, node_id))
+        results, node_uis, graphs = _results(_map_over_lists(cls, function, data, prompt_id,
+                                                             node_id))
+        for k, graph in enumerate(graphs):
+            if graph is not None:  # the subgraph runs; the node's outputs are its links' values
+                prompt.update(graph)
+                _run(prompt, classes, _needed(prompt, [v[0] for v in results[k] if _link(v)]),
+                     outputs, prompt_id, extra_pnginfo, uis)
+                results[k] = tuple(outputs[v[0]][v[1]][0] if _link(v) else v
+                                   for v in results[k])
         if uis is not None and node_uis:
             uis[node_id] = node_uis
         _output_node, count, _input_is_list, list_slots = _shape(cls)

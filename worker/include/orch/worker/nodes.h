@@ -20,10 +20,11 @@ extern "C" {
 
 #define ORCH_NODES_ABI_MAJOR 1u
 /* 1.1 appended orch_node_class.schema_json, orch_node_api.fail_traceback and .hidden; 1.2
- * appended orch_node_class.validate_inputs and .is_changed; 1.3 appended orch_node_api.ui. A
+ * appended orch_node_class.validate_inputs and .is_changed; 1.3 appended orch_node_api.ui; 1.4
+ * appended orch_node_api.expand. A
  * worker reads an appended field only when the element's struct_size covers it, and a node
  * checks the api's struct_size before calling an appended function (docs/nodes.md). */
-#define ORCH_NODES_ABI_MINOR 3u
+#define ORCH_NODES_ABI_MINOR 4u
 #define ORCH_NODES_ENTRY_SYMBOL "orch_nodes_query"
 
 /* What execute returns. */
@@ -238,6 +239,11 @@ typedef struct orch_node_api {
    * ORCH_INVALID (nothing kept) for text that is not a JSON object, nests deeper than 8 levels
    * or exceeds 1 MiB. */
   int32_t (*ui)(orch_node_context* ctx, const char* json_object);
+  /* ABI 1.4. ComfyUI's subgraph expansion for this call (a node's {"expand": graph}): the graph
+   * as JSON text of an object ({node id: {"class_type", "inputs"}}), its outputs being links
+   * into it ([node id, slot]). ComfyUI runs the graph in place of the node; a host that cannot
+   * (comfy-orch run and serve) fails the node saying so. Same limits and answers as ui. */
+  int32_t (*expand)(orch_node_context* ctx, const char* json_object);
 } orch_node_api;
 
 /* Whether the worker's api table holds the appended function `field` (ABI 1.1 on): a pack built

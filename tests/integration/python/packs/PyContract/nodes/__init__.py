@@ -123,6 +123,23 @@ class Raise:
         raise ValueError(message)
 
 
+class Expand:
+    """Expands into a subgraph (ComfyUI's node expansion), which only ComfyUI carries out."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self):
+        return {"result": (["e.1", 0],),
+                "expand": {"e.1": {"class_type": "Lists", "inputs": {"value": 1}}}}
+
+
 class Crash:
     @classmethod
     def INPUT_TYPES(cls):
@@ -296,5 +313,6 @@ class Environment:
 
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Describe, Options, MakeImage, PassThrough, Lists,
                                                Raise, Crash, Sleep, Chatty, MakeThing, UseThing,
-                                               LoadModel, Environment, MakeLatent, BigText)}
+                                               LoadModel, Environment, MakeLatent, BigText,
+                                               Expand)}
 NODE_DISPLAY_NAME_MAPPINGS = {"Describe": "Describe Input"}

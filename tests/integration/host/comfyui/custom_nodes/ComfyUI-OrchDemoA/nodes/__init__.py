@@ -153,11 +153,33 @@ class DemoSize:
         return ((int(image.shape[2]), int(image.shape[1]), ("w", "h")),)
 
 
+class DemoInvertedGradient:
+    """Expands into a subgraph, as ComfyUI's node expansion does: a gradient from this env and
+    an inversion from env B, which ComfyUI runs in this node's place."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": ("INT", {"default": 8})},
+                "hidden": {"unique_id": "UNIQUE_ID"}}
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "expand"
+    CATEGORY = "demo"
+
+    def expand(self, width, unique_id):
+        gradient, invert = "%s.gradient" % unique_id, "%s.invert" % unique_id
+        graph = {gradient: {"class_type": "DemoGradient",
+                            "inputs": {"width": width, "height": 2}},
+                 invert: {"class_type": "DemoInvert", "inputs": {"image": [gradient, 0]}}}
+        return {"result": ([invert, 0],), "expand": graph}
+
+
 from . import declared  # noqa: E402
 
 NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "DemoLoadModel": DemoLoadModel,
                        "DemoApplyModel": DemoApplyModel, "DemoSleep": DemoSleep,
-                       "DemoLoadWeights": DemoLoadWeights, "DemoSize": DemoSize}
+                       "DemoLoadWeights": DemoLoadWeights, "DemoSize": DemoSize,
+                       "DemoInvertedGradient": DemoInvertedGradient}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}
 NODE_CLASS_MAPPINGS.update(declared.NODE_CLASS_MAPPINGS)
