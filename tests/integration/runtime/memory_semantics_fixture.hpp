@@ -75,6 +75,23 @@ class memory_semantics : public runtime_test {
 
   std::string test_env() { return env_of(*host_, "TestCast"); }
 
+  // Starts a host on the sim device over `count` packs of the native test library, one env
+  // each; `extra` is appended to the deployment.
+  void start_test_library_packs(int count, const std::string& extra = "") {
+    std::string paths;
+    for (int i = 0; i < count; ++i) {
+      const std::string pack = "packs/Pack" + std::to_string(i);
+      write(dir_ / pack / "nodes/comfy-env.toml",
+            "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n");
+      paths += (i ? ", \"" : "\"") + pack + "\"";
+    }
+    write(dir_ / "d.toml", "[host]\ndevice = \"sim\"\n\n[plugins]\nsearch_paths = [\"" +
+                               std::string(ORCH_TEST_PLUGIN_DIR) + "\"]\n\n[packs]\npaths = [" +
+                               paths + "]\nlibrary_paths = [\"" + ORCH_TEST_PACKS_DIR + "\"]\n" +
+                               extra);
+    start_file(dir_ / "d.toml");
+  }
+
   ipc::stats_snapshot stats(const std::string& env) {
     return host_->on_io_thread([&] {
       const auto* w = host_->workers().find(env);

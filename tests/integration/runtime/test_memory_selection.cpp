@@ -25,17 +25,7 @@ TEST_F(memory_semantics, the_host_resolves_the_pager_and_every_worker_follows_it
 // attaches its allocator and its pager to the device, so 64 workers hold well over 128 slots.
 TEST_F(memory_semantics, sixty_four_workers_on_the_sim_device_all_run_the_pager) {
   constexpr int workers_wanted = 64;
-  std::string paths;
-  for (int i = 0; i < workers_wanted; ++i) {
-    const std::string pack = "packs/Pack" + std::to_string(i);
-    write(dir_ / pack / "nodes/comfy-env.toml",
-          "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n");
-    paths += (i ? ", \"" : "\"") + pack + "\"";
-  }
-  write(dir_ / "d.toml", "[host]\ndevice = \"sim\"\n\n[plugins]\nsearch_paths = [\"" +
-                             std::string(ORCH_TEST_PLUGIN_DIR) + "\"]\n\n[packs]\npaths = [" +
-                             paths + "]\nlibrary_paths = [\"" + ORCH_TEST_PACKS_DIR + "\"]\n");
-  ASSERT_NO_FATAL_FAILURE(start_file(dir_ / "d.toml"));
+  ASSERT_NO_FATAL_FAILURE(start_test_library_packs(workers_wanted));
   const auto workers = host_->on_io_thread([&] { return host_->workers().workers(); });
   ASSERT_EQ(workers.size(), static_cast<std::size_t>(workers_wanted));
   int paging = 0;

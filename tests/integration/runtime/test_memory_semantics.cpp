@@ -17,18 +17,7 @@ using nlohmann::json;
 
 TEST_F(memory_semantics, eight_workers_never_promise_more_than_one_pinned_budget) {
   // Eight packs of the test library, each asking for a third of the budget to pin and keep.
-  std::string paths;
-  for (int i = 0; i < 8; ++i) {
-    const std::string pack = "packs/Pack" + std::to_string(i);
-    write(dir_ / pack / "nodes/comfy-env.toml",
-          "[worker]\nlibrary = \"liborch_pack_test_nodes.so\"\n");
-    paths += (i ? ", \"" : "\"") + pack + "\"";
-  }
-  write(dir_ / "d.toml", "[host]\ndevice = \"sim\"\n\n[plugins]\nsearch_paths = [\"" +
-                             std::string(ORCH_TEST_PLUGIN_DIR) + "\"]\n\n[packs]\npaths = [" +
-                             paths + "]\nlibrary_paths = [\"" + ORCH_TEST_PACKS_DIR +
-                             "\"]\n\n[shm]\npinned_pool_size = \"16MiB\"\n");
-  ASSERT_NO_FATAL_FAILURE(start_file(dir_ / "d.toml"));
+  ASSERT_NO_FATAL_FAILURE(start_test_library_packs(8, "\n[shm]\npinned_pool_size = \"16MiB\"\n"));
   const auto workers = host_->on_io_thread([&] { return host_->workers().workers(); });
   ASSERT_EQ(workers.size(), 8u);
   const std::uint64_t budget = host_->on_io_thread([&] { return host_->memory().budget_bytes(); });
