@@ -8,7 +8,7 @@ import json
 import logging
 import math
 
-from . import _abi, _call, _comfyui, _schema, _tensors, _values
+from . import _abi, _call, _comfyui, _schema, _tensors, _torch_models, _values
 
 
 class AlwaysChanged(Exception):
@@ -98,6 +98,11 @@ class Runner:
             self.fail(call, exc)
             return _abi.NODE_ERROR
         finally:
+            try:
+                _torch_models.end_call()  # what the call moved to the device, as models
+            except Exception as exc:  # noqa: BLE001 - never the node's failure
+                logging.warning("node %s: the torch modules it moved are not recorded: %s",
+                                node, exc)
             # The worker copies the outputs after this callback returns: what they point to
             # (strings, container items) lives until the next call.
             self.outputs_kept = call.keep

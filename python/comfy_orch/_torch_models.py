@@ -1,17 +1,26 @@
-"""torch modules moved to the worker's device become models the host can see (docs/python.md),
-as comfy-env registers them (docs/references.md, comfy-env §1.9 item 8): torch.nn.Module.to and
-.cuda are wrapped, and a module whose parameters land on the worker's device during a node call
-is registered once as "<ClassName>_<n>" with the bytes of its parameters and buffers. On the sim
-device torch computes on the CPU, so there a move to comfy_orch.device() (the CPU) counts.
+"""torch modules moved to the worker's device become models the host can see (docs/python.md,
+docs/memory-semantics.md "Worker models"), as comfy-env registers them (docs/references.md,
+comfy-env §1.9 item 8): torch.nn.Module.to and .cuda are wrapped, and what a node call moved to
+the worker's device is recorded when the call ends, once per outermost module:
 
-Installed only when the pack imported torch."""
+- a module inside one moved in the same call, or inside one already recorded, is never counted
+  on its own (ComfyUI's ModelPatcher.load moves each weight-holding submodule, then the whole
+  model: one record of the model's size);
+- a module moved after its submodules were recorded by an earlier call is recorded with only the
+  bytes those records do not already hold, so nothing is counted twice;
+- each record is "<ClassName>_<n>" with the bytes of its parameters and buffers, resident in the
+  worker's memory manager (faulted, then unpinned: evictable) since the module is on the device.
 
-import sys
+The worker's device is a GPU (cuda, hip), or the CPU for the cpu and sim devices, where torch
+computes on the CPU. The wrappers go in as soon as torch is imported, by the pack at its top or
+inside a node's call."""
+
 import weakref
 
-from . import _call
+from . import _call, _import_hooks
 
-_registered = weakref.WeakSet()
+_records = weakref.WeakKeyDictionary()  # module -> bytes its record holds
+_moved = []  # modules moved to the worker's device during the current call
 _count = 0
 
 
@@ -34,8 +43,12 @@ def device():
 
 
 def install():
-    torch = sys.modules.get("torch")
-    if torch is None or getattr(torch.nn.Module.to, "_comfy_orch", False):
+    """The wrappers, now if torch is imported, else when it is."""
+    _import_hooks.after_import("torch", _wrap)
+
+
+def _wrap(torch):
+    if getattr(torch.nn.Module.to, "_comfy_orch", False):
         return
     original_to = torch.nn.Module.to
     original_cuda = torch.nn.Module.cuda
@@ -44,13 +57,13 @@ def install():
         result = original_to(self, *args, **kwargs)
         target = torch._C._nn._parse_to(*args, **kwargs)[0]
         if target is not None:
-            _moved(self, torch.device(target))
+            _note(self, torch.device(target))
         return result
 
     def cuda(self, device_index=None):
         result = original_cuda(self, device_index)
-        _moved(self, torch.device("cuda", device_index if device_index is not None else
-                                  torch.cuda.current_device()))
+        _note(self, torch.device("cuda", device_index if device_index is not None else
+                                 torch.cuda.current_device()))
         return result
 
     to._comfy_orch = True
@@ -59,21 +72,43 @@ def install():
 
 
 def _on_worker_device(target):
-    kind = worker_device_kind()
-    if kind in ("cuda", "hip"):
+    if worker_device_kind() in ("cuda", "hip"):
         return target.type == "cuda"
-    return kind == "sim" and target.type == "cpu"
+    return target.type == "cpu"
 
 
-def _moved(module, target):
+def _note(module, target):
+    if _call.current is not None and _on_worker_device(target):
+        _moved.append(module)
+
+
+def _nbytes(module):
+    return sum(t.numel() * t.element_size()
+               for t in list(module.parameters()) + list(module.buffers()))
+
+
+def end_call():
+    """Records what the call moved, once per outermost module (the module docstring)."""
     global _count
-    if _call.current is None or module in _registered or not _on_worker_device(target):
+    if not _moved:
         return
-    nbytes = sum(t.numel() * t.element_size()
-                 for t in list(module.parameters()) + list(module.buffers()))
-    if nbytes == 0:
-        return
+    moved = list({id(m): m for m in _moved}.values())
+    _moved.clear()
+    recorded = list(_records.keys())
+    inside = set()  # ids of modules below a moved or recorded one
+    for module in moved + recorded:
+        inside.update(id(m) for m in module.modules() if m is not module)
     import comfy_orch
-    _count += 1
-    comfy_orch.register_model("%s_%d" % (type(module).__name__, _count), nbytes)
-    _registered.add(module)
+    for module in moved:
+        if id(module) in inside or module in _records:
+            continue
+        below = {id(m) for m in module.modules()}
+        nbytes = _nbytes(module) - sum(n for m, n in _records.items() if id(m) in below)
+        if nbytes <= 0:
+            continue
+        _count += 1
+        model = comfy_orch.register_model("%s_%d" % (type(module).__name__, _count), nbytes)
+        _records[module] = nbytes
+        # On the device already: resident in the worker's memory manager, and evictable.
+        model.fault(0, nbytes)
+        model.unpin(0, nbytes)

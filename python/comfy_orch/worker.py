@@ -119,10 +119,10 @@ def main(argv=None):
         if own.get("comfyui_root"):
             _comfyui.import_as_main_does(own["comfyui_root"])
         _prompt_server.install()  # ComfyUI's server exists before packs load; here too
+        _torch_models.install()  # now or whenever the pack imports torch
         module = _import_node_dir(node_dir, pack_dir)
         specs = _node_specs(module, node_dir, pack_dir)
         _comfyui.install_hooks()
-        _torch_models.install()
         installed = _torch_allocator.install()
         if installed is not True and "torch" in sys.modules:
             lib.orch_worker_log(_abi.LOG_DEBUG, ("torch keeps its own CUDA allocator: %s"

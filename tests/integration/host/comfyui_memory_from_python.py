@@ -107,6 +107,23 @@ class ComfyUIMemory(unittest.TestCase):
         self.assertEqual(stand_ins()["big"].model_loaded_memory(), 64 * MiB)
         mm.unload_all_models()
 
+    def test_a_model_a_worker_loads_through_comfyuis_patcher_is_one_stand_in_of_its_size(self):
+        # Four 4 MiB Linear layers in a ModelPatcher, loaded with load_models_gpu in the worker
+        # (layer by layer, then whole), torch imported inside the node: 16 MiB.
+        size = 16 * MiB
+        out = self.run_prompt({"1": {"class_type": "DemoLoadComfyModel",
+                                     "inputs": {"layers": 4}}})
+        self.assertEqual(out["1"][0][0], size)  # the worker's ComfyUI: one LoadedModel
+        models = {k: v for k, v in stand_ins().items() if k.startswith("Sequential_")}
+        self.assertEqual(len(models), 1, (sorted(stand_ins()), self.host.models()))
+        (key, model), = models.items()
+        self.assertEqual(model.model_loaded_memory(), size)
+        self.assertEqual(self.resident("orchdemoa", key), size)
+        # The Free button: the worker drops it, and its receipt is the whole model.
+        mm.unload_all_models()
+        self.assertNotIn(key, stand_ins())
+        self.assertEqual(self.resident("orchdemoa", key), 0)
+
     def test_unloading_a_host_model_and_its_clones_passes_worker_models_by(self):
         self.run_prompt({"1": {"class_type": "DemoLoadWeights",
                                "inputs": {"name": "kept", "size_mib": 8}}})

@@ -63,8 +63,9 @@ class python_worker_test : public runtime_testing::runtime_test {
   // Writes a deployment with the native ImageOps pack and the named Python test packs, makes
   // their venvs, and starts the host.
   // `comfyui`: name the fixture ComfyUI tree (tests/integration/python/comfyui) as [comfyui] root.
+  // `device`: the host's device, "sim" (2 GiB) or "cpu".
   void start_python(const std::vector<std::string>& packs = {"PyContract", "PyOther"},
-                    bool comfyui = false) {
+                    bool comfyui = false, const std::string& device = "sim") {
     write(dir_ / "packs/ComfyUI-ImageOps/nodes/comfy-env.toml",
           "[worker]\nlibrary = \"liborch_pack_image_ops.so\"\n");
     std::string paths = "\"packs/ComfyUI-ImageOps\"";
@@ -78,7 +79,8 @@ class python_worker_test : public runtime_testing::runtime_test {
     }
     const fs::path file = dir_ / "deployment.toml";
     write(file,
-          "[host]\ndevice = \"sim\"\n\n[host.sim]\ncapacity = \"2GiB\"\n\n"
+          (device == "sim" ? "[host]\ndevice = \"sim\"\n\n[host.sim]\ncapacity = \"2GiB\"\n\n"
+                           : "[host]\ndevice = \"" + device + "\"\n\n") +
           "[memory]\nasync_offload_streams = 2\n\n[plugins]\nsearch_paths = [\"" +
               std::string(ORCH_TEST_PLUGIN_DIR) + "\"]\n\n[env]\nroot = \"" + workspace_.string() +
               "\"\n\n[packs]\npaths = [" + paths + "]\nlibrary_paths = [\"" +

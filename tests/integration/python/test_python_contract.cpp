@@ -272,6 +272,58 @@ TEST_F(python_contract, a_torch_module_moved_to_the_device_is_registered_as_comf
   EXPECT_EQ(entries[0].size, static_cast<std::uint64_t>(parameters) * 4);
 }
 
+// A model moved submodule by submodule and then whole (ComfyUI's ModelPatcher.load) is one model:
+// one record of its size, never a record per submodule plus one for the whole.
+TEST_F(python_contract, a_module_moved_part_by_part_then_whole_is_one_record_of_its_size) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyOther"}));
+  const auto o = run_json({{"1", {{"class_type", "LoadTorchModelInParts"},
+                                  {"inputs", {{"width", 256}, {"layers", 4}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  const std::int64_t parameters = 4 * (256 * 256 + 256);
+  EXPECT_EQ(output(o, "1", 0), parameters);
+  const auto entries = host_->on_io_thread([&] { return host_->stand_ins().entries(); });
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_NE(entries[0].id.find("Sequential_"), std::string::npos) << entries[0].id;
+  EXPECT_EQ(entries[0].size, static_cast<std::uint64_t>(parameters) * 4);
+}
+
+TEST_F(python_contract, a_module_moved_by_a_node_that_imports_torch_lazily_is_recorded) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  const auto o =
+      run_json({{"1", {{"class_type", "LoadTorchLazily"}, {"inputs", {{"width", 128}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  const auto entries = host_->on_io_thread([&] { return host_->stand_ins().entries(); });
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_NE(entries[0].id.find("Linear_"), std::string::npos) << entries[0].id;
+  EXPECT_EQ(entries[0].size, static_cast<std::uint64_t>(128 * 128 + 128) * 4);
+}
+
+// On the cpu device the CPU is the worker's device: a model moved there is a stand-in the host
+// evicts with a receipt, as on a GPU.
+TEST_F(python_contract, a_module_moved_to_the_cpu_device_is_a_stand_in_the_host_can_evict) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyOther"}, false, "cpu"));
+  const auto o = run_json({{"1", {{"class_type", "LoadTorchModelInParts"},
+                                  {"inputs", {{"width", 256}, {"layers", 4}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  const std::string env = runtime_testing::env_of(*host_, "LoadTorchModelInParts");
+  const auto entries = host_->on_io_thread([&] { return host_->stand_ins().entries(); });
+  ASSERT_EQ(entries.size(), 1u);
+  const std::uint64_t size = 4u * (256 * 256 + 256) * 4;
+  EXPECT_EQ(entries[0].size, size);
+  // All the machine's memory: more than is ever free, whatever else runs, so the one candidate
+  // is evicted (the free reading of the cpu device moves with the machine).
+  std::uint64_t free_now = 0;
+  std::uint64_t total = 0;
+  host_->on_io_thread([&] {
+    auto* dev = host_->memory().backend();
+    dev->api().mem_get_info(dev->device(), &free_now, &total);
+  });
+  const auto steps = host_->free_through_stand_ins(env, total);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].id, entries[0].id);
+  EXPECT_EQ(steps[0].freed, entries[0].resident);
+}
+
 TEST_F(python_contract, torch_allocates_through_the_allocator_plugin_where_it_has_cuda) {
   if (shell(test_python() + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() "
                             "else 1)' >/dev/null 2>&1") != 0) {

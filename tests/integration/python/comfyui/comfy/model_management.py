@@ -11,7 +11,10 @@ facts (no code copied):
   first; then soft_empty_cache;
 - unload_all_models is free_memory(1e30, device) for every device;
 - unload_model_and_clones compares every live entry's patcher's clone_base_uuid with the
-  model's.
+  model's;
+- load_models_gpu (a125cd84) reuses the list's entry for a model already loaded, else makes a
+  LoadedModel, whose model_load patches the model onto its load device (a full load here:
+  ModelPatcher.load), and inserts it at the list's head.
 
 The device is a fixture: its free memory is DEVICE_TOTAL less what the loaded models of that
 device hold (as a card's free reading drops with what any process holds on it). Pinning records
@@ -148,6 +151,13 @@ class LoadedModel:
     def model_offloaded_memory(self):
         return self.model.model_size() - self.model.loaded_size()
 
+    def model_load(self, lowvram_model_memory=0, force_patch_weights=False):
+        real_model = self.model.patch_model(device_to=self.device, lowvram_model_memory=0,
+                                            force_patch_weights=force_patch_weights)
+        self.real_model = weakref.ref(real_model)
+        self.model_finalizer = weakref.finalize(real_model, cleanup_models)
+        return real_model
+
     def model_unload(self, memory_to_free=None, unpatch_weights=True):
         if memory_to_free is not None and memory_to_free < self.model.loaded_size():
             if self.model.partially_unload(self.model.offload_device, memory_to_free) >= \
@@ -208,6 +218,27 @@ def free_memory(memory_required, device, keep_loaded=[], for_dynamic=False, pins
     if popped:
         soft_empty_cache()
     return popped
+
+
+def load_models_gpu(models, memory_required=0, force_patch_weights=False,
+                    minimum_memory_required=None, force_full_load=False):
+    cleanup_models_gc()
+    for model in models:
+        loaded = LoadedModel(model)
+        if loaded in current_loaded_models:
+            current_loaded_models[current_loaded_models.index(loaded)].currently_used = True
+            continue
+        loaded.model_load(force_patch_weights=force_patch_weights)
+        current_loaded_models.insert(0, loaded)
+
+
+def load_model_gpu(model):
+    return load_models_gpu([model])
+
+
+def module_size(module):
+    from comfy.model_patcher import module_size as size
+    return size(module)
 
 
 def unload_all_models():

@@ -123,6 +123,26 @@ class Raise:
         raise ValueError(message)
 
 
+class LoadTorchLazily:
+    """Imports torch inside the node (packs do, to start fast) and moves a model to the
+    worker's device: it is recorded all the same."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": ("INT", {"default": 128})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, width):
+        import torch
+        model = torch.nn.Linear(width, width)
+        model.to(comfy_orch.device())
+        return (sum(p.numel() for p in model.parameters()),)
+
+
 class Expand:
     """Expands into a subgraph (ComfyUI's node expansion), which only ComfyUI carries out."""
 
@@ -314,5 +334,5 @@ class Environment:
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Describe, Options, MakeImage, PassThrough, Lists,
                                                Raise, Crash, Sleep, Chatty, MakeThing, UseThing,
                                                LoadModel, Environment, MakeLatent, BigText,
-                                               Expand)}
+                                               Expand, LoadTorchLazily)}
 NODE_DISPLAY_NAME_MAPPINGS = {"Describe": "Describe Input"}

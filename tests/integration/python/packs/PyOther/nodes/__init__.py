@@ -62,6 +62,27 @@ class LoadTorchModel:
         return (sum(p.numel() for p in model.parameters()),)
 
 
+class LoadTorchModelInParts:
+    """Moves each Linear of a model, then the whole model, as ComfyUI's ModelPatcher.load does:
+    one model, recorded once at its size."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": ("INT", {"default": 256}), "layers": ("INT", {"default": 4})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/other"
+    OUTPUT_NODE = True
+
+    def run(self, width, layers):
+        model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+        for layer in model:
+            layer.to(comfy_orch.device())
+        model.to(comfy_orch.device())
+        return (sum(p.numel() for p in model.parameters()),)
+
+
 class AllocatorName:
     """Which allocator torch uses in this worker."""
 
@@ -97,4 +118,5 @@ class UseOtherThing:
 
 NODE_CLASS_MAPPINGS = {"TorchDescribe": TorchDescribe, "UseOtherThing": UseOtherThing,
                        "ReadLatent": ReadLatent, "LoadTorchModel": LoadTorchModel,
-                       "AllocatorName": AllocatorName}
+                       "AllocatorName": AllocatorName,
+                       "LoadTorchModelInParts": LoadTorchModelInParts}

@@ -93,6 +93,35 @@ class DemoLoadWeights:
         return (size,)
 
 
+class DemoLoadComfyModel:
+    """A model loaded the way packs load them: a torch module in a ComfyUI ModelPatcher, loaded
+    with comfy.model_management.load_models_gpu (which moves each layer, then the whole model).
+    torch is imported inside the node, as packs do to start fast."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"layers": ("INT", {"default": 4})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "load"
+    CATEGORY = "demo"
+    OUTPUT_NODE = True
+    loaded = []  # the worker keeps its models, as a loader's cache does
+
+    def load(self, layers):
+        import torch
+
+        import comfy.model_management as mm
+        import comfy.model_patcher
+        model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024, bias=False)
+                                      for _ in range(layers)])
+        patcher = comfy.model_patcher.ModelPatcher(model, load_device=mm.get_torch_device(),
+                                                   offload_device=torch.device("cpu"))
+        mm.load_models_gpu([patcher])
+        self.loaded.append(patcher)
+        return (patcher.loaded_size(),)
+
+
 class DemoSleep:
     """Works in steps as a sampler does: ComfyUI's progress bar, and its interrupt check."""
 
@@ -179,7 +208,8 @@ from . import declared  # noqa: E402
 NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "DemoLoadModel": DemoLoadModel,
                        "DemoApplyModel": DemoApplyModel, "DemoSleep": DemoSleep,
                        "DemoLoadWeights": DemoLoadWeights, "DemoSize": DemoSize,
-                       "DemoInvertedGradient": DemoInvertedGradient}
+                       "DemoInvertedGradient": DemoInvertedGradient,
+                       "DemoLoadComfyModel": DemoLoadComfyModel}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}
 NODE_CLASS_MAPPINGS.update(declared.NODE_CLASS_MAPPINGS)
