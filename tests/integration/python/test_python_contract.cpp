@@ -24,6 +24,21 @@ class python_contract : public python_worker_test {
   }
 };
 
+// The memory table (`comfy-orch status`, /orch/status) and the stand-ins say the same: a worker's
+// resident bytes are the sum of its stand-ins'.
+void expect_table_agrees_with_stand_ins(orchestrator::host_runtime& host, const std::string& env) {
+  std::uint64_t stand_ins = 0;
+  for (const auto& e : host.on_io_thread([&] { return host.stand_ins().entries(); }))
+    stand_ins += e.env == env ? e.resident : 0;
+  bool found = false;
+  for (const auto& r : orchestrator::read_memory_table(host)) {
+    if (r.process != env) continue;
+    found = true;
+    EXPECT_EQ(r.device_resident, stand_ins) << env;
+  }
+  EXPECT_TRUE(found) << env;
+}
+
 TEST_F(python_contract, the_v1_schema_reaches_the_host_in_the_workers_hello) {
   ASSERT_NO_FATAL_FAILURE(start_python());
   const auto* mode = input("Options", "mode");
@@ -285,6 +300,7 @@ TEST_F(python_contract, a_module_moved_part_by_part_then_whole_is_one_record_of_
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_NE(entries[0].id.find("Sequential_"), std::string::npos) << entries[0].id;
   EXPECT_EQ(entries[0].size, static_cast<std::uint64_t>(parameters) * 4);
+  expect_table_agrees_with_stand_ins(*host_, entries[0].env);
 }
 
 TEST_F(python_contract, a_module_moved_by_a_node_that_imports_torch_lazily_is_recorded) {
@@ -318,10 +334,12 @@ TEST_F(python_contract, a_module_moved_to_the_cpu_device_is_a_stand_in_the_host_
     auto* dev = host_->memory().backend();
     dev->api().mem_get_info(dev->device(), &free_now, &total);
   });
+  expect_table_agrees_with_stand_ins(*host_, env);
   const auto steps = host_->free_through_stand_ins(env, total);
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].id, entries[0].id);
   EXPECT_EQ(steps[0].freed, entries[0].resident);
+  expect_table_agrees_with_stand_ins(*host_, env);  // what left is what the receipt said
 }
 
 TEST_F(python_contract, torch_allocates_through_the_allocator_plugin_where_it_has_cuda) {
