@@ -124,6 +124,8 @@ class ComfyUIMemory(unittest.TestCase):
         self.assertNotIn(key, stand_ins())
         self.assertEqual(self.resident("orchdemoa", key), 0)
 
+    @unittest.skipUnless(hasattr(mm, "unload_model_and_clones"),
+                         "this ComfyUI predates unload_model_and_clones (ComfyUI a125cd84 has none)")
     def test_unloading_a_host_model_and_its_clones_passes_worker_models_by(self):
         self.run_prompt({"1": {"class_type": "DemoLoadWeights",
                                "inputs": {"name": "kept", "size_mib": 8}}})
@@ -297,8 +299,18 @@ class ComfyUIMemory(unittest.TestCase):
         self.assertIn("ok: comfy-orch can patch this ComfyUI", ok.stdout)
         self.assertIn("ok       fatal   comfy.model_patcher.ModelPatcher.detach", ok.stdout)
         with tempfile.TemporaryDirectory() as tree:
-            shutil.copytree(os.path.join(fixture, "comfy"), os.path.join(tree, "comfy"))
+            # The tree with one member renamed: every entry linked but comfy/, whose files are
+            # linked but model_management.py (comfy/ imports the tree's top-level modules).
+            for name in os.listdir(fixture):
+                if name != "comfy":
+                    os.symlink(os.path.join(fixture, name), os.path.join(tree, name))
+            os.mkdir(os.path.join(tree, "comfy"))
+            for name in os.listdir(os.path.join(fixture, "comfy")):
+                if name != "model_management.py":
+                    os.symlink(os.path.join(fixture, "comfy", name),
+                               os.path.join(tree, "comfy", name))
             path = os.path.join(tree, "comfy", "model_management.py")
+            shutil.copyfile(os.path.join(fixture, "comfy", "model_management.py"), path)
             with open(path) as f:
                 text = f.read()
             self.assertIn("def unload_all_models(", text)
