@@ -9,6 +9,8 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "command_host.hpp"
 #include "commands.hpp"
@@ -34,6 +36,7 @@ struct serve_options {
   std::size_t max_upload = std::size_t{64} << 20;  // POST /upload/image's body
   unsigned max_ws_clients = 64;
   unsigned max_connections = 256;
+  std::optional<std::string> cors_origin;  // --enable-cors-header
   std::size_t history_size = orchestrator::prompt_queue::default_history_size;
   std::string on_stop = "interrupt";
   unsigned header_timeout_ms = 10000;
@@ -116,6 +119,7 @@ int serve(const serve_options& o) {
   };
   limits.max_ws_clients = o.max_ws_clients;
   limits.max_connections = o.max_connections;
+  limits.cors_origin = o.cors_origin;
   limits.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
   orchestrator::memory_sampler sampler(h, std::chrono::milliseconds(o.sample_ms),
                                        o.timeline_samples);
@@ -201,6 +205,12 @@ void add_serve_command(CLI::App& app) {
                   "HTTP 413");
   cmd->add_option("--max-ws-clients", o->max_ws_clients,
                   "WebSocket clients at once (default 64); more get HTTP 503");
+  cmd->add_option("--enable-cors-header", o->cors_origin,
+                  "Allow cross-origin requests, as ComfyUI's flag does: every answer carries "
+                  "Access-Control-Allow-Origin ORIGIN ('*' when none is given). Without it a "
+                  "server on loopback answers 403 to a request whose Origin is another site's")
+      ->expected(0, 1)
+      ->default_str("*");
   cmd->add_option("--max-connections", o->max_connections,
                   "HTTP connections at once (default 256); more get HTTP 503");
   cmd->add_option("--header-timeout-ms", o->header_timeout_ms,

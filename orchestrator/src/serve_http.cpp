@@ -18,7 +18,9 @@
 #include <spdlog/spdlog.h>
 
 #include "orch/orchestrator/errc.hpp"
+#include "orch/support/untrusted_text.hpp"
 #include "serve_http_state.hpp"
+#include "serve_origin.hpp"
 #include "serve_ws_session.hpp"
 
 namespace orch::orchestrator {
@@ -94,6 +96,15 @@ class http_session : public std::enable_shared_from_this<http_session> {
     view_ = http_request{};
     view_.method = std::string(req.method_string());
     split_target(std::string(req.target()), view_);
+    // Before anything runs, WebSocket upgrades included (docs/security.md).
+    const std::string host(req[http::field::host]);
+    const std::string origin(req[http::field::origin]);
+    if (!st_->limits.cors_origin && cross_origin_refused(host, origin)) {
+      spdlog::warn("serve: request with non matching host and origin {} != {}, returning 403",
+                   printable(host), printable(origin));
+      return refuse(403, "cross-origin request refused: its Origin is not this server "
+                         "(comfy-orch serve --enable-cors-header allows it)");
+    }
     limit_ = st_->limits.body_limit_for ? st_->limits.body_limit_for(view_.method, view_.path)
                                         : st_->limits.max_body;
     if (const auto length = parser_->content_length(); length && *length > limit_)
@@ -138,6 +149,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void on_message() {
     auto req = parser_->release();
     if (websocket::is_upgrade(req)) return upgrade(std::move(req));
+    if (req.method() == http::verb::options)  // a preflight: answered, as ComfyUI does
+      return write({200, "text/plain", "", {}, nullptr}, req.version(), req.keep_alive(), false);
     http_request view = std::move(view_);
     view.body = std::move(req.body());
     view.content_type = std::string(req[http::field::content_type]);
@@ -179,6 +192,12 @@ class http_session : public std::enable_shared_from_this<http_session> {
     res.set(http::field::server, "comfy-orch");
     res.set(http::field::content_type, reply.content_type);
     for (const auto& [name, value] : reply.headers) res.set(name, value);
+    if (const auto& origin = st_->limits.cors_origin) {  // --enable-cors-header, as ComfyUI's
+      res.set(http::field::access_control_allow_origin, *origin);
+      res.set(http::field::access_control_allow_methods, "POST, GET, DELETE, PUT, OPTIONS");
+      res.set(http::field::access_control_allow_headers, "Content-Type, Authorization");
+      res.set(http::field::access_control_allow_credentials, "true");
+    }
     res.keep_alive(keep_alive);
   }
 

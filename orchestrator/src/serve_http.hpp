@@ -62,6 +62,9 @@ struct http_limits {
   unsigned max_connections = 256;
   unsigned max_ws_clients = 64;
   std::size_t max_ws_queue = 4096;  // messages waiting for a slow WebSocket client; then dropped
+  // --enable-cors-header's origin: every answer allows it, and cross-origin requests are not
+  // refused; unset, a loopback server refuses them (serve_origin.hpp).
+  std::optional<std::string> cors_origin;
 };
 
 class http_server {

@@ -104,14 +104,17 @@ class serve_process {
   reply call(http::verb method, const std::string& target, const std::string& body = {}) const {
     return send(method, target, body, "application/json");
   }
-  // A request with a body of `content_type`, chunked (no Content-Length) when asked.
+  // A request with a body of `content_type`, chunked (no Content-Length) when asked, with
+  // `extra` header fields (an Origin, as a browser sends).
   reply send(http::verb method, const std::string& target, std::string body,
-             const std::string& content_type, bool chunked = false) const {
+             const std::string& content_type, bool chunked = false,
+             const std::vector<std::pair<std::string, std::string>>& extra = {}) const {
     boost::asio::io_context io;
     beast::tcp_stream stream(io);
     stream.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port_));
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, "127.0.0.1");
+    for (const auto& [name, value] : extra) req.set(name, value);
     if (!body.empty() || method == http::verb::post) {
       req.set(http::field::content_type, content_type);
       req.body() = std::move(body);
@@ -184,9 +187,15 @@ class http_connection {
 // One WebSocket client of /ws?clientId=<id>.
 class ws_client {
  public:
-  ws_client(unsigned short port, const std::string& client_id) : ws_(io_) {
+  // `origin`: the Origin header a browser page would send (none when empty).
+  ws_client(unsigned short port, const std::string& client_id, const std::string& origin = {})
+      : ws_(io_) {
     auto& s = beast::get_lowest_layer(ws_);
     s.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+    if (!origin.empty()) {
+      ws_.set_option(websocket::stream_base::decorator(
+          [origin](websocket::request_type& req) { req.set(http::field::origin, origin); }));
+    }
     ws_.handshake("127.0.0.1", "/ws?clientId=" + client_id);
   }
   // The next text message, or nullopt after `limit`.

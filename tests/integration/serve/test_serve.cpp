@@ -21,6 +21,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using orch::testing::serve_process;
 using orch::testing::ws_client;
+namespace http = boost::beast::http;
 
 const json quick_prompt = json::parse(R"({
   "1": {"class_type": "SolidImage", "inputs": {"width": 16, "height": 8, "value": 0.5}},
@@ -367,6 +368,41 @@ TEST_F(serve_test, events_go_to_the_client_that_queued_the_prompt_and_status_to_
   while (auto m = other.next(500ms)) heard.insert((*m)["type"].get<std::string>());
   EXPECT_EQ(heard, std::set<std::string>{"status"});
   EXPECT_EQ(s->stop(), 0);
+}
+
+// S19: a page on any site can make a browser POST a prompt to 127.0.0.1 as text/plain (no
+// preflight) or open a WebSocket there. As ComfyUI, a loopback server refuses an Origin whose
+// host is not the one the request addressed.
+TEST_F(serve_test, a_cross_site_request_to_a_loopback_server_is_refused_websocket_included) {
+  auto s = serve();
+  const std::string prompt = R"({"prompt": {"1": {"class_type": "TestEmpty", "inputs": {}}}})";
+  const auto attack = s->send(http::verb::post, "/prompt", prompt, "text/plain", false,
+                              {{"Origin", "https://evil.example"}});
+  EXPECT_EQ(attack.status, 403u) << attack.body;
+  EXPECT_TRUE(s->get("/history").json().empty()) << "the refused prompt must not run";
+  EXPECT_THROW(ws_client(s->port(), "page", "https://evil.example"),
+               boost::system::system_error);
+  // The server's own page (same host) and clients that send no Origin go on.
+  const std::string own = "http://127.0.0.1:" + std::to_string(s->port());
+  EXPECT_EQ(s->send(http::verb::post, "/prompt", prompt, "application/json", false,
+                    {{"Origin", own}}).status,
+            200u);
+  ws_client page(s->port(), "own", own);
+  EXPECT_TRUE(page.next());
+  EXPECT_EQ(s->send(http::verb::options, "/prompt", "", "text/plain").status, 200u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
+TEST_F(serve_test, enable_cors_header_lets_other_origins_in_and_says_so_in_every_answer) {
+  auto s = serve({"--enable-cors-header"});
+  const auto r = s->send(http::verb::get, "/queue", "", "text/plain", false,
+                         {{"Origin", "https://app.example"}});
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.header("access-control-allow-origin"), "*");
+  EXPECT_EQ(s->stop(), 0);
+  auto one = serve({"--enable-cors-header", "https://app.example"});
+  EXPECT_EQ(one->get("/queue").header("access-control-allow-origin"), "https://app.example");
+  EXPECT_EQ(one->stop(), 0);
 }
 
 TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
