@@ -66,9 +66,8 @@ std::uint64_t meminfo_bytes(const std::string& key) {
 
 }  // namespace
 
-// What the executor says goes to the client that queued the prompt (all clients when it gave no
-// client_id, as ComfyUI's send_sync with sid None), and the status messages and UI outputs
-// into the prompt's history entry.
+// What the executor says goes to the client that queued the prompt (see emit), and the status
+// messages and UI outputs into the prompt's history entry.
 class comfy_api::events final : public event_sink {
  public:
   explicit events(http_server& server) : server_(server) {}
@@ -96,6 +95,9 @@ class comfy_api::events final : public event_sink {
     return running_node_;
   }
 
+  // ComfyUI's routing (execution.py, main.py at a125cd84): a prompt queued with a client_id
+  // sends its events to that client; one without sends only progress and
+  // execution_interrupted, to every client (status goes to all either way).
   void emit(const std::string& type, const json& data) override {
     std::string sid;
     {
@@ -114,6 +116,7 @@ class comfy_api::events final : public event_sink {
           data.contains("output") && data["output"].is_object())
         outputs_[data["node"].get<std::string>()] = data["output"];
     }
+    if (sid.empty() && type != "progress" && type != "execution_interrupted") return;
     server_.send(sid, json{{"type", type}, {"data", data}}.dump(-1, ' ', false,
                                                                 json::error_handler_t::replace));
   }
@@ -303,6 +306,10 @@ std::optional<http_reply> comfy_api::post_prompt(const http_request& req, bool m
   item.prompt_id = id ? std::move(*id) : uuid4();
   if (auto it = body->find("extra_data"); it != body->end() && it->is_object())
     item.extra_data = *it;
+  // ComfyUI's SENSITIVE_EXTRA_DATA_KEYS: comfy.org credentials are never stored, so /queue and
+  // /history never show them (no node of a worker is handed them: docs/security.md).
+  for (const char* secret : {"auth_token_comfy_org", "api_key_comfy_org"})
+    item.extra_data.erase(secret);
   if (auto it = body->find("client_id"); it != body->end() && it->is_string())
     item.extra_data["client_id"] = *it;
 

@@ -405,6 +405,40 @@ TEST_F(serve_test, enable_cors_header_lets_other_origins_in_and_says_so_in_every
   EXPECT_EQ(one->stop(), 0);
 }
 
+// As ComfyUI: a prompt queued without a client_id sends no client its node events (only
+// progress and execution_interrupted go to everyone), and comfy.org credentials in extra_data
+// are never stored, so neither /queue nor /history shows them.
+TEST_F(serve_test, a_prompt_without_client_id_tells_no_one_its_events_and_secrets_are_not_kept) {
+  auto s = serve();
+  ws_client watcher(s->port(), "watcher");
+  ASSERT_TRUE(watcher.next());  // its greeting
+  const auto r = s->post("/prompt", {{"prompt", quick_prompt},
+                                     {"extra_data",
+                                      {{"api_key_comfy_org", "sk-secret"},
+                                       {"auth_token_comfy_org", "tok-secret"},
+                                       {"extra_pnginfo", {{"workflow", json::object()}}}}}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  const std::string id = r.json()["prompt_id"];
+  json entry;
+  for (int i = 0; i < 1000 && entry.is_null(); ++i) {
+    entry = history_of(*s, id);
+    if (entry.is_null()) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_FALSE(entry.is_null());
+  const json extra = entry["prompt"][3];
+  EXPECT_FALSE(extra.contains("api_key_comfy_org")) << extra.dump();
+  EXPECT_FALSE(extra.contains("auth_token_comfy_org")) << extra.dump();
+  EXPECT_TRUE(extra.contains("extra_pnginfo"));
+  EXPECT_EQ(s->get("/history").body.find("secret"), std::string::npos);
+  std::set<std::string> heard;
+  while (auto m = watcher.next(500ms)) heard.insert((*m)["type"].get<std::string>());
+  EXPECT_EQ(heard.count("executing") + heard.count("executed") + heard.count("execution_start") +
+                heard.count("execution_success"),
+            0u)
+      << json(heard).dump();
+  EXPECT_EQ(s->stop(), 0);
+}
+
 TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
   auto s = serve({"--max-ws-clients", "1"});
   ws_client first(s->port(), "one");
