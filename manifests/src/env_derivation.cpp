@@ -147,7 +147,13 @@ class deriver {
   void add_requirements(const toml::table& pypi) {
     for (const auto& [k, v] : pypi) {
       std::string why;
-      const std::string line = requirement_of(std::string(k.str()), v, config_dir_, why);
+      std::string line = requirement_of(std::string(k.str()), v, config_dir_, why);
+      // A requirements file obeys option lines: nothing that could be one is ever written
+      // (the manifest's reader refused it already; docs/security.md).
+      if (line.find_first_of("\r\n") != std::string::npos || line.rfind('-', 0) == 0) {
+        why = "not a requirement pip can be given safely";
+        line.clear();
+      }
       if (line.empty()) {
         out_.untranslatable.push_back(std::string(k.str()) + ": " + why);
       } else {

@@ -3,6 +3,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "dependency_entries.hpp"
 #include "env_var_table.hpp"
 #include "name_list.hpp"
 #include "orch/manifests/device_spec.hpp"
@@ -53,6 +54,7 @@ class env_parser {
       } else if (key == "workspace") {
         read_workspace(value, where);
       } else if (detail::contains(passthrough_tables, key)) {
+        check_dependencies(key, value);
         manifest_.passthrough.emplace(std::string(key), serialise(key, value));
       } else if (key == "environments" || key == "feature") {
         diags_.error(where, "[" + std::string(key) + "]",
@@ -74,6 +76,25 @@ class env_parser {
   }
 
  private:
+  // The entries that become requirement lines: top-level and per platform (target.<p>.*).
+  void check_dependencies(std::string_view key, const toml::node& value) {
+    const auto* table = value.as_table();
+    if (table == nullptr) return;
+    if (key == "dependencies" || key == "pypi-dependencies") {
+      detail::check_dependency_table(*table, key, file_, diags_);
+    } else if (key == "target") {
+      for (const auto& [platform, tables] : *table) {
+        const auto* per_platform = tables.as_table();
+        if (per_platform == nullptr) continue;
+        for (const char* kind : {"dependencies", "pypi-dependencies"}) {
+          if (const auto* deps = (*per_platform)[kind].as_table())
+            detail::check_dependency_table(
+                *deps, "target." + std::string(platform.str()) + "." + kind, file_, diags_);
+        }
+      }
+    }
+  }
+
   void warn_unknown_section(std::string_view key, bool is_table, const source_position& where) {
     const std::string what = is_table ? "[" + std::string(key) + "]" : std::string(key);
     std::string message = std::string(is_table ? "section" : "top-level key") +

@@ -65,6 +65,42 @@ TEST(env_manifest, options_are_read_as_seconds) {
   EXPECT_EQ(p.manifest.options.call_timeout_s, 120.5);
 }
 
+// ---- dependency entries (docs/security.md, "Manifests") ----
+
+// E2: a newline in a key passed validate, then every command failed naming no file.
+TEST(env_manifest, a_newline_in_a_pypi_key_is_an_error_naming_file_line_and_key) {
+  auto p = parse("[pypi-dependencies]\n\"six\\nx\" = \"*\"\n");
+  ASSERT_TRUE(p.diags.has_errors());
+  const auto* d = find(p.diags, "pypi-dependencies.six\\x0ax");
+  ASSERT_NE(d, nullptr) << testing::dump(p.diags);
+  EXPECT_EQ(d->where.file, "nodes/comfy-env.toml");
+  EXPECT_EQ(d->where.line, 2u);
+  EXPECT_NE(d->message.find("not a package name"), std::string::npos);
+}
+
+// E3: pip obeys an option line in a requirements file.
+TEST(env_manifest, a_pip_option_in_a_pypi_value_or_key_is_an_error) {
+  auto p = parse("[pypi-dependencies]\nsix = \">=0\\n--index-url http://127.0.0.1:9/simple\"\n"
+                 "\"--extra-index-url=http://x\" = \"*\"\nnumpy = \">=1.24 --pre\"\n"
+                 "[target.linux-64.pypi-dependencies]\nplyfile = { git = \"--upload-pack=x\" }\n");
+  EXPECT_NE(find(p.diags, "pypi-dependencies.six"), nullptr) << testing::dump(p.diags);
+  EXPECT_NE(find(p.diags, "pypi-dependencies.--extra-index-url=http://x"), nullptr);
+  EXPECT_NE(find(p.diags, "pypi-dependencies.numpy"), nullptr);
+  EXPECT_NE(find(p.diags, "target.linux-64.pypi-dependencies.plyfile.git"), nullptr);
+}
+
+TEST(env_manifest, real_dependency_entries_pass) {
+  auto p = parse(
+      "[dependencies]\nffmpeg = \"*\"\nc-compiler = \"*\"\n"
+      "[pypi-dependencies]\nnumpy = \">=1.24,<2\"\nplyfile = \"*\"\ntorch_scatter = \"2.1.2\"\n"
+      "\"trimesh[easy]\" = \"*\"\n"
+      "nanogs = { git = \"https://github.com/saliteta/NanoGS.git\", rev = \"abc123\" }\n"
+      "x = { version = \">=1\", extras = [\"cuda\"] }\n"
+      "y = { version = \">=1; python_version < '3.12'\" }\n"
+      "local = { path = \"wheels/local-0.1-py3-none-any.whl\", editable = false }\n");
+  EXPECT_FALSE(p.diags.has_errors()) << testing::dump(p.diags);
+}
+
 TEST(env_manifest, passthrough_tables_are_preserved) {
   auto p = parse(
       "[dependencies]\nffmpeg = \"*\"\n[pypi-dependencies]\nnumpy = \">=1.24\"\n"
