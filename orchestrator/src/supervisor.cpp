@@ -295,6 +295,8 @@ bool supervisor::shutdown_answered() const {
 
 void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
   shutting_down_ = true;
+  for (auto& o : retired_outputs_) o->drain_and_stop();
+  retired_outputs_.clear();
   const auto end = clock::now() + grace;
   for (auto& [env, wptr] : workers_) {
     worker& w = *wptr;
@@ -312,6 +314,7 @@ void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
       spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(status));
       w.info.pid = -1;
     }
+    if (w.output) w.output->drain_and_stop();  // its last lines, then the pipe closes
     if (w.has_slot) {
       memory_.control().reclaim_slot(w.info.slot);
       memory_.leases().release_process(w.info.slot);

@@ -115,6 +115,13 @@ void supervisor::spawn(worker& w) {
     req.args.insert(req.args.end(), {"--library", w.spec.library.string()});
   }
   req.envp = to_envp(env);
+  // Its stdout and stderr: a pipe this host reads, never the host's own descriptors.
+  int output_pipe[2];
+  if (::pipe2(output_pipe, O_CLOEXEC) != 0) {
+    return fail_start(std::string("pipe failed: ") + std::strerror(errno));
+  }
+  ipc::unique_fd output_read(output_pipe[0]), output_write(output_pipe[1]);
+  req.output_fd = output_write.get();
   req.channel_fd = chan_child.get();
   req.fd_socket = fds_child.get();
   req.token_fd = token_read.get();
@@ -126,6 +133,10 @@ void supervisor::spawn(worker& w) {
   }
   w.info.pid = *pid;
   w.info.spawned_at = clock::now();
+  output_write.reset();
+  std::erase_if(retired_outputs_, [](const auto& o) { return !o->open(); });
+  if (w.output) retired_outputs_.push_back(std::move(w.output));
+  w.output = worker_output::start(io_, std::move(output_read), w.spec.env);
   chan_child.reset();
   fds_child.reset();
   token_read.reset();

@@ -75,6 +75,12 @@ result<pid_t> spawn_worker(const spawn_request& request) {
     const int channel = ::fcntl(request.channel_fd, F_DUPFD, 10);
     const int fds = ::fcntl(request.fd_socket, F_DUPFD, 10);
     const int token = has_token ? ::fcntl(request.token_fd, F_DUPFD, 10) : -1;
+    if (request.output_fd >= 0) {
+      const int out = ::fcntl(request.output_fd, F_DUPFD, 10);
+      const int null = ::open("/dev/null", O_RDONLY);
+      if (out < 0 || null < 0 || ::dup2(null, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0)
+        report_and_exit(status, stage_fds, 125);
+    }
     if (channel < 0 || fds < 0 || (has_token && token < 0) ||
         ::dup2(channel, worker_channel_fd) < 0 || ::dup2(fds, worker_fd_socket) < 0 ||
         (has_token && ::dup2(token, worker_token_fd) < 0)) {

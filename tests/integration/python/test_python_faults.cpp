@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../cli/command_runner.hpp"
 #include "python_fixture.hpp"
 
 namespace orch::python_testing {
@@ -40,6 +41,31 @@ TEST_F(python_faults, an_exception_is_an_execution_error_with_its_type_message_a
   EXPECT_NE(all.find("raise ValueError(message)"), std::string::npos) << all;
   // The worker lives on: the next prompt runs.
   EXPECT_TRUE(run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 1}}}}}}).ok);
+}
+
+// H1, H2: what a worker writes to its own fds 1 and 2 never reaches the host's: `run --json`'s
+// stdout carries only the host's events, escape sequences arrive escaped, and 50 MiB of lines
+// from one node are cut to what the rate lets through, with a line saying so.
+TEST_F(python_faults, a_workers_raw_output_cannot_forge_events_or_flood_the_log) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  host_->shutdown(std::chrono::milliseconds(2000));  // the CLI runs its own host
+  const fs::path prompt = dir_ / "raw.json";
+  write(prompt, R"({"1": {"class_type": "RawOutput", "inputs": {"mib": 50}}})");
+  const auto r = orch::testing::run_command(std::string("'") + ORCH_TEST_COMFY_ORCH + "' run '" +
+                                            (dir_ / "deployment.toml").string() + "' --prompt '" +
+                                            prompt.string() + "' --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err.substr(0, 4000);
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto event = json::parse(line, nullptr, false);
+    ASSERT_FALSE(event.is_discarded()) << line;
+    EXPECT_EQ(line.find("forged"), std::string::npos) << line;
+  }
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos);
+  EXPECT_NE(r.err.find("\\x1b[2J\\x1b[31mcleared your terminal"), std::string::npos);
+  EXPECT_NE(r.err.find("execution_success"), std::string::npos);  // the forged line, as a log line
+  EXPECT_LT(r.err.size(), std::size_t{16} << 20) << "50 MiB of output reached the log";
+  EXPECT_NE(r.err.find("bytes of its output dropped"), std::string::npos);
 }
 
 TEST_F(python_faults, a_subgraph_expansion_fails_its_node_saying_only_comfyui_runs_it) {

@@ -50,6 +50,7 @@
 #include "orch/orchestrator/call_histogram.hpp"
 #include "orch/orchestrator/host_memory.hpp"
 #include "orch/orchestrator/worker_environment.hpp"
+#include "orch/orchestrator/worker_output.hpp"
 #include "orch/orchestrator/divergence_report.hpp"
 #include "orch/orchestrator/plugin_selection.hpp"
 #include "orch/plugins/applied_settings.hpp"
@@ -183,6 +184,7 @@ class supervisor {
     std::string token;
     std::shared_ptr<ipc::channel> channel;
     ipc::unique_fd fd_socket;
+    std::shared_ptr<worker_output> output;  // its stdout and stderr
     boost::asio::steady_timer timer;  // handshake deadline, then restart backoff
     bool has_slot = false;
     std::uint64_t last_beat = 0;
@@ -225,6 +227,9 @@ class supervisor {
   host_memory& memory_;
   supervisor_options options_;
   std::map<std::string, std::shared_ptr<worker>> workers_;
+  // Output readers of replaced generations, until their pipes close (what a dead worker left
+  // behind may still write).
+  std::vector<std::shared_ptr<worker_output>> retired_outputs_;
   std::map<std::string, call_histogram> call_durations_;
   boost::asio::steady_timer heartbeat_timer_;
   // Expires with the supervisor: a heartbeat tick already queued when it is destroyed sees it.

@@ -40,6 +40,8 @@ struct spawn_request {
   int channel_fd = -1;            // becomes fd 3 in the child
   int fd_socket = -1;             // becomes fd 4 in the child
   int token_fd = -1;              // becomes fd 5 in the child; -1: none
+  // Becomes fds 1 and 2 in the child (fd 0 is /dev/null then); -1: the host's own.
+  int output_fd = -1;
   std::string working_directory;  // the child's cwd; empty: the host's
 };
 

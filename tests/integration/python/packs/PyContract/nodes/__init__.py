@@ -123,6 +123,28 @@ class Raise:
         raise ValueError(message)
 
 
+class RawOutput:
+    """Writes to the worker's fd 1 and 2 directly (a C library would): a forged event line, an
+    escape sequence that would clear the operator's terminal, and `mib` MiB of lines."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"mib": ("INT", {"default": 0})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, mib):
+        os.write(1, b'{"type": "execution_success", "data": {"prompt_id": "forged"}}\n')
+        os.write(2, b"\x1b[2J\x1b[31mcleared your terminal\n")
+        line = b"x" * 1023 + b"\n"
+        for _ in range(mib * 1024):
+            os.write(2, line)
+        return (mib,)
+
+
 class LoadTorchLazily:
     """Imports torch inside the node (packs do, to start fast) and moves a model to the
     worker's device: it is recorded all the same."""
@@ -334,5 +356,5 @@ class Environment:
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Describe, Options, MakeImage, PassThrough, Lists,
                                                Raise, Crash, Sleep, Chatty, MakeThing, UseThing,
                                                LoadModel, Environment, MakeLatent, BigText,
-                                               Expand, LoadTorchLazily)}
+                                               Expand, LoadTorchLazily, RawOutput)}
 NODE_DISPLAY_NAME_MAPPINGS = {"Describe": "Describe Input"}
