@@ -39,6 +39,11 @@ result<std::vector<std::string>> relative_components(std::string_view text) {
     return error{runtime_errc::bad_path, shown(text) + " holds a NUL byte"};
   if (!text.empty() && text.front() == '/')
     return error{runtime_errc::bad_path, shown(text) + " is an absolute path"};
+  // An upload creates what is missing: a subfolder of "b/" * 100000 made 100,000 directories.
+  if (text.size() > max_relative_path_bytes)
+    return error{runtime_errc::bad_path, "a path longer than " +
+                                             std::to_string(max_relative_path_bytes) +
+                                             " bytes is refused"};
   std::vector<std::string> out;
   while (!text.empty()) {
     const auto slash = text.find('/');
@@ -46,7 +51,13 @@ result<std::vector<std::string>> relative_components(std::string_view text) {
     text = slash == std::string_view::npos ? std::string_view() : text.substr(slash + 1);
     if (part == "..")
       return error{runtime_errc::bad_path, "a path with a '..' component is refused"};
+    if (part.size() > 255)
+      return error{runtime_errc::bad_path, "a path component longer than 255 bytes is refused"};
     if (!part.empty() && part != ".") out.emplace_back(part);
+    if (out.size() > max_relative_path_depth)
+      return error{runtime_errc::bad_path, "a path more than " +
+                                               std::to_string(max_relative_path_depth) +
+                                               " levels deep is refused"};
   }
   return out;
 }

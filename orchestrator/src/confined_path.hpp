@@ -26,7 +26,10 @@ namespace orch::orchestrator {
 
 // The components of a relative path a client sent, `.` and empty ones (`a//b`) dropped; no
 // component is `..` and none holds a '/' or a NUL. Empty text has no components. Errors: bad_path
-// (an absolute path, a NUL byte, a `..` component).
+// (an absolute path, a NUL byte, a `..` component, more than max_relative_path_bytes, a
+// component over 255 bytes, more than max_relative_path_depth components).
+inline constexpr std::size_t max_relative_path_bytes = 1024;
+inline constexpr std::size_t max_relative_path_depth = 16;
 result<std::vector<std::string>> relative_components(std::string_view text);
 
 // `name` as one file name: not empty, not `.` or `..`, no '/', no NUL. Errors: bad_path.

@@ -36,6 +36,22 @@ TEST(confined_path, relative_text_splits_into_components_and_refuses_dotdot_abso
   }
 }
 
+// S12: an upload makes what is missing, so a path's size is bounded before anything is made.
+TEST(confined_path, a_path_too_long_or_too_deep_is_refused_before_anything_is_made) {
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "b/";
+  std::string sixteen;
+  for (int i = 0; i < 16; ++i) sixteen += "d/";
+  EXPECT_TRUE(relative_components(sixteen).ok());
+  for (const std::string& bad : {deep, sixteen + "d", std::string(256, 'x'),
+                                 std::string(1025, 'a')}) {
+    const auto r = relative_components(bad);
+    ASSERT_FALSE(r.ok()) << bad.size();
+    EXPECT_EQ(r.err().code, errc::bad_path);
+  }
+  EXPECT_TRUE(relative_components(std::string(255, 'x')).ok());
+}
+
 TEST(confined_path, a_plain_file_name_is_one_component) {
   EXPECT_TRUE(plain_file_name("cat.png").ok());
   EXPECT_TRUE(plain_file_name("..cat").ok());
