@@ -38,6 +38,7 @@ struct serve_options {
   unsigned max_connections = 256;
   std::optional<std::string> cors_origin;  // --enable-cors-header
   std::size_t history_size = orchestrator::prompt_queue::default_history_size;
+  orchestrator::queue_limits queue;
   std::string on_stop = "interrupt";
   unsigned header_timeout_ms = 10000;
   unsigned sample_ms = 1000;
@@ -139,7 +140,8 @@ int serve(const serve_options& o) {
   orchestrator::control_socket control(
       h.io(), [&](const nlohmann::json& request) { return views.answer(request); });
   sampler.start();
-  auto api = std::make_unique<orchestrator::comfy_api>(h, server, o.history_size, ORCH_VERSION);
+  auto api = std::make_unique<orchestrator::comfy_api>(h, server, o.history_size, ORCH_VERSION,
+                                                       o.queue);
   api_ptr = api.get();
   status controlled = ok_status();
   if (endpoint) controlled = control.listen(endpoint->registration.socket);
@@ -217,6 +219,14 @@ void add_serve_command(CLI::App& app) {
                   "A request's header must arrive within this (default 10000 ms), and its body "
                   "may not stall for as long; a slower client is disconnected")
       ->check(CLI::Range(10u, 3600000u));
+  cmd->add_option("--max-queue", o->queue.max_pending,
+                  "Prompts waiting at once (default 1000); past it POST /prompt answers 503 "
+                  "queue_full")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  cmd->add_option("--max-queue-bytes", o->queue.max_pending_bytes,
+                  "Bytes of prompt bodies waiting at once (default 64 MiB; a parsed prompt takes "
+                  "about four times its body); past it POST /prompt answers 503 queue_full")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40));
   cmd->add_option("--history-size", o->history_size,
                   "Finished prompts kept in /history (default 10000, ComfyUI's)");
   cmd->add_option("--on-stop", o->on_stop,

@@ -40,14 +40,14 @@ http_reply empty_ok() { return {200, "application/json", ""}; }
 // ComfyUI's {"error": {type, message, details, extra_info}, "node_errors": {}} for a body that is
 // not a prompt.
 http_reply prompt_refused(const std::string& type, const std::string& message,
-                          const std::string& details) {
+                          const std::string& details, unsigned status = 400) {
   return json_reply({{"error",
                       {{"type", type},
                        {"message", message},
                        {"details", details},
                        {"extra_info", json::object()}}},
                      {"node_errors", json::object()}},
-                    400);
+                    status);
 }
 
 http_reply bad_request(const std::string& message) {
@@ -131,10 +131,10 @@ class comfy_api::events final : public event_sink {
 };
 
 comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
-                     std::string version)
+                     std::string version, queue_limits limits)
     : host_(host),
       server_(server),
-      queue_(history_size),
+      queue_(history_size, limits),
       events_(std::make_unique<events>(server)),
       executor_(std::make_unique<executor>(host, *events_, host.deployment().server.cache,
                                            host.deployment().server.lru_prompts)),
@@ -276,6 +276,9 @@ std::optional<http_reply> comfy_api::at_once(const http_request& req) {
 }
 
 std::optional<http_reply> comfy_api::post_prompt(const http_request& req, bool may_wait) {
+  // Before anything is parsed: a full queue costs a client nothing but this answer.
+  if (auto full = queue_.full_for(req.body.size()))
+    return prompt_refused("queue_full", "The queue is full", *full, 503);
   std::vector<std::string> order;
   auto body = parse_bounded_json(req.body, &order);
   if (!body) return prompt_refused("invalid_prompt", "Invalid prompt", body.err().message);
@@ -293,6 +296,7 @@ std::optional<http_reply> comfy_api::post_prompt(const http_request& req, bool m
   }
 
   queued_prompt item;
+  item.bytes = req.body.size();
   if (auto it = body->find("number"); it != body->end()) {
     const auto n = number_of(*it);
     if (!n || !std::isfinite(*n)) return bad_request("number must be a finite number");

@@ -31,7 +31,7 @@ class comfy_api {
  public:
   // `server` gets the WebSocket messages; it must outlive this.
   comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
-            std::string version);
+            std::string version, queue_limits limits = {});
   ~comfy_api();  // stop()
   comfy_api(const comfy_api&) = delete;
   comfy_api& operator=(const comfy_api&) = delete;

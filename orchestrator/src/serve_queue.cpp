@@ -20,7 +20,20 @@ void prompt_queue::on_change(std::function<void(std::size_t)> fn) {
   on_change_ = std::move(fn);
 }
 
+std::optional<std::string> prompt_queue::full_for(std::size_t bytes) const {
+  std::lock_guard lock(mutex_);
+  if (pending_.size() >= limits_.max_pending)
+    return std::to_string(pending_.size()) + " prompts are pending, the most this server keeps "
+           "(--max-queue)";
+  if (pending_bytes_ + bytes > limits_.max_pending_bytes)
+    return "the pending prompts and this one would hold more than " +
+           std::to_string(limits_.max_pending_bytes) + " bytes (--max-queue-bytes)";
+  return std::nullopt;
+}
+
 void prompt_queue::changed(std::unique_lock<std::mutex>& lock) {
+  pending_bytes_ = 0;
+  for (const auto& p : pending_) pending_bytes_ += p.bytes;
   const std::size_t left = pending_.size() + (running_ ? 1 : 0);
   remaining_.store(left);
   {

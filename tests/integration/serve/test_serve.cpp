@@ -439,6 +439,33 @@ TEST_F(serve_test, a_prompt_without_client_id_tells_no_one_its_events_and_secret
   EXPECT_EQ(s->stop(), 0);
 }
 
+// S14: the pending queue is capped in prompts and in bytes; past either, 503 queue_full in
+// ComfyUI's error shape, and nothing of the refused prompt is kept.
+TEST_F(serve_test, a_full_queue_refuses_more_prompts_by_count_and_by_bytes) {
+  auto s = serve({"--max-queue", "2", "--max-queue-bytes", "4096"});
+  queue(*s, sleep_prompt(60000), "c");  // runs
+  wait_inside_the_running_node(*s);
+  queue(*s, sleep_prompt(1), "c");
+  queue(*s, sleep_prompt(2), "c");
+  auto refused = s->post("/prompt", {{"prompt", sleep_prompt(3)}, {"client_id", "c"}});
+  EXPECT_EQ(refused.status, 503u) << refused.body;
+  EXPECT_EQ(refused.json()["error"]["type"], "queue_full");
+  EXPECT_NE(refused.json()["error"]["details"].get<std::string>().find("--max-queue"),
+            std::string::npos);
+  EXPECT_EQ(refused.json()["node_errors"], json::object());
+  EXPECT_EQ(s->get("/queue").json()["queue_pending"].size(), 2u);
+  EXPECT_EQ(s->post("/queue", {{"clear", true}}).status, 200u);
+  // By bytes: one prompt of more than the 4 KiB the queue may hold.
+  json big = sleep_prompt(1);
+  big["1"]["_meta"] = {{"title", std::string(5000, 'x')}};
+  refused = s->post("/prompt", {{"prompt", big}, {"client_id", "c"}});
+  EXPECT_EQ(refused.status, 503u) << refused.body;
+  EXPECT_NE(refused.json()["error"]["details"].get<std::string>().find("--max-queue-bytes"),
+            std::string::npos);
+  EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
 TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
   auto s = serve({"--max-ws-clients", "1"});
   ws_client first(s->port(), "one");
