@@ -35,6 +35,7 @@ struct serve_options {
   std::size_t max_body = std::size_t{8} << 20;
   std::size_t max_upload = std::size_t{64} << 20;  // POST /upload/image's body
   unsigned max_ws_clients = 64;
+  std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
   unsigned max_connections = 256;
   std::optional<std::string> cors_origin;  // --enable-cors-header
   std::size_t history_size = orchestrator::prompt_queue::default_history_size;
@@ -119,6 +120,7 @@ int serve(const serve_options& o) {
     return orchestrator::comfy_api::takes_upload(method, path) ? o.max_upload : o.max_body;
   };
   limits.max_ws_clients = o.max_ws_clients;
+  limits.max_ws_queue_bytes = o.max_ws_queue_bytes;
   limits.max_connections = o.max_connections;
   limits.cors_origin = o.cors_origin;
   limits.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
@@ -205,6 +207,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-upload", o->max_upload,
                   "Largest POST /upload/image body in bytes (default 64 MiB); larger ones get "
                   "HTTP 413");
+  cmd->add_option("--max-ws-queue-bytes", o->max_ws_queue_bytes,
+                  "Bytes of messages waiting for one WebSocket client that does not read "
+                  "(default 8 MiB); past it the client is disconnected, with a warning")
+      ->check(CLI::Range(std::size_t{4096}, std::size_t{1} << 32));
   cmd->add_option("--max-ws-clients", o->max_ws_clients,
                   "WebSocket clients at once (default 64); more get HTTP 503");
   cmd->add_option("--enable-cors-header", o->cors_origin,

@@ -61,7 +61,10 @@ struct http_limits {
   std::chrono::milliseconds idle_timeout{60000};
   unsigned max_connections = 256;
   unsigned max_ws_clients = 64;
-  std::size_t max_ws_queue = 4096;  // messages waiting for a slow WebSocket client; then dropped
+  // Messages and bytes waiting for a WebSocket client that does not read; past either, it is
+  // disconnected (its queue had held 1.45 GB).
+  std::size_t max_ws_queue = 4096;
+  std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
   // --enable-cors-header's origin: every answer allows it, and cross-origin requests are not
   // refused; unset, a loopback server refuses them (serve_origin.hpp).
   std::optional<std::string> cors_origin;

@@ -1,7 +1,7 @@
 // serve_ws_session: one WebSocket client of `comfy-orch serve` (docs/serve.md): the handshake,
 // its registration by sid (a reconnect replaces the old session, as ComfyUI's), the greeting,
-// and a bounded send queue (a client that does not read loses messages, never the server's
-// memory). The messages queued together leave in one write (corked_stream.hpp). Everything runs
+// and a send queue bounded in messages and bytes (a client that does not read is disconnected,
+// never the server's memory). The messages queued together leave in one write (corked_stream.hpp). Everything runs
 // on the io thread.
 #pragma once
 
@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "corked_stream.hpp"
+#include "orch/support/untrusted_text.hpp"
 #include "serve_http_state.hpp"
 
 namespace orch::orchestrator {
@@ -49,11 +50,18 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
 
   void deliver(std::string text) {
     if (closed_) return;
-    if (queue_.size() >= st_->limits.max_ws_queue) {
-      if (!warned_) spdlog::warn("serve: websocket client {} is not reading; messages dropped", sid_);
-      warned_ = true;
+    if (queue_.size() >= st_->limits.max_ws_queue ||
+        queued_bytes_ + text.size() > st_->limits.max_ws_queue_bytes) {
+      // Cut off at once (a close frame would wait behind the writes it does not read).
+      spdlog::warn("serve: websocket client {} is not reading ({} messages, {} bytes waiting): "
+                   "disconnected",
+                   printable(sid_), queue_.size(), queued_bytes_);
+      closed_ = true;
+      beast::error_code ec;
+      beast::get_lowest_layer(ws_).socket().close(ec);
       return;
     }
+    queued_bytes_ += text.size();
     queue_.push_back(std::move(text));
     if (queue_.size() > 1) return;  // it goes out behind the write in progress
     ws_.next_layer().cork();  // until the queue is empty: what is queued meanwhile joins it
@@ -93,6 +101,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     ws_.text(true);
     ws_.async_write(boost::asio::buffer(queue_.front()),
                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      self->queued_bytes_ -= self->queue_.front().size();
                       self->queue_.pop_front();  // gone() keeps it until here: Beast reads it
                       if (ec) return self->gone();
                       if (!self->queue_.empty() && !self->closed_) return self->write_next();
@@ -102,7 +111,10 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
 
   void gone() {
     closed_ = true;
-    if (queue_.size() > 1) queue_.erase(queue_.begin() + 1, queue_.end());  // front: in flight
+    if (queue_.size() > 1) {  // the front is in flight
+      for (auto it = queue_.begin() + 1; it != queue_.end(); ++it) queued_bytes_ -= it->size();
+      queue_.erase(queue_.begin() + 1, queue_.end());
+    }
     if (!registered_) return;
     registered_ = false;
     if (auto it = st_->ws.find(sid_); it != st_->ws.end() && it->second.lock().get() == this)
@@ -119,9 +131,9 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   std::shared_ptr<state> st_;
   std::string sid_;
   std::deque<std::string> queue_;
+  std::size_t queued_bytes_ = 0;
   bool closed_ = false;
   bool registered_ = false;
-  bool warned_ = false;
 };
 
 }  // namespace orch::orchestrator

@@ -20,7 +20,9 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using orch::testing::serve_process;
+using orch::testing::http_connection;
 using orch::testing::ws_client;
+using tcp = boost::asio::ip::tcp;
 namespace http = boost::beast::http;
 
 const json quick_prompt = json::parse(R"({
@@ -463,6 +465,38 @@ TEST_F(serve_test, a_full_queue_refuses_more_prompts_by_count_and_by_bytes) {
   EXPECT_NE(refused.json()["error"]["details"].get<std::string>().find("--max-queue-bytes"),
             std::string::npos);
   EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
+// S9: a WebSocket client that never reads may hold --max-ws-queue-bytes of messages in the
+// server, no more; past it, it is disconnected (three such clients had taken 1.45 GB). Its slot
+// coming free (--max-ws-clients 1) is what shows it.
+TEST_F(serve_test, a_websocket_client_that_never_reads_is_disconnected_past_its_byte_cap) {
+  auto s = serve({"--max-ws-queue-bytes", "65536", "--max-ws-clients", "1"});
+  boost::asio::io_context io;
+  tcp::socket slow(io);
+  slow.open(tcp::v4());
+  slow.set_option(boost::asio::socket_base::receive_buffer_size(4096));  // it reads nothing
+  slow.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), s->port()));
+  boost::asio::write(slow, boost::asio::buffer(std::string(
+                               "GET /ws?clientId=slow HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                               "Sec-WebSocket-Version: 13\r\n\r\n")));
+  EXPECT_THROW(ws_client(s->port(), "probe"), boost::system::system_error);  // the slot is taken
+  const json prompt = {{"1", {{"class_type", "TestEmpty"}, {"inputs", json::object()}}}};
+  http_connection conn(s->port());
+  bool freed = false;
+  for (int round = 0; round < 100 && !freed; ++round) {
+    for (int i = 0; i < 200; ++i)
+      ASSERT_EQ(conn.post("/prompt", {{"prompt", prompt}, {"client_id", "slow"}}).status, 200u);
+    try {
+      ws_client probe(s->port(), "probe");
+      freed = true;
+    } catch (const boost::system::system_error&) {
+    }
+  }
+  EXPECT_TRUE(freed) << "the client that does not read was never disconnected";
   EXPECT_EQ(s->stop(), 0);
 }
 
