@@ -63,7 +63,14 @@ class http_session : public std::enable_shared_from_this<http_session> {
     if (!upgraded_) --st_->connections;
   }
 
+  // Since when it has been waiting for a request it has not finished sending (or, kept alive,
+  // for its next one); empty while it is answered. What make_room() judges by.
+  std::optional<std::chrono::steady_clock::time_point> waiting_since() const {
+    return waiting_since_;
+  }
+
   void start(std::chrono::milliseconds timeout) {
+    if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(st_->limits.max_header));
     // No cap while the header is read: Beast compares a Content-Length with body_limit only as
@@ -78,6 +85,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   }
 
   void close() {
+    waiting_since_.reset();  // gone: make_room() must not count it again
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
@@ -147,6 +155,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   }
 
   void on_message() {
+    waiting_since_.reset();  // its request is in: it is being answered
     auto req = parser_->release();
     if (websocket::is_upgrade(req)) return upgrade(std::move(req));
     if (req.method() == http::verb::options)  // a preflight: answered, as ComfyUI does
@@ -255,6 +264,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   // header has header_timeout, as the first one had: a client that dribbles a header in is cut
   // off as soon as on a new connection.
   void await_next_request() {
+    waiting_since_ = std::chrono::steady_clock::now();
     if (buffer_.size() > 0) return start(st_->limits.header_timeout);  // already begun
     stream_.expires_after(st_->limits.idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096),
@@ -302,9 +312,26 @@ class http_session : public std::enable_shared_from_this<http_session> {
   std::size_t drained_ = 0;
   bool refuse_ = false;
   bool upgraded_ = false;
+  std::optional<std::chrono::steady_clock::time_point> waiting_since_;
 };
 
 namespace {
+
+// Every connection slot is taken: the connection that has waited longest for a request it has
+// not sent closes, so that slow clients (a header or body a byte at a time, an idle keep-alive)
+// cannot hold every slot while answered clients wait. False when every connection is being
+// answered (then the new one gets 503).
+bool make_room(state& st) {
+  std::shared_ptr<http_session> oldest;
+  for (const auto& [_, w] : st.sessions) {
+    auto s = w.lock();
+    if (!s || !s->waiting_since()) continue;
+    if (!oldest || *s->waiting_since() < *oldest->waiting_since()) oldest = std::move(s);
+  }
+  if (!oldest) return false;
+  oldest->close();
+  return true;
+}
 
 void accept_next(const std::shared_ptr<state>& st) {
   st->acceptor.async_accept([st](beast::error_code ec, tcp::socket socket) {
@@ -314,7 +341,7 @@ void accept_next(const std::shared_ptr<state>& st) {
       // client's delayed ACK cost up to 40 ms per message.
       beast::error_code nodelay;
       socket.set_option(tcp::no_delay(true), nodelay);
-      const bool refuse = st->connections >= st->limits.max_connections;
+      const bool refuse = st->connections >= st->limits.max_connections && !make_room(*st);
       ++st->connections;
       auto s = std::make_shared<http_session>(std::move(socket), st, refuse);
       std::erase_if(st->sessions, [](const auto& kv) { return kv.second.expired(); });

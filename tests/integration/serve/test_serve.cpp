@@ -500,6 +500,27 @@ TEST_F(serve_test, a_websocket_client_that_never_reads_is_disconnected_past_its_
   EXPECT_EQ(s->stop(), 0);
 }
 
+// S5, S6: clients that send a header or a body a byte at a time held every connection slot, and
+// every answerable request got 503. With the slots full, the connection waiting longest for a
+// request it has not finished sending makes room.
+TEST_F(serve_test, slow_clients_holding_every_slot_do_not_keep_an_answerable_request_out) {
+  auto s = serve({"--max-connections", "8"});
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<tcp::socket>> slow;
+  for (int i = 0; i < 8; ++i) {
+    auto sock = std::make_unique<tcp::socket>(io);
+    sock->connect({boost::asio::ip::make_address("127.0.0.1"), s->port()});
+    const std::string start = i % 2 == 0
+                                  ? "GET /prompt HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "  // S5
+                                  : "POST /prompt HTTP/1.1\r\nHost: 127.0.0.1\r\n"          // S6
+                                    "Content-Length: 1000\r\n\r\n{";
+    boost::asio::write(*sock, boost::asio::buffer(start));
+    slow.push_back(std::move(sock));
+  }
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(s->get("/prompt").status, 200u) << "request " << i;
+  EXPECT_EQ(s->stop(), 0);
+}
+
 TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
   auto s = serve({"--max-ws-clients", "1"});
   ws_client first(s->port(), "one");
