@@ -315,6 +315,14 @@ class deployment_parser {
     at_least("restart_backoff_max", milliseconds(10), s.restart_backoff_max);
     at_least("crash_loop_window", milliseconds(100), s.crash_loop_window);
     if (auto v = w.duration("idle_reap")) s.idle_reap = *v;
+    if (auto v = w.duration("failed_retry")) {
+      if (v->count() == 0 || *v >= milliseconds(100)) {
+        s.failed_retry = *v;
+      } else {
+        w.error("failed_retry", "must be 0 (never) or at least 100ms",
+                "use e.g. failed_retry = \"60s\"");
+      }
+    }
     if (auto v = w.integer("crash_loop_limit", 1, 1000)) s.crash_loop_limit = static_cast<int>(*v);
     if (s.restart_backoff > s.restart_backoff_max) {
       w.error("restart_backoff", "is larger than restart_backoff_max",

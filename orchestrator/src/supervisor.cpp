@@ -199,20 +199,39 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
     return;
   }
   const auto now = clock::now();
+  // A worker that ran a whole crash-loop window since its start ended the crash loops.
+  if (now - w.info.spawned_at >= options_.timing.crash_loop_window) w.crash_loops = 0;
   w.losses.push_back(now);
   while (!w.losses.empty() && now - w.losses.front() > options_.timing.crash_loop_window) {
     w.losses.pop_front();
   }
   if (shutting_down_ || static_cast<int>(w.losses.size()) > options_.timing.crash_loop_limit) {
     w.info.state = worker_state::failed;
-    if (!shutting_down_) {
-      spdlog::error(
-          "env {} marked failed: {} losses within {} ms (crash-loop cap {}); other "
-          "envs go on. Last: {}",
-          w.spec.env, w.losses.size(), options_.timing.crash_loop_window.count(),
-          options_.timing.crash_loop_limit, w.info.last_error);
-    }
     fail_queue(w);
+    if (shutting_down_) return;
+    // Not for good: a client whose prompts crash a pack cannot keep it offline. It is started
+    // again after a cool-down that doubles with each crash loop.
+    const auto base = options_.timing.failed_retry;
+    const auto cool_down = base * (1 << std::min(w.crash_loops, 4));
+    w.crash_loops += 1;
+    spdlog::error(
+        "env {} marked failed: {} losses within {} ms (crash-loop cap {}); other envs go on{}. "
+        "Last: {}",
+        w.spec.env, w.losses.size(), options_.timing.crash_loop_window.count(),
+        options_.timing.crash_loop_limit,
+        base.count() == 0 ? std::string()
+                          : "; started again in " + std::to_string(cool_down.count()) + " ms",
+        w.info.last_error);
+    if (base.count() == 0) return;
+    std::weak_ptr<worker> weak = w.self;
+    w.timer.expires_after(cool_down);
+    w.timer.async_wait([this, weak](const boost::system::error_code& ec) {
+      auto wp = weak.lock();
+      if (ec || !wp || wp->info.state != worker_state::failed || shutting_down_) return;
+      wp->losses.clear();
+      spdlog::info("env {}: starting again after its crash loop", wp->spec.env);
+      spawn(*wp);
+    });
     return;
   }
   auto delay = options_.timing.restart_backoff;

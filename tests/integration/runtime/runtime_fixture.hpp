@@ -68,6 +68,7 @@ struct deployment_options {
   std::string heartbeat_interval = "100ms";
   std::string restart_backoff = "50ms";
   int crash_loop_limit = 3;
+  std::string failed_retry;  // empty: the default
   std::string pool = "64MiB";
   std::string call_timeout = "30s";
   std::string worker_executable;  // empty: comfy-orch-worker
@@ -128,6 +129,8 @@ class runtime_test : public ipc::testing::leak_checked_test {
                     o.handshake_timeout + "\"\nheartbeat_interval = \"" + o.heartbeat_interval +
                     "\"\nrestart_backoff = \"" + o.restart_backoff +
                     "\"\ncrash_loop_limit = " + std::to_string(o.crash_loop_limit) +
+                    (o.failed_retry.empty() ? std::string()
+                                            : "\nfailed_retry = \"" + o.failed_retry + "\"") +
                     "\ncall_timeout = \"" + o.call_timeout + "\"\n\n[shm]\npinned_pool_size = \"" + o.pool + "\"\n" +
                     (o.server.empty() ? std::string() : "\n[server]\n" + o.server));
     return file;

@@ -109,6 +109,28 @@ TEST_F(runtime_processes, a_node_error_returns_its_node_id_error_type_and_messag
   EXPECT_TRUE(run(R"({"1": {"class_type": "TestEmpty", "inputs": {}}})").ok);
 }
 
+// H10: prompts that crash a pack's worker fail its env for a cool-down, not until the host
+// restarts: any client could take a pack offline for good.
+TEST_F(runtime_processes, a_crash_looping_env_is_started_again_after_its_cool_down) {
+  deployment_options o;
+  o.crash_loop_limit = 1;
+  o.failed_retry = "200ms";
+  ASSERT_NO_FATAL_FAILURE(start(o));
+  const std::string env = env_of(*host_, "TestCrash");
+  const auto info = [&] { return host_->on_io_thread([&] { return *host_->workers().find(env); }); };
+  // Two crashes within the window: past crash_loop_limit 1, the env is failed.
+  while (info().losses < 2) {
+    ASSERT_TRUE(eventually([&] { return info().state == orchestrator::worker_state::ready; },
+                           std::chrono::seconds(20)));
+    run(R"({"1": {"class_type": "TestCrash", "inputs": {}}})");
+  }
+  ASSERT_TRUE(eventually([&] { return info().state == orchestrator::worker_state::ready; },
+                         std::chrono::seconds(30)))
+      << "the env stayed failed after its cool-down: " << info().last_error;
+  EXPECT_GT(info().generation, 2u);
+  EXPECT_TRUE(run(R"({"1": {"class_type": "TestEmpty", "inputs": {}}})").ok);
+}
+
 TEST_F(runtime_processes, interrupting_a_prompt_reaches_the_running_node) {
   ASSERT_NO_FATAL_FAILURE(start());
   auto running = run_async(R"({"1": {"class_type": "TestSleep", "inputs": {"ms": 20000}}})", "1");

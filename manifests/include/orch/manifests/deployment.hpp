@@ -61,6 +61,9 @@ struct worker_settings {
   std::chrono::milliseconds restart_backoff_max{30'000};
   int crash_loop_limit = 5;  // restarts within the window
   std::chrono::milliseconds crash_loop_window{60'000};
+  // A crash-looping env is failed for this long, then started again; each further failure
+  // doubles it, up to 16 times this. 0: failed until the host restarts.
+  std::chrono::milliseconds failed_retry{60'000};
   std::chrono::milliseconds idle_reap{0};  // 0: never reap idle workers
 };
 

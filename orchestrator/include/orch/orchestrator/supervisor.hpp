@@ -192,6 +192,7 @@ class supervisor {
     std::deque<queued_call> queue;
     std::unique_ptr<queued_call> in_flight;
     std::deque<std::chrono::steady_clock::time_point> losses;
+    int crash_loops = 0;  // times it was failed for crash-looping since it last stayed ready
     // Why this generation's start cannot succeed on a retry (an exec failure, the worker's
     // setup_failed, an exit status); empty: a loss like any other.
     std::string setup_failure;
