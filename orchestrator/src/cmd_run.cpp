@@ -4,6 +4,7 @@
 // (docs/cli.md, docs/runtime.md).
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "orch/orchestrator/unstarted_envs.hpp"
 #include "orch/support/untrusted_text.hpp"
 #include "run_signals.hpp"
+#include "stop_grace.hpp"
 
 namespace orch::cli {
 namespace {
@@ -56,7 +58,7 @@ void print_validation(std::ostream& out, const orchestrator::validation_report& 
 }
 
 int run(const std::string& deployment_file, const std::string& prompt_file, bool json,
-        bool free_after) {
+        bool free_after, std::chrono::milliseconds stop_grace_ms) {
   int code = exit_ok;
   const auto prepared = prepare_for_command(deployment_file, code);
   if (!prepared) return code;
@@ -144,8 +146,15 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   }
   bool ok = false;
   {
-    signals.on_interrupt([&ex] { ex->interrupt(); });
-    if (signals.interrupted()) ex->interrupt();  // it came while the workers started
+    orchestrator::stop_grace grace(h, stop_grace_ms);
+    signals.on_interrupt([&ex, &grace] {
+      ex->interrupt();
+      grace.interrupted();  // a node that ignores it has the grace, then its worker is killed
+    });
+    if (signals.interrupted()) {  // it came while the workers started
+      ex->interrupt();
+      grace.interrupted();
+    }
     const auto outcome = ex->run(*p, report.outputs, std::to_string(::getpid()) + "-1");
     signals.on_interrupt({});
     ok = outcome.ok;
@@ -201,6 +210,7 @@ void add_run_command(CLI::App& app) {
     std::string prompt;
     bool json = false;
     bool free_after = false;
+    unsigned stop_grace_ms = 5000;
   };
   auto opts = std::make_shared<options>();
   cmd->add_option("deployment", opts->deployment, "Deployment file (comfy-orch.toml)")
@@ -213,8 +223,13 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--free-after", opts->free_after,
                 "After the prompt, ask every worker to unload its models and drop its caches "
                 "(ComfyUI's POST /free) and print each worker's receipt of bytes freed");
+  cmd->add_option("--stop-grace-ms", opts->stop_grace_ms,
+                  "After Ctrl-C or SIGTERM: how long a node that ignores the interrupt may run on "
+                  "before its worker is killed (default 5000 ms)")
+      ->check(CLI::Range(0u, 600000u));
   cmd->callback([opts] {
-    const int code = run(opts->deployment, opts->prompt, opts->json, opts->free_after);
+    const int code = run(opts->deployment, opts->prompt, opts->json, opts->free_after,
+                         std::chrono::milliseconds(opts->stop_grace_ms));
     if (code != exit_ok) throw CLI::RuntimeError(code);
   });
 }

@@ -41,6 +41,7 @@ struct serve_options {
   std::size_t history_size = orchestrator::prompt_queue::default_history_size;
   orchestrator::queue_limits queue;
   std::string on_stop = "interrupt";
+  unsigned stop_grace_ms = 5000;
   unsigned header_timeout_ms = 10000;
   unsigned sample_ms = 1000;
   std::size_t timeline_samples = orchestrator::memory_sampler::default_capacity;
@@ -175,7 +176,7 @@ int serve(const serve_options& o) {
   if (endpoint) orchestrator::remove_registration(endpoint->dir, ::getpid());
   control.stop();
   sampler.stop();
-  api->stop(o.on_stop != "finish");
+  api->stop(o.on_stop != "finish", std::chrono::milliseconds(o.stop_grace_ms));
   server.stop();
   api.reset();
   h.shutdown();
@@ -235,6 +236,10 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40));
   cmd->add_option("--history-size", o->history_size,
                   "Finished prompts kept in /history (default 10000, ComfyUI's)");
+  cmd->add_option("--stop-grace-ms", o->stop_grace_ms,
+                  "With --on-stop interrupt: how long a node that ignores the interrupt may run on "
+                  "before its worker is killed and serve exits (default 5000 ms)")
+      ->check(CLI::Range(0u, 600000u));
   cmd->add_option("--on-stop", o->on_stop,
                   "On SIGTERM: 'interrupt' the running prompt (default) or let it 'finish'; "
                   "queued prompts are dropped either way")

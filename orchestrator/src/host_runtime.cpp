@@ -157,6 +157,11 @@ bool host_runtime::wait_settled(std::chrono::milliseconds limit) {
   return settled;
 }
 
+std::size_t host_runtime::kill_busy_workers(const std::string& why) {
+  if (stopped_ || !io_thread_.joinable()) return 0;
+  return on_io_thread([&] { return supervisor_->kill_busy(why); });
+}
+
 void host_runtime::shutdown(std::chrono::milliseconds grace) {
   if (stopped_) return;
   stopped_ = true;

@@ -151,7 +151,7 @@ comfy_api::~comfy_api() {
   if (!host_.stopped()) host_.on_io_thread([] {});
 }
 
-void comfy_api::stop(bool interrupt_running) {
+void comfy_api::stop(bool interrupt_running, std::chrono::milliseconds grace) {
   if (stopped_) return;
   stopped_ = true;
   // In this order: no prompt is taken after the stop, and one taken just before it is
@@ -163,6 +163,11 @@ void comfy_api::stop(bool interrupt_running) {
   if (interrupt_running && queue_.running_id()) executor_->interrupt();
   {
     std::unique_lock lock(busy_mutex_);
+    if (interrupt_running && !idle_.wait_for(lock, grace, [&] { return !busy_; })) {
+      lock.unlock();
+      host_.kill_busy_workers(std::to_string(grace.count()) + " ms after the stop's interrupt");
+      lock.lock();
+    }
     idle_.wait(lock, [&] { return !busy_; });
   }
   queue_.on_change({});

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -49,8 +50,11 @@ class comfy_api {
   // that reconnects while its prompt runs, an `executing` for the running node.
   std::vector<std::string> greeting(const std::string& sid) const;
   // Interrupts the running prompt (if `interrupt_running`), drops the pending ones and waits
-  // for the running one to end. Idempotent; not on the io thread, which must still run.
-  void stop(bool interrupt_running);
+  // for the running one to end: for `grace` at most when interrupting, after which the workers
+  // still inside a call (a node that ignores interrupts) are killed. Idempotent; not on the io
+  // thread, which must still run.
+  void stop(bool interrupt_running,
+            std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 
  private:
   class events;  // the executor's sink: to the WebSocket and the history

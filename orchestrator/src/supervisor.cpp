@@ -312,6 +312,17 @@ bool supervisor::shutdown_answered() const {
                      [](const auto& kv) { return kv.second->answered_shutdown; });
 }
 
+std::size_t supervisor::kill_busy(const std::string& why) {
+  std::size_t killed = 0;
+  for (auto& [env, w] : workers_) {
+    if (!w->in_flight || w->info.pid <= 0) continue;
+    spdlog::warn("worker {}: still inside a call {}; killed", env, why);
+    ::kill(-w->info.pid, SIGKILL);  // its channel closes, and lose() fails the call
+    ++killed;
+  }
+  return killed;
+}
+
 void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
   shutting_down_ = true;
   for (auto& o : retired_outputs_) o->drain_and_stop();

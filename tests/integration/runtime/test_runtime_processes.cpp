@@ -1,5 +1,11 @@
 // The runtime end to end on real processes (docs/runtime.md): a host, its
 // supervisor and comfy-orch-worker processes running the example packs on the sim device.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
 
 #include "runtime_fixture.hpp"
@@ -129,6 +135,51 @@ TEST_F(runtime_processes, a_crash_looping_env_is_started_again_after_its_cool_do
       << "the env stayed failed after its cool-down: " << info().last_error;
   EXPECT_GT(info().generation, 2u);
   EXPECT_TRUE(run(R"({"1": {"class_type": "TestEmpty", "inputs": {}}})").ok);
+}
+
+// H6: Ctrl-C to `comfy-orch run` while a node ignores interrupts had waited for the call's
+// deadline. The interrupt gives the node --stop-grace-ms, then its worker is killed and run ends.
+TEST_F(runtime_processes, ctrl_c_during_a_node_that_ignores_interrupts_ends_run_after_the_grace) {
+  const fs::path deployment = write_deployment();
+  write(dir_ / "busy.json", R"({"1": {"class_type": "TestBusy", "inputs": {"ms": 120000}}})");
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  std::vector<std::string> args = {ORCH_TEST_COMFY_ORCH, "run", deployment.string(), "--prompt",
+                                    (dir_ / "busy.json").string(), "--json",
+                                    "--stop-grace-ms", "300"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  FILE* events = ::fdopen(out[0], "r");
+  char line[65536];
+  bool inside = false;  // the busy node started: its "executing" event came
+  while (!inside && std::fgets(line, sizeof line, events) != nullptr) {
+    const auto e = nlohmann::json::parse(line, nullptr, false);
+    inside = !e.is_discarded() && e.value("type", "") == "executing" &&
+             e["data"].value("node", nlohmann::json()) == "1";
+  }
+  ASSERT_TRUE(inside);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  bool ended = false;  // within 30 s (the grace is 300 ms; the deadline 120 s)
+  for (int i = 0; i < 3000 && !ended; ++i) {
+    ended = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  std::fclose(events);
+  EXPECT_TRUE(ended) << "run waited for the node's deadline";
 }
 
 TEST_F(runtime_processes, interrupting_a_prompt_reaches_the_running_node) {

@@ -521,6 +521,16 @@ TEST_F(serve_test, slow_clients_holding_every_slot_do_not_keep_an_answerable_req
   EXPECT_EQ(s->stop(), 0);
 }
 
+// H5: a node that ignores interrupts (as some do in ComfyUI) kept SIGTERM waiting for its call
+// deadline (600 s). The stop interrupts, then gives the node --stop-grace-ms before its worker
+// is killed, and serve exits.
+TEST_F(serve_test, sigterm_during_a_node_that_ignores_interrupts_ends_serve_after_the_grace) {
+  auto s = serve({"--stop-grace-ms", "300"});
+  queue(*s, {{"1", {{"class_type", "TestBusy"}, {"inputs", {{"ms", 120000}}}}}}, "c");
+  wait_inside_the_running_node(*s);
+  EXPECT_EQ(s->stop(std::chrono::seconds(30)), 0) << "serve waited for the node's deadline";
+}
+
 TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
   auto s = serve({"--max-ws-clients", "1"});
   ws_client first(s->port(), "one");

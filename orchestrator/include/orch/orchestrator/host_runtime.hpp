@@ -84,6 +84,9 @@ class host_runtime {
       std::function<void(const std::string& kind, const std::string& env, const std::string& text)>;
   void set_memory_event_sink(memory_event_sink sink) { memory_events_ = std::move(sink); }
 
+  // Kills the workers that are inside a call (supervisor::kill_busy). Not on the io thread.
+  std::size_t kill_busy_workers(const std::string& why);
+
   // Graceful (shutdown requests, `grace` for workers to exit), then forced. Idempotent.
   void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 

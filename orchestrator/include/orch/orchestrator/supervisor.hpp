@@ -133,6 +133,9 @@ class supervisor {
   void interrupt(std::uint64_t epoch);
   // Graceful: asks each worker to shut down; workers exit when the host closes their channel.
   void begin_shutdown(std::chrono::milliseconds grace);
+  // SIGKILLs every worker that is inside a call (a node that ignores interrupts, when stopping
+  // must not wait for its deadline): the calls fail as worker_died. Returns how many.
+  std::size_t kill_busy(const std::string& why);
   bool shutdown_answered() const;  // every worker answered or its channel is gone
   // Forced: reaps every worker, SIGKILLing those still alive after `grace`.
   void finish_shutdown(std::chrono::milliseconds grace) noexcept;
