@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "json_fields.hpp"
+#include "leftover_processes.hpp"
 #include "orch/ipc/fd_passing.hpp"
 #include "orch/ipc/process_identity.hpp"
 #include "orch/orchestrator/errc.hpp"
@@ -78,6 +79,7 @@ supervisor::supervisor(boost::asio::io_context& io, host_memory& memory, supervi
       options_(std::move(options)),
       heartbeat_timer_(io),
       divergence_(options_.host_manager, options_.debug_worker) {
+  instance_ = new_host_instance();
   arm_heartbeat_check();
 }
 
@@ -125,6 +127,10 @@ void supervisor::on_message(worker& w, std::uint32_t generation, ipc::message m)
   }
 }
 
+std::string supervisor::instance_of(const worker& w, std::uint32_t generation) const {
+  return instance_ + "/" + w.spec.env + "/" + std::to_string(generation) + "/";
+}
+
 std::optional<int> supervisor::release_process(worker& w, std::chrono::milliseconds grace) noexcept {
   if (w.channel) {
     w.channel->close("worker lost");
@@ -138,6 +144,12 @@ std::optional<int> supervisor::release_process(worker& w, std::chrono::milliseco
     status = reap_worker(w.info.pid, grace);
     spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(*status));
     w.info.pid = -1;
+    try {
+      if (const auto left = kill_marked_processes(instance_of(w, w.info.generation)); left > 0)
+        spdlog::info("worker {}: killed {} process(es) it left behind", w.spec.env, left);
+    } catch (const std::exception& e) {
+      spdlog::error("worker {}: what it left behind was not looked for: {}", w.spec.env, e.what());
+    }
   }
   // Its models are gone with it, and its replacement is reported anew.
   try {
@@ -345,6 +357,16 @@ void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
       w.info.pid = -1;
     }
     if (w.output) w.output->drain_and_stop();  // its last lines, then the pipe closes
+  }
+  // What any worker of this host left behind (a detached helper), whatever its generation.
+  try {
+    if (const auto left = kill_marked_processes(instance_ + "/"); left > 0)
+      spdlog::info("killed {} process(es) workers left behind", left);
+  } catch (const std::exception& e) {
+    spdlog::error("what workers left behind was not looked for: {}", e.what());
+  }
+  for (auto& [env, wptr] : workers_) {
+    worker& w = *wptr;
     if (w.has_slot) {
       memory_.control().reclaim_slot(w.info.slot);
       memory_.leases().release_process(w.info.slot);

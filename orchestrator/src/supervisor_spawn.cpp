@@ -1,6 +1,7 @@
 // Starting a worker (docs/runtime.md): the spawn with its channel, fd socket and token pipe,
 // and the handshake (hello, ready, setup_failed). The rest of supervision is in supervisor.cpp.
 #include "orch/orchestrator/supervisor.hpp"
+#include "leftover_processes.hpp"
 #include "python_worker_command.hpp"
 
 #include <fcntl.h>
@@ -77,6 +78,9 @@ void supervisor::spawn(worker& w) {
   // comfy-env's alias for it (derived values are written only where absent).
   environment derived{{"ORCH_WORKER_ENV", w.spec.env}, {"ORCH_DEVICE", w.spec.device.to_string()}};
   environment env = build_worker_environment(options_.operator_env, w.spec.env_vars, derived);
+  // The mark its descendants inherit: what it leaves behind is killed with it (always ours:
+  // neither the pack nor the operator sets it).
+  env[worker_instance_variable] = instance_of(w, generation);
   if (env.count(plugins::worker_pager_alias) == 0) {
     env.emplace(plugins::worker_pager_variable,
                 plugins::worker_pager_value(options_.host_manager.manager));

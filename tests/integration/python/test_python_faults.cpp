@@ -68,6 +68,31 @@ TEST_F(python_faults, a_workers_raw_output_cannot_forge_events_or_flood_the_log)
   EXPECT_NE(r.err.find("bytes of its output dropped"), std::string::npos);
 }
 
+// H8: a helper a node detached (setsid, double fork) had outlived the server.
+TEST_F(python_faults, a_process_a_node_detached_does_not_outlive_the_host) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  const std::string pid_file = (dir_ / "detached.pid").string();
+  const auto o = run_json({{"1", {{"class_type", "Detach"}, {"inputs", {{"pid_file", pid_file}}}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  const pid_t helper = static_cast<pid_t>(output(o, "1", 0));
+  ASSERT_GT(helper, 0);
+  ASSERT_EQ(::kill(helper, 0), 0) << "the helper is not running";
+  host_->shutdown(std::chrono::milliseconds(2000));
+  // Gone, or a zombie its new parent has not reaped yet.
+  const auto gone = [&] {
+    const std::string stat = orch::testing::slurp("/proc/" + std::to_string(helper) + "/stat");
+    const auto close = stat.rfind(')');
+    return stat.empty() || (close != std::string::npos && stat.substr(close + 2, 1) == "Z");
+  };
+  bool ended = false;
+  for (int i = 0; i < 500 && !ended; ++i) {
+    ended = gone();
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!ended) ::kill(helper, SIGKILL);
+  EXPECT_TRUE(ended) << "the detached helper outlived the host";
+}
+
 TEST_F(python_faults, a_subgraph_expansion_fails_its_node_saying_only_comfyui_runs_it) {
   ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
   const auto o = run_json({{"1", {{"class_type", "Expand"}, {"inputs", json::object()}}}});

@@ -203,6 +203,8 @@ class supervisor {
   };
 
   void spawn(worker& w);
+  // The ORCH_WORKER_INSTANCE of `w`'s `generation` (leftover_processes.hpp).
+  std::string instance_of(const worker& w, std::uint32_t generation) const;
   void on_message(worker& w, std::uint32_t generation, ipc::message m);
   void on_hello(worker& w, const ipc::message& m);
   void on_ready(worker& w, const ipc::message& m);
@@ -234,6 +236,8 @@ class supervisor {
   // Output readers of replaced generations, until their pipes close (what a dead worker left
   // behind may still write).
   std::vector<std::shared_ptr<worker_output>> retired_outputs_;
+  // This supervisor's mark on its workers' environment (leftover_processes.hpp).
+  std::string instance_;
   std::map<std::string, call_histogram> call_durations_;
   boost::asio::steady_timer heartbeat_timer_;
   // Expires with the supervisor: a heartbeat tick already queued when it is destroyed sees it.

@@ -123,6 +123,35 @@ class Raise:
         raise ValueError(message)
 
 
+class Detach:
+    """Starts a helper that leaves the worker's process group (setsid and a double fork, as a
+    daemon does) and writes its pid to `pid_file`."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"pid_file": ("STRING", {"default": ""})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, pid_file):
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            if os.fork() == 0:
+                with open(pid_file + ".tmp", "w") as f:
+                    f.write(str(os.getpid()))
+                os.rename(pid_file + ".tmp", pid_file)
+                time.sleep(300)
+            os._exit(0)
+        os.waitpid(child, 0)
+        while not os.path.exists(pid_file):
+            time.sleep(0.01)
+        return (int(open(pid_file).read()),)
+
+
 class RawOutput:
     """Writes to the worker's fd 1 and 2 directly (a C library would): a forged event line, an
     escape sequence that would clear the operator's terminal, and `mib` MiB of lines."""
@@ -356,5 +385,5 @@ class Environment:
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Describe, Options, MakeImage, PassThrough, Lists,
                                                Raise, Crash, Sleep, Chatty, MakeThing, UseThing,
                                                LoadModel, Environment, MakeLatent, BigText,
-                                               Expand, LoadTorchLazily, RawOutput)}
+                                               Expand, LoadTorchLazily, RawOutput, Detach)}
 NODE_DISPLAY_NAME_MAPPINGS = {"Describe": "Describe Input"}
