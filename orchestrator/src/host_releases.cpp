@@ -5,6 +5,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -122,7 +123,8 @@ std::vector<eviction_step> host_runtime::free_through_stand_ins(const std::strin
 }
 
 std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload_models,
-                                                                     bool drop_caches) {
+                                                                     bool drop_caches,
+                                                                     bool wait_for_busy) {
   // On the io thread (an event callback) the receipts could never arrive: nothing is asked.
   if (on_the_io_thread()) {
     spdlog::warn("free was called from an event callback, on the io thread: nothing freed");
@@ -132,6 +134,7 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
   // answers, which its call deadline (and the loss that follows) rules out.
   struct state {
     std::mutex mutex;
+    std::set<std::string> deferred;  // busy when asked, and not waited for
     std::map<std::string, result<nlohmann::json>> receipts;
     std::optional<std::size_t> expected;  // set once every request went out
     std::promise<void> all;
@@ -139,21 +142,31 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
   auto st = std::make_shared<state>();
   auto finished = st->all.get_future();
   on_io_thread([&] {
+    if (!wait_for_busy) st->deferred = supervisor_->busy_envs();
     // No lock is held while the requests go out, so a handler may never wait on this one.
     const std::size_t sent = supervisor_->free_memory(
         unload_models, drop_caches, [st](const std::string& env, result<nlohmann::json> r) {
           std::lock_guard lock(st->mutex);
+          if (st->deferred.count(env) > 0) {  // answered after its node: said, not waited for
+            spdlog::info("free: worker {}: {}", env,
+                         r ? "freed " + std::to_string(unsigned_field(*r, "freed")) + " bytes"
+                           : "failed: " + r.err().message);
+            return;
+          }
           st->receipts.emplace(env, std::move(r));
           if (st->expected && st->receipts.size() == *st->expected) st->all.set_value();
         });
     std::lock_guard lock(st->mutex);
-    st->expected = sent;
+    std::size_t deferred_asked = 0;
+    for (const auto& env : st->deferred) deferred_asked += supervisor_->find(env) ? 1 : 0;
+    st->expected = sent - std::min(sent, deferred_asked);
     if (st->receipts.size() == sent) st->all.set_value();
     // A worker busy in a long node answers after it: say what the wait is for.
     if (sent > 0) spdlog::info("free: waiting for {} workers' receipts", sent);
   });
   finished.get();
   std::lock_guard lock(st->mutex);
+  for (const auto& env : st->deferred) st->receipts.emplace(env, nlohmann::json{{"deferred", true}});
   if (memory_events_) {
     for (const auto& [env, r] : st->receipts) {
       memory_events_(r ? "free" : "free_failed", env,

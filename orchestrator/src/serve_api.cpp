@@ -418,7 +418,9 @@ http_reply comfy_api::free(const http_request& req) {
   }
   // What ComfyUI does not answer, comfy-orch adds: each worker's receipt, and the cache's.
   json receipts = json::object();
-  for (const auto& [env, r] : host_.free_all(unload, drop))
+  // A worker inside a node answers after it: not waited for here (the API thread never waits
+  // on a worker; its receipt goes to the log).
+  for (const auto& [env, r] : host_.free_all(unload, drop, /*wait_for_busy=*/false))
     receipts[env] = r ? *r : json{{"error", r.err().message}};
   return json_reply({{"orch_receipts", receipts}, {"orch_cache", cache}});
 }

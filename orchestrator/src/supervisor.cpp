@@ -324,6 +324,13 @@ bool supervisor::shutdown_answered() const {
                      [](const auto& kv) { return kv.second->answered_shutdown; });
 }
 
+std::set<std::string> supervisor::busy_envs() const {
+  std::set<std::string> out;
+  for (const auto& [env, w] : workers_)
+    if (w->in_flight) out.insert(env);
+  return out;
+}
+
 std::size_t supervisor::kill_busy(const std::string& why) {
   std::size_t killed = 0;
   for (auto& [env, w] : workers_) {

@@ -29,6 +29,11 @@ const json quick_prompt = json::parse(R"({
   "1": {"class_type": "SolidImage", "inputs": {"width": 16, "height": 8, "value": 0.5}},
   "4": {"class_type": "ImageChecksum", "inputs": {"image": ["1", 0]}}})");
 
+// A prompt whose class has VALIDATE_INPUTS, which runs in its worker before it is queued.
+const json checked_prompt = {
+    {"prompt", {{"9", {{"class_type", "TestChecked"}, {"inputs", {{"value", 5}}}}}}},
+    {"client_id", "c"}};
+
 json sleep_prompt(int ms) {
   return {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", ms}}}}}};
 }
@@ -531,6 +536,21 @@ TEST_F(serve_test, sigterm_during_a_node_that_ignores_interrupts_ends_serve_afte
   EXPECT_EQ(s->stop(std::chrono::seconds(30)), 0) << "serve waited for the node's deadline";
 }
 
+// S17: /free during a busy node had blocked the API thread until the node ended (28-48 s), and
+// /history waited behind it. The busy worker is asked, not waited for.
+TEST_F(serve_test, free_during_a_busy_node_answers_at_once_and_the_api_goes_on) {
+  auto s = serve({"--stop-grace-ms", "300"});
+  const std::string busy_env = s->get("/object_info/TestBusy").json()["TestBusy"]["orch_env"];
+  queue(*s, {{"1", {{"class_type", "TestBusy"}, {"inputs", {{"ms", 120000}}}}}}, "c");
+  wait_inside_the_running_node(*s);
+  const auto freed = s->post("/free", {{"unload_models", true}, {"free_memory", true}});
+  ASSERT_EQ(freed.status, 200u) << freed.body;
+  EXPECT_EQ(freed.json()["orch_receipts"][busy_env], json({{"deferred", true}})) << freed.body;
+  EXPECT_EQ(s->get("/history").status, 200u);
+  EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
 TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
   auto s = serve({"--max-ws-clients", "1"});
   ws_client first(s->port(), "one");
@@ -686,13 +706,15 @@ TEST_F(serve_test, interrupt_is_not_queued_behind_a_request_that_waits_for_a_wor
   ASSERT_TRUE(ws.next());
   const std::string slow = queue(*s, sleep_prompt(60000), "c");
   wait_inside_the_running_node(*s);
-  std::thread waiting_free([&] {
-    EXPECT_EQ(s->post("/free", {{"free_memory", true}}).status, 200u);
+  // A prompt whose class validates in its worker: the API thread waits on that busy worker
+  // (/free no longer does: the busy worker is asked, not waited for).
+  std::thread waiting([&] {
+    EXPECT_EQ(s->post("/prompt", checked_prompt).status, 200u);
   });
-  std::this_thread::sleep_for(200ms);  // the API thread waits on the free's receipts
+  std::this_thread::sleep_for(200ms);  // the API thread waits on the validation
   EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
   EXPECT_TRUE(heard(ws.until_prompt_end(slow), "execution_interrupted"));
-  waiting_free.join();
+  waiting.join();
   EXPECT_EQ(history_of(*s, slow)["status"]["status_str"], "error");
   EXPECT_EQ(s->stop(), 0);
 }
@@ -706,20 +728,20 @@ TEST_F(serve_test, a_prompt_is_queued_while_a_request_waits_for_a_worker) {
   ASSERT_TRUE(ws.next());
   const std::string slow = queue(*s, sleep_prompt(60000), "c");
   wait_inside_the_running_node(*s);
-  std::atomic<bool> free_answered{false};
-  std::thread waiting_free([&] {
-    EXPECT_EQ(s->post("/free", {{"unload_models", true}}).status, 200u);
-    free_answered = true;
+  std::atomic<bool> validated{false};
+  std::thread waiting([&] {  // validates in the busy worker: the API thread waits
+    EXPECT_EQ(s->post("/prompt", checked_prompt).status, 200u);
+    validated = true;
   });
-  std::this_thread::sleep_for(200ms);  // the API thread waits on the free's receipts
+  std::this_thread::sleep_for(200ms);  // the API thread waits on the validation
   const std::string next = queue(*s, sleep_prompt(0), "c");
-  EXPECT_FALSE(free_answered.load()) << "the POST was answered only after the /free";
-  // GET /prompt, as the io thread answers it (GET /queue waits behind the /free).
+  EXPECT_FALSE(validated.load()) << "the POST was answered only after the validation";
+  // GET /prompt, as the io thread answers it (GET /queue waits behind the validation).
   EXPECT_EQ(s->get("/prompt").json()["exec_info"]["queue_remaining"], 2);
   EXPECT_EQ(s->post("/interrupt", json::object()).status, 200u);
   EXPECT_TRUE(heard(ws.until_prompt_end(slow), "execution_interrupted"));
   EXPECT_TRUE(heard(ws.until_prompt_end(next), "execution_success"));
-  waiting_free.join();
+  waiting.join();
   EXPECT_EQ(history_of(*s, next)["status"]["status_str"], "success");
   EXPECT_EQ(s->stop(), 0);
 }

@@ -73,8 +73,11 @@ class host_runtime {
   // call's; "wrong_thread" on the io thread (an event callback), which the answer needs.
   result<nlohmann::json> evict_env(const std::string& env, std::optional<std::uint32_t> generation,
                                    std::uint64_t bytes);
-  // ComfyUI's POST /free, broadcast: each ready worker's receipt by env.
-  std::map<std::string, result<nlohmann::json>> free_all(bool unload_models, bool drop_caches);
+  // ComfyUI's POST /free, broadcast: each ready worker's receipt by env. With `wait_for_busy`
+  // false, a worker inside a call is asked all the same, but not waited for: its entry is
+  // {"deferred": true}, and its receipt, after its node, goes to the log and the memory events.
+  std::map<std::string, result<nlohmann::json>> free_all(bool unload_models, bool drop_caches,
+                                                         bool wait_for_busy = true);
 
   // Told of every eviction and free with its receipt (kind "eviction", "free", or "free_failed"
   // when a worker could not free), the env, and a line that says what was freed, on the thread

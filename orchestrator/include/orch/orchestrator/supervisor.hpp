@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -159,6 +160,8 @@ class supervisor {
   // The host's releases (docs/memory-semantics.md): free to every ready worker, evict to one.
   // Each answer is the worker's receipt {freed, resident, sequence, models}.
   // Returns how many workers were asked (each answers `done` exactly once).
+  // The envs whose worker is inside a call now.
+  std::set<std::string> busy_envs() const;
   std::size_t free_memory(bool unload_models, bool drop_caches,
                    std::function<void(const std::string& env, result<nlohmann::json>)> done);
   void evict(const std::string& env, std::uint64_t bytes, call_done done);
