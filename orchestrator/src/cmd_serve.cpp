@@ -36,6 +36,7 @@ struct serve_options {
   std::size_t max_upload = std::size_t{64} << 20;  // POST /upload/image's body
   unsigned max_ws_clients = 64;
   std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
+  std::size_t max_bodies_in_flight = std::size_t{192} << 20;
   unsigned max_connections = 256;
   std::optional<std::string> cors_origin;  // --enable-cors-header
   std::size_t history_size = orchestrator::prompt_queue::default_history_size;
@@ -78,6 +79,13 @@ std::optional<control_endpoint> open_control_endpoint(const serve_options& o) {
 }
 
 int serve(const serve_options& o) {
+  if (o.max_upload > o.max_bodies_in_flight) {
+    std::cerr << "comfy-orch serve: --max-upload (" << o.max_upload
+              << " bytes) is larger than --max-bodies-in-flight (" << o.max_bodies_in_flight
+              << "): no upload that large could ever be received\n  fix: raise "
+                 "--max-bodies-in-flight to at least --max-upload\n";
+    return exit_invalid_input;
+  }
   int code = exit_ok;
   const auto prepared = prepare_for_command(o.deployment, code);
   if (!prepared) return code;
@@ -122,6 +130,7 @@ int serve(const serve_options& o) {
   };
   limits.max_ws_clients = o.max_ws_clients;
   limits.max_ws_queue_bytes = o.max_ws_queue_bytes;
+  limits.max_bodies_in_flight = o.max_bodies_in_flight;
   limits.max_connections = o.max_connections;
   limits.cors_origin = o.cors_origin;
   limits.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
@@ -208,6 +217,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-upload", o->max_upload,
                   "Largest POST /upload/image body in bytes (default 64 MiB); larger ones get "
                   "HTTP 413");
+  cmd->add_option("--max-bodies-in-flight", o->max_bodies_in_flight,
+                  "Bytes of request bodies held at once, uploads included (default 192 MiB; each "
+                  "counted at its Content-Length); past it a new request gets 503")
+      ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 40));
   cmd->add_option("--max-ws-queue-bytes", o->max_ws_queue_bytes,
                   "Bytes of messages waiting for one WebSocket client that does not read "
                   "(default 8 MiB); past it the client is disconnected, with a warning")

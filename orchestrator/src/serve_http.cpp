@@ -60,6 +60,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   http_session(tcp::socket socket, std::shared_ptr<state> st, bool refuse)
       : stream_(std::move(socket)), st_(std::move(st)), refuse_(refuse) {}
   ~http_session() {
+    release_body();
     if (!upgraded_) --st_->connections;
   }
 
@@ -70,6 +71,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   }
 
   void start(std::chrono::milliseconds timeout) {
+    release_body();  // the last request's body is answered and gone
     if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(st_->limits.max_header));
@@ -115,8 +117,16 @@ class http_session : public std::enable_shared_from_this<http_session> {
     }
     limit_ = st_->limits.body_limit_for ? st_->limits.body_limit_for(view_.method, view_.path)
                                         : st_->limits.max_body;
-    if (const auto length = parser_->content_length(); length && *length > limit_)
-      return refuse(413, too_large());
+    const auto length = parser_->content_length();
+    if (length && *length > limit_) return refuse(413, too_large());
+    // Bodies are held in memory until complete: all of them together have a budget, so that
+    // many large uploads stalled near their end cannot take the machine's memory (S13). A
+    // chunked body counts at its cap.
+    const std::size_t body = length ? static_cast<std::size_t>(*length)
+                             : parser_->chunked() ? limit_  // its size is known only at its end
+                                                  : 0;
+    if (!reserve_body(body))
+      return refuse(503, "too many request bytes are being received at once; retry shortly");
     parser_->body_limit(limit_);  // a chunked body's cap, counted chunk by chunk
     // Beast reads what fits in the buffer's free capacity (up to 64 KiB): after a header, that
     // is a few hundred bytes, and a 60 MiB upload would take 100000 reads.
@@ -148,6 +158,19 @@ class http_session : public std::enable_shared_from_this<http_session> {
                             if (ec) return self->close();
                             self->read_body();
                           });
+  }
+
+  bool reserve_body(std::size_t bytes) {
+    std::size_t now = st_->body_bytes.load();
+    do {
+      if (now + bytes > st_->limits.max_bodies_in_flight) return false;
+    } while (!st_->body_bytes.compare_exchange_weak(now, now + bytes));
+    reserved_ = bytes;
+    return true;
+  }
+  void release_body() {
+    st_->body_bytes -= reserved_;
+    reserved_ = 0;
   }
 
   std::string too_large() const {
@@ -313,6 +336,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   bool refuse_ = false;
   bool upgraded_ = false;
   std::optional<std::chrono::steady_clock::time_point> waiting_since_;
+  std::size_t reserved_ = 0;  // of state::body_bytes, for the request being read or answered
 };
 
 namespace {

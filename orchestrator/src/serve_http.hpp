@@ -65,6 +65,9 @@ struct http_limits {
   // disconnected (its queue had held 1.45 GB).
   std::size_t max_ws_queue = 4096;
   std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
+  // The request bodies held at once (each counted at its Content-Length, or its cap when
+  // chunked); past it, 503. 20 uploads of 60 MiB stalled near their end had held 1.2 GB.
+  std::size_t max_bodies_in_flight = std::size_t{192} << 20;
   // --enable-cors-header's origin: every answer allows it, and cross-origin requests are not
   // refused; unset, a loopback server refuses them (serve_origin.hpp).
   std::optional<std::string> cors_origin;

@@ -551,6 +551,38 @@ TEST_F(serve_test, free_during_a_busy_node_answers_at_once_and_the_api_goes_on) 
   EXPECT_EQ(s->stop(), 0);
 }
 
+// S13: request bodies are held in memory until complete; 20 uploads of 60 MiB stalled near
+// their end had held 1.2 GB. The bodies held at once have a budget: past it, 503, and the server
+// goes on answering.
+TEST_F(serve_test, bodies_held_at_once_have_a_budget_and_the_server_goes_on) {
+  auto s = serve({"--max-upload", "1048576", "--max-bodies-in-flight", "2097152"});
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<tcp::socket>> stalled;
+  for (int i = 0; i < 2; ++i) {  // 1 MiB uploads that send their header and one byte, then stall
+    auto sock = std::make_unique<tcp::socket>(io);
+    sock->connect({boost::asio::ip::make_address("127.0.0.1"), s->port()});
+    boost::asio::write(*sock, boost::asio::buffer(std::string(
+                                  "POST /upload/image HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                  "Content-Type: multipart/form-data; boundary=b\r\n"
+                                  "Content-Length: 1048576\r\n\r\n-")));
+    stalled.push_back(std::move(sock));
+  }
+  // Once the server has read their headers, they hold the whole budget: a third body is
+  // refused (before that, it is answered as a bad upload).
+  bool refused = false;
+  for (int i = 0; i < 500 && !refused; ++i) {
+    const auto third = s->send(http::verb::post, "/upload/image", std::string(1000, 'x'),
+                               "multipart/form-data; boundary=b");
+    refused = third.status == 503;
+    if (refused) EXPECT_NE(third.body.find("at once"), std::string::npos) << third.body;
+    else std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(refused) << "no body was refused while 2 MiB of bodies were held";
+  EXPECT_EQ(s->get("/prompt").status, 200u);  // no body: the server goes on
+  stalled.clear();
+  EXPECT_EQ(s->stop(), 0);
+}
+
 TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
   auto s = serve({"--max-ws-clients", "1"});
   ws_client first(s->port(), "one");
