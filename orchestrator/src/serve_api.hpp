@@ -57,6 +57,7 @@ class comfy_api {
             std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 
  private:
+  http_reply route(const http_request& req);  // handle()'s routes
   class events;  // the executor's sink: to the WebSocket and the history
   // On the io thread: runs the next queued prompt unless one runs; its end starts the next.
   void start_next();
