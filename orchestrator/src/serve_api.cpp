@@ -1,11 +1,9 @@
 #include "serve_api.hpp"
 
 #include <malloc.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
@@ -13,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "execution_messages.hpp"
+#include "serve_events.hpp"
 #include "serve_request_fields.hpp"
 #include "orch/orchestrator/memory_table.hpp"
 #include "orch/orchestrator/prompt_validation.hpp"
@@ -55,81 +54,7 @@ http_reply bad_request(const std::string& message) {
   return json_reply({{"error", message}}, 400);
 }
 
-std::uint64_t meminfo_bytes(const std::string& key) {
-  std::ifstream in("/proc/meminfo");
-  std::string name;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (in >> name >> kib >> unit)
-    if (name == key + ":") return kib * 1024;
-  return 0;
-}
-
 }  // namespace
-
-// What the executor says goes to the client that queued the prompt (see emit), and the status
-// messages and UI outputs into the prompt's history entry.
-class comfy_api::events final : public event_sink {
- public:
-  explicit events(http_server& server) : server_(server) {}
-
-  void begin(const std::string& client_id) {
-    std::lock_guard lock(mutex_);
-    client_id_ = client_id;
-    running_node_.clear();
-    messages_ = json::array();
-    outputs_ = json::object();
-  }
-  // The history's outputs and status of the prompt that just ended.
-  std::pair<json, json> end(bool ok) {
-    std::lock_guard lock(mutex_);
-    json status = {{"status_str", ok ? "success" : "error"},
-                   {"completed", ok},
-                   {"messages", messages_}};
-    return {outputs_, status};
-  }
-
-  // The node the prompt of client `sid` runs now, if one does.
-  std::optional<std::string> running_node_of(const std::string& sid) const {
-    std::lock_guard lock(mutex_);
-    if (sid.empty() || sid != client_id_ || running_node_.empty()) return std::nullopt;
-    return running_node_;
-  }
-
-  // ComfyUI's routing (execution.py, main.py at a125cd84): a prompt queued with a client_id
-  // sends its events to that client; one without sends only progress and
-  // execution_interrupted, to every client (status goes to all either way).
-  void emit(const std::string& type, const json& data) override {
-    std::string sid;
-    {
-      std::lock_guard lock(mutex_);
-      sid = client_id_;
-      if (type == "executing")
-        running_node_ = data.contains("node") && data["node"].is_string()
-                            ? data["node"].get<std::string>()
-                            : std::string();
-      if (type == "execution_start" || type == "execution_cached" ||
-          type == "execution_success" || type == "execution_error" ||
-          type == "execution_interrupted")
-        messages_.push_back(json::array({type, data}));
-      // The history keeps each node's UI (a cached node without one sends null: nothing kept).
-      if (type == "executed" && data.contains("node") && data["node"].is_string() &&
-          data.contains("output") && data["output"].is_object())
-        outputs_[data["node"].get<std::string>()] = data["output"];
-    }
-    if (sid.empty() && type != "progress" && type != "execution_interrupted") return;
-    server_.send(sid, json{{"type", type}, {"data", data}}.dump(-1, ' ', false,
-                                                                json::error_handler_t::replace));
-  }
-
- private:
-  http_server& server_;
-  mutable std::mutex mutex_;
-  std::string client_id_;
-  std::string running_node_;  // ComfyUI's last_node_id
-  json messages_ = json::array();
-  json outputs_ = json::object();
-};
 
 comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
                      std::string version, queue_limits limits)
@@ -437,47 +362,6 @@ http_reply comfy_api::free(const http_request& req) {
   for (const auto& [env, r] : host_.free_all(unload, drop, /*wait_for_busy=*/false))
     receipts[env] = r ? *r : json{{"error", r.err().message}};
   return json_reply({{"orch_receipts", receipts}, {"orch_cache", cache}});
-}
-
-http_reply comfy_api::system_stats() {
-  utsname u{};
-  ::uname(&u);
-  const auto rows = host_.on_io_thread([&] { return read_memory_table(host_); });
-  const auto& dev = host_.deployment().host.device;
-  // The host opens no device itself: the device is as its workers' pagers see it.
-  // Free is the last polled reading; before any poll, what the pagers do not hold.
-  std::uint64_t total = 0;
-  std::uint64_t free_bytes = 0;
-  std::uint64_t resident = 0;
-  for (const auto& r : rows) {
-    resident += r.device_resident;
-    if (r.device_total > total) {
-      total = r.device_total;
-      free_bytes = r.device_free;
-    }
-  }
-  if (free_bytes == 0 && total > resident) free_bytes = total - resident;
-  json devices = json::array();
-  devices.push_back({{"name", dev.to_string()},
-                     {"type", manifests::to_string(dev.kind)},
-                     {"index", dev.index},
-                     {"vram_total", total},
-                     {"vram_free", free_bytes},
-                     {"torch_vram_total", total},
-                     {"torch_vram_free", free_bytes}});
-  return json_reply({{"system",
-                      {{"os", "posix"},
-                       {"ram_total", meminfo_bytes("MemTotal")},
-                       {"ram_free", meminfo_bytes("MemAvailable")},
-                       {"comfyui_version", "comfy-orch " + version_},
-                       {"required_frontend_version", ""},
-                       {"python_version", ""},
-                       {"pytorch_version", ""},
-                       {"embedded_python", false},
-                       {"argv", json::array({"comfy-orch", "serve"})},
-                       {"kernel", std::string(u.release)}}},
-                     {"devices", devices},
-                     {"orch_processes", to_json(rows)}});
 }
 
 }  // namespace orch::orchestrator
