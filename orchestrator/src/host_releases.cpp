@@ -157,9 +157,7 @@ std::map<std::string, result<nlohmann::json>> host_runtime::free_all(bool unload
           if (st->expected && st->receipts.size() == *st->expected) st->all.set_value();
         });
     std::lock_guard lock(st->mutex);
-    std::size_t deferred_asked = 0;
-    for (const auto& env : st->deferred) deferred_asked += supervisor_->find(env) ? 1 : 0;
-    st->expected = sent - std::min(sent, deferred_asked);
+    st->expected = sent - std::min(sent, st->deferred.size());  // a busy worker is ready: asked
     if (st->receipts.size() == sent) st->all.set_value();
     // A worker busy in a long node answers after it: say what the wait is for.
     if (sent > 0) spdlog::info("free: waiting for {} workers' receipts", sent);
