@@ -8,9 +8,9 @@ void stop_grace::interrupted() {
   std::lock_guard lock(mutex_);
   if (watch_.joinable() || ended_) return;
   watch_ = std::thread([this] {
-    std::unique_lock lock(mutex_);
-    if (ended_cv_.wait_for(lock, grace_, [this] { return ended_; })) return;
-    lock.unlock();
+    std::unique_lock waiting(mutex_);
+    if (ended_cv_.wait_for(waiting, grace_, [this] { return ended_; })) return;
+    waiting.unlock();
     host_.kill_busy_workers(std::to_string(grace_.count()) + " ms after the interrupt");
   });
 }
