@@ -37,7 +37,10 @@ struct serve_options {
   unsigned max_ws_clients = 64;
   std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
   std::size_t max_bodies_in_flight = std::size_t{192} << 20;
+  std::size_t max_uploads_in_flight = std::size_t{1} << 30;
   unsigned max_connections = 256;
+  unsigned max_connections_per_peer = 64;
+  std::size_t min_body_rate = 1024;
   std::optional<std::string> cors_origin;  // --enable-cors-header
   std::size_t history_size = orchestrator::prompt_queue::default_history_size;
   orchestrator::queue_limits queue;
@@ -79,11 +82,11 @@ std::optional<control_endpoint> open_control_endpoint(const serve_options& o) {
 }
 
 int serve(const serve_options& o) {
-  if (o.max_upload > o.max_bodies_in_flight) {
+  if (o.max_upload > o.max_uploads_in_flight) {
     std::cerr << "comfy-orch serve: --max-upload (" << o.max_upload
-              << " bytes) is larger than --max-bodies-in-flight (" << o.max_bodies_in_flight
+              << " bytes) is larger than --max-uploads-in-flight (" << o.max_uploads_in_flight
               << "): no upload that large could ever be received\n  fix: raise "
-                 "--max-bodies-in-flight to at least --max-upload\n";
+                 "--max-uploads-in-flight to at least --max-upload\n";
     return exit_invalid_input;
   }
   int code = exit_ok;
@@ -125,9 +128,15 @@ int serve(const serve_options& o) {
 
   orchestrator::http_limits limits;
   limits.max_body = o.max_body;
-  limits.body_limit_for = [&o](const std::string& method, const std::string& path) {
-    return orchestrator::comfy_api::takes_upload(method, path) ? o.max_upload : o.max_body;
+  limits.body_rule_for = [&o](const std::string& method, const std::string& path) {
+    return orchestrator::comfy_api::takes_upload(method, path)
+               ? orchestrator::body_rule{o.max_upload, true}
+               : orchestrator::body_rule{o.max_body, false};
   };
+  limits.spool_directory = directories.temp;
+  limits.max_spooled_in_flight = o.max_uploads_in_flight;
+  limits.max_connections_per_peer = o.max_connections_per_peer;
+  limits.min_body_rate = o.min_body_rate;
   limits.max_ws_clients = o.max_ws_clients;
   limits.max_ws_queue_bytes = o.max_ws_queue_bytes;
   limits.max_bodies_in_flight = o.max_bodies_in_flight;
@@ -218,9 +227,13 @@ void add_serve_command(CLI::App& app) {
                   "Largest POST /upload/image body in bytes (default 64 MiB); larger ones get "
                   "HTTP 413");
   cmd->add_option("--max-bodies-in-flight", o->max_bodies_in_flight,
-                  "Bytes of request bodies held at once, uploads included (default 192 MiB; each "
-                  "counted at its Content-Length); past it a new request gets 503")
+                  "Bytes of request bodies held in memory at once (default 192 MiB; each counted "
+                  "at its Content-Length); past it a new request gets 503")
       ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 40));
+  cmd->add_option("--max-uploads-in-flight", o->max_uploads_in_flight,
+                  "Bytes of uploads being received at once (default 1 GiB), which go to unlinked "
+                  "files of the temp directory, not to memory; past it a new upload gets 503")
+      ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 50));
   cmd->add_option("--max-ws-queue-bytes", o->max_ws_queue_bytes,
                   "Bytes of messages waiting for one WebSocket client that does not read "
                   "(default 8 MiB); past it the client is disconnected, with a warning")
@@ -234,11 +247,20 @@ void add_serve_command(CLI::App& app) {
       ->expected(0, 1)
       ->default_str("*");
   cmd->add_option("--max-connections", o->max_connections,
-                  "HTTP connections at once (default 256); more get HTTP 503");
+                  "HTTP connections at once (default 256); when all are taken, the one that has "
+                  "waited longest for its request closes to make room, or a new one gets 503");
+  cmd->add_option("--max-connections-per-peer", o->max_connections_per_peer,
+                  "HTTP connections one client address may hold at once (default 64); past it, "
+                  "its own longest-waiting connection closes to make room")
+      ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--header-timeout-ms", o->header_timeout_ms,
                   "A request's header must arrive within this (default 10000 ms), and its body "
                   "may not stall for as long; a slower client is disconnected")
       ->check(CLI::Range(10u, 3600000u));
+  cmd->add_option("--min-body-rate", o->min_body_rate,
+                  "Bytes a second a request body must average once it has had "
+                  "--header-timeout-ms (default 1024; 0: no floor); a slower one is disconnected")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 30));
   cmd->add_option("--max-queue", o->queue.max_pending,
                   "Prompts waiting at once (default 1000); past it POST /prompt answers 503 "
                   "queue_full")
@@ -249,6 +271,10 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40));
   cmd->add_option("--history-size", o->history_size,
                   "Finished prompts kept in /history (default 10000, ComfyUI's)");
+  cmd->add_option("--max-history-bytes", o->queue.max_history_bytes,
+                  "Bytes of finished prompts kept in /history, each counted as its prompt's body "
+                  "and its outputs' JSON (default 256 MiB); past it the oldest go first")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40));
   cmd->add_option("--stop-grace-ms", o->stop_grace_ms,
                   "With --on-stop interrupt: how long a node that ignores the interrupt may run on "
                   "before its worker is killed and serve exits (default 5000 ms)")

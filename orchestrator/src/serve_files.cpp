@@ -12,6 +12,7 @@
 #include "confined_path.hpp"
 #include "multipart_form.hpp"
 #include "orch/orchestrator/errc.hpp"
+#include "spooled_body.hpp"
 #include "upload_store.hpp"
 
 namespace orch::orchestrator {
@@ -157,7 +158,15 @@ http_reply file_routes::view(const http_request& req) const {
 }
 
 http_reply file_routes::upload_image(const http_request& req) const {
-  auto parts = parse_form(req.content_type, req.body);
+  std::optional<mapped_body> spooled;  // the body, when serve spooled it to disk
+  std::string_view body = req.body;
+  if (req.body_file) {
+    auto mapped = mapped_body::map(req.body_file->get());
+    if (!mapped) return refusal(500, mapped.err().message);
+    spooled.emplace(std::move(*mapped));
+    body = spooled->bytes();
+  }
+  auto parts = parse_form(req.content_type, body);
   if (!parts) return refusal(400, parts.err().message);
   const form_part* image = first_part(*parts, "image");
   // A field `image` without a file name is text, not a file (ComfyUI: 400).

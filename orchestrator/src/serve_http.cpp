@@ -1,9 +1,11 @@
 #include "serve_http.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -24,19 +26,40 @@ namespace orch::orchestrator {
 
 namespace {
 
-// Every connection slot is taken: the connection that has waited longest for a request it has
-// not sent closes, so that slow clients (a header or body a byte at a time, an idle keep-alive)
-// cannot hold every slot while answered clients wait. False when every connection is being
-// answered (then the new one gets 503).
-bool make_room(state& st) {
-  std::shared_ptr<http_session> oldest;
-  for (const auto& [_, w] : st.sessions) {
-    auto s = w.lock();
-    if (!s || !s->waiting_since()) continue;
-    if (!oldest || *s->waiting_since() < *oldest->waiting_since()) oldest = std::move(s);
-  }
-  if (!oldest) return false;
-  oldest->close();
+// Whether a new connection from `peer` may be served, after making room for it. When `peer`
+// holds its share of the slots, the one of its connections that has waited longest for a request
+// it has not finished sending (a header or body coming a byte at a time, an idle keep-alive)
+// closes; when every slot is taken, the longest-waiting one of the peer holding the most (or of
+// any peer) closes.
+// So slow clients cannot keep answerable requests out, and one peer cannot take every slot.
+// False when no connection it may close is waiting (then the new one gets 503).
+bool make_room(state& st, const boost::asio::ip::address& peer) {
+  std::map<boost::asio::ip::address, unsigned> held;
+  std::vector<std::shared_ptr<http_session>> live;
+  for (const auto& [_, w] : st.sessions)
+    if (auto s = w.lock()) {
+      ++held[s->peer()];
+      live.push_back(std::move(s));
+    }
+  const bool peer_full = held[peer] >= st.limits.max_connections_per_peer;
+  if (!peer_full && st.connections < st.limits.max_connections) return true;
+  unsigned most = 0;
+  for (const auto& [_, n] : held) most = std::max(most, n);
+  const auto longest_waiting = [&](auto&& among) {
+    std::shared_ptr<http_session> oldest;
+    for (auto& s : live) {
+      if (!s->waiting_since() || !among(*s)) continue;
+      if (!oldest || *s->waiting_since() < *oldest->waiting_since()) oldest = s;
+    }
+    return oldest;
+  };
+  auto victim = peer_full ? longest_waiting([&](const http_session& s) { return s.peer() == peer; })
+                          : longest_waiting([&](const http_session& s) {
+                              return held[s.peer()] == most;
+                            });
+  if (!victim && !peer_full) victim = longest_waiting([](const http_session&) { return true; });
+  if (!victim) return false;
+  victim->close();
   return true;
 }
 
@@ -48,10 +71,12 @@ void accept_next(const std::shared_ptr<state>& st) {
       // client's delayed ACK cost up to 40 ms per message.
       beast::error_code nodelay;
       socket.set_option(tcp::no_delay(true), nodelay);
-      const bool refuse = st->connections >= st->limits.max_connections && !make_room(*st);
-      ++st->connections;
-      auto s = std::make_shared<http_session>(std::move(socket), st, refuse);
+      beast::error_code no_peer;
+      const auto peer = socket.remote_endpoint(no_peer).address();
       std::erase_if(st->sessions, [](const auto& kv) { return kv.second.expired(); });
+      const bool refuse = !make_room(*st, peer);
+      ++st->connections;
+      auto s = std::make_shared<http_session>(std::move(socket), peer, st, refuse);
       st->sessions[st->next_id++] = s;
       s->start(st->limits.header_timeout);
     } else if (ec != boost::asio::error::operation_aborted) {

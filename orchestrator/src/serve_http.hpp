@@ -4,9 +4,11 @@
 // delivers), but for those the at-once handler answers on the io thread without a wait. Untrusted
 // clients meet limits at every step: the header size and the body size are capped (431 and 413 past
 // them; the body's cap is chosen from the request's route once its header is read, so uploads can
-// be larger than prompts), a request's header must arrive within `header_timeout`, its body must
-// not stall for as long, a connection that says nothing for `idle_timeout` is closed, and
-// connections and WebSocket clients are counted (503 past the cap). A request refused before its
+// be larger than prompts, and spooled to disk), a request's header must arrive within
+// `header_timeout`, its body must not stall for as long nor fall below `min_body_rate`, a
+// connection that says nothing for `idle_timeout` is closed, and connections (in all and per
+// peer address) and WebSocket clients are counted; when every slot is taken, the connection that
+// has waited longest for its request makes room. A request refused before its
 // body was read is answered, and the rest of what the client sends is read and dropped for a while
 // before the connection closes, so that the client reads the answer instead of a connection reset.
 #pragma once
@@ -14,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,6 +38,8 @@ struct http_request {
   std::string path;    // percent-decoded, without the query
   std::map<std::string, std::string> query;
   std::string body;
+  // A spooled body (an upload's, spooled_body.hpp) is this file instead, and `body` is empty.
+  std::shared_ptr<ipc::unique_fd> body_file = nullptr;
   std::string content_type;
 };
 
@@ -51,23 +56,36 @@ struct http_reply {
 // `target` (a request line's path and query) as its percent-decoded path and query fields.
 void split_target(std::string_view target, http_request& r);
 
+// How one route takes its request's body.
+struct body_rule {
+  std::size_t limit;     // its cap (413 past it)
+  bool spooled = false;  // written to a file of spool_directory as it comes, not held in memory
+};
+
 struct http_limits {
-  std::size_t max_body = std::size_t{8} << 20;  // every body's cap, unless body_limit_for is set
-  // The cap of one request's body, from its method and decoded path (the route that will answer
-  // it); unset, max_body for all.
-  std::function<std::size_t(const std::string& method, const std::string& path)> body_limit_for;
+  std::size_t max_body = std::size_t{8} << 20;  // every body's cap, unless body_rule_for is set
+  // The rule for one request's body, from its method and decoded path (the route that will
+  // answer it); unset, max_body for all, held in memory.
+  std::function<body_rule(const std::string& method, const std::string& path)> body_rule_for;
+  std::filesystem::path spool_directory;  // where spooled bodies are written (unlinked at once)
   std::size_t max_header = std::size_t{64} << 10;
   std::chrono::milliseconds header_timeout{10000};
   std::chrono::milliseconds idle_timeout{60000};
   unsigned max_connections = 256;
+  // The connections one peer address may hold at once: one peer cannot take every slot.
+  unsigned max_connections_per_peer = 64;
+  // Bytes a second a request body must average after its first header_timeout (0: no floor).
+  std::size_t min_body_rate = 1024;
   unsigned max_ws_clients = 64;
   // Messages and bytes waiting for a WebSocket client that does not read; past either, it is
   // disconnected (its queue had held 1.45 GB).
   std::size_t max_ws_queue = 4096;
   std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
-  // The request bodies held at once (each counted at its Content-Length, or its cap when
-  // chunked); past it, 503. 20 uploads of 60 MiB stalled near their end had held 1.2 GB.
+  // The request bodies held in memory at once (each counted at its Content-Length, or its cap
+  // when chunked); past it, 503. 20 uploads of 60 MiB stalled near their end had held 1.2 GB.
   std::size_t max_bodies_in_flight = std::size_t{192} << 20;
+  // The same for spooled bodies, on disk: uploads being received cannot fill the disk.
+  std::size_t max_spooled_in_flight = std::size_t{1} << 30;
   // --enable-cors-header's origin: every answer allows it, and cross-origin requests are not
   // refused; unset, a loopback server refuses them (serve_origin.hpp).
   std::optional<std::string> cors_origin;

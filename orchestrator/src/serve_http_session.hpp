@@ -1,7 +1,8 @@
 // serve_http_session: one HTTP connection of `comfy-orch serve` (docs/serve.md), on the io
-// thread: its requests read with their limits, the cross-origin check and the body budget,
-// answered at once or on the API thread, and an upgrade handed to a WebSocket session
-// (serve_ws_session.hpp). The server (serve_http.cpp) accepts connections and makes room.
+// thread: its requests read with their limits, the cross-origin check and the body budgets (a
+// body held in memory, or spooled to disk as uploads are: spooled_body.hpp), answered at once or
+// on the API thread, and an upgrade handed to a WebSocket session (serve_ws_session.hpp). The
+// server (serve_http.cpp) accepts connections and makes room.
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -23,6 +26,7 @@
 #include "orch/support/untrusted_text.hpp"
 #include "serve_http_state.hpp"
 #include "serve_origin.hpp"
+#include "spooled_body.hpp"
 #include "serve_ws_session.hpp"
 
 namespace orch::orchestrator {
@@ -63,8 +67,9 @@ using serve_http_detail::new_sid;
 
 class http_session : public std::enable_shared_from_this<http_session> {
  public:
-  http_session(tcp::socket socket, std::shared_ptr<state> st, bool refuse)
-      : stream_(std::move(socket)), st_(std::move(st)), refuse_(refuse) {}
+  http_session(tcp::socket socket, boost::asio::ip::address peer, std::shared_ptr<state> st,
+               bool refuse)
+      : stream_(std::move(socket)), st_(std::move(st)), peer_(peer), refuse_(refuse) {}
   ~http_session() {
     release_body();
     if (!upgraded_) --st_->connections;
@@ -75,18 +80,23 @@ class http_session : public std::enable_shared_from_this<http_session> {
   std::optional<std::chrono::steady_clock::time_point> waiting_since() const {
     return waiting_since_;
   }
+  const boost::asio::ip::address& peer() const { return peer_; }
 
   void start(std::chrono::milliseconds timeout) {
     release_body();  // the last request's body is answered and gone
     if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
-    parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(st_->limits.max_header));
+    body_.reset();
+    spooled_.reset();
+    header_.emplace();
+    header_->header_limit(static_cast<std::uint32_t>(st_->limits.max_header));
     // No cap while the header is read: Beast compares a Content-Length with body_limit only as
     // the header ends, before the route (and so the cap) is known; on_header compares it. (Not
     // boost::none: Boost 1.74's parser reads an unset limit as one every length exceeds.)
-    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    header_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    // A deadline for the whole header, not for each read: a header sent a byte at a time ends
+    // when the first byte's allowance does.
     stream_.expires_after(timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
+    http::async_read_header(stream_, buffer_, *header_,
                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
                               self->on_header(ec);
                             });
@@ -108,7 +118,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
       return refuse(431, "the request header is too large");
     if (ec) return close();  // timeout, reset, end of stream, garbage: nothing to answer
     if (refuse_) return refuse(503, "too many connections");
-    const auto& req = parser_->get();
+    const auto& req = header_->get();
     view_ = http_request{};
     view_.method = std::string(req.method_string());
     split_target(std::string(req.target()), view_);
@@ -121,26 +131,43 @@ class http_session : public std::enable_shared_from_this<http_session> {
       return refuse(403, "cross-origin request refused: its Origin is not this server "
                          "(comfy-orch serve --enable-cors-header allows it)");
     }
-    limit_ = st_->limits.body_limit_for ? st_->limits.body_limit_for(view_.method, view_.path)
-                                        : st_->limits.max_body;
-    const auto length = parser_->content_length();
+    const body_rule rule = st_->limits.body_rule_for
+                               ? st_->limits.body_rule_for(view_.method, view_.path)
+                               : body_rule{st_->limits.max_body};
+    limit_ = rule.limit;
+    const auto length = header_->content_length();
     if (length && *length > limit_) return refuse(413, too_large());
-    // Bodies are held in memory until complete: all of them together have a budget, so that
-    // many large uploads stalled near their end cannot take the machine's memory (S13). A
-    // chunked body counts at its cap.
+    // The bodies being received have a budget, those held in memory and those spooled to disk
+    // each their own, so that many large uploads stalled near their end can take neither the
+    // machine's memory nor its disk (S13). A chunked body counts at its cap.
+    const bool has_body = !header_->is_done();
+    const bool spool = rule.spooled && has_body;
     const std::size_t body = length ? static_cast<std::size_t>(*length)
-                             : parser_->chunked() ? limit_  // its size is known only at its end
+                             : header_->chunked() ? limit_  // its size is known only at its end
                                                   : 0;
-    if (!reserve_body(body))
+    if (!reserve_body(body, spool))
       return refuse(503, "too many request bytes are being received at once; retry shortly");
-    parser_->body_limit(limit_);  // a chunked body's cap, counted chunk by chunk
+    const bool go_on_asked = has_body && beast::iequals(req[http::field::expect], "100-continue");
+    const unsigned version = req.version();
+    if (spool) {
+      if (auto s = spool_body(); !s) {
+        spdlog::error("serve: {}", s.err().message);
+        return refuse(500, "the server cannot keep the request body: " + s.err().message);
+      }
+    } else {
+      body_.emplace(std::move(*header_));
+      body_->body_limit(limit_);  // a chunked body's cap, counted chunk by chunk
+    }
+    header_.reset();
+    body_started_ = std::chrono::steady_clock::now();
+    body_received_ = 0;
     // Beast reads what fits in the buffer's free capacity (up to 64 KiB): after a header, that
     // is a few hundred bytes, and a 60 MiB upload would take 100000 reads.
-    if (!parser_->is_done()) buffer_.reserve(std::size_t{64} << 10);
-    if (!parser_->is_done() && beast::iequals(req[http::field::expect], "100-continue")) {
+    if (has_body) buffer_.reserve(std::size_t{64} << 10);
+    if (go_on_asked) {
       // curl asks before it sends a body past 1 MiB, and waits a second for the answer.
-      auto go_on = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
-                                                                       req.version());
+      auto go_on =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, version);
       stream_.expires_after(st_->limits.header_timeout);
       http::async_write(stream_, *go_on,
                         [self = shared_from_this(), go_on](beast::error_code e, std::size_t) {
@@ -152,30 +179,69 @@ class http_session : public std::enable_shared_from_this<http_session> {
     read_body();
   }
 
-  // The body, a piece at a time: a body may take long (a large upload on a slow link), but a
-  // body that stalls for header_timeout is cut off.
+  // The body goes to a new unlinked file of the spool directory as it comes.
+  status spool_body() {
+    auto fd = open_spool_file(st_->limits.spool_directory);
+    if (!fd) return fd.err();
+    spooled_.emplace(std::move(*header_));
+    spooled_->body_limit(limit_);
+    beast::file file;
+    file.native_handle(fd->release());
+    beast::error_code ec;
+    spooled_->get().body().reset(std::move(file), ec);
+    if (ec) return error{"file_io_failed", "a spooled request body: " + ec.message()};
+    return ok_status();
+  }
+
   void read_body() {
-    if (parser_->is_done()) return on_message();
-    stream_.expires_after(st_->limits.header_timeout);
-    http::async_read_some(stream_, buffer_, *parser_,
-                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    if (spooled_) return read_body(*spooled_);
+    read_body(*body_);
+  }
+
+  // The body, a piece at a time: a body may take long (a large upload on a slow link), but it
+  // must keep coming (body_deadline).
+  template <class Parser>
+  void read_body(Parser& parser) {
+    if (parser.is_done()) return on_message();
+    stream_.expires_at(body_deadline());
+    http::async_read_some(stream_, buffer_, parser,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                             if (ec == http::error::body_limit)
                               return self->refuse(413, self->too_large());
                             if (ec) return self->close();
+                            self->body_received_ += n;
                             self->read_body();
                           });
   }
 
-  bool reserve_body(std::size_t bytes) {
-    std::size_t now = st_->body_bytes.load();
+  // A body is cut off when it stalls for header_timeout, or when it falls behind min_body_rate
+  // on average after a first header_timeout (mod_reqtimeout's rule): one that came a byte every
+  // few seconds had held its connection for as long as its client liked (S6).
+  std::chrono::steady_clock::time_point body_deadline() const {
+    const auto& l = st_->limits;
+    const auto stall = std::chrono::steady_clock::now() + l.header_timeout;
+    if (l.min_body_rate == 0) return stall;
+    const auto earned = std::chrono::milliseconds(body_received_ * 1000 / l.min_body_rate);
+    return std::min(stall, body_started_ + l.header_timeout + earned);
+  }
+
+  std::atomic<std::size_t>& budget_of(bool spooled) const {
+    return spooled ? st_->spooled_bytes : st_->body_bytes;
+  }
+  bool reserve_body(std::size_t bytes, bool spooled) {
+    const std::size_t cap =
+        spooled ? st_->limits.max_spooled_in_flight : st_->limits.max_bodies_in_flight;
+    auto& budget = budget_of(spooled);
+    std::size_t now = budget.load();
     do {
-      if (now + bytes > st_->limits.max_bodies_in_flight) return false;
-    } while (!st_->body_bytes.compare_exchange_weak(now, now + bytes));
+      if (now + bytes > cap) return false;
+    } while (!budget.compare_exchange_weak(now, now + bytes));
     reserved_ = bytes;
+    reserved_spooled_ = spooled;
     return true;
   }
   void release_body() {
-    st_->body_bytes -= reserved_;
+    budget_of(reserved_spooled_) -= reserved_;
     reserved_ = 0;
   }
 
@@ -185,16 +251,28 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   void on_message() {
     waiting_since_.reset();  // its request is in: it is being answered
-    auto req = parser_->release();
+    if (spooled_) {
+      auto req = spooled_->release();
+      http_request view = std::move(view_);
+      view.content_type = std::string(req[http::field::content_type]);
+      // The message's file closes its own descriptor; the handler gets one of its own.
+      view.body_file = std::make_shared<ipc::unique_fd>(
+          ::fcntl(req.body().file().native_handle(), F_DUPFD_CLOEXEC, 0));
+      return dispatch(std::move(view), req.version(), req.keep_alive());
+    }
+    auto req = body_->release();
     if (websocket::is_upgrade(req)) return upgrade(std::move(req));
     if (req.method() == http::verb::options)  // a preflight: answered, as ComfyUI does
       return write({200, "text/plain", "", {}, nullptr}, req.version(), req.keep_alive(), false);
     http_request view = std::move(view_);
     view.body = std::move(req.body());
     view.content_type = std::string(req[http::field::content_type]);
-    const unsigned version = req.version();
-    const bool keep_alive = req.keep_alive();
-    if (st_->at_once && view.body.size() <= http_server::max_body_at_once) {
+    dispatch(std::move(view), req.version(), req.keep_alive());
+  }
+
+  // The request, answered on the io thread when the at-once handler can, else on the API thread.
+  void dispatch(http_request view, unsigned version, bool keep_alive) {
+    if (st_->at_once && !view.body_file && view.body.size() <= http_server::max_body_at_once) {
       if (auto now = answer(view, st_->at_once))
         return write(std::move(*now), version, keep_alive, false);
     }
@@ -327,14 +405,22 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   // An error answer, and the connection's end; lingering if the request was not read whole.
   void refuse(unsigned status, const std::string& message) {
-    const bool unread = !parser_->is_done();
+    const bool unread = spooled_ ? !spooled_->is_done()
+                        : body_  ? !body_->is_done()
+                                 : header_ && !header_->is_done();
     write({status, "application/json", error_body(message), {}, nullptr}, 11, false, unread);
   }
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  // A request's header is read first; then its body, held in memory or spooled to a file.
+  std::optional<http::request_parser<http::empty_body>> header_;
+  std::optional<http::request_parser<http::string_body>> body_;
+  std::optional<http::request_parser<http::file_body>> spooled_;
+  std::chrono::steady_clock::time_point body_started_;
+  std::size_t body_received_ = 0;
   std::shared_ptr<state> st_;
+  boost::asio::ip::address peer_;
   http_request view_;  // the request being read: its method, path and query from its header
   std::size_t limit_ = 0;
   std::vector<char> drain_;
@@ -342,7 +428,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   bool refuse_ = false;
   bool upgraded_ = false;
   std::optional<std::chrono::steady_clock::time_point> waiting_since_;
-  std::size_t reserved_ = 0;  // of state::body_bytes, for the request being read or answered
+  std::size_t reserved_ = 0;  // of a body budget, for the request being read or answered
+  bool reserved_spooled_ = false;  // of state::spooled_bytes (else of state::body_bytes)
 };
 
 }  // namespace orch::orchestrator

@@ -48,6 +48,7 @@ struct http_server::state {
   std::atomic<unsigned> ws_count{0};
   std::atomic<unsigned> ws_pending{0};  // upgrades whose handshake has not finished
   std::atomic<std::size_t> body_bytes{0};  // request bodies being received or answered
+  std::atomic<std::size_t> spooled_bytes{0};  // the same, spooled to disk
   std::unique_ptr<boost::asio::steady_timer> accept_pause;  // after an accept error
 };
 

@@ -74,6 +74,8 @@ std::optional<queued_prompt> prompt_queue::try_take() {
 }
 
 void prompt_queue::finish(const json& outputs, const json& status) {
+  const std::size_t outputs_bytes =
+      outputs.dump(-1, ' ', false, json::error_handler_t::replace).size();
   std::unique_lock lock(mutex_);
   if (!running_) return;
   json entry = {{"prompt", running_->to_json()},
@@ -84,17 +86,15 @@ void prompt_queue::finish(const json& outputs, const json& status) {
     entry["meta"][node] = {
         {"node_id", node}, {"display_node", node}, {"parent_node", nullptr}, {"real_node_id", node}};
   const std::string id = running_->prompt_id;
+  const std::size_t bytes = running_->bytes + outputs_bytes;
   running_.reset();
-  if (auto it = by_id_.find(id); it != by_id_.end()) {
-    history_.erase(it->second);
-    by_id_.erase(it);
-  }
-  while (!history_.empty() && history_.size() >= history_size_) {
-    by_id_.erase(history_.front().first);
-    history_.pop_front();
-  }
+  if (auto it = by_id_.find(id); it != by_id_.end()) erase_history(it->second);
+  while (!history_.empty() && (history_.size() >= history_size_ ||
+                               history_bytes_ + bytes > limits_.max_history_bytes))
+    erase_history(history_.begin());
   if (history_size_ > 0) {
-    history_.emplace_back(id, std::move(entry));
+    history_.push_back({id, std::move(entry), bytes});
+    history_bytes_ += bytes;
     by_id_[id] = std::prev(history_.end());
   }
   changed(lock);
@@ -152,10 +152,10 @@ nlohmann::ordered_json prompt_queue::history(std::optional<std::size_t> max_item
                       : 0;
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   std::int64_t i = 0;
-  for (const auto& [id, entry] : history_) {
+  for (const auto& h : history_) {
     if (i++ < first) continue;
     if (max_items && out.size() >= *max_items) break;
-    out[id] = entry;
+    out[h.id] = h.entry;
   }
   return out;
 }
@@ -163,7 +163,7 @@ nlohmann::ordered_json prompt_queue::history(std::optional<std::size_t> max_item
 json prompt_queue::history_of(const std::string& prompt_id) const {
   std::lock_guard lock(mutex_);
   json out = json::object();
-  if (auto it = by_id_.find(prompt_id); it != by_id_.end()) out[prompt_id] = it->second->second;
+  if (auto it = by_id_.find(prompt_id); it != by_id_.end()) out[prompt_id] = it->second->entry;
   return out;
 }
 
@@ -171,15 +171,19 @@ void prompt_queue::clear_history() {
   std::lock_guard lock(mutex_);
   history_.clear();
   by_id_.clear();
+  history_bytes_ = 0;
 }
 
 void prompt_queue::delete_history(const std::vector<std::string>& ids) {
   std::lock_guard lock(mutex_);
   for (const auto& id : ids)
-    if (auto it = by_id_.find(id); it != by_id_.end()) {
-      history_.erase(it->second);
-      by_id_.erase(it);
-    }
+    if (auto it = by_id_.find(id); it != by_id_.end()) erase_history(it->second);
+}
+
+void prompt_queue::erase_history(std::list<history_entry>::iterator at) {
+  history_bytes_ -= at->bytes;
+  by_id_.erase(at->id);
+  history_.erase(at);
 }
 
 std::size_t prompt_queue::history_size() const {

@@ -1,8 +1,8 @@
 // serve_queue: ComfyUI's PromptQueue for `comfy-orch serve` (docs/serve.md; execution.py's
 // shapes, not its code): one prompt runs at a time, the lowest number first (a `front` prompt
 // gets a negative number), ties in the order queued; every finished prompt goes to a history
-// capped at `history_size` entries, the oldest dropped first. Thread safe: the HTTP handlers
-// queue and read, the io thread takes and finishes (serve_api.hpp).
+// capped at `history_size` entries and `max_history_bytes`, the oldest dropped first. Thread
+// safe: the HTTP handlers queue and read, the io thread takes and finishes (serve_api.hpp).
 #pragma once
 
 #include <atomic>
@@ -41,6 +41,10 @@ struct queued_prompt {
 struct queue_limits {
   std::size_t max_pending = 1000;
   std::size_t max_pending_bytes = std::size_t{64} << 20;
+  // The history's bytes (each entry counted as its prompt's body and its outputs' JSON): 10000
+  // entries of large prompts or `ui` outputs would otherwise hold gigabytes. The newest entry
+  // is kept whatever its size, so that the client that queued it can read it.
+  std::size_t max_history_bytes = std::size_t{256} << 20;
 };
 
 class prompt_queue {
@@ -92,9 +96,16 @@ class prompt_queue {
   mutable std::mutex mutex_;
   std::vector<queued_prompt> pending_;  // sorted by (number, sequence)
   std::optional<queued_prompt> running_;
-  std::list<std::pair<std::string, nlohmann::json>> history_;  // oldest first
-  std::map<std::string, std::list<std::pair<std::string, nlohmann::json>>::iterator> by_id_;
+  struct history_entry {
+    std::string id;
+    nlohmann::json entry;
+    std::size_t bytes;  // what max_history_bytes counts
+  };
+  std::list<history_entry> history_;  // oldest first
+  std::map<std::string, std::list<history_entry>::iterator> by_id_;
   std::size_t history_size_;
+  std::size_t history_bytes_ = 0;
+  void erase_history(std::list<history_entry>::iterator at);  // under mutex_
   queue_limits limits_;
   std::size_t pending_bytes_ = 0;
   double counter_ = 0;

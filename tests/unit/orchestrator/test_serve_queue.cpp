@@ -75,6 +75,40 @@ TEST(serve_queue, history_is_capped_oldest_first_and_read_as_comfyui_reads_it) {
   EXPECT_TRUE(q.history(std::nullopt, -1).empty());
 }
 
+// A count cap alone let 10000 entries of large prompts or `ui` outputs hold gigabytes: the history
+// also has a byte cap (each entry its prompt's body and its outputs' JSON), oldest first, and the
+// newest entry stays whatever its size.
+TEST(serve_queue, history_is_capped_in_bytes_oldest_first_keeping_the_newest) {
+  orch::orchestrator::queue_limits limits;
+  limits.max_history_bytes = 2500;
+  prompt_queue q(100, limits);
+  const nlohmann::json outputs = {{"1", {{"text", std::string(900, 'x')}}}};  // ~920 bytes
+  for (const char* id : {"p1", "p2", "p3", "p4"}) {
+    auto p = item(id, q.next_number(false));
+    p.bytes = 100;
+    q.put(std::move(p));
+    ASSERT_EQ(take_id(q), id);
+    q.finish(outputs, {});
+  }
+  EXPECT_EQ(q.history_size(), 2u);  // two of ~1020 bytes fit in 2500, three do not
+  EXPECT_TRUE(q.history_of("p2").empty());
+  EXPECT_FALSE(q.history_of("p4").empty());
+  q.delete_history({"p4"});  // what is deleted is given back
+  auto p = item("p5", q.next_number(false));
+  p.bytes = 100;
+  q.put(std::move(p));
+  ASSERT_EQ(take_id(q), "p5");
+  q.finish(outputs, {});
+  EXPECT_EQ(q.history_size(), 2u);  // p3 and p5
+  auto huge = item("huge", q.next_number(false));
+  huge.bytes = 10000;
+  q.put(std::move(huge));
+  ASSERT_EQ(take_id(q), "huge");
+  q.finish(outputs, {});
+  EXPECT_EQ(q.history_size(), 1u);
+  EXPECT_FALSE(q.history_of("huge").empty());
+}
+
 // ComfyUI's history is a dict in insertion order; ids that sort the other way must keep it.
 TEST(serve_queue, history_keeps_the_order_prompts_finished_in) {
   prompt_queue q;

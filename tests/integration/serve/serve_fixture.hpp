@@ -1,0 +1,124 @@
+// The serve tests' fixture (test_serve.cpp, test_serve_defences.cpp): a real `comfy-orch serve`
+// process over the runtime fixture's deployment, and what the tests send it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime_fixture.hpp"
+#include "serve_client.hpp"
+
+namespace orch::serve_testing {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using orch::testing::serve_process;
+using orch::testing::http_connection;
+using orch::testing::ws_client;
+using tcp = boost::asio::ip::tcp;
+namespace http = boost::beast::http;
+
+inline const json quick_prompt = json::parse(R"({
+  "1": {"class_type": "SolidImage", "inputs": {"width": 16, "height": 8, "value": 0.5}},
+  "4": {"class_type": "ImageChecksum", "inputs": {"image": ["1", 0]}}})");
+
+// A prompt whose class has VALIDATE_INPUTS, which runs in its worker before it is queued.
+inline const json checked_prompt = {
+    {"prompt", {{"9", {{"class_type", "TestChecked"}, {"inputs", {{"value", 5}}}}}}},
+    {"client_id", "c"}};
+
+inline json sleep_prompt(int ms) {
+  return {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", ms}}}}}};
+}
+
+class serve_test : public orch::runtime_testing::runtime_test {
+ protected:
+  std::unique_ptr<serve_process> serve(std::vector<std::string> extra = {},
+                                       const orch::runtime_testing::deployment_options& o = {}) {
+    auto s = std::make_unique<serve_process>(ORCH_TEST_COMFY_ORCH, write_deployment(o).string(),
+                                             std::move(extra));
+    EXPECT_NE(s->port(), 0) << "serve did not print its 'listening on' line";
+    return s;
+  }
+  static std::string queue(const serve_process& s, const json& prompt,
+                           const std::string& client_id = {}) {
+    json body = {{"prompt", prompt}};
+    if (!client_id.empty()) body["client_id"] = client_id;
+    const auto r = s.post("/prompt", body);
+    EXPECT_EQ(r.status, 200u) << r.body;
+    return r.json().value("prompt_id", "");
+  }
+  // Whether one of `messages` is of `type`.
+  static bool heard(const std::vector<json>& messages, const std::string& type) {
+    return std::any_of(messages.begin(), messages.end(),
+                       [&](const json& m) { return m["type"] == type; });
+  }
+  // Until a prompt runs, and a moment more, so that its worker is inside the node.
+  static void wait_inside_the_running_node(const serve_process& s) {
+    for (int i = 0; i < 500 && s.get("/queue").json()["queue_running"].empty(); ++i)
+      std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(200ms);
+  }
+  static json history_of(const serve_process& s, const std::string& id) {
+    return s.get("/history/" + id).json().value(id, json());
+  }
+  static std::map<std::string, pid_t> worker_pids(const serve_process& s) {
+    std::map<std::string, pid_t> pids;
+    const auto stats = s.get("/system_stats");
+    EXPECT_EQ(stats.status, 200u) << stats.body;
+    const json body = stats.json();  // not a range over a temporary's member
+    for (const auto& row : body["orch_processes"])
+      if (row.value("mode", "") == "worker") pids[row["process"]] = row["pid"].get<pid_t>();
+    return pids;
+  }
+};
+
+inline const std::string form_boundary = "----orchServeTestBoundary0xC0FFEE";
+inline const std::string form_type = "multipart/form-data; boundary=" + form_boundary;
+
+// A multipart/form-data body as a browser sends it: the file in `image`, then text fields.
+// (Built in one buffer: copies of a 60 MiB body are most of what a large upload test costs.)
+inline std::string upload_form(const std::string& filename, const std::string& bytes,
+                        const std::vector<std::pair<std::string, std::string>>& fields = {}) {
+  std::string body;
+  body.reserve(bytes.size() + 1024);
+  body += "--" + form_boundary + "\r\nContent-Disposition: form-data; name=\"image\"; filename=\"" +
+          filename + "\"\r\nContent-Type: image/png\r\n\r\n";
+  body += bytes;
+  body += "\r\n";
+  for (const auto& [name, value] : fields)
+    body += "--" + form_boundary + "\r\nContent-Disposition: form-data; name=\"" + name +
+            "\"\r\n\r\n" + value + "\r\n";
+  return body + "--" + form_boundary + "--\r\n";
+}
+
+inline orch::testing::reply upload(const serve_process& s, const std::string& filename,
+                            const std::string& bytes,
+                            const std::vector<std::pair<std::string, std::string>>& fields = {}) {
+  return s.send(orch::testing::http::verb::post, "/upload/image",
+                upload_form(filename, bytes, fields), form_type);
+}
+
+// A process's resident set, in KiB (0 when it is gone).
+inline std::uint64_t rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      std::uint64_t kib = 0;
+      in >> kib;
+      return kib;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+}  // namespace orch::serve_testing
