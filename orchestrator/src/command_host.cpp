@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "adopted_children.hpp"
 #include "commands.hpp"
 #include "diagnostics_output.hpp"
 #include "orch/orchestrator/errc.hpp"
@@ -30,6 +31,11 @@ std::optional<orchestrator::prepared_deployment> prepare_for_command(const std::
 
 std::unique_ptr<orchestrator::host_runtime> start_for_command(
     const orchestrator::prepared_deployment& prepared) {
+  // The command owns this process: what a worker detaches is re-parented here, and ends with
+  // the host (adopted_children.hpp).
+  if (!orchestrator::adopt_orphans())
+    std::cerr << "comfy-orch: cannot adopt what workers detach (no child subreaper here); a "
+                 "helper that clears its environment may outlive this command\n";
   auto host = orchestrator::start_deployment(prepared, worker_executable(),
                                              orchestrator::this_install_layout());
   if (host) return std::move(*host);

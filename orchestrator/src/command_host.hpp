@@ -22,7 +22,8 @@ std::string worker_executable();
 std::optional<orchestrator::prepared_deployment> prepare_for_command(const std::string& file,
                                                                      int& exit_code);
 
-// The host with its workers spawned, or null after printing why it could not start.
+// The host with its workers spawned, or null after printing why it could not start. The process
+// becomes a child subreaper first (adopted_children.hpp).
 std::unique_ptr<orchestrator::host_runtime> start_for_command(
     const orchestrator::prepared_deployment& prepared);
 

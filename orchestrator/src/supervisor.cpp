@@ -17,6 +17,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "adopted_children.hpp"
 #include "json_fields.hpp"
 #include "leftover_processes.hpp"
 #include "orch/ipc/fd_passing.hpp"
@@ -272,6 +273,7 @@ void supervisor::arm_heartbeat_check() {
 }
 
 void supervisor::check_heartbeats() {
+  reap_adopted();  // detached helpers that ended, re-parented to this process
   const auto now = clock::now();
   for (auto& [env, wptr] : workers_) {
     worker& w = *wptr;
@@ -372,6 +374,9 @@ void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
   } catch (const std::exception& e) {
     spdlog::error("what workers left behind was not looked for: {}", e.what());
   }
+  // And what this process adopted (serve, run), the helpers that cleared their mark too.
+  if (const auto adopted = end_adopted(); adopted > 0)
+    spdlog::info("ended {} adopted process(es) workers had detached", adopted);
   for (auto& [env, wptr] : workers_) {
     worker& w = *wptr;
     if (w.has_slot) {

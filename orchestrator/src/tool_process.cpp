@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "adopted_children.hpp"
 #include "orch/orchestrator/errc.hpp"
 #include "orch/orchestrator/worker_process.hpp"
 
@@ -108,7 +109,12 @@ result<tool_exit> run_tool(const tool_command& command) {
   envp.push_back(nullptr);
   const std::string exec_path = path.string();
   const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
+  pid_t pid;
+  {
+    const auto held = hold_children();
+    pid = ::fork();
+    if (pid > 0) note_spawned(pid);
+  }
   if (pid < 0) {
     const int saved = errno;
     if (pipe_fds[0] >= 0) ::close(pipe_fds[0]), ::close(pipe_fds[1]);
@@ -153,6 +159,7 @@ result<tool_exit> run_tool(const tool_command& command) {
       break;
     }
   }
+  forget_spawned(pid);
   if (pipe_fds[0] >= 0) {
     char buffer[4096];
     ssize_t n = 0;

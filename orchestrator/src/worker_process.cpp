@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "adopted_children.hpp"
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/orchestrator/errc.hpp"
 
@@ -62,7 +63,12 @@ result<pid_t> spawn_worker(const spawn_request& request) {
   ipc::unique_fd status_read(status_pipe[0]), status_write(status_pipe[1]);
   const int status_source = status_write.get();
 
-  const pid_t pid = ::fork();
+  pid_t pid;
+  {
+    const auto held = hold_children();
+    pid = ::fork();
+    if (pid > 0) note_spawned(pid);
+  }
   if (pid < 0)
     return error{runtime_errc::spawn_failed, std::string("fork failed: ") + std::strerror(errno)};
   if (pid == 0) {
@@ -124,6 +130,16 @@ int reap_worker(pid_t pid, std::chrono::milliseconds grace) noexcept {
   if (pid <= 0) return 0;
   const auto end = std::chrono::steady_clock::now() + grace;
   int status = 0;
+  const auto reaped = [&] {
+    while (::waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) {
+        status = 0;
+        break;
+      }
+    }
+    forget_spawned(pid);
+    return status;
+  };
   while (true) {
     // Looked at without reaping (WNOWAIT): while the leader is an unreaped zombie its pid, and
     // so its group id, cannot be reused, so the group kill below reaches only what the worker
@@ -132,10 +148,7 @@ int reap_worker(pid_t pid, std::chrono::milliseconds grace) noexcept {
     const int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
     if (r == 0 && info.si_pid == pid) {
       ::kill(-pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) return 0;
-      }
-      return status;
+      return reaped();
     }
     if (r < 0 && errno != EINTR) return 0;
     if (std::chrono::steady_clock::now() >= end) break;
@@ -143,10 +156,7 @@ int reap_worker(pid_t pid, std::chrono::milliseconds grace) noexcept {
   }
   ::kill(-pid, SIGKILL);
   ::kill(pid, SIGKILL);
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return 0;
-  }
-  return status;
+  return reaped();
 }
 
 std::string describe_exit(int status) {

@@ -93,6 +93,31 @@ TEST_F(python_faults, a_process_a_node_detached_does_not_outlive_the_host) {
   EXPECT_TRUE(ended) << "the detached helper outlived the host";
 }
 
+// H8: a detached helper that also clears its environment carries no mark; `comfy-orch run` is a
+// child subreaper, so the helper is re-parented to it and ends with its host.
+TEST_F(python_faults, a_detached_helper_that_clears_its_environment_ends_with_run) {
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
+  host_->shutdown(std::chrono::milliseconds(2000));  // the CLI runs its own host
+  const fs::path pid_file = dir_ / "detached.pid";
+  const fs::path prompt = dir_ / "detach.json";
+  write(prompt, json{{"1", {{"class_type", "Detach"},
+                            {"inputs", {{"pid_file", pid_file.string()}, {"clear_env", true}}}}}}
+                    .dump());
+  const auto r = orch::testing::run_command(std::string("'") + ORCH_TEST_COMFY_ORCH + "' run '" +
+                                            (dir_ / "deployment.toml").string() + "' --prompt '" +
+                                            prompt.string() + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const pid_t helper = static_cast<pid_t>(std::stol(orch::testing::slurp(pid_file)));
+  ASSERT_GT(helper, 0);
+  // run has exited: the helper is gone (or a zombie init has not reaped yet), not sleeping on.
+  const std::string stat = orch::testing::slurp("/proc/" + std::to_string(helper) + "/stat");
+  const auto close = stat.rfind(')');
+  const bool gone = stat.empty() || (close != std::string::npos && stat.substr(close + 2, 1) == "Z");
+  if (!gone) ::kill(helper, SIGKILL);
+  EXPECT_TRUE(gone) << "the helper outlived `comfy-orch run`: " << stat;
+  EXPECT_NE(r.err.find("adopted process(es)"), std::string::npos) << r.err;
+}
+
 TEST_F(python_faults, a_subgraph_expansion_fails_its_node_saying_only_comfyui_runs_it) {
   ASSERT_NO_FATAL_FAILURE(start_python({"PyContract"}));
   const auto o = run_json({{"1", {{"class_type", "Expand"}, {"inputs", json::object()}}}});

@@ -24,7 +24,8 @@ node_catalogue catalogue() {
                false,
                {},
                {},
-               false});
+               false,
+               {}});
   (void)c.add({"Invert",
                "Invert",
                "image",
@@ -37,7 +38,8 @@ node_catalogue catalogue() {
                false,
                {},
                {},
-               false});
+               false,
+               {}});
   (void)c.add({"LoadModel",
                "Load Model",
                "model",
@@ -50,7 +52,8 @@ node_catalogue catalogue() {
                false,
                {},
                {},
-               false});
+               false,
+               {}});
   (void)c.add(
       {"Save",
        "Save",
@@ -64,7 +67,8 @@ node_catalogue catalogue() {
        false,
        {},
        {},
-       false});
+       false,
+       {}});
   return c;
 }
 

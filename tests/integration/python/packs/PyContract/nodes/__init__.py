@@ -125,18 +125,20 @@ class Raise:
 
 class Detach:
     """Starts a helper that leaves the worker's process group (setsid and a double fork, as a
-    daemon does) and writes its pid to `pid_file`."""
+    daemon does) and writes its pid to `pid_file`; with `clear_env`, the helper then runs
+    `sleep` with an empty environment, so that nothing marks it as the worker's."""
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"pid_file": ("STRING", {"default": ""})}}
+        return {"required": {"pid_file": ("STRING", {"default": ""})},
+                "optional": {"clear_env": ("BOOLEAN", {"default": False})}}
 
     RETURN_TYPES = ("INT",)
     FUNCTION = "run"
     CATEGORY = "test/contract"
     OUTPUT_NODE = True
 
-    def run(self, pid_file):
+    def run(self, pid_file, clear_env=False):
         child = os.fork()
         if child == 0:
             os.setsid()
@@ -144,6 +146,8 @@ class Detach:
                 with open(pid_file + ".tmp", "w") as f:
                     f.write(str(os.getpid()))
                 os.rename(pid_file + ".tmp", pid_file)
+                if clear_env:
+                    os.execve("/bin/sleep", ["sleep", "300"], {})
                 time.sleep(300)
             os._exit(0)
         os.waitpid(child, 0)
