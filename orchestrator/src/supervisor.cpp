@@ -238,9 +238,11 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
     if (base.count() == 0) return;
     std::weak_ptr<worker> weak = w.self;
     w.timer.expires_after(cool_down);
+    w.info.retry_at = clock::now() + cool_down;
     w.timer.async_wait([this, weak](const boost::system::error_code& ec) {
       auto wp = weak.lock();
       if (ec || !wp || wp->info.state != worker_state::failed || shutting_down_) return;
+      wp->info.retry_at.reset();
       wp->losses.clear();
       spdlog::info("env {}: starting again after its crash loop", wp->spec.env);
       spawn(*wp);

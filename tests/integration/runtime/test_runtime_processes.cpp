@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "process_status.hpp"
 #include "runtime_fixture.hpp"
 
 namespace orch::runtime_testing {
@@ -120,7 +121,7 @@ TEST_F(runtime_processes, a_node_error_returns_its_node_id_error_type_and_messag
 TEST_F(runtime_processes, a_crash_looping_env_is_started_again_after_its_cool_down) {
   deployment_options o;
   o.crash_loop_limit = 1;
-  o.failed_retry = "200ms";
+  o.failed_retry = "3s";
   ASSERT_NO_FATAL_FAILURE(start(o));
   const std::string env = env_of(*host_, "TestCrash");
   const auto info = [&] { return host_->on_io_thread([&] { return *host_->workers().find(env); }); };
@@ -130,6 +131,17 @@ TEST_F(runtime_processes, a_crash_looping_env_is_started_again_after_its_cool_do
                            std::chrono::seconds(20)));
     run(R"({"1": {"class_type": "TestCrash", "inputs": {}}})");
   }
+  // Failed for now, and the status says when it is started again (within the cool-down).
+  const json status = host_->on_io_thread([&] { return orchestrator::read_process_status(*host_); });
+  bool reported = false;
+  for (const auto& row : status["processes"])
+    if (row.value("process", "") == env) {
+      ASSERT_EQ(row.value("state", ""), "failed") << row.dump();
+      ASSERT_TRUE(row.contains("retry_in_ms")) << row.dump();
+      EXPECT_LE(row["retry_in_ms"].get<std::int64_t>(), 3000) << row.dump();
+      reported = true;
+    }
+  EXPECT_TRUE(reported) << status.dump();
   ASSERT_TRUE(eventually([&] { return info().state == orchestrator::worker_state::ready; },
                          std::chrono::seconds(30)))
       << "the env stayed failed after its cool-down: " << info().last_error;

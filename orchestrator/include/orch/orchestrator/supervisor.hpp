@@ -114,6 +114,8 @@ struct worker_info {
   bool divergence_acknowledged = false;  // ORCH_DIVERGENCE_ACK is on for this env
   std::chrono::steady_clock::time_point spawned_at;  // this generation's spawn
   std::chrono::steady_clock::time_point ready_at;    // and its ready message
+  // Failed for a crash loop: when it is started again (workers.failed_retry, doubled per loop).
+  std::optional<std::chrono::steady_clock::time_point> retry_at;
 };
 
 // A finished call: the worker's response body, or a typed error ("worker_died",
