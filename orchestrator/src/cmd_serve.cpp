@@ -266,14 +266,14 @@ void add_serve_command(CLI::App& app) {
                   "queue_full")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   cmd->add_option("--max-queue-bytes", o->queue.max_pending_bytes,
-                  "Bytes of prompt bodies waiting at once (default 64 MiB; a parsed prompt takes "
+                  "Bytes of prompt bodies waiting at once (default 32 MiB; a parsed prompt takes "
                   "about four times its body); past it POST /prompt answers 503 queue_full")
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40));
   cmd->add_option("--history-size", o->history_size,
                   "Finished prompts kept in /history (default 10000, ComfyUI's)");
   cmd->add_option("--max-history-bytes", o->queue.max_history_bytes,
                   "Bytes of finished prompts kept in /history, each counted as its prompt's body "
-                  "and its outputs' JSON (default 256 MiB); past it the oldest go first")
+                  "and its outputs' JSON (default 128 MiB); past it the oldest go first")
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40));
   cmd->add_option("--stop-grace-ms", o->stop_grace_ms,
                   "With --on-stop interrupt: how long a node that ignores the interrupt may run on "

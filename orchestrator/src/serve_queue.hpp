@@ -37,14 +37,15 @@ struct queued_prompt {
 };
 
 // The pending queue's caps (ComfyUI has none: 100 prompts of 7 MiB had held 1.5 GB). A parsed
-// prompt takes about four times its body, so 64 MiB of bodies is some 256 MiB of memory.
+// prompt takes about four times its body, so 32 MiB of bodies is some 128 MiB of memory, and a
+// GET /queue of them twice their size at its peak.
 struct queue_limits {
   std::size_t max_pending = 1000;
-  std::size_t max_pending_bytes = std::size_t{64} << 20;
+  std::size_t max_pending_bytes = std::size_t{32} << 20;
   // The history's bytes (each entry counted as its prompt's body and its outputs' JSON): 10000
   // entries of large prompts or `ui` outputs would otherwise hold gigabytes. The newest entry
   // is kept whatever its size, so that the client that queued it can read it.
-  std::size_t max_history_bytes = std::size_t{256} << 20;
+  std::size_t max_history_bytes = std::size_t{128} << 20;
 };
 
 class prompt_queue {

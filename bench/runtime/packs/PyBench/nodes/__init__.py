@@ -105,4 +105,22 @@ class NewBig:
         return (_outside,)
 
 
-NODE_CLASS_MAPPINGS = {c.__name__: c for c in (PyEmpty, MakeBig, FillBig, PassBig, TakeBig, NewBig)}
+class BigUi:
+    """An output node whose `ui` is `kib` KiB of text: what every WebSocket client is sent
+    (bench_serve_attacks, S9)."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"kib": ("INT", {"default": 900, "min": 0, "max": 65536}),
+                             "seed": ("INT", {"default": 0})}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "run"
+    OUTPUT_NODE = True
+
+    def run(self, kib, seed):
+        return {"ui": {"text": ["x" * (kib * 1024)]}}
+
+
+NODE_CLASS_MAPPINGS = {
+    c.__name__: c for c in (PyEmpty, MakeBig, FillBig, PassBig, TakeBig, NewBig, BigUi)}
