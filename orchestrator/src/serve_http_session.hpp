@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "orch/orchestrator/errc.hpp"
 #include "orch/support/untrusted_text.hpp"
 #include "serve_http_state.hpp"
 #include "serve_origin.hpp"
@@ -189,7 +190,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
     file.native_handle(fd->release());
     beast::error_code ec;
     spooled_->get().body().reset(std::move(file), ec);
-    if (ec) return error{"file_io_failed", "a spooled request body: " + ec.message()};
+    if (ec) return error{runtime_errc::file_io_failed, "a spooled request body: " + ec.message()};
     return ok_status();
   }
 
