@@ -11,7 +11,7 @@
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/orchestrator/errc.hpp"
 #include "orch/orchestrator/worker_environment.hpp"
-#include "orch/orchestrator/worker_process.hpp"
+#include "orch/orchestrator/child_process.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -62,16 +62,15 @@ result<std::vector<plugins::plugin_entry>> probe_plugins(
   request.args = {"--probe-plugins", std::to_string(worker_channel_fd)};
   for (const auto& d : dirs) request.args.push_back(d.string());
   request.envp = to_envp(current_environment());
-  request.channel_fd = write_end.get();
-  request.fd_socket = write_end.get();
-  auto pid = spawn_worker(request);
+  request.fds = {{write_end.get(), worker_channel_fd}};
+  auto pid = spawn_process(request);
   if (!pid) return error{runtime_errc::probe_failed, what + ": " + pid.err().message};
   write_end = ipc::unique_fd();  // the child holds the only write end: its exit is end of file
 
   std::string answer;
   const bool in_time = read_answer(read_end.get(), std::chrono::steady_clock::now() + timeout,
                                    answer);
-  const int status = reap_worker(*pid, in_time ? timeout : std::chrono::milliseconds(0));
+  const int status = reap_process(*pid, in_time ? timeout : std::chrono::milliseconds(0));
   if (!in_time) {
     return error{runtime_errc::probe_failed,
                  what + ": no answer within " + std::to_string(timeout.count()) +

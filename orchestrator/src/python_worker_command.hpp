@@ -10,7 +10,7 @@
 
 #include "orch/orchestrator/supervisor.hpp"
 #include "orch/orchestrator/worker_environment.hpp"
-#include "orch/orchestrator/worker_process.hpp"
+#include "orch/orchestrator/child_process.hpp"
 
 namespace orch::orchestrator {
 

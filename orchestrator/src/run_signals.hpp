@@ -9,7 +9,7 @@
 // The signals are blocked in the constructing thread, which must be the first one (threads
 // inherit the mask), and taken by a dedicated thread with sigtimedwait: nothing runs in a signal
 // handler, so the first signal may take locks and post to the io thread. Workers reset the mask
-// before exec (worker_process.cpp), so they still get SIGTERM from a graceful shutdown.
+// before exec (child_process.cpp), so they still get SIGTERM from a graceful shutdown.
 #pragma once
 
 #include <atomic>

@@ -23,7 +23,7 @@
 #include "orch/ipc/fd_passing.hpp"
 #include "orch/ipc/process_identity.hpp"
 #include "orch/orchestrator/errc.hpp"
-#include "orch/orchestrator/worker_process.hpp"
+#include "orch/orchestrator/child_process.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -37,7 +37,7 @@ constexpr std::chrono::milliseconds exit_status_grace{250};
 
 
 // The exit statuses of a worker that stopped while starting and cannot do better on a retry
-// (worker_process.hpp): its command line was refused, its set-up failed, or a wrapper found no command.
+// (child_process.hpp): its command line was refused, its set-up failed, or a wrapper found no command.
 std::optional<std::string> unrecoverable_exit(int status) {
   if (!WIFEXITED(status)) return std::nullopt;
   switch (WEXITSTATUS(status)) {
@@ -142,7 +142,7 @@ std::optional<int> supervisor::release_process(worker& w, std::chrono::milliseco
   if (w.info.pid > 0) {
     // A grace only for a worker that went away on its own: its exit status may say why.
     if (grace.count() == 0) ::kill(-w.info.pid, SIGKILL);
-    status = reap_worker(w.info.pid, grace);
+    status = reap_process(w.info.pid, grace);
     spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(*status));
     w.info.pid = -1;
     try {
@@ -363,7 +363,7 @@ void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
       const auto left =
           std::max(std::chrono::duration_cast<std::chrono::milliseconds>(end - clock::now()),
                    std::chrono::milliseconds(0));
-      const int status = reap_worker(w.info.pid, left);
+      const int status = reap_process(w.info.pid, left);
       spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(status));
       w.info.pid = -1;
     }

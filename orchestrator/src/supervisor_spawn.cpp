@@ -23,7 +23,7 @@
 #include "orch/ipc/handshake.hpp"
 #include "orch/ipc/process_identity.hpp"
 #include "orch/orchestrator/errc.hpp"
-#include "orch/orchestrator/worker_process.hpp"
+#include "orch/orchestrator/child_process.hpp"
 #include "orch/support/untrusted_text.hpp"
 
 namespace orch::orchestrator {
@@ -126,10 +126,10 @@ void supervisor::spawn(worker& w) {
   }
   ipc::unique_fd output_read(output_pipe[0]), output_write(output_pipe[1]);
   req.output_fd = output_write.get();
-  req.channel_fd = chan_child.get();
-  req.fd_socket = fds_child.get();
-  req.token_fd = token_read.get();
-  auto pid = spawn_worker(req);
+  req.fds = {{chan_child.get(), worker_channel_fd},
+             {fds_child.get(), worker_fd_socket},
+             {token_read.get(), worker_token_fd}};
+  auto pid = spawn_process(req);
   if (!pid) {
     // An executable that cannot be run will not run on a retry either.
     if (pid.err().code == runtime_errc::exec_failed) w.setup_failure = pid.err().message;

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,9 +9,8 @@
 #include <cstring>
 #include <thread>
 
-#include "adopted_children.hpp"
+#include "orch/orchestrator/child_process.hpp"
 #include "orch/orchestrator/errc.hpp"
-#include "orch/orchestrator/worker_process.hpp"
 
 extern char** environ;
 
@@ -41,26 +38,6 @@ std::vector<std::string> environment_of(const tool_command& command) {
     if (value) out.push_back(name + "=" + *value);
   }
   return out;
-}
-
-// In the child, between fork and exec: only async-signal-safe calls.
-[[noreturn]] void exec_child(const tool_command& command, const std::string& path,
-                             std::vector<char*>& argv, std::vector<char*>& envp, int out_fd,
-                             pid_t parent) {
-  ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);  // the parent died before the flag was set
-  const int null_fd = ::open("/dev/null", O_RDONLY);
-  if (null_fd >= 0) {
-    ::dup2(null_fd, 0);
-    if (null_fd != 0) ::close(null_fd);
-  }
-  ::dup2(out_fd, 1);
-  ::dup2(out_fd, 2);
-  if (!command.working_directory.empty() && ::chdir(command.working_directory.c_str()) != 0)
-    ::_exit(126);
-  ::execve(path.c_str(), argv.data(), envp.data());
-  ::_exit(127);
 }
 
 }  // namespace
@@ -100,32 +77,19 @@ result<tool_exit> run_tool(const tool_command& command) {
   if (command.output_fd < 0 && ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return error{runtime_errc::spawn_failed, std::string("pipe: ") + std::strerror(errno)};
   }
-  std::vector<std::string> env = environment_of(command);
-  std::vector<char*> argv;
-  for (const auto& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const std::string exec_path = path.string();
-  const pid_t parent = ::getpid();
-  pid_t pid;
-  {
-    const auto held = hold_children();
-    pid = ::fork();
-    if (pid > 0) note_spawned(pid);
-  }
-  if (pid < 0) {
-    const int saved = errno;
-    if (pipe_fds[0] >= 0) ::close(pipe_fds[0]), ::close(pipe_fds[1]);
-    return error{runtime_errc::spawn_failed, std::string("fork: ") + std::strerror(saved)};
-  }
-  if (pid == 0) {
-    exec_child(command, exec_path, argv, envp,
-               command.output_fd >= 0 ? command.output_fd : pipe_fds[1], parent);
-  }
-  ::setpgid(pid, pid);
+  spawn_request request;
+  request.executable = path.string();
+  request.args.assign(command.argv.begin() + 1, command.argv.end());
+  request.envp = environment_of(command);
+  request.output_fd = command.output_fd >= 0 ? command.output_fd : pipe_fds[1];
+  request.working_directory = command.working_directory.string();
+  auto spawned = spawn_process(request);
   if (pipe_fds[1] >= 0) ::close(pipe_fds[1]);
+  if (!spawned) {
+    if (pipe_fds[0] >= 0) ::close(pipe_fds[0]);
+    return spawned.err();
+  }
+  const pid_t pid = *spawned;
 
   tool_exit out;
   const auto deadline = clock::now() + command.timeout;
@@ -150,16 +114,16 @@ result<tool_exit> run_tool(const tool_command& command) {
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    const pid_t waited = ::waitpid(pid, &out.status, WNOHANG);
-    if (waited == pid || (waited < 0 && errno != EINTR)) break;  // < 0: reaped elsewhere
+    if (const auto status = try_reap_process(pid)) {
+      out.status = *status;
+      break;
+    }
     if (command.timeout.count() > 0 && clock::now() >= deadline) {
-      ::kill(-pid, SIGKILL);  // the group: the child is not reaped yet, so its id is its own
-      ::waitpid(pid, &out.status, 0);
+      out.status = reap_process(pid, std::chrono::milliseconds(0));  // its whole group
       out.timed_out = true;
       break;
     }
   }
-  forget_spawned(pid);
   if (pipe_fds[0] >= 0) {
     char buffer[4096];
     ssize_t n = 0;

@@ -1,7 +1,9 @@
 // tool_process: runs one external tool (python, pip, uv, pixi) for the env manager, the way an
-// install must: stdin from /dev/null, output to a log file or captured, a timeout that kills the
-// tool's whole process group, and PR_SET_PDEATHSIG so a killed comfy-orch takes its tool with it
-// instead of leaving it writing into a half-built env.
+// install must: started by the host's one spawner (child_process.hpp: its own process group,
+// PR_SET_PDEATHSIG so a killed comfy-orch takes its tool with it instead of leaving it writing
+// into a half-built env, no descriptor of the host's but stdin from /dev/null and its output),
+// output to a log file or captured, and a timeout that kills the tool's whole process group;
+// what the tool leaves in its group when it exits is killed with it.
 #pragma once
 
 #include <chrono>
@@ -33,7 +35,8 @@ struct tool_exit {
 };
 
 // Errors: "spawn_failed" (the pipe or fork failed), "not_found" (the executable is not on PATH
-// or cannot be executed; the message names it).
+// or cannot be executed; the message names it), "exec_failed" (execve or entering the working
+// directory failed in the child; the message names it and why).
 result<tool_exit> run_tool(const tool_command& command);
 
 // The path of `name` on PATH (or `name` itself when it holds a '/' and is executable); empty

@@ -2,7 +2,7 @@
 // (docs/runtime.md, "Supervision" and "Router"; docs/references.md, comfy-env §1.9 to §1.12 on
 // where comfy-env's restarts fall short, and anchors §3.1/§3.2 on Ray's pool).
 //
-//   spawn      fork/exec with PR_SET_PDEATHSIG and a process group (worker_process.hpp), a fresh
+//   spawn      fork/exec with PR_SET_PDEATHSIG and a process group (child_process.hpp), a fresh
 //              generation and startup token, a control slot, the segment fds on the fd socket;
 //   handshake  hello (token and generation checked) -> settings; ready -> node classes; all
 //              within [workers] handshake_timeout, else a start failure that names the env;

@@ -1,4 +1,4 @@
-#include "orch/orchestrator/worker_process.hpp"
+#include "orch/orchestrator/child_process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -27,6 +28,9 @@ constexpr int stage_fds = 1;   // moving the inherited fds into place
 constexpr int stage_exec = 2;  // execve itself
 constexpr int stage_cwd = 3;   // chdir into the working directory
 
+// Where the child moves each source fd before placing it at its target (3 to 9).
+constexpr int moved_fd_floor = 10;
+
 // Async-signal-safe: runs in the child between fork and exec.
 [[noreturn]] void report_and_exit(int status_fd, int stage, int code) noexcept {
   const exec_report r{stage, errno};
@@ -39,7 +43,7 @@ constexpr int stage_cwd = 3;   // chdir into the working directory
 
 }  // namespace
 
-result<pid_t> spawn_worker(const spawn_request& request) {
+result<pid_t> spawn_process(const spawn_request& request) {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   std::vector<std::string> args{request.executable};
   args.insert(args.end(), request.args.begin(), request.args.end());
@@ -51,8 +55,15 @@ result<pid_t> spawn_worker(const spawn_request& request) {
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   const pid_t parent = ::getpid();
-  const bool has_token = request.token_fd >= 0;
-  const int first_closed = has_token ? worker_token_fd + 1 : worker_fd_socket + 1;
+  int first_closed = 3;  // above every target: what the child closes
+  for (const auto& fd : request.fds) {
+    if (fd.target < 3 || fd.target >= moved_fd_floor || fd.source < 0)
+      return error{runtime_errc::spawn_failed,
+                   "cannot hand fd " + std::to_string(fd.source) + " to " + request.executable +
+                       " as fd " + std::to_string(fd.target) + " (3 to 9 only)"};
+    first_closed = std::max(first_closed, fd.target + 1);
+  }
+  std::vector<int> moved(request.fds.size(), -1);
 
   // The exec status pipe: close-on-exec, so a successful execve closes the child's write end and
   // the parent reads end of file; a failure writes an exec_report first.
@@ -76,22 +87,20 @@ result<pid_t> spawn_worker(const spawn_request& request) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);  // the host died before prctl took effect
     // Every source fd moves above the target numbers first, so the dup2s cannot clobber one.
-    const int status = ::fcntl(status_source, F_DUPFD_CLOEXEC, 10);
+    const int status = ::fcntl(status_source, F_DUPFD_CLOEXEC, moved_fd_floor);
     if (status < 0) ::_exit(125);
-    const int channel = ::fcntl(request.channel_fd, F_DUPFD, 10);
-    const int fds = ::fcntl(request.fd_socket, F_DUPFD, 10);
-    const int token = has_token ? ::fcntl(request.token_fd, F_DUPFD, 10) : -1;
+    for (std::size_t i = 0; i < request.fds.size(); ++i) {
+      moved[i] = ::fcntl(request.fds[i].source, F_DUPFD, moved_fd_floor);
+      if (moved[i] < 0) report_and_exit(status, stage_fds, 125);
+    }
     if (request.output_fd >= 0) {
-      const int out = ::fcntl(request.output_fd, F_DUPFD, 10);
+      const int out = ::fcntl(request.output_fd, F_DUPFD, moved_fd_floor);
       const int null = ::open("/dev/null", O_RDONLY);
       if (out < 0 || null < 0 || ::dup2(null, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0)
         report_and_exit(status, stage_fds, 125);
     }
-    if (channel < 0 || fds < 0 || (has_token && token < 0) ||
-        ::dup2(channel, worker_channel_fd) < 0 || ::dup2(fds, worker_fd_socket) < 0 ||
-        (has_token && ::dup2(token, worker_token_fd) < 0)) {
-      report_and_exit(status, stage_fds, 125);
-    }
+    for (std::size_t i = 0; i < request.fds.size(); ++i)
+      if (::dup2(moved[i], request.fds[i].target) < 0) report_and_exit(status, stage_fds, 125);
     // Everything else is closed; the status pipe (above them all) closes itself at exec.
     ::syscall(SYS_close_range, first_closed, status - 1, 0);
     ::syscall(SYS_close_range, status + 1, ~0u, 0);
@@ -113,7 +122,7 @@ result<pid_t> spawn_worker(const spawn_request& request) {
     n = ::read(status_read.get(), &report, sizeof report);
   } while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(sizeof report)) return pid;  // end of file: the child exec'd
-  (void)reap_worker(pid, std::chrono::seconds(2));  // it _exits right after its report
+  (void)reap_process(pid, std::chrono::seconds(2));  // it _exits right after its report
   const std::string why = std::strerror(report.error);
   if (report.stage == stage_exec) {
     return error{runtime_errc::exec_failed, "cannot execute " + request.executable + ": " + why};
@@ -126,37 +135,53 @@ result<pid_t> spawn_worker(const spawn_request& request) {
                "cannot hand the inherited fds to " + request.executable + ": " + why};
 }
 
-int reap_worker(pid_t pid, std::chrono::milliseconds grace) noexcept {
+namespace {
+
+// Reaps `pid`, which has ended or been SIGKILLed; its wait status.
+int reap_ended(pid_t pid) noexcept {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      status = 0;
+      break;
+    }
+  }
+  forget_spawned(pid);
+  return status;
+}
+
+}  // namespace
+
+std::optional<int> try_reap_process(pid_t pid) noexcept {
+  if (pid <= 0) return 0;
+  // Looked at without reaping (WNOWAIT): while the leader is an unreaped zombie its pid, and so
+  // its group id, cannot be reused, so the group kill below reaches only what it left behind (a
+  // helper it forked), never a stranger.
+  siginfo_t info{};
+  int r;
+  do {
+    r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) {  // not a child of ours (any more): nothing to wait for, nothing to kill
+    forget_spawned(pid);
+    return 0;
+  }
+  if (info.si_pid != pid) return std::nullopt;  // still running
+  ::kill(-pid, SIGKILL);
+  return reap_ended(pid);
+}
+
+int reap_process(pid_t pid, std::chrono::milliseconds grace) noexcept {
   if (pid <= 0) return 0;
   const auto end = std::chrono::steady_clock::now() + grace;
-  int status = 0;
-  const auto reaped = [&] {
-    while (::waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) {
-        status = 0;
-        break;
-      }
-    }
-    forget_spawned(pid);
-    return status;
-  };
   while (true) {
-    // Looked at without reaping (WNOWAIT): while the leader is an unreaped zombie its pid, and
-    // so its group id, cannot be reused, so the group kill below reaches only what the worker
-    // left behind (a helper its pack forked), never a stranger.
-    siginfo_t info{};
-    const int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
-    if (r == 0 && info.si_pid == pid) {
-      ::kill(-pid, SIGKILL);
-      return reaped();
-    }
-    if (r < 0 && errno != EINTR) return 0;
+    if (auto status = try_reap_process(pid)) return *status;
     if (std::chrono::steady_clock::now() >= end) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ::kill(-pid, SIGKILL);
   ::kill(pid, SIGKILL);
-  return reaped();
+  return reap_ended(pid);
 }
 
 std::string describe_exit(int status) {
