@@ -80,18 +80,24 @@ std::vector<fs::path> walk_up(const fs::path& mount, const std::string& cgroup_p
 
 }  // namespace
 
-result<std::uint64_t> read_physical_ram(const fs::path& root) {
+result<std::uint64_t> read_meminfo(const fs::path& root, const std::string& key) {
   auto text = read_text(root / "proc/meminfo");
   if (!text) return error{proc_errc::no_meminfo, "cannot read " + (root / "proc/meminfo").string()};
   std::istringstream lines(*text);
+  const std::string prefix = key + ":";
   std::string line;
   while (std::getline(lines, line)) {
-    if (line.rfind("MemTotal:", 0) != 0) continue;
-    std::istringstream fields(line.substr(9));
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::istringstream fields(line.substr(prefix.size()));
     std::uint64_t kib = 0;
     if (fields >> kib) return kib_to_bytes(kib);
   }
-  return error{proc_errc::no_meminfo, "no MemTotal line in " + (root / "proc/meminfo").string()};
+  return error{proc_errc::no_meminfo,
+               "no " + key + " line in " + (root / "proc/meminfo").string()};
+}
+
+result<std::uint64_t> read_physical_ram(const fs::path& root) {
+  return read_meminfo(root, "MemTotal");
 }
 
 std::optional<std::uint64_t> find_cgroup_limit(const fs::path& root, std::uint64_t physical_ram) {

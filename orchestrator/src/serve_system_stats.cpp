@@ -2,8 +2,7 @@
 // and comfy-orch's memory table as orch_processes.
 #include <sys/utsname.h>
 
-#include <fstream>
-
+#include "orch/ipc/cgroup_probe.hpp"
 #include "orch/orchestrator/memory_table.hpp"
 #include "serve_api.hpp"
 
@@ -13,13 +12,8 @@ namespace {
 using nlohmann::json;
 
 std::uint64_t meminfo_bytes(const std::string& key) {
-  std::ifstream in("/proc/meminfo");
-  std::string name;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (in >> name >> kib >> unit)
-    if (name == key + ":") return kib * 1024;
-  return 0;
+  const auto bytes = ipc::read_meminfo("/", key);
+  return bytes ? *bytes : 0;
 }
 
 }  // namespace

@@ -145,6 +145,17 @@ TEST_F(pinned_budget_test, this_machine_probes_to_a_budget_within_the_formula_bo
   EXPECT_LE(b.bytes, b.effective_ram / 10 * 9 + 1);  // never above 0.9·RAM
 }
 
+// The one /proc/meminfo reader: any field by name (serve's /system_stats reads MemAvailable), a
+// missing field an error naming it.
+TEST_F(pinned_budget_test, meminfo_fields_are_read_by_name) {
+  auto available = read_meminfo(fixture("no_cgroup"), "MemAvailable");
+  ASSERT_TRUE(available.ok()) << available.err().message;
+  EXPECT_EQ(*available, std::uint64_t{20000000} * 1024);
+  auto absent = read_meminfo(fixture("no_cgroup"), "HugePages_Surp");
+  ASSERT_FALSE(absent.ok());
+  EXPECT_NE(absent.err().message.find("HugePages_Surp"), std::string::npos);
+}
+
 TEST_F(pinned_budget_test, missing_meminfo_is_an_error) {
   auto r = probe_memory_readings(fixture("does_not_exist"));
   ASSERT_FALSE(r.ok());

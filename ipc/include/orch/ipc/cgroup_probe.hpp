@@ -7,11 +7,16 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include "orch/ipc/pinned_budget.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::ipc {
+
+// The field `key` ("MemTotal", "MemAvailable") of <root>/proc/meminfo, in bytes: the one reader
+// of that file. Errors: "no_meminfo" (the file cannot be read, or has no such line).
+result<std::uint64_t> read_meminfo(const std::filesystem::path& root, const std::string& key);
 
 // MemTotal from <root>/proc/meminfo, in bytes. Errors: "no_meminfo".
 result<std::uint64_t> read_physical_ram(const std::filesystem::path& root);
