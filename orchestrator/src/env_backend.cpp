@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "orch/orchestrator/errc.hpp"
+#include "python_environment.hpp"
 #include "tool_process.hpp"
 
 namespace orch::orchestrator {
@@ -18,9 +19,8 @@ namespace fs = std::filesystem;
 tool_command python_tool(std::vector<std::string> argv, int log_fd) {
   tool_command command;
   command.argv = std::move(argv);
-  command.env = {{"PYTHONPATH", std::nullopt},           {"PYTHONHOME", std::nullopt},
-                 {"PYTHONSTARTUP", std::nullopt},        {"PYTHONNOUSERSITE", "1"},
-                 {"PIP_DISABLE_PIP_VERSION_CHECK", "1"}, {"PIP_NO_INPUT", "1"}};
+  command.env = {{"PIP_DISABLE_PIP_VERSION_CHECK", "1"}, {"PIP_NO_INPUT", "1"}};
+  scrub_python_environment(command.env);
   command.output_fd = log_fd;
   return command;
 }

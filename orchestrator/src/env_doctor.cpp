@@ -11,6 +11,7 @@
 #include "orch/orchestrator/plugin_probe.hpp"
 #include "orch/orchestrator/preflight.hpp"
 #include "orch/support/untrusted_text.hpp"
+#include "python_environment.hpp"
 #include "tool_process.hpp"
 
 namespace orch::orchestrator {
@@ -37,10 +38,7 @@ result<tool_exit> run_python(const fs::path& interpreter, std::vector<std::strin
   command.argv = {interpreter.string(), "-s"};
   command.argv.insert(command.argv.end(), args.begin(), args.end());
   command.env = std::move(env);
-  command.env["PYTHONPATH"] = std::nullopt;
-  command.env["PYTHONHOME"] = std::nullopt;
-  command.env["PYTHONSTARTUP"] = std::nullopt;
-  command.env["PYTHONNOUSERSITE"] = "1";
+  scrub_python_environment(command.env);
   command.timeout = timeout;
   return run_tool(command);
 }

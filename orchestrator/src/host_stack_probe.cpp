@@ -6,6 +6,7 @@
 
 #include "orch/orchestrator/errc.hpp"
 #include "orch/support/untrusted_text.hpp"
+#include "python_environment.hpp"
 #include "tool_process.hpp"
 
 namespace orch::orchestrator {
@@ -52,8 +53,7 @@ fs::path host_python(const manifests::deployment& d) {
 result<manifests::host_stack> probe_host_stack(const fs::path& python) {
   tool_command command;
   command.argv = {python.string(), "-s", "-c", probe_script};
-  command.env = {
-      {"PYTHONPATH", std::nullopt}, {"PYTHONHOME", std::nullopt}, {"PYTHONSTARTUP", std::nullopt}};
+  scrub_python_environment(command.env);
   command.timeout = std::chrono::seconds(20);
   const std::string fix =
       "; name the host's interpreter with [env] python in the deployment "

@@ -1,5 +1,7 @@
 #include "python_worker_command.hpp"
 
+#include "python_environment.hpp"
+
 namespace orch::orchestrator {
 
 namespace {
@@ -42,9 +44,7 @@ void python_worker_command(const python_worker_spec& spec, const supervisor_opti
   }
   args.insert(args.end(), request.args.begin(), request.args.end());
   request.args = std::move(args);
-  for (const char* name : {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"})
-    env.erase(name);
-  env["PYTHONNOUSERSITE"] = "1";
+  scrub_python_environment(env);
   env["ORCH_WORKER_LIBRARY"] = options.worker_library.string();
 }
 

@@ -1,9 +1,7 @@
 // python_worker_command: how the host starts a Python env's worker (docs/python.md). The env's
 // interpreter runs the comfy_orch package's worker, found by putting the package's folder first
 // on sys.path (no install needed), over liborch_worker.so (ORCH_WORKER_LIBRARY). The process
-// environment follows comfy-env's (docs/references.md, comfy-env §1.8): PYTHONNOUSERSITE=1,
-// and PYTHONPATH, PYTHONHOME and PYTHONSTARTUP scrubbed, so neither the operator's shell nor a
-// user site-packages can put another package ahead of the env's; cwd is the pack directory.
+// environment follows python_environment.hpp's rule; cwd is the pack directory.
 // A pixi env starts through `pixi run --as-is --manifest-path <env>/pixi.toml -e default python`.
 // A pure function of its inputs, tested without spawning anything.
 #pragma once
