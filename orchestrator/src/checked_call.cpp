@@ -6,12 +6,13 @@
 #include <thread>
 
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
 #include <spdlog/spdlog.h>
 
 #include "json_fields.hpp"
-#include "orch/ipc/response_bodies.hpp"
 #include "orch/orchestrator/errc.hpp"
 #include "output_tensors.hpp"
 
@@ -23,8 +24,7 @@ namespace {
 
 // One call in flight: what its answer's callback needs, owned jointly by the caller and the
 // callback, so that a callback the supervisor runs late (a worker lost after an error here)
-// touches nothing the caller has freed. `deliver` hands the answer to whoever waits: a blocked
-// thread's promise, or a coroutine on the io thread.
+// touches nothing the caller has freed. `deliver` resumes the coroutine that waits.
 struct pending_checked_call {
   pending_checked_call(std::string e, const json& b,
                        std::function<void(checked_call_result)> to)
@@ -51,15 +51,9 @@ void start_checked_call(host_runtime& host, const std::vector<ipc::buffer_descri
     return call->answer({st.err(), {}});
   }
   host.workers().call(call->env, body, [&host, call](result<json> response) {
-    // A worker is a process we do not trust: its body has the shape of docs/protocol.md, or
-    // the call fails here, before anything below reads it on the io thread.
+    // The supervisor has checked the body's shape (docs/protocol.md) before anything reads it.
     checked_call_result c{std::move(response), {}};
     result<json>& r = c.response;
-    if (r) {
-      if (auto st = ipc::check_call_response(*r); !st) {
-        r = error{runtime_errc::bad_response, st.err().message};
-      }
-    }
     // Leases move on the io thread, before anyone sees the result (supervisor_leases.cpp).
     if (r) c.handed = host.workers().hand_over_outputs(call->env, *r);
     // Before any consumer sees them, the producer's tensors must fit the blocks the host holds
@@ -102,19 +96,6 @@ std::function<void(checked_call_result)> resume_later(host_runtime& host, Handle
 }
 
 }  // namespace
-
-checked_call_result checked_call(host_runtime& host, const std::string& env, const json& body,
-                                 const std::vector<ipc::buffer_descriptor>& held) {
-  auto done = std::make_shared<std::promise<checked_call_result>>();
-  auto future = done->get_future();
-  auto call = std::make_shared<pending_checked_call>(
-      env, body, [done](checked_call_result r) { done->set_value(std::move(r)); });
-  // Posted, not run-and-waited-for: the caller wakes once, for the answer, instead of once more
-  // when the call has been sent. `held` lives until future.get() returns, and only the start
-  // reads it, before any answer.
-  host.post_to_io_thread([&host, &held, call]() noexcept { start_or_fail(host, held, call); });
-  return future.get();
-}
 
 boost::asio::awaitable<checked_call_result> async_checked_call(
     host_runtime& host, const std::string& env, const json& body,
@@ -177,16 +158,6 @@ boost::asio::awaitable<std::uint64_t> free_for_retry_off_io_thread(host_runtime&
 
 }  // namespace
 
-checked_call_result call_with_retry(host_runtime& host, const std::string& env, const json& body,
-                                    const std::vector<ipc::buffer_descriptor>& held) {
-  checked_call_result c = checked_call(host, env, body, held);
-  const std::uint64_t required = device_bytes_required(c);
-  if (required == 0 || free_for_retry(host, env, body, required) == 0) return c;
-  checked_call_result again = checked_call(host, env, body, held);
-  again.handed.insert(again.handed.begin(), c.handed.begin(), c.handed.end());
-  return again;
-}
-
 boost::asio::awaitable<checked_call_result> async_call_with_retry(
     host_runtime& host, const std::string& env, const json& body,
     const std::vector<ipc::buffer_descriptor>& held) {
@@ -198,6 +169,22 @@ boost::asio::awaitable<checked_call_result> async_call_with_retry(
   checked_call_result again = co_await async_checked_call(host, env, body, held);
   again.handed.insert(again.handed.begin(), c.handed.begin(), c.handed.end());
   co_return again;
+}
+
+// The blocking calls are the coroutines, run on the io thread while the caller waits for their
+// result: one call path. The caller wakes once, for the answer.
+checked_call_result checked_call(host_runtime& host, const std::string& env, const json& body,
+                                 const std::vector<ipc::buffer_descriptor>& held) {
+  return boost::asio::co_spawn(host.io(), async_checked_call(host, env, body, held),
+                               boost::asio::use_future)
+      .get();
+}
+
+checked_call_result call_with_retry(host_runtime& host, const std::string& env, const json& body,
+                                    const std::vector<ipc::buffer_descriptor>& held) {
+  return boost::asio::co_spawn(host.io(), async_call_with_retry(host, env, body, held),
+                               boost::asio::use_future)
+      .get();
 }
 
 }  // namespace orch::orchestrator

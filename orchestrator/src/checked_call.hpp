@@ -25,6 +25,7 @@ struct checked_call_result {
 };
 
 // Call from any thread but the io thread. `held` is read on the io thread while this waits.
+// The blocking forms run the coroutines below on the io thread and wait for their result.
 checked_call_result checked_call(host_runtime& host, const std::string& env,
                                  const nlohmann::json& body,
                                  const std::vector<ipc::buffer_descriptor>& held);

@@ -4,6 +4,7 @@
 // lose() with worker_died; a failed env's queue is answered with pack_failed.
 #include <spdlog/spdlog.h>
 
+#include "orch/ipc/response_bodies.hpp"
 #include "orch/orchestrator/errc.hpp"
 #include "orch/orchestrator/supervisor.hpp"
 
@@ -51,11 +52,16 @@ void supervisor::dispatch(worker& w) {
                          return;  // lose() answers the call with worker_died
                        }
                        auto call = std::move(wp->in_flight);
-                       if (r) {
+                       if (!r) {
+                         call->done(r.err());
+                       } else if (auto st = ipc::check_call_response(r->body); !st) {
+                         // A worker is a process we do not trust: a body without the shape of
+                         // docs/protocol.md fails the call, and nothing in it is believed, its
+                         // models report included.
+                         call->done(error{runtime_errc::bad_response, st.err().message});
+                       } else {
                          report_models(wp->spec.env, r->body);
                          call->done(std::move(r->body));
-                       } else {
-                         call->done(r.err());
                        }
                        dispatch(*wp);
                      });

@@ -105,13 +105,6 @@ class host_runtime {
     boost::asio::post(io_, [&task] { task(); });
     return future.get();
   }
-  // Runs `fn` on the io thread, later, without waiting for it: for a caller that waits for what
-  // `fn` starts (a worker's answer) rather than for `fn` itself, so it wakes once, not twice.
-  // `fn` must not throw.
-  template <typename F>
-  void post_to_io_thread(F&& fn) {
-    boost::asio::post(io_, std::forward<F>(fn));
-  }
   // True on the io thread, where a call that waits for a worker's answer would wait on itself.
   bool on_the_io_thread() const noexcept {
     return std::this_thread::get_id() == io_thread_id_.load();

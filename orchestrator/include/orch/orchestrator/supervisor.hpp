@@ -119,7 +119,9 @@ struct worker_info {
 };
 
 // A finished call: the worker's response body, or a typed error ("worker_died",
-// "deadline_exceeded", "pack_failed", "unknown_env", a channel error).
+// "deadline_exceeded", "pack_failed", "unknown_env", "bad_response", a channel error). A call's
+// body has been checked against docs/protocol.md (ipc::check_call_response) before it is
+// delivered, and before its models report is applied.
 using call_done = std::function<void(result<nlohmann::json>)>;
 
 class supervisor {
