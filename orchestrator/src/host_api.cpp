@@ -1,6 +1,7 @@
 // The C API of liborch_host.so (orch/host/host.h) over library_host: arguments checked, JSON in
 // and out, and no exception across the boundary (each entry point catches everything).
 #include "orch/host/host.h"
+#include "orch/ipc/errc.hpp"
 #include "orch/orchestrator/errc.hpp"
 
 #include <dlfcn.h>
@@ -56,6 +57,20 @@ void set_error(char** error, const json& e) noexcept {
 
 // Where comfy-orch would be if it were installed or built beside this library: the install
 // layout (install_layout.hpp) is found from there, as the executable finds it from itself.
+// A call's answer as a status: "not now" (interrupted, or a worker lost or not ready, where the
+// same call may succeed later) apart from "never" (the node failed).
+int32_t call_status(const json& response) {
+  if (response.value("status", "") == "ok") return ORCH_HOST_OK;
+  const json error = response.value("error", json::object());
+  const std::string type = error.is_object() ? error.value("type", "") : "";
+  namespace errc = orch::orchestrator::runtime_errc;
+  if (type == orch::ipc::node_error_type::interrupted) return ORCH_HOST_INTERRUPTED;
+  if (type == errc::worker_died || type == errc::not_ready || type == errc::pack_failed ||
+      type == orch::ipc::channel_errc::deadline_exceeded)
+    return ORCH_HOST_RETRYABLE;
+  return ORCH_HOST_FAILED;
+}
+
 orch::orchestrator::install_layout layout_beside_this_library() {
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&orch_host_start), &info) == 0 || info.dli_fname == nullptr)
@@ -234,9 +249,9 @@ int32_t orch_host_call(orch_host* host, const char* request, char** response) {
       set_error(response, error_json(r.err().code, r.err().message));
       return ORCH_HOST_INVALID;
     }
-    const bool ok = (*r).value("status", "") == "ok";
+    const int32_t status = call_status(*r);
     *response = json_out(*r);
-    return ok ? ORCH_HOST_OK : ORCH_HOST_FAILED;
+    return status;
   });
 }
 

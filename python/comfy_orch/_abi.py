@@ -1,6 +1,9 @@
-"""The C structs of the node ABI (worker/include/orch/worker/nodes.h) and the worker API
-(worker.h), as ctypes sees them. Field order and types follow the headers exactly; every struct
-starts with struct_size and only grows at its end (docs/nodes.md)."""
+"""The C structs and constants of the node ABI (worker/include/orch/worker/nodes.h), the worker API
+(worker.h), the plugin ABI's status (plugin.h) and the host API's status codes
+(orchestrator/include/orch/host/host.h), as ctypes sees them. Field order and types follow the
+headers exactly; every struct starts with struct_size and only grows at its end (docs/nodes.md).
+Every constant here is checked against its header's by tests/unit/source/check_abi_constants.py:
+NAME is ORCH_NAME there (STATUS_NAME is ORCH_NAME)."""
 
 import ctypes as C
 
@@ -42,6 +45,13 @@ LOG_ERROR = 4
 # orch_status (plugins/include/orch/plugin/plugin.h)
 STATUS_OK = 0
 STATUS_OOM_RETRYABLE = 1
+
+# The host API's status codes (orchestrator/include/orch/host/host.h)
+HOST_OK = 0
+HOST_INVALID = 1
+HOST_FAILED = 2
+HOST_INTERRUPTED = 3  # not now: the node stopped for an interrupt
+HOST_RETRYABLE = 4    # not now: its worker was lost or is not ready; the next call may run
 
 
 class Buffer(C.Structure):

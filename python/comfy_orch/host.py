@@ -25,7 +25,7 @@ from . import _abi, _library
 
 _NAME = "liborch_host.so"
 
-OK, INVALID, FAILED = 0, 1, 2
+OK, INVALID, FAILED = _abi.HOST_OK, _abi.HOST_INVALID, _abi.HOST_FAILED
 
 
 class HostError(RuntimeError):
@@ -56,12 +56,17 @@ def _diagnostic_lines(details):
 
 
 class NodeError(HostError):
-    """A node (or its worker) failed: `node` is its id, `traceback` the worker's lines."""
+    """A node (or its worker) failed: `node` is its id, `traceback` the worker's lines.
+    `interrupted` (the node stopped for an interrupt) and `retryable` (its worker was lost or
+    is not ready: the same call may run later) say "not now" apart from "never", as the host's
+    status code says it."""
 
-    def __init__(self, error):
+    def __init__(self, error, status=FAILED):
         super().__init__(error.get("type", "node_error"), error.get("message", ""), error)
         self.node = error.get("node")
         self.traceback = error.get("traceback")
+        self.interrupted = status == _abi.HOST_INTERRUPTED
+        self.retryable = status == _abi.HOST_RETRYABLE
 
 
 NodeResult = collections.namedtuple("NodeResult", "outputs ui expand", defaults=(None,))
@@ -309,7 +314,7 @@ class Host:
                 raise HostError(body.get("code", "invalid_request"), body.get("message", ""),
                                 body)
             if status != OK:
-                raise NodeError(body.get("error", {}))
+                raise NodeError(body.get("error", {}), status)
             ui, expand = body.get("ui"), body.get("expand")
             return NodeResult([self._from_wire(handle, v, holds) for v in body.get("outputs", [])],
                               ui if isinstance(ui, dict) else None,

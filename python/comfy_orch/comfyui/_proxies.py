@@ -140,7 +140,7 @@ def _from_worker(value, type_name, env):
 
 def _raise_as_comfyui(error):
     """A worker's error as ComfyUI shows a node's: its interrupt as ComfyUI's own exception."""
-    if error.code == "interrupted":
+    if error.interrupted:
         management = sys.modules.get("comfy.model_management")
         exc = getattr(management, "InterruptProcessingException", None)
         if exc is not None:

@@ -100,6 +100,7 @@ class HostFromPython(unittest.TestCase):
         self.assertEqual(e.node, "6")
         self.assertIn("no good", e.message)
         self.assertTrue(e.traceback)
+        self.assertFalse(e.interrupted or e.retryable)  # never: the same call fails again
 
     def test_a_refused_request_raises_host_error_with_the_reason(self):
         with self.assertRaises(HostError) as caught:

@@ -24,6 +24,11 @@ extern "C" {
   1                        /* refused: bad arguments, a bad deployment, a request or block \
                               that is not valid; the error text says which and the fix */
 #define ORCH_HOST_FAILED 2 /* the host could not start, or a worker or node failed */
+/* Not now (ORCH_HOST_2; orch_host_call only): the call may succeed if made again. */
+#define ORCH_HOST_INTERRUPTED 3 /* the node stopped for orch_host_interrupt */
+#define ORCH_HOST_RETRYABLE                                                                \
+  4 /* its worker was lost, not ready yet, or its env is cooling down after a crash loop: \
+       a new worker takes the next call */
 
 typedef struct orch_host orch_host;
 
@@ -67,9 +72,11 @@ uint64_t orch_host_begin_prompt(orch_host* host);
  * "outputs": [...], "held": [descriptor...]} or {"status": "error", "error": {node, type,
  * message, traceback?}}; "held" lists the blocks of the outputs this call handed to the
  * caller, each to be released once (orch_host_release). A tensor input must name a block the
- * caller holds. Returns ORCH_HOST_OK when the node ran, ORCH_HOST_FAILED when it or its worker
- * failed, ORCH_HOST_INVALID when the request was refused before it was sent (*response is then
- * {code, message}). */
+ * caller holds. Returns ORCH_HOST_OK when the node ran; ORCH_HOST_INTERRUPTED when it stopped
+ * for an interrupt and ORCH_HOST_RETRYABLE when its worker was lost or is not ready (not now:
+ * the same call may succeed later); ORCH_HOST_FAILED when the node failed (never: the same call
+ * fails again); ORCH_HOST_INVALID when the request was refused before it was sent (*response is
+ * then {code, message}). */
 int32_t orch_host_call(orch_host* host, const char* request, char** response);
 
 /* A pool block of the caller's own: pinned, charged to the host's share of the one budget, to
