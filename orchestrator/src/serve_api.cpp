@@ -190,7 +190,7 @@ http_reply comfy_api::route(const http_request& req) {
   const std::string p = route_of(req.path);
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
-  if (p == "/prompt" && post) return *post_prompt(req, true);
+  if (p == "/prompt" && post) return post_prompt(req);
   if (p == "/prompt" && get)
     return json_reply({{"exec_info", {{"queue_remaining", queue_.remaining()}}}});
   if (p == "/queue" && get) return json_reply(queue_.queue_json());
@@ -214,12 +214,12 @@ http_reply comfy_api::route(const http_request& req) {
 std::optional<http_reply> comfy_api::at_once(const http_request& req) {
   const std::string p = route_of(req.path);
   if (p == "/prompt" && req.method == "GET") return handle(req);
-  if (p == "/prompt" && req.method == "POST") return post_prompt(req, false);
+  if (p == "/prompt" && req.method == "POST") return post_prompt(req);
   if (p == "/interrupt" && req.method == "POST") return interrupt(req);
   return std::nullopt;
 }
 
-std::optional<http_reply> comfy_api::post_prompt(const http_request& req, bool may_wait) {
+http_reply comfy_api::post_prompt(const http_request& req) {
   // Before anything is parsed: a full queue costs a client nothing but this answer.
   if (auto full = queue_.full_for(req.body.size()))
     return prompt_refused("queue_full", "The queue is full", *full, 503);
@@ -232,12 +232,6 @@ std::optional<http_reply> comfy_api::post_prompt(const http_request& req, bool m
     return prompt_refused("no_prompt", "No prompt provided", "No prompt provided");
   auto parsed = prompt_from_document(*body, order);
   if (!parsed) return json_reply(invalid_prompt_report(parsed.err()).to_json(), 400);
-  if (!may_wait) {
-    for (const auto& [id, node] : parsed->nodes) {
-      const node_class* cls = host_.catalogue().find(node.class_type);
-      if (cls != nullptr && cls->validate_inputs.present) return std::nullopt;
-    }
-  }
 
   queued_prompt item;
   item.bytes = req.body.size();
@@ -260,9 +254,26 @@ std::optional<http_reply> comfy_api::post_prompt(const http_request& req, bool m
     item.extra_data.erase(secret);
   if (auto it = body->find("client_id"); it != body->end() && it->is_string())
     item.extra_data["client_id"] = *it;
+  item.document = std::move((*body)["prompt"]);
+  item.parsed = std::move(*parsed);
 
+  // A node's VALIDATE_INPUTS runs in its worker, which may be inside a long node: that wait
+  // happens on the server's waiting thread, never on the io or the API thread (S17).
+  bool worker_validates = false;
+  for (const auto& [id, node] : item.parsed.nodes) {
+    const node_class* cls = host_.catalogue().find(node.class_type);
+    worker_validates = worker_validates || (cls != nullptr && cls->validate_inputs.present);
+  }
+  if (!worker_validates) return queue_validated(std::move(item));
+  auto waiting = std::make_shared<queued_prompt>(std::move(item));
+  http_reply later;
+  later.later = [this, waiting] { return queue_validated(std::move(*waiting)); };
+  return later;
+}
+
+http_reply comfy_api::queue_validated(queued_prompt item) {
   const auto report =
-      validate_prompt(*parsed, host_.catalogue(), validator_->worker_validation());
+      validate_prompt(item.parsed, host_.catalogue(), validator_->worker_validation());
   if (!report.ok()) {
     // A class no running worker provides, while a worker is not running: the worker's failure.
     const auto infos = host_.on_io_thread([&] { return host_.workers().workers(); });
@@ -272,9 +283,7 @@ std::optional<http_reply> comfy_api::post_prompt(const http_request& req, bool m
   }
 
   for (const auto& line : ignored_outputs_log(report)) spdlog::error("{}", printable(line));
-  item.document = (*body)["prompt"];
   item.outputs = report.outputs;
-  item.parsed = std::move(*parsed);
   json answer = {{"prompt_id", item.prompt_id},
                  {"number", item.number},
                  {"node_errors", report.to_json()["node_errors"]}};

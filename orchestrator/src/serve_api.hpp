@@ -4,8 +4,9 @@
 // deployment's input, output and temp directories, serve_files.hpp), and the WebSocket's
 // messages (status on connect and on every queue change, the executor's events to the client
 // that queued the prompt). Requests are answered on the server's API thread, or on the io
-// thread when that needs no wait (at_once): POST /prompt is, unless a node of it has a
-// VALIDATE_INPUTS to run in its worker. The queue's prompts run one at a time, in order, as
+// thread when that needs no wait (at_once): POST /prompt is; a prompt with a node whose
+// VALIDATE_INPUTS runs in its worker is parsed there and validated on the server's waiting
+// thread (http_reply::later), so a busy worker holds up no other route. The queue's prompts run one at a time, in order, as
 // coroutines on the io thread (executor.hpp): from a POST to its node's call, and from the
 // node's answer to the client's execution_success, no other thread is woken.
 #pragma once
@@ -62,8 +63,10 @@ class comfy_api {
   // On the io thread: runs the next queued prompt unless one runs; its end starts the next.
   void start_next();
   boost::asio::awaitable<void> run_item(queued_prompt item);
-  // nullopt when `may_wait` is false and a node's VALIDATE_INPUTS must run in its worker.
-  std::optional<http_reply> post_prompt(const http_request& req, bool may_wait);
+  // The answer, or (a node's VALIDATE_INPUTS to run in its worker) a reply `later`.
+  http_reply post_prompt(const http_request& req);
+  // Validates a parsed prompt and queues it: the answer to its POST.
+  http_reply queue_validated(queued_prompt item);
   http_reply post_queue(const http_request& req);
   http_reply history(const std::string& path, const http_request& req);
   http_reply post_history(const http_request& req);
@@ -78,7 +81,7 @@ class comfy_api {
   prompt_queue queue_;
   std::unique_ptr<events> events_;
   std::unique_ptr<executor> executor_;
-  // VALIDATE_INPUTS runs on the API thread while a prompt runs on the prompt thread: on an
+  // VALIDATE_INPUTS runs on the waiting thread while a prompt runs on the io thread: on an
   // executor of its own, so the two never share the running prompt's leases (held_).
   recording_event_sink validation_events_;
   std::unique_ptr<executor> validator_;

@@ -161,6 +161,7 @@ void http_server::stop() {
   if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready)
     spdlog::error("serve: the io thread did not close the connections within 5 s");
   state_->api.join();
+  state_->waiting.join();
 }
 
 }  // namespace orch::orchestrator

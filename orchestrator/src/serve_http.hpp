@@ -1,7 +1,8 @@
 // serve_http: the HTTP and WebSocket server of `comfy-orch serve` (docs/serve.md), Boost.Beast on
 // the host's own io_context: every socket is read and written on the io thread, and requests are
-// answered on one API thread (a handler may wait for a worker, whose answer the io thread
-// delivers), but for those the at-once handler answers on the io thread without a wait. Untrusted
+// answered on one API thread, but for those the at-once handler answers on the io thread
+// without a wait; what must wait for a worker's answer is answered on a waiting thread
+// (http_reply::later), so that neither of the others waits on a busy worker. Untrusted
 // clients meet limits at every step: the header size and the body size are capped (431 and 413 past
 // them; the body's cap is chosen from the request's route once its header is read, so uploads can
 // be larger than prompts, and spooled to disk), a request's header must arrive within
@@ -51,6 +52,10 @@ struct http_reply {
   // When set, the body is this open file's content instead, streamed from the descriptor
   // (GET /view): what the handler checked is what is sent, and never held whole in memory.
   std::shared_ptr<ipc::unique_fd> file = nullptr;
+  // When set, the answer is what this returns, run on the server's waiting thread: for a
+  // request that must wait for a worker (a VALIDATE_INPUTS in a busy one), so that no other
+  // request waits behind it on the io or the API thread.
+  std::function<http_reply()> later = nullptr;
 };
 
 // `target` (a request line's path and query) as its percent-decoded path and query fields.

@@ -271,22 +271,48 @@ class http_session : public std::enable_shared_from_this<http_session> {
     dispatch(std::move(view), req.version(), req.keep_alive());
   }
 
-  // The request, answered on the io thread when the at-once handler can, else on the API thread.
+  // The request, answered on the io thread when the at-once handler can, else on the API thread;
+  // a reply `later` is run on the waiting thread.
   void dispatch(http_request view, unsigned version, bool keep_alive) {
     if (st_->at_once && !view.body_file && view.body.size() <= http_server::max_body_at_once) {
       if (auto now = answer(view, st_->at_once))
-        return write(std::move(*now), version, keep_alive, false);
+        return reply(method_and_path(view), std::move(*now), version, keep_alive);
     }
-    stream_.expires_never();  // the handler may wait for a worker
+    stream_.expires_never();  // the handler may take long (an upload stored)
     boost::asio::post(st_->api, [self = shared_from_this(), view = std::move(view), version,
                                  keep_alive]() mutable {
-      http_reply reply = *answer(view, [&](const http_request& r) {
-        return std::optional<http_reply>(self->st_->on_request(r));
+      http_reply r = *answer(view, [&](const http_request& q) {
+        return std::optional<http_reply>(self->st_->on_request(q));
       });
-      view = http_request{};  // an upload's body is not kept while the answer is written
-      boost::asio::post(self->st_->io, [self, reply = std::move(reply), version,
+      // An upload's body is not kept while the answer is written.
+      boost::asio::post(self->st_->io, [self, about = method_and_path(view), r = std::move(r),
+                                        version, keep_alive]() mutable {
+        self->reply(std::move(about), std::move(r), version, keep_alive);
+      });
+    });
+  }
+
+  // What a request is logged under when its handler fails.
+  static http_request method_and_path(const http_request& view) {
+    http_request about;
+    about.method = view.method;
+    about.path = view.path;
+    return about;
+  }
+
+  // On the io thread: writes `r`, or first runs its `later` on the waiting thread.
+  void reply(http_request about, http_reply r, unsigned version, bool keep_alive) {
+    if (!r.later) return write(std::move(r), version, keep_alive, false);
+    stream_.expires_never();  // it waits for a worker
+    boost::asio::post(st_->waiting, [self = shared_from_this(), about = std::move(about),
+                                     later = std::move(r.later), version, keep_alive]() mutable {
+      http_reply done = *answer(about, [&](const http_request&) {
+        return std::optional<http_reply>(later());
+      });
+      done.later = nullptr;  // one wait at most
+      boost::asio::post(self->st_->io, [self, done = std::move(done), version,
                                         keep_alive]() mutable {
-        self->write(std::move(reply), version, keep_alive, false);
+        self->write(std::move(done), version, keep_alive, false);
       });
     });
   }

@@ -39,6 +39,7 @@ struct http_server::state {
   ws_greeting greet;
   tcp::acceptor acceptor;
   boost::asio::thread_pool api{1};  // every handler, in order of arrival
+  boost::asio::thread_pool waiting{1};  // the replies `later`, in order
   // io thread only:
   bool stopping = false;
   std::uint64_t next_id = 0;

@@ -6,6 +6,7 @@
 
 #include <poll.h>
 
+#include <future>
 #include <set>
 
 #include "serve_fixture.hpp"
@@ -337,6 +338,28 @@ void expect_a_third_body_refused(const serve_process& s, const std::string& path
   }
   EXPECT_TRUE(refused) << path << ": no body was refused while 2 MiB of bodies were held";
   EXPECT_EQ(s.get("/prompt").status, 200u);
+}
+
+// S17: a prompt whose node validates in its worker (VALIDATE_INPUTS), while that worker is inside
+// a long node, had held the API thread until the node ended, and every other route waited behind
+// it. Its validation waits on the server's waiting thread now.
+TEST_F(serve_test, a_prompt_validating_in_a_busy_worker_holds_up_no_other_route) {
+  auto s = serve({"--stop-grace-ms", "300"});
+  queue(*s, {{"1", {{"class_type", "TestBusy"}, {"inputs", {{"ms", 120000}}}}}}, "c");
+  wait_inside_the_running_node(*s);
+  // TestChecked validates in the worker that runs TestBusy.
+  auto validating = std::async(std::launch::async, [&] { return s->post("/prompt", checked_prompt); });
+  std::this_thread::sleep_for(500ms);  // read, parsed and handed on
+  auto others = std::async(std::launch::async, [&] {
+    return std::vector<unsigned>{s->get("/history").status, s->get("/queue").status,
+                                 s->get("/object_info/TestChecked").status};
+  });
+  ASSERT_EQ(others.wait_for(30s), std::future_status::ready)
+      << "the other routes waited behind a prompt validating in a busy worker";
+  EXPECT_EQ(others.get(), (std::vector<unsigned>{200u, 200u, 200u}));
+  EXPECT_EQ(validating.wait_for(0s), std::future_status::timeout) << "the worker was not busy";
+  EXPECT_EQ(s->stop(), 0);  // the busy worker is killed after the grace, and the POST answered
+  EXPECT_EQ(validating.wait_for(30s), std::future_status::ready);
 }
 
 // S13: request bodies held in memory until complete (20 uploads of 60 MiB stalled near their
