@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "orch/ipc/backend_pin_registrar.hpp"
+#include "orch/plugins/backend_pin_registrar.hpp"
 #include "orch/ipc/cgroup_probe.hpp"
 #include "orch/ipc/errc.hpp"
 #include "orch/ipc/pinned_budget.hpp"
@@ -108,7 +108,7 @@ result<std::unique_ptr<host_memory>> host_memory::create(const manifests::deploy
   });
   if (auto st = open_backend(d, m->backend_, m->sim_fd_); !st) return st.err();
   if (m->backend_ && !d.memory.disable_pinned_memory) {
-    m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(
+    m->registrar_ = std::make_unique<plugins::backend_pin_registrar>(
         m->backend_->api(), m->backend_->device(), m->backend_->backend());
   } else {
     m->registrar_ = std::make_unique<ipc::noop_pin_registrar>();

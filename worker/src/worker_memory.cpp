@@ -11,7 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "orch/ipc/backend_pin_registrar.hpp"
+#include "orch/plugins/backend_pin_registrar.hpp"
 #include "orch/plugins/errc.hpp"
 #include "worker_errc.hpp"
 
@@ -43,7 +43,7 @@ result<std::unique_ptr<worker_memory>> worker_memory::setup(const ipc::handshake
     m->backend_ = std::move(*dev);
   }
   if (m->backend_ && s.memory.pinned_memory) {
-    m->registrar_ = std::make_unique<ipc::backend_pin_registrar>(
+    m->registrar_ = std::make_unique<plugins::backend_pin_registrar>(
         m->backend_->api(), m->backend_->device(), m->backend_->backend());
     m->pool_pinned_ = m->backend_->api().host_register != nullptr;
   } else {

@@ -7,12 +7,12 @@
 
 #include <vector>
 
-#include "orch/ipc/backend_pin_registrar.hpp"
+#include "orch/plugins/backend_pin_registrar.hpp"
 #include "orch/plugins/backend_device.hpp"
 
 namespace {
 
-using orch::ipc::backend_pin_registrar;
+using orch::plugins::backend_pin_registrar;
 using orch::plugins::backend_device;
 
 class pin_registrar_on_sim : public ::testing::Test {

@@ -4,7 +4,7 @@
 // it and unregisters it before unmapping (NCCL shmutils order): unmapping registered memory
 // first leaves the driver holding a dangling range.
 //
-// Processes register through the backend plugin (backend_pin_registrar.hpp). The no-op and
+// Processes register through the backend plugin (plugins/host's backend_pin_registrar.hpp). The no-op and
 // counting registrars below serve pinning turned off ([memory] disable_pinned_memory) and the
 // ipc unit tests that prove once-per-mapping and unregister-before-unmap.
 #pragma once

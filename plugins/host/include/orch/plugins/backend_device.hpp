@@ -1,7 +1,7 @@
 // backend_device: one device opened through a backend plugin, owned for as long as a process
 // needs it (docs/plugin-abi.md). The host opens one before it makes the pinned pool and each worker
 // opens one before it maps the pool, so both register the pool's segments with the same driver
-// that later copies from them (ipc/backend_pin_registrar.hpp).
+// that later copies from them (backend_pin_registrar.hpp).
 //
 // The plugin file is found by its conventional name, orch-backend-<backend>.so, in the search
 // paths, the same rule as every other plugin (docs/plugin-abi.md).

@@ -3,8 +3,8 @@
 // on sim, accepted on cpu). This is what makes a shared pool segment page-locked for DMA in every
 // process that maps it (docs/shared-memory.md; docs/references.md, anchors §8.2.6).
 //
-// It takes the plugin's C table and device only (ipc depends on the plugins' C headers, never on
-// their host library). The device must outlive every range registered through it:
+// It lives with the plugins' host library, over ipc's pin_registrar interface: plugins use ipc,
+// ipc knows nothing of plugins. The device must outlive every range registered through it:
 // owners declare it before the segment table or pool that uses this registrar, so the segments
 // unregister first.
 #pragma once
@@ -14,9 +14,9 @@
 #include "orch/ipc/pin_registrar.hpp"
 #include "orch/plugin/backend.h"
 
-namespace orch::ipc {
+namespace orch::plugins {
 
-class backend_pin_registrar final : public pin_registrar {
+class backend_pin_registrar final : public ipc::pin_registrar {
  public:
   // `backend` names it in messages ("cuda"). A table whose host_register is NULL cannot
   // page-lock: ranges are then accepted without a call, as on cpu.
@@ -32,4 +32,4 @@ class backend_pin_registrar final : public pin_registrar {
   std::string name_;
 };
 
-}  // namespace orch::ipc
+}  // namespace orch::plugins

@@ -1,9 +1,10 @@
-#include "orch/ipc/backend_pin_registrar.hpp"
+#include "orch/plugins/backend_pin_registrar.hpp"
+
 #include "orch/ipc/errc.hpp"
 
 #include <spdlog/spdlog.h>
 
-namespace orch::ipc {
+namespace orch::plugins {
 
 backend_pin_registrar::backend_pin_registrar(const orch_backend_api& api, orch_device* device,
                                              std::string backend)
@@ -19,7 +20,7 @@ status backend_pin_registrar::register_range(void* addr, std::uint64_t size) {
   if (api_.host_register == nullptr) return ok_status();
   const orch_status st = api_.host_register(device_, addr, size);
   if (st == ORCH_OK) return ok_status();
-  return error{shm_errc::pin_failed, "registering " + std::to_string(size) +
+  return error{ipc::shm_errc::pin_failed, "registering " + std::to_string(size) +
                                          " host bytes with the " + name_ + " backend answered " +
                                          orch_status_name(st) +
                                          "; disable it with [memory] disable_pinned_memory = true"};
@@ -34,4 +35,4 @@ void backend_pin_registrar::unregister_range(void* addr, std::uint64_t size) noe
   }
 }
 
-}  // namespace orch::ipc
+}  // namespace orch::plugins
