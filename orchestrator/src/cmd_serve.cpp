@@ -24,6 +24,7 @@
 #include "serve_api.hpp"
 #include "serve_files.hpp"
 #include "serve_http.hpp"
+#include "serve_live_routes.hpp"
 
 namespace orch::cli {
 namespace {
@@ -154,7 +155,7 @@ int serve(const serve_options& o) {
   orchestrator::http_server server(
       h.io(), limits, [&](const orchestrator::http_request& r) { return api_ptr->handle(r); },
       [&](const orchestrator::http_request& r) -> std::optional<orchestrator::http_reply> {
-        if (auto reply = views.http(r)) return reply;  // read-only, from the control segment
+        if (auto reply = orchestrator::live_route(views, r)) return reply;  // read-only
         return api_ptr->at_once(r);
       },
       [&](const std::string& sid) { return api_ptr->greeting(sid); });

@@ -16,10 +16,6 @@ json error_of(const std::string& code, const std::string& message) {
   return {{"error", {{"code", code}, {"message", message}}}};
 }
 
-http_reply json_http(const json& body, unsigned status = 200) {
-  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
-}
-
 }  // namespace
 
 result<std::chrono::milliseconds> parse_since(const std::string& text) {
@@ -80,23 +76,6 @@ json live_views::answer(const json& request) {
   return error_of(runtime_errc::invalid_request,
                   "unknown request: ask {\"get\": one of hello, status, diverge, timeline, "
                   "metrics}");
-}
-
-std::optional<http_reply> live_views::http(const http_request& req) {
-  // Under /api too, as ComfyUI serves every route.
-  const std::string p = req.path.rfind("/api/", 0) == 0 ? req.path.substr(4) : req.path;
-  if (p != "/orch/status" && p != "/orch/diverge" && p != "/orch/timeline" && p != "/metrics")
-    return std::nullopt;
-  if (req.method != "GET")
-    return json_http({{"error", req.method + " is not allowed on " + p}}, 405);
-  if (p == "/orch/status") return json_http(status());
-  if (p == "/orch/diverge") return json_http(diverge());
-  if (p == "/metrics")
-    return http_reply{200, "text/plain; version=0.0.4; charset=utf-8", metrics()};
-  json request = {{"get", "timeline"}};
-  if (const auto s = req.query.find("since"); s != req.query.end()) request["since"] = s->second;
-  json answer = this->answer(request);
-  return json_http(answer, answer.contains("error") ? 400 : 200);
 }
 
 }  // namespace orch::orchestrator

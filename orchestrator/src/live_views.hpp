@@ -1,12 +1,12 @@
 // live_views: what a running `serve` shows of its processes (docs/cli.md), the same documents
-// over the control socket (control_socket.hpp) and read-only over HTTP for dashboards:
+// over the control socket (control_socket.hpp) and, through serve (serve_live_routes.hpp),
+// read-only over HTTP for dashboards:
 // status (process_status.hpp), diverge (divergence_check.hpp), timeline (memory_sampler.hpp)
 // and Prometheus' /metrics (metrics_text.hpp). Everything is read on the io thread from the
 // control segment and the host's own tables; no worker is asked.
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +14,6 @@
 #include "memory_sampler.hpp"
 #include "orch/orchestrator/host_runtime.hpp"
 #include "orch/support/result.hpp"
-#include "serve_http.hpp"
 
 namespace orch::orchestrator {
 
@@ -33,9 +32,6 @@ class live_views {
   // One control-socket request: {"get": "hello"|"status"|"diverge"|"timeline"|"metrics"},
   // with "since" (parse_since's text) for a timeline.
   nlohmann::json answer(const nlohmann::json& request);
-  // GET /orch/status, /orch/diverge, /orch/timeline[?since=], /metrics (other methods: 405);
-  // nullopt for every other path.
-  std::optional<http_reply> http(const http_request& req);
 
  private:
   host_runtime& host_;
