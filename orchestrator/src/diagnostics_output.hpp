@@ -1,17 +1,16 @@
-// Printing manifest diagnostics for people (one greppable line each) and for tools (JSON).
+// Printing manifest diagnostics for people (one greppable line each); for tools, the CLI prints
+// manifests::diagnostics_to_json.
 #pragma once
 
 #include <ostream>
 
-#include <nlohmann/json.hpp>
-
 #include "orch/manifests/diagnostic.hpp"
+#include "orch/manifests/diagnostics_json.hpp"
 
 namespace orch::cli {
 
-void print_diagnostics(std::ostream& out, const manifests::diagnostics& diags);
+using manifests::diagnostics_to_json;
 
-// [{"severity", "file", "line", "column", "key", "message", "fix"}, ...]
-nlohmann::json diagnostics_to_json(const manifests::diagnostics& diags);
+void print_diagnostics(std::ostream& out, const manifests::diagnostics& diags);
 
 }  // namespace orch::cli

@@ -2,6 +2,7 @@
 // and out, and no exception across the boundary (each entry point catches everything).
 #include "orch/host/host.h"
 #include "orch/ipc/errc.hpp"
+#include "orch/manifests/diagnostics_json.hpp"
 #include "orch/orchestrator/errc.hpp"
 
 #include <dlfcn.h>
@@ -17,7 +18,6 @@
 #include <spdlog/spdlog.h>
 
 #include "comfyui_deployment.hpp"
-#include "diagnostics_output.hpp"
 #include "library_host.hpp"
 #include "orch/support/logging.hpp"
 
@@ -207,7 +207,7 @@ int32_t orch_host_start(const orch_host_options* options, orch_host** host, char
     if (!started) {
       log_events()->set(nullptr);
       json e = error_json(started.err().code, started.err().message);
-      e["diagnostics"] = orch::cli::diagnostics_to_json(diags);
+      e["diagnostics"] = orch::manifests::diagnostics_to_json(diags);
       set_error(error, e);
       // A bad deployment or description is the caller's to fix.
       const std::string& code = started.err().code;
