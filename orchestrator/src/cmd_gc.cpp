@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "control_client.hpp"
 #include "control_directory.hpp"
 #include "diagnostics_output.hpp"
 #include "env_context.hpp"
@@ -96,6 +97,22 @@ std::vector<fs::path> deployments_of(const gc_options& o) {
   return out;
 }
 
+// Every running `serve` of this user, asked for its status over its control socket.
+std::vector<orchestrator::server_status> ask_servers() {
+  std::vector<orchestrator::server_status> out;
+  auto servers = orchestrator::list_registrations();
+  if (!servers) {
+    out.push_back({"the servers' registrations", servers.err()});
+    return out;
+  }
+  for (const auto& s : *servers) {
+    auto client = orchestrator::control_client::connect(s.socket);
+    out.push_back({"serve pid " + std::to_string(s.pid) + " (" + s.deployment + ")",
+                   client ? client->ask({{"get", "status"}}) : result<nlohmann::json>(client.err())});
+  }
+  return out;
+}
+
 int run_gc(const gc_options& o) {
   std::vector<orchestrator::env_context> contexts;
   for (const auto& file : deployments_of(o)) {
@@ -167,7 +184,7 @@ int run_gc(const gc_options& o) {
     }
   }
 
-  const auto usage = orchestrator::read_env_usage();
+  const auto usage = orchestrator::read_env_usage(ask_servers());
   std::uint64_t total = 0;
   for (auto& e : entries) {
     e.bytes = disk_size(e.path);

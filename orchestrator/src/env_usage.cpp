@@ -9,8 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control_client.hpp"
-#include "control_directory.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -44,16 +42,8 @@ void add_processes(env_usage& usage) {
   }
 }
 
-void add_servers(env_usage& usage) {
-  auto servers = list_registrations();
-  if (!servers) {
-    usage.unknown.push_back("the servers' registrations: " + servers.err().message);
-    return;
-  }
-  for (const auto& s : *servers) {
-    const std::string who = "serve pid " + std::to_string(s.pid) + " (" + s.deployment + ")";
-    auto client = control_client::connect(s.socket);
-    auto status = client ? client->ask({{"get", "status"}}) : result<nlohmann::json>(client.err());
+void add_servers(env_usage& usage, const std::vector<server_status>& servers) {
+  for (const auto& [who, status] : servers) {
     if (!status || !status->is_object() || !status->contains("processes") ||
         !(*status)["processes"].is_array()) {
       usage.unknown.push_back(who + ": " +
@@ -86,9 +76,9 @@ std::vector<const env_user*> env_usage::inside(const fs::path& dir) const {
   return out;
 }
 
-env_usage read_env_usage() {
+env_usage read_env_usage(const std::vector<server_status>& servers) {
   env_usage usage;
-  add_servers(usage);
+  add_servers(usage, servers);
   add_processes(usage);
   return usage;
 }

@@ -1,14 +1,19 @@
 // env_usage: which env directories running workers use, for `comfy-orch gc` (docs/envs.md).
-// Two sources, both read: every running `serve` of this user is asked over its control socket
-// (each worker's env_path in its status), and every process of this machine whose executable
-// path (argv[0]) lies inside an env directory is counted too, which covers `run`, a ComfyUI
-// host and anything else that started an env's interpreter.
+// Two sources, both read: what every running `serve` of this user answered over its control
+// socket (each worker's env_path in its status; the CLI asks them), and every process of this
+// machine whose executable path (argv[0]) lies inside an env directory, which covers `run`, a
+// ComfyUI host and anything else that started an env's interpreter.
 #pragma once
 
 #include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "orch/support/result.hpp"
 
 namespace orch::orchestrator {
 
@@ -24,7 +29,13 @@ struct env_usage {
   std::vector<const env_user*> inside(const std::filesystem::path& dir) const;
 };
 
-env_usage read_env_usage();
+// What one running `serve` answered to {"get": "status"}, or why there is no answer.
+struct server_status {
+  std::string who;  // "serve pid 123 (deployment)"
+  result<nlohmann::json> status;
+};
+
+env_usage read_env_usage(const std::vector<server_status>& servers);
 
 // `p` made absolute and canonical as far as it exists (symlinks resolved); lexically normal
 // when it cannot be.
