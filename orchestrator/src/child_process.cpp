@@ -102,6 +102,11 @@ result<pid_t> spawn_process(const spawn_request& request) {
     for (std::size_t i = 0; i < request.fds.size(); ++i)
       if (::dup2(moved[i], request.fds[i].target) < 0) report_and_exit(status, stage_fds, 125);
     // Everything else is closed; the status pipe (above them all) closes itself at exec.
+    for (int fd = 3; fd < first_closed; ++fd) {  // a number between the targets
+      bool target = false;
+      for (const auto& f : request.fds) target = target || f.target == fd;
+      if (!target) ::close(fd);
+    }
     ::syscall(SYS_close_range, first_closed, status - 1, 0);
     ::syscall(SYS_close_range, status + 1, ~0u, 0);
     if (!request.working_directory.empty() && ::chdir(request.working_directory.c_str()) != 0) {
