@@ -7,9 +7,9 @@
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 #include <spdlog/spdlog.h>
 
 #include "json_fields.hpp"
@@ -171,20 +171,37 @@ boost::asio::awaitable<checked_call_result> async_call_with_retry(
   co_return again;
 }
 
+namespace {
+
 // The blocking calls are the coroutines, run on the io thread while the caller waits for their
 // result: one call path. The caller wakes once, for the answer.
+template <typename Call>
+checked_call_result run_and_wait(host_runtime& host, Call call) {
+  std::promise<checked_call_result> done;
+  auto answer = done.get_future();
+  boost::asio::co_spawn(
+      host.io(),
+      [&]() -> boost::asio::awaitable<void> {
+        try {
+          done.set_value(co_await call());
+        } catch (...) {
+          done.set_exception(std::current_exception());
+        }
+      },
+      boost::asio::detached);
+  return answer.get();
+}
+
+}  // namespace
+
 checked_call_result checked_call(host_runtime& host, const std::string& env, const json& body,
                                  const std::vector<ipc::buffer_descriptor>& held) {
-  return boost::asio::co_spawn(host.io(), async_checked_call(host, env, body, held),
-                               boost::asio::use_future)
-      .get();
+  return run_and_wait(host, [&] { return async_checked_call(host, env, body, held); });
 }
 
 checked_call_result call_with_retry(host_runtime& host, const std::string& env, const json& body,
                                     const std::vector<ipc::buffer_descriptor>& held) {
-  return boost::asio::co_spawn(host.io(), async_call_with_retry(host, env, body, held),
-                               boost::asio::use_future)
-      .get();
+  return run_and_wait(host, [&] { return async_call_with_retry(host, env, body, held); });
 }
 
 }  // namespace orch::orchestrator

@@ -260,8 +260,8 @@ http_reply comfy_api::post_prompt(const http_request& req) {
   // A node's VALIDATE_INPUTS runs in its worker, which may be inside a long node: that wait
   // happens on the server's waiting thread, never on the io or the API thread (S17).
   bool worker_validates = false;
-  for (const auto& [id, node] : item.parsed.nodes) {
-    const node_class* cls = host_.catalogue().find(node.class_type);
+  for (const auto& entry : item.parsed.nodes) {
+    const node_class* cls = host_.catalogue().find(entry.second.class_type);
     worker_validates = worker_validates || (cls != nullptr && cls->validate_inputs.present);
   }
   if (!worker_validates) return queue_validated(std::move(item));
