@@ -499,8 +499,12 @@ TEST_F(live_tools, top_renders_sorts_marks_a_diverging_row_red_and_quits_under_t
   screen = wait_for("filter: workers");
   EXPECT_EQ(screen.find("\nhost "), std::string::npos) << "the host is filtered out:\n" << screen;
   run_command("tmux send-keys -t " + session + " q");
-  for (int i = 0; i < 600 && !fs::exists(exit_file); ++i) std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(orch::testing::slurp(exit_file), "0\n") << "top did not quit cleanly";
+  // The shell creates the file, then writes the status into it: wait for the whole line (it had
+  // been read between the two on a loaded machine, and found empty).
+  std::string status;
+  for (int i = 0; i < 600; ++i, std::this_thread::sleep_for(100ms))
+    if (!(status = orch::testing::slurp(exit_file)).empty() && status.back() == '\n') break;
+  EXPECT_EQ(status, "0\n") << "top did not quit cleanly";
   const std::string after = pane(false);
   EXPECT_EQ(after.find("PROCESS"), std::string::npos) << "the screen was not restored:\n" << after;
   run_command("tmux kill-session -t " + session);
