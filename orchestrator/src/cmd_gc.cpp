@@ -107,8 +107,9 @@ std::vector<orchestrator::server_status> ask_servers() {
   }
   for (const auto& s : *servers) {
     auto client = orchestrator::control_client::connect(s.socket);
+    auto status = client ? client->ask({{"get", "status"}}) : result<json>(client.err());
     out.push_back({"serve pid " + std::to_string(s.pid) + " (" + s.deployment + ")",
-                   client ? client->ask({{"get", "status"}}) : result<nlohmann::json>(client.err())});
+                   std::move(status)});
   }
   return out;
 }

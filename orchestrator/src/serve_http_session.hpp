@@ -146,8 +146,9 @@ class http_session : public std::enable_shared_from_this<http_session> {
     const std::size_t body = length ? static_cast<std::size_t>(*length)
                              : header_->chunked() ? limit_  // its size is known only at its end
                                                   : 0;
-    if (!reserve_body(body, spool))
+    if (!st_->bodies.reserve({body, spool}))
       return refuse(503, "too many request bytes are being received at once; retry shortly");
+    reserved_ = {body, spool};
     const bool go_on_asked = has_body && beast::iequals(req[http::field::expect], "100-continue");
     const unsigned version = req.version();
     if (spool) {
@@ -226,24 +227,9 @@ class http_session : public std::enable_shared_from_this<http_session> {
     return std::min(stall, body_started_ + l.header_timeout + earned);
   }
 
-  std::atomic<std::size_t>& budget_of(bool spooled) const {
-    return spooled ? st_->spooled_bytes : st_->body_bytes;
-  }
-  bool reserve_body(std::size_t bytes, bool spooled) {
-    const std::size_t cap =
-        spooled ? st_->limits.max_spooled_in_flight : st_->limits.max_bodies_in_flight;
-    auto& budget = budget_of(spooled);
-    std::size_t now = budget.load();
-    do {
-      if (now + bytes > cap) return false;
-    } while (!budget.compare_exchange_weak(now, now + bytes));
-    reserved_ = bytes;
-    reserved_spooled_ = spooled;
-    return true;
-  }
   void release_body() {
-    budget_of(reserved_spooled_) -= reserved_;
-    reserved_ = 0;
+    st_->bodies.release(reserved_);
+    reserved_ = {};
   }
 
   std::string too_large() const {
@@ -455,8 +441,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   bool refuse_ = false;
   bool upgraded_ = false;
   std::optional<std::chrono::steady_clock::time_point> waiting_since_;
-  std::size_t reserved_ = 0;  // of a body budget, for the request being read or answered
-  bool reserved_spooled_ = false;  // of state::spooled_bytes (else of state::body_bytes)
+  body_budgets::reservation reserved_;  // for the request being read or answered
 };
 
 }  // namespace orch::orchestrator
