@@ -12,7 +12,7 @@
 #   share/comfy-orch/examples/  the example deployments, packs and prompts
 #   share/doc/comfy-orch/       README.md and docs/
 # Nothing installed names the build tree or the prefix: the host finds its files from where it
-# runs (orchestrator/src/install_layout.cpp), and the CMake package from where it was found.
+# runs (orchestrator/process/src/install_layout.cpp), and the CMake package from where it was found.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS comfy-orch comfy-orch-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,5 +1,5 @@
 # Where everything lands, in the build tree and under an installed prefix (GNUInstallDirs), and
-# how the host finds its files from its own location (orchestrator/src/install_layout.cpp,
+# how the host finds its files from its own location (orchestrator/process/src/install_layout.cpp,
 # docs/deployment.md "Install and relocation"). Only relative paths reach the host's code, so an
 # installed prefix can be moved and a build directory can be anywhere.
 include(GNUInstallDirs)

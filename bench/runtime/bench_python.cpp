@@ -26,8 +26,8 @@
 #include <string>
 
 #include "bench_support.hpp"
-#include "orch/orchestrator/executor.hpp"
-#include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/executor/executor.hpp"
+#include "orch/executor/prompt_validation.hpp"
 #include "orch/support/logging.hpp"
 
 extern char** environ;

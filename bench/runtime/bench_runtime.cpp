@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "orch/executor/executor.hpp"
+#include "orch/executor/prompt_validation.hpp"
 #include "orch/manifests/inventory.hpp"
-#include "orch/orchestrator/executor.hpp"
-#include "orch/orchestrator/host_runtime.hpp"
-#include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/runtime/host_runtime.hpp"
 #include "orch/support/logging.hpp"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "orch/manifests/inventory.hpp"
-#include "orch/orchestrator/host_runtime.hpp"
+#include "orch/runtime/host_runtime.hpp"
 
 namespace orch::bench {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "orch/orchestrator/prompt.hpp"
-#include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/executor/prompt.hpp"
+#include "orch/executor/prompt_validation.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "orch/orchestrator/host_memory.hpp"
+#include "orch/runtime/host_memory.hpp"
 #include "orch/support/logging.hpp"
 
 int main(int argc, char** argv) {

@@ -15,7 +15,7 @@
 #include "orch/ipc/cgroup_probe.hpp"
 #include "orch/ipc/machine_ledger.hpp"
 #include "orch/ipc/pinned_budget.hpp"
-#include "orch/orchestrator/memory_table.hpp"
+#include "orch/runtime/memory_table.hpp"
 #include "runtime_fixture.hpp"
 
 extern char** environ;

@@ -1,4 +1,4 @@
-// liborch_host.so as its callers see it (orchestrator/include/orch/host/host.h): loaded with
+// liborch_host.so as its callers see it (orchestrator/host_api/include/orch/host/host.h): loaded with
 // dlopen, symbols by version, a real deployment with real workers, blocks held and released by
 // the caller, and everything a caller can get wrong refused without a crash.
 #include <dlfcn.h>
@@ -48,7 +48,7 @@ const host_api& api() {
     host_api r;
     r.handle = ::dlopen(ORCH_TEST_HOST_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     if (r.handle == nullptr) return r;
-// Each entry point under the version node that introduced it (orchestrator/liborch_host.map).
+// Each entry point under the version node that introduced it (orchestrator/host_api/liborch_host.map).
 #define ORCH_HOST_LOOKUP(name)                                                                \
   r.name = reinterpret_cast<decltype(&::orch_host_##name)>(                                   \
       ::dlvsym(r.handle, "orch_host_" #name, "ORCH_HOST_1"));                                 \
@@ -182,13 +182,14 @@ TEST_F(host_library, every_entry_point_is_exported_under_its_version_and_the_run
                    reinterpret_cast<void*>(a.evict), reinterpret_cast<void*>(a.pinned_reserve),
                    reinterpret_cast<void*>(a.pinned_release)})
     EXPECT_NE(fn, nullptr);
-  // orch::orchestrator::parse_prompt(const std::string&), as the compiler names it: the runtime
-  // is there for comfy-orch alone, under ORCH_HOST_PRIVATE, never under a public version.
+  // orch::orchestrator::parse_prompt(const std::string&), as the compiler names it: the runtime's
+  // C++ API is inside, and exported under no version (comfy-orch links its own).
   const char* internal =
       "_ZN4orch12orchestrator12parse_promptERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE";
   EXPECT_EQ(::dlvsym(a.handle, internal, "ORCH_HOST_1"), nullptr);
   EXPECT_EQ(::dlvsym(a.handle, internal, "ORCH_HOST_2"), nullptr);
-  EXPECT_NE(::dlvsym(a.handle, internal, "ORCH_HOST_PRIVATE"), nullptr);
+  EXPECT_EQ(::dlvsym(a.handle, internal, "ORCH_HOST_PRIVATE"), nullptr);
+  EXPECT_EQ(::dlsym(a.handle, internal), nullptr);
   // Nothing of the libraries inside (spdlog, fmt, Boost, nlohmann-json, toml++) is exported, so
   // the caller's own copies never bind to ours: every exported name is the C API or orch's.
   std::FILE* nm = ::popen("nm -DC --defined-only '" ORCH_TEST_HOST_LIBRARY "'", "r");

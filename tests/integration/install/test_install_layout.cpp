@@ -1,7 +1,7 @@
 // install_layout: the host finds its worker, plugins and node libraries from where its own
 // executable is, in an installed prefix or in a build tree anywhere (docs/deployment.md,
 // "Install and relocation"). Fake trees in a temporary directory; nothing is run.
-#include "orch/orchestrator/install_layout.hpp"
+#include "orch/process/install_layout.hpp"
 
 #include <gtest/gtest.h>
 

@@ -18,11 +18,11 @@
 #include <gtest/gtest.h>
 
 #include "leak_check.hpp"
+#include "orch/executor/executor.hpp"
+#include "orch/executor/prompt_validation.hpp"
 #include "orch/manifests/deployment.hpp"
 #include "orch/manifests/inventory.hpp"
-#include "orch/orchestrator/executor.hpp"
-#include "orch/orchestrator/host_runtime.hpp"
-#include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/runtime/host_runtime.hpp"
 
 namespace orch::runtime_testing {
 

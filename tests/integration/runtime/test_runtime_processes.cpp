@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "process_status.hpp"
+#include "orch/live/process_status.hpp"
 #include "runtime_fixture.hpp"
 
 namespace orch::runtime_testing {

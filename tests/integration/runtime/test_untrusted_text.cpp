@@ -10,7 +10,7 @@
 #include "../cli/command_runner.hpp"
 #include "runtime_fixture.hpp"
 
-#include "orch/orchestrator/events.hpp"
+#include "orch/executor/events.hpp"
 #include "orch/support/untrusted_text.hpp"
 
 namespace orch::runtime_testing {

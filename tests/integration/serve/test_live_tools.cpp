@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -51,10 +52,13 @@ class live_tools : public orch::runtime_testing::runtime_test {
   std::unique_ptr<serve_process> serve(const orch::runtime_testing::deployment_options& o = {},
                                        std::vector<std::string> extra = {"--sample-ms", "100"}) {
     deployment_ = write_deployment(o);
+    const bool registers = std::find(extra.begin(), extra.end(), "--no-control-socket") ==
+                           extra.end();
     auto s = std::make_unique<serve_process>(orch_binary, deployment_.string(), std::move(extra));
     EXPECT_NE(s->port(), 0) << "serve did not print its 'listening on' line";
-    // The registration is written once serve listens; `ls` finds it from then on.
-    for (int i = 0; i < 3000 && !fs::exists(control_dir() / (std::to_string(s->pid()) + ".json"));
+    // The registration is written once serve listens; `ls` finds it from then on. Without a
+    // control socket there is none to wait for.
+    for (int i = 0; registers && i < 3000 && !fs::exists(control_dir() / (std::to_string(s->pid()) + ".json"));
          ++i)
       std::this_thread::sleep_for(10ms);
     return s;

@@ -1,4 +1,4 @@
-// adopted_children (orchestrator/src/adopted_children.hpp): a child subreaper reaps the orphans it
+// adopted_children (orchestrator/process/include/orch/process/adopted_children.hpp): a child subreaper reaps the orphans it
 // adopts as they end, kills and reaps those left when asked, and never touches a child it
 // started on purpose. Each case runs in a forked process, since becoming a subreaper lasts for
 // the life of the process that does.
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <thread>
 
-#include "adopted_children.hpp"
+#include "orch/process/adopted_children.hpp"
 
 namespace {
 

@@ -1,14 +1,14 @@
 // confined_path: a client's file name and subfolder reach files inside the root and nothing
 // else: `..`, absolute paths and NUL bytes are refused as text, and symlinks under the root (of
 // the file or of any subfolder, leading out or not) are refused as they are opened.
-#include "confined_path.hpp"
+#include "orch/serve/confined_path.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/errc.hpp"
+#include "orch/serve/errc.hpp"
 #include "temp_tree.hpp"
 
 namespace {
@@ -20,7 +20,7 @@ using orch::orchestrator::plain_file_name;
 using orch::orchestrator::relative_components;
 using orch::testing::read_fd;
 using orch::testing::temp_tree;
-namespace errc = orch::orchestrator::runtime_errc;
+namespace errc = orch::orchestrator::serve_errc;
 using components = std::vector<std::string>;
 
 TEST(confined_path, relative_text_splits_into_components_and_refuses_dotdot_absolute_and_nul) {

@@ -1,5 +1,5 @@
 // The layer under serve's WebSocket sessions that sends a corked burst in one write
-// (orchestrator/src/corked_stream.hpp), on real loopback TCP with Beast's WebSocket on both
+// (orchestrator/serve/include/orch/serve/corked_stream.hpp), on real loopback TCP with Beast's WebSocket on both
 // ends: a burst leaves in one write, and so do the writes queued before it is uncorked; a
 // client's pings during a long burst get their pongs without tearing a frame; a client that does
 // not read holds the writes back, then gets every byte; a reset peer fails the writes; a close
@@ -18,7 +18,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include "corked_stream.hpp"
+#include "orch/serve/corked_stream.hpp"
 
 namespace {
 

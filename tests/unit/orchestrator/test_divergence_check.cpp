@@ -2,8 +2,8 @@
 // a live server's process_status would give it.
 #include <gtest/gtest.h>
 
-#include "divergence_check.hpp"
-#include "live_text.hpp"
+#include "orch/live/divergence_check.hpp"
+#include "orch/live/live_text.hpp"
 
 namespace {
 

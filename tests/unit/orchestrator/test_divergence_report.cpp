@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/divergence_report.hpp"
-#include "process_status.hpp"
+#include "orch/live/process_status.hpp"
+#include "orch/runtime/divergence_report.hpp"
 
 namespace orch::orchestrator {
 namespace {

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <thread>
 
-#include "env_backend.hpp"
-#include "orch/orchestrator/errc.hpp"
-#include "python_worker_command.hpp"
+#include "orch/envs/env_backend.hpp"
+#include "orch/envs/errc.hpp"
+#include "orch/process/tool_process.hpp"
+#include "orch/runtime/python_worker_command.hpp"
 #include "temp_tree.hpp"
-#include "tool_process.hpp"
 
 namespace orch::orchestrator {
 namespace {
@@ -102,7 +102,7 @@ TEST(tool_process, a_missing_executable_is_named) {
   c.argv = {"orch-no-such-tool-anywhere"};
   auto r = run_tool(c);
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.err().code, runtime_errc::not_found);
+  EXPECT_EQ(r.err().code, envs_errc::not_found);
   EXPECT_NE(r.err().message.find("orch-no-such-tool-anywhere"), std::string::npos);
 }
 
@@ -117,10 +117,10 @@ TEST(env_backend, the_backend_asked_for_must_be_installed) {
   auto unknown = choose_backend("conda", "/usr/bin/python3");
   ::setenv("PATH", saved.c_str(), 1);
   ASSERT_FALSE(pixi);
-  EXPECT_EQ(pixi.err().code, runtime_errc::not_found);
+  EXPECT_EQ(pixi.err().code, envs_errc::not_found);
   EXPECT_NE(pixi.err().message.find("pixi is not on PATH"), std::string::npos);
   ASSERT_FALSE(uv);
-  EXPECT_EQ(unknown.err().code, runtime_errc::invalid_request);
+  EXPECT_EQ(unknown.err().code, envs_errc::invalid_request);
   if (std::filesystem::exists("/usr/bin/python3")) {
     ASSERT_TRUE(fallback) << fallback.err().message;
     EXPECT_EQ(*fallback, env_backend_kind::venv);

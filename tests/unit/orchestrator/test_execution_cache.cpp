@@ -3,7 +3,7 @@
 // policies, and drop() taking the entries below a dropped one with it.
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/execution_cache.hpp"
+#include "orch/executor/execution_cache.hpp"
 
 namespace orch::orchestrator {
 namespace {

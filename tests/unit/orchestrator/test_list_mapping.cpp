@@ -1,7 +1,7 @@
 // ComfyUI's list mapping (list_mapping.hpp), one rule per test.
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/list_mapping.hpp"
+#include "orch/executor/list_mapping.hpp"
 
 namespace orch::orchestrator {
 namespace {

@@ -14,13 +14,13 @@
 #include <boost/asio/io_context.hpp>
 #include <thread>
 
-#include "control_client.hpp"
-#include "control_directory.hpp"
-#include "control_socket.hpp"
-#include "live_text.hpp"
-#include "live_views.hpp"
-#include "metrics_text.hpp"
-#include "report_html.hpp"
+#include "orch/control/control_client.hpp"
+#include "orch/control/control_directory.hpp"
+#include "orch/control/control_socket.hpp"
+#include "orch/live/live_text.hpp"
+#include "orch/live/live_views.hpp"
+#include "orch/live/metrics_text.hpp"
+#include "orch/live/report_html.hpp"
 
 namespace {
 

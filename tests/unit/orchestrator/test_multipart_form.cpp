@@ -1,12 +1,12 @@
 // multipart_form (POST /upload/image's body): what clients send is read, and hostile or broken
 // bodies (no boundary, truncated parts, missing CRLFs, huge headers, parts without a name,
 // duplicate fields, a boundary inside the data) are refused whole or read as RFC 2046 says.
-#include "multipart_form.hpp"
+#include "orch/serve/multipart_form.hpp"
 
 #include <gtest/gtest.h>
 
 
-#include "orch/orchestrator/errc.hpp"
+#include "orch/serve/errc.hpp"
 
 namespace {
 
@@ -15,7 +15,7 @@ using orch::orchestrator::first_part;
 using orch::orchestrator::form_boundary;
 using orch::orchestrator::form_limits;
 using orch::orchestrator::parse_form;
-namespace errc = orch::orchestrator::runtime_errc;
+namespace errc = orch::orchestrator::serve_errc;
 
 const std::string type = "multipart/form-data; boundary=XyZ";
 

@@ -2,8 +2,8 @@
 // plugins this build produced.
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/plugin_selection.hpp"
 #include "orch/plugin/plugin.h"
+#include "orch/runtime/plugin_selection.hpp"
 
 namespace orch::orchestrator {
 namespace {

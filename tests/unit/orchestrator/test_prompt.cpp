@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/prompt.hpp"
-#include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/executor/prompt.hpp"
+#include "orch/executor/prompt_validation.hpp"
 
 namespace orch::orchestrator {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/prompt_validation.hpp"
+#include "orch/executor/prompt_validation.hpp"
 
 namespace orch::orchestrator {
 namespace {

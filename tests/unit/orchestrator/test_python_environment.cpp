@@ -1,8 +1,8 @@
-// python_environment (orchestrator/src/python_environment.hpp): one rule for every Python process
+// python_environment (orchestrator/process/include/orch/process/python_environment.hpp): one rule for every Python process
 // the host starts. Four copies had disagreed on PYTHONUSERBASE and PYTHONNOUSERSITE.
 #include <gtest/gtest.h>
 
-#include "python_environment.hpp"
+#include "orch/process/python_environment.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // serve_files: GET /view and POST /upload/image as requests reach them from the server (the
 // target percent-decoded by split_target), answered in ComfyUI's shapes and statuses, and never
 // reaching outside the input, output and temp directories.
-#include "serve_files.hpp"
+#include "orch/serve/serve_files.hpp"
 
 #include <gtest/gtest.h>
 

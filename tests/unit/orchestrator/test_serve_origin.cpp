@@ -1,5 +1,5 @@
 // serve_origin: ComfyUI's rule for cross-site requests to a loopback server, case by case.
-#include "serve_origin.hpp"
+#include "orch/serve/serve_origin.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-// serve's prompt queue (orchestrator/src/serve_queue.hpp) against ComfyUI's PromptQueue
+// serve's prompt queue (orchestrator/serve/include/orch/serve/serve_queue.hpp) against ComfyUI's PromptQueue
 // semantics: lowest number first, `front` before everything queued, ties in arrival order,
 // deletes that spare the running prompt, and a history capped oldest-first with ComfyUI's
 // max_items/offset reading.
 #include <gtest/gtest.h>
 
-#include "serve_queue.hpp"
+#include "orch/serve/serve_queue.hpp"
 
 namespace {
 

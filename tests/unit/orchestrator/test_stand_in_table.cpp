@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/stand_in_table.hpp"
+#include "orch/runtime/stand_in_table.hpp"
 
 namespace orch::orchestrator {
 namespace {

@@ -1,7 +1,7 @@
 // upload_store: an upload lands whole under its name, or under ComfyUI's `name (N).ext` when
 // the name is taken by other bytes; a symlink at the name is never followed; nothing is left
 // behind when the write fails.
-#include "upload_store.hpp"
+#include "orch/serve/upload_store.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "confined_path.hpp"
-#include "orch/orchestrator/errc.hpp"
+#include "orch/serve/confined_path.hpp"
+#include "orch/serve/errc.hpp"
 #include "temp_tree.hpp"
 
 namespace {
@@ -21,7 +21,7 @@ using orch::orchestrator::numbered_name;
 using orch::orchestrator::open_confined_directory;
 using orch::orchestrator::store_upload;
 using orch::testing::temp_tree;
-namespace errc = orch::orchestrator::runtime_errc;
+namespace errc = orch::orchestrator::serve_errc;
 
 class upload_store_test : public ::testing::Test {
  protected:

@@ -2,7 +2,7 @@
 // host-derived values only where absent (docs/runtime.md, "The worker's environment").
 #include <gtest/gtest.h>
 
-#include "orch/orchestrator/worker_environment.hpp"
+#include "orch/process/worker_environment.hpp"
 
 namespace orch::orchestrator {
 namespace {

@@ -1,0 +1,303 @@
+// comfy-orch serve <deployment> [--listen ADDR] [--port N]: the deployment's workers kept warm
+// behind ComfyUI's own HTTP and WebSocket API (docs/serve.md). Prompts queue and run one at a
+// time; SIGINT, SIGTERM and SIGHUP stop it gracefully (the running prompt interrupted, or
+// finished with --on-stop finish), a second signal at once.
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "command_host.hpp"
+#include "commands.hpp"
+#include "orch/control/control_directory.hpp"
+#include "orch/control/control_socket.hpp"
+#include "orch/live/live_views.hpp"
+#include "orch/live/memory_sampler.hpp"
+#include "orch/process/run_signals.hpp"
+#include "orch/runtime/host_runtime.hpp"
+#include "orch/runtime/host_startup.hpp"
+#include "orch/serve/serve_api.hpp"
+#include "orch/serve/serve_files.hpp"
+#include "orch/serve/serve_http.hpp"
+#include "orch/serve/serve_live_routes.hpp"
+
+namespace orch::cli {
+namespace {
+
+struct serve_options {
+  std::string deployment;
+  std::string listen = "127.0.0.1";
+  std::uint16_t port = 8188;
+  std::size_t max_body = std::size_t{8} << 20;
+  std::size_t max_upload = std::size_t{64} << 20;  // POST /upload/image's body
+  unsigned max_ws_clients = 64;
+  std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
+  std::size_t max_bodies_in_flight = std::size_t{192} << 20;
+  std::size_t max_uploads_in_flight = std::size_t{1} << 30;
+  unsigned max_connections = 256;
+  unsigned max_connections_per_peer = 64;
+  std::size_t min_body_rate = 1024;
+  std::optional<std::string> cors_origin;  // --enable-cors-header
+  std::size_t history_size = orchestrator::prompt_queue::default_history_size;
+  orchestrator::queue_limits queue;
+  std::string on_stop = "interrupt";
+  unsigned stop_grace_ms = 5000;
+  unsigned header_timeout_ms = 10000;
+  unsigned sample_ms = 1000;
+  std::size_t timeline_samples = orchestrator::memory_sampler::default_capacity;
+  bool control_socket = true;
+};
+
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The control socket and its registration (docs/cli.md, "The control socket"), or why not.
+struct control_endpoint {
+  std::filesystem::path dir;
+  orchestrator::server_registration registration;
+};
+
+std::optional<control_endpoint> open_control_endpoint(const serve_options& o) {
+  auto dir = orchestrator::open_control_directory();
+  if (!dir) {
+    std::cerr << "comfy-orch serve: " << dir.err().message
+              << "\n  (or start with --no-control-socket to serve without one)\n";
+    return std::nullopt;
+  }
+  control_endpoint e{*dir, {}};
+  e.registration.pid = ::getpid();
+  std::error_code ec;
+  e.registration.deployment = std::filesystem::canonical(o.deployment, ec).string();
+  e.registration.socket = (*dir / (std::to_string(::getpid()) + ".sock")).string();
+  e.registration.version = ORCH_VERSION;
+  e.registration.started_unix_ms = unix_ms_now();
+  return e;
+}
+
+int serve(const serve_options& o) {
+  if (o.max_upload > o.max_uploads_in_flight) {
+    std::cerr << "comfy-orch serve: --max-upload (" << o.max_upload
+              << " bytes) is larger than --max-uploads-in-flight (" << o.max_uploads_in_flight
+              << "): no upload that large could ever be received\n  fix: raise "
+                 "--max-uploads-in-flight to at least --max-upload\n";
+    return exit_invalid_input;
+  }
+  int code = exit_ok;
+  const auto prepared = prepare_for_command(o.deployment, code);
+  if (!prepared) return code;
+  // ComfyUI makes its input, output and temp directories at start; so does serve, before any
+  // worker starts, so that a directory it cannot make stops it at once.
+  const auto directories = orchestrator::file_directories_of(prepared->deployment);
+  if (auto made = orchestrator::create_file_directories(directories); !made) {
+    std::cerr << "comfy-orch serve: " << made.err().message
+              << "\n  fix: create it, or point [server] input_directory / output_directory at "
+                 "directories serve may create and write (temp/ is in the ComfyUI root, or "
+                 "beside the deployment file)\n";
+    return exit_failure;
+  }
+  std::optional<control_endpoint> endpoint;
+  if (o.control_socket) {
+    endpoint = open_control_endpoint(o);
+    if (!endpoint) return exit_failure;
+  }
+  run_signals signals;  // before any thread: every thread inherits the blocked mask
+  std::mutex mutex;
+  std::condition_variable stop_requested;
+  signals.on_interrupt([&] {
+    std::lock_guard lock(mutex);
+    stop_requested.notify_all();
+  });
+  const auto host = start_for_command(*prepared);
+  if (!host) return exit_failure;
+  auto& h = *host;
+  orchestrator::settle_workers(h, [&] { return signals.interrupted(); });
+  for (const auto& w : h.on_io_thread([&] { return h.workers().workers(); })) {
+    std::cerr << "worker " << w.env << ": " << orchestrator::to_string(w.state) << " (pid "
+              << w.pid << ", " << w.nodes.size() << " node classes)";
+    if (w.state != orchestrator::worker_state::ready) std::cerr << ": " << w.last_error;
+    std::cerr << '\n';
+  }
+  for (const auto& s : h.skipped()) std::cerr << "env " << s.env << ": no worker: " << s.reason << '\n';
+
+  orchestrator::http_limits limits;
+  limits.max_body = o.max_body;
+  limits.body_rule_for = [&o](const std::string& method, const std::string& path) {
+    return orchestrator::comfy_api::takes_upload(method, path)
+               ? orchestrator::body_rule{o.max_upload, true}
+               : orchestrator::body_rule{o.max_body, false};
+  };
+  limits.spool_directory = directories.temp;
+  limits.max_spooled_in_flight = o.max_uploads_in_flight;
+  limits.max_connections_per_peer = o.max_connections_per_peer;
+  limits.min_body_rate = o.min_body_rate;
+  limits.max_ws_clients = o.max_ws_clients;
+  limits.max_ws_queue_bytes = o.max_ws_queue_bytes;
+  limits.max_bodies_in_flight = o.max_bodies_in_flight;
+  limits.max_connections = o.max_connections;
+  limits.cors_origin = o.cors_origin;
+  limits.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
+  orchestrator::memory_sampler sampler(h, std::chrono::milliseconds(o.sample_ms),
+                                       o.timeline_samples);
+  h.set_memory_event_sink([&](const std::string& kind, const std::string& env,
+                              const std::string& text) { sampler.note(kind, env, text); });
+  nlohmann::json identity = {{"pid", static_cast<long>(::getpid())}, {"version", ORCH_VERSION}};
+  if (endpoint) identity["deployment"] = endpoint->registration.deployment;
+  orchestrator::live_views views(h, sampler, identity);
+  orchestrator::comfy_api* api_ptr = nullptr;
+  orchestrator::http_server server(
+      h.io(), limits, [&](const orchestrator::http_request& r) { return api_ptr->handle(r); },
+      [&](const orchestrator::http_request& r) -> std::optional<orchestrator::http_reply> {
+        if (auto reply = orchestrator::live_route(views, r)) return reply;  // read-only
+        return api_ptr->at_once(r);
+      },
+      [&](const std::string& sid) { return api_ptr->greeting(sid); });
+  orchestrator::control_socket control(
+      h.io(), [&](const nlohmann::json& request) { return views.answer(request); });
+  sampler.start();
+  auto api = std::make_unique<orchestrator::comfy_api>(h, server, o.history_size, ORCH_VERSION,
+                                                       o.queue);
+  api_ptr = api.get();
+  status controlled = ok_status();
+  if (endpoint) controlled = control.listen(endpoint->registration.socket);
+  if (!controlled) {
+    std::cerr << "comfy-orch serve: " << controlled.err().message << '\n';
+    code = exit_failure;
+  } else if (auto port = server.listen(o.listen, o.port); !port) {
+    std::cerr << "comfy-orch serve: " << port.err().message
+              << "\n  fix: choose another --port (0 picks a free one) or --listen address\n";
+    code = exit_failure;
+  } else if (!signals.interrupted()) {
+    if (endpoint) {
+      endpoint->registration.http = "http://" + o.listen + ":" + std::to_string(*port);
+      if (auto written = orchestrator::write_registration(endpoint->dir, endpoint->registration);
+          !written) {
+        std::cerr << "comfy-orch serve: " << written.err().message
+                  << " (`comfy-orch ls` will not list this server)\n";
+      }
+      std::cerr << "comfy-orch serve: control socket " << endpoint->registration.socket << '\n';
+    }
+    std::cout << "comfy-orch serve: listening on http://" << o.listen << ":" << *port
+              << std::endl;
+    std::unique_lock lock(mutex);
+    stop_requested.wait(lock, [&] { return signals.interrupted(); });
+  }
+  std::cerr << "comfy-orch serve: stopping ("
+            << (o.on_stop == "finish" ? "finishing" : "interrupting") << " the running prompt)\n";
+  signals.on_interrupt({});
+  if (endpoint) orchestrator::remove_registration(endpoint->dir, ::getpid());
+  control.stop();
+  sampler.stop();
+  api->stop(o.on_stop != "finish", std::chrono::milliseconds(o.stop_grace_ms));
+  server.stop();
+  api.reset();
+  h.shutdown();
+  return code;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "serve",
+      "Start the deployment's workers and keep them warm behind ComfyUI's HTTP and WebSocket "
+      "API (POST /prompt, /queue, /history, /object_info, /interrupt, /free, /system_stats, "
+      "/view, /upload/image, /ws), so ComfyUI clients drive it as they drive ComfyUI, and its "
+      "processes' memory live to `comfy-orch status`, `top`, `diverge` and `report` through a "
+      "control socket (and to dashboards at /orch/status, /orch/diverge, /orch/timeline and "
+      "/metrics). Binds loopback unless --listen says otherwise. Prints 'listening on "
+      "http://ADDR:PORT' once it accepts connections. SIGINT/SIGTERM/SIGHUP stop it gracefully; exit 0.");
+  auto o = std::make_shared<serve_options>();
+  cmd->add_option("deployment", o->deployment, "Deployment file (comfy-orch.toml)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--listen", o->listen,
+                  "Address to bind (default 127.0.0.1; 0.0.0.0 exposes the API to the network)");
+  cmd->add_option("--port", o->port, "TCP port (default 8188, ComfyUI's; 0 picks a free one)");
+  cmd->add_option("--max-body", o->max_body,
+                  "Largest request body in bytes (default 8 MiB) but an upload's; larger ones get "
+                  "HTTP 413");
+  cmd->add_option("--max-upload", o->max_upload,
+                  "Largest POST /upload/image body in bytes (default 64 MiB); larger ones get "
+                  "HTTP 413");
+  cmd->add_option("--max-bodies-in-flight", o->max_bodies_in_flight,
+                  "Bytes of request bodies held in memory at once (default 192 MiB; each counted "
+                  "at its Content-Length); past it a new request gets 503")
+      ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 40));
+  cmd->add_option("--max-uploads-in-flight", o->max_uploads_in_flight,
+                  "Bytes of uploads being received at once (default 1 GiB), which go to unlinked "
+                  "files of the temp directory, not to memory; past it a new upload gets 503")
+      ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 50));
+  cmd->add_option("--max-ws-queue-bytes", o->max_ws_queue_bytes,
+                  "Bytes of messages waiting for one WebSocket client that does not read "
+                  "(default 8 MiB); past it the client is disconnected, with a warning")
+      ->check(CLI::Range(std::size_t{4096}, std::size_t{1} << 32));
+  cmd->add_option("--max-ws-clients", o->max_ws_clients,
+                  "WebSocket clients at once (default 64); more get HTTP 503");
+  cmd->add_option("--enable-cors-header", o->cors_origin,
+                  "Allow cross-origin requests, as ComfyUI's flag does: every answer carries "
+                  "Access-Control-Allow-Origin ORIGIN ('*' when none is given). Without it a "
+                  "server on loopback answers 403 to a request whose Origin is another site's")
+      ->expected(0, 1)
+      ->default_str("*");
+  cmd->add_option("--max-connections", o->max_connections,
+                  "HTTP connections at once (default 256); when all are taken, the one that has "
+                  "waited longest for its request closes to make room, or a new one gets 503");
+  cmd->add_option("--max-connections-per-peer", o->max_connections_per_peer,
+                  "HTTP connections one client address may hold at once (default 64); past it, "
+                  "its own longest-waiting connection closes to make room")
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--header-timeout-ms", o->header_timeout_ms,
+                  "A request's header must arrive within this (default 10000 ms), and its body "
+                  "may not stall for as long; a slower client is disconnected")
+      ->check(CLI::Range(10u, 3600000u));
+  cmd->add_option("--min-body-rate", o->min_body_rate,
+                  "Bytes a second a request body must average once it has had "
+                  "--header-timeout-ms (default 1024; 0: no floor); a slower one is disconnected")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 30));
+  cmd->add_option("--max-queue", o->queue.max_pending,
+                  "Prompts waiting at once (default 1000); past it POST /prompt answers 503 "
+                  "queue_full")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  cmd->add_option("--max-queue-bytes", o->queue.max_pending_bytes,
+                  "Bytes of prompt bodies waiting at once (default 32 MiB; a parsed prompt takes "
+                  "about four times its body); past it POST /prompt answers 503 queue_full")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40));
+  cmd->add_option("--history-size", o->history_size,
+                  "Finished prompts kept in /history (default 10000, ComfyUI's)");
+  cmd->add_option("--max-history-bytes", o->queue.max_history_bytes,
+                  "Bytes of finished prompts kept in /history, each counted as its prompt's body "
+                  "and its outputs' JSON (default 128 MiB); past it the oldest go first")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40));
+  cmd->add_option("--stop-grace-ms", o->stop_grace_ms,
+                  "With --on-stop interrupt: how long a node that ignores the interrupt may run on "
+                  "before its worker is killed and serve exits (default 5000 ms)")
+      ->check(CLI::Range(0u, 600000u));
+  cmd->add_option("--on-stop", o->on_stop,
+                  "On SIGTERM: 'interrupt' the running prompt (default) or let it 'finish'; "
+                  "queued prompts are dropped either way")
+      ->check(CLI::IsMember({"interrupt", "finish"}));
+  cmd->add_option("--sample-ms", o->sample_ms,
+                  "How often the memory timelines are sampled from the control segment "
+                  "(default 1000 ms; `comfy-orch report`, /orch/timeline)")
+      ->check(CLI::Range(10u, 60000u));
+  cmd->add_option("--timeline-samples", o->timeline_samples,
+                  "Samples the timeline ring buffer keeps (default 3600: an hour at 1 s)")
+      ->check(CLI::Range(std::size_t{2}, std::size_t{1} << 20));
+  cmd->add_flag("!--no-control-socket", o->control_socket,
+                "Open no control socket: `status`, `top`, `diverge` and `report` cannot find "
+                "this server (the /orch/ HTTP routes still answer)");
+  cmd->callback([o] {
+    const int code = serve(*o);
+    if (code != exit_ok) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace orch::cli

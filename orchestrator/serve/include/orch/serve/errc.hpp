@@ -1,0 +1,22 @@
+// The error codes of `comfy-orch serve` (docs/errors.md). Errors that reach a user as ComfyUI's exception_type
+// carry these names, so they are part of the `--json` output; a code another library also uses
+// is the same word there, declared by each library that makes it.
+#pragma once
+
+namespace orch::orchestrator::serve_errc {
+
+// The address cannot be bound (serve_http.hpp).
+inline constexpr const char* listen_failed = "listen_failed";
+// serve's files (serve_files.hpp): a multipart/form-data body that cannot be read
+// (multipart_form.hpp); a file name or subfolder that is no plain relative path (empty,
+// absolute, a `..` component, a NUL byte), or one that leads through a symlink
+// (confined_path.hpp); an input, output or temp directory that cannot be created or opened; a
+// file that cannot be read or written; an absent file.
+inline constexpr const char* invalid_form = "invalid_form";
+inline constexpr const char* bad_path = "bad_path";
+inline constexpr const char* symlink_refused = "symlink_refused";
+inline constexpr const char* directory_unusable = "directory_unusable";
+inline constexpr const char* file_io_failed = "file_io_failed";
+inline constexpr const char* not_found = "not_found";
+
+}  // namespace orch::orchestrator::serve_errc

@@ -1,0 +1,99 @@
+// serve_api: ComfyUI's HTTP routes over a running host (docs/serve.md; server.py's request and
+// response shapes): POST/GET /prompt, GET/POST /queue, GET/POST /history, GET /object_info,
+// POST /interrupt, POST /free, GET /system_stats, GET /view and POST /upload/image (over the
+// deployment's input, output and temp directories, serve_files.hpp), and the WebSocket's
+// messages (status on connect and on every queue change, the executor's events to the client
+// that queued the prompt). Requests are answered on the server's API thread, or on the io
+// thread when that needs no wait (at_once): POST /prompt is; a prompt with a node whose
+// VALIDATE_INPUTS runs in its worker is parsed there and validated on the server's waiting
+// thread (http_reply::later), so a busy worker holds up no other route. The queue's prompts run one at a time, in order, as
+// coroutines on the io thread (executor.hpp): from a POST to its node's call, and from the
+// node's answer to the client's execution_success, no other thread is woken.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "orch/executor/events.hpp"
+#include "orch/executor/executor.hpp"
+#include "orch/runtime/awaitable.hpp"
+#include "orch/runtime/host_runtime.hpp"
+#include "orch/serve/serve_files.hpp"
+#include "orch/serve/serve_http.hpp"
+#include "orch/serve/serve_queue.hpp"
+
+namespace orch::orchestrator {
+
+class comfy_api {
+ public:
+  // `server` gets the WebSocket messages; it must outlive this.
+  comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
+            std::string version, queue_limits limits = {});
+  ~comfy_api();  // stop()
+  comfy_api(const comfy_api&) = delete;
+  comfy_api& operator=(const comfy_api&) = delete;
+
+  // The route table; runs on the server's API thread.
+  http_reply handle(const http_request& req);
+  // What the io thread answers itself, never queued on the API thread behind a request that
+  // waits for a worker (a VALIDATE_INPUTS, a /free): POST /interrupt and GET /prompt. nullopt
+  // for the rest.
+  std::optional<http_reply> at_once(const http_request& req);
+  // Whether the route of `method` and (decoded) `path` takes an upload, whose body has its own
+  // cap (--max-upload) instead of --max-body's.
+  static bool takes_upload(const std::string& method, const std::string& path);
+  // The first WebSocket messages of client `sid`: the status, and as ComfyUI does for a client
+  // that reconnects while its prompt runs, an `executing` for the running node.
+  std::vector<std::string> greeting(const std::string& sid) const;
+  // Interrupts the running prompt (if `interrupt_running`), drops the pending ones and waits
+  // for the running one to end: for `grace` at most when interrupting, after which the workers
+  // still inside a call (a node that ignores interrupts) are killed. Idempotent; not on the io
+  // thread, which must still run.
+  void stop(bool interrupt_running,
+            std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+
+ private:
+  http_reply route(const http_request& req);  // handle()'s routes
+  class events;  // the executor's sink: to the WebSocket and the history
+  // On the io thread: runs the next queued prompt unless one runs; its end starts the next.
+  void start_next();
+  boost::asio::awaitable<void> run_item(queued_prompt item);
+  // The answer, or (a node's VALIDATE_INPUTS to run in its worker) a reply `later`.
+  http_reply post_prompt(const http_request& req);
+  // Validates a parsed prompt and queues it: the answer to its POST.
+  http_reply queue_validated(queued_prompt item);
+  http_reply post_queue(const http_request& req);
+  http_reply history(const std::string& path, const http_request& req);
+  http_reply post_history(const http_request& req);
+  http_reply object_info(const std::string& path) const;
+  http_reply interrupt(const http_request& req);
+  http_reply free(const http_request& req);
+  http_reply system_stats();
+  nlohmann::json status_message(bool with_sid, const std::string& sid) const;
+
+  host_runtime& host_;
+  http_server& server_;
+  prompt_queue queue_;
+  std::unique_ptr<events> events_;
+  std::unique_ptr<executor> executor_;
+  // VALIDATE_INPUTS runs on the waiting thread while a prompt runs on the io thread: on an
+  // executor of its own, so the two never share the running prompt's leases (held_).
+  recording_event_sink validation_events_;
+  std::unique_ptr<executor> validator_;
+  std::string version_;
+  file_routes files_;
+  // A prompt runs (or start_next looks for one): stop() waits for it to clear.
+  std::mutex busy_mutex_;
+  std::condition_variable idle_;
+  bool busy_ = false;
+  bool stopped_ = false;
+  std::atomic<bool> stopping_{false};  // stop() began: no prompt is taken from the queue
+  std::atomic<bool> interrupt_on_stop_{true};
+};
+
+}  // namespace orch::orchestrator

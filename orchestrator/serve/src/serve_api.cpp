@@ -1,0 +1,376 @@
+#include "orch/serve/serve_api.hpp"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <sstream>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "orch/executor/execution_messages.hpp"
+#include "orch/executor/prompt_validation.hpp"
+#include "orch/executor/unstarted_envs.hpp"
+#include "orch/runtime/memory_table.hpp"
+#include "orch/support/untrusted_text.hpp"
+#include "serve_events.hpp"
+#include "serve_request_fields.hpp"
+
+namespace orch::orchestrator {
+
+using nlohmann::json;
+
+namespace {
+
+http_reply json_reply(const json& body, unsigned status = 200) {
+  // Worker text is untrusted: invalid UTF-8 becomes U+FFFD rather than an exception here.
+  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+// The history in the order it was written, as ComfyUI's dict keeps it.
+http_reply ordered_json_reply(const nlohmann::ordered_json& body) {
+  return {200, "application/json",
+          body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)};
+}
+
+http_reply empty_ok() { return {200, "application/json", ""}; }
+
+// ComfyUI's {"error": {type, message, details, extra_info}, "node_errors": {}} for a body that is
+// not a prompt.
+http_reply prompt_refused(const std::string& type, const std::string& message,
+                          const std::string& details, unsigned status = 400) {
+  return json_reply({{"error",
+                      {{"type", type},
+                       {"message", message},
+                       {"details", details},
+                       {"extra_info", json::object()}}},
+                     {"node_errors", json::object()}},
+                    status);
+}
+
+http_reply bad_request(const std::string& message) {
+  return json_reply({{"error", message}}, 400);
+}
+
+}  // namespace
+
+comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
+                     std::string version, queue_limits limits)
+    : host_(host),
+      server_(server),
+      queue_(history_size, limits),
+      events_(std::make_unique<events>(server)),
+      executor_(std::make_unique<executor>(host, *events_, host.deployment().server.cache,
+                                           host.deployment().server.lru_prompts)),
+      validator_(std::make_unique<executor>(host, validation_events_)),
+      version_(std::move(version)),
+      files_(file_directories_of(host.deployment())) {
+  queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
+}
+
+comfy_api::~comfy_api() {
+  stop(true);
+  // A start_next posted before the HTTP server stopped must not run after this is gone: the io
+  // thread runs what was posted in order, so one more turn of it runs them all.
+  if (!host_.stopped()) host_.on_io_thread([] {});
+}
+
+void comfy_api::stop(bool interrupt_running, std::chrono::milliseconds grace) {
+  if (stopped_) return;
+  stopped_ = true;
+  // In this order: no prompt is taken after the stop, and one taken just before it is
+  // interrupted by run_item itself (its interrupt flag is cleared when it starts).
+  interrupt_on_stop_ = interrupt_running;
+  stopping_ = true;
+  queue_.stop();
+  queue_.clear_pending();
+  if (interrupt_running && queue_.running_id()) executor_->interrupt();
+  {
+    std::unique_lock lock(busy_mutex_);
+    if (interrupt_running && !idle_.wait_for(lock, grace, [&] { return !busy_; })) {
+      lock.unlock();
+      host_.kill_busy_workers(std::to_string(grace.count()) + " ms after the stop's interrupt");
+      lock.lock();
+    }
+    idle_.wait(lock, [&] { return !busy_; });
+  }
+  queue_.on_change({});
+}
+
+void comfy_api::start_next() {
+  {
+    // Busy before the queue is asked: stop() then either sees it, or the queue stopped first
+    // and nothing is taken.
+    std::lock_guard lock(busy_mutex_);
+    if (busy_) return;  // the running prompt starts the next as it ends
+    busy_ = true;
+  }
+  std::optional<queued_prompt> item;
+  if (!stopping_) item = queue_.try_take();
+  if (!item) {
+    {
+      std::lock_guard lock(busy_mutex_);
+      busy_ = false;
+    }
+    idle_.notify_all();
+    return;
+  }
+  boost::asio::co_spawn(host_.io(), run_item(std::move(*item)), [this](std::exception_ptr e) {
+    if (e) spdlog::error("serve: a prompt ended with an exception that is not std::exception");
+    {
+      std::lock_guard lock(busy_mutex_);
+      busy_ = false;
+    }
+    idle_.notify_all();
+    start_next();
+  });
+}
+
+boost::asio::awaitable<void> comfy_api::run_item(queued_prompt item) {
+  executor_->clear_interrupt();
+  if (stopping_ && interrupt_on_stop_) executor_->interrupt();
+  events_->begin(item.client_id());
+  bool ok = false;
+  try {
+    const prompt_outcome outcome =
+        co_await executor_->run_async(item.parsed, item.outputs, item.prompt_id);
+    ok = outcome.ok;
+  } catch (const std::exception& e) {  // a bug or an allocation failure: this prompt fails
+    spdlog::error("serve: prompt {} failed in the executor: {}", item.prompt_id, e.what());
+  }
+  auto [outputs, status] = events_->end(ok);
+  queue_.finish(outputs, status);
+}
+
+json comfy_api::status_message(bool with_sid, const std::string& sid) const {
+  json data = {{"status", {{"exec_info", {{"queue_remaining", queue_.remaining()}}}}}};
+  if (with_sid) data["sid"] = sid;
+  return {{"type", "status"}, {"data", data}};
+}
+
+std::vector<std::string> comfy_api::greeting(const std::string& sid) const {
+  // The sid is the client's clientId: any bytes.
+  std::vector<std::string> out = {
+      status_message(true, sid).dump(-1, ' ', false, json::error_handler_t::replace)};
+  if (auto node = events_->running_node_of(sid))
+    out.push_back(json{{"type", "executing"}, {"data", {{"node", *node}}}}.dump(
+        -1, ' ', false, json::error_handler_t::replace));
+  return out;
+}
+
+namespace {
+
+// ComfyUI serves every route under /api too (its newer frontend's prefix).
+std::string route_of(const std::string& path) {
+  return path.rfind("/api/", 0) == 0 ? path.substr(4) : path;
+}
+
+}  // namespace
+
+bool comfy_api::takes_upload(const std::string& method, const std::string& path) {
+  return method == "POST" && route_of(path) == "/upload/image";
+}
+
+http_reply comfy_api::handle(const http_request& req) {
+  http_reply reply = route(req);
+  // After a large request or answer, or a queue or history cleared: the parsed documents it
+  // freed go back to the system, not into glibc's free lists (a queue of 64 MiB of prompts and
+  // its GET /queue had left the server at 269 MiB after it was cleared).
+  constexpr std::size_t large = std::size_t{8} << 20;
+  const std::string p = route_of(req.path);
+  if (req.body.size() > large || reply.body.size() > large ||
+      (req.method == "POST" && (p == "/queue" || p == "/history")))
+    ::malloc_trim(0);
+  return reply;
+}
+
+http_reply comfy_api::route(const http_request& req) {
+  const std::string p = route_of(req.path);
+  const bool get = req.method == "GET";
+  const bool post = req.method == "POST";
+  if (p == "/prompt" && post) return post_prompt(req);
+  if (p == "/prompt" && get)
+    return json_reply({{"exec_info", {{"queue_remaining", queue_.remaining()}}}});
+  if (p == "/queue" && get) return json_reply(queue_.queue_json());
+  if (p == "/queue" && post) return post_queue(req);
+  if ((p == "/history" || p.rfind("/history/", 0) == 0) && get) return history(p, req);
+  if (p == "/history" && post) return post_history(req);
+  if ((p == "/object_info" || p.rfind("/object_info/", 0) == 0) && get) return object_info(p);
+  if (p == "/interrupt" && post) return interrupt(req);
+  if (p == "/free" && post) return free(req);
+  if (p == "/system_stats" && get) return system_stats();
+  if (p == "/view" && get) return files_.view(req);
+  if (p == "/upload/image" && post) return files_.upload_image(req);
+  static const char* known[] = {"/prompt",    "/queue", "/history",      "/object_info",
+                                "/interrupt", "/free",  "/system_stats", "/view",
+                                "/upload/image"};
+  for (const char* k : known)
+    if (p == k) return json_reply({{"error", req.method + " is not allowed on " + p}}, 405);
+  return json_reply({{"error", "no route " + req.method + " " + p}}, 404);
+}
+
+std::optional<http_reply> comfy_api::at_once(const http_request& req) {
+  const std::string p = route_of(req.path);
+  if (p == "/prompt" && req.method == "GET") return handle(req);
+  if (p == "/prompt" && req.method == "POST") return post_prompt(req);
+  if (p == "/interrupt" && req.method == "POST") return interrupt(req);
+  return std::nullopt;
+}
+
+http_reply comfy_api::post_prompt(const http_request& req) {
+  // Before anything is parsed: a full queue costs a client nothing but this answer.
+  if (auto full = queue_.full_for(req.body.size()))
+    return prompt_refused("queue_full", "The queue is full", *full, 503);
+  std::vector<std::string> order;
+  auto body = parse_bounded_json(req.body, &order);
+  if (!body) return prompt_refused("invalid_prompt", "Invalid prompt", body.err().message);
+  if (!body->is_object())
+    return prompt_refused("invalid_prompt", "Invalid prompt", "the request body is not an object");
+  if (!body->contains("prompt"))
+    return prompt_refused("no_prompt", "No prompt provided", "No prompt provided");
+  auto parsed = prompt_from_document(*body, order);
+  if (!parsed) return json_reply(invalid_prompt_report(parsed.err()).to_json(), 400);
+
+  queued_prompt item;
+  item.bytes = req.body.size();
+  if (auto it = body->find("number"); it != body->end()) {
+    const auto n = number_of(*it);
+    if (!n || !std::isfinite(*n)) return bad_request("number must be a finite number");
+    item.number = *n;
+  } else {
+    item.number = queue_.next_number(flag(*body, "front"));
+  }
+  bool bad_id = false;
+  auto id = prompt_id_of(*body, bad_id);
+  if (bad_id) return bad_request("prompt_id must be a string");
+  item.prompt_id = id ? std::move(*id) : uuid4();
+  if (auto it = body->find("extra_data"); it != body->end() && it->is_object())
+    item.extra_data = *it;
+  // ComfyUI's SENSITIVE_EXTRA_DATA_KEYS: comfy.org credentials are never stored, so /queue and
+  // /history never show them (no node of a worker is handed them: docs/security.md).
+  for (const char* secret : {"auth_token_comfy_org", "api_key_comfy_org"})
+    item.extra_data.erase(secret);
+  if (auto it = body->find("client_id"); it != body->end() && it->is_string())
+    item.extra_data["client_id"] = *it;
+  item.document = std::move((*body)["prompt"]);
+  item.parsed = std::move(*parsed);
+
+  // A node's VALIDATE_INPUTS runs in its worker, which may be inside a long node: that wait
+  // happens on the server's waiting thread, never on the io or the API thread (S17).
+  bool worker_validates = false;
+  for (const auto& entry : item.parsed.nodes) {
+    const node_class* cls = host_.catalogue().find(entry.second.class_type);
+    worker_validates = worker_validates || (cls != nullptr && cls->validate_inputs.present);
+  }
+  if (!worker_validates) return queue_validated(std::move(item));
+  auto waiting = std::make_shared<queued_prompt>(std::move(item));
+  http_reply later;
+  later.later = [this, waiting] { return queue_validated(std::move(*waiting)); };
+  return later;
+}
+
+http_reply comfy_api::queue_validated(queued_prompt item) {
+  const auto report =
+      validate_prompt(item.parsed, host_.catalogue(), validator_->worker_validation());
+  if (!report.ok()) {
+    // A class no running worker provides, while a worker is not running: the worker's failure.
+    const auto infos = host_.on_io_thread([&] { return host_.workers().workers(); });
+    if (const auto failed = missing_classes_of_unstarted_envs(report, infos))
+      return json_reply(to_json(*failed, report), 400);
+    return json_reply(report.to_json(), 400);
+  }
+
+  for (const auto& line : ignored_outputs_log(report)) spdlog::error("{}", printable(line));
+  item.outputs = report.outputs;
+  json answer = {{"prompt_id", item.prompt_id},
+                 {"number", item.number},
+                 {"node_errors", report.to_json()["node_errors"]}};
+  if (item.number == std::floor(item.number) && std::fabs(item.number) < 9007199254740992.0)
+    answer["number"] = static_cast<std::int64_t>(item.number);
+  queue_.put(std::move(item));
+  // After this handler's answer is on its way: the prompt's events follow it.
+  boost::asio::post(host_.io(), [this] { start_next(); });
+  return json_reply(answer);
+}
+
+http_reply comfy_api::post_queue(const http_request& req) {
+  auto body = parse_bounded_json(req.body);
+  if (!body || !body->is_object()) return bad_request("the body must be a JSON object");
+  if (flag(*body, "clear")) queue_.clear_pending();
+  if (body->contains("delete")) queue_.delete_pending(ids_of(*body));
+  return empty_ok();
+}
+
+http_reply comfy_api::history(const std::string& path, const http_request& req) {
+  if (path.size() > 9) return json_reply(queue_.history_of(path.substr(9)));
+  std::optional<std::size_t> max_items;
+  std::int64_t offset = -1;
+  try {
+    if (auto it = req.query.find("max_items"); it != req.query.end())
+      max_items = static_cast<std::size_t>(std::stoull(it->second));
+    if (auto it = req.query.find("offset"); it != req.query.end()) offset = std::stoll(it->second);
+  } catch (const std::exception&) {
+    return bad_request("max_items and offset must be integers");
+  }
+  return ordered_json_reply(queue_.history(max_items, offset));
+}
+
+http_reply comfy_api::post_history(const http_request& req) {
+  auto body = parse_bounded_json(req.body);
+  if (!body || !body->is_object()) return bad_request("the body must be a JSON object");
+  if (flag(*body, "clear")) queue_.clear_history();
+  if (body->contains("delete")) queue_.delete_history(ids_of(*body));
+  return empty_ok();
+}
+
+http_reply comfy_api::object_info(const std::string& path) const {
+  const auto& classes = host_.catalogue().classes();
+  if (path.size() > 13) {
+    const std::string name = path.substr(13);
+    const auto it = classes.find(name);
+    if (it == classes.end()) return json_reply(json::object());  // ComfyUI answers {} too
+    return json_reply({{name, orchestrator::object_info(it->second)}});
+  }
+  json out = json::object();
+  for (const auto& [name, cls] : classes) out[name] = orchestrator::object_info(cls);
+  return json_reply(out);
+}
+
+http_reply comfy_api::interrupt(const http_request& req) {
+  // ComfyUI: with a prompt_id, only that prompt, and only while it runs.
+  if (!req.body.empty()) {
+    auto body = parse_bounded_json(req.body);
+    if (body && body->is_object())
+      if (auto it = body->find("prompt_id"); it != body->end() && it->is_string()) {
+        if (queue_.running_id() != it->get<std::string>()) return empty_ok();
+      }
+  }
+  if (queue_.running_id()) executor_->interrupt();
+  return empty_ok();
+}
+
+http_reply comfy_api::free(const http_request& req) {
+  auto body = parse_bounded_json(req.body.empty() ? std::string("{}") : req.body);
+  if (!body || !body->is_object()) return bad_request("the body must be a JSON object");
+  const bool unload = flag(*body, "unload_models");
+  const bool drop = flag(*body, "free_memory");
+  if (!unload && !drop) return empty_ok();
+  // ComfyUI's free_memory resets its executor, whose caches go with it: between prompts (at
+  // once when none runs).
+  json cache = nullptr;
+  if (drop) {
+    const auto dropped = executor_->clear_cache();
+    cache = {{"dropped_nodes", dropped.value_or(0)}, {"deferred", !dropped.has_value()}};
+  }
+  // What ComfyUI does not answer, comfy-orch adds: each worker's receipt, and the cache's.
+  json receipts = json::object();
+  // A worker inside a node answers after it: not waited for here (the API thread never waits
+  // on a worker; its receipt goes to the log).
+  for (const auto& [env, r] : host_.free_all(unload, drop, /*wait_for_busy=*/false))
+    receipts[env] = r ? *r : json{{"error", r.err().message}};
+  return json_reply({{"orch_receipts", receipts}, {"orch_cache", cache}});
+}
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,76 @@
+#include "orch/serve/serve_origin.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+namespace orch::orchestrator {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// "host[:port]" or "[v6]:port" as its host (brackets dropped) and whether a port follows.
+struct host_port {
+  std::string host;
+  bool has_port = false;
+};
+
+host_port split(std::string_view s) {
+  if (!s.empty() && s.front() == '[') {
+    const auto close = s.find(']');
+    if (close == std::string_view::npos) return {std::string(s.substr(1)), false};
+    return {std::string(s.substr(1, close - 1)), close + 1 < s.size() && s[close + 1] == ':'};
+  }
+  const auto colon = s.rfind(':');
+  if (colon == std::string_view::npos || s.find(':') != colon) return {std::string(s), false};
+  return {std::string(s.substr(0, colon)), true};
+}
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost" ||
+      (host.size() > 10 && host.compare(host.size() - 10, 10, ".localhost") == 0))
+    return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool cross_origin_refused(std::string_view host_header, std::string_view origin_header) {
+  if (host_header.empty() || origin_header.empty()) return false;
+  const std::string host = lower(host_header);
+  const host_port h = split(host);
+  if (!is_loopback(h.host)) return false;
+  const std::string origin = lower(origin_header);
+  if (origin == "null") return true;
+  // scheme://[userinfo@]netloc[/path...]: the netloc, and its host without userinfo.
+  const auto start = origin.find("//");
+  std::string netloc;
+  if (start != std::string::npos) {
+    netloc = origin.substr(start + 2);
+    netloc = netloc.substr(0, netloc.find_first_of("/?#"));
+  }
+  const auto at = netloc.rfind('@');
+  const host_port o = split(at == std::string::npos ? netloc : netloc.substr(at + 1));
+  // As ComfyUI: a side without a port is compared by host alone.
+  const std::string host_side = o.has_port ? host : h.host;
+  const std::string origin_side =
+      h.has_port ? (at == std::string::npos ? netloc : netloc.substr(at + 1)) : o.host;
+  if (host_side.empty() || origin_side.empty()) return false;
+  return host_side != origin_side;
+}
+
+}  // namespace orch::orchestrator

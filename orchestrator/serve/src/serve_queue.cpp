@@ -1,0 +1,194 @@
+#include "orch/serve/serve_queue.hpp"
+
+#include <algorithm>
+
+namespace orch::orchestrator {
+
+using nlohmann::json;
+
+json queued_prompt::to_json() const {
+  return json::array({number, prompt_id, document, extra_data, outputs});
+}
+
+std::string queued_prompt::client_id() const {
+  const auto it = extra_data.find("client_id");
+  return it != extra_data.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+void prompt_queue::on_change(std::function<void(std::size_t)> fn) {
+  std::lock_guard lock(mutex_);
+  on_change_ = std::move(fn);
+}
+
+std::optional<std::string> prompt_queue::full_for(std::size_t bytes) const {
+  std::lock_guard lock(mutex_);
+  if (pending_.size() >= limits_.max_pending)
+    return std::to_string(pending_.size()) + " prompts are pending, the most this server keeps "
+           "(--max-queue)";
+  if (pending_bytes_ + bytes > limits_.max_pending_bytes)
+    return "the pending prompts and this one would hold more than " +
+           std::to_string(limits_.max_pending_bytes) + " bytes (--max-queue-bytes)";
+  return std::nullopt;
+}
+
+void prompt_queue::changed(std::unique_lock<std::mutex>& lock) {
+  pending_bytes_ = 0;
+  for (const auto& p : pending_) pending_bytes_ += p.bytes;
+  const std::size_t left = pending_.size() + (running_ ? 1 : 0);
+  remaining_.store(left);
+  {
+    std::lock_guard id_lock(running_id_mutex_);
+    running_id_ = running_ ? std::optional<std::string>(running_->prompt_id) : std::nullopt;
+  }
+  auto fn = on_change_;
+  lock.unlock();
+  if (fn) fn(left);
+}
+
+double prompt_queue::next_number(bool front) {
+  std::lock_guard lock(mutex_);
+  const double n = counter_;
+  counter_ += 1;
+  return front ? -n : n;
+}
+
+void prompt_queue::put(queued_prompt p) {
+  std::unique_lock lock(mutex_);
+  p.sequence = sequence_++;
+  const auto at = std::upper_bound(pending_.begin(), pending_.end(), p, [](const auto& a,
+                                                                           const auto& b) {
+    return a.number < b.number || (a.number == b.number && a.sequence < b.sequence);
+  });
+  pending_.insert(at, std::move(p));
+  changed(lock);
+}
+
+std::optional<queued_prompt> prompt_queue::try_take() {
+  std::unique_lock lock(mutex_);
+  if (stopped_ || pending_.empty()) return std::nullopt;
+  running_ = std::move(pending_.front());
+  pending_.erase(pending_.begin());
+  queued_prompt copy = *running_;
+  changed(lock);
+  return copy;
+}
+
+void prompt_queue::finish(const json& outputs, const json& status) {
+  const std::size_t outputs_bytes =
+      outputs.dump(-1, ' ', false, json::error_handler_t::replace).size();
+  std::unique_lock lock(mutex_);
+  if (!running_) return;
+  json entry = {{"prompt", running_->to_json()},
+                {"outputs", outputs},
+                {"status", status},
+                {"meta", json::object()}};
+  for (const auto& [node, _] : outputs.items())
+    entry["meta"][node] = {
+        {"node_id", node}, {"display_node", node}, {"parent_node", nullptr}, {"real_node_id", node}};
+  const std::string id = running_->prompt_id;
+  const std::size_t bytes = running_->bytes + outputs_bytes;
+  running_.reset();
+  if (auto it = by_id_.find(id); it != by_id_.end()) erase_history(it->second);
+  while (!history_.empty() && (history_.size() >= history_size_ ||
+                               history_bytes_ + bytes > limits_.max_history_bytes))
+    erase_history(history_.begin());
+  if (history_size_ > 0) {
+    history_.push_back({id, std::move(entry), bytes});
+    history_bytes_ += bytes;
+    by_id_[id] = std::prev(history_.end());
+  }
+  changed(lock);
+}
+
+void prompt_queue::stop() {
+  std::lock_guard lock(mutex_);
+  stopped_ = true;
+}
+
+json prompt_queue::queue_json() const {
+  std::lock_guard lock(mutex_);
+  json running = json::array();
+  if (running_) running.push_back(running_->to_json());
+  json pending = json::array();
+  for (const auto& p : pending_) pending.push_back(p.to_json());
+  return {{"queue_running", running}, {"queue_pending", pending}};
+}
+
+void prompt_queue::clear_pending() {
+  std::unique_lock lock(mutex_);
+  pending_.clear();
+  changed(lock);
+}
+
+void prompt_queue::delete_pending(const std::vector<std::string>& ids) {
+  std::unique_lock lock(mutex_);
+  const auto before = pending_.size();
+  std::erase_if(pending_, [&](const queued_prompt& p) {
+    return std::find(ids.begin(), ids.end(), p.prompt_id) != ids.end();
+  });
+  if (pending_.size() != before) {
+    changed(lock);
+  }
+}
+
+std::optional<std::string> prompt_queue::running_id() const {
+  std::lock_guard lock(running_id_mutex_);
+  return running_id_;
+}
+
+std::string prompt_queue::running_client_id() const {
+  std::lock_guard lock(mutex_);
+  return running_ ? running_->client_id() : std::string();
+}
+
+nlohmann::ordered_json prompt_queue::history(std::optional<std::size_t> max_items,
+                                             std::int64_t offset) const {
+  std::lock_guard lock(mutex_);
+  // ComfyUI: without an offset, the newest max_items; with one, max_items from there.
+  std::int64_t first = offset;
+  if (first < 0)
+    first = max_items ? static_cast<std::int64_t>(history_.size()) -
+                            static_cast<std::int64_t>(*max_items)
+                      : 0;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  std::int64_t i = 0;
+  for (const auto& h : history_) {
+    if (i++ < first) continue;
+    if (max_items && out.size() >= *max_items) break;
+    out[h.id] = h.entry;
+  }
+  return out;
+}
+
+json prompt_queue::history_of(const std::string& prompt_id) const {
+  std::lock_guard lock(mutex_);
+  json out = json::object();
+  if (auto it = by_id_.find(prompt_id); it != by_id_.end()) out[prompt_id] = it->second->entry;
+  return out;
+}
+
+void prompt_queue::clear_history() {
+  std::lock_guard lock(mutex_);
+  history_.clear();
+  by_id_.clear();
+  history_bytes_ = 0;
+}
+
+void prompt_queue::delete_history(const std::vector<std::string>& ids) {
+  std::lock_guard lock(mutex_);
+  for (const auto& id : ids)
+    if (auto it = by_id_.find(id); it != by_id_.end()) erase_history(it->second);
+}
+
+void prompt_queue::erase_history(std::list<history_entry>::iterator at) {
+  history_bytes_ -= at->bytes;
+  by_id_.erase(at->id);
+  history_.erase(at);
+}
+
+std::size_t prompt_queue::history_size() const {
+  std::lock_guard lock(mutex_);
+  return history_.size();
+}
+
+}  // namespace orch::orchestrator
