@@ -8,14 +8,18 @@ comfy-env,
 
 runs unchanged, its isolated envs in comfy-orch workers, and its install.py and
 prestartup_script.py work too. Each name is also importable from the module comfy-env defines it
-in (comfy_env.isolation.workers._ipc_shared.register_serializer, ...)."""
+in (comfy_env.isolation.workers._ipc_shared.register_serializer, ...).
 
+The drop-in's audience is such a pack: its whole surface is implemented in _api.py; the other
+modules are the paths comfy-env defines each name at."""
+
+from typing import NoReturn
+
+from comfy_env._api import copy_files, install, register_serializer, setup_env, signpost
 from comfy_orch.comfyui import register_nodes
-from comfy_orch.comfyui._comfy_env_api import (copy_files, install, register_serializer,
-                                               setup_env, signpost)
 
 __all__ = ["install", "setup_env", "register_nodes", "copy_files", "register_serializer"]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> NoReturn:
     raise signpost(name)

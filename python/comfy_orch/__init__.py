@@ -2,81 +2,96 @@
 
 A pack's node code runs unchanged; during a call it may also use the worker's memory through
 this module: pool-backed tensors, models the host can see and evict, cast buffers, the pinned
-budget, progress and interrupts. Pure Python over ctypes, so one copy serves every env."""
+budget, progress and interrupts. Pure Python over ctypes, so one copy serves every env.
+
+This module is the node author's API. The rest of the package, by audience (docs/python.md,
+"The package"): comfy_orch.worker runs a pack in its worker, comfy_orch.comfyui is comfy-orch
+inside ComfyUI's process, comfy_orch.host binds liborch_host.so, and comfy_orch._shared is what
+more than one of them uses."""
+
+from __future__ import annotations
 
 import ctypes
 
-# numpy (through _tensors) is imported where a tensor is made, not here: a worker starts its
-# handshake with the host before that import, so the two overlap (worker.py).
-from . import _abi, _call
-from ._call import Interrupted
+# numpy (through _shared.tensors) is imported where a tensor is made, not here: a worker starts
+# its handshake with the host before that import, so the two overlap (worker/__init__.py).
+from .worker import _call
+from .worker._call import Interrupted
+
+TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pays for it
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    import numpy.typing as npt
 
 __all__ = ["Interrupted", "cast_buffer", "check_interrupted", "device", "empty", "interrupted",
            "node_id", "pinned_release", "pinned_reserve", "progress", "register_model"]
 
 
-def device():
+def device() -> Any:
     """The torch device this worker's node code computes on: its GPU, or the CPU for the cpu and
-    sim devices."""
-    from ._torch_models import device as worker_device
+    sim devices (a torch.device: torch is not type-checked here)."""
+    from .worker._torch_models import device as worker_device
     return worker_device()
 
 
-def progress(value, max_value):
+def progress(value: float, max_value: float) -> None:
     """ComfyUI's progress event for the running node."""
     call = _call.require("progress")
     call.api.progress(call.ctx, int(value), int(max_value))
 
 
-def interrupted():
+def interrupted() -> bool:
     """True once the prompt was interrupted: the node should stop (or check_interrupted())."""
     call = _call.require("interrupted")
     return call.api.interrupted(call.ctx) != 0
 
 
-def check_interrupted():
+def check_interrupted() -> None:
     """Raises Interrupted once the prompt was interrupted."""
     if interrupted():
         raise Interrupted("the prompt was interrupted")
 
 
-def node_id():
+def node_id() -> str:
     """The prompt's id of the running node."""
     return _call.require("node_id").node_id
 
 
-def empty(shape, dtype="float32"):
+def empty(shape: Iterable[int], dtype: npt.DTypeLike = "float32") -> Any:
     """A tensor in the pinned pool that the node can fill and return without a copy: a torch
     tensor when the pack uses torch, else a numpy array."""
     call = _call.require("empty")
     import numpy as np
     t = call.new_tensor(shape, np.dtype(dtype))
-    from . import _tensors
-    return call.handed_out(_tensors.to_node(t, _tensors.use_torch()), t)
+    from ._shared import tensors
+    return call.handed_out(tensors.to_node(t, tensors.use_torch()), t)
 
 
 class Model:
     """A model's weights as the worker's memory manager holds them: the host sees it as a
     stand-in and can evict it (docs/memory-semantics.md)."""
 
-    def __init__(self, call, name, handle, created):
+    def __init__(self, call: _call.Call, name: str, handle: ctypes.c_void_p,
+                 created: bool) -> None:
         self.name = name
         self.created = created
         self._handle = handle
 
-    def fault(self, offset, size):
+    def fault(self, offset: int, size: int) -> None:
         """Maps and pins [offset, offset+size) (a layer); MemoryError: stream it instead."""
         call = _call.require("Model.fault")
         call.status("fault %s" % self.name,
                     call.api.region_fault(call.ctx, self._handle, int(offset), int(size)))
 
-    def unpin(self, offset, size):
+    def unpin(self, offset: int, size: int) -> None:
         call = _call.require("Model.unpin")
         call.status("unpin %s" % self.name,
                     call.api.region_unpin(call.ctx, self._handle, int(offset), int(size)))
 
 
-def register_model(name, nbytes):
+def register_model(name: str, nbytes: int) -> Model:
     """Registers a model of `nbytes` under `name` (created on first use, kept for the worker's
     life), so the host's ledger shows it and its evictions reach it."""
     call = _call.require("register_model")
@@ -88,7 +103,7 @@ def register_model(name, nbytes):
     return Model(call, name, handle, bool(created.value))
 
 
-def cast_buffer(stream, size):
+def cast_buffer(stream: int, size: int) -> int:
     """The address of a cast buffer of at least `size` bytes for offload stream `stream`."""
     call = _call.require("cast_buffer")
     address = ctypes.c_uint64()
@@ -97,12 +112,13 @@ def cast_buffer(stream, size):
     return address.value
 
 
-def pinned_reserve(nbytes):
+def pinned_reserve(nbytes: int) -> None:
     """Reserves pinned host memory from this worker's slot of the one budget."""
     call = _call.require("pinned_reserve")
     call.status("pinned_reserve", call.api.pinned_reserve(call.ctx, int(nbytes)))
 
 
-def pinned_release(nbytes):
+def pinned_release(nbytes: int) -> None:
+    """Returns what pinned_reserve reserved."""
     call = _call.require("pinned_release")
     call.api.pinned_release(call.ctx, int(nbytes))

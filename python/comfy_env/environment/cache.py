@@ -1,5 +1,5 @@
 """comfy_env.environment.cache: copy_files(), as prestartup scripts import it."""
 
-from comfy_orch.comfyui._comfy_env_api import copy_files
+from comfy_env._api import copy_files
 
 __all__ = ["copy_files"]

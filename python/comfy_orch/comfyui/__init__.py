@@ -14,13 +14,20 @@ worker failed to import the pack is never imported here: its error (the exceptio
 the pack) is logged, and its nodes are missing, as ComfyUI shows a pack that failed to import.
 
 One host runtime serves the whole ComfyUI process: the first register_nodes() starts it over
-ComfyUI's custom_nodes directory (or $COMFY_ORCH_DEPLOYMENT), and it stops at exit."""
+ComfyUI's custom_nodes directory (or $COMFY_ORCH_DEPLOYMENT), and it stops at exit.
+
+The ComfyUI side's package: what runs inside ComfyUI's process. The host's answers are JSON and
+ComfyUI's objects are not type-checked here: both are Any."""
+
+from __future__ import annotations
 
 import importlib
 import inspect
 import logging
 import os
+from typing import Any
 
+from ..host import Host
 from . import _proxies, _proxies_v3, _runtime
 from ._proxies import WorkerObject, build_proxy
 from ._proxies_v3 import build_v3_proxy
@@ -30,7 +37,7 @@ __all__ = ["register_nodes", "WorkerObject"]
 _log = logging.getLogger("comfy_orch")
 
 
-def _node_dirs(nodes_dir):
+def _node_dirs(nodes_dir: str) -> list[tuple[str, bool]]:
     """comfy-env's discovery: [(directory, has_manifest)] for nodes/ itself when it has a
     manifest, else for every nodes/<subdir> package."""
     if os.path.isfile(os.path.join(nodes_dir, "comfy-env.toml")):
@@ -48,7 +55,8 @@ def _node_dirs(nodes_dir):
     return found
 
 
-def _import_in_process(caller_package, pack_dir, node_dir):
+def _import_in_process(caller_package: str | None, pack_dir: str,
+                       node_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The directory as a submodule of the pack's package, as ComfyUI would import it."""
     relative = os.path.relpath(node_dir, pack_dir).replace(os.sep, ".")
     module = importlib.import_module("." + relative, package=caller_package)
@@ -56,7 +64,7 @@ def _import_in_process(caller_package, pack_dir, node_dir):
             dict(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", {}) or {}))
 
 
-def _proxy(host, name, schema):
+def _proxy(host: Host, name: str, schema: dict[str, Any]) -> type:
     """A V3 proxy for a class that is V3 in its worker, where this ComfyUI has comfy_api; a V1
     proxy otherwise (every ComfyUI runs V1 classes)."""
     io = _proxies_v3.available() if schema.get("api_version") == 3 else None
@@ -64,28 +72,30 @@ def _proxy(host, name, schema):
         host, name, schema)
 
 
-def register_nodes(nodes_package="nodes"):
+def register_nodes(nodes_package: str = "nodes") -> tuple[dict[str, Any], dict[str, Any]]:
     """(NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS) for the calling pack."""
     frame = inspect.stack()[1]
     module = inspect.getmodule(frame.frame)
     caller_package = module.__name__ if module is not None else None
     pack_dir = os.path.dirname(os.path.abspath(frame.filename))
     nodes_dir = os.path.join(pack_dir, nodes_package)
-    mappings, display = {}, {}
+    mappings: dict[str, Any] = {}
+    display: dict[str, Any] = {}
     if not os.path.isdir(nodes_dir):
         _log.warning("[comfy-orch] %s: no %s/ directory, so no nodes", pack_dir, nodes_package)
         return mappings, display
     dirs = _node_dirs(nodes_dir)
     host = _runtime.host(pack_dir) if any(m for _, m in dirs) else None
-    state = host.nodes() if host is not None else {}
+    state: dict[str, Any] = host.nodes() if host is not None else {}
     envs = {os.path.realpath(e["node_dir"]): e for e in state.get("envs", [])}
     workers = {w["env"]: w for w in state.get("workers", [])}
     reasons = {s["env"]: s["reason"] for s in state.get("skipped", [])}
     for node_dir, manifest in dirs:
-        env = envs.get(os.path.realpath(node_dir)) if manifest else None
+        env: Any = envs.get(os.path.realpath(node_dir)) if manifest else None  # JSON or None
         classes = {name: schema for name, schema in state.get("classes", {}).items()
                    if env is not None and schema.get("env") == env["env"]}
         if classes:
+            assert host is not None  # classes come from its state
             for name, schema in classes.items():
                 mappings[name] = _proxy(host, name, schema)
                 shown = _proxies.node_info(schema).get("display_name")

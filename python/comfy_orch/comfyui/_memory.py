@@ -8,13 +8,19 @@
 - ComfyUI's own pinning (pin_memory / unpin_memory) is charged to the host's slot of the one
   pinned budget, so host and workers together never exceed it.
 
-Nothing is patched in a ComfyUI that lacks a fatal member of the declared surface (_surface.py)."""
+Nothing is patched in a ComfyUI that lacks a fatal member of the declared surface (_surface.py).
+ComfyUI's modules and tensors are not type-checked here: they are Any."""
+
+from __future__ import annotations
 
 import functools
 import logging
 import sys
 import threading
+from types import ModuleType
+from typing import Any
 
+from ..host import Host
 from . import _stand_ins, _surface
 
 _log = logging.getLogger("comfy_orch")
@@ -22,7 +28,7 @@ _log = logging.getLogger("comfy_orch")
 _GIB = 1024 ** 3
 
 
-def aimdo_level(version):
+def aimdo_level(version: object) -> int | None:
     """DESIGN §4.5: comfy-aimdo <=0.2 speaks L1, 0.3-0.4.9 L2, 0.4.10 L3, 0.4.11 and later L4."""
     parts = []
     for piece in str(version).split(".")[:3]:
@@ -42,7 +48,7 @@ def aimdo_level(version):
     return 4
 
 
-def _installed_aimdo_version():
+def _installed_aimdo_version() -> str | None:
     try:
         from importlib import metadata
         return metadata.version("comfy-aimdo")
@@ -50,14 +56,17 @@ def _installed_aimdo_version():
         return None
 
 
-def deployment_settings(args=None, aimdo_version=None):
+def deployment_settings(args: Any = None, aimdo_version: str | None = None
+                        ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """(host settings, [memory] settings, why) for the host of this ComfyUI process: its flags
     as ComfyUI parsed them, and its aimdo's protocol level."""
     if args is None:
         args = getattr(sys.modules.get("comfy.cli_args"), "args", None)
     if aimdo_version is None:
         aimdo_version = _installed_aimdo_version()
-    host, memory, why = {}, {}, []
+    host: dict[str, Any] = {}
+    memory: dict[str, Any] = {}
+    why: list[str] = []
     level = aimdo_level(aimdo_version) if aimdo_version else None
     if level is not None:
         host["protocol_level"] = level
@@ -86,7 +95,7 @@ def deployment_settings(args=None, aimdo_version=None):
     return host, memory, why
 
 
-def integrate(host):
+def integrate(host: Host) -> _stand_ins.StandIns | None:
     """Joins ComfyUI's memory manager to `host`: returns the StandIns to sync after each node,
     or None when this ComfyUI lacks a member the integration needs (logged, named). The patches
     go in once per process and reach whichever host is current (a restarted one too)."""
@@ -109,7 +118,7 @@ def integrate(host):
     return stand_ins
 
 
-def detach():
+def detach() -> None:
     """The host stopped: the patches pass straight through to ComfyUI's own functions."""
     global _current
     _current = None
@@ -117,18 +126,18 @@ def detach():
         _charged.clear()  # its slot of the budget went with it
 
 
-_current = None  # the host the patches reach, None when none runs
-_charged = {}  # data_ptr -> bytes this process's pinning holds of the host's slot
+_current: Host | None = None  # the host the patches reach, None when none runs
+_charged: dict[int, int] = {}  # data_ptr -> bytes this process's pinning holds of the host's slot
 _charged_lock = threading.Lock()
 
 
-def _broadcast_soft_empty_cache(mm):
+def _broadcast_soft_empty_cache(mm: Any) -> None:
     original = mm.soft_empty_cache
     if getattr(original, "_comfy_orch", False):
         return
 
     @functools.wraps(original)
-    def soft_empty_cache(*args, **kwargs):
+    def soft_empty_cache(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
         host = _current
         if host is not None:
@@ -139,11 +148,11 @@ def _broadcast_soft_empty_cache(mm):
                 _log.debug("[comfy-orch] soft_empty_cache not broadcast: %s", e)
         return result
 
-    soft_empty_cache._comfy_orch = True
+    soft_empty_cache._comfy_orch = True  # type: ignore[attr-defined]  # the mark that it is ours
     mm.soft_empty_cache = soft_empty_cache
 
 
-def _tensor_bytes(tensor):
+def _tensor_bytes(tensor: Any) -> int:
     """The bytes ComfyUI's pin_memory registers: tensor.nbytes, or numel() * element_size() on a
     torch without Tensor.nbytes (Debian's 1.13)."""
     try:
@@ -154,21 +163,21 @@ def _tensor_bytes(tensor):
         return 0
 
 
-def _pointer(tensor):
+def _pointer(tensor: Any) -> int | None:
     try:
         return int(tensor.data_ptr())
     except Exception:
         return None
 
 
-def _release(host, size):
+def _release(host: Host, size: int) -> None:
     try:
         host.pinned_release(size)
     except Exception:  # a stopped host holds no budget any more
         pass
 
 
-def _charge_pinning(mm):
+def _charge_pinning(mm: Any) -> None:
     """Each pin reserves its bytes first and is recorded by address; an unpin returns exactly
     what its pin recorded, so a tensor pinned before comfy-orch started (or by another host)
     returns nothing that others reserved."""
@@ -177,7 +186,7 @@ def _charge_pinning(mm):
         return
 
     @functools.wraps(original_pin)
-    def pin_memory(tensor, *args, **kwargs):
+    def pin_memory(tensor: Any, *args: Any, **kwargs: Any) -> Any:
         host, size, ptr = _current, _tensor_bytes(tensor), _pointer(tensor)
         if host is None or size == 0 or ptr is None:
             return original_pin(tensor, *args, **kwargs)
@@ -200,16 +209,16 @@ def _charge_pinning(mm):
         return pinned
 
     @functools.wraps(original_unpin)
-    def unpin_memory(tensor, *args, **kwargs):
+    def unpin_memory(tensor: Any, *args: Any, **kwargs: Any) -> Any:
         unpinned = original_unpin(tensor, *args, **kwargs)
         if unpinned:
             ptr = _pointer(tensor)
             with _charged_lock:
-                size = _charged.pop(ptr, 0)
+                size = _charged.pop(ptr, 0) if ptr is not None else 0
             host = _current
             if size and host is not None:
                 _release(host, size)
         return unpinned
 
-    pin_memory._comfy_orch = True
+    pin_memory._comfy_orch = True  # type: ignore[attr-defined]  # the mark that it is ours
     mm.pin_memory, mm.unpin_memory = pin_memory, unpin_memory

@@ -1,17 +1,28 @@
 """ComfyUI V1 node classes that stand for a worker's classes (docs/comfyui.md): built from the
 schema the worker reported, never from importing the pack. ComfyUI's executor calls them like
 any node (FUNCTION, list mapping, hidden inputs); each call runs in the class's worker through
-the host library, and IS_CHANGED and VALIDATE_INPUTS go to the worker too."""
+the host library, and IS_CHANGED and VALIDATE_INPUTS go to the worker too.
+
+A schema is the worker's JSON, node values are whatever a pack made of them, and ComfyUI's
+objects are not type-checked here: all three are Any."""
+
+from __future__ import annotations
 
 import copy
 import inspect
 import sys
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import _serializers
-from .._values import HANDLE_PREFIX
-from ..host import NodeError
+from .._shared import serializers
+from .._shared.serializers import HANDLE_PREFIX
+from ..host import Host, NodeError, NodeResult
 from . import _runtime
+
+if TYPE_CHECKING:
+    # caller()'s call: (inputs, node, prompt, extra_pnginfo, method=None) -> NodeResult.
+    WorkerCall = Callable[..., NodeResult]
 
 # The node's id names each call, and the prompt marks where one prompt ends and the next begins
 # (the epoch). ComfyUI runs every call inside an executing context that says both
@@ -29,25 +40,27 @@ class WorkerObject:
 
     __slots__ = ("handle", "type_name", "env")
 
-    def __init__(self, handle, type_name, env):
+    def __init__(self, handle: str, type_name: str, env: str) -> None:
         self.handle, self.type_name, self.env = handle, type_name, env
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> NoReturn:
         raise TypeError("this %s lives in the worker of env %s: only that env's nodes can use it "
-                        "(it has no %r here, in ComfyUI's process)" % (self.type_name, self.env, name))
+                        "(it has no %r here, in ComfyUI's process)"
+                        % (self.type_name, self.env, name))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<%s in env %s>" % (self.type_name, self.env)
 
 
-def executing_context_reader():
+def executing_context_reader() -> Callable[[], Any] | None:
     """ComfyUI's get_executing_context (the running node's prompt_id and node_id), or None for a
     ComfyUI that has none."""
     try:
         from comfy_execution.utils import get_executing_context
     except Exception:  # an older ComfyUI, or none
         return None
-    return get_executing_context
+    reader: Callable[[], Any] = get_executing_context
+    return reader
 
 
 class _Epochs:
@@ -55,11 +68,11 @@ class _Epochs:
     passes every node of one prompt the same one) is a new prompt, and the host's epoch follows it
     (ledger workers then reset their cast buffers)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._last = None
+        self._last: object = None
 
-    def follow(self, host, prompt):
+    def follow(self, host: Host, prompt: object) -> None:
         if prompt is None:
             return
         with self._lock:
@@ -72,25 +85,27 @@ class _Epochs:
 _epochs = _Epochs()
 
 
-def input_types(schema):
+def input_types(schema: dict[str, Any]) -> dict[str, Any]:
     """ComfyUI's INPUT_TYPES() of a class, from its schema's inputs and hidden inputs, for a
     worker that reported no node_info (a native pack)."""
-    out = {"required": {}, "optional": {}}
+    out: dict[str, Any] = {"required": {}, "optional": {}}
     for spec in schema.get("inputs", []):
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
             continue
         extras = {k: v for k, v in spec.items() if k not in _WIDGET_KEYS_NOT_OPTIONS}
+        entry: tuple[Any, ...]
         if spec.get("type") == "COMBO":
             entry = (list(spec.get("options", [])), extras)
         else:
-            entry = (str(spec.get("type", "*")), extras) if extras else (str(spec.get("type", "*")),)
+            kind = str(spec.get("type", "*"))
+            entry = (kind, extras) if extras else (kind,)
         out["required" if spec.get("required", True) else "optional"][spec["name"]] = entry
     if schema.get("hidden"):
         out["hidden"] = dict(schema["hidden"])
     return out
 
 
-def node_info(schema):
+def node_info(schema: dict[str, Any]) -> dict[str, Any]:
     """ComfyUI's /object_info entry of the worker's class: what its worker computed (server.py's
     node_info, a V3 class's GET_NODE_INFO_V1), else what the schema's fields say."""
     info = schema.get("node_info")
@@ -107,7 +122,7 @@ def node_info(schema):
             "output_node": bool(schema.get("output_node", False))}
 
 
-def _interrupt_watch(host, done):
+def _interrupt_watch(host: Host, done: threading.Event) -> None:
     """ComfyUI's interrupt flag (comfy.model_management) reaches the running worker node."""
     management = sys.modules.get("comfy.model_management")
     check = getattr(management, "processing_interrupted", None)
@@ -119,26 +134,26 @@ def _interrupt_watch(host, done):
             return
 
 
-def _to_worker(value):
+def _to_worker(value: Any) -> Any:
     if isinstance(value, WorkerObject):
         return value.handle
     if isinstance(value, list):
         return [_to_worker(v) for v in value]
-    if isinstance(value, tuple) and _serializers.encode(value) is None:
-        return {_serializers.TUPLE: [_to_worker(v) for v in value]}
-    marked = _serializers.encode(value)  # a pack's type with its registered serializer
+    if isinstance(value, tuple) and serializers.encode(value) is None:
+        return {serializers.TUPLE: [_to_worker(v) for v in value]}
+    marked = serializers.encode(value)  # a pack's type with its registered serializer
     return marked if marked is not None else value
 
 
-def _from_worker(value, type_name, env):
+def _from_worker(value: Any, type_name: str, env: str) -> Any:
     if isinstance(value, str) and value.startswith(HANDLE_PREFIX) and type_name != "STRING":
         return WorkerObject(value, type_name, env)
     if isinstance(value, list):
         return [_from_worker(v, type_name, env) for v in value]
-    return _serializers.decode(value)
+    return serializers.decode(value)
 
 
-def _raise_as_comfyui(error):
+def _raise_as_comfyui(error: NodeError) -> NoReturn:
     """A worker's error as ComfyUI shows a node's: its interrupt as ComfyUI's own exception."""
     if error.interrupted:
         management = sys.modules.get("comfy.model_management")
@@ -148,7 +163,7 @@ def _raise_as_comfyui(error):
     raise error
 
 
-def caller(host, class_type, schema):
+def caller(host: Host, class_type: str, schema: dict[str, Any]) -> WorkerCall:
     """call(inputs, node, prompt, extra_pnginfo, method=None) -> NodeResult: one call of
     `class_type` in its worker, as ComfyUI's executor makes it of a node (or of its IS_CHANGED /
     VALIDATE_INPUTS with `method`): the epoch follows the prompt, ComfyUI's interrupt reaches
@@ -157,7 +172,8 @@ def caller(host, class_type, schema):
     declared_hidden = set((schema.get("hidden") or {}).values())
     executing_context = executing_context_reader()
 
-    def call(inputs, node, prompt, extra_pnginfo, method=None):
+    def call(inputs: dict[str, Any], node: object, prompt: Any, extra_pnginfo: Any,
+             method: str | None = None) -> NodeResult:
         # Only what the class declares crosses (the host sends the same for run).
         hidden = {kind: value for kind, value in (("PROMPT", prompt),
                                                   ("EXTRA_PNGINFO", extra_pnginfo))
@@ -185,7 +201,7 @@ def caller(host, class_type, schema):
     return call
 
 
-def validation_signature(schema):
+def validation_signature(schema: dict[str, Any]) -> inspect.Signature | None:
     """The signature of the pack's own VALIDATE_INPUTS / validate_inputs, as its worker reported
     it (schema["validate_inputs"]): ComfyUI reads it with getfullargspec to choose what it passes
     and which inputs it still range-checks itself, so a proxy's **kwargs would turn every check
@@ -204,7 +220,7 @@ def validation_signature(schema):
     return inspect.Signature(parameters)
 
 
-def outputs_of(schema, results):
+def outputs_of(schema: dict[str, Any], results: list[Any]) -> tuple[Any, ...]:
     """A worker's results as the node's outputs: worker objects as handles of its env."""
     env = schema.get("env", "?")
     outputs = [str(t) for t in schema.get("outputs", [])]
@@ -212,13 +228,13 @@ def outputs_of(schema, results):
                  for k in range(len(outputs)))
 
 
-def _declared_order(types, order):
+def _declared_order(types: dict[str, Any], order: object) -> dict[str, Any]:
     """INPUT_TYPES as the pack wrote it, from the node_info that crossed as JSON: groups and
     inputs in the declared order (input_order; ComfyUI derives that from the keys' order, and the
     host's JSON sorted them), each spec a tuple."""
     order = order if isinstance(order, dict) else {}
     groups = ["required", "optional", "hidden"] + sorted(types)
-    out = {}
+    out: dict[str, Any] = {}
     for group in dict.fromkeys(g for g in groups if isinstance(types.get(g), dict)):
         entries = types[group]
         names = [n for n in order.get(group) or [] if n in entries] + sorted(entries)
@@ -227,7 +243,7 @@ def _declared_order(types, order):
     return out
 
 
-def build_proxy(host, class_type, schema):
+def build_proxy(host: Host, class_type: str, schema: dict[str, Any]) -> type:
     """The V1 proxy class for `class_type`, reported by env schema["env"]: it declares what the
     pack's class declares (its node_info), so ComfyUI's /object_info shows it unchanged."""
     env = schema.get("env", "?")
@@ -235,17 +251,18 @@ def build_proxy(host, class_type, schema):
     declared_hidden = dict(schema.get("hidden") or {})
     by_kind = {kind: name for name, kind in declared_hidden.items()}
     asked = {} if executing_context_reader() is not None else _ALWAYS_HIDDEN
-    function = schema.get("function") if isinstance(schema.get("function"), str) else "execute"
+    declared_function = schema.get("function")
+    function = declared_function if isinstance(declared_function, str) else "execute"
     worker_call = caller(host, class_type, schema)
 
-    def inputs_types(cls):
+    def inputs_types(cls: type) -> dict[str, Any]:
         types = _declared_order(copy.deepcopy(info.get("input") or {"required": {}}),
                                 info.get("input_order"))
         if asked:
             types.setdefault("hidden", {}).update(asked)
         return types
 
-    def call(kwargs, method=None):
+    def call(kwargs: dict[str, Any], method: str | None = None) -> NodeResult:
         inputs = {k: v for k, v in kwargs.items() if k not in asked and k not in declared_hidden}
         hidden = {kind: kwargs.get(name) for kind, name in by_kind.items()}
         return worker_call(inputs, kwargs.get("orch_unique_id") or hidden.get("UNIQUE_ID"),
@@ -253,20 +270,20 @@ def build_proxy(host, class_type, schema):
                            kwargs.get("orch_extra_pnginfo") or hidden.get("EXTRA_PNGINFO"),
                            method)
 
-    def execute(self, **kwargs):
+    def execute(self: object, **kwargs: Any) -> Any:
         # What the pack returned: its ui reaches ComfyUI's executed message and history too.
         result = call(kwargs)
         outputs = outputs_of(schema, result.outputs)
         if result.ui is None and result.expand is None:
             return outputs
-        returned = {"result": outputs}
+        returned: dict[str, Any] = {"result": outputs}
         if result.ui is not None:
             returned["ui"] = result.ui
         if result.expand is not None:  # ComfyUI runs the subgraph; the outputs link into it
             returned["expand"] = result.expand
         return returned
 
-    attrs = {
+    attrs: dict[str, Any] = {
         "INPUT_TYPES": classmethod(inputs_types),
         "RETURN_TYPES": tuple(info.get("output") or ()),
         "RETURN_NAMES": tuple(info.get("output_name") or ()),
@@ -289,7 +306,7 @@ def build_proxy(host, class_type, schema):
         attrs["IS_CHANGED"] = classmethod(
             lambda cls, **kwargs: (call(kwargs, "IS_CHANGED").outputs or [None])[0])
     if schema.get("has_validate_inputs"):
-        def validate_inputs(cls, **kwargs):
+        def validate_inputs(cls: type, /, **kwargs: Any) -> Any:
             try:
                 call(kwargs, "VALIDATE_INPUTS")
             except NodeError as e:
@@ -297,6 +314,7 @@ def build_proxy(host, class_type, schema):
             return True
         signature = validation_signature(schema)
         if signature is not None:
-            validate_inputs.__signature__ = signature
+            # What inspect.signature (ComfyUI's getfullargspec) reads.
+            validate_inputs.__signature__ = signature  # type: ignore[attr-defined]
         attrs["VALIDATE_INPUTS"] = classmethod(validate_inputs)
     return type(class_type, (), attrs)

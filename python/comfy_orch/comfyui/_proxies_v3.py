@@ -9,11 +9,17 @@ inputs take fixed keywords (an unknown one raises TypeError), so each input gets
 its constructor names and the rest in extra_dict; io.Custom(type) makes a type for any other
 name; hidden values are read from cls.hidden (a clone ComfyUI prepares per call), for the kinds
 the schema lists; execute and the optional validate_inputs / fingerprint_inputs are
-classmethods."""
+classmethods.
+
+comfy_api's io module and its classes are not type-checked here: they are Any."""
+
+from __future__ import annotations
 
 import copy
 import inspect
+from typing import Any
 
+from ..host import Host, NodeError
 from . import _proxies
 
 _WIDGETS = {"INT": "Int", "FLOAT": "Float", "STRING": "String", "BOOLEAN": "Boolean",
@@ -21,7 +27,7 @@ _WIDGETS = {"INT": "Int", "FLOAT": "Float", "STRING": "String", "BOOLEAN": "Bool
 _NOT_OPTIONS = ("name", "type", "required", "options")
 
 
-def available():
+def available() -> Any:
     """comfy_api.latest's io module when ComfyUI's process can import it, else None."""
     try:
         from comfy_api.latest import io
@@ -30,7 +36,7 @@ def available():
     return io if hasattr(io, "ComfyNode") and hasattr(io, "Schema") else None
 
 
-def _type(io, name):
+def _type(io: Any, name: str) -> Any:
     if name in _WIDGETS and hasattr(io, _WIDGETS[name]):
         return getattr(io, _WIDGETS[name])
     if name == "*" and hasattr(io, "AnyType"):
@@ -38,7 +44,7 @@ def _type(io, name):
     return io.Custom(name)
 
 
-def _construct(factory, positional, options):
+def _construct(factory: Any, positional: list[Any], options: dict[str, Any]) -> Any:
     """factory(*positional, **options) with only the keywords it names; the others go into its
     extra_dict (ComfyUI merges that into the V1 options), or are dropped where it has none."""
     try:
@@ -54,7 +60,7 @@ def _construct(factory, positional, options):
     return factory(*positional, **named)
 
 
-def _input(io, spec):
+def _input(io: Any, spec: dict[str, Any]) -> Any:
     kind = str(spec.get("type", "*"))
     options = {k: v for k, v in spec.items() if k not in _NOT_OPTIONS}
     options["optional"] = not spec.get("required", True)
@@ -63,9 +69,10 @@ def _input(io, spec):
     return _construct(_type(io, kind).Input, [spec["name"]], options)
 
 
-def _outputs(io, schema):
+def _outputs(io: Any, schema: dict[str, Any]) -> list[Any]:
     types = [str(t) for t in schema.get("outputs", [])]
-    names = schema.get("return_names") if isinstance(schema.get("return_names"), list) else []
+    declared_names = schema.get("return_names")
+    names = declared_names if isinstance(declared_names, list) else []
     lists = schema.get("output_is_list") or []
     return [_construct(_type(io, t).Output, [],
                        {"display_name": str(names[k]) if k < len(names) else t,
@@ -73,12 +80,12 @@ def _outputs(io, schema):
             for k, t in enumerate(types)]
 
 
-def build_v3_proxy(io, host, class_type, schema):
+def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any]) -> type:
     """The io.ComfyNode proxy for `class_type`, reported by env schema["env"]."""
     call = _proxies.caller(host, class_type, schema)
     inputs = [s for s in schema.get("inputs", [])
               if isinstance(s, dict) and isinstance(s.get("name"), str)]
-    fields = {"node_id": class_type,
+    fields: dict[str, Any] = {"node_id": class_type,
               "display_name": str(schema.get("display_name") or class_type),
               "category": str(schema.get("category", "")),
               "description": str(schema.get("description", "") or ""),
@@ -89,47 +96,50 @@ def build_v3_proxy(io, host, class_type, schema):
               "not_idempotent": bool(schema.get("not_idempotent", False)),
               "enable_expand": bool(schema.get("enable_expand", False))}
 
-    def define_schema(cls):
+    def define_schema(cls: type) -> Any:
         # Every proxy asks for the node id and the prompt (the epoch), as V1 proxies do.
         hidden = [io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.extra_pnginfo]
         return _construct(io.Schema, [], dict(fields, inputs=[_input(io, s) for s in inputs],
                                               outputs=_outputs(io, schema), hidden=hidden))
 
-    def hidden_of(cls):
+    def hidden_of(cls: type) -> tuple[Any, Any, Any]:
         h = getattr(cls, "hidden", None)
         return (getattr(h, "unique_id", None), getattr(h, "prompt", None),
                 getattr(h, "extra_pnginfo", None))
 
-    def execute(cls, **kwargs):
+    def execute(cls: type, /, **kwargs: Any) -> Any:
         result = call(kwargs, *hidden_of(cls))
         return io.NodeOutput(*_proxies.outputs_of(schema, result.outputs), ui=result.ui,
                              expand=result.expand)
 
-    attrs = {"define_schema": classmethod(define_schema), "execute": classmethod(execute),
-             "COMFY_ORCH_ENV": schema.get("env", "?"),
-             "__module__": "comfy_orch.comfyui.proxies"}
+    attrs: dict[str, Any] = {"define_schema": classmethod(define_schema),
+                             "execute": classmethod(execute),
+                             "COMFY_ORCH_ENV": schema.get("env", "?"),
+                             "__module__": "comfy_orch.comfyui.proxies"}
     info = schema.get("node_info")
     if isinstance(info, dict):
         # ComfyUI's /object_info answers GET_NODE_INFO_V1 for a V3 class: the pack's own, as its
         # worker computed it, under the module name ComfyUI's loader gave this proxy.
-        def get_node_info_v1(cls):
+        def get_node_info_v1(cls: type) -> dict[str, Any]:
             out = copy.deepcopy(info)
             out["python_module"] = getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes")
             return out
         attrs["GET_NODE_INFO_V1"] = classmethod(get_node_info_v1)
     if schema.get("has_validate_inputs"):
-        def validate_inputs(cls, **kwargs):
+        def validate_inputs(cls: type, /, **kwargs: Any) -> Any:
             try:
                 call(kwargs, None, None, None, "VALIDATE_INPUTS")
-            except _proxies.NodeError as e:
+            except NodeError as e:
                 return e.message  # ComfyUI shows a string as the validation failure
             return True
         signature = _proxies.validation_signature(schema)
         if signature is not None:
-            validate_inputs.__signature__ = signature
+            # What inspect.signature (ComfyUI's getfullargspec) reads.
+            validate_inputs.__signature__ = signature  # type: ignore[attr-defined]
         attrs["validate_inputs"] = classmethod(validate_inputs)
     if schema.get("has_is_changed"):
         attrs["fingerprint_inputs"] = classmethod(
             lambda cls, **kwargs: (call(kwargs, None, None, None, "IS_CHANGED").outputs
                                    or [None])[0])
-    return type(class_type, (io.ComfyNode,), attrs)
+    proxy: type = type(class_type, (io.ComfyNode,), attrs)
+    return proxy

@@ -11,12 +11,21 @@ model in another process (docs/references.md, comfy-env §3.7). Rules it keeps:
 - a load through a dead worker raises, naming the model and what to do;
 - current_loaded_models changes only at a node boundary (sync, after a proxy call), never from
   an event: ComfyUI's free_memory pops entries by the indexes it sorted, and a list changed under
-  it (a worker restarting mid-loop) would pop the wrong ones."""
+  it (a worker restarting mid-loop) would pop the wrong ones.
+
+ComfyUI's model_management, its devices and its LoadedModel are not type-checked here: Any."""
+
+from __future__ import annotations
 
 import logging
 import threading
 import uuid
 import weakref
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..host import Host
 
 _log = logging.getLogger("comfy_orch")
 
@@ -42,10 +51,10 @@ class WorkerModel:
 
     __slots__ = ("env", "key", "__weakref__")
 
-    def __init__(self, env, key):
+    def __init__(self, env: str, key: str) -> None:
         self.env, self.key = env, key
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<worker model %s in env %s>" % (self.key, self.env)
 
 
@@ -55,7 +64,8 @@ class StandIn:
 
     parent = None  # never a clone of a host model
 
-    def __init__(self, host, env, key, generation, size, resident, device):
+    def __init__(self, host: Host, env: str, key: str, generation: int, size: int,
+                 resident: int, device: Any) -> None:
         self.host, self.env, self.key, self.generation = host, env, key, generation
         self.size, self.resident = int(size), int(resident)
         self.load_device = device
@@ -64,9 +74,9 @@ class StandIn:
         # unload_model_and_clones compares it on every live entry: unique, so a host model and
         # its clones never match a worker's model.
         self.clone_base_uuid = uuid.uuid4()
-        self.gone = None  # why the worker's model is gone (died, replaced), once it is
+        self.gone: str | None = None  # why the worker's model is gone (died, replaced)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         raise AttributeError(
@@ -74,62 +84,63 @@ class StandIn:
             "outside the declared surface (comfy_orch/comfyui/_stand_ins.py SURFACE)"
             % (self.key, self.env, name))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<comfy-orch stand-in %s/%s gen %d: %d of %d bytes resident>" % (
             self.env, self.key, self.generation, self.resident, self.size)
 
     # -- what model_management reads ----------------------------------------------------------
 
-    def model_size(self):
+    def model_size(self) -> int:
         return self.size
 
-    def loaded_size(self):
+    def loaded_size(self) -> int:
         return self.resident
 
-    def current_loaded_device(self):
+    def current_loaded_device(self) -> Any:
         return self.load_device
 
-    def model_dtype(self):
+    def model_dtype(self) -> None:
         return None
 
-    def model_patches_to(self, _device_or_dtype):
+    def model_patches_to(self, _device_or_dtype: object) -> None:
         return None
 
-    def model_patches_models(self):
+    def model_patches_models(self) -> list[Any]:
         return []
 
-    def get_nested_additional_models(self):
+    def get_nested_additional_models(self) -> list[Any]:
         return []
 
-    def lowvram_patch_counter(self):
+    def lowvram_patch_counter(self) -> int:
         return 0
 
-    def is_dynamic(self):
+    def is_dynamic(self) -> bool:
         # Never: a dynamic model is skipped by free_memory(for_dynamic=True) and by pin
         # eviction, and a worker model must stay evictable from ComfyUI.
         return False
 
-    def is_clone(self, other):
+    def is_clone(self, other: object) -> bool:
         return (isinstance(other, StandIn) and other.env == self.env and other.key == self.key
                 and other.generation == self.generation)
 
     # -- loads raise on a dead worker; evictions never raise ---------------------------------
 
-    def partially_load(self, _device, _extra_memory, force_patch_weights=False):
+    def partially_load(self, _device: object, _extra_memory: int,
+                       force_patch_weights: bool = False) -> int:
         if self.gone:
             raise RuntimeError("model %s of env %s is no longer available: %s. Run the node that "
                                "loads it again." % (self.key, self.env, self.gone))
         # The worker's pager brings pages back when its node faults them: nothing moves now.
         return 0
 
-    def partially_unload(self, _device, memory_to_free):
+    def partially_unload(self, _device: object, memory_to_free: int) -> int:
         return self._evict(memory_to_free)
 
-    def detach(self, unpatch_all=True):
+    def detach(self, unpatch_all: bool = True) -> None:
         if self.resident > 0:
             self._evict(self.resident)
 
-    def _evict(self, nbytes):
+    def _evict(self, nbytes: int) -> int:
         if self.gone:
             freed, self.resident = self.resident, 0
             return freed
@@ -161,12 +172,12 @@ class StandIn:
 class StandIns:
     """The stand-ins of one host, kept in step with its workers' models at node boundaries."""
 
-    def __init__(self, host, management, device):
+    def __init__(self, host: Host, management: ModuleType, device: Any) -> None:
         self._host, self._mm, self._device = host, management, device
         self._lock = threading.Lock()
-        self._by_key = {}  # (env, key) -> StandIn
+        self._by_key: dict[tuple[str, str], StandIn] = {}
 
-    def sync(self):
+    def sync(self) -> None:
         """After a node: new worker models go in at index 0 (as ComfyUI inserts a load), models
         that became resident again go back in, and models whose worker generation is gone leave
         the list."""
@@ -195,13 +206,13 @@ class StandIns:
             for ident in [i for i in self._by_key if i not in seen]:
                 self._drop(self._by_key[ident], "its worker no longer has it")
 
-    def _index(self, s):
+    def _index(self, s: StandIn) -> int | None:
         for i, loaded in enumerate(self._mm.current_loaded_models):
             if getattr(loaded, "model", None) is s:
                 return i
         return None
 
-    def _insert(self, s):
+    def _insert(self, s: StandIn) -> None:
         # As ComfyUI's model_load would set them, by hand: going through load_models_gpu would
         # ask ComfyUI to make room for a model that is already loaded elsewhere.
         loaded = self._mm.LoadedModel(s)
@@ -211,7 +222,7 @@ class StandIns:
         loaded.currently_used = False  # not a model of the running prompt, for ComfyUI
         self._mm.current_loaded_models.insert(0, loaded)
 
-    def _drop(self, s, why):
+    def _drop(self, s: StandIn, why: str) -> None:
         s.gone = s.gone or why
         i = self._index(s)
         if i is not None:

@@ -6,8 +6,16 @@ FATAL members are what the memory integration cannot work without: a ComfyUI mis
 patched at all (its packs still run isolated, but worker models are not in its
 current_loaded_models). DEGRADE members turn one feature off, named."""
 
+from __future__ import annotations
+
 import importlib
 import sys
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # (module, member, severity, use, present): one line each of check()'s report.
+    Report = list[tuple[str, str, str, str, bool]]
 
 FATAL, DEGRADE = "fatal", "degrade"
 
@@ -43,12 +51,13 @@ SURFACE = (
 )
 
 
-def check(import_missing=True, errors=None):
+def check(import_missing: bool = True,
+          errors: dict[str, BaseException] | None = None) -> Report:
     """[(module, member, severity, use, present)] for every declared member. Modules are taken
     from sys.modules, or imported when `import_missing` (the canary, outside ComfyUI); a module
     that does not import has none of its members, and `errors` (a dict) gets its exception."""
-    report = []
-    modules = {}
+    report: Report = []
+    modules: dict[str, ModuleType | None] = {}
     for module_name, member, severity, use in SURFACE:
         if module_name not in modules:
             module = sys.modules.get(module_name)
@@ -65,7 +74,7 @@ def check(import_missing=True, errors=None):
     return report
 
 
-def _has(module, dotted):
+def _has(module: object, dotted: str) -> bool:
     """hasattr by name, through a class for "Class.member"."""
     target = module
     for name in dotted.split("."):
@@ -75,6 +84,6 @@ def _has(module, dotted):
     return True
 
 
-def missing(report, severity=None):
+def missing(report: Report, severity: str | None = None) -> list[str]:
     return ["%s.%s" % (m, name) for m, name, sev, _use, present in report
             if not present and (severity is None or sev == severity)]

@@ -11,16 +11,19 @@ reported as members missing for no said reason. Exit status: 0 when every fatal 
 module does not import (comfy-orch would refuse to patch this ComfyUI), 2 when <root> is not a
 ComfyUI tree."""
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 
-from .. import _import_hooks
+from .._shared import import_hooks
 from . import _surface
 
 
-def likely_fix(exc):
+def likely_fix(exc: BaseException) -> str:
     """What to do about a ComfyUI module that did not import."""
     text = str(exc)
     if "CUDA" in text or "cuda" in text:
@@ -32,7 +35,7 @@ def likely_fix(exc):
     return "run ComfyUI itself once to see the full error; fix that first"
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m comfy_orch.comfyui.check",
         description="Check that a ComfyUI tree has every member comfy-orch's integration uses.")
@@ -48,8 +51,8 @@ def main(argv=None):
         return 2
     sys.path.insert(0, root)
     if options.cpu:
-        _import_hooks.after_import("comfy.cli_args", lambda m: setattr(m.args, "cpu", True))
-    errors = {}
+        import_hooks.after_import("comfy.cli_args", lambda m: setattr(m.args, "cpu", True))
+    errors: dict[str, BaseException] = {}
     report = _surface.check(import_missing=True, errors=errors)
     fatal = _surface.missing(report, _surface.FATAL)
     failed = [{"module": m, "error": "%s: %s" % (type(e).__name__, e), "fix": likely_fix(e)}

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "orch/manifests/inventory.hpp"
-#include "orch/orchestrator/memory_table.hpp"
+#include "orch/runtime/memory_table.hpp"
 #include "runtime_fixture.hpp"
 
 namespace orch::python_testing {

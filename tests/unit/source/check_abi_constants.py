@@ -1,7 +1,7 @@
-"""Every constant python/comfy_orch/_abi.py copies from a C header has the header's value: NAME
-is ORCH_NAME there (STATUS_NAME is ORCH_NAME, plugin.h's orch_status). The Python package reads
-the ABIs' numbers from _abi.py alone, so a header that changes without it fails here, not in a
-worker. Usage: check_abi_constants.py SOURCE_DIR"""
+"""Every constant python/comfy_orch/_shared/abi.py copies from a C header has the header's value:
+NAME is ORCH_NAME there (STATUS_NAME is ORCH_NAME, plugin.h's orch_status). The Python package
+reads the ABIs' numbers from abi.py alone, so a header that changes without it fails here, not in
+a worker. Usage: check_abi_constants.py SOURCE_DIR"""
 
 import ast
 import pathlib
@@ -9,8 +9,8 @@ import re
 import sys
 
 HEADERS = ["worker/include/orch/worker/nodes.h", "worker/include/orch/worker/worker.h",
-           "plugins/include/orch/plugin/plugin.h", "orchestrator/include/orch/host/host.h"]
-# Constants _abi.py takes from elsewhere than a header's #define, and where.
+           "plugins/include/orch/plugin/plugin.h", "orchestrator/host_api/include/orch/host/host.h"]
+# Constants abi.py takes from elsewhere than a header's #define, and where.
 NOT_FROM_A_HEADER = {"MAX_VALUE_DEPTH": "worker/src/node_values.cpp"}
 
 
@@ -36,7 +36,7 @@ def main():
     for header in HEADERS:
         macros.update(header_macros(root, header))
     wrong = []
-    constants = python_constants(root / "python/comfy_orch/_abi.py")
+    constants = python_constants(root / "python/comfy_orch/_shared/abi.py")
     for name, value in sorted(constants.items()):
         if name in NOT_FROM_A_HEADER:
             continue
@@ -47,11 +47,11 @@ def main():
             wrong.append("%s = %d, but %s is %d" % (name, value, macro, macros[macro]))
     for name, value in sorted(header_macros(root, HEADERS[-1]).items()):  # every host code
         if name[len("ORCH_"):] not in constants:
-            wrong.append("%s (%d) has no constant in _abi.py" % (name, value))
+            wrong.append("%s (%d) has no constant in abi.py" % (name, value))
     if len(constants) < 20 or "HOST_RETRYABLE" not in constants:
-        wrong.append("_abi.py's constants were not read (%d found)" % len(constants))
+        wrong.append("abi.py's constants were not read (%d found)" % len(constants))
     for line in wrong:
-        print("python/comfy_orch/_abi.py: " + line)
+        print("python/comfy_orch/_shared/abi.py: " + line)
     return 1 if wrong else 0
 
 

@@ -2,7 +2,7 @@
 command line. As in ComfyUI a125cd84, sys.argv is parsed only when comfy.options enabled it
 (main.py does), else every flag has its default: --cpu is off in any process that did not parse
 it, a worker included. The flags are those comfy-orch mirrors into workers
-(comfy_orch/_comfyui_args.py) and the memory flags its host reads (of a newer ComfyUI)."""
+(comfy_orch/_shared/comfyui_args.py) and the memory flags its host reads (of a newer ComfyUI)."""
 
 import argparse
 import enum
