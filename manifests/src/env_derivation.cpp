@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "orch/support/ascii_lower.hpp"
 #include "orch/support/sha256.hpp"
 
 namespace orch::manifests {
@@ -15,8 +16,7 @@ namespace fs = std::filesystem;
 // The packages pinned to the host's stack in every env; a pack's own entries for them are
 // dropped (comfy-env's _TORCH_PKGS, plus conda's name for torch).
 bool is_torch_family(std::string_view name) {
-  std::string lower;
-  for (char c : name) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  const std::string lower = ascii_lower(name);
   return lower == "torch" || lower == "torchvision" || lower == "torchaudio" || lower == "pytorch";
 }
 

@@ -57,7 +57,7 @@ void print_validation(std::ostream& out, const orchestrator::validation_report& 
   }
 }
 
-int run(const std::string& deployment_file, const std::string& prompt_file, bool json,
+int run(const std::string& deployment_file, const std::string& prompt_file, bool as_json,
         bool free_after, std::chrono::milliseconds stop_grace_ms) {
   int code = exit_ok;
   const auto prepared = prepare_for_command(deployment_file, code);
@@ -66,7 +66,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   if (!p) {
     // Refused like every other prompt (docs/cli.md): ComfyUI's invalid_prompt, on stdout.
     const auto refused = orchestrator::invalid_prompt_report(p.err());
-    if (json) {
+    if (as_json) {
       std::cout << nlohmann::json{{"type", "validation_error"}, {"data", refused.to_json()}}.dump()
                 << std::endl;
     } else {
@@ -86,7 +86,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   for (const auto& w : infos) {
     workers.push_back({{"env", w.env}, {"pid", w.pid}, {"state", orchestrator::to_string(w.state)},
                        {"generation", w.generation}, {"error", w.last_error}});
-    if (!json) {
+    if (!as_json) {
       std::cout << "worker " << w.env << ": " << orchestrator::to_string(w.state) << " (pid "
                 << w.pid << ", " << w.nodes.size() << " node classes)";
       if (w.state != orchestrator::worker_state::ready) std::cout << ": " << w.last_error;
@@ -95,20 +95,21 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   }
   for (const auto& s : h.skipped()) {
     workers.push_back({{"env", s.env}, {"pid", 0}, {"state", "skipped"}, {"error", s.reason}});
-    if (!json) std::cout << "env " << s.env << ": no worker: " << s.reason << '\n';
+    if (!as_json) std::cout << "env " << s.env << ": no worker: " << s.reason << '\n';
   }
-  if (json) std::cout << nlohmann::json{{"type", "workers"}, {"data", workers}}.dump() << std::endl;
+  if (as_json)
+    std::cout << nlohmann::json{{"type", "workers"}, {"data", workers}}.dump() << std::endl;
 
   orchestrator::text_event_sink text(std::cout);
   orchestrator::json_event_sink lines(std::cout);
-  orchestrator::event_sink& sink = json ? static_cast<orchestrator::event_sink&>(lines) : text;
+  orchestrator::event_sink& sink = as_json ? static_cast<orchestrator::event_sink&>(lines) : text;
   // Before h.shutdown(): the executor releases what the prompt's outputs hold through the host.
   auto ex = std::make_unique<orchestrator::executor>(h, sink);
   // A class's VALIDATE_INPUTS runs in its worker, as part of validation.
   const auto report = orchestrator::validate_prompt(*p, h.catalogue(), ex->worker_validation());
   // A class no running worker provides, while a worker is not running: a worker failure (2).
   if (const auto failed = orchestrator::missing_classes_of_unstarted_envs(report, infos)) {
-    if (json) {
+    if (as_json) {
       std::cout << nlohmann::json{{"type", "worker_error"},
                                   {"data", orchestrator::to_json(*failed, report)}}.dump()
                 << std::endl;
@@ -122,7 +123,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     return signals.interrupted() ? exit_interrupted : exit_failure;
   }
   if (!report.ok()) {
-    if (json) {
+    if (as_json) {
       std::cout << nlohmann::json{{"type", "validation_error"}, {"data", report.to_json()}}.dump()
                 << std::endl;
     } else {
@@ -135,7 +136,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   // Outputs that failed validation next to ones that passed: the prompt runs without them, and
   // says so as ComfyUI does (its log lines; with --json, its node_errors).
   if (const auto ignored = orchestrator::ignored_outputs_log(report); !ignored.empty()) {
-    if (json) {
+    if (as_json) {
       std::cout << nlohmann::json{{"type", "outputs_ignored"},
                                   {"data", {{"node_errors", report.to_json()["node_errors"]}}}}
                        .dump()
@@ -171,7 +172,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
       nlohmann::json receipts = nlohmann::json::object();
       for (const auto& [env, r] : h.free_all(true, true)) {
         receipts[env] = r ? *r : nlohmann::json{{"error", r.err().message}};
-        if (!json) {
+        if (!as_json) {
           std::cout << "free " << env << ": "
                     << (r ? std::to_string(unsigned_field(*r, "freed")) +
                                 " bytes freed"
@@ -179,10 +180,11 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
                     << '\n';
         }
       }
-      if (json) std::cout << nlohmann::json{{"type", "free"}, {"data", receipts}}.dump() << std::endl;
+      if (as_json)
+        std::cout << nlohmann::json{{"type", "free"}, {"data", receipts}}.dump() << std::endl;
     }
     const auto rows = h.on_io_thread([&] { return orchestrator::read_memory_table(h); });
-    if (json) {
+    if (as_json) {
       std::cout << nlohmann::json{{"type", "memory_table"}, {"data", orchestrator::to_json(rows)}}
                        .dump()
                 << std::endl;

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 // A server's text made safe for the terminal (another version, or not ours: --socket takes any
 // path), as the server made a worker's.
-std::string text_of(const json& j) {
+std::string cell_text(const json& j) {
   if (j.is_string()) return printable(j.get<std::string>());
   return j.is_null() ? "-" : j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -65,7 +65,7 @@ std::string format_status(const json& status) {
       << (at(status, "cgroup_limit_bytes").is_null()
               ? std::string("none")
               : human_bytes(at(status, "cgroup_limit_bytes")))
-      << "; serve pid " << text_of(at(status, "pid")) << "\n\n";
+      << "; serve pid " << cell_text(at(status, "pid")) << "\n\n";
   std::vector<std::vector<std::string>> rows = {
       {"PROCESS", "MODE", "MANAGER", "LVL", "DEVICE", "VIEW", "RESIDENT", "PINNED/GRANT",
        "CAST/HIGH/BOUND", "EPOCH", "CALLS", "GEN", "RESTARTS", "STATE"}};
@@ -74,17 +74,18 @@ std::string format_status(const json& status) {
     for (const auto& p : processes) {
       const std::uint64_t resident =
           unsigned_field(p, "pager_resident_bytes") + unsigned_field(p, "ledger_loaded_bytes");
-      rows.push_back({text_of(at(p, "process")), text_of(at(p, "mode")), text_of(at(p, "manager")),
-                      text_of(at(p, "level")), text_of(at(p, "device")),
-                      text_of(at(p, "free_view")), human_bytes(resident),
+      rows.push_back({cell_text(at(p, "process")), cell_text(at(p, "mode")),
+                      cell_text(at(p, "manager")), cell_text(at(p, "level")),
+                      cell_text(at(p, "device")),
+                      cell_text(at(p, "free_view")), human_bytes(resident),
                       human_bytes(at(p, "pinned_reserved_bytes")) + "/" +
                           human_bytes(at(p, "pinned_grant_bytes")),
                       human_bytes(at(p, "cast_buffer_bytes")) + "/" +
                           human_bytes(at(p, "cast_high_water_bytes")) + "/" +
                           human_bytes(at(p, "cast_bound_bytes")),
-                      text_of(at(p, "epoch")), text_of(at(p, "calls")),
-                      text_of(at(p, "generation")), text_of(at(p, "restarts")),
-                      text_of(at(p, "state")) +
+                      cell_text(at(p, "epoch")), cell_text(at(p, "calls")),
+                      cell_text(at(p, "generation")), cell_text(at(p, "restarts")),
+                      cell_text(at(p, "state")) +
                           (at(p, "settings_match") == false ? " SETTINGS MISMATCH" : "")});
     }
   }
@@ -93,28 +94,28 @@ std::string format_status(const json& status) {
   for (const auto& p : processes) {
     std::ostringstream detail;
     if (at(p, "mode") == "in-process")
-      detail << "    in-process: " << text_of(at(p, "mode_reason")) << '\n';
-    if (!text_of(at(p, "manager_reason")).empty() && at(p, "manager_reason").is_string())
-      detail << "    manager " << text_of(at(p, "manager")) << ": "
-             << text_of(at(p, "manager_reason")) << '\n';
+      detail << "    in-process: " << cell_text(at(p, "mode_reason")) << '\n';
+    if (!cell_text(at(p, "manager_reason")).empty() && at(p, "manager_reason").is_string())
+      detail << "    manager " << cell_text(at(p, "manager")) << ": "
+             << cell_text(at(p, "manager_reason")) << '\n';
     const json& plugins = at(p, "plugins");
     if (plugins.is_array() && !plugins.empty()) {
       detail << "    plugins:";
       for (const auto& pl : plugins)
-        detail << ' ' << text_of(at(pl, "slot")) << '=' << text_of(at(pl, "name")) << ' '
-               << text_of(at(pl, "version")) << " (L" << text_of(at(pl, "level")) << ')';
+        detail << ' ' << cell_text(at(pl, "slot")) << '=' << cell_text(at(pl, "name")) << ' '
+               << cell_text(at(pl, "version")) << " (L" << cell_text(at(pl, "level")) << ')';
       detail << '\n';
     }
     const json& dropped = at(p, "dropped_settings");
     if (dropped.is_array()) {
       for (const auto& d : dropped)
-        detail << "    dropped by the adapter: " << text_of(at(d, "name")) << '='
-               << text_of(at(d, "value")) << " (needs level " << text_of(at(d, "needs_level"))
+        detail << "    dropped by the adapter: " << cell_text(at(d, "name")) << '='
+               << cell_text(at(d, "value")) << " (needs level " << cell_text(at(d, "needs_level"))
                << ")\n";
     }
-    if (!text_of(at(p, "last_error")).empty() && at(p, "last_error").is_string())
-      detail << "    last error: " << text_of(at(p, "last_error")) << '\n';
-    if (!detail.str().empty()) out << '\n' << text_of(at(p, "process")) << ":\n" << detail.str();
+    if (!cell_text(at(p, "last_error")).empty() && at(p, "last_error").is_string())
+      detail << "    last error: " << cell_text(at(p, "last_error")) << '\n';
+    if (!detail.str().empty()) out << '\n' << cell_text(at(p, "process")) << ":\n" << detail.str();
   }
   return out.str();
 }
@@ -129,14 +130,14 @@ std::string format_divergences(const json& divergences) {
     const bool divergence = at(d, "severity") == "divergence";
     const bool acknowledged = at(d, "acknowledged") == true;
     if (divergence && !acknowledged) ++counted;
-    const std::string kind = text_of(at(d, "kind"));
-    const std::string field = text_of(at(d, "field"));
-    out << text_of(at(d, "process")) << ": " << (divergence ? "DIVERGES" : "note") << " in " << kind
-        << (field == kind ? "" : " " + field)
+    const std::string kind = cell_text(at(d, "kind"));
+    const std::string field = cell_text(at(d, "field"));
+    out << cell_text(at(d, "process")) << ": " << (divergence ? "DIVERGES" : "note") << " in "
+        << kind << (field == kind ? "" : " " + field)
         << (acknowledged && divergence ? " (acknowledged: ORCH_DIVERGENCE_ACK)" : "") << '\n'
-        << "  host:   " << text_of(at(d, "host")) << "\n  worker: " << text_of(at(d, "worker"))
-        << "\n  why:    " << text_of(at(d, "explanation"))
-        << "\n  fix:    " << text_of(at(d, "fix")) << "\n\n";
+        << "  host:   " << cell_text(at(d, "host")) << "\n  worker: " << cell_text(at(d, "worker"))
+        << "\n  why:    " << cell_text(at(d, "explanation"))
+        << "\n  fix:    " << cell_text(at(d, "fix")) << "\n\n";
   }
   out << counted << " unacknowledged divergence" << (counted == 1 ? "" : "s") << '\n';
   return out.str();

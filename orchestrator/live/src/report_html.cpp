@@ -39,7 +39,7 @@ const char* marker_colour(const std::string& kind) {
   return "#bcbd22";  // boundary
 }
 
-std::string number(double v) {
+std::string svg_number(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f", v);
   return text;
@@ -113,8 +113,8 @@ void chart(std::ostringstream& out, const json& samples, const std::vector<const
   for (const json* m : markers) {
     const double x = range.x(unix_ms_of(*m));
     const std::string kind = text_field(*m, "kind");
-    out << "<line class=\"marker marker-" << html_escape(kind) << "\" x1=\"" << number(x)
-        << "\" x2=\"" << number(x) << "\" y1=\"" << top << "\" y2=\"" << height - bottom
+    out << "<line class=\"marker marker-" << html_escape(kind) << "\" x1=\"" << svg_number(x)
+        << "\" x2=\"" << svg_number(x) << "\" y1=\"" << top << "\" y2=\"" << height - bottom
         << "\" stroke=\"" << marker_colour(kind) << "\" stroke-dasharray=\"3,2\"><title>"
         << html_escape(kind + " " + clock_time(unix_ms_of(*m)) + ": " + text_field(*m, "text"))
         << "</title></line>\n";
@@ -125,8 +125,8 @@ void chart(std::ostringstream& out, const json& samples, const std::vector<const
     for (const auto& s : samples) {
       const json& figures = figures_at(s, process);
       if (figures.empty()) continue;
-      out << number(range.x(unix_ms_of(s))) << ',' << number(y(unsigned_field(figures, l.key)))
-          << ' ';
+      out << svg_number(range.x(unix_ms_of(s))) << ','
+          << svg_number(y(unsigned_field(figures, l.key))) << ' ';
     }
     out << "\"><title>" << l.label << "</title></polyline>\n";
   }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "orch/serve/errc.hpp"
+#include "orch/support/ascii_lower.hpp"
 
 namespace orch::orchestrator {
 
@@ -13,13 +14,6 @@ constexpr std::string_view crlf = "\r\n";
 
 error refused(const std::string& why) {
   return error{serve_errc::invalid_form, "the multipart/form-data body " + why};
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
 }
 
 bool blank(char c) {
@@ -64,7 +58,7 @@ result<parameterised> parse_parameters(std::string_view text, const std::string&
     if (i == text.size()) break;  // a trailing ';'
     const auto eq = text.find('=', i);
     if (eq == std::string_view::npos) return refused(what + " has a parameter without '='");
-    const std::string key = lower(trim(text.substr(i, eq - i)));
+    const std::string key = ascii_lower(trim(text.substr(i, eq - i)));
     if (key.empty() || key.find_first_of(" \t;\"") != std::string::npos)
       return refused(what + " has a malformed parameter name");
     i = eq + 1;
@@ -114,7 +108,8 @@ int hex_digit(char c) {
 std::optional<std::string> extended_value(const std::string& text) {
   const auto first = text.find('\'');
   const auto second = first == std::string::npos ? first : text.find('\'', first + 1);
-  if (second == std::string::npos || lower(text.substr(0, first)) != "utf-8") return std::nullopt;
+  if (second == std::string::npos || ascii_lower(text.substr(0, first)) != "utf-8")
+    return std::nullopt;
   std::string out;
   for (std::size_t i = second + 1; i < text.size(); ++i) {
     if (text[i] != '%') {
@@ -152,14 +147,14 @@ status read_part_header(std::string_view block, form_part& part, const std::stri
     const auto colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0)
       return refused(where + " has a header line that is not 'Name: value'");
-    const std::string name = lower(line.substr(0, colon));
+    const std::string name = ascii_lower(line.substr(0, colon));
     const std::string_view value = trim(line.substr(colon + 1));
     if (name == "content-disposition") {
       if (disposition) return refused(where + " has two Content-Disposition headers");
       disposition = true;
       auto p = parse_parameters(value, where + "'s Content-Disposition");
       if (!p) return p.err();
-      if (lower(p->value) != "form-data")
+      if (ascii_lower(p->value) != "form-data")
         return refused(where + "'s Content-Disposition is '" + p->value + "', not form-data");
       const std::string* n = p->find("name");
       if (n == nullptr || n->empty()) return refused(where + " has no name");
@@ -189,7 +184,7 @@ result<std::string> form_boundary(std::string_view content_type) {
   if (has_control(content_type)) return refused("has a control byte in its Content-Type");
   auto p = parse_parameters(content_type, "Content-Type");
   if (!p) return p.err();
-  if (lower(p->value) != "multipart/form-data")
+  if (ascii_lower(p->value) != "multipart/form-data")
     return refused("is not one: its Content-Type is '" + p->value + "'");
   const std::string* b = p->find("boundary");
   if (b == nullptr || b->empty()) return refused("has no boundary in its Content-Type");

@@ -13,6 +13,7 @@
 #include "orch/serve/errc.hpp"
 #include "orch/serve/multipart_form.hpp"
 #include "orch/serve/upload_store.hpp"
+#include "orch/support/ascii_lower.hpp"
 #include "spooled_body.hpp"
 
 namespace orch::orchestrator {
@@ -35,13 +36,6 @@ unsigned status_of(const error& e, bool in_subfolder) {
   if (e.code == serve_errc::symlink_refused) return 403;
   if (e.code == serve_errc::not_found) return 404;
   return 500;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
 }
 
 // ComfyUI's annotated file name, `x.png [input]`: the annotation names the directory, and wins
@@ -110,7 +104,8 @@ status create_file_directories(const file_directories& dirs) {
 
 std::string content_type_of(std::string_view filename) {
   const auto dot = filename.rfind('.');
-  const std::string ext = dot == std::string_view::npos ? "" : lower(filename.substr(dot + 1));
+  const std::string ext =
+      dot == std::string_view::npos ? "" : ascii_lower(filename.substr(dot + 1));
   static const std::pair<const char*, const char*> types[] = {
       {"png", "image/png"},   {"jpg", "image/jpeg"}, {"jpeg", "image/jpeg"},
       {"webp", "image/webp"}, {"gif", "image/gif"},  {"json", "application/json"},

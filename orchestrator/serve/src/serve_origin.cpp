@@ -3,18 +3,12 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <cctype>
 #include <string>
+
+#include "orch/support/ascii_lower.hpp"
 
 namespace orch::orchestrator {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 // "host[:port]" or "[v6]:port" as its host (brackets dropped) and whether a port follows.
 struct host_port {
@@ -51,10 +45,10 @@ bool is_loopback(const std::string& host) {
 
 bool cross_origin_refused(std::string_view host_header, std::string_view origin_header) {
   if (host_header.empty() || origin_header.empty()) return false;
-  const std::string host = lower(host_header);
+  const std::string host = ascii_lower(host_header);
   const host_port h = split(host);
   if (!is_loopback(h.host)) return false;
-  const std::string origin = lower(origin_header);
+  const std::string origin = ascii_lower(origin_header);
   if (origin == "null") return true;
   // scheme://[userinfo@]netloc[/path...]: the netloc, and its host without userinfo.
   const auto start = origin.find("//");

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <utility>
 
+#include "orch/support/ascii_lower.hpp"
 #include "orch/support/untrusted_text.hpp"
 
 namespace orch::plugins {
@@ -53,8 +54,7 @@ flag_reading read_flag(std::string_view value) {
       std::find_if(flag.rbegin(), flag.rend(), [](unsigned char c) { return !std::isspace(c); })
           .base(),
       flag.end());
-  std::transform(flag.begin(), flag.end(), flag.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  flag = ascii_lower(flag);
   if (flag.empty()) return flag_reading::blank;
   if (flag == "0" || flag == "false" || flag == "no" || flag == "off") return flag_reading::falsy;
   if (flag == "1" || flag == "true" || flag == "yes" || flag == "on") return flag_reading::set;

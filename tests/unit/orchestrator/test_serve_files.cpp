@@ -59,12 +59,12 @@ class serve_files_test : public ::testing::Test {
   http_reply upload(const std::vector<field>& fields) const {
     return upload_body(form(fields), "multipart/form-data; boundary=" + boundary);
   }
-  http_reply upload_body(const std::string& body, const std::string& type) const {
+  http_reply upload_body(const std::string& body, const std::string& content_type) const {
     http_request r;
     r.method = "POST";
     r.path = "/upload/image";
     r.body = body;
-    r.content_type = type;
+    r.content_type = content_type;
     return routes().upload_image(r);
   }
   static std::string bytes(const http_reply& r) {

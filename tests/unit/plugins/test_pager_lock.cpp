@@ -13,7 +13,7 @@
 namespace {
 
 using orch::plugins::plugin_library;
-constexpr uint64_t page = 32ull << 20;
+constexpr uint64_t lock_page = 32ull << 20;
 
 struct probe {
   const orch_pager_api* api = nullptr;
@@ -23,12 +23,12 @@ struct probe {
   uint64_t try_freed = 99;
 };
 
-void on_release(void* ctx, const orch_release_report* /*report*/) {
+void reclaim_in_release(void* ctx, const orch_release_report* /*report*/) {
   auto* p = static_cast<probe*>(ctx);
   if (p->reports++ != 0) return;
   // Another thread, as an allocator hook would be, while this one holds the pager lock.
   std::thread hook([p] {
-    p->try_status = p->api->reclaim(p->pager, page, ORCH_RECLAIM_TRY_LOCK, &p->try_freed);
+    p->try_status = p->api->reclaim(p->pager, lock_page, ORCH_RECLAIM_TRY_LOCK, &p->try_freed);
   });
   hook.join();  // returns: the try-lock did not wait
 }
@@ -39,7 +39,7 @@ TEST(pager_lock, reclaim_from_an_allocation_path_never_waits_for_the_pager_lock)
   ASSERT_TRUE(backend && lib);
   ASSERT_TRUE((*backend)->init());
   probe p;
-  const orch_host_services host{sizeof(orch_host_services), 0, &p, nullptr, nullptr, on_release};
+  const orch_host_services host{sizeof(orch_host_services), 0, &p, nullptr, nullptr, reclaim_in_release};
   ASSERT_TRUE((*lib)->init(&host));
   p.api = (*lib)->table().pager_api;
   const auto* sim = static_cast<const orch_sim_api*>((*backend)->table().extension);
@@ -54,12 +54,12 @@ TEST(pager_lock, reclaim_from_an_allocation_path_never_waits_for_the_pager_lock)
   c.poll_floor = -1;
   ASSERT_EQ(p.api->device_open(&c, &p.pager), ORCH_OK);
   orch_region* r = nullptr;
-  ASSERT_EQ(p.api->region_create(p.pager, 4 * page, &r, nullptr), ORCH_OK);
-  ASSERT_EQ(p.api->region_fault(r, 0, 2 * page, nullptr, 0, nullptr, nullptr), ORCH_OK);
-  ASSERT_EQ(p.api->region_unpin(r, 0, 2 * page), ORCH_OK);
+  ASSERT_EQ(p.api->region_create(p.pager, 4 * lock_page, &r, nullptr), ORCH_OK);
+  ASSERT_EQ(p.api->region_fault(r, 0, 2 * lock_page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+  ASSERT_EQ(p.api->region_unpin(r, 0, 2 * lock_page), ORCH_OK);
   uint64_t freed = 0;
-  ASSERT_EQ(p.api->region_evict(r, 2 * page, &freed), ORCH_OK);  // reports under the lock
-  EXPECT_EQ(freed, 2 * page);
+  ASSERT_EQ(p.api->region_evict(r, 2 * lock_page, &freed), ORCH_OK);  // reports under the lock
+  EXPECT_EQ(freed, 2 * lock_page);
   EXPECT_EQ(p.reports, 2);
   EXPECT_EQ(p.try_status, ORCH_BUSY) << "held by the model thread: not an out-of-memory answer";
   EXPECT_EQ(p.try_freed, 0u);
