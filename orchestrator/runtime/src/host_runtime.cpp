@@ -107,6 +107,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   so.worker_library = options.worker_library;
   so.python_package_root = options.python_package_root;
   so.timing = d.workers;
+  so.launcher = options.launcher;
   so.host_manager = h->plan_->host_manager();
   const environment operator_env = current_environment();
   so.operator_env = operator_env;

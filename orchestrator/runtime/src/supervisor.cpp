@@ -21,6 +21,7 @@
 #include "orch/ipc/process_identity.hpp"
 #include "orch/process/adopted_children.hpp"
 #include "orch/process/child_process.hpp"
+#include "orch/process/child_process_launcher.hpp"
 #include "orch/process/leftover_processes.hpp"
 #include "orch/runtime/errc.hpp"
 #include "orch/support/json_fields.hpp"
@@ -80,6 +81,7 @@ supervisor::supervisor(boost::asio::io_context& io, host_memory& memory, supervi
       options_(std::move(options)),
       heartbeat_timer_(io),
       divergence_(options_.host_manager, options_.debug_worker) {
+  if (!options_.launcher) options_.launcher = std::make_shared<child_process_launcher>();
   instance_ = new_host_instance();
   arm_heartbeat_check();
 }
@@ -141,8 +143,8 @@ std::optional<int> supervisor::release_process(worker& w, std::chrono::milliseco
   std::optional<int> status;
   if (w.info.pid > 0) {
     // A grace only for a worker that went away on its own: its exit status may say why.
-    if (grace.count() == 0) ::kill(-w.info.pid, SIGKILL);
-    status = reap_process(w.info.pid, grace);
+    if (grace.count() == 0) options_.launcher->signal_group(w.info.pid, SIGKILL);
+    status = options_.launcher->reap(w.info.pid, grace);
     spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(*status));
     w.info.pid = -1;
     try {
@@ -340,7 +342,8 @@ std::size_t supervisor::kill_busy(const std::string& why) {
   for (auto& [env, w] : workers_) {
     if (!w->in_flight || w->info.pid <= 0) continue;
     spdlog::warn("worker {}: still inside a call {}; killed", env, why);
-    ::kill(-w->info.pid, SIGKILL);  // its channel closes, and lose() fails the call
+    // Its channel closes, and lose() fails the call.
+    options_.launcher->signal_group(w->info.pid, SIGKILL);
     ++killed;
   }
   return killed;
@@ -363,7 +366,7 @@ void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
       const auto left =
           std::max(std::chrono::duration_cast<std::chrono::milliseconds>(end - clock::now()),
                    std::chrono::milliseconds(0));
-      const int status = reap_process(w.info.pid, left);
+      const int status = options_.launcher->reap(w.info.pid, left);
       spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(status));
       w.info.pid = -1;
     }

@@ -20,7 +20,6 @@
 #include "orch/ipc/errc.hpp"
 #include "orch/ipc/fd_passing.hpp"
 #include "orch/ipc/handshake.hpp"
-#include "orch/ipc/process_identity.hpp"
 #include "orch/process/child_process.hpp"
 #include "orch/process/errc.hpp"
 #include "orch/support/json_fields.hpp"
@@ -129,7 +128,7 @@ void supervisor::spawn(worker& w) {
   req.fds = {{chan_child.get(), worker_channel_fd},
              {fds_child.get(), worker_fd_socket},
              {token_read.get(), worker_token_fd}};
-  auto pid = spawn_process(req);
+  auto pid = options_.launcher->spawn(req);
   if (!pid) {
     // An executable that cannot be run will not run on a retry either.
     if (pid.err().code == process_errc::exec_failed) w.setup_failure = pid.err().message;
@@ -145,7 +144,7 @@ void supervisor::spawn(worker& w) {
   fds_child.reset();
   token_read.reset();
 
-  auto identity = ipc::read_process_identity(*pid);
+  auto identity = options_.launcher->identity(*pid);
   auto slot =
       identity ? memory_.control().claim_slot(*identity) : result<std::uint32_t>(identity.err());
   if (!slot) return fail_start("no control slot: " + slot.err().message);

@@ -38,6 +38,8 @@ struct host_options {
   // that reason.
   std::filesystem::path worker_library;       // liborch_worker.so
   std::filesystem::path python_package_root;  // the directory holding comfy_orch/
+  // The supervisor's process launcher (supervisor_options::launcher); null: real processes.
+  std::shared_ptr<process_launcher> launcher{};
 };
 
 class host_runtime {

@@ -2,7 +2,8 @@
 // (docs/runtime.md, "Supervision" and "Router"; docs/references.md, comfy-env §1.9 to §1.12 on
 // where comfy-env's restarts fall short, and anchors §3.1/§3.2 on Ray's pool).
 //
-//   spawn      fork/exec with PR_SET_PDEATHSIG and a process group (child_process.hpp), a fresh
+//   spawn      fork/exec with PR_SET_PDEATHSIG and a process group (child_process.hpp, through
+//              supervisor_options::launcher, process_launcher.hpp), a fresh
 //              generation and startup token, a control slot, the segment fds on the fd socket;
 //   handshake  hello (token and generation checked) -> settings; ready -> node classes; all
 //              within [workers] handshake_timeout, else a start failure that names the env;
@@ -49,6 +50,7 @@
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/manifests/deployment.hpp"
 #include "orch/plugins/applied_settings.hpp"
+#include "orch/process/process_launcher.hpp"
 #include "orch/process/worker_environment.hpp"
 #include "orch/runtime/call_histogram.hpp"
 #include "orch/runtime/divergence_report.hpp"
@@ -93,6 +95,9 @@ struct supervisor_options {
   plugins::manager_choice host_manager;  // exported as ORCH_WORKER_PAGER where absent
   environment operator_env;
   bool debug_worker = false;  // ORCH_DEBUG_WORKER: the routine divergence line
+  // Starts, signals and reaps the workers (process_launcher.hpp); null: real child processes
+  // (child_process_launcher). Unit tests pass a fake that runs in-process workers.
+  std::shared_ptr<process_launcher> launcher;
 };
 
 enum class worker_state { starting, ready, backoff, failed, stopping, stopped };
