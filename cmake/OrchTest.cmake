@@ -9,6 +9,9 @@ function(orch_add_test)
   target_link_libraries(${T_NAME} PRIVATE GTest::gtest GTest::gtest_main GTest::gmock ${T_LIBS})
   target_compile_features(${T_NAME} PRIVATE cxx_std_20)
   orch_set_warnings(${T_NAME})
+  # The tests' own code at -O1 in the default preset: it compiles a quarter faster, and what it
+  # tests (the libraries, workers and plugins it links and runs) stays at -O2.
+  target_compile_options(${T_NAME} PRIVATE $<$<CONFIG:RelWithDebInfo>:-O1>)
   target_compile_definitions(${T_NAME} PRIVATE
     ORCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     ORCH_BINARY_DIR="${PROJECT_BINARY_DIR}")
