@@ -11,20 +11,20 @@ namespace {
 
 using testing::find;
 
-struct parsed {
+struct parsed_root {
   root_manifest manifest;
   diagnostics diags;
 };
 
-parsed parse(const std::string& text) {
-  parsed p;
+parsed_root parse_root(const std::string& text) {
+  parsed_root p;
   auto table = parse_toml_text(text, "comfy-env-root.toml", p.diags);
   if (table) p.manifest = parse_root_manifest(*table, "comfy-env-root.toml", p.diags);
   return p;
 }
 
 TEST(root_manifest, node_reqs_era_with_settings_and_types) {
-  auto p = parse(
+  auto p = parse_root(
       "[node_reqs]\nComfyUI-KJNodes = \"kijai/ComfyUI-KJNodes\"\n"
       "Pinned = { github = \"o/r\", tag = \"v1\" }\n"
       "[settings]\nisolate = true\nworker_vram_budget = 2\n"
@@ -42,7 +42,8 @@ TEST(root_manifest, node_reqs_era_with_settings_and_types) {
 
 TEST(root_manifest, node_packs_era_is_read) {
   auto p =
-      parse("[node_packs]\nComfyUI-MoGe2 = { registry = \"comfyui-moge2\", version = \"1.2\" }\n");
+      parse_root("[node_packs]\n"
+                 "ComfyUI-MoGe2 = { registry = \"comfyui-moge2\", version = \"1.2\" }\n");
   EXPECT_FALSE(p.diags.has_errors());
   ASSERT_EQ(p.manifest.requirements.size(), 1u);
   EXPECT_EQ(p.manifest.requirements[0].section, "node_packs");
@@ -50,7 +51,7 @@ TEST(root_manifest, node_packs_era_is_read) {
 }
 
 TEST(root_manifest, legacy_sections_warn_with_line_and_are_ignored) {
-  auto p = parse(
+  auto p = parse_root(
       "[apt]\npackages = [\"x\"]\n[cuda]\npackages = [\"y\"]\n[dependencies]\nz = \"*\"\n"
       "[pypi-dependencies]\nw = \"*\"\n[target.linux-64.dependencies]\nv = \"*\"\n"
       "[python]\nversion = \"3.11\"\n[nodes]\nA = \"b\"\n[brew]\npackages = []\n");
@@ -67,7 +68,7 @@ TEST(root_manifest, legacy_sections_warn_with_line_and_are_ignored) {
 }
 
 TEST(root_manifest, legacy_env_vars_are_applied_with_a_warning) {
-  auto p = parse("[env_vars]\nOMP_NUM_THREADS = 4\n");
+  auto p = parse_root("[env_vars]\nOMP_NUM_THREADS = 4\n");
   EXPECT_FALSE(p.diags.has_errors());
   const auto* w = find(p.diags, "[env_vars]", severity::warning);
   ASSERT_NE(w, nullptr);
@@ -77,7 +78,7 @@ TEST(root_manifest, legacy_env_vars_are_applied_with_a_warning) {
 }
 
 TEST(root_manifest, unknown_settings_key_warns) {
-  auto p = parse("[settings]\nturbo = true\n");
+  auto p = parse_root("[settings]\nturbo = true\n");
   EXPECT_FALSE(p.diags.has_errors());
   const auto* w = find(p.diags, "settings.turbo", severity::warning);
   ASSERT_NE(w, nullptr);
@@ -85,18 +86,18 @@ TEST(root_manifest, unknown_settings_key_warns) {
 }
 
 TEST(root_manifest_errors, type_value_outside_the_vocabulary_is_rejected) {
-  auto p = parse("[types]\nTRIMESH = \"custom\"\nMESH = \"external\"\n");
+  auto p = parse_root("[types]\nTRIMESH = \"custom\"\nMESH = \"external\"\n");
   EXPECT_SINGLE_ERROR_AT(p.diags, "types.MESH", 3u, 8u);
   EXPECT_EQ(p.manifest.types.size(), 1u);
 }
 
 TEST(root_manifest_errors, type_value_that_is_not_a_string_is_rejected) {
-  auto p = parse("[types]\nMESH = true\n");
+  auto p = parse_root("[types]\nMESH = true\n");
   EXPECT_SINGLE_ERROR_AT(p.diags, "types.MESH", 2u, 8u);
 }
 
 TEST(root_manifest_errors, node_req_of_wrong_type_is_rejected) {
-  auto p = parse("[node_reqs]\nA = 5\n");
+  auto p = parse_root("[node_reqs]\nA = 5\n");
   EXPECT_SINGLE_ERROR_AT(p.diags, "node_reqs.A", 2u, 5u);
 }
 

@@ -15,12 +15,13 @@ using links = std::map<std::string, std::pair<const cache_key*, std::int64_t>>;
 ipc::buffer_descriptor block(std::uint64_t offset) { return {0, 1, offset, 64}; }
 
 // A prompt of three nodes: load(seed-free) -> sample(seed) -> save.
-struct chain {
+struct chain_keys {
   cache_key load, sample, save;
 };
 
-chain key_chain(execution_cache& c, std::int64_t seed, const std::optional<json>& change = json()) {
-  chain k;
+chain_keys key_chain(execution_cache& c, std::int64_t seed,
+                     const std::optional<json>& change = json()) {
+  chain_keys k;
   c.begin_prompt();
   k.load = c.key("Load", json(), "", {{"name", "model.bin"}}, {});
   k.sample = c.key("Sample", change, "", {{"seed", seed}}, links{{"model", {&k.load, 0}}});
@@ -28,7 +29,7 @@ chain key_chain(execution_cache& c, std::int64_t seed, const std::optional<json>
   return k;
 }
 
-void store_chain(execution_cache& c, const chain& k) {
+void store_chain(execution_cache& c, const chain_keys& k) {
   std::uint64_t offset = 0;
   for (const cache_key* key : {&k.load, &k.sample, &k.save}) {
     if (key->hit) continue;

@@ -16,7 +16,7 @@
 namespace {
 
 using orch::plugins::plugin_library;
-constexpr uint64_t page = 32ull << 20;
+constexpr uint64_t region_page = 32ull << 20;
 
 TEST(struct_prefixes, has_field_holds_exactly_for_the_fields_struct_size_reaches) {
   orch_pager_stats s{};
@@ -70,12 +70,12 @@ struct pager_rig {
   // Faults, unpins and evicts two pages: one release report.
   void evict_two_pages() {
     orch_region* r = nullptr;
-    ASSERT_EQ(api->region_create(pager, 4 * page, &r, nullptr), ORCH_OK);
-    ASSERT_EQ(api->region_fault(r, 0, 2 * page, nullptr, 0, nullptr, nullptr), ORCH_OK);
-    ASSERT_EQ(api->region_unpin(r, 0, 2 * page), ORCH_OK);
+    ASSERT_EQ(api->region_create(pager, 4 * region_page, &r, nullptr), ORCH_OK);
+    ASSERT_EQ(api->region_fault(r, 0, 2 * region_page, nullptr, 0, nullptr, nullptr), ORCH_OK);
+    ASSERT_EQ(api->region_unpin(r, 0, 2 * region_page), ORCH_OK);
     uint64_t freed = 0;
-    ASSERT_EQ(api->region_evict(r, 2 * page, &freed), ORCH_OK);
-    EXPECT_EQ(freed, 2 * page);
+    ASSERT_EQ(api->region_evict(r, 2 * region_page, &freed), ORCH_OK);
+    EXPECT_EQ(freed, 2 * region_page);
   }
   ~pager_rig() {
     if (lib) lib->shutdown();
