@@ -85,7 +85,15 @@ json library_host::nodes() {
       }
     }
     for (const auto& s : h.skipped()) skipped.push_back({{"env", s.env}, {"reason", s.reason}});
+    json routes = json::array();
+    for (const auto& [type, r] : h.catalogue().routes()) {
+      json route = r.route;
+      route["class_type"] = type;
+      route["env"] = r.env;
+      routes.push_back(std::move(route));
+    }
     return json{{"classes", std::move(classes)},
+                {"routes", std::move(routes)},
                 {"workers", std::move(workers)},
                 {"skipped", std::move(skipped)},
                 {"envs", envs_}};
@@ -110,11 +118,12 @@ result<json> library_host::call(const json& request) {
   }
   const std::string type = request["class_type"].get<std::string>();
   const node_class* cls = host_->catalogue().find(type);
+  if (cls == nullptr) cls = host_->catalogue().find_route(type);
   if (cls == nullptr) {
     return error{ipc::node_error_type::missing_node_type,
                  type +
-                     " is not a node class of any running worker (orch_host_nodes lists "
-                     "them)"};
+                     " is neither a node class nor a route of any running worker "
+                     "(orch_host_nodes lists them)"};
   }
   json body{{"node", request["node"]},
             {"class_type", type},

@@ -64,6 +64,11 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
     }
     c.is_changed = flag(n, "has_is_changed", false);
     if (auto it = n.find("node_info"); it != n.end() && it->is_object()) c.node_info = *it;
+    if (auto it = n.find("orch_route"); it != n.end() && it->is_object()) {
+      // Printable text only: a route's method and path reach the log and ComfyUI's router.
+      c.route = {{"method", name(*it, "method")}, {"path", name(*it, "path")},
+                 {"module", name(*it, "module")}, {"handler", name(*it, "handler")}};
+    }
     c.env = env;
     for (const auto& in : list(n, "inputs")) {
       if (!in.is_object()) continue;

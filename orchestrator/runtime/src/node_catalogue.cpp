@@ -3,6 +3,20 @@
 namespace orch::orchestrator {
 
 std::optional<std::string> node_catalogue::add(node_class cls) {
+  if (cls.route.is_object()) {
+    const auto said = [](const node_class& c) {
+      return c.route.value("method", "") + " " + c.route.value("path", "");
+    };
+    for (const auto& [type, r] : routes_) {
+      if (type == cls.class_type || said(r) == said(cls)) {
+        return "route " + said(cls) + " is declared by both env '" + r.env + "' and env '" +
+               cls.env + "'; using '" + r.env + "'";
+      }
+    }
+    const std::string key = cls.class_type;
+    routes_.emplace(key, std::move(cls));
+    return std::nullopt;
+  }
   auto it = classes_.find(cls.class_type);
   if (it != classes_.end()) {
     return "node class '" + cls.class_type + "' is provided by both env '" + it->second.env +
@@ -71,6 +85,11 @@ nlohmann::json object_info(const node_class& cls) {
 const node_class* node_catalogue::find(const std::string& class_type) const {
   auto it = classes_.find(class_type);
   return it == classes_.end() ? nullptr : &it->second;
+}
+
+const node_class* node_catalogue::find_route(const std::string& class_type) const {
+  auto it = routes_.find(class_type);
+  return it == routes_.end() ? nullptr : &it->second;
 }
 
 }  // namespace orch::orchestrator

@@ -28,7 +28,7 @@ import os
 from typing import Any
 
 from ..host import Host
-from . import _proxies, _proxies_v3, _runtime
+from . import _proxies, _proxies_v3, _routes, _runtime
 from ._proxies import WorkerObject, build_proxy
 from ._proxies_v3 import build_v3_proxy
 
@@ -94,6 +94,8 @@ def register_nodes(nodes_package: str = "nodes") -> tuple[dict[str, Any], dict[s
         env: Any = envs.get(os.path.realpath(node_dir)) if manifest else None  # JSON or None
         classes = {name: schema for name, schema in state.get("classes", {}).items()
                    if env is not None and schema.get("env") == env["env"]}
+        if host is not None and env is not None:  # the pack's ROUTES, answered by its worker
+            _routes.serve(host, [r for r in state.get("routes", []) if r.get("env") == env["env"]])
         if classes:
             assert host is not None  # classes come from its state
             for name, schema in classes.items():

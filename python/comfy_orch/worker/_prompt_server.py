@@ -7,7 +7,7 @@ ComfyUI's own class then has no `instance` at all, and a pack that checks
 instance as soon as the pack imports `server`:
 
 - `routes`: the decorators of aiohttp's route table. What a pack registers there is recorded and
-  said in the log: a worker's HTTP routes are not served by ComfyUI's server yet.
+  said in the log: an aiohttp handler is not served (a `ROUTES` list is: _routes.py).
 - `send_sync`, `send_progress_text`: accepted; the message does not reach ComfyUI's clients, and
   the log says so once per event.
 - `client_id`: None (no client is known in a worker).
@@ -54,9 +54,10 @@ class WorkerRoutes:
     def route(self, method: str, path: str, **kwargs: Any) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             self.registered.append((method.upper(), path))
-            _log.warning("[comfy-orch] %s %s registered by %s in a worker is not served: "
-                         "comfy-orch does not forward a worker's HTTP routes to ComfyUI's "
-                         "server yet", method.upper(), path,
+            _log.warning("[comfy-orch] %s %s registered by %s in a worker is not served: an "
+                         "aiohttp handler cannot cross to ComfyUI's process; declare it in a "
+                         "ROUTES list instead, whose handlers ComfyUI serves from this worker "
+                         "(docs/comfyui.md)", method.upper(), path,
                          getattr(handler, "__qualname__", handler))
             return handler
         return register

@@ -113,6 +113,50 @@ class ComfyUIHost(unittest.TestCase):
         # with it): it runs because ComfyUI's --cpu reached the worker.
         self.assertEqual(uis["2"], [{"text": ["8x4"], "cpu": [True]}])
 
+    def test_a_packs_routes_are_served_by_comfyui_and_answered_in_its_worker(self):
+        # ComfyUI's server adds PromptServer.instance.routes to its app once packs have loaded
+        # (main.py); here the same table is served on a loopback port and asked over HTTP.
+        import asyncio
+        import server
+        from aiohttp import test_utils, web
+
+        async def ask():
+            app = web.Application()
+            app.add_routes(server.PromptServer.instance.routes)
+            async with test_utils.TestClient(test_utils.TestServer(app)) as client:
+                async def answer(method, path, **kwargs):
+                    reply = await client.request(method, path, **kwargs)
+                    return reply.status, await reply.json(content_type=None)
+                return {
+                    "echo": await answer("POST", "/orchdemo/echo", json={"x": [1, 2]}),
+                    "where": await answer("GET", "/orchdemo/where?a=1"),
+                    "refuse": await answer("POST", "/orchdemo/refuse", json={"why": "no"}),
+                    "broken": await answer("POST", "/orchdemo/broken", json={}),
+                    "invalid": await answer("POST", "/orchdemo/echo", data=b"{not json",
+                                            headers={"Content-Type": "application/json"}),
+                    "missing": (await client.post("/orchdemo/missing", json={})).status,
+                }
+        answers = asyncio.run(ask())
+        status, echo = answers["echo"]
+        self.assertEqual(status, 200, echo)
+        self.assertEqual(echo["echo"], {"x": [1, 2]})
+        self.assertNotEqual(echo["pid"], os.getpid())  # the handler ran in the worker
+        self.assertEqual(echo["greeting"], "hello from demo A")  # with the env's variables
+        self.assertEqual(answers["where"], (200, {"pid": echo["pid"], "query": {"a": "1"}}))
+        self.assertEqual(answers["refuse"], (422, {"error": "refused: no"}))
+        status, broken = answers["broken"]
+        self.assertEqual(status, 502)
+        self.assertEqual(broken["type"], "ValueError")
+        self.assertIn("the handler failed on purpose", broken["error"])
+        self.assertEqual(answers["invalid"], (400, {"error": "Invalid JSON"}))
+        # A handler the module lacks is never registered (the worker's log says why).
+        self.assertEqual(answers["missing"], 404)
+        served = [line for line in self.log.lines
+                  if line.startswith("[comfy-orch] route ") and " -> " in line]
+        self.assertEqual(len(served), 4, self.log.lines)
+        # A route is no node: no class of ComfyUI's, none that a prompt could name.
+        self.assertFalse([n for n in self.classes if n.startswith("orch.route:")])
+
     def test_comfyuis_arguments_reach_the_workers(self):
         import json as json_module
         mirrored = json_module.loads(os.environ["COMFY_ORCH_COMFYUI_ARGS"])
@@ -208,6 +252,7 @@ class ComfyUIHost(unittest.TestCase):
                 entry = dict(served[name])
                 self.assertEqual(entry.pop("orch_env"), "orchdemoa-nodes")
                 self.assertEqual(entry, expected)
+        self.assertFalse([n for n in served if n.startswith("orch.route:")])  # routes are no nodes
         # What the issue found wrong, spelled out.
         everything = served["DemoDeclaresEverything"]
         self.assertEqual(everything["input"]["required"]["seed"][1]["max"], 0xffffffffffffffff)

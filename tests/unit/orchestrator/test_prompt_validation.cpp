@@ -329,6 +329,33 @@ TEST(prompt_validation, one_bad_output_does_not_block_a_good_one) {
   EXPECT_EQ(r.node_errors.count("4"), 1u);
 }
 
+// A pack's ROUTES entry reaches the catalogue as a class with a route: it is found only as a
+// route, so a prompt naming it meets a missing class, and a second env's same route is a clash.
+TEST(prompt_validation, a_route_is_no_node_class_a_prompt_can_name) {
+  node_catalogue c = catalogue();
+  node_class route{"orch.route:POST /x", "", "", {{"body", "STRING", true, {}, {}, {}, {}}},
+                   {"STRING"}};
+  route.env = "a-nodes";
+  route.route = {{"method", "POST"}, {"path", "/x"}, {"module", "m"}, {"handler", "h"}};
+  ASSERT_FALSE(c.add(route).has_value());
+  EXPECT_EQ(c.find("orch.route:POST /x"), nullptr);
+  ASSERT_NE(c.find_route("orch.route:POST /x"), nullptr);
+  EXPECT_EQ(c.find_route("orch.route:POST /x")->env, "a-nodes");
+  route.env = "b-nodes";
+  route.class_type = "orch.route:POST  /x";  // another name, the same method and path
+  const auto clash = c.add(route);
+  ASSERT_TRUE(clash.has_value());
+  EXPECT_NE(clash->find("route POST /x is declared by both env 'a-nodes' and env 'b-nodes'"),
+            std::string::npos)
+      << *clash;
+  auto p = parse_prompt(R"({"1": {"class_type": "orch.route:POST /x", "inputs": {"body": "{}"}},
+                            "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  ASSERT_TRUE(p.ok());
+  const auto r = validate_prompt(*p, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->type, "missing_node_type");
+}
+
 TEST(prompt_validation, json_shape_matches_comfyui) {
   auto r = check(R"({"3": {"class_type": "Save", "inputs": {}}})");
   const auto j = r.to_json();

@@ -8,29 +8,10 @@ constructor: where none was built (a worker), the class has no `instance` attrib
 import nodes  # noqa: F401
 import comfy.model_management  # noqa: F401  (what makes a worker need --cpu)
 from app.frontend_management import requirements_path  # noqa: F401
-
-
-class _RouteTable:
-    """aiohttp's RouteTableDef as packs use it (the real one needs aiohttp): decorators that keep
-    (method, path, handler)."""
-
-    def __init__(self):
-        self.defs = []
-
-    def route(self, method, path, **kwargs):
-        def register(handler):
-            self.defs.append((method.upper(), path, handler))
-            return handler
-        return register
-
-    def get(self, path, **kwargs):
-        return self.route("GET", path, **kwargs)
-
-    def post(self, path, **kwargs):
-        return self.route("POST", path, **kwargs)
+from aiohttp import web
 
 
 class PromptServer:
     def __init__(self, loop=None):
         PromptServer.instance = self
-        self.routes = _RouteTable()
+        self.routes = web.RouteTableDef()  # main.py adds it to the app after packs load

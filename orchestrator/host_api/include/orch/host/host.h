@@ -59,8 +59,10 @@ typedef struct orch_host_options {
  * diagnostic with file, line, column, key, severity, message. */
 int32_t orch_host_start(const orch_host_options* options, orch_host** host, char** error);
 
-/* {"classes": {class_type: schema}, "workers": [{env, pid, state, error}], "skipped":
- * [{env, reason}]}; a schema is the worker's, with "env" added. */
+/* {"classes": {class_type: schema}, "routes": [{class_type, env, method, path, module,
+ * handler}], "workers": [{env, pid, state, error}], "skipped": [{env, reason}]}; a schema is the
+ * worker's, with "env" added. A route (a pack's ROUTES entry) is called with orch_host_call like
+ * a node: input "body" is its JSON request, output 0 its JSON answer (docs/comfyui.md). */
 char* orch_host_nodes(orch_host* host);
 
 /* A new prompt: returns its epoch, which every later call carries until the next one (ledger

@@ -67,6 +67,11 @@ struct node_class {
   // node_info, or a V3 class's GET_NODE_INFO_V1): every field the pack declared, served as is.
   // Null for a native pack, whose entry is built from the fields above.
   nlohmann::json node_info;
+  // Null for a node class. An object ({"method", "path", "module", "handler"}) for an HTTP
+  // route a pack declared in a ROUTES list (comfy-env's convention, docs/comfyui.md): called
+  // like a node, with its JSON body as the input "body" and its JSON answer as the one output,
+  // but never a node of a prompt or of /object_info.
+  nlohmann::json route{};
 };
 
 // The input as its class's INPUT_TYPES gives it: [type or combo choices] or [type, {default,
@@ -81,15 +86,21 @@ nlohmann::json object_info(const node_class& cls);
 
 class node_catalogue {
  public:
-  // Adds a class; a class_type already provided by another env is kept with its first provider
-  // and the clash is returned as a message, so the caller can report it.
+  // Adds a class, or a route where cls.route is an object; a class_type (or a route's method
+  // and path) already provided by another env is kept with its first provider and the clash is
+  // returned as a message, so the caller can report it.
   std::optional<std::string> add(node_class cls);
+  // The node classes: what prompts may name and /object_info lists.
   const node_class* find(const std::string& class_type) const;
   std::size_t size() const { return classes_.size(); }
   const std::map<std::string, node_class>& classes() const { return classes_; }
+  // The routes packs declared, by class_type: what only their HTTP proxies call.
+  const node_class* find_route(const std::string& class_type) const;
+  const std::map<std::string, node_class>& routes() const { return routes_; }
 
  private:
   std::map<std::string, node_class> classes_;
+  std::map<std::string, node_class> routes_;
 };
 
 }  // namespace orch::orchestrator

@@ -10,6 +10,8 @@ import numpy as np
 import server  # noqa: F401  (ComfyUI's; imports comfy.model_management)
 from server import PromptServer
 
+from . import routes  # noqa: F401  (its ROUTES are served by ComfyUI, answered here)
+
 # A route, registered at import as viewer packs do: PromptServer.instance is read unguarded
 # (ComfyUI builds its server before packs load; its class has no `instance` until then).
 if PromptServer.instance is not None:
