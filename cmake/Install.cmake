@@ -18,6 +18,9 @@ include(CMakePackageConfigHelpers)
 install(TARGETS comfy-orch comfy-orch-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS orch_worker_shared orch_host_shared
   LIBRARY DESTINATION ${ORCH_INSTALL_WORKER_LIBRARY_DIR})
+# The frontend, where scripts/install-deps unpacked it (serve answers / with a page saying how
+# to get it otherwise).
+install(DIRECTORY ${ORCH_FRONTEND_DIR}/ DESTINATION ${ORCH_INSTALL_FRONTEND_DIR} OPTIONAL)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/ DESTINATION ${ORCH_INSTALL_PYTHON_DIR}
   PATTERN "__pycache__" EXCLUDE PATTERN "*.pyc" EXCLUDE)
 

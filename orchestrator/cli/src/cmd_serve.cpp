@@ -18,6 +18,7 @@
 #include "orch/control/control_socket.hpp"
 #include "orch/live/live_views.hpp"
 #include "orch/live/memory_sampler.hpp"
+#include "orch/process/install_layout.hpp"
 #include "orch/process/run_signals.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
@@ -51,7 +52,35 @@ struct serve_options {
   unsigned sample_ms = 1000;
   std::size_t timeline_samples = orchestrator::memory_sampler::default_capacity;
   bool control_socket = true;
+  std::optional<std::string> front_end_root;  // --front-end-root
 };
+
+// The frontend serve answers / with: --front-end-root's (which must hold index.html), else the
+// one installed beside comfy-orch (install_layout.hpp) when it is there, else none (nullopt in
+// `root`: / answers a page saying how to get one). False when --front-end-root is unusable.
+bool frontend_root(const serve_options& o, std::optional<std::filesystem::path>& root) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (o.front_end_root) {
+    const fs::path dir = fs::absolute(*o.front_end_root);
+    if (!fs::is_regular_file(dir / "index.html", ec)) {
+      std::cerr << "comfy-orch serve: --front-end-root " << dir.string()
+                << " holds no index.html\n  fix: name the directory of a built frontend (the "
+                   "comfyui-frontend-package wheel's comfyui_frontend_package/static)\n";
+      return false;
+    }
+    root = dir;
+  } else if (const fs::path dir = orchestrator::this_install_layout().frontend_directory;
+             fs::is_regular_file(dir / "index.html", ec)) {
+    root = dir;
+  }
+  if (root)
+    std::cerr << "comfy-orch serve: frontend " << root->string() << '\n';
+  else
+    std::cerr << "comfy-orch serve: no frontend (run scripts/install-deps, or pass "
+                 "--front-end-root): / answers a page saying so\n";
+  return true;
+}
 
 std::int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -90,6 +119,8 @@ int serve(const serve_options& o) {
                  "--max-uploads-in-flight to at least --max-upload\n";
     return exit_invalid_input;
   }
+  std::optional<std::filesystem::path> front_end;
+  if (!frontend_root(o, front_end)) return exit_invalid_input;
   int code = exit_ok;
   const auto prepared = prepare_for_command(o.deployment, code);
   if (!prepared) return code;
@@ -162,8 +193,10 @@ int serve(const serve_options& o) {
   orchestrator::control_socket control(
       h.io(), [&](const nlohmann::json& request) { return views.answer(request); });
   sampler.start();
-  auto api = std::make_unique<orchestrator::comfy_api>(h, server, o.history_size, ORCH_VERSION,
-                                                       o.queue);
+  auto api = std::make_unique<orchestrator::comfy_api>(
+      h, server, o.history_size, ORCH_VERSION, o.queue,
+      orchestrator::frontend_routes(orchestrator::frontend_files(front_end),
+                                    orchestrator::user_data(directories.user), o.max_upload));
   api_ptr = api.get();
   status controlled = ok_status();
   if (endpoint) controlled = control.listen(endpoint->registration.socket);
@@ -291,6 +324,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--timeline-samples", o->timeline_samples,
                   "Samples the timeline ring buffer keeps (default 3600: an hour at 1 s)")
       ->check(CLI::Range(std::size_t{2}, std::size_t{1} << 20));
+  cmd->add_option("--front-end-root", o->front_end_root,
+                  "Serve the frontend in DIR at / (a directory holding index.html, as ComfyUI's "
+                  "--front-end-root); default: the comfyui-frontend-package installed with "
+                  "comfy-orch (scripts/install-deps unpacks it)");
   cmd->add_flag("!--no-control-socket", o->control_socket,
                 "Open no control socket: `status`, `top`, `diverge` and `report` cannot find "
                 "this server (the /orch/ HTTP routes still answer)");

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -57,7 +58,7 @@ http_reply bad_request(const std::string& message) {
 }  // namespace
 
 comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
-                     std::string version, queue_limits limits)
+                     std::string version, queue_limits limits, frontend_routes web)
     : host_(host),
       server_(server),
       queue_(history_size, limits),
@@ -66,7 +67,8 @@ comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t histor
                                            host.deployment().server.lru_prompts)),
       validator_(std::make_unique<executor>(host, validation_events_)),
       version_(std::move(version)),
-      files_(file_directories_of(host.deployment())) {
+      files_(file_directories_of(host.deployment())),
+      web_(std::move(web)) {
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
 }
 
@@ -203,6 +205,8 @@ http_reply comfy_api::route(const http_request& req) {
   if (p == "/system_stats" && get) return system_stats();
   if (p == "/view" && get) return files_.view(req);
   if (p == "/upload/image" && post) return files_.upload_image(req);
+  if (auto answer = jobs(req)) return std::move(*answer);
+  if (auto answer = web_.handle(req)) return std::move(*answer);
   static const char* known[] = {"/prompt",    "/queue", "/history",      "/object_info",
                                 "/interrupt", "/free",  "/system_stats", "/view",
                                 "/upload/image"};
@@ -244,7 +248,10 @@ http_reply comfy_api::post_prompt(const http_request& req) {
   }
   bool bad_id = false;
   auto id = prompt_id_of(*body, bad_id);
-  if (bad_id) return bad_request("prompt_id must be a string");
+  if (bad_id)
+    return prompt_refused("invalid_prompt_id", "prompt_id must be a valid UUID",
+                          "prompt_id must be a UUID string in canonical lowercase hyphenated "
+                          "form; omit it to let the server generate one");
   item.prompt_id = id ? std::move(*id) : uuid4();
   if (auto it = body->find("extra_data"); it != body->end() && it->is_object())
     item.extra_data = *it;
@@ -285,10 +292,12 @@ http_reply comfy_api::queue_validated(queued_prompt item) {
   for (const auto& line : ignored_outputs_log(report)) spdlog::error("{}", printable(line));
   item.outputs = report.outputs;
   json answer = {{"prompt_id", item.prompt_id},
-                 {"number", item.number},
+                 {"number", queue_number(item.number)},
                  {"node_errors", report.to_json()["node_errors"]}};
-  if (item.number == std::floor(item.number) && std::fabs(item.number) < 9007199254740992.0)
-    answer["number"] = static_cast<std::int64_t>(item.number);
+  // ComfyUI's: milliseconds since the epoch, when the prompt was queued (the jobs API's).
+  item.extra_data["create_time"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count();
   queue_.put(std::move(item));
   // After this handler's answer is on its way: the prompt's events follow it.
   boost::asio::post(host_.io(), [this] { start_next(); });

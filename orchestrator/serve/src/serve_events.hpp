@@ -27,6 +27,7 @@ class comfy_api::events final : public event_sink {
     running_node_.clear();
     messages_ = json::array();
     outputs_ = json::object();
+    progress_ = json::object();
   }
   // The history's outputs and status of the prompt that just ended.
   std::pair<json, json> end(bool ok) {
@@ -65,18 +66,65 @@ class comfy_api::events final : public event_sink {
           data.contains("output") && data["output"].is_object())
         outputs_[data["node"].get<std::string>()] = data["output"];
     }
-    if (sid.empty() && type != "progress" && type != "execution_interrupted") return;
-    server_.send(sid, json{{"type", type}, {"data", data}}.dump(-1, ' ', false,
-                                                                json::error_handler_t::replace));
+    if (!sid.empty() || type == "progress" || type == "execution_interrupted")
+      server_.send(sid, json{{"type", type}, {"data", data}}.dump(-1, ' ', false,
+                                                                  json::error_handler_t::replace));
+    // ComfyUI sends it to every client; here it goes where `progress` goes (the prompt's client,
+    // or all for a prompt queued without one), so no client hears another's prompt.
+    if (auto state = progress_state(type, data)) server_.send(sid, std::move(*state));
   }
 
  private:
+  // ComfyUI's progress_state (comfy_execution/progress.py at a125cd84): at each node's start,
+  // progress and end, the state of every node of the prompt that is no longer pending,
+  // {"prompt_id", "nodes": {id: {value, max, state, node_id, prompt_id, display_node_id,
+  // parent_node_id, real_node_id}}}. The executor's events say when: executing (a start, which
+  // also ends the node before it), progress, execution_cached and the prompt's end.
+  std::optional<std::string> progress_state(const std::string& type, const json& data) {
+    std::lock_guard lock(mutex_);
+    const std::string prompt_id = data.value("prompt_id", json()).is_string()
+                                      ? data["prompt_id"].get<std::string>()
+                                      : std::string();
+    const auto set = [&](const std::string& node, const char* state, double value, double max) {
+      progress_[node] = {{"value", value},          {"max", max},
+                         {"state", state},          {"node_id", node},
+                         {"prompt_id", prompt_id},  {"display_node_id", node},
+                         {"parent_node_id", nullptr}, {"real_node_id", node}};
+    };
+    const auto finish_running = [&] {
+      for (auto& [node, state] : progress_.items())
+        if (state["state"] == "running") {
+          state["state"] = "finished";
+          state["value"] = state["max"];
+        }
+    };
+    if (type == "executing" && data.value("node", json()).is_string()) {
+      finish_running();
+      set(data["node"].get<std::string>(), "running", 0, 1);
+    } else if (type == "progress" && data.value("node", json()).is_string() &&
+               data.value("value", json()).is_number() && data.value("max", json()).is_number()) {
+      set(data["node"].get<std::string>(), "running", data["value"].get<double>(),
+          data["max"].get<double>());
+    } else if (type == "execution_cached" && data.value("nodes", json()).is_array()) {
+      for (const auto& node : data["nodes"])
+        if (node.is_string()) set(node.get<std::string>(), "finished", 1, 1);
+    } else if (type == "execution_success") {
+      finish_running();
+    } else {
+      return std::nullopt;
+    }
+    return json{{"type", "progress_state"},
+                {"data", {{"prompt_id", prompt_id}, {"nodes", progress_}}}}
+        .dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+
   http_server& server_;
   mutable std::mutex mutex_;
   std::string client_id_;
   std::string running_node_;  // ComfyUI's last_node_id
   json messages_ = json::array();
   json outputs_ = json::object();
+  json progress_ = json::object();  // node id -> its progress_state entry
 };
 
 }  // namespace orch::orchestrator

@@ -93,13 +93,15 @@ file_directories file_directories_of(const manifests::deployment& d) {
   const fs::path base = d.comfyui_root.value_or(fs::absolute(d.file).parent_path());
   return {fs::absolute(d.server.input_directory).lexically_normal(),
           fs::absolute(d.server.output_directory).lexically_normal(),
-          fs::absolute(base / "temp").lexically_normal()};
+          fs::absolute(base / "temp").lexically_normal(),
+          fs::absolute(base / "user").lexically_normal()};
 }
 
 status create_file_directories(const file_directories& dirs) {
   if (auto s = make_directory(dirs.input, "input"); !s) return s;
   if (auto s = make_directory(dirs.output, "output"); !s) return s;
-  return make_directory(dirs.temp, "temp");
+  if (auto s = make_directory(dirs.temp, "temp"); !s) return s;
+  return make_directory(dirs.user, "user");
 }
 
 std::string content_type_of(std::string_view filename) {

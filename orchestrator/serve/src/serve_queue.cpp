@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
+#include "serve_request_fields.hpp"
+
 namespace orch::orchestrator {
 
 using nlohmann::json;
 
 json queued_prompt::to_json() const {
-  return json::array({number, prompt_id, document, extra_data, outputs});
+  return json::array({queue_number(number), prompt_id, document, extra_data, outputs});
 }
 
 std::string queued_prompt::client_id() const {
@@ -120,15 +122,28 @@ void prompt_queue::clear_pending() {
   changed(lock);
 }
 
-void prompt_queue::delete_pending(const std::vector<std::string>& ids) {
+std::size_t prompt_queue::delete_pending(const std::vector<std::string>& ids) {
   std::unique_lock lock(mutex_);
   const auto before = pending_.size();
   std::erase_if(pending_, [&](const queued_prompt& p) {
     return std::find(ids.begin(), ids.end(), p.prompt_id) != ids.end();
   });
-  if (pending_.size() != before) {
-    changed(lock);
-  }
+  const std::size_t removed = before - pending_.size();
+  if (removed > 0) changed(lock);
+  return removed;
+}
+
+void prompt_queue::visit_queue(
+    const std::function<void(const queued_prompt&, bool running)>& fn) const {
+  std::lock_guard lock(mutex_);
+  if (running_) fn(*running_, true);
+  for (const auto& p : pending_) fn(p, false);
+}
+
+void prompt_queue::visit_history(
+    const std::function<void(const std::string&, const json&)>& fn) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& h : history_) fn(h.id, h.entry);
 }
 
 std::optional<std::string> prompt_queue::running_id() const {

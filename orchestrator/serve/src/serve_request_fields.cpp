@@ -1,5 +1,6 @@
 #include "serve_request_fields.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -52,11 +53,26 @@ std::optional<double> number_of(const json& v) {
 std::optional<std::string> prompt_id_of(const json& body, bool& refused) {
   const auto it = body.find("prompt_id");
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_number()) return it->dump();  // 5 and 5.0, as Python prints them
-  if (it->is_boolean()) return std::string(it->get<bool>() ? "True" : "False");
+  if (it->is_string() && canonical_uuid(it->get_ref<const std::string&>()))
+    return it->get<std::string>();
   refused = true;
   return std::nullopt;
+}
+
+bool canonical_uuid(std::string_view id) {
+  if (id.size() != 36) return false;
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    const char c = id[i];
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+json queue_number(double number) {
+  if (number == std::floor(number) && std::fabs(number) < 9007199254740992.0)
+    return static_cast<std::int64_t>(number);
+  return number;
 }
 
 }  // namespace orch::orchestrator

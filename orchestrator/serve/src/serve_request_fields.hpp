@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,9 +20,14 @@ std::vector<std::string> ids_of(const nlohmann::json& body);
 bool flag(const nlohmann::json& body, const char* key);
 // ComfyUI's float(number): a JSON number, or a string that is one ("3", "-1.5").
 std::optional<double> number_of(const nlohmann::json& v);
-// ComfyUI's str(prompt_id) for what a client sends: a string as it is, a number or a boolean as
-// Python prints it. nullopt: none (absent or null: a new one is made), or, with `refused` set,
-// one that is no id (an array, an object).
+// The prompt_id a client sent, which must be a UUID in canonical form (ComfyUI's validate_job_id
+// at Comfy-Org/ComfyUI 002c3fb9: the id is compared verbatim everywhere after). nullopt: none
+// (absent or null: a new one is made), or, with `refused` set, one that is no such UUID.
 std::optional<std::string> prompt_id_of(const nlohmann::json& body, bool& refused);
+// Whether `id` is a UUID in canonical lowercase hyphenated form (str(uuid.UUID(id)) == id).
+bool canonical_uuid(std::string_view id);
+// A queue number as ComfyUI's JSON has it: an integer where it is whole (its counter's), else
+// the float a client sent.
+nlohmann::json queue_number(double number);
 
 }  // namespace orch::orchestrator

@@ -1,5 +1,6 @@
 // split_target (serve_http.hpp): a request target as the routes read it, path and query
 // percent-decoded.
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -38,7 +39,14 @@ std::string url_decode(std::string_view s, bool query) {
 
 void split_target(std::string_view target, http_request& r) {
   const auto q = target.find('?');
-  r.path = url_decode(target.substr(0, q), false);
+  const std::string_view raw = target.substr(0, q);
+  r.path = url_decode(raw, false);
+  r.segments.clear();
+  for (std::size_t at = raw.empty() || raw[0] != '/' ? 0 : 1; at <= raw.size();) {
+    const auto slash = std::min(raw.find('/', at), raw.size());
+    r.segments.push_back(url_decode(raw.substr(at, slash - at), false));
+    at = slash + 1;
+  }
   if (q == std::string_view::npos) return;
   std::string_view rest = target.substr(q + 1);
   while (!rest.empty()) {

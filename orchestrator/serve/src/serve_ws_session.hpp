@@ -14,7 +14,11 @@
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
+#include "orch/executor/prompt.hpp"
 #include "orch/serve/corked_stream.hpp"
+#include "orch/serve/frontend_routes.hpp"
 #include "orch/support/untrusted_text.hpp"
 #include "serve_http_state.hpp"
 
@@ -24,6 +28,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace websocket = beast::websocket;
 using state = http_server::state;
+using nlohmann::json;
 
 class ws_session : public std::enable_shared_from_this<ws_session> {
  public:
@@ -92,9 +97,24 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   void read_next() {
     ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return self->gone();
+      self->answer_feature_flags();
       self->buffer_.consume(self->buffer_.size());
       self->read_next();
     });
+  }
+
+  // ComfyUI's one exchange on the socket: a client's first {"type": "feature_flags"} message is
+  // answered with the server's flags (frontend_routes.hpp). Anything else a client sends is read
+  // and dropped, as ComfyUI drops it.
+  void answer_feature_flags() {
+    if (flags_sent_ || !ws_.got_text()) return;
+    const auto body = parse_bounded_json(beast::buffers_to_string(buffer_.data()));
+    if (!body || !body->is_object() || body->value("type", json()) != "feature_flags") return;
+    flags_sent_ = true;
+    const auto rule = st_->limits.body_rule_for
+                          ? st_->limits.body_rule_for("POST", "/upload/image")
+                          : body_rule{st_->limits.max_body};
+    deliver(json{{"type", "feature_flags"}, {"data", server_feature_flags(rule.limit)}}.dump());
   }
 
   void write_next() {
@@ -134,6 +154,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   std::size_t queued_bytes_ = 0;
   bool closed_ = false;
   bool registered_ = false;
+  bool flags_sent_ = false;
 };
 
 }  // namespace orch::orchestrator

@@ -137,18 +137,25 @@ TEST_F(serve_test, bodies_that_are_not_prompts_get_comfyuis_errors_and_change_no
   EXPECT_EQ(s->stop(), 0);
 }
 
-// ComfyUI reads number with float(), front and the other flags as Python truth values, and
-// prompt_id with str(): what its clients send in those forms is taken the same way here.
+// ComfyUI reads number with float() and front and the other flags as Python truth values; a
+// prompt_id must be a UUID in canonical form (validate_job_id, Comfy-Org/ComfyUI 002c3fb9).
 TEST_F(serve_test, number_front_and_prompt_id_are_read_as_comfyui_reads_them) {
   auto s = serve();
   const auto sent = [&](json extra) {
     extra["prompt"] = quick_prompt;
     return s->post("/prompt", extra);
   };
-  auto r = sent({{"number", "7"}, {"prompt_id", 42}});
+  const std::string id = "0b5d1c2e-7f3a-4c1b-9e2d-1a2b3c4d5e6f";
+  auto r = sent({{"number", "7"}, {"prompt_id", id}});
   ASSERT_EQ(r.status, 200u) << r.body;
   EXPECT_EQ(r.json()["number"], 7);
-  EXPECT_EQ(r.json()["prompt_id"], "42");
+  EXPECT_EQ(r.json()["prompt_id"], id);
+  for (const json& bad : {json(42), json("not-a-uuid"),
+                          json("0B5D1C2E-7F3A-4C1B-9E2D-1A2B3C4D5E6F"), json("{" + id + "}")}) {
+    r = sent({{"prompt_id", bad}});
+    ASSERT_EQ(r.status, 400u) << bad.dump();
+    EXPECT_EQ(r.json()["error"]["type"], "invalid_prompt_id") << r.body;
+  }
   ASSERT_EQ(sent(json::object()).status, 200u);  // the counter passes 0, whose negation is 0
   r = sent({{"front", 1}});
   ASSERT_EQ(r.status, 200u) << r.body;
@@ -159,6 +166,16 @@ TEST_F(serve_test, number_front_and_prompt_id_are_read_as_comfyui_reads_them) {
   EXPECT_EQ(r.json()["prompt_id"].get<std::string>().size(), 36u);  // a new UUID
   EXPECT_EQ(sent({{"number", "seven"}}).status, 400u);
   EXPECT_EQ(sent({{"prompt_id", {1, 2}}}).status, 400u);
+  // The counter's numbers stay integers in the queue and the history (they had become 3.0).
+  for (int i = 0; i < 200; ++i) {
+    const json h = s->get("/history").json();
+    bool all_integers = h.size() >= 4;
+    for (const auto& [_, entry] : h.items())
+      all_integers = all_integers && entry["prompt"][0].is_number_integer();
+    if (all_integers) break;
+    ASSERT_LT(i, 199) << h.dump();
+    std::this_thread::sleep_for(50ms);
+  }
   EXPECT_EQ(s->stop(), 0);
 }
 

@@ -333,8 +333,10 @@ TEST(prompt_validation, one_bad_output_does_not_block_a_good_one) {
 // route, so a prompt naming it meets a missing class, and a second env's same route is a clash.
 TEST(prompt_validation, a_route_is_no_node_class_a_prompt_can_name) {
   node_catalogue c = catalogue();
-  node_class route{"orch.route:POST /x", "", "", {{"body", "STRING", true, {}, {}, {}, {}}},
-                   {"STRING"}};
+  node_class route;
+  route.class_type = "orch.route:POST /x";
+  route.inputs = {{"body", "STRING", true, {}, {}, {}, {}}};
+  route.outputs = {"STRING"};
   route.env = "a-nodes";
   route.route = {{"method", "POST"}, {"path", "/x"}, {"module", "m"}, {"handler", "h"}};
   ASSERT_FALSE(c.add(route).has_value());

@@ -47,7 +47,9 @@ class serve_files_test : public ::testing::Test {
     t_.dir("output");
     t_.dir("temp");
   }
-  file_routes routes() const { return file_routes({t_ / "input", t_ / "output", t_ / "temp"}); }
+  file_routes routes() const {
+    return file_routes({t_ / "input", t_ / "output", t_ / "temp", t_ / "user"});
+  }
 
   // GET <target>, as the server hands it on.
   http_reply view(const std::string& target) const {

@@ -18,5 +18,7 @@ inline constexpr const char* symlink_refused = "symlink_refused";
 inline constexpr const char* directory_unusable = "directory_unusable";
 inline constexpr const char* file_io_failed = "file_io_failed";
 inline constexpr const char* not_found = "not_found";
+// A request whose query or body a route refuses (serve_jobs.hpp): ComfyUI's 400, with its text.
+inline constexpr const char* bad_request = "bad_request";
 
 }  // namespace orch::orchestrator::serve_errc

@@ -23,6 +23,7 @@
 #include "orch/executor/executor.hpp"
 #include "orch/runtime/awaitable.hpp"
 #include "orch/runtime/host_runtime.hpp"
+#include "orch/serve/frontend_routes.hpp"
 #include "orch/serve/serve_files.hpp"
 #include "orch/serve/serve_http.hpp"
 #include "orch/serve/serve_queue.hpp"
@@ -32,8 +33,9 @@ namespace orch::orchestrator {
 class comfy_api {
  public:
   // `server` gets the WebSocket messages; it must outlive this.
+  // `web`: the frontend's files and the routes it reads beyond the prompt API.
   comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
-            std::string version, queue_limits limits = {});
+            std::string version, queue_limits limits, frontend_routes web);
   ~comfy_api();  // stop()
   comfy_api(const comfy_api&) = delete;
   comfy_api& operator=(const comfy_api&) = delete;
@@ -74,6 +76,9 @@ class comfy_api {
   http_reply interrupt(const http_request& req);
   http_reply free(const http_request& req);
   http_reply system_stats();
+  // The jobs API (serve_jobs.hpp), or nullopt for another route; in serve_api_jobs.cpp.
+  std::optional<http_reply> jobs(const http_request& req);
+  bool cancel_job(const std::string& id);
   nlohmann::json status_message(bool with_sid, const std::string& sid) const;
 
   host_runtime& host_;
@@ -87,6 +92,7 @@ class comfy_api {
   std::unique_ptr<executor> validator_;
   std::string version_;
   file_routes files_;
+  frontend_routes web_;
   // A prompt runs (or start_next looks for one): stop() waits for it to clear.
   std::mutex busy_mutex_;
   std::condition_variable idle_;

@@ -2,7 +2,7 @@
 // shapes), over the deployment's input and output directories and a temp directory, and
 // nothing outside them (confined_path.hpp).
 //
-// The temp directory is ComfyUI's: `temp/` in the ComfyUI root when [comfyui] root is set, else
+// The temp and user directories are ComfyUI's: `temp/` and `user/` in the ComfyUI root when [comfyui] root is set, else
 // beside the deployment file, where input/ and output/ default to (server.output_directory does
 // not move it, as ComfyUI's --output-directory does not move its temp directory).
 #pragma once
@@ -21,6 +21,7 @@ struct file_directories {
   std::filesystem::path input;
   std::filesystem::path output;
   std::filesystem::path temp;
+  std::filesystem::path user;  // ComfyUI's user directory, beside temp (user_data.hpp)
 };
 
 // The deployment's directories, absolute.

@@ -37,6 +37,9 @@ namespace orch::orchestrator {
 struct http_request {
   std::string method;  // GET, POST, ...
   std::string path;    // percent-decoded, without the query
+  // The path's segments, each percent-decoded on its own: a route's parameter may hold a '/'
+  // sent as %2F (aiohttp's match_info), which `path` cannot tell from a separator.
+  std::vector<std::string> segments;
   std::map<std::string, std::string> query;
   std::string body;
   // A spooled body (an upload's, spooled_body.hpp) is this file instead, and `body` is empty.

@@ -78,8 +78,9 @@ class prompt_queue {
   // {"queue_running": [...], "queue_pending": [...]}, as GET /queue answers.
   nlohmann::json queue_json() const;
   void clear_pending();
-  // Removes pending prompts by id; the running one is not touched (ComfyUI).
-  void delete_pending(const std::vector<std::string>& ids);
+  // Removes pending prompts by id; the running one is not touched (ComfyUI). Returns how many
+  // it removed.
+  std::size_t delete_pending(const std::vector<std::string>& ids);
   std::optional<std::string> running_id() const;
   std::string running_client_id() const;
 
@@ -87,6 +88,13 @@ class prompt_queue {
   // In the order the prompts finished (ComfyUI's dict order), hence ordered_json.
   nlohmann::ordered_json history(std::optional<std::size_t> max_items, std::int64_t offset) const;
   nlohmann::json history_of(const std::string& prompt_id) const;  // {} when unknown
+  // Calls `fn` with the running prompt (true) and each pending one (false), under the queue's
+  // lock (`fn` must not call the queue).
+  void visit_queue(const std::function<void(const queued_prompt&, bool running)>& fn) const;
+  // Calls `fn` with each history entry's id and entry, oldest first, under the queue's lock
+  // (`fn` must not call the queue): what the jobs API summarises without copying the history.
+  void visit_history(
+      const std::function<void(const std::string&, const nlohmann::json&)>& fn) const;
   void clear_history();
   void delete_history(const std::vector<std::string>& ids);
   std::size_t history_size() const;

@@ -1,0 +1,42 @@
+// frontend_files: ComfyUI's web root (docs/serve.md, "The frontend"), the built files of
+// ComfyUI's official frontend (the comfyui-frontend-package wheel's static/ directory, or
+// --front-end-root's). GET / is its index.html, sent with Cache-Control: no-store as ComfyUI
+// sends it, so a frontend updated in place is seen at the next load; any other GET path is a
+// file under the root with its MIME type (scripts as JavaScript, which a browser requires of a
+// module), reached as confined_path walks it: no `..`, no symlink, nothing outside the root.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "orch/serve/serve_http.hpp"
+
+namespace orch::orchestrator {
+
+// The Content-Type of a frontend file, by its extension (case-insensitive): what a browser needs
+// to run and draw the page (.js and .mjs as JavaScript, .css, .html, .svg, fonts, .wasm), else
+// content_type_of's.
+std::string frontend_content_type(std::string_view filename);
+
+class frontend_files {
+ public:
+  // `root`: the frontend's directory (holding index.html); nullopt when serve has none.
+  explicit frontend_files(std::optional<std::filesystem::path> root) : root_(std::move(root)) {}
+
+  // The answer to GET `path` (percent-decoded), or nullopt where the root holds no such file.
+  // Without a root, GET / answers a page that says how to get the frontend.
+  std::optional<http_reply> get(const std::string& path) const;
+  // GET /extensions: the URL of every .js file under the root's extensions/ (the frontend's
+  // own core extensions), sorted, as ComfyUI lists them.
+  nlohmann::json extensions() const;
+  const std::optional<std::filesystem::path>& root() const { return root_; }
+
+ private:
+  std::optional<std::filesystem::path> root_;
+};
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,254 @@
+#include "orch/serve/user_data.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include "orch/executor/prompt.hpp"
+#include "orch/serve/confined_path.hpp"
+#include "orch/serve/errc.hpp"
+#include "orch/serve/upload_store.hpp"
+#include "orch/support/ascii_lower.hpp"
+
+namespace orch::orchestrator {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* settings_file = "comfy.settings.json";
+
+http_reply user_text(unsigned status, const std::string& body = "") {
+  return {status, "text/plain; charset=utf-8", body};
+}
+
+http_reply user_json(const json& body) {
+  return {200, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+bool query_true(const http_request& req, const char* key) {
+  auto it = req.query.find(key);
+  return it != req.query.end() && ascii_lower(it->second) == "true";
+}
+
+// ComfyUI's overwrite: anything but "false" overwrites.
+bool overwrite_of(const http_request& req) {
+  auto it = req.query.find("overwrite");
+  return it == req.query.end() || it->second != "false";
+}
+
+// A file of the user's directory, as the client named it: its directory's components and its
+// name. ComfyUI decodes a name that still holds '%' once more; so does this.
+struct user_path {
+  std::vector<std::string> dirs;
+  std::string name;
+};
+
+result<user_path> parse_user_path(std::string file) {
+  if (file.find('%') != std::string::npos) {
+    http_request decoded;
+    split_target("/" + file, decoded);
+    file = decoded.path.substr(1);
+  }
+  auto parts = relative_components(file);
+  if (!parts) return parts.err();
+  if (parts->empty()) return error{serve_errc::bad_path, "no file is named"};
+  user_path p;
+  p.name = parts->back();
+  parts->pop_back();
+  p.dirs = std::move(*parts);
+  return p;
+}
+
+unsigned user_status(const error& e) {
+  if (e.code == serve_errc::bad_path || e.code == serve_errc::symlink_refused) return 403;
+  if (e.code == serve_errc::not_found) return 404;
+  return 500;
+}
+
+std::string joined(const user_path& p) {
+  std::string out;
+  for (const auto& d : p.dirs) out += d + "/";
+  return out + p.name;
+}
+
+// get_file_info's fields: the path relative to `base`, the size and the times in seconds.
+json file_info(const std::string& relative, const struct stat& st) {
+  const auto seconds = [](const timespec& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+  };
+  return {{"path", relative},
+          {"size", static_cast<std::uint64_t>(st.st_size)},
+          {"modified", seconds(st.st_mtim)},
+          {"created", seconds(st.st_ctim)}};
+}
+
+// The entry `name` of `dir`, not followed if it is a symlink; nullopt where it is absent.
+std::optional<struct stat> stat_at(int dir, const std::string& name) {
+  struct stat st {};
+  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
+  return st;
+}
+
+}  // namespace
+
+user_data::user_data(fs::path users) : user_(std::move(users) / "default") {
+  std::error_code ec;
+  fs::create_directories(user_, ec);  // "migrated": the frontend keeps its data here
+}
+
+std::optional<http_reply> user_data::handle(const http_request& req,
+                                            const std::vector<std::string>& route) const {
+  const bool get = req.method == "GET", post = req.method == "POST";
+  if (route.empty()) return std::nullopt;
+  const std::string& head = route[0];
+  if (head == "users" && route.size() == 1 && get)
+    return user_json({{"storage", "server"}, {"migrated", fs::is_directory(user_)}});
+  if (head == "settings" && route.size() <= 2 && (get || post))
+    return settings(req, route.size() == 2 ? std::optional(route[1]) : std::nullopt);
+  if (head != "userdata") return std::nullopt;
+  if (route.size() == 1 && get) return list(req);
+  if (route.size() == 2 && get) return read(route[1]);
+  if (route.size() == 2 && post) return write(route[1], req);
+  if (route.size() == 2 && req.method == "DELETE") return remove(route[1]);
+  if (route.size() == 4 && route[2] == "move" && post) return move(route[1], route[3], req);
+  return std::nullopt;
+}
+
+http_reply user_data::list(const http_request& req) const {
+  auto d = req.query.find("dir");
+  if (d == req.query.end() || d->second.empty()) return user_text(400, "Directory not provided");
+  auto parts = relative_components(d->second);
+  if (!parts) return user_text(403, "Invalid directory");
+  auto dir = open_confined_directory(user_, *parts, false);
+  if (!dir) return user_text(dir.err().code == serve_errc::not_found ? 404 : 403,
+                        dir.err().code == serve_errc::not_found ? "Directory not found"
+                                                                : "Invalid directory");
+  fs::path base = user_;
+  for (const auto& p : *parts) base /= p;
+  const bool recurse = query_true(req, "recurse"), full_info = query_true(req, "full_info"),
+             split = query_true(req, "split");
+  json out = json::array();
+  std::error_code ec;
+  // Symlinks are neither followed nor listed: what is listed is what read() would open.
+  for (fs::recursive_directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_symlink(ec)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (!recurse) it.disable_recursion_pending();
+    if (!it->is_regular_file(ec)) continue;
+    const std::string relative = it->path().lexically_relative(base).generic_string();
+    struct stat st {};
+    if (full_info && ::lstat(it->path().c_str(), &st) == 0) {
+      out.push_back(file_info(relative, st));
+    } else if (split) {
+      json row = json::array({relative});
+      for (const auto& c : fs::path(relative)) row.push_back(c.string());
+      out.push_back(std::move(row));
+    } else {
+      out.push_back(relative);
+    }
+  }
+  return user_json(out);
+}
+
+http_reply user_data::read(const std::string& file) const {
+  auto p = parse_user_path(file);
+  if (!p) return user_text(403);
+  auto dir = open_confined_directory(user_, p->dirs, false);
+  if (!dir) return user_text(user_status(dir.err()));
+  auto f = open_confined_file(dir->get(), p->name);
+  if (!f) return user_text(user_status(f.err()));
+  http_reply reply{200, "application/octet-stream", ""};
+  if (p->name.size() > 5 && p->name.compare(p->name.size() - 5, 5, ".json") == 0)
+    reply.content_type = "application/json";
+  reply.file = std::make_shared<ipc::unique_fd>(std::move(*f));
+  return reply;
+}
+
+http_reply user_data::write(const std::string& file, const http_request& req) const {
+  auto p = parse_user_path(file);
+  if (!p) return user_text(403);
+  auto dir = open_confined_directory(user_, p->dirs, true);
+  if (!dir) return user_text(user_status(dir.err()));
+  if (!overwrite_of(req) && stat_at(dir->get(), p->name)) return user_text(409, "File already exists");
+  auto stored = store_upload(dir->get(), p->name, req.body, true);
+  if (!stored) return user_text(400, stored.err().message);
+  if (!query_true(req, "full_info")) return user_json(joined(*p));
+  auto st = stat_at(dir->get(), p->name);
+  return st ? user_json(file_info(joined(*p), *st)) : user_text(500);
+}
+
+http_reply user_data::remove(const std::string& file) const {
+  auto p = parse_user_path(file);
+  if (!p) return user_text(403);
+  auto dir = open_confined_directory(user_, p->dirs, false);
+  if (!dir) return user_text(user_status(dir.err()));
+  auto st = stat_at(dir->get(), p->name);
+  if (!st || !S_ISREG(st->st_mode)) return user_text(404);
+  if (::unlinkat(dir->get(), p->name.c_str(), 0) != 0) return user_text(500);
+  return user_text(204);
+}
+
+http_reply user_data::move(const std::string& file, const std::string& dest,
+                           const http_request& req) const {
+  auto from = parse_user_path(file);
+  auto to = parse_user_path(dest);
+  if (!from || !to) return user_text(403);
+  auto from_dir = open_confined_directory(user_, from->dirs, false);
+  if (!from_dir) return user_text(user_status(from_dir.err()));
+  auto st = stat_at(from_dir->get(), from->name);
+  if (!st || !S_ISREG(st->st_mode)) return user_text(404);
+  auto to_dir = open_confined_directory(user_, to->dirs, true);
+  if (!to_dir) return user_text(user_status(to_dir.err()));
+  if (!overwrite_of(req) && stat_at(to_dir->get(), to->name))
+    return user_text(409, "File already exists");
+  if (::renameat(from_dir->get(), from->name.c_str(), to_dir->get(), to->name.c_str()) != 0)
+    return user_text(500);
+  if (!query_true(req, "full_info")) return user_json(joined(*to));
+  auto moved = stat_at(to_dir->get(), to->name);
+  return moved ? user_json(file_info(joined(*to), *moved)) : user_text(500);
+}
+
+http_reply user_data::settings(const http_request& req,
+                               const std::optional<std::string>& id) const {
+  json all = json::object();
+  auto dir = open_confined_directory(user_, {}, true);
+  if (!dir) return user_text(500);
+  if (auto f = open_confined_file(dir->get(), settings_file)) {
+    std::string bytes;
+    char buffer[65536];
+    for (ssize_t n; (n = ::read(f->get(), buffer, sizeof buffer)) > 0;)
+      bytes.append(buffer, static_cast<std::size_t>(n));
+    auto parsed = parse_bounded_json(bytes);
+    if (parsed && parsed->is_object()) all = std::move(*parsed);
+  }
+  if (req.method == "GET") {
+    if (!id) return user_json(all);
+    auto it = all.find(*id);
+    return user_json(it == all.end() ? json(nullptr) : *it);
+  }
+  // Bounded in depth as a prompt is: the file is written back with a recursive dump.
+  auto body = parse_bounded_json(req.body);
+  if (!body) return user_text(400, "the body is not JSON: " + body.err().message);
+  if (id) {
+    if (id->empty()) return user_text(400);
+    all[*id] = std::move(*body);
+  } else if (body->is_object()) {
+    all.update(*body);
+  } else {
+    return user_text(400, "the body is not a JSON object");
+  }
+  auto stored = store_upload(dir->get(), settings_file, all.dump(4), true);
+  return stored ? user_text(200) : user_text(500, stored.err().message);
+}
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,212 @@
+// ComfyUI's official frontend against `comfy-orch serve`, in Debian's Chromium driven by
+// playwright-core (docs/serve.md, "The frontend"); run by run_frontend_test.py:
+//
+//   node frontend_test.mjs URL OUT_DIR COMFYUI_TREE
+//
+// What a person does: open the page, find the nodes in the library, load a workflow and press
+// Run, watch the sampler's progress and the preview image, see the job in the queue, save the
+// workflow, change a setting and reload. Screenshots of each step go to OUT_DIR; every JSON
+// answer and WebSocket message the page received goes to OUT_DIR/captured.json, which
+// check_frontend_types checks against the frontend's published TypeScript types.
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from '../npm/node_modules/playwright-core/index.mjs';
+
+const [url, out, tree] = process.argv.slice(2);
+const here = dirname(fileURLToPath(import.meta.url));
+const workflow = JSON.parse(readFileSync(join(here, 'workflow.json'), 'utf8'));
+
+// What the page asks for that ComfyUI answers the same way without the optional packages a
+// ComfyUI install may add (docs/serve.md, the route table): 404s, never failures of serve.
+const tolerated = [
+  /^\/user\.css$/, /^\/api\/userdata\/user\.css$/,          // no user stylesheet
+  /^\/api\/userdata\/comfy\.templates\.json$/,              // no saved templates
+  /^\/api\/userdata\?dir=(workflows|subgraphs)(&|$)/,      // no such directory yet
+  /^\/templates\//,                                         // no workflow-templates package
+];
+const failures = [];
+const external = [];
+const captured = { http: {}, ws: [] };
+
+function fail(what) {
+  failures.push(what);
+  console.error('FAIL: ' + what);
+}
+
+function check(ok, what) {
+  if (!ok) fail(what);
+  else console.log('ok: ' + what);
+}
+
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium',
+                                        args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+// The frontend checks api.comfy.org for releases: there is no network here, and it is none of
+// serve's business. Refused, and listed.
+await page.route((u) => !u.href.startsWith(url), (route) => {
+  external.push(route.request().url());
+  return route.abort();
+});
+page.on('pageerror', (e) => fail('page error: ' + e.message));
+page.on('crash', () => fail('the page crashed'));
+page.on('console', (m) => {
+  if (m.type() !== 'error') return;
+  const text = m.text();
+  // The browser's own line for a tolerated 404 or a refused external request, and the
+  // frontend's for the missing templates package.
+  if (/Failed to load resource|Error loading core workflow templates/.test(text)) return;
+  fail('console error: ' + text.slice(0, 400));
+});
+page.on('response', async (r) => {
+  const path = r.url().slice(url.length);
+  if (!r.url().startsWith(url)) return;
+  if (r.status() >= 400 && !tolerated.some((t) => t.test(path)))
+    fail(`${r.request().method()} ${path} answered ${r.status()}`);
+  const type = r.headers()['content-type'] || '';
+  if (type.startsWith('application/json') && r.status() < 400 && path.startsWith('/api/')) {
+    try {
+      captured.http[`${r.request().method()} ${path.split('?')[0]}`] = await r.json();
+    } catch { /* a body the page abandoned: nothing to capture */ }
+  }
+});
+page.on('requestfailed', async (r) => {
+  if (!r.url().startsWith(url)) return;  // the refused external requests
+  // One whose answer had arrived (checked above) and that the page then dropped unread.
+  if ((await r.response()) !== null) return;
+  fail(`${r.method()} ${r.url()} failed: ${r.failure()?.errorText}`);
+});
+page.on('websocket', (ws) => {
+  ws.on('framereceived', (f) => {
+    if (typeof f.payload === 'string') captured.ws.push(JSON.parse(f.payload));
+  });
+});
+
+async function open() {
+  await page.goto(url);
+  await page.waitForFunction(
+    () => window.app?.graph && window.LiteGraph?.registered_node_types?.BrowserTint,
+    null, { timeout: 60000 });
+  await page.waitForTimeout(1500);  // the requests the page makes after it has drawn
+}
+
+async function shot(name) {
+  await page.screenshot({ path: join(out, name + '.png') });
+}
+
+// 1. The page loads.
+await open();
+await shot('1-loaded');
+check(failures.length === 0, 'the page loads with no console error and no failed request');
+
+// 2. The node library: a native node and a Python pack's node, with their widgets and outputs.
+const nodes = await page.evaluate(() => {
+  const describe = (type) => {
+    const n = window.LiteGraph.createNode(type);
+    return { title: n.title,
+             outputs: n.outputs.map((o) => o.label || o.name),
+             widgets: Object.fromEntries(n.widgets.map((w) => [w.name, { value: w.value,
+                                                                         options: w.options }])) };
+  };
+  return { solid: describe('SolidImage'), tint: describe('BrowserTint') };
+});
+check(nodes.solid.title === 'Solid Image', 'the native SolidImage is listed as "Solid Image"');
+check(nodes.solid.widgets.width.options.min === 1 && nodes.solid.widgets.width.options.max === 4096,
+      'its width widget has the pack\'s min and max');
+check(nodes.tint.title === 'Browser Tint', 'the Python BrowserTint is listed as "Browser Tint"');
+check(JSON.stringify(nodes.tint.widgets.colour.options.values) === '["red","green","blue"]',
+      'its combo offers the pack\'s choices');
+const amount = nodes.tint.widgets.amount.options;
+check(amount.min === 0 && amount.max === 100 && amount.step2 === 5,
+      'its INT widget has min 0, max 100 and step 5');
+check(JSON.stringify(nodes.tint.outputs) === '["tinted","amount_used"]',
+      'its outputs carry the pack\'s RETURN_NAMES');
+const command = (id) => page.evaluate((c) => window.app.extensionManager.command.execute(c), id);
+await command('Workspace.ToggleSidebarTab.node-library');
+await page.waitForTimeout(500);
+await shot('2-node-library');
+await command('Workspace.ToggleSidebarTab.node-library');
+
+// 3. Load a workflow, press Run: progress on the sampler, the preview from /api/view.
+await page.evaluate((w) => window.app.loadGraphData(w), workflow);
+const previewLoaded = page.waitForResponse(
+  (r) => r.url().includes('/api/view?') && r.url().includes('browser_preview_') &&
+         r.status() === 200, { timeout: 120000 });
+const posted = page.waitForResponse((r) => r.url().endsWith('/api/prompt') &&
+                                           r.request().method() === 'POST');
+await page.getByRole('button', { name: 'Run', exact: true }).first().click();
+const queued = await (await posted).json();
+check(typeof queued.prompt_id === 'string', 'Run queued the workflow: ' + JSON.stringify(queued));
+const sent = JSON.parse((await posted).request().postData());
+check(sent.extra_data?.extra_pnginfo?.workflow?.nodes?.length === workflow.nodes.length,
+      'the prompt carries the workflow in extra_pnginfo');
+await page.waitForFunction(() => document.querySelector('.p-progressbar, .node-progress, canvas'),
+                           null, { timeout: 10000 });
+await page.waitForTimeout(400);
+await shot('3-running');
+const view = await previewLoaded;
+check(view.headers()['content-type'] === 'image/png', 'the preview is fetched from /api/view');
+await page.waitForFunction(() => [...document.images].some(
+  (i) => i.src.includes('browser_preview_') && i.complete && i.naturalWidth > 0),
+  null, { timeout: 30000 }).catch(() => fail('the preview image never appeared in the page'));
+await command('Comfy.Canvas.FitView');
+await page.waitForTimeout(500);
+await shot('4-finished');
+const states = captured.ws.filter((m) => m.type === 'progress_state' &&
+                                         m.data.prompt_id === queued.prompt_id);
+const sampler = String(workflow.nodes.find((n) => n.type === 'SimSampler').id);
+check(states.some((m) => m.data.nodes[sampler]?.state === 'running' &&
+                         m.data.nodes[sampler].value > 0),
+      'progress_state showed the sampler running part-way');
+check(states.some((m) => m.data.nodes[sampler]?.state === 'finished'),
+      'progress_state showed the sampler finished');
+check(captured.ws.some((m) => m.type === 'execution_success' &&
+                              m.data.prompt_id === queued.prompt_id), 'the prompt succeeded');
+
+// 4. The queue panel reads the jobs API: the finished job is there.
+const jobs = await page.evaluate(async () =>
+  (await fetch('/api/jobs?status=completed,failed,cancelled&limit=64&offset=0')).json());
+check(jobs.jobs.some((j) => j.id === queued.prompt_id && j.status === 'completed' &&
+                            j.preview_output?.filename?.startsWith('browser_preview_')),
+      'the jobs API lists the finished job with its preview');
+await command('Comfy.Queue.ToggleOverlay');
+await page.getByText('browser_preview_00000_.png').first().waitFor({ timeout: 10000 })
+  .then(() => check(true, 'the queue panel shows the finished job'))
+  .catch(() => fail('the queue panel does not show the finished job'));
+await shot('5-queue');
+await command('Comfy.Queue.ToggleOverlay');
+
+// 5. Save the workflow: it lands in the user's workflows directory.
+const saving = command('Comfy.SaveWorkflow');
+const name = page.locator('[role="dialog"] input').first();
+await name.waitFor({ timeout: 10000 }).catch(async (e) => {
+  await shot('debug-save');
+  writeFileSync(join(out, 'debug-save.html'), await page.content());
+  throw e;
+});
+await name.fill('orch-browser-test');
+await page.keyboard.press('Enter');
+await saving;
+const saved = join(tree, 'user', 'default', 'workflows', 'orch-browser-test.json');
+for (let i = 0; i < 100 && !existsSync(saved); ++i) await page.waitForTimeout(100);
+check(existsSync(saved) &&
+      JSON.parse(readFileSync(saved, 'utf8')).nodes.length === workflow.nodes.length,
+      'saving wrote user/default/workflows/orch-browser-test.json');
+await shot('6-saved');
+
+// 6. A changed setting outlives a reload.
+await page.evaluate(() => window.app.extensionManager.setting.set('Comfy.Graph.ZoomSpeed', 1.3));
+await open();
+const zoom = await page.evaluate(() => window.app.extensionManager.setting.get('Comfy.Graph.ZoomSpeed'));
+check(zoom === 1.3, 'a changed setting is kept across a reload (' + zoom + ')');
+await shot('7-reloaded');
+
+writeFileSync(join(out, 'captured.json'), JSON.stringify(captured, null, 1));
+await browser.close();
+console.log(`external requests refused: ${external.length} (${[...new Set(external.map(
+  (u) => new URL(u).host))].join(', ')})`);
+if (failures.length) {
+  console.error(`${failures.length} check(s) failed; screenshots in ${out}`);
+  process.exit(1);
+}
+console.log('all checks passed; screenshots in ' + out);
