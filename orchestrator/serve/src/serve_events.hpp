@@ -78,7 +78,8 @@ class comfy_api::events final : public event_sink {
   // ComfyUI's progress_state (comfy_execution/progress.py at a125cd84): at each node's start,
   // progress and end, the state of every node of the prompt that is no longer pending,
   // {"prompt_id", "nodes": {id: {value, max, state, node_id, prompt_id, display_node_id,
-  // parent_node_id, real_node_id}}}. The executor's events say when: executing (a start, which
+  // real_node_id}}}. ComfyUI adds "parent_node_id": null for a node no subgraph expanded, which
+  // the frontend's types (optional, never null) refuse: it is left out, as they have it. The executor's events say when: executing (a start, which
   // also ends the node before it), progress, execution_cached and the prompt's end.
   std::optional<std::string> progress_state(const std::string& type, const json& data) {
     std::lock_guard lock(mutex_);
@@ -86,10 +87,10 @@ class comfy_api::events final : public event_sink {
                                       ? data["prompt_id"].get<std::string>()
                                       : std::string();
     const auto set = [&](const std::string& node, const char* state, double value, double max) {
-      progress_[node] = {{"value", value},          {"max", max},
-                         {"state", state},          {"node_id", node},
-                         {"prompt_id", prompt_id},  {"display_node_id", node},
-                         {"parent_node_id", nullptr}, {"real_node_id", node}};
+      progress_[node] = {{"value", value},         {"max", max},
+                         {"state", state},         {"node_id", node},
+                         {"prompt_id", prompt_id}, {"display_node_id", node},
+                         {"real_node_id", node}};
     };
     const auto finish_running = [&] {
       for (auto& [node, state] : progress_.items())

@@ -1,7 +1,8 @@
 """The frontend browser test's driver (docs/serve.md, "The frontend"): a ComfyUI tree (the test
 ComfyUI, copied) with this directory's Python pack in custom_nodes and the native example packs,
-its env a venv over this python3, `comfy-orch serve` on it, and frontend_test.mjs driving the
-official frontend in Debian's Chromium against it.
+its env a venv over this python3, `comfy-orch serve` on it, frontend_test.mjs driving the
+official frontend in Debian's Chromium against it, then check_frontend_types.mjs checking what
+the page received against the frontend's published TypeScript types.
 
     python3 run_frontend_test.py --comfy-orch PATH --comfyui TREE --packs DIR --out DIR
 
@@ -99,7 +100,12 @@ def main():
                     return 0
                 test = subprocess.run(["node", os.path.join(HERE, "frontend_test.mjs"), url,
                                        a.out, os.path.join(work, "ComfyUI")], timeout=300)
-                return test.returncode
+                if test.returncode != 0:
+                    return test.returncode
+                types = subprocess.run(["node", os.path.join(HERE, "check_frontend_types.mjs"),
+                                        os.path.join(a.out, "captured.json"), a.out],
+                                       timeout=300)
+                return types.returncode
             finally:
                 server.send_signal(signal.SIGTERM)
                 try:
