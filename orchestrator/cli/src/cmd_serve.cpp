@@ -22,6 +22,7 @@
 #include "orch/process/run_signals.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
+#include "orch/serve/extension_web_dirs.hpp"
 #include "orch/serve/serve_api.hpp"
 #include "orch/serve/serve_files.hpp"
 #include "orch/serve/serve_http.hpp"
@@ -195,7 +196,9 @@ int serve(const serve_options& o) {
   sampler.start();
   auto api = std::make_unique<orchestrator::comfy_api>(
       h, server, o.history_size, ORCH_VERSION, o.queue,
-      orchestrator::frontend_routes(orchestrator::frontend_files(front_end),
+      orchestrator::frontend_routes(
+          orchestrator::frontend_files(front_end,
+                                       orchestrator::extension_web_dirs(prepared->inventory)),
                                     orchestrator::user_data(directories.user), o.max_upload));
   api_ptr = api.get();
   status controlled = ok_status();

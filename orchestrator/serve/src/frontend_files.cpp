@@ -1,6 +1,7 @@
 #include "orch/serve/frontend_files.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <memory>
 #include <system_error>
 #include <utility>
@@ -51,40 +52,81 @@ std::string frontend_content_type(std::string_view filename) {
   return content_type_of(filename);
 }
 
-std::optional<http_reply> frontend_files::get(const std::string& path) const {
-  const bool index = path == "/" || path == "/index.html";
-  if (!root_) {
-    if (!index) return std::nullopt;
-    return http_reply{404, "text/html; charset=utf-8", no_frontend_page};
-  }
-  auto parts = relative_components(index ? std::string("index.html") : path.substr(1));
-  if (!parts || parts->empty()) return std::nullopt;
-  const std::string name = parts->back();
-  parts->pop_back();
-  auto dir = open_confined_directory(*root_, *parts, false);
+namespace {
+
+// The file `components` names under `root`, walked as confined_path walks it.
+std::optional<http_reply> confined_file(const fs::path& root, std::vector<std::string> components) {
+  if (components.empty()) return std::nullopt;
+  const std::string name = components.back();
+  components.pop_back();
+  auto dir = open_confined_directory(root, components, false);
   if (!dir) return std::nullopt;
   auto file = open_confined_file(dir->get(), name);
   if (!file) return std::nullopt;
   http_reply reply;
   reply.content_type = frontend_content_type(name);
-  if (index) reply.headers.emplace_back("Cache-Control", "no-store, must-revalidate");
   reply.file = std::make_shared<ipc::unique_fd>(std::move(*file));
   return reply;
 }
 
-nlohmann::json frontend_files::extensions() const {
-  std::vector<std::string> urls;
-  if (root_) {
-    std::error_code ec;
-    const fs::path base = *root_ / "extensions";
-    // Symlinks are not followed: what is listed is what get() would serve.
-    for (fs::recursive_directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->is_regular_file(ec) && !it->is_symlink(ec) && it->path().extension() == ".js")
-        urls.push_back("/extensions/" + it->path().lexically_relative(base).generic_string());
+// Every .js file under `base`, as `prefix` + its path there; symlinks are neither followed nor
+// listed, so what is listed is what get() serves.
+void add_scripts(const fs::path& base, const std::string& prefix, std::vector<std::string>& urls) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_symlink(ec)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec) && it->path().extension() == ".js")
+      urls.push_back(prefix + it->path().lexically_relative(base).generic_string());
+  }
+}
+
+// urllib.parse.quote's: every byte but letters, digits and -._~/ percent-encoded.
+std::string url_quoted(const std::string& text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+      out.push_back(c);
+    } else {
+      out += {'%', hex[u >> 4], hex[u & 15]};
     }
   }
-  std::sort(urls.begin(), urls.end());
-  return urls;
+  return out;
+}
+
+}  // namespace
+
+std::optional<http_reply> frontend_files::get(const std::string& path) const {
+  const bool index = path == "/" || path == "/index.html";
+  auto parts = relative_components(index ? std::string("index.html") : path.substr(1));
+  if (!parts) return std::nullopt;
+  // A pack's web directory (ComfyUI adds these static routes ahead of its web root's).
+  if (parts->size() >= 3 && (*parts)[0] == "extensions") {
+    for (const auto& pack : packs_)
+      if (pack.name == (*parts)[1])
+        return confined_file(pack.dir, std::vector<std::string>(parts->begin() + 2, parts->end()));
+  }
+  if (!root_) {
+    if (!index) return std::nullopt;
+    return http_reply{404, "text/html; charset=utf-8", no_frontend_page};
+  }
+  auto reply = confined_file(*root_, std::move(*parts));
+  if (reply && index) reply->headers.emplace_back("Cache-Control", "no-store, must-revalidate");
+  return reply;
+}
+
+nlohmann::json frontend_files::extensions() const {
+  std::vector<std::string> core, packs;
+  if (root_) add_scripts(*root_ / "extensions", "/extensions/", core);
+  std::sort(core.begin(), core.end());
+  for (const auto& pack : packs_)
+    add_scripts(pack.dir, "/extensions/" + url_quoted(pack.name) + "/", packs);
+  core.insert(core.end(), packs.begin(), packs.end());
+  return core;
 }
 
 }  // namespace orch::orchestrator

@@ -37,6 +37,10 @@ std::string url_decode(std::string_view s, bool query) {
 
 }  // namespace
 
+std::string percent_decoded(std::string_view text) {
+  return url_decode(text, false);
+}
+
 void split_target(std::string_view target, http_request& r) {
   const auto q = target.find('?');
   const std::string_view raw = target.substr(0, q);

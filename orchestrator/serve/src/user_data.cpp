@@ -52,11 +52,7 @@ struct user_path {
 };
 
 result<user_path> parse_user_path(std::string file) {
-  if (file.find('%') != std::string::npos) {
-    http_request decoded;
-    split_target("/" + file, decoded);
-    file = decoded.path.substr(1);
-  }
+  if (file.find('%') != std::string::npos) file = percent_decoded(file);
   auto parts = relative_components(file);
   if (!parts) return parts.err();
   if (parts->empty()) return error{serve_errc::bad_path, "no file is named"};

@@ -98,6 +98,8 @@ async function shot(name) {
 await open();
 await shot('1-loaded');
 check(failures.length === 0, 'the page loads with no console error and no failed request');
+check(await page.evaluate(() => window.orchBrowserDemoLoaded === true),
+      'the Python pack\'s WEB_DIRECTORY script ran in the page');
 
 // 2. The node library: a native node and a Python pack's node, with their widgets and outputs.
 const nodes = await page.evaluate(() => {

@@ -10,9 +10,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "orch/serve/extension_web_dirs.hpp"
 #include "orch/serve/serve_http.hpp"
 
 namespace orch::orchestrator {
@@ -25,18 +27,22 @@ std::string frontend_content_type(std::string_view filename);
 class frontend_files {
  public:
   // `root`: the frontend's directory (holding index.html); nullopt when serve has none.
-  explicit frontend_files(std::optional<std::filesystem::path> root) : root_(std::move(root)) {}
+  // `packs`: the packs' web directories, served under /extensions/<name>/.
+  explicit frontend_files(std::optional<std::filesystem::path> root,
+                          std::vector<extension_web_dir> packs = {})
+      : root_(std::move(root)), packs_(std::move(packs)) {}
 
-  // The answer to GET `path` (percent-decoded), or nullopt where the root holds no such file.
+  // The answer to GET `path` (percent-decoded), or nullopt where no such file is served.
   // Without a root, GET / answers a page that says how to get the frontend.
   std::optional<http_reply> get(const std::string& path) const;
   // GET /extensions: the URL of every .js file under the root's extensions/ (the frontend's
-  // own core extensions), sorted, as ComfyUI lists them.
+  // own core extensions), then under each pack's web directory, as ComfyUI lists them.
   nlohmann::json extensions() const;
   const std::optional<std::filesystem::path>& root() const { return root_; }
 
  private:
   std::optional<std::filesystem::path> root_;
+  std::vector<extension_web_dir> packs_;
 };
 
 }  // namespace orch::orchestrator

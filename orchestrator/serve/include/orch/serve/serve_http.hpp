@@ -63,6 +63,9 @@ struct http_reply {
 
 // `target` (a request line's path and query) as its percent-decoded path and query fields.
 void split_target(std::string_view target, http_request& r);
+// `text` with each %XX decoded as in a path ('+' stays '+'); a malformed escape is kept as it is
+// (urllib.parse.unquote's rule).
+std::string percent_decoded(std::string_view text);
 
 // How one route takes its request's body.
 struct body_rule {

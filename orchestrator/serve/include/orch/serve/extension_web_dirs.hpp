@@ -1,0 +1,33 @@
+// extension_web_dirs: each pack's web directory, the JavaScript ComfyUI's frontend loads for it
+// from /extensions/<name>/ (docs/serve.md, "The frontend"), found as ComfyUI's load_custom_node
+// registers it (nodes.py at a125cd84) but without running the pack: serve never imports a
+// pack's top-level __init__.py, whose register_nodes() belongs to a ComfyUI process. So:
+//
+//   - pyproject.toml's [tool.comfy] web, named by its [project] name;
+//   - else a top-level `WEB_DIRECTORY = "..."` in the pack's __init__.py, a string literal (the
+//     form packs use), named by the pack's directory.
+//
+// A directory that does not exist, or that leaves the pack's directory, is not served (ComfyUI
+// would serve what a `..` reaches; a pack's files are what a pack may publish here).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "orch/manifests/inventory.hpp"
+
+namespace orch::orchestrator {
+
+struct extension_web_dir {
+  std::string name;           // the URL's segment after /extensions/
+  std::filesystem::path dir;  // absolute
+};
+
+std::vector<extension_web_dir> extension_web_dirs(const manifests::inventory& inventory);
+
+// The web directory of one pack directory, if it declares one as above.
+std::optional<extension_web_dir> extension_web_dir_of(const std::filesystem::path& pack_dir);
+
+}  // namespace orch::orchestrator
