@@ -195,7 +195,8 @@ int serve(const serve_options& o) {
       h.io(), [&](const nlohmann::json& request) { return views.answer(request); });
   sampler.start();
   auto api = std::make_unique<orchestrator::comfy_api>(
-      h, server, o.history_size, ORCH_VERSION, o.queue,
+      h, server, o.history_size, orchestrator::server_identity{ORCH_VERSION, prepared->stack},
+      o.queue,
       orchestrator::frontend_routes(
           orchestrator::frontend_files(front_end,
                                        orchestrator::extension_web_dirs(prepared->inventory)),

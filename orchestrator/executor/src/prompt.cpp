@@ -165,6 +165,18 @@ result<prompt> prompt_from_document(const nlohmann::json& body,
   for (const auto& [id, node] : out.nodes) {
     if (placed.insert(id).second) out.order.push_back(id);
   }
+  if (auto it = is_wrapped(body) ? body.find("partial_execution_targets") : body.end();
+      it != body.end() && !it->is_null()) {
+    if (!it->is_array())
+      return invalid("partial_execution_targets must be a list of node ids, not " +
+                     std::string(it->type_name()));
+    out.execution_targets.emplace();
+    for (const auto& target : *it) {
+      if (!target.is_string())
+        return invalid("partial_execution_targets must be a list of node ids (strings)");
+      out.execution_targets->insert(target.get<std::string>());
+    }
+  }
   if (is_wrapped(body) && body.contains("extra_data") && body["extra_data"].is_object()) {
     const auto& extra = body["extra_data"];
     if (auto it = extra.find("extra_pnginfo"); it != extra.end()) out.extra_pnginfo = *it;

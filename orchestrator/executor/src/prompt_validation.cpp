@@ -58,7 +58,9 @@ class validator {
     if (report_missing_classes()) return std::move(report_);
     std::vector<std::string> outputs;
     for (const auto& [id, node] : prompt_.nodes) {
-      if (catalogue_.find(node.class_type)->output_node) outputs.push_back(id);
+      if (catalogue_.find(node.class_type)->output_node &&
+          (!prompt_.execution_targets || prompt_.execution_targets->count(id) > 0))
+        outputs.push_back(id);
     }
     if (outputs.empty()) {
       report_.error = validation_error{"prompt_no_outputs", "Prompt has no outputs", "",

@@ -14,10 +14,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Prints {"python": "3.11", "torch": "2.10.1+cu128" | null, "accelerator": "cu128" | ...}.
+// Prints {"python": "3.11", "torch": "2.10.1+cu128" | null, "accelerator": "cu128" | ...,
+// "version": sys.version}.
 constexpr const char* probe_script = R"PY(
 import importlib.util, json, os, re, sys
-out = {"python": "%d.%d" % sys.version_info[:2], "torch": None, "accelerator": None}
+out = {"python": "%d.%d" % sys.version_info[:2], "torch": None, "accelerator": None,
+       "version": sys.version}
 spec = importlib.util.find_spec("torch")
 if spec is not None and spec.origin:
     try:
@@ -82,6 +84,8 @@ result<manifests::host_stack> probe_host_stack(const fs::path& python) {
     if (doc.contains("accelerator") && doc["accelerator"].is_string()) {
       stack.accelerator = doc["accelerator"].get<std::string>();
     }
+    if (doc.contains("version") && doc["version"].is_string())
+      stack.version = printable(doc["version"].get<std::string>().substr(0, 200));
     return stack;
   }
   return error{runtime_errc::probe_failed, python.string() + " answered the stack probe with '" +

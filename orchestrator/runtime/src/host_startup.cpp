@@ -37,7 +37,8 @@ result<prepared_deployment> prepare(std::optional<manifests::deployment> d, cons
   }
   if (!stack && python_envs) spdlog::warn("env stamps are not checked: {}", stack.err().message);
   if (diags.has_errors()) return invalid;
-  return prepared_deployment{std::move(*d), std::move(inv)};
+  return prepared_deployment{std::move(*d), std::move(inv),
+                             stack ? std::optional(std::move(*stack)) : std::nullopt};
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ http_reply bad_request(const std::string& message) {
 }  // namespace
 
 comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
-                     std::string version, queue_limits limits, frontend_routes web)
+                     server_identity identity, queue_limits limits, frontend_routes web)
     : host_(host),
       server_(server),
       queue_(history_size, limits),
@@ -66,7 +66,7 @@ comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t histor
       executor_(std::make_unique<executor>(host, *events_, host.deployment().server.cache,
                                            host.deployment().server.lru_prompts)),
       validator_(std::make_unique<executor>(host, validation_events_)),
-      version_(std::move(version)),
+      identity_(std::move(identity)),
       files_(file_directories_of(host.deployment())),
       web_(std::move(web)) {
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
@@ -261,6 +261,8 @@ http_reply comfy_api::post_prompt(const http_request& req) {
     item.extra_data.erase(secret);
   if (auto it = body->find("client_id"); it != body->end() && it->is_string())
     item.extra_data["client_id"] = *it;
+  if (!req.usage_source.empty() && !item.extra_data.contains("comfy_usage_source"))
+    item.extra_data["comfy_usage_source"] = printable(req.usage_source.substr(0, 256));
   item.document = std::move((*body)["prompt"]);
   item.parsed = std::move(*parsed);
 

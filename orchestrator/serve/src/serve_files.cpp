@@ -150,6 +150,8 @@ http_reply file_routes::view(const http_request& req) const {
   reply.content_type = content_type_of(name->back());
   reply.headers.emplace_back("Content-Disposition",
                              "filename=\"" + header_safe(name->back()) + "\"");
+  // ComfyUI's (002c3fb9): the browser takes the type given, never one it guesses.
+  reply.headers.emplace_back("X-Content-Type-Options", "nosniff");
   reply.file = std::make_shared<ipc::unique_fd>(std::move(*file));
   return reply;
 }

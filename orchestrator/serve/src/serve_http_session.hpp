@@ -242,6 +242,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
       auto req = spooled_->release();
       http_request view = std::move(view_);
       view.content_type = std::string(req[http::field::content_type]);
+      view.usage_source = std::string(req["Comfy-Usage-Source"]);
       // The message's file closes its own descriptor; the handler gets one of its own.
       view.body_file = std::make_shared<ipc::unique_fd>(
           ::fcntl(req.body().file().native_handle(), F_DUPFD_CLOEXEC, 0));
@@ -254,6 +255,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
     http_request view = std::move(view_);
     view.body = std::move(req.body());
     view.content_type = std::string(req[http::field::content_type]);
+    view.usage_source = std::string(req["Comfy-Usage-Source"]);
     dispatch(std::move(view), req.version(), req.keep_alive());
   }
 
@@ -304,7 +306,9 @@ class http_session : public std::enable_shared_from_this<http_session> {
   }
 
   void upgrade(http::request<http::string_body> req) {
-    if (view_.path != "/ws") return refuse(404, "no websocket at " + view_.path);
+    // ComfyUI serves every route under /api too, the WebSocket included.
+    if (view_.path != "/ws" && view_.path != "/api/ws")
+      return refuse(404, "no websocket at " + view_.path);
     // Clients still in their handshake count too, or many upgrades at once would all pass.
     if (st_->ws_count + st_->ws_pending >= st_->limits.max_ws_clients)
       return refuse(503, "too many websocket clients");

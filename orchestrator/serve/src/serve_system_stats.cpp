@@ -44,14 +44,15 @@ http_reply comfy_api::system_stats() {
                      {"vram_free", free_bytes},
                      {"torch_vram_total", total},
                      {"torch_vram_free", free_bytes}});
+  const manifests::host_stack stack = identity_.stack.value_or(manifests::host_stack{});
   const json stats = {{"system",
-                      {{"os", "posix"},
+                      {{"os", "linux"},  // sys.platform (Comfy-Org/ComfyUI 002c3fb9)
                        {"ram_total", meminfo_bytes("MemTotal")},
                        {"ram_free", meminfo_bytes("MemAvailable")},
-                       {"comfyui_version", "comfy-orch " + version_},
+                       {"comfyui_version", "comfy-orch " + identity_.version},
                        {"required_frontend_version", ""},
-                       {"python_version", ""},
-                       {"pytorch_version", ""},
+                       {"python_version", stack.version},
+                       {"pytorch_version", stack.torch},
                        {"embedded_python", false},
                        {"argv", json::array({"comfy-orch", "serve"})},
                        {"kernel", std::string(u.release)}}},

@@ -86,6 +86,10 @@ TEST_F(serve_test, every_route_answers_in_comfyuis_shape) {
   for (const char* key : {"os", "ram_total", "ram_free", "comfyui_version", "python_version",
                           "pytorch_version", "embedded_python", "argv"})
     EXPECT_TRUE(stats["system"].contains(key)) << key;
+  // sys.platform's, and the Python and torch of the stack the workers run on (the host's).
+  EXPECT_EQ(stats["system"]["os"], "linux");
+  EXPECT_EQ(stats["system"]["python_version"].get<std::string>().rfind("3.", 0), 0u)
+      << stats["system"];
   ASSERT_EQ(stats["devices"].size(), 1u);
   EXPECT_EQ(stats["devices"][0]["type"], "sim");
   EXPECT_GT(stats["devices"][0]["vram_total"].get<std::uint64_t>(), 0u);  // the workers' pager view
@@ -166,10 +170,20 @@ TEST_F(serve_test, number_front_and_prompt_id_are_read_as_comfyui_reads_them) {
   EXPECT_EQ(r.json()["prompt_id"].get<std::string>().size(), 36u);  // a new UUID
   EXPECT_EQ(sent({{"number", "seven"}}).status, 400u);
   EXPECT_EQ(sent({{"prompt_id", {1, 2}}}).status, 400u);
+  // ComfyUI records when a prompt was queued (ms) and the Comfy-Usage-Source header.
+  r = s->send(http::verb::post, "/prompt", json{{"prompt", quick_prompt}}.dump(),
+              "application/json", false, {{"Comfy-Usage-Source", "browser-test"}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  const std::string sourced = r.json()["prompt_id"];
+  for (int i = 0; i < 500 && history_of(*s, sourced).is_null(); ++i)
+    std::this_thread::sleep_for(10ms);
+  const json extra = history_of(*s, sourced)["prompt"][3];
+  EXPECT_EQ(extra.value("comfy_usage_source", ""), "browser-test") << extra;
+  EXPECT_GT(extra.value("create_time", std::int64_t{0}), std::int64_t{1700000000000}) << extra;
   // The counter's numbers stay integers in the queue and the history (they had become 3.0).
   for (int i = 0; i < 200; ++i) {
     const json h = s->get("/history").json();
-    bool all_integers = h.size() >= 4;
+    bool all_integers = h.size() >= 5;
     for (const auto& [_, entry] : h.items())
       all_integers = all_integers && entry["prompt"][0].is_number_integer();
     if (all_integers) break;

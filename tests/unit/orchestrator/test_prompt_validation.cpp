@@ -320,6 +320,30 @@ TEST(prompt_validation, a_long_combo_list_is_not_sent_back) {
   EXPECT_TRUE(e.extra_info["input_config"].is_null());
 }
 
+// ComfyUI's partial_execution_targets: only the output nodes it names run, and the others are
+// not validated; naming none of them leaves the prompt without outputs.
+TEST(prompt_validation, partial_execution_targets_choose_the_outputs_that_run) {
+  const std::string graph = R"("prompt": {"1": {"class_type": "MakeImage", "inputs": {"width": 8}},
+                     "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}},
+                     "4": {"class_type": "Save", "inputs": {}}})";
+  auto p = parse_prompt("{" + graph + R"(, "partial_execution_targets": ["3"]})");
+  ASSERT_TRUE(p.ok()) << p.err().message;
+  auto r = validate_prompt(*p, catalogue());
+  EXPECT_EQ(r.outputs, std::vector<std::string>{"3"});
+  EXPECT_TRUE(r.node_errors.empty()) << r.to_json().dump();  // 4 is not validated at all
+  p = parse_prompt("{" + graph + R"(, "partial_execution_targets": ["1"]})");
+  ASSERT_TRUE(p.ok());
+  r = validate_prompt(*p, catalogue());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->type, "prompt_no_outputs");
+  p = parse_prompt("{" + graph + R"(, "partial_execution_targets": null})");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(validate_prompt(*p, catalogue()).outputs, std::vector<std::string>{"3"});
+  EXPECT_EQ(validate_prompt(*p, catalogue()).node_errors.count("4"), 1u);
+  EXPECT_FALSE(parse_prompt("{" + graph + R"(, "partial_execution_targets": "3"})").ok());
+  EXPECT_FALSE(parse_prompt("{" + graph + R"(, "partial_execution_targets": [3]})").ok());
+}
+
 TEST(prompt_validation, one_bad_output_does_not_block_a_good_one) {
   auto r = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8}},
                      "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}},

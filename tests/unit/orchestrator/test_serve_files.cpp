@@ -106,6 +106,7 @@ TEST_F(serve_files_test, view_answers_the_file_with_its_type_and_name) {
   EXPECT_EQ(r.status, 200u) << r.body;
   EXPECT_EQ(r.content_type, "image/png");
   EXPECT_EQ(header(r, "Content-Disposition"), "filename=\"a.png\"");
+  EXPECT_EQ(header(r, "X-Content-Type-Options"), "nosniff");
   EXPECT_EQ(bytes(r), "png bytes");
   EXPECT_EQ(bytes(view("/view?filename=b.webp&subfolder=sub/dir&type=output")), "webp bytes");
   EXPECT_EQ(bytes(view("/view?filename=b.webp&subfolder=sub%2Fdir")), "webp bytes");

@@ -14,6 +14,7 @@ struct host_stack {
   std::string python;       // "3.11"
   std::string torch;        // full version as installed ("2.10.1+cu128"); empty: no torch
   std::string accelerator;  // "cu128", "rocm6.2", "cpu"; ignored without torch
+  std::string version{};    // sys.version in full, as ComfyUI's /system_stats shows it
 };
 
 // "py311-torch2.10-cu128", or "py311-notorch": ADR-0039's spelling, dots kept.

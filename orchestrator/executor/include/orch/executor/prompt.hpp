@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -46,6 +47,9 @@ struct prompt {
   // A /prompt body's extra_data.extra_pnginfo (the UI workflow a client embeds in saved images):
   // ComfyUI's EXTRA_PNGINFO hidden value. Null when the document is the prompt alone.
   nlohmann::json extra_pnginfo;
+  // A /prompt body's partial_execution_targets (ComfyUI's partial_execution_list): only the
+  // output nodes it names run. nullopt: every output node (absent or null in the body).
+  std::optional<std::set<std::string>> execution_targets;
 };
 
 // The deepest nesting of arrays and objects a prompt document may have. Real prompts nest a few

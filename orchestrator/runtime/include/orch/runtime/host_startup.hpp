@@ -6,10 +6,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "orch/manifests/deployment.hpp"
 #include "orch/manifests/diagnostic.hpp"
+#include "orch/manifests/host_stack.hpp"
 #include "orch/manifests/inventory.hpp"
 #include "orch/process/install_layout.hpp"
 #include "orch/runtime/host_runtime.hpp"
@@ -19,6 +21,7 @@ namespace orch::orchestrator {
 struct prepared_deployment {
   manifests::deployment deployment;
   manifests::inventory inventory;
+  std::optional<manifests::host_stack> stack;  // the host's Python stack, where it was read
 };
 
 // Loads `file`, resolves its plugin and library directories, checks it against this machine

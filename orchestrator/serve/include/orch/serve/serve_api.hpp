@@ -21,6 +21,7 @@
 
 #include "orch/executor/events.hpp"
 #include "orch/executor/executor.hpp"
+#include "orch/manifests/host_stack.hpp"
 #include "orch/runtime/awaitable.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/serve/frontend_routes.hpp"
@@ -30,12 +31,19 @@
 
 namespace orch::orchestrator {
 
+// Who answers GET /system_stats: comfy-orch's version, and the Python stack its workers run on
+// (the host's interpreter, as ComfyUI shows its own), where it was read.
+struct server_identity {
+  std::string version;
+  std::optional<manifests::host_stack> stack;
+};
+
 class comfy_api {
  public:
   // `server` gets the WebSocket messages; it must outlive this.
   // `web`: the frontend's files and the routes it reads beyond the prompt API.
   comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
-            std::string version, queue_limits limits, frontend_routes web);
+            server_identity identity, queue_limits limits, frontend_routes web);
   ~comfy_api();  // stop()
   comfy_api(const comfy_api&) = delete;
   comfy_api& operator=(const comfy_api&) = delete;
@@ -90,7 +98,7 @@ class comfy_api {
   // executor of its own, so the two never share the running prompt's leases (held_).
   recording_event_sink validation_events_;
   std::unique_ptr<executor> validator_;
-  std::string version_;
+  server_identity identity_;
   file_routes files_;
   frontend_routes web_;
   // A prompt runs (or start_next looks for one): stop() waits for it to clear.

@@ -45,6 +45,8 @@ struct http_request {
   // A spooled body (an upload's, spooled_body.hpp) is this file instead, and `body` is empty.
   std::shared_ptr<ipc::unique_fd> body_file = nullptr;
   std::string content_type;
+  // The Comfy-Usage-Source header, which ComfyUI records in a prompt's extra_data.
+  std::string usage_source;
 };
 
 struct http_reply {
