@@ -7,16 +7,10 @@
 
 #include "orch/executor/errc.hpp"
 #include "orch/ipc/message.hpp"
+#include "python_text.hpp"
 
 namespace orch::orchestrator {
 namespace {
-
-// Values come from the prompt (valid UTF-8: the parser checks) and the catalogue (a worker's
-// text, made valid where it is decoded); replacing on dump is the last line of defence.
-std::string render(const nlohmann::json& v) {
-  return v.is_string() ? v.get<std::string>()
-                       : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 std::optional<double> as_number(const nlohmann::json& v) {
   if (v.is_number()) return v.get<double>();
@@ -359,42 +353,48 @@ class validator {
                             {"input_config", error_input_config(input)},
                             {"received_value", value}};
     };
+    // ComfyUI's messages, as its f-strings print them (python_text.hpp).
+    const auto unconvertible = [&](const std::string& why) {
+      auto info = extra();
+      info["exception_message"] = why;
+      add(id, {"invalid_input_type",
+               "Failed to convert an input value to a " + input.type + " value",
+               input.name + ", " + python_str(value) + ", " + why, std::move(info)});
+      return false;
+    };
     if (input.type == "INT" || input.type == "FLOAT") {
-      auto number = as_number(value);
-      if (!number ||
-          (input.type == "INT" && value.is_number_float() && *number != std::floor(*number))) {
-        add(id,
-            {"invalid_input_type",
-             "Failed to convert an input " + input.name + " value to a " + input.type + " value",
-             input.name + ", " + render(value), extra()});
-        return false;
-      }
+      const bool integer = input.type == "INT";
+      if (auto why = conversion_failure(value, integer)) return unconvertible(*why);
+      const double number = as_number(value).value_or(0.0);
       if (custom) return true;
-      if (input.min && *number < *input.min) {
+      // The bound as the class declares it (input_config: an INT's as an integer).
+      const auto bound = [&](const char* key) { return python_str(input_config(input)[1][key]); };
+      if (input.min && number < *input.min) {
         add(id, {"value_smaller_than_min",
-                 "Value " + render(value) + " smaller than min of " + render(*input.min),
+                 "Value " + python_number(number, integer) + " smaller than min of " +
+                     bound("min"),
                  input.name, extra()});
         return false;
       }
-      if (input.max && *number > *input.max) {
+      if (input.max && number > *input.max) {
         add(id, {"value_bigger_than_max",
-                 "Value " + render(value) + " bigger than max of " + render(*input.max), input.name,
-                 extra()});
+                 "Value " + python_number(number, integer) + " bigger than max of " +
+                     bound("max"),
+                 input.name, extra()});
         return false;
       }
     } else if (input.type == "BOOLEAN" && !value.is_boolean()) {
-      add(id, {"invalid_input_type",
-               "Failed to convert an input " + input.name + " value to a BOOLEAN value",
-               input.name + ", " + render(value), extra()});
-      return false;
+      // ComfyUI's bool() takes anything; a node here is sent what the prompt holds, so only
+      // true and false are taken.
+      return unconvertible(python_str(value) + " is not True or False");
     } else if (input.type == "COMBO" && !custom) {
-      const auto text = render(value);
+      const auto text = python_str(value);
       if (std::find(input.options.begin(), input.options.end(), text) == input.options.end()) {
         // As ComfyUI: a long list (a folder of model files) is not sent back, only its length.
         const bool long_list = input.options.size() > max_listed_choices;
         const std::string choices = long_list ? "(list of length " +
                                                     std::to_string(input.options.size()) + ")"
-                                              : nlohmann::json(input.options).dump();
+                                              : python_list_repr(input.options);
         add(id, {"value_not_in_list",
                  "Value not in list",
                  input.name + ": '" + text + "' not in " + choices,

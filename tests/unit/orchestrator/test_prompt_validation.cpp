@@ -181,10 +181,14 @@ TEST(prompt_validation, below_min_and_above_max) {
   auto low = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 0}},
                        "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
   EXPECT_EQ(only_error(low, "1").type, "value_smaller_than_min");
-  auto high = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8, "fill": 2.5}},
+  // As ComfyUI's f-string prints them: an INT's bound as an integer ("min of 1", not 1.0), a
+  // FLOAT's value as float() made it.
+  EXPECT_EQ(only_error(low, "1").message, "Value 0 smaller than min of 1");
+  auto high = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8, "fill": 2}},
                         "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
   EXPECT_EQ(only_error(high, "1").type, "value_bigger_than_max");
   EXPECT_EQ(only_error(high, "1").details, "fill");
+  EXPECT_EQ(only_error(high, "1").message, "Value 2.0 bigger than max of 1.0");
 }
 
 TEST(prompt_validation, combo_value_outside_the_list) {
@@ -192,14 +196,38 @@ TEST(prompt_validation, combo_value_outside_the_list) {
                      "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
   const auto& e = only_error(r, "1");
   EXPECT_EQ(e.type, "value_not_in_list");
-  EXPECT_EQ(e.details, R"(mode: 'cmyk' not in ["rgb","gray"])");
+  EXPECT_EQ(e.details, "mode: 'cmyk' not in ['rgb', 'gray']");  // str() of a Python list
 }
 
 TEST(prompt_validation, unconvertible_literal_is_invalid_input_type) {
   auto r = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": "wide"}},
                      "3": {"class_type": "Save", "inputs": {"image": ["1", 0], "flag": "no"}}})");
-  EXPECT_EQ(only_error(r, "1").type, "invalid_input_type");
+  const auto& wide = only_error(r, "1");
+  EXPECT_EQ(wide.type, "invalid_input_type");
+  EXPECT_EQ(wide.message, "Failed to convert an input value to a INT value");
+  EXPECT_EQ(wide.details, "width, wide, invalid literal for int() with base 10: 'wide'");
+  EXPECT_EQ(wide.extra_info["exception_message"],
+            "invalid literal for int() with base 10: 'wide'");
   EXPECT_EQ(only_error(r, "3").type, "invalid_input_type");
+  for (const char* literal : {R"("8.5")", "8.5", "null", "{}"}) {
+    auto bad = check(std::string(R"({"1": {"class_type": "MakeImage", "inputs": {"width": )") +
+                     literal +
+                     R"(}}, "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+    EXPECT_EQ(only_error(bad, "1").type, "invalid_input_type") << literal;
+  }
+  auto fill = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8, "fill": "x"}},
+                        "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_EQ(only_error(fill, "1").extra_info["exception_message"],
+            "could not convert string to float: 'x'");
+  auto none = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": 8, "fill": null}},
+                        "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_EQ(only_error(none, "1").extra_info["exception_message"],
+            "float() argument must be a string or a real number, not 'NoneType'");
+  // What int() and float() take: numeric strings, whole floats, booleans.
+  auto fine = check(R"({"1": {"class_type": "MakeImage",
+                              "inputs": {"width": " 12", "fill": "0.5", "mode": "rgb"}},
+                        "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_TRUE(fine.ok()) << fine.to_json().dump();
 }
 
 // Every node of the cycle is marked; the first one's error names the whole cycle and its path.
