@@ -216,7 +216,9 @@ class Runner:
                  str(exc).encode("utf-8", "replace"))
         if abi.api_has(api, "fail_traceback"):
             import traceback  # a failing node's cost, not every worker's start
-            lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+            # ComfyUI's execution_error carries traceback.format_tb: the frames, one string
+            # each, without the header or the exception's line (exception_message has it).
+            lines = traceback.format_tb(exc.__traceback__)
             encoded = [line.encode("utf-8", "replace") for line in lines]
             array = (ctypes.c_char_p * len(encoded))(*encoded)
             api.fail_traceback(call.ctx, array, len(encoded))
