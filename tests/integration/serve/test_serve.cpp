@@ -141,6 +141,33 @@ TEST_F(serve_test, bodies_that_are_not_prompts_get_comfyuis_errors_and_change_no
   EXPECT_EQ(s->stop(), 0);
 }
 
+// --front-end-root serves another build of the frontend, as ComfyUI's flag does, and a
+// directory without index.html stops serve at start with the reason; the pack web directories
+// and the API stay where they are.
+TEST_F(serve_test, front_end_root_serves_another_frontend_and_refuses_a_directory_without_one) {
+  const std::filesystem::path root = dir_ / "my-frontend";
+  std::filesystem::create_directories(root / "assets");
+  std::ofstream(root / "index.html") << "<!doctype html><title>mine</title>";
+  std::ofstream(root / "assets" / "app.js") << "console.log('mine')";
+  auto s = serve({"--front-end-root", root.string()});
+  ASSERT_NE(s->port(), 0);
+  const auto page = s->get("/");
+  EXPECT_EQ(page.status, 200u);
+  EXPECT_EQ(page.body, "<!doctype html><title>mine</title>");
+  EXPECT_EQ(page.header("cache-control"), "no-store, must-revalidate");
+  const auto script = s->get("/assets/app.js");
+  EXPECT_EQ(script.header("content-type"), "application/javascript; charset=utf-8");
+  EXPECT_EQ(s->get("/assets/../../deployment.toml").status, 404u);
+  EXPECT_EQ(s->get("/api/users").json()["storage"], "server");
+  EXPECT_EQ(s->stop(), 0);
+
+  const auto refused = orch::testing::run_command(
+      std::string(ORCH_TEST_COMFY_ORCH) + " serve '" + write_deployment({}).string() +
+      "' --port 0 --no-control-socket --front-end-root '" + dir_.string() + "'");
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;  // an invalid input, before anything starts
+  EXPECT_NE(refused.err.find("holds no index.html"), std::string::npos) << refused.err;
+}
+
 // ComfyUI reads number with float() and front and the other flags as Python truth values; a
 // prompt_id must be a UUID in canonical form (validate_job_id, Comfy-Org/ComfyUI 002c3fb9).
 TEST_F(serve_test, number_front_and_prompt_id_are_read_as_comfyui_reads_them) {
