@@ -1,5 +1,6 @@
 #include "python_text.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -10,16 +11,59 @@ using nlohmann::json;
 namespace {
 
 std::string quoted(const std::string& s) {
-  // repr() uses single quotes unless the text holds one and no double quote.
+  // repr() uses single quotes unless the text holds one and no double quote, and escapes the
+  // quote, the backslash and control characters.
   const bool doubled = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
   const char q = doubled ? '"' : '\'';
+  static const char* hex = "0123456789abcdef";
   std::string out(1, q);
   for (const char c : s) {
-    if (c == q || c == '\\') out.push_back('\\');
-    out.push_back(c);
+    const auto u = static_cast<unsigned char>(c);
+    if (c == q || c == '\\') {
+      out += {'\\', c};
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += {'\\', 'x', hex[u >> 4], hex[u & 15]};
+    } else {
+      out.push_back(c);
+    }
   }
   out.push_back(q);
   return out;
+}
+
+// repr() of a float: the shortest digits that read back, positional for exponents from -4 to
+// 15, else scientific with a two-digit exponent at least (1e+16, 1e-05).
+std::string float_repr(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
+  const std::string sci(buf, r.ptr);  // "-1.2345e+15"
+  const auto e = sci.find('e');
+  const bool negative = sci[0] == '-';
+  std::string digits;
+  for (std::size_t i = negative ? 1 : 0; i < e; ++i)
+    if (sci[i] != '.') digits.push_back(sci[i]);
+  const int exponent = std::stoi(sci.substr(e + 1));
+  std::string out = negative ? "-" : "";
+  if (exponent >= -4 && exponent < 16) {
+    if (exponent < 0)
+      return out + "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
+    const auto whole = static_cast<std::size_t>(exponent) + 1;
+    if (digits.size() <= whole)
+      return out + digits + std::string(whole - digits.size(), '0') + ".0";
+    return out + digits.substr(0, whole) + "." + digits.substr(whole);
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  const std::string magnitude = std::to_string(exponent < 0 ? -exponent : exponent);
+  return out + "e" + (exponent < 0 ? "-" : "+") + (magnitude.size() < 2 ? "0" : "") + magnitude;
 }
 
 std::string python_repr(const json& v) {
@@ -53,9 +97,7 @@ std::string type_name(const json& v) {
 std::string python_number(double value, bool integer) {
   if (integer && std::fabs(value) < 9007199254740992.0)
     return std::to_string(static_cast<long long>(value));
-  std::string text = json(value).dump();  // the shortest text that reads back, as repr()
-  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
-  return text;
+  return float_repr(value);
 }
 
 std::string python_str(const json& v) {
@@ -72,7 +114,8 @@ std::string python_list_repr(const std::vector<std::string>& items) {
 }
 
 std::optional<std::string> conversion_failure(const json& value, bool integer) {
-  if (value.is_number() || value.is_boolean()) {
+  if (value.is_boolean()) return std::nullopt;  // int(True) is 1
+  if (value.is_number()) {
     const double d = value.get<double>();
     if (integer && value.is_number_float() && d != std::floor(d))
       return python_str(value) + " is not a whole number";

@@ -4,15 +4,15 @@ namespace orch::orchestrator {
 
 std::optional<std::string> node_catalogue::add(node_class cls) {
   if (cls.route.is_object()) {
-    const auto said = [](const node_class& c) {
-      return c.route.value("method", "") + " " + c.route.value("path", "");
-    };
-    for (const auto& [type, r] : routes_) {
-      if (type == cls.class_type || said(r) == said(cls)) {
-        return "route " + said(cls) + " is declared by both env '" + r.env + "' and env '" +
-               cls.env + "'; using '" + r.env + "'";
-      }
+    const std::string said = cls.route.value("method", "") + " " + cls.route.value("path", "");
+    auto by_path = route_paths_.find(said);
+    auto by_type = routes_.find(cls.class_type);
+    if (by_path != route_paths_.end() || by_type != routes_.end()) {
+      const std::string& first = by_type != routes_.end() ? by_type->second.env : by_path->second;
+      return "route " + said + " is declared by both env '" + first + "' and env '" + cls.env +
+             "'; using '" + first + "'";
     }
+    route_paths_.emplace(said, cls.env);
     const std::string key = cls.class_type;
     routes_.emplace(key, std::move(cls));
     return std::nullopt;

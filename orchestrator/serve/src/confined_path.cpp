@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -123,6 +124,19 @@ result<ipc::unique_fd> open_confined_file(int dir, const std::string& name) {
   const int fl = ::fcntl(fd.get(), F_GETFL);
   if (fl >= 0) ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
   return fd;
+}
+
+std::optional<std::string> read_at_most(int fd, std::size_t limit) {
+  std::string bytes;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return bytes;
+    bytes.append(buffer, static_cast<std::size_t>(n));
+    if (bytes.size() > limit) return std::nullopt;
+  }
 }
 
 }  // namespace orch::orchestrator

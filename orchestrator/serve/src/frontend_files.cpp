@@ -115,7 +115,11 @@ std::optional<http_reply> frontend_files::get(const std::string& path) const {
     return http_reply{404, "text/html; charset=utf-8", no_frontend_page};
   }
   auto reply = confined_file(*root_, std::move(*parts));
-  if (reply && index) reply->headers.emplace_back("Cache-Control", "no-store, must-revalidate");
+  if (reply && index) {  // ComfyUI's get_root: a frontend updated in place is seen at once
+    reply->headers.emplace_back("Cache-Control", "no-cache");
+    reply->headers.emplace_back("Pragma", "no-cache");
+    reply->headers.emplace_back("Expires", "0");
+  }
   return reply;
 }
 

@@ -2,15 +2,13 @@
 
 #include <utility>
 
+#include "orch/serve/json_reply.hpp"
+
 namespace orch::orchestrator {
 
 using nlohmann::json;
 
 namespace {
-
-http_reply json_answer(const json& body, unsigned status = 200) {
-  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
-}
 
 // The route's segments without ComfyUI's /api prefix.
 std::vector<std::string> api_route(const http_request& req) {
@@ -29,36 +27,36 @@ std::optional<http_reply> frontend_routes::handle(const http_request& req) const
   const auto route = api_route(req);
   if (auto answer = users_.handle(req, route)) return answer;
   if (req.method != "GET") return std::nullopt;
-  if (auto answer = api(req, route)) return answer;
+  if (auto answer = api(route)) return answer;
   // The frontend's own files: never under /api.
   if (!req.segments.empty() && req.segments[0] == "api") return std::nullopt;
   return files_.get(req.path);
 }
 
-std::optional<http_reply> frontend_routes::api(const http_request&,
-                                               const std::vector<std::string>& route) const {
+std::optional<http_reply> frontend_routes::api(const std::vector<std::string>& route) const {
+  // ComfyUI's answer for a folder it does not have.
+  const http_reply not_found{404, "text/plain; charset=utf-8", ""};
   if (route.empty()) return std::nullopt;
   const std::string& head = route[0];
   const std::size_t n = route.size();
   if (n == 1) {
-    if (head == "extensions") return json_answer(files_.extensions());
-    if (head == "embeddings" || head == "models") return json_answer(json::array());
+    if (head == "extensions") return json_reply(files_.extensions());
+    if (head == "embeddings" || head == "models") return json_reply(json::array());
     if (head == "i18n" || head == "global_subgraphs" || head == "node_replacements" ||
         head == "workflow_templates")
-      return json_answer(json::object());
-    if (head == "features") return json_answer(server_feature_flags(max_upload_));
+      return json_reply(json::object());
+    if (head == "features") return json_reply(server_feature_flags(max_upload_));
   }
-  // Folders serve does not have: ComfyUI's answer for a folder it does not know.
   if (n == 2 && (head == "models" || head == "view_metadata" || head == "global_subgraphs"))
-    return http_reply{404, "text/plain; charset=utf-8", ""};
+    return not_found;
   if (head == "experiment" && n >= 2 && route[1] == "models")
-    return n == 2 ? json_answer(json::array()) : http_reply{404, "text/plain; charset=utf-8", ""};
+    return n == 2 ? json_reply(json::array()) : not_found;
   if (head == "internal" && n == 2) {
-    if (route[1] == "logs") return json_answer("");
-    if (route[1] == "folder_paths") return json_answer(json::object());
+    if (route[1] == "logs") return json_reply("");
+    if (route[1] == "folder_paths") return json_reply(json::object());
   }
   if (head == "internal" && n == 3 && route[1] == "logs" && route[2] == "raw")
-    return json_answer({{"entries", json::array()}, {"size", {{"cols", 80}, {"rows", 24}}}});
+    return json_reply({{"entries", json::array()}, {"size", {{"cols", 80}, {"rows", 24}}}});
   return std::nullopt;
 }
 

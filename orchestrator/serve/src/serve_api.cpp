@@ -15,6 +15,7 @@
 #include "orch/executor/prompt_validation.hpp"
 #include "orch/executor/unstarted_envs.hpp"
 #include "orch/runtime/memory_table.hpp"
+#include "orch/serve/json_reply.hpp"
 #include "orch/support/untrusted_text.hpp"
 #include "serve_events.hpp"
 #include "serve_request_fields.hpp"
@@ -25,10 +26,6 @@ using nlohmann::json;
 
 namespace {
 
-http_reply json_reply(const json& body, unsigned status = 200) {
-  // Worker text is untrusted: invalid UTF-8 becomes U+FFFD rather than an exception here.
-  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
-}
 
 // The history in the order it was written, as ComfyUI's dict keeps it.
 http_reply ordered_json_reply(const nlohmann::ordered_json& body) {

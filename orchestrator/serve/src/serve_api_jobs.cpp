@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "orch/executor/prompt.hpp"
+#include "orch/serve/json_reply.hpp"
 #include "orch/serve/serve_api.hpp"
 #include "orch/serve/serve_jobs.hpp"
 #include "serve_request_fields.hpp"
@@ -12,13 +13,15 @@ using nlohmann::json;
 
 namespace {
 
-http_reply jobs_json(const json& body, unsigned status = 200) {
-  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
-}
-
-// A queue item without its prompt (a list needs none of it).
-json light_item(const queued_prompt& p) {
-  return json::array({queue_number(p.number), p.prompt_id, nullptr, p.extra_data, nullptr});
+// A queued prompt as a job of the list, read in place: the queue's lock is held meanwhile.
+json queue_job(const queued_prompt& p, bool running) {
+  json job = {{"id", p.prompt_id},
+              {"status", running ? "in_progress" : "pending"},
+              {"priority", queue_number(p.number)},
+              {"outputs_count", 0},
+              {"previewable_outputs_count", 0}};
+  put_job_metadata(job, p.extra_data);
+  return job;
 }
 
 }  // namespace
@@ -30,45 +33,44 @@ std::optional<http_reply> comfy_api::jobs(const http_request& req) {
   const bool get = req.method == "GET", post = req.method == "POST";
   if (s.size() == 2 && get) {
     auto query = parse_jobs_query(req.query);
-    if (!query) return jobs_json({{"error", query.err().message}}, 400);
+    if (!query) return json_reply({{"error", query.err().message}}, 400);
     std::vector<json> all;
-    queue_.visit_queue([&](const queued_prompt& p, bool running) {
-      all.push_back(job_of_queue_item(light_item(p), running ? "in_progress" : "pending", false));
-    });
+    queue_.visit_queue(
+        [&](const queued_prompt& p, bool running) { all.push_back(queue_job(p, running)); });
     queue_.visit_history([&](const std::string& id, const json& entry) {
       all.push_back(job_of_history(id, entry, false));
     });
-    return jobs_json(jobs_page(std::move(all), *query));
+    return json_reply(jobs_page(std::move(all), *query));
   }
   if (s.size() == 3 && get) {
     const std::string& id = s[2];
     const json entry = queue_.history_of(id);
-    if (entry.contains(id)) return jobs_json(job_of_history(id, entry[id], true));
+    if (entry.contains(id)) return json_reply(job_of_history(id, entry[id], true));
     std::optional<json> job;
     queue_.visit_queue([&](const queued_prompt& p, bool running) {
       if (!job && p.prompt_id == id)
         job = job_of_queue_item(p.to_json(), running ? "in_progress" : "pending", true);
     });
-    return job ? jobs_json(*job) : jobs_json({{"error", "Job not found"}}, 404);
+    return job ? json_reply(*job) : json_reply({{"error", "Job not found"}}, 404);
   }
   if (s.size() == 4 && post && s[3] == "cancel" && s[2] != "cancel")
-    return jobs_json({{"cancelled", cancel_job(s[2])}});
+    return json_reply({{"cancelled", cancel_job(s[2])}});
   if (s.size() == 3 && post && s[2] == "cancel") {
     auto body = parse_bounded_json(req.body);
-    if (!body) return jobs_json({{"error", "Request body must be valid JSON"}}, 400);
+    if (!body) return json_reply({{"error", "Request body must be valid JSON"}}, 400);
     const json ids = body->is_object() ? body->value("job_ids", json()) : json();
-    if (!ids.is_array()) return jobs_json({{"error", "job_ids must be a list"}}, 400);
+    if (!ids.is_array()) return json_reply({{"error", "job_ids must be a list"}}, 400);
     json invalid = json::array();
     for (const auto& id : ids)
       if (!id.is_string() || !canonical_uuid(id.get_ref<const std::string&>()))
         invalid.push_back(id.is_string() ? id : json(id.dump()));
     if (!invalid.empty())
-      return jobs_json(
+      return json_reply(
           {{"error", "job_ids contains invalid id(s)"}, {"invalid_ids", std::move(invalid)}},
           400);
     bool cancelled = false;
     for (const auto& id : ids) cancelled = cancel_job(id.get<std::string>()) || cancelled;
-    return jobs_json({{"cancelled", cancelled}});
+    return json_reply({{"cancelled", cancelled}});
   }
   return std::nullopt;
 }

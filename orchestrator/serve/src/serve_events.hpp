@@ -79,8 +79,9 @@ class comfy_api::events final : public event_sink {
   // progress and end, the state of every node of the prompt that is no longer pending,
   // {"prompt_id", "nodes": {id: {value, max, state, node_id, prompt_id, display_node_id,
   // real_node_id}}}. ComfyUI adds "parent_node_id": null for a node no subgraph expanded, which
-  // the frontend's types (optional, never null) refuse: it is left out, as they have it. The executor's events say when: executing (a start, which
-  // also ends the node before it), progress, execution_cached and the prompt's end.
+  // the frontend's types (optional, never null) refuse: it is left out, as they have it. The
+  // executor's events say when: executing (a start, which also ends the node before it),
+  // progress, execution_cached and the prompt's end.
   std::optional<std::string> progress_state(const std::string& type, const json& data) {
     std::lock_guard lock(mutex_);
     const std::string prompt_id = data.value("prompt_id", json()).is_string()

@@ -307,8 +307,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   void upgrade(http::request<http::string_body> req) {
     // ComfyUI serves every route under /api too, the WebSocket included.
-    if (view_.path != "/ws" && view_.path != "/api/ws")
-      return refuse(404, "no websocket at " + view_.path);
+    if (view_.path != "/ws" && view_.path != "/api/ws") return refuse(404, "no websocket here");
     // Clients still in their handshake count too, or many upgrades at once would all pass.
     if (st_->ws_count + st_->ws_pending >= st_->limits.max_ws_clients)
       return refuse(503, "too many websocket clients");

@@ -105,8 +105,9 @@ outputs_summary summarise(const json& outputs) {
   return s;
 }
 
-// extra_data's create_time (ms) and extra_pnginfo.workflow.id.
-void put_metadata(json& job, const json& extra_data) {
+}  // namespace
+
+void put_job_metadata(json& job, const json& extra_data) {
   if (!extra_data.is_object()) return;
   if (auto it = extra_data.find("create_time"); it != extra_data.end() && it->is_number())
     job["create_time"] = *it;
@@ -117,6 +118,8 @@ void put_metadata(json& job, const json& extra_data) {
     if (auto id = workflow->find("id"); id != workflow->end() && !id->is_null())
       job["workflow_id"] = *id;
 }
+
+namespace {
 
 const json& at_or_null(const json& array, std::size_t i) {
   static const json null_value = nullptr;
@@ -196,20 +199,27 @@ json job_of_queue_item(const json& item, const std::string& status, bool detail)
               {"priority", at_or_null(item, 0)},
               {"outputs_count", 0},
               {"previewable_outputs_count", 0}};
-  put_metadata(job, at_or_null(item, 3));
+  put_job_metadata(job, at_or_null(item, 3));
   if (detail)
     job["workflow"] = {{"prompt", at_or_null(item, 2)}, {"extra_data", at_or_null(item, 3)}};
   return job;
 }
 
 json job_of_history(const std::string& id, const json& entry, bool detail) {
-  const json& item = entry.contains("prompt") ? entry["prompt"] : json();
-  const json status_info = entry.value("status", json::object());
-  const json outputs = entry.value("outputs", json::object());
+  // By reference: the queue's lock is held while every entry is summarised (serve_api_jobs.cpp).
+  static const json none = nullptr, no_object = json::object(), no_array = json::array();
+  const auto field = [&](const json& j, const char* key, const json& fallback) -> const json& {
+    auto it = j.is_object() ? j.find(key) : j.end();
+    return it != j.end() ? *it : fallback;
+  };
+  const json& item = field(entry, "prompt", none);
+  const json& status_info = field(entry, "status", no_object);
+  const json& outputs = field(entry, "outputs", no_object);
   json job = {{"id", id}, {"priority", at_or_null(item, 0)}};
-  put_metadata(job, at_or_null(item, 3));
+  put_job_metadata(job, at_or_null(item, 3));
   bool interrupted = false;
-  for (const auto& m : status_info.value("messages", json::array())) {
+  const json& messages = field(status_info, "messages", no_array);
+  for (const auto& m : messages.is_array() ? messages : no_array) {
     if (!m.is_array() || m.size() < 2 || !m[0].is_string() || !m[1].is_object()) continue;
     const std::string event = m[0];
     const json timestamp = m[1].value("timestamp", json());
@@ -221,7 +231,9 @@ json job_of_history(const std::string& id, const json& entry, bool detail) {
       interrupted = interrupted || event == "execution_interrupted";
     }
   }
-  const std::string status_str = status_info.value("status_str", "");
+  const json& status_str_field = field(status_info, "status_str", none);
+  const std::string status_str =
+      status_str_field.is_string() ? status_str_field.get<std::string>() : std::string();
   job["status"] = status_str == "error" ? (interrupted ? "cancelled" : "failed") : "completed";
   const auto summary = summarise(outputs);
   job["outputs_count"] = summary.count;

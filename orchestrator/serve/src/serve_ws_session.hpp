@@ -103,14 +103,15 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     });
   }
 
-  // ComfyUI's one exchange on the socket: a client's first {"type": "feature_flags"} message is
-  // answered with the server's flags (frontend_routes.hpp). Anything else a client sends is read
-  // and dropped, as ComfyUI drops it.
+  // ComfyUI's one exchange on the socket: a client's first message, when it is
+  // {"type": "feature_flags"}, is answered with the server's flags (frontend_routes.hpp).
+  // Everything else a client sends is read and dropped unparsed, as ComfyUI drops it.
   void answer_feature_flags() {
-    if (flags_sent_ || !ws_.got_text()) return;
+    if (first_read_ || !ws_.got_text()) return;
+    first_read_ = true;
+    if (buffer_.size() > 4096) return;  // a client's flags are a few dozen bytes
     const auto body = parse_bounded_json(beast::buffers_to_string(buffer_.data()));
     if (!body || !body->is_object() || body->value("type", json()) != "feature_flags") return;
-    flags_sent_ = true;
     const auto rule = st_->limits.body_rule_for
                           ? st_->limits.body_rule_for("POST", "/upload/image")
                           : body_rule{st_->limits.max_body};
@@ -154,7 +155,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   std::size_t queued_bytes_ = 0;
   bool closed_ = false;
   bool registered_ = false;
-  bool flags_sent_ = false;
+  bool first_read_ = false;  // the client's first text message has been read
 };
 
 }  // namespace orch::orchestrator

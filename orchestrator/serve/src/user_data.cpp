@@ -13,6 +13,7 @@
 #include "orch/executor/prompt.hpp"
 #include "orch/serve/confined_path.hpp"
 #include "orch/serve/errc.hpp"
+#include "orch/serve/json_reply.hpp"
 #include "orch/serve/upload_store.hpp"
 #include "orch/support/ascii_lower.hpp"
 
@@ -24,13 +25,12 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* settings_file = "comfy.settings.json";
+// The settings file is read whole at every request: it stays small (the frontend's is a few KiB).
+constexpr std::size_t max_settings_bytes = std::size_t{4} << 20;
+
 
 http_reply user_text(unsigned status, const std::string& body = "") {
   return {status, "text/plain; charset=utf-8", body};
-}
-
-http_reply user_json(const json& body) {
-  return {200, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
 }
 
 bool query_true(const http_request& req, const char* key) {
@@ -106,7 +106,7 @@ std::optional<http_reply> user_data::handle(const http_request& req,
   if (route.empty()) return std::nullopt;
   const std::string& head = route[0];
   if (head == "users" && route.size() == 1 && get)
-    return user_json({{"storage", "server"}, {"migrated", fs::is_directory(user_)}});
+    return json_reply({{"storage", "server"}, {"migrated", fs::is_directory(user_)}});
   if (head == "settings" && route.size() <= 2 && (get || post))
     return settings(req, route.size() == 2 ? std::optional(route[1]) : std::nullopt);
   if (head != "userdata") return std::nullopt;
@@ -135,7 +135,8 @@ http_reply user_data::list(const http_request& req) const {
   std::error_code ec;
   // Symlinks are neither followed nor listed: what is listed is what read() would open.
   for (fs::recursive_directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_symlink(ec)) {
+    // Neither symlinks nor hidden names, as ComfyUI's glob (and an upload's temporary file).
+    if (it->is_symlink(ec) || it->path().filename().string().rfind('.', 0) == 0) {
       it.disable_recursion_pending();
       continue;
     }
@@ -153,7 +154,7 @@ http_reply user_data::list(const http_request& req) const {
       out.push_back(relative);
     }
   }
-  return user_json(out);
+  return json_reply(out);
 }
 
 http_reply user_data::read(const std::string& file) const {
@@ -175,12 +176,13 @@ http_reply user_data::write(const std::string& file, const http_request& req) co
   if (!p) return user_text(403);
   auto dir = open_confined_directory(user_, p->dirs, true);
   if (!dir) return user_text(user_status(dir.err()));
-  if (!overwrite_of(req) && stat_at(dir->get(), p->name)) return user_text(409, "File already exists");
+  if (!overwrite_of(req) && stat_at(dir->get(), p->name))
+    return user_text(409, "File already exists");
   auto stored = store_upload(dir->get(), p->name, req.body, true);
   if (!stored) return user_text(400, stored.err().message);
-  if (!query_true(req, "full_info")) return user_json(joined(*p));
+  if (!query_true(req, "full_info")) return json_reply(joined(*p));
   auto st = stat_at(dir->get(), p->name);
-  return st ? user_json(file_info(joined(*p), *st)) : user_text(500);
+  return st ? json_reply(file_info(joined(*p), *st)) : user_text(500);
 }
 
 http_reply user_data::remove(const std::string& file) const {
@@ -209,30 +211,32 @@ http_reply user_data::move(const std::string& file, const std::string& dest,
     return user_text(409, "File already exists");
   if (::renameat(from_dir->get(), from->name.c_str(), to_dir->get(), to->name.c_str()) != 0)
     return user_text(500);
-  if (!query_true(req, "full_info")) return user_json(joined(*to));
+  if (!query_true(req, "full_info")) return json_reply(joined(*to));
   auto moved = stat_at(to_dir->get(), to->name);
-  return moved ? user_json(file_info(joined(*to), *moved)) : user_text(500);
+  return moved ? json_reply(file_info(joined(*to), *moved)) : user_text(500);
 }
 
 http_reply user_data::settings(const http_request& req,
                                const std::optional<std::string>& id) const {
-  json all = json::object();
   auto dir = open_confined_directory(user_, {}, true);
   if (!dir) return user_text(500);
+  // An absent file is no settings; one that cannot be read is never written over.
+  std::optional<json> stored = json::object();
   if (auto f = open_confined_file(dir->get(), settings_file)) {
-    std::string bytes;
-    char buffer[65536];
-    for (ssize_t n; (n = ::read(f->get(), buffer, sizeof buffer)) > 0;)
-      bytes.append(buffer, static_cast<std::size_t>(n));
-    auto parsed = parse_bounded_json(bytes);
-    if (parsed && parsed->is_object()) all = std::move(*parsed);
+    stored.reset();
+    if (auto bytes = read_at_most(f->get(), max_settings_bytes))
+      if (auto parsed = parse_bounded_json(*bytes); parsed && parsed->is_object())
+        stored = std::move(*parsed);
   }
   if (req.method == "GET") {
-    if (!id) return user_json(all);
+    const json all = stored.value_or(json::object());  // ComfyUI's: {} for a broken file
+    if (!id) return json_reply(all);
     auto it = all.find(*id);
-    return user_json(it == all.end() ? json(nullptr) : *it);
+    return json_reply(it == all.end() ? json(nullptr) : *it);
   }
-  // Bounded in depth as a prompt is: the file is written back with a recursive dump.
+  if (!stored)
+    return user_text(500, std::string(settings_file) + " cannot be read; it is left as it is");
+  json& all = *stored;
   auto body = parse_bounded_json(req.body);
   if (!body) return user_text(400, "the body is not JSON: " + body.err().message);
   if (id) {
@@ -243,8 +247,13 @@ http_reply user_data::settings(const http_request& req,
   } else {
     return user_text(400, "the body is not a JSON object");
   }
-  auto stored = store_upload(dir->get(), settings_file, all.dump(4), true);
-  return stored ? user_text(200) : user_text(500, stored.err().message);
+  // What is written must read back: a value nested to the reader's limit would be one level
+  // deeper in the file, and every later read would lose every setting.
+  const std::string text = all.dump(4, ' ', false, json::error_handler_t::replace);
+  if (text.size() > max_settings_bytes || !parse_bounded_json(text))
+    return user_text(400, "the settings would be too large or too deeply nested to read back");
+  auto written = store_upload(dir->get(), settings_file, text, true);
+  return written ? user_text(200) : user_text(500, written.err().message);
 }
 
 }  // namespace orch::orchestrator

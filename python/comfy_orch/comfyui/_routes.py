@@ -40,13 +40,27 @@ def serve(host: Host, routes: list[dict[str, Any]]) -> None:
                      routes[0].get("env"), "ComfyUI's PromptServer has no instance yet"
                      if web is not None else "aiohttp is not importable")
         return
+    # A path aiohttp refuses, or a route ComfyUI (or a pack) already has, would stop ComfyUI
+    # when main.py adds the table to its app: each is tried on a router of its own first.
+    taken = {(getattr(r, "method", ""), getattr(r, "path", "")) for r in table}
     for route in routes:
         method, path = str(route.get("method")), str(route.get("path"))
-        register = getattr(table, method.lower(), None)
+        register: Any = getattr(table, method.lower(), None)
+        why = None
         if not callable(register):
-            _log.warning("[comfy-orch] route %s %s of env %s is not served: ComfyUI's route "
-                         "table has no %s", method, path, route.get("env"), method.lower())
+            why = "ComfyUI's route table has no %s" % method.lower()
+        elif (method, path) in taken:
+            why = "ComfyUI's server already has this route"
+        else:
+            try:
+                web.UrlDispatcher().add_route(method, path, _handler(host, web, route))
+            except (ValueError, RuntimeError) as exc:
+                why = "aiohttp refuses the path: %s" % exc
+        if why is not None:
+            _log.warning("[comfy-orch] route %s %s of env %s is not served: %s", method, path,
+                         route.get("env"), why)
             continue
+        taken.add((method, path))
         register(path)(_handler(host, web, route))
         _log.info("[comfy-orch] route %s %s -> %s.%s in env %s", method, path,
                   route.get("module"), route.get("handler"), route.get("env"))

@@ -184,11 +184,12 @@ class http_connection {
   bool open_ = false;
 };
 
-// One WebSocket client of /ws?clientId=<id>.
+// One WebSocket client of /ws?clientId=<id> (or of `path`, /api/ws).
 class ws_client {
  public:
   // `origin`: the Origin header a browser page would send (none when empty).
-  ws_client(unsigned short port, const std::string& client_id, const std::string& origin = {})
+  ws_client(unsigned short port, const std::string& client_id, const std::string& origin = {},
+            const std::string& path = "/ws")
       : ws_(io_) {
     auto& s = beast::get_lowest_layer(ws_);
     s.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
@@ -196,7 +197,12 @@ class ws_client {
       ws_.set_option(websocket::stream_base::decorator(
           [origin](websocket::request_type& req) { req.set(http::field::origin, origin); }));
     }
-    ws_.handshake("127.0.0.1", "/ws?clientId=" + client_id);
+    ws_.handshake("127.0.0.1", path + "?clientId=" + client_id);
+  }
+  // Sends a text message, as a browser page does.
+  void send(const nlohmann::json& message) {
+    ws_.text(true);
+    ws_.write(boost::asio::buffer(message.dump()));
   }
   // The next text message, or nullopt after `limit`.
   // A read that does not come in time closes the connection (a synchronous read has no timeout).

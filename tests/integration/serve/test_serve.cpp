@@ -154,7 +154,7 @@ TEST_F(serve_test, front_end_root_serves_another_frontend_and_refuses_a_director
   const auto page = s->get("/");
   EXPECT_EQ(page.status, 200u);
   EXPECT_EQ(page.body, "<!doctype html><title>mine</title>");
-  EXPECT_EQ(page.header("cache-control"), "no-store, must-revalidate");
+  EXPECT_EQ(page.header("cache-control"), "no-cache");
   const auto script = s->get("/assets/app.js");
   EXPECT_EQ(script.header("content-type"), "application/javascript; charset=utf-8");
   EXPECT_EQ(s->get("/assets/../../deployment.toml").status, 404u);
@@ -339,6 +339,64 @@ TEST_F(serve_test, interrupt_stops_the_running_prompt_and_the_queue_goes_on) {
   ws.until_prompt_end(next);
   EXPECT_EQ(history_of(*s, slow)["status"]["status_str"], "error");
   EXPECT_EQ(history_of(*s, next)["status"]["status_str"], "success");
+  EXPECT_EQ(s->stop(), 0);
+}
+
+// ComfyUI's jobs API (002c3fb9), which the frontend's queue and history panels read: the list
+// by status, one job in detail, and cancel, which dequeues a pending job, interrupts the running
+// one and leaves a finished one alone.
+TEST_F(serve_test, the_jobs_api_lists_details_and_cancels_pending_and_running_jobs) {
+  auto s = serve();
+  ws_client ws(s->port(), "c");
+  ASSERT_TRUE(ws.next());
+  const std::string slow = queue(*s, sleep_prompt(60000), "c");
+  const std::string pending = queue(*s, quick_prompt, "c");
+  wait_inside_the_running_node(*s);
+  const json active = s->get("/api/jobs?status=in_progress,pending").json();
+  ASSERT_EQ(active["jobs"].size(), 2u) << active;
+  std::map<std::string, std::string> status;
+  for (const auto& j : active["jobs"]) status[j["id"]] = j["status"];
+  EXPECT_EQ(status[slow], "in_progress");
+  EXPECT_EQ(status[pending], "pending");
+  EXPECT_EQ(active["pagination"]["total"], 2);
+  const json detail = s->get("/api/jobs/" + pending).json();
+  EXPECT_EQ(detail["status"], "pending");
+  EXPECT_EQ(detail["workflow"]["prompt"], quick_prompt);
+  EXPECT_GT(detail["create_time"].get<std::int64_t>(), 0);
+  EXPECT_EQ(s->post("/api/jobs/" + pending + "/cancel", json::object()).json(),
+            json({{"cancelled", true}}));
+  EXPECT_TRUE(s->get("/queue").json()["queue_pending"].empty());
+  const auto invalid = s->post("/api/jobs/cancel", {{"job_ids", {"not-a-uuid"}}});
+  EXPECT_EQ(invalid.status, 400u);
+  EXPECT_EQ(invalid.json()["invalid_ids"], json({"not-a-uuid"}));
+  EXPECT_EQ(s->post("/api/jobs/cancel", {{"job_ids", {slow}}}).json(),
+            json({{"cancelled", true}}));
+  EXPECT_TRUE(heard(ws.until_prompt_end(slow), "execution_interrupted"));
+  EXPECT_EQ(s->get("/api/jobs/" + slow).json()["status"], "cancelled");
+  const json cancelled = s->get("/api/jobs?status=cancelled").json();
+  ASSERT_EQ(cancelled["jobs"].size(), 1u) << cancelled;
+  EXPECT_EQ(cancelled["jobs"][0]["id"], slow);
+  EXPECT_EQ(s->post("/api/jobs/" + slow + "/cancel", json::object()).json(),
+            json({{"cancelled", false}}));  // finished: a no-op
+  EXPECT_EQ(s->get("/api/jobs/0b5d1c2e-7f3a-4c1b-9e2d-1a2b3c4d5e6f").status, 404u);
+  EXPECT_EQ(s->get("/api/jobs?limit=0").status, 400u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
+// The frontend's WebSocket is /ws or /api/ws; its first message, feature_flags, is answered with
+// the server's flags, once.
+TEST_F(serve_test, a_clients_feature_flags_are_answered_with_the_servers_once) {
+  auto s = serve();
+  ws_client ws(s->port(), "flags", "", "/api/ws");
+  ASSERT_TRUE(ws.next());  // status
+  ws.send({{"type", "feature_flags"}, {"data", {{"supports_preview_metadata", true}}}});
+  const auto reply = ws.next(10s);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ((*reply)["type"], "feature_flags");
+  EXPECT_EQ((*reply)["data"]["supports_preview_metadata"], false);
+  EXPECT_GT((*reply)["data"]["max_upload_size"].get<std::uint64_t>(), 0u);
+  ws.send({{"type", "feature_flags"}, {"data", json::object()}});
+  EXPECT_FALSE(ws.next(300ms).has_value());
   EXPECT_EQ(s->stop(), 0);
 }
 

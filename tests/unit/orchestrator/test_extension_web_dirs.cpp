@@ -2,6 +2,8 @@
 // without running the pack, and served under /extensions/<name>/ by frontend_files.
 #include "orch/serve/extension_web_dirs.hpp"
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -11,7 +13,7 @@
 
 namespace {
 
-using orch::orchestrator::extension_web_dir_of;
+using orch::orchestrator::extension_web_dirs_of;
 using orch::orchestrator::frontend_files;
 using orch::testing::read_fd;
 using orch::testing::temp_tree;
@@ -23,23 +25,26 @@ TEST(extension_web_dirs, a_string_web_directory_in_the_packs_init_names_it_by_it
          "NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = register_nodes()\n"
          "WEB_DIRECTORY = \"./web\"  # the viewer's scripts\n");
   t.file("Pack-A/web/js/viewer.js", "x");
-  const auto web = extension_web_dir_of(t / "Pack-A");
-  ASSERT_TRUE(web.has_value());
-  EXPECT_EQ(web->name, "Pack-A");
-  EXPECT_EQ(web->dir, (t / "Pack-A/web").lexically_normal());
+  const auto web = extension_web_dirs_of(t / "Pack-A", "Pack-A");
+  ASSERT_EQ(web.size(), 1u);
+  EXPECT_EQ(web[0].name, "Pack-A");
+  EXPECT_EQ(web[0].dir, std::filesystem::canonical(t / "Pack-A/web"));
 }
 
-TEST(extension_web_dirs, pyprojects_tool_comfy_web_wins_and_is_named_by_the_project) {
+// ComfyUI's load_custom_node registers both, each under its own name.
+TEST(extension_web_dirs, pyprojects_tool_comfy_web_is_named_by_the_project_beside_init_s) {
   temp_tree t;
   t.file("pack/pyproject.toml",
          "[project]\nname = \"comfyui-viewer\"\n\n[tool.comfy]\nweb = \"js\"\n");
   t.file("pack/__init__.py", "WEB_DIRECTORY = 'web'\n");
   t.dir("pack/js");
   t.dir("pack/web");
-  const auto web = extension_web_dir_of(t / "pack");
-  ASSERT_TRUE(web.has_value());
-  EXPECT_EQ(web->name, "comfyui-viewer");
-  EXPECT_EQ(web->dir.filename(), "js");
+  const auto web = extension_web_dirs_of(t / "pack", "pack");
+  ASSERT_EQ(web.size(), 2u);
+  EXPECT_EQ(web[0].name, "comfyui-viewer");
+  EXPECT_EQ(web[0].dir.filename(), "js");
+  EXPECT_EQ(web[1].name, "pack");
+  EXPECT_EQ(web[1].dir.filename(), "web");
 }
 
 TEST(extension_web_dirs, what_is_computed_absent_or_outside_the_pack_declares_nothing) {
@@ -51,10 +56,31 @@ TEST(extension_web_dirs, what_is_computed_absent_or_outside_the_pack_declares_no
                            "    WEB_DIRECTORY = \"web\"\n"}) {              // not top-level
     t.file("p/__init__.py", init);
     t.dir("p/web");
-    EXPECT_FALSE(extension_web_dir_of(t / "p").has_value()) << init;
+    EXPECT_TRUE(extension_web_dirs_of(t / "p", "p").empty()) << init;
   }
   t.file("q/pyproject.toml", "not [valid toml");
-  EXPECT_FALSE(extension_web_dir_of(t / "q").has_value());
+  EXPECT_TRUE(extension_web_dirs_of(t / "q", "q").empty());
+}
+
+// A link out of the pack publishes nothing, whether it is the web directory or a directory on
+// the way to it; an __init__.py that is a link or a FIFO is never read (nor waited on).
+TEST(extension_web_dirs, a_symlink_out_of_the_pack_or_a_fifo_declares_nothing) {
+  temp_tree t;
+  t.file("home/secret.txt", "secret");
+  t.symlink(t / "home", "p/web");
+  t.file("p/__init__.py", "WEB_DIRECTORY = \"./web\"\n");
+  EXPECT_TRUE(extension_web_dirs_of(t / "p", "p").empty());
+  t.symlink(t / "home", "q/a");
+  t.file("q/__init__.py", "WEB_DIRECTORY = \"a/web\"\n");
+  t.dir("home/web");
+  EXPECT_TRUE(extension_web_dirs_of(t / "q", "q").empty());
+  t.file("r/real_init.py", "WEB_DIRECTORY = \"web\"\n");
+  t.dir("r/web");
+  t.symlink(t / "r/real_init.py", "r/__init__.py");
+  EXPECT_TRUE(extension_web_dirs_of(t / "r", "r").empty());
+  t.dir("s/web");
+  ASSERT_EQ(::mkfifo((t / "s/__init__.py").c_str(), 0600), 0);
+  EXPECT_TRUE(extension_web_dirs_of(t / "s", "s").empty());
 }
 
 TEST(extension_web_dirs, a_packs_scripts_are_listed_and_served_under_its_name) {

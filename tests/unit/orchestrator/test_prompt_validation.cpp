@@ -225,9 +225,12 @@ TEST(prompt_validation, unconvertible_literal_is_invalid_input_type) {
             "float() argument must be a string or a real number, not 'NoneType'");
   // What int() and float() take: numeric strings, whole floats, booleans.
   auto fine = check(R"({"1": {"class_type": "MakeImage",
-                              "inputs": {"width": " 12", "fill": "0.5", "mode": "rgb"}},
+                              "inputs": {"width": true, "fill": "0.5", "mode": "rgb"}},
                         "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
   EXPECT_TRUE(fine.ok()) << fine.to_json().dump();
+  auto spaced = check(R"({"1": {"class_type": "MakeImage", "inputs": {"width": " 12"}},
+                          "3": {"class_type": "Save", "inputs": {"image": ["1", 0]}}})");
+  EXPECT_TRUE(spaced.ok()) << spaced.to_json().dump();
 }
 
 // Every node of the cycle is marked; the first one's error names the whole cycle and its path.

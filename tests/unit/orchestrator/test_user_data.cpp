@@ -363,6 +363,20 @@ TEST_F(user_data_test, a_settings_file_that_is_not_json_reads_as_an_empty_object
   EXPECT_EQ(call_json("GET", "/api/settings/a"), json(nullptr));
   t_.file("user/default/comfy.settings.json", "[1, 2]");
   EXPECT_EQ(call_json("GET", "/api/settings"), json::object());
+  // Never written over: what the user had stays for them to mend.
+  EXPECT_EQ(call("POST", "/api/settings/b", "1").status, 500u);
+  EXPECT_EQ(t_.read("user/default/comfy.settings.json"), "[1, 2]");
+}
+
+// A value nested to the reader's limit would be one level deeper in the file, and every later
+// read would lose every setting: it is refused, and the settings stay readable.
+TEST_F(user_data_test, a_setting_too_deep_to_read_back_is_refused_and_the_others_kept) {
+  ASSERT_EQ(call("POST", "/api/settings/kept", "true").status, 200u);
+  const std::string deep = std::string(256, '[') + std::string(256, ']');
+  EXPECT_EQ(call("POST", "/api/settings/deep", deep).status, 400u);
+  EXPECT_EQ(call_json("GET", "/api/settings"), json({{"kept", true}}));
+  EXPECT_EQ(call("POST", "/api/settings/%FF", "1").status, 200u);  // no throw on a bad name
+  EXPECT_EQ(call_json("GET", "/api/settings").value("kept", false), true);
 }
 
 }  // namespace

@@ -49,9 +49,18 @@ function value<T>(literal: T): Mutable<T> { return literal as unknown as Mutable
 // A type that is \`any\` or \`unknown\` checks nothing: each one checked must be neither.
 type Checked<T> = 0 extends 1 & T ? 'unchecked' : unknown extends T ? 'unchecked' : 'checked';
 `;
+// What the page must have received for the check to mean anything.
+const missing = Object.keys(routes).filter((r) => !(r in captured.http));
+for (const type of ['status', 'executing', 'progress_state', 'execution_success',
+                    'feature_flags']) {
+  if (!captured.ws.some((m) => m.type === type)) missing.push(`the WebSocket's ${type}`);
+}
+if (missing.length) {
+  console.error(`FAIL: the page never received ${missing.join(', ')}`);
+  process.exit(1);
+}
 let checked = 0;
 for (const [route, type] of Object.entries(routes)) {
-  if (!(route in captured.http)) continue;
   const name = `http${checked}`;
   source += `// ${route}\nexport const ${name}: ${type} = ` +
             `value(${JSON.stringify(captured.http[route])} as const);\n` +

@@ -142,8 +142,6 @@ check(typeof queued.prompt_id === 'string', 'Run queued the workflow: ' + JSON.s
 const sent = JSON.parse((await posted).request().postData());
 check(sent.extra_data?.extra_pnginfo?.workflow?.nodes?.length === workflow.nodes.length,
       'the prompt carries the workflow in extra_pnginfo');
-await page.waitForFunction(() => document.querySelector('.p-progressbar, .node-progress, canvas'),
-                           null, { timeout: 10000 });
 await page.waitForTimeout(400);
 await shot('3-running');
 const view = await previewLoaded;
@@ -199,7 +197,8 @@ await shot('6-saved');
 // 6. A changed setting outlives a reload.
 await page.evaluate(() => window.app.extensionManager.setting.set('Comfy.Graph.ZoomSpeed', 1.3));
 await open();
-const zoom = await page.evaluate(() => window.app.extensionManager.setting.get('Comfy.Graph.ZoomSpeed'));
+const zoom = await page.evaluate(
+  () => window.app.extensionManager.setting.get('Comfy.Graph.ZoomSpeed'));
 check(zoom === 1.3, 'a changed setting is kept across a reload (' + zoom + ')');
 await shot('7-reloaded');
 

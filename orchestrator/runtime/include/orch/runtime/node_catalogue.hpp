@@ -101,6 +101,7 @@ class node_catalogue {
  private:
   std::map<std::string, node_class> classes_;
   std::map<std::string, node_class> routes_;
+  std::map<std::string, std::string> route_paths_;  // "METHOD path" -> the env declaring it
 };
 
 }  // namespace orch::orchestrator

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,5 +49,9 @@ result<ipc::unique_fd> open_confined_directory(const std::filesystem::path& root
 // without blocking on a FIFO. Errors: not_found (absent, or not a regular file),
 // symlink_refused, file_io_failed.
 result<ipc::unique_fd> open_confined_file(int dir, const std::string& name);
+
+// The bytes of the open file `fd`, if it holds at most `limit`; nullopt for more, or when a read
+// fails (EINTR is retried).
+std::optional<std::string> read_at_most(int fd, std::size_t limit);
 
 }  // namespace orch::orchestrator

@@ -4,15 +4,16 @@
 // pack's top-level __init__.py, whose register_nodes() belongs to a ComfyUI process. So:
 //
 //   - pyproject.toml's [tool.comfy] web, named by its [project] name;
-//   - else a top-level `WEB_DIRECTORY = "..."` in the pack's __init__.py, a string literal (the
+//   - and a top-level `WEB_DIRECTORY = "..."` in the pack's __init__.py, a string literal (the
 //     form packs use), named by the pack's directory.
 //
-// A directory that does not exist, or that leaves the pack's directory, is not served (ComfyUI
-// would serve what a `..` reaches; a pack's files are what a pack may publish here).
+// Both files are read as regular files of the pack, without a symlink, at most 1 MiB. A
+// directory that does not exist, or that leaves the pack's directory once its symlinks are
+// resolved, is not served (ComfyUI would serve what a `..` or a link reaches; a pack's own files
+// are what a pack may publish here).
 #pragma once
 
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,8 @@ struct extension_web_dir {
 
 std::vector<extension_web_dir> extension_web_dirs(const manifests::inventory& inventory);
 
-// The web directory of one pack directory, if it declares one as above.
-std::optional<extension_web_dir> extension_web_dir_of(const std::filesystem::path& pack_dir);
+// The web directories one pack declares as above; `name` is the pack's (its directory's name).
+std::vector<extension_web_dir> extension_web_dirs_of(const std::filesystem::path& pack_dir,
+                                                     const std::string& name);
 
 }  // namespace orch::orchestrator

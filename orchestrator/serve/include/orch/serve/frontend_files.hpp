@@ -1,7 +1,8 @@
 // frontend_files: ComfyUI's web root (docs/serve.md, "The frontend"), the built files of
 // ComfyUI's official frontend (the comfyui-frontend-package wheel's static/ directory, or
-// --front-end-root's). GET / is its index.html, sent with Cache-Control: no-store as ComfyUI
-// sends it, so a frontend updated in place is seen at the next load; any other GET path is a
+// --front-end-root's). GET / is its index.html, sent with Cache-Control: no-cache (and Pragma
+// and Expires) as ComfyUI sends it, so a frontend updated in place is seen at the next load;
+// any other GET path is a
 // file under the root with its MIME type (scripts as JavaScript, which a browser requires of a
 // module), reached as confined_path walks it: no `..`, no symlink, nothing outside the root.
 #pragma once

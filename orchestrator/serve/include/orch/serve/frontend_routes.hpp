@@ -33,8 +33,7 @@ class frontend_routes {
   std::optional<http_reply> handle(const http_request& req) const;
 
  private:
-  std::optional<http_reply> api(const http_request& req,
-                                const std::vector<std::string>& route) const;
+  std::optional<http_reply> api(const std::vector<std::string>& route) const;
 
   frontend_files files_;
   user_data users_;

@@ -2,9 +2,9 @@
 // shapes), over the deployment's input and output directories and a temp directory, and
 // nothing outside them (confined_path.hpp).
 //
-// The temp and user directories are ComfyUI's: `temp/` and `user/` in the ComfyUI root when [comfyui] root is set, else
-// beside the deployment file, where input/ and output/ default to (server.output_directory does
-// not move it, as ComfyUI's --output-directory does not move its temp directory).
+// The temp and user directories are ComfyUI's: `temp/` and `user/` in the ComfyUI root when
+// [comfyui] root is set, else beside the deployment file, where input/ and output/ default to
+// (server.output_directory does not move them, as ComfyUI's --output-directory does not).
 #pragma once
 
 #include <filesystem>

@@ -37,6 +37,9 @@ struct jobs_query {
 // The query of GET /api/jobs; the error's message is ComfyUI's 400 text.
 result<jobs_query> parse_jobs_query(const std::map<std::string, std::string>& query);
 
+// extra_data's create_time (ms) and extra_pnginfo.workflow.id, where present, into `job`.
+void put_job_metadata(nlohmann::json& job, const nlohmann::json& extra_data);
+
 // A queue item ([number, id, prompt, extra_data, outputs]) as a job of `status`, with its
 // workflow (the prompt and extra_data) when `detail`.
 nlohmann::json job_of_queue_item(const nlohmann::json& item, const std::string& status,
