@@ -1,5 +1,6 @@
 #include "orch/serve/confined_path.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -124,6 +125,41 @@ result<ipc::unique_fd> open_confined_file(int dir, const std::string& name) {
   const int fl = ::fcntl(fd.get(), F_GETFL);
   if (fl >= 0) ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
   return fd;
+}
+
+namespace {
+
+void walk_confined(int dir, const std::string& prefix, std::size_t depth, bool recurse,
+                   const std::function<void(const std::string&, const struct stat&)>& fn) {
+  // fdopendir takes the descriptor it is given: walk a duplicate, so `dir` stays the caller's.
+  const int own = ::fcntl(dir, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return;
+  DIR* stream = ::fdopendir(own);
+  if (stream == nullptr) {
+    ::close(own);
+    return;
+  }
+  while (const dirent* entry = ::readdir(stream)) {
+    const std::string name = entry->d_name;
+    if (name.empty() || name[0] == '.') continue;  // . and .., and hidden names
+    struct stat st {};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      fn(prefix + name, st);
+    } else if (S_ISDIR(st.st_mode) && recurse && depth < max_relative_path_depth) {
+      ipc::unique_fd sub(
+          ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (sub) walk_confined(sub.get(), prefix + name + "/", depth + 1, recurse, fn);
+    }
+  }
+  ::closedir(stream);
+}
+
+}  // namespace
+
+void for_each_confined_file(int dir, bool recurse,
+                            const std::function<void(const std::string&, const struct stat&)>& fn) {
+  walk_confined(dir, "", 0, recurse, fn);
 }
 
 std::optional<std::string> read_at_most(int fd, std::size_t limit) {

@@ -69,18 +69,15 @@ std::optional<http_reply> confined_file(const fs::path& root, std::vector<std::s
   return reply;
 }
 
-// Every .js file under `base`, as `prefix` + its path there; symlinks are neither followed nor
-// listed, so what is listed is what get() serves.
+// Every .js file under `base`, as `prefix` + its path there, walked as get() opens files, so
+// what is listed is what get() serves.
 void add_scripts(const fs::path& base, const std::string& prefix, std::vector<std::string>& urls) {
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_symlink(ec)) {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file(ec) && it->path().extension() == ".js")
-      urls.push_back(prefix + it->path().lexically_relative(base).generic_string());
-  }
+  auto dir = open_confined_directory(base, {}, false);
+  if (!dir) return;
+  for_each_confined_file(dir->get(), true, [&](const std::string& path, const struct stat&) {
+    if (path.size() > 3 && path.compare(path.size() - 3, 3, ".js") == 0)
+      urls.push_back(prefix + path);
+  });
 }
 
 // urllib.parse.quote's: every byte but letters, digits and -._~/ percent-encoded.
@@ -129,6 +126,7 @@ nlohmann::json frontend_files::extensions() const {
   std::sort(core.begin(), core.end());
   for (const auto& pack : packs_)
     add_scripts(pack.dir, "/extensions/" + url_quoted(pack.name) + "/", packs);
+  std::sort(packs.begin(), packs.end());
   core.insert(core.end(), packs.begin(), packs.end());
   return core;
 }

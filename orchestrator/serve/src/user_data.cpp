@@ -124,27 +124,21 @@ http_reply user_data::list(const http_request& req) const {
   auto parts = relative_components(d->second);
   if (!parts) return user_text(403, "Invalid directory");
   auto dir = open_confined_directory(user_, *parts, false);
-  if (!dir) return user_text(dir.err().code == serve_errc::not_found ? 404 : 403,
-                        dir.err().code == serve_errc::not_found ? "Directory not found"
-                                                                : "Invalid directory");
-  fs::path base = user_;
-  for (const auto& p : *parts) base /= p;
+  if (!dir) {
+    const bool absent = dir.err().code == serve_errc::not_found;
+    return user_text(absent ? 404 : 403, absent ? "Directory not found" : "Invalid directory");
+  }
   const bool recurse = query_true(req, "recurse"), full_info = query_true(req, "full_info"),
              split = query_true(req, "split");
+  std::vector<std::pair<std::string, struct stat>> files;
+  for_each_confined_file(dir->get(), recurse, [&](const std::string& path, const struct stat& st) {
+    files.emplace_back(path, st);
+  });
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   json out = json::array();
-  std::error_code ec;
-  // Symlinks are neither followed nor listed: what is listed is what read() would open.
-  for (fs::recursive_directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
-    // Neither symlinks nor hidden names, as ComfyUI's glob (and an upload's temporary file).
-    if (it->is_symlink(ec) || it->path().filename().string().rfind('.', 0) == 0) {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (!recurse) it.disable_recursion_pending();
-    if (!it->is_regular_file(ec)) continue;
-    const std::string relative = it->path().lexically_relative(base).generic_string();
-    struct stat st {};
-    if (full_info && ::lstat(it->path().c_str(), &st) == 0) {
+  for (const auto& [relative, st] : files) {
+    if (full_info) {
       out.push_back(file_info(relative, st));
     } else if (split) {
       json row = json::array({relative});

@@ -272,6 +272,16 @@ TEST_F(user_data_test, a_listing_leaves_symlinks_out) {
   EXPECT_EQ(listing("dir=workflows"), (json{"real.json"}));
 }
 
+// ComfyUI's glob leaves hidden names out; so does the listing (an upload's temporary file is
+// one), in every subdirectory, and a hidden directory is not walked.
+TEST_F(user_data_test, a_listing_leaves_hidden_files_and_directories_out) {
+  t_.file("user/default/workflows/a.json", "a");
+  t_.file("user/default/workflows/.upload-1234.tmp", "half");
+  t_.file("user/default/workflows/sub/b.json", "b");
+  t_.file("user/default/workflows/.cache/c.json", "c");
+  EXPECT_EQ(listing("dir=workflows&recurse=true"), (json{"a.json", "sub/b.json"}));
+}
+
 TEST_F(user_data_test, delete_answers_204_and_removes_the_file) {
   t_.file("user/default/workflows/a.json", "a");
   const auto r = call("DELETE", "/api/userdata/workflows%2Fa.json");

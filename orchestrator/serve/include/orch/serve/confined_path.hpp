@@ -14,7 +14,10 @@
 // symlink: it is the deployment's configuration, not the client's.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +52,14 @@ result<ipc::unique_fd> open_confined_directory(const std::filesystem::path& root
 // without blocking on a FIFO. Errors: not_found (absent, or not a regular file),
 // symlink_refused, file_io_failed.
 result<ipc::unique_fd> open_confined_file(int dir, const std::string& name);
+
+// Calls `fn` with the path (relative to `dir`, '/'-separated) and the status of each regular file
+// in the open directory `dir`, and in its subdirectories when `recurse` (at most
+// max_relative_path_depth deep), walked by descriptor as above: symlinks are neither followed nor
+// listed, nor are hidden names (a leading '.', which ComfyUI's glob leaves out too, and which an
+// upload's temporary file has). In no set order.
+void for_each_confined_file(int dir, bool recurse,
+                            const std::function<void(const std::string&, const struct stat&)>& fn);
 
 // The bytes of the open file `fd`, if it holds at most `limit`; nullopt for more, or when a read
 // fails (EINTR is retried).
