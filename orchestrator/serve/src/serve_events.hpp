@@ -70,8 +70,12 @@ class comfy_api::events final : public event_sink {
       server_.send(sid, json{{"type", type}, {"data", data}}.dump(-1, ' ', false,
                                                                   json::error_handler_t::replace));
     // ComfyUI sends it to every client; here it goes where `progress` goes (the prompt's client,
-    // or all for a prompt queued without one), so no client hears another's prompt.
-    if (auto state = progress_state(type, data)) server_.send(sid, std::move(*state));
+    // or all for a prompt queued without one), so no client hears another's prompt. With no
+    // client to hear it (a script polling /history), the message is not built: it grows with the
+    // prompt's nodes at every event of a node. The states are kept either way, for a client
+    // that connects later.
+    if (auto state = progress_state(type, data, server_.ws_clients() > 0))
+      server_.send(sid, std::move(*state));
   }
 
  private:
@@ -82,7 +86,9 @@ class comfy_api::events final : public event_sink {
   // the frontend's types (optional, never null) refuse: it is left out, as they have it. The
   // executor's events say when: executing (a start, which also ends the node before it),
   // progress, execution_cached and the prompt's end.
-  std::optional<std::string> progress_state(const std::string& type, const json& data) {
+  // Notes the event; the message when `wanted` and the event changed a state.
+  std::optional<std::string> progress_state(const std::string& type, const json& data,
+                                            bool wanted) {
     std::lock_guard lock(mutex_);
     const std::string prompt_id = data.value("prompt_id", json()).is_string()
                                       ? data["prompt_id"].get<std::string>()
@@ -115,6 +121,7 @@ class comfy_api::events final : public event_sink {
     } else {
       return std::nullopt;
     }
+    if (!wanted) return std::nullopt;
     return json{{"type", "progress_state"},
                 {"data", {{"prompt_id", prompt_id}, {"nodes", progress_}}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
