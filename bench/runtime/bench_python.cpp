@@ -12,9 +12,8 @@
 //   3. a new 64 MiB IMAGE from a Python node, against one memcpy of 64 MiB (target: <= 1.5x);
 //   4. a Python worker's cold start (spawn to ready) against `python3 -s -c "import numpy"`, and a
 //      torch pack's against `python3 -s -c "import torch"` (target: floor + 20 ms);
-//   5. comfy-env's own worker side by side, in the same run (comfy_env_side_by_side.py over the
-//      unmodified snapshot in ../shared/third_party/comfy-env, or COMFY_ENV_SNAPSHOT): its warm
-//      empty call, its echo of the same 64 MiB image, its cold start.
+//
+// The peers (comfy-env, pyisolate) are measured side by side by bench/peers (./scripts/bench-peers).
 //
 // The interpreter is ORCH_TEST_PYTHON, else /usr/bin/python3 (with numpy and torch).
 #include <spawn.h>
@@ -26,6 +25,8 @@
 #include <string>
 
 #include "bench_support.hpp"
+#include "interleaved_floors.hpp"
+#include "orch/ipc/frame.hpp"
 #include "orch/executor/executor.hpp"
 #include "orch/executor/prompt_validation.hpp"
 #include "orch/support/logging.hpp"
@@ -86,30 +87,17 @@ double call_us(orchestrator::host_runtime& h, const std::string& class_type) {
   });
 }
 
-// The figures comfy-env is compared with.
-struct our_figures {
-  double empty_us = 0;       // a Python node's empty call through the router
-  double pass_us = 0;        // a 64 MiB IMAGE passed through a Python node (executor call time)
-  double torch_cold_ms = 0;  // a torch pack's spawn to ready (comfy-env's worker imports torch)
-};
-
-void bench_empty_calls(orchestrator::host_runtime& h, int calls, our_figures& ours) {
-  std::vector<double> native, py;
-  for (int i = 0; i < calls + calls / 10; ++i) {
-    const double n = call_us(h, "TestEmpty");
-    const double p = call_us(h, "PyEmpty");
-    if (i >= calls / 10) {
-      native.push_back(n);
-      py.push_back(p);
-    }
-  }
-  const double n50 = percentile(native, 0.5), p50 = percentile(py, 0.5);
-  std::printf("empty node call through the router (%d samples)\n", calls);
-  std::printf("  native worker (floor):  p50 %.1f us  p99 %.1f us\n", n50,
-              percentile(native, 0.99));
-  std::printf("  Python worker:          p50 %.1f us  p99 %.1f us\n", p50, percentile(py, 0.99));
-  std::printf("  ratio Python/native p50 %.2f (target <= 2)\n", p50 / n50);
-  ours.empty_us = p50;
+void bench_empty_calls(orchestrator::host_runtime& h, int calls) {
+  using namespace bench_floors;
+  std::vector<measured_kind> kinds = socket_floor_kinds(ipc::frame_header_size + 64);
+  kinds.push_back({"native worker's empty node call", [&] { return call_us(h, "TestEmpty"); }});
+  kinds.push_back({"Python worker's empty node call", [&] { return call_us(h, "PyEmpty"); }});
+  interleave(kinds, calls, 100);
+  std::printf("empty node call through the router (%d samples of each)\n", calls);
+  const double floor50 = report_floors(kinds);
+  const double n50 = report(kinds[kinds.size() - 2], floor50);
+  const double p50 = report(kinds.back(), floor50);
+  std::printf("  ratio Python/native p50 %.2f (target <= 1.2)\n", p50 / n50);
 }
 
 // One memcpy of `bytes` between two buffers already touched: the floor of writing an output.
@@ -125,7 +113,7 @@ double memcpy_us(std::size_t bytes, int reps) {
   return percentile(samples, 0.5);
 }
 
-void bench_big_images(orchestrator::host_runtime& h, int reps, our_figures& ours) {
+void bench_big_images(orchestrator::host_runtime& h, int reps) {
   orchestrator::recording_event_sink sink;
   orchestrator::executor ex(h, sink);
   auto node_us = [&](const json& prompt, const std::string& node) {
@@ -184,8 +172,6 @@ void bench_big_images(orchestrator::host_runtime& h, int reps, our_figures& ours
   std::printf("  memcpy of 64 MiB (floor):       %.1f us\n", copy);
   std::printf("  a new 64 MiB output:            %.1f us, ratio %.2f (target <= 1.5)\n", fresh,
               fresh / copy);
-  // comfy-env's echo is compared with the written case: its caller wrote its tensor too.
-  ours.pass_us = pass_written;
 }
 
 // Wall time of `python3 -s -c '<code>; os._exit(0)'`, spawned as the host spawns a worker: the
@@ -205,7 +191,7 @@ double python_ms(const std::string& code) {
 
 // Each pack's worker started alone, so the figure is the worker's and not two interpreters
 // sharing the machine's cores.
-void bench_cold_start(int runs, our_figures& ours) {
+void bench_cold_start(int runs) {
   std::vector<double> numpy_pack, torch_pack, numpy_floor, torch_floor;
   auto ready_ms = [](const std::string& pack) {
     temp_dir dir;
@@ -242,56 +228,6 @@ void bench_cold_start(int runs, our_figures& ours) {
       "  python3 -s -c 'import torch' (floor): %.1f ms; torch pack %.1f ms: floor %+.1f ms; "
       "paired %+.1f ms (target <= +20)\n",
       tf, tp, tp - tf, paired(torch_pack, torch_floor));
-  ours.torch_cold_ms = tp;
-}
-
-// comfy-env's SubprocessWorker, unmodified and with its defaults, run now on this machine by
-// comfy_env_side_by_side.py; skipped, with the reason, when the snapshot or its imports are
-// missing.
-void bench_comfy_env(const our_figures& ours, int calls) {
-  const char* chosen = std::getenv("COMFY_ENV_SNAPSHOT");
-  const fs::path snapshot =
-      chosen != nullptr && *chosen != '\0' ? fs::path(chosen) : fs::path(ORCH_BENCH_COMFY_ENV);
-  std::error_code ec;
-  std::printf("comfy-env side by side, same run (its SubprocessWorker from %s)\n",
-              fs::weakly_canonical(snapshot, ec).c_str());
-  if (!fs::is_directory(snapshot / "comfy_env")) {
-    std::printf("  not compared: no comfy-env snapshot there; set COMFY_ENV_SNAPSHOT\n");
-    return;
-  }
-  const std::string command = "'" + python() + "' '" + ORCH_BENCH_COMFY_ENV_DRIVER + "' '" +
-                              snapshot.string() + "' " + std::to_string(calls) + " 20 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return;
-  std::string output, last;
-  char line[4096];
-  while (std::fgets(line, sizeof line, pipe) != nullptr) {
-    output += line;
-    last = line;
-  }
-  const int status = ::pclose(pipe);
-  const json r = json::parse(last, nullptr, /*allow_exceptions=*/false);
-  if (status != 0 || !r.is_object() || !r.contains("warm_us")) {
-    std::printf(
-        "  not compared: its worker did not run (it needs python3-tomli and "
-        "python3-tomli-w):\n%s",
-        output.c_str());
-    return;
-  }
-  const double warm = r["warm_us"].get<double>(), echo = r["echo_ms"].get<double>() * 1000;
-  const double cold = r["cold_ms"].get<double>();
-  std::printf(
-      "  warm empty call:        comfy-env %.1f us; a comfy-orch Python node %.1f us: "
-      "%.1fx less\n",
-      warm, ours.empty_us, warm / ours.empty_us);
-  std::printf(
-      "  64 MiB image through:   comfy-env echo %.1f us; comfy-orch pass-through %.1f us: "
-      "%.0fx less\n",
-      echo, ours.pass_us, echo / ours.pass_us);
-  std::printf(
-      "  cold start (torch):     comfy-env spawn to first call %.1f ms; comfy-orch torch "
-      "pack spawn to ready %.1f ms\n",
-      cold, ours.torch_cold_ms);
 }
 
 }  // namespace
@@ -301,15 +237,13 @@ int main(int argc, char** argv) {
   const int cold = argc > 2 ? std::atoi(argv[2]) : 10;
   ::setenv("ORCH_LOG_LEVEL", "warn", 0);
   orch::init_logging("bench_python");
-  our_figures ours;
   {
     temp_dir dir;
     auto h = start(write_deployment(dir.path));
-    bench_empty_calls(*h, calls, ours);
-    bench_big_images(*h, 60, ours);
+    bench_empty_calls(*h, calls);
+    bench_big_images(*h, 60);
     h->shutdown();
   }
-  bench_cold_start(cold, ours);
-  bench_comfy_env(ours, calls);
+  bench_cold_start(cold);
   return 0;
 }

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "interleaved_floors.hpp"
+#include "orch/ipc/frame.hpp"
 #include "orch/executor/executor.hpp"
 #include "orch/executor/prompt_validation.hpp"
 #include "orch/manifests/inventory.hpp"
@@ -69,30 +71,31 @@ std::unique_ptr<host_runtime> start(const fs::path& file) {
 }
 
 void bench_calls(int calls) {
+  using namespace bench_floors;
   temp_dir dir;
   auto h = start(write_deployment(dir.path, 1, false, "64MiB"));
   const std::string env = h->catalogue().find("TestEmpty")->env;
   const nlohmann::json body{{"node", "1"}, {"class_type", "TestEmpty"}, {"epoch", 1},
                             {"inputs", nlohmann::json::object()}};
-  std::vector<double> call, ping;
-  for (int i = 0; i < calls + calls / 10; ++i) {
-    const double p = round_trip(*h, [&](auto finish) {
-      h->workers().ping(env, [finish](result<nlohmann::json>) { finish(); });
-    });
-    const double c = round_trip(*h, [&](auto finish) {
-      h->workers().call(env, body, [finish](result<nlohmann::json>) { finish(); });
-    });
-    if (i >= calls / 10) {
-      ping.push_back(p);
-      call.push_back(c);
-    }
-  }
-  const double c50 = percentile(call, 0.5), p50 = percentile(ping, 0.5);
-  std::printf("empty node call, host -> worker -> host (%d samples)\n", calls);
-  std::printf("  channel ping on the same channel (floor): p50 %.1f us  p99 %.1f us\n", p50,
-              percentile(ping, 0.99));
-  std::printf("  empty node call:                          p50 %.1f us  p99 %.1f us\n", c50,
-              percentile(call, 0.99));
+  // The channel's frames: an empty ping's size stands for both (the floor moves a few bytes).
+  const std::size_t frame_bytes = ipc::frame_header_size + ipc::encode_body(body).size();
+  std::vector<measured_kind> kinds = socket_floor_kinds(frame_bytes);
+  kinds.push_back({"channel ping on the worker's channel", [&] {
+                     return round_trip(*h, [&](auto finish) {
+                       h->workers().ping(env, [finish](result<nlohmann::json>) { finish(); });
+                     });
+                   }});
+  kinds.push_back({"empty node call (supervisor::call)", [&] {
+                     return round_trip(*h, [&](auto finish) {
+                       h->workers().call(env, body,
+                                         [finish](result<nlohmann::json>) { finish(); });
+                     });
+                   }});
+  interleave(kinds, calls, 100);
+  std::printf("empty node call, host -> worker -> host (%d samples of each)\n", calls);
+  const double floor50 = report_floors(kinds);
+  const double p50 = report(kinds[kinds.size() - 2], floor50);
+  const double c50 = report(kinds.back(), floor50);
   std::printf("  ratio call/ping p50 %.2f\n", c50 / p50);
   h->shutdown();
 }
