@@ -22,6 +22,7 @@
 #include "node_library.hpp"
 #include "orch/ipc/channel.hpp"
 #include "orch/ipc/fd_passing.hpp"
+#include "orch/support/poll_until.hpp"
 #include "worker_errc.hpp"
 #include "worker_memory.hpp"
 
@@ -289,15 +290,11 @@ class runtime final : public started_worker {
   void node_loop() {
     while (true) {
       pending_call call;
-      // A short spin before sleeping: back-to-back calls then skip the futex wake-up, which
+      // A short poll before sleeping: back-to-back calls then skip the futex wake-up, which
       // dominates an empty call's cost (docs/performance.md, "Runtime"). Bounded in time, not
       // in polls: 2000 yields were milliseconds of a core after every call, taken from the host
       // and its clients whenever calls were not back to back (a prompt served over HTTP).
-      const auto spin_until = std::chrono::steady_clock::now() + spin_before_sleep;
-      while (queued_.load(std::memory_order_acquire) == 0 &&
-             std::chrono::steady_clock::now() < spin_until) {
-        std::this_thread::yield();
-      }
+      poll_until([&] { return queued_.load(std::memory_order_acquire) != 0; }, spin_before_sleep);
       {
         std::unique_lock lock(mutex_);
         cv_.wait(lock, [&] { return stopping_ || !calls_queue_.empty(); });
