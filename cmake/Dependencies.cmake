@@ -15,8 +15,11 @@ endif()
 
 # Optional GPU toolkits: their headers give types only; the drivers are dlopen'ed at run time,
 # so a CPU-only machine builds and runs everything else.
+# CUDA's: the toolkit where it is installed, else CUDA 13's headers from NVIDIA's header wheels,
+# which scripts/install-deps unpacks into .deps/cuda/include (docs/gpu.md).
 find_path(ORCH_CUDA_INCLUDE_DIR cuda.h
-  HINTS ENV CUDA_PATH /usr/local/cuda/include /usr/local/cuda-13.0/include /usr/include)
+  HINTS ENV CUDA_PATH /usr/local/cuda/include /usr/local/cuda-13.0/include /usr/include
+  PATHS ${PROJECT_SOURCE_DIR}/.deps/cuda/include)
 find_path(ORCH_HIP_INCLUDE_DIR hip/hip_runtime_api.h HINTS /opt/rocm/include /usr/include)
 set(ORCH_HAVE_CUDA_HEADERS OFF)
 if(ORCH_CUDA_INCLUDE_DIR)
@@ -26,4 +29,11 @@ set(ORCH_HAVE_HIP_HEADERS OFF)
 if(ORCH_HIP_INCLUDE_DIR)
   set(ORCH_HAVE_HIP_HEADERS ON)
 endif()
-message(STATUS "comfy-orch: CUDA headers: ${ORCH_HAVE_CUDA_HEADERS}, HIP headers: ${ORCH_HAVE_HIP_HEADERS}")
+if(ORCH_HAVE_CUDA_HEADERS)
+  file(STRINGS ${ORCH_CUDA_INCLUDE_DIR}/cuda.h _cuda_version REGEX "^#define CUDA_VERSION [0-9]+")
+  string(REGEX REPLACE "^#define CUDA_VERSION ([0-9]+).*" "\\1" _cuda_version "${_cuda_version}")
+  message(STATUS "comfy-orch: CUDA headers: ${ORCH_CUDA_INCLUDE_DIR} (CUDA_VERSION ${_cuda_version})")
+else()
+  message(STATUS "comfy-orch: CUDA headers: none (scripts/install-deps unpacks them): no cuda backend")
+endif()
+message(STATUS "comfy-orch: HIP headers: ${ORCH_HAVE_HIP_HEADERS}")
