@@ -45,6 +45,9 @@ std::optional<double> size_in_bytes(std::string_view text) {
   for (const auto& [name, factor] : units) {
     if (unit == name) return std::round(value * factor);
   }
+  // Zero is zero in every unit ("0", as docs/deployment.md writes reserve_vram); any other number
+  // without one stays an error: ComfyUI's --reserve-vram counts GB, a byte count here would not.
+  if (unit.empty() && value == 0) return 0.0;
   return std::nullopt;
 }
 

@@ -14,6 +14,14 @@ TEST(units, sizes_in_binary_and_decimal_units) {
   EXPECT_EQ(parse_size("17B"), 17ull);
 }
 
+// docs/deployment.md's annotated example writes reserve_vram = "0": zero needs no unit.
+TEST(units, zero_needs_no_unit_and_other_numbers_still_do) {
+  EXPECT_EQ(parse_size("0"), 0ull);
+  EXPECT_EQ(parse_size("0.0"), 0ull);
+  EXPECT_FALSE(parse_size("1"));
+  EXPECT_FALSE(parse_size("0.5"));
+}
+
 TEST(units, sizes_reject_junk) {
   EXPECT_FALSE(parse_size(""));
   EXPECT_FALSE(parse_size("GiB"));
