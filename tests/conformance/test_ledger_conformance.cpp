@@ -23,7 +23,7 @@ class ledger_conformance : public ::testing::Test {
   void SetUp() override {
     const target t = Target::get();
     if (t.ledger_plugin == nullptr) GTEST_SKIP() << t.name << " ledger is not built here";
-    auto lib = plugins::plugin_library::open(t.ledger_plugin);
+    auto lib = plugins::plugin_library::open(relocated(t.ledger_plugin));
     ASSERT_TRUE(lib) << lib.err().message;
     lib_ = std::move(*lib);
     // Services of our own, so that the release reports the ledger sends can be counted.
