@@ -32,8 +32,10 @@ endif()
 if(ORCH_HAVE_CUDA_HEADERS)
   file(STRINGS ${ORCH_CUDA_INCLUDE_DIR}/cuda.h _cuda_version REGEX "^#define CUDA_VERSION [0-9]+")
   string(REGEX REPLACE "^#define CUDA_VERSION ([0-9]+).*" "\\1" _cuda_version "${_cuda_version}")
-  message(STATUS "comfy-orch: CUDA headers: ${ORCH_CUDA_INCLUDE_DIR} (CUDA_VERSION ${_cuda_version})")
+  message(STATUS
+    "comfy-orch: CUDA headers: ${ORCH_CUDA_INCLUDE_DIR} (CUDA_VERSION ${_cuda_version})")
 else()
-  message(STATUS "comfy-orch: CUDA headers: none (scripts/install-deps unpacks them): no cuda backend")
+  message(STATUS
+    "comfy-orch: CUDA headers: none (scripts/install-deps unpacks them): no cuda backend")
 endif()
 message(STATUS "comfy-orch: HIP headers: ${ORCH_HAVE_HIP_HEADERS}")

@@ -105,9 +105,9 @@ bool measure(driver& d, std::vector<source>& sources, std::size_t bytes, int rou
     for (auto& s : sources) {
       const auto t0 = std::chrono::steady_clock::now();
       const bool ok = d.copy(target, s.data, bytes) == 0 && d.sync() == 0;
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
       if (!ok) return false;
-      if (r > 0) s.seconds.push_back(dt);  // the first round only warms up
+      if (r > 0) s.seconds.push_back(dt.count());  // the first round only warms up
     }
   }
   d.free(target);
@@ -141,7 +141,10 @@ int run_side(const char* who, const char* plugin, int segment_fd, std::size_t by
   if (!registered()) return 1;
 
   void* pinned = nullptr;
-  if (d.host_alloc(&pinned, bytes, 0) != 0) return std::printf("%s: cuMemHostAlloc failed\n", who), 1;
+  if (d.host_alloc(&pinned, bytes, 0) != 0) {
+    std::printf("%s: cuMemHostAlloc failed\n", who);
+    return 1;
+  }
   std::memset(pinned, 1, bytes);
   std::vector<char> pageable(bytes, 1);
   std::vector<source> sources{{"registered segment", mapped->data(), {}},

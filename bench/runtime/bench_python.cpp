@@ -13,7 +13,8 @@
 //   4. a Python worker's cold start (spawn to ready) against `python3 -s -c "import numpy"`, and a
 //      torch pack's against `python3 -s -c "import torch"` (target: floor + 20 ms);
 //
-// The peers (comfy-env, pyisolate) are measured side by side by bench/peers (./scripts/bench-peers).
+// The peers (comfy-env, pyisolate) are measured side by side by bench/peers
+// (./scripts/bench-peers).
 //
 // The interpreter is ORCH_TEST_PYTHON, else /usr/bin/python3 (with numpy and torch).
 #include <spawn.h>
