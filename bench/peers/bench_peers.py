@@ -41,6 +41,12 @@ def arguments():
     parser.add_argument("--starts", type=int, default=3,
                         help="cold starts per peer and variant, interleaved (3)")
     parser.add_argument("--json", metavar="FILE", help="also write every figure to FILE")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions per empty call in the caller under "
+                             "valgrind's callgrind (minutes: each peer's caller starts twice "
+                             "under it)")
+    parser.add_argument("--count-calls", nargs=2, metavar=("PEER", "CALLS"),
+                        help=argparse.SUPPRESS)  # one run for --instructions, under callgrind
     return parser.parse_args()
 
 
@@ -128,17 +134,31 @@ def main():
     # After the venv's site-packages: the project's own comfy_env (its drop-in) must not hide
     # comfy-env's PyPI package.
     sys.path.append(os.path.join(ROOT, "python"))
-    import torch
-
     import peers as peer_kinds
-    from process_counts import SyscallCount, descendants, memory_kib
 
     python = sys.executable
-    floor = peer_kinds.SocketFloor()
+    # The polling floor needs two CPUs: on one, a poll only takes the echo's turn.
+    floors = [peer_kinds.SocketFloor()] + (
+        [peer_kinds.SocketFloor(polling=True)] if len(os.sched_getaffinity(0)) > 1 else [])
+    floor = floors[0]
     peers = [peer_kinds.ComfyOrch(scratch, python, args.build),
              peer_kinds.ComfyEnv(scratch, python), peer_kinds.PyIsolate(scratch, python)]
+    if args.count_calls:
+        import instructions
+        runner = {r.name: r for r in [floor] + peers}[args.count_calls[0]]
+        return instructions.count_calls(runner, int(args.count_calls[1]))
+    import torch
+
+    from process_counts import SyscallCount, descendants, memory_kib
     results = {"blocks": args.blocks, "calls_per_block": args.calls}
     progress = lambda text: print("bench_peers: " + text, file=sys.stderr, flush=True)  # noqa
+    if args.instructions:
+        import instructions
+        if instructions.available():
+            results["instructions"] = instructions.per_call(
+                os.path.abspath(__file__), args.build, [r.name for r in [floor] + peers], progress)
+        else:
+            progress("no valgrind: instructions are not counted")
 
     progress("cold starts without torch")
     results["cold"] = cold_starts(peers, args.starts, "bench_nodes", None)
@@ -149,12 +169,12 @@ def main():
 
     progress("warm workers (torch variant, as the image needs)")
     started, workers = {}, {}
-    for r in [floor] + peers:
+    for r in floors + peers:
         before = descendants()
         started[r.name] = r.start("bench_nodes_torch", 1)
         r.first_calls(started[r.name], 1)
         workers[r.name] = descendants() - before
-    runners = [floor] + peers
+    runners = floors + peers
 
     progress("empty calls, %d blocks of %d" % (args.blocks, args.calls))
     results["empty"] = interleaved(runners, args.blocks,
@@ -168,12 +188,12 @@ def main():
         for _ in range(args.echoes):
             image = torch.full(SHAPE, 0.5)
             t = time.perf_counter()
-            if r is floor:
+            if r in floors:
                 target.copy_(image)
             else:
                 out = r.echo(started[r.name], image)
             times.append(time.perf_counter() - t)
-            if r is not floor and tuple(out.shape) != SHAPE:
+            if r not in floors and tuple(out.shape) != SHAPE:
                 raise SystemExit("%s echoed a %s tensor" % (r.name, tuple(out.shape)))
         return times
     results["echo"] = interleaved(runners, args.blocks, echo_block)
@@ -204,12 +224,14 @@ def report(results, names):
     print("comfy-orch, comfy-env 0.4.46 and pyisolate 0.10.2 side by side (p50; in brackets,"
           " the ratio to the floor of the same blocks)")
     print("%-30s %-18s" % ("", "floor") + "".join("%-22s" % n for n in names))
+    # The floor of a row is the lowest of the floors measured in its blocks.
     empty = {n: p50(results["empty"][n]) for n in results["empty"]}
-    row("warm empty call", "%.1f us socket" % (empty["socket floor"] * 1e6), empty,
-        empty["socket floor"], "us", 1e6)
+    empty_floor = min(v for n, v in empty.items() if n.startswith("socket floor"))
+    row("warm empty call", "%.1f us socket" % (empty_floor * 1e6), empty, empty_floor, "us", 1e6)
     echo = {n: p50(results["echo"][n]) for n in results["echo"]}
-    row("64 MiB IMAGE in and out", "%.1f ms copy" % (echo["socket floor"] * 1e3), echo,
-        echo["socket floor"], "ms", 1e3)
+    echo_floor = min(v for n, v in echo.items() if n.startswith("socket floor"))
+    row("64 MiB IMAGE in and out", "%.1f ms copy" % (echo_floor * 1e3), echo, echo_floor, "ms",
+        1e3)
     for key, label, floor_label in (("cold", "cold start to first call", "python"),
                                     ("cold_torch", "the same, importing torch", "+torch")):
         cold = {n: p50(v) for n, v in results[key].items()}
@@ -230,6 +252,10 @@ def report(results, names):
             return "n/a (no perf)" if value is None else "%.1f" % value
         print("%-30s %-18s" % (label, text(counts["socket floor"][key])) + "".join(
             "%-22s" % text(counts[n][key]) for n in names))
+    if "instructions" in results:
+        ins = results["instructions"]
+        print("%-30s %-18s" % ("caller instructions per call", "%.0f" % ins["socket floor"]) +
+              "".join("%-22s" % ("%.0f" % ins[n]) for n in names))
     print("comfy-env / comfy-orch: empty call %.1fx, image %.1fx;  pyisolate / comfy-orch: "
           "empty call %.1fx, image %.1fx" % (
               empty["comfy-env"] / empty["comfy-orch"], echo["comfy-env"] / echo["comfy-orch"],

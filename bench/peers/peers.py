@@ -7,6 +7,7 @@ echoes, and stops them; the same function bodies run in all three."""
 import asyncio
 import contextlib
 import os
+import socket as socket_flags
 import subprocess
 import sys
 import threading
@@ -179,31 +180,60 @@ class PyIsolate:
 
 class SocketFloor:
     """The floor of a call from Python: one byte to a Python process that sends it back, over a
-    socketpair (what any peer's call needs at least: a round trip to another interpreter)."""
+    socketpair (what any peer's call needs at least: a round trip to another interpreter). With
+    blocking reads, or with both sides polling (no wake-up at all: on a VM a blocking read's
+    wake-up is 3 or 60 us depending on where the scheduler put the two, docs/performance.md,
+    "Floors"); the report takes the lower."""
 
-    name = "socket floor"
+    # The echo process: recv(1) and send it back, until the socket closes. Polling, it sleeps in
+    # select() once no byte came for 50 ms: between its blocks it must not hold a CPU.
+    ECHO = ("import select, socket, sys, time\n"
+            "s = socket.socket(fileno=int(sys.argv[1]))\n"
+            "s.setblocking(sys.argv[2] == 'block')\n"
+            "last = time.monotonic()\n"
+            "while True:\n"
+            "    try:\n        b = s.recv(1)\n"
+            "    except BlockingIOError:\n"
+            "        if time.monotonic() - last > 0.05:\n"
+            "            select.select([s], [], [])\n"
+            "        continue\n"
+            "    if not b:\n        break\n"
+            "    s.sendall(b)\n"
+            "    last = time.monotonic()\n")
+
+    def __init__(self, polling=False):
+        self.polling = polling
+        self.name = "socket floor, polling" if polling else "socket floor"
 
     def start(self, module, count):
         import socket
         ours, theirs = socket.socketpair()
         child = subprocess.Popen(
-            [sys.executable, "-S", "-c",
-             "import socket,sys\ns = socket.socket(fileno=int(sys.argv[1]))\n"
-             "while True:\n    b = s.recv(1)\n    if not b: break\n    s.sendall(b)\n",
-             str(theirs.fileno())], pass_fds=[theirs.fileno()])
+            [sys.executable, "-S", "-c", self.ECHO, str(theirs.fileno()),
+             "poll" if self.polling else "block"], pass_fds=[theirs.fileno()])
         theirs.close()
         return ours, child
 
+    def _round_trip(self, s):
+        s.sendall(b"x")
+        if not self.polling:
+            s.recv(1)
+            return
+        while True:
+            try:
+                if s.recv(1, socket_flags.MSG_DONTWAIT):
+                    return
+            except BlockingIOError:
+                pass
+
     def first_calls(self, started, count):
-        started[0].sendall(b"x")
-        started[0].recv(1)
+        self._round_trip(started[0])
 
     def time_empty(self, started, calls):
         s, times = started[0], []
         for _ in range(calls):
             t = clock()
-            s.sendall(b"x")
-            s.recv(1)
+            self._round_trip(s)
             times.append(clock() - t)
         return times
 
