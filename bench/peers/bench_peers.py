@@ -1,16 +1,18 @@
 """bench_peers: comfy-orch, comfy-env 0.4.46 and pyisolate 0.10.2 side by side, in one run, from
-their PyPI packages (docs/performance.md, "Peers"). Run it with ./scripts/bench-peers, which
-builds comfy-orch and makes the venv the peers are installed in.
+their PyPI packages (docs/performance.md, "Peers side by side"). Run it with
+./scripts/bench-peers, which builds comfy-orch and makes the venv the peers are installed in.
 
-Every latency is measured in interleaved blocks (the floor, then each peer, the order rotating
+Every latency is measured in interleaved blocks (the floors, then each peer, the order rotating
 from block to block) and given beside a floor from the same blocks:
-  warm empty call       against a one-byte round trip to another Python process (socketpair)
+  warm empty call       against a one-byte round trip to another Python process (socketpair),
+                        the lower of blocking reads and both sides polling
   64 MiB IMAGE echo     against one copy of the same 64 MiB, from a new tensor each time
   cold start            spawn to the first answered call, against the interpreter's own start
                         (and `import torch` for the torch variant)
   8 workers together    all eight answered once, against one worker's cold start
-with what load cannot move much: each worker's RSS and PSS, and per empty call the context
-switches and system calls of the caller and its worker."""
+with what load cannot move much: each worker's RSS and PSS, per empty call the context switches
+and system calls of the caller and its worker, and with --instructions the instructions of the
+caller (instructions.py)."""
 
 import argparse
 import json
