@@ -10,21 +10,23 @@
 
 namespace orch::host_testing {
 
-// ORCH_TEST_PYTHON, else Debian's (with numpy and torch).
+// ORCH_TEST_PYTHON, else Debian's (with numpy and torch); under the asan preset, Debian's
+// CPython behind a sanitized main() (tests/sanitizers/sanitized_python.c).
 inline std::string test_python() {
   const char* chosen = std::getenv("ORCH_TEST_PYTHON");
-  return chosen != nullptr && *chosen != '\0' ? chosen : "/usr/bin/python3";
+  if (chosen != nullptr && *chosen != '\0') return chosen;
+#ifdef ORCH_TEST_SANITIZED_PYTHON
+  return ORCH_TEST_SANITIZED_PYTHON;
+#else
+  return "/usr/bin/python3";
+#endif
 }
 
 // Why this machine cannot run the scripts (the test skips with it), or empty.
 inline std::string python_skip_reason() {
-#ifdef ORCH_TEST_SANITIZED
-  return "a sanitized liborch_host.so cannot load into an uninstrumented python3";
-#else
   if (std::system((test_python() + " -c 'import numpy, torch' 2>/dev/null").c_str()) != 0)
     return test_python() + " lacks numpy or torch (apt-get install python3-numpy python3-torch)";
   return {};
-#endif
 }
 
 struct script_result {
