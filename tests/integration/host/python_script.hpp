@@ -8,19 +8,11 @@
 #include <iterator>
 #include <string>
 
+#include "../test_python.hpp"
+
 namespace orch::host_testing {
 
-// ORCH_TEST_PYTHON, else Debian's (with numpy and torch); under the asan preset, Debian's
-// CPython behind a sanitized main() (tests/sanitizers/sanitized_python.c).
-inline std::string test_python() {
-  const char* chosen = std::getenv("ORCH_TEST_PYTHON");
-  if (chosen != nullptr && *chosen != '\0') return chosen;
-#ifdef ORCH_TEST_SANITIZED_PYTHON
-  return ORCH_TEST_SANITIZED_PYTHON;
-#else
-  return "/usr/bin/python3";
-#endif
-}
+using integration_testing::test_python;
 
 // Why this machine cannot run the scripts (the test skips with it), or empty.
 inline std::string python_skip_reason() {

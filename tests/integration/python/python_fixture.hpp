@@ -14,23 +14,14 @@
 #include "orch/manifests/inventory.hpp"
 #include "orch/runtime/memory_table.hpp"
 #include "runtime_fixture.hpp"
+#include "../test_python.hpp"
 
 namespace orch::python_testing {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// ORCH_TEST_PYTHON, else Debian's; under the asan preset, Debian's CPython behind a sanitized
-// main() (tests/sanitizers/sanitized_python.c).
-inline std::string test_python() {
-  const char* chosen = std::getenv("ORCH_TEST_PYTHON");
-  if (chosen != nullptr && *chosen != '\0') return chosen;
-#ifdef ORCH_TEST_SANITIZED_PYTHON
-  return ORCH_TEST_SANITIZED_PYTHON;
-#else
-  return "/usr/bin/python3";
-#endif
-}
+using integration_testing::test_python;
 
 // Runs `command` through the shell; its exit status.
 inline int shell(const std::string& command) {
