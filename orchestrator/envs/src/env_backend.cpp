@@ -146,7 +146,6 @@ result<env_backend_kind> choose_backend(const std::string& requested, const fs::
 status build_env(const backend_build& build, const manifests::env_derivation& derivation,
                  const phase_reporter& phase) {
   const fs::path log = log_path_of(build.log_fd);
-  const fs::path requirements = build.dir / "requirements.txt";
   if (build.kind == env_backend_kind::pixi) {
     write_file(build.dir / "pixi.toml", manifests::pixi_toml_text(derivation, build.source));
     phase("solving and installing (pixi install)");
@@ -154,54 +153,48 @@ status build_env(const backend_build& build, const manifests::env_derivation& de
         {"pixi", "install", "--manifest-path", (build.dir / "pixi.toml").string()}, build.log_fd);
     return run_step(command, build, log, "pixi install");
   }
-  write_file(requirements, manifests::requirements_text(derivation));
+  const std::string python = (build.dir / "bin/python").string();
+  const bool uv = build.kind == env_backend_kind::uv;
+  // The env first, into the empty build directory: uv refuses a directory with files in it.
+  phase(uv ? "creating the env (uv venv)" : "creating the env (python -m venv)");
+  auto create =
+      uv ? python_tool({"uv", "venv", "--quiet", "--system-site-packages", "--python",
+                        build.host_python.string(), build.dir.string()},
+                       build.log_fd)
+         : python_tool({build.host_python.string(), "-m", "venv", "--system-site-packages",
+                        "--without-pip", build.dir.string()},
+                       build.log_fd);
+  if (auto st = run_step(create, build, log, uv ? "uv venv" : "python -m venv"); !st) return st;
+  if (derivation.requirements.empty()) return ok_status();
+  const fs::path requirements = build.dir / "requirements.txt";
   const fs::path constraints = build.dir / "constraints.txt";
+  write_file(requirements, manifests::requirements_text(derivation));
   write_file(constraints,
              build.host_torch.empty() ? std::string() : "torch==" + build.host_torch + "\n");
-  const std::string python = (build.dir / "bin/python").string();
-  if (build.kind == env_backend_kind::uv) {
-    phase("creating the env (uv venv)");
-    if (auto st = run_step(python_tool({"uv", "venv", "--quiet", "--system-site-packages",
-                                        "--python", build.host_python.string(), build.dir.string()},
-                                       build.log_fd),
-                           build, log, "uv venv");
-        !st) {
-      return st;
+  const std::string count = std::to_string(derivation.requirements.size());
+  std::vector<std::string> argv;
+  if (uv) {
+    phase("installing " + count + " requirement(s) (uv pip)");
+    argv = {"uv", "pip", "install", "--python", python};
+  } else {
+    // The host's pip serves the env through --system-site-packages; only an env without one
+    // gets its own from ensurepip.
+    auto probe = python_tool({python, "-m", "pip", "--version"}, build.log_fd);
+    if (auto ran = run_tool(probe); !ran || !ran->succeeded()) {
+      phase("bootstrapping pip (ensurepip)");
+      if (auto st = run_step(python_tool({python, "-m", "ensurepip"}, build.log_fd), build, log,
+                             "python -m ensurepip");
+          !st) {
+        return st;
+      }
     }
-    if (derivation.requirements.empty()) return ok_status();
-    phase("installing " + std::to_string(derivation.requirements.size()) +
-          " requirement(s) (uv pip)");
-    std::vector<std::string> argv = {"uv", "pip", "install", "--python", python};
-    for (auto& f : index_flags(build)) argv.push_back(std::move(f));
-    argv.insert(argv.end(), {"-c", constraints.string(), "-r", requirements.string()});
-    return run_step(python_tool(std::move(argv), build.log_fd), build, log, "uv pip install");
+    phase("installing " + count + " requirement(s) (pip)");
+    argv = {python, "-m", "pip", "install"};
   }
-  phase("creating the env (python -m venv)");
-  if (auto st =
-          run_step(python_tool({build.host_python.string(), "-m", "venv", "--system-site-packages",
-                                "--without-pip", build.dir.string()},
-                               build.log_fd),
-                   build, log, "python -m venv");
-      !st) {
-    return st;
-  }
-  if (derivation.requirements.empty()) return ok_status();
-  // The host's pip serves the env through --system-site-packages; only an env without one
-  // gets its own from ensurepip.
-  auto probe = python_tool({python, "-m", "pip", "--version"}, build.log_fd);
-  if (auto ran = run_tool(probe); !ran || !ran->succeeded()) {
-    phase("bootstrapping pip (ensurepip)");
-    if (auto st = run_step(python_tool({python, "-m", "ensurepip"}, build.log_fd), build, log,
-                           "python -m ensurepip");
-        !st) {
-      return st;
-    }
-  }
-  phase("installing " + std::to_string(derivation.requirements.size()) + " requirement(s) (pip)");
-  std::vector<std::string> argv = {python, "-m", "pip", "install"};
   for (auto& f : index_flags(build)) argv.push_back(std::move(f));
   argv.insert(argv.end(), {"-c", constraints.string(), "-r", requirements.string()});
-  return run_step(python_tool(std::move(argv), build.log_fd), build, log, "pip install");
+  return run_step(python_tool(std::move(argv), build.log_fd), build, log,
+                  uv ? "uv pip install" : "pip install");
 }
 
 }  // namespace orch::orchestrator
