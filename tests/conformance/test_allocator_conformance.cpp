@@ -1,6 +1,8 @@
-// The allocator conformance suite: cast buffers (one per offload stream, grow-only in chunks,
-// reclaiming through the pager first) and the torch pluggable-allocator exports. Instantiated for
-// sim and cpu always, cuda and hip where a device exists.
+// The allocator conformance suite: the torch pluggable-allocator exports, for every backend (sim
+// and cpu always, cuda and hip where a device exists); cast buffers on a device's offload streams
+// (grow-only in chunks, reclaiming through the pager first), for the device backends; cpu's
+// per-call buffer, for cpu. Each backend runs only the cases that apply to it, so a skip here
+// always means a missing device.
 #include <sys/types.h>
 
 #include "targets.hpp"
@@ -79,113 +81,6 @@ TYPED_TEST_P(allocator_conformance, two_streams_on_devices_none_on_cpu) {
   EXPECT_EQ(this->stats().streams, this->on_cpu() ? 0u : 2u);
 }
 
-TYPED_TEST_P(allocator_conformance, cpu_uses_a_per_call_buffer_that_is_not_carry) {
-  if (!this->on_cpu()) GTEST_SKIP() << "only cpu lacks an offload stream";
-  uint64_t address = 0;
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 1 * MiB, &address), ORCH_OK);
-  auto* bytes = reinterpret_cast<unsigned char*>(static_cast<uintptr_t>(address));
-  bytes[0] = 1;
-  bytes[MiB - 1] = 2;  // writable end to end (ASan checks the bounds)
-  EXPECT_EQ(this->stats().committed, 0u);
-  EXPECT_EQ(this->api_->cast_buffer(this->alloc_, 1, 1 * MiB, &address), ORCH_INVALID);
-}
-
-TYPED_TEST_P(allocator_conformance, cast_buffers_grow_in_16_mib_chunks_at_a_stable_address) {
-  if (this->on_cpu()) GTEST_SKIP() << "cpu has no offload stream";
-  uint64_t first = 0;
-  uint64_t again = 0;
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 20 * MiB, &first), ORCH_OK);
-  EXPECT_EQ(this->stats().committed, 32 * MiB);
-  EXPECT_EQ(this->stats().grows, 2u);
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 10 * MiB, &again), ORCH_OK);
-  EXPECT_EQ(again, first);
-  EXPECT_EQ(this->stats().grows, 2u);  // grow-only: a smaller request reuses it
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 40 * MiB, &again), ORCH_OK);
-  EXPECT_EQ(again, first);  // VA-stable growth
-  EXPECT_EQ(this->stats().committed, 48 * MiB);
-  EXPECT_EQ(this->external(), 48 * MiB);  // every chunk is in the pager's budget
-}
-
-TYPED_TEST_P(allocator_conformance, chunk_size_is_configurable) {
-  if (this->on_cpu()) GTEST_SKIP() << "cpu has no offload stream";
-  this->TearDown();
-  this->start(2 * MiB);
-  ORCH_RETURN_IF_SKIPPED();
-  uint64_t address = 0;
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 1, 3 * MiB, &address), ORCH_OK);
-  EXPECT_EQ(this->stats().committed, 4 * MiB);
-}
-
-// Growth reclaims through the pager first: with a region at its 23-page steady state on 1 GiB,
-// 64 MiB of cast buffer costs exactly one 32 MiB page (the deficit of the third chunk).
-TYPED_TEST_P(allocator_conformance, growth_reclaims_through_the_pager_first) {
-  if (this->on_cpu()) GTEST_SKIP() << "cpu has no offload stream";
-  orch_region* r = nullptr;
-  ASSERT_EQ(this->pager_api_->region_create(this->pager_, 32 * page, &r, nullptr), ORCH_OK);
-  for (uint64_t p = 0; p < 32; ++p) {
-    if (this->pager_api_->region_fault(r, p * page, page, nullptr, 0, nullptr, nullptr) == ORCH_OK) {
-      ASSERT_EQ(this->pager_api_->region_unpin(r, p * page, page), ORCH_OK);
-    }
-  }
-  uint64_t before = 0;
-  ASSERT_EQ(this->pager_api_->resident_bytes(this->pager_, &before), ORCH_OK);
-  ASSERT_EQ(before, 23 * page);
-  uint64_t address = 0;
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 64 * MiB, &address), ORCH_OK);
-  uint64_t after = 0;
-  ASSERT_EQ(this->pager_api_->resident_bytes(this->pager_, &after), ORCH_OK);
-  EXPECT_EQ(after, 22 * page);
-}
-
-TYPED_TEST_P(allocator_conformance, growth_that_cannot_fit_answers_oom_retryable) {
-  if (this->on_cpu()) GTEST_SKIP() << "cpu has no offload stream";
-  orch_region* r = nullptr;
-  ASSERT_EQ(this->pager_api_->region_create(this->pager_, 32 * page, &r, nullptr), ORCH_OK);
-  for (uint64_t p = 0; p < 23; ++p)  // pinned: nothing can be reclaimed
-    ASSERT_EQ(this->pager_api_->region_fault(r, p * page, page, nullptr, 0, nullptr, nullptr),
-              ORCH_OK);
-  uint64_t address = 0;
-  EXPECT_EQ(this->api_->cast_buffer(this->alloc_, 0, 512 * MiB, &address), ORCH_OOM_RETRYABLE);
-  EXPECT_EQ(this->stats().committed, 288 * MiB);  // what did fit stays, grow-only
-}
-
-// A replaced buffer over 50 MB goes back to the device at once; a smaller one waits for reset.
-TYPED_TEST_P(allocator_conformance, replaced_buffer_over_50_mb_is_released_at_once) {
-  if (this->on_cpu()) GTEST_SKIP() << "cpu has no offload stream";
-  this->TearDown();
-  this->start(0, 64 * MiB);  // 64 MiB reservations, so a larger request replaces the buffer
-  ORCH_RETURN_IF_SKIPPED();
-  uint64_t address = 0;
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 60 * MiB, &address), ORCH_OK);
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 100 * MiB, &address), ORCH_OK);
-  EXPECT_EQ(this->stats().replaced, 1u);
-  EXPECT_EQ(this->stats().retired, 0u);
-  EXPECT_EQ(this->external(), 112 * MiB);  // the old 64 MiB is already gone
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 1, 20 * MiB, &address), ORCH_OK);
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 1, 70 * MiB, &address), ORCH_OK);
-  EXPECT_EQ(this->stats().replaced, 2u);
-  EXPECT_EQ(this->stats().retired, 32 * MiB);  // 32 MiB is under the threshold: kept
-  EXPECT_EQ(this->external(), (112 + 80 + 32) * MiB);
-}
-
-TYPED_TEST_P(allocator_conformance, reset_releases_everything_and_keeps_the_high_water_mark) {
-  if (this->on_cpu()) GTEST_SKIP() << "cpu has no offload stream";
-  uint64_t address = 0;
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 40 * MiB, &address), ORCH_OK);
-  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 1, 10 * MiB, &address), ORCH_OK);
-  EXPECT_EQ(this->stats().committed, 64 * MiB);
-  ASSERT_EQ(this->api_->reset_cast_buffers(this->alloc_), ORCH_OK);
-  EXPECT_EQ(this->stats().committed, 0u);
-  EXPECT_EQ(this->stats().high_water, 64 * MiB);
-  // 40 MiB in 16 MiB chunks: the largest one buffer, which bounds the high water per stream.
-  EXPECT_EQ(this->stats().largest_buffer, 48 * MiB);
-  EXPECT_EQ(this->stats().resets, 1u);
-  EXPECT_EQ(this->external(), 0u);
-  if (this->env_->is_sim()) {
-    EXPECT_EQ(this->env_->counters().process_used_bytes, 0u);
-  }
-}
-
 TYPED_TEST_P(allocator_conformance, torch_exports_allocate_and_free_through_the_budget) {
   using malloc_fn = void* (*)(ssize_t, int, void*);
   using free_fn = void (*)(void*, ssize_t, int, void*);
@@ -207,9 +102,110 @@ TYPED_TEST_P(allocator_conformance, torch_exports_allocate_and_free_through_the_
   }
 }
 
+REGISTER_TYPED_TEST_SUITE_P(allocator_conformance, two_streams_on_devices_none_on_cpu,
+                            torch_exports_allocate_and_free_through_the_budget);
+INSTANTIATE_TYPED_TEST_SUITE_P(sim, allocator_conformance, sim_target);
+INSTANTIATE_TYPED_TEST_SUITE_P(cpu, allocator_conformance, cpu_target);
+INSTANTIATE_TYPED_TEST_SUITE_P(cuda, allocator_conformance, cuda_target);
+INSTANTIATE_TYPED_TEST_SUITE_P(hip, allocator_conformance, hip_target);
+
+// Cast buffers, one per offload stream: the device backends.
+template <typename Target>
+class device_allocator_conformance : public allocator_conformance<Target> {};
+TYPED_TEST_SUITE_P(device_allocator_conformance);
+
+TYPED_TEST_P(device_allocator_conformance, cast_buffers_grow_in_16_mib_chunks_at_a_stable_address) {
+  uint64_t first = 0;
+  uint64_t again = 0;
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 20 * MiB, &first), ORCH_OK);
+  EXPECT_EQ(this->stats().committed, 32 * MiB);
+  EXPECT_EQ(this->stats().grows, 2u);
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 10 * MiB, &again), ORCH_OK);
+  EXPECT_EQ(again, first);
+  EXPECT_EQ(this->stats().grows, 2u);  // grow-only: a smaller request reuses it
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 40 * MiB, &again), ORCH_OK);
+  EXPECT_EQ(again, first);  // VA-stable growth
+  EXPECT_EQ(this->stats().committed, 48 * MiB);
+  EXPECT_EQ(this->external(), 48 * MiB);  // every chunk is in the pager's budget
+}
+
+TYPED_TEST_P(device_allocator_conformance, chunk_size_is_configurable) {
+  this->TearDown();
+  this->start(2 * MiB);
+  ORCH_RETURN_IF_SKIPPED();
+  uint64_t address = 0;
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 1, 3 * MiB, &address), ORCH_OK);
+  EXPECT_EQ(this->stats().committed, 4 * MiB);
+}
+
+// Growth reclaims through the pager first: with a region at its 23-page steady state on 1 GiB,
+// 64 MiB of cast buffer costs exactly one 32 MiB page (the deficit of the third chunk).
+TYPED_TEST_P(device_allocator_conformance, growth_reclaims_through_the_pager_first) {
+  orch_region* r = nullptr;
+  ASSERT_EQ(this->pager_api_->region_create(this->pager_, 32 * page, &r, nullptr), ORCH_OK);
+  for (uint64_t p = 0; p < 32; ++p) {
+    if (this->pager_api_->region_fault(r, p * page, page, nullptr, 0, nullptr, nullptr) == ORCH_OK) {
+      ASSERT_EQ(this->pager_api_->region_unpin(r, p * page, page), ORCH_OK);
+    }
+  }
+  uint64_t before = 0;
+  ASSERT_EQ(this->pager_api_->resident_bytes(this->pager_, &before), ORCH_OK);
+  ASSERT_EQ(before, 23 * page);
+  uint64_t address = 0;
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 64 * MiB, &address), ORCH_OK);
+  uint64_t after = 0;
+  ASSERT_EQ(this->pager_api_->resident_bytes(this->pager_, &after), ORCH_OK);
+  EXPECT_EQ(after, 22 * page);
+}
+
+TYPED_TEST_P(device_allocator_conformance, growth_that_cannot_fit_answers_oom_retryable) {
+  orch_region* r = nullptr;
+  ASSERT_EQ(this->pager_api_->region_create(this->pager_, 32 * page, &r, nullptr), ORCH_OK);
+  for (uint64_t p = 0; p < 23; ++p)  // pinned: nothing can be reclaimed
+    ASSERT_EQ(this->pager_api_->region_fault(r, p * page, page, nullptr, 0, nullptr, nullptr),
+              ORCH_OK);
+  uint64_t address = 0;
+  EXPECT_EQ(this->api_->cast_buffer(this->alloc_, 0, 512 * MiB, &address), ORCH_OOM_RETRYABLE);
+  EXPECT_EQ(this->stats().committed, 288 * MiB);  // what did fit stays, grow-only
+}
+
+// A replaced buffer over 50 MB goes back to the device at once; a smaller one waits for reset.
+TYPED_TEST_P(device_allocator_conformance, replaced_buffer_over_50_mb_is_released_at_once) {
+  this->TearDown();
+  this->start(0, 64 * MiB);  // 64 MiB reservations, so a larger request replaces the buffer
+  ORCH_RETURN_IF_SKIPPED();
+  uint64_t address = 0;
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 60 * MiB, &address), ORCH_OK);
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 100 * MiB, &address), ORCH_OK);
+  EXPECT_EQ(this->stats().replaced, 1u);
+  EXPECT_EQ(this->stats().retired, 0u);
+  EXPECT_EQ(this->external(), 112 * MiB);  // the old 64 MiB is already gone
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 1, 20 * MiB, &address), ORCH_OK);
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 1, 70 * MiB, &address), ORCH_OK);
+  EXPECT_EQ(this->stats().replaced, 2u);
+  EXPECT_EQ(this->stats().retired, 32 * MiB);  // 32 MiB is under the threshold: kept
+  EXPECT_EQ(this->external(), (112 + 80 + 32) * MiB);
+}
+
+TYPED_TEST_P(device_allocator_conformance, reset_releases_everything_and_keeps_the_high_water_mark) {
+  uint64_t address = 0;
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 40 * MiB, &address), ORCH_OK);
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 1, 10 * MiB, &address), ORCH_OK);
+  EXPECT_EQ(this->stats().committed, 64 * MiB);
+  ASSERT_EQ(this->api_->reset_cast_buffers(this->alloc_), ORCH_OK);
+  EXPECT_EQ(this->stats().committed, 0u);
+  EXPECT_EQ(this->stats().high_water, 64 * MiB);
+  // 40 MiB in 16 MiB chunks: the largest one buffer, which bounds the high water per stream.
+  EXPECT_EQ(this->stats().largest_buffer, 48 * MiB);
+  EXPECT_EQ(this->stats().resets, 1u);
+  EXPECT_EQ(this->external(), 0u);
+  if (this->env_->is_sim()) {
+    EXPECT_EQ(this->env_->counters().process_used_bytes, 0u);
+  }
+}
+
 // aimdo never refuses torch for budget reasons (aimdo §4.7): it evicts pager pages instead.
-TYPED_TEST_P(allocator_conformance, torch_malloc_evicts_pager_pages_rather_than_refuse) {
-  if (this->on_cpu()) GTEST_SKIP() << "cpu has no offload stream";
+TYPED_TEST_P(device_allocator_conformance, torch_malloc_evicts_pager_pages_rather_than_refuse) {
   orch_region* r = nullptr;
   ASSERT_EQ(this->pager_api_->region_create(this->pager_, 32 * page, &r, nullptr), ORCH_OK);
   for (uint64_t p = 0; p < 32; ++p) {
@@ -226,20 +222,30 @@ TYPED_TEST_P(allocator_conformance, torch_malloc_evicts_pager_pages_rather_than_
   EXPECT_EQ(resident, 14 * page);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(allocator_conformance, two_streams_on_devices_none_on_cpu,
-                            cpu_uses_a_per_call_buffer_that_is_not_carry,
+REGISTER_TYPED_TEST_SUITE_P(device_allocator_conformance,
                             cast_buffers_grow_in_16_mib_chunks_at_a_stable_address,
                             chunk_size_is_configurable, growth_reclaims_through_the_pager_first,
                             growth_that_cannot_fit_answers_oom_retryable,
                             replaced_buffer_over_50_mb_is_released_at_once,
                             reset_releases_everything_and_keeps_the_high_water_mark,
-                            torch_exports_allocate_and_free_through_the_budget,
                             torch_malloc_evicts_pager_pages_rather_than_refuse);
+INSTANTIATE_TYPED_TEST_SUITE_P(sim, device_allocator_conformance, sim_target);
+INSTANTIATE_TYPED_TEST_SUITE_P(cuda, device_allocator_conformance, cuda_target);
+INSTANTIATE_TYPED_TEST_SUITE_P(hip, device_allocator_conformance, hip_target);
 
-INSTANTIATE_TYPED_TEST_SUITE_P(sim, allocator_conformance, sim_target);
-INSTANTIATE_TYPED_TEST_SUITE_P(cpu, allocator_conformance, cpu_target);
-INSTANTIATE_TYPED_TEST_SUITE_P(cuda, allocator_conformance, cuda_target);
-INSTANTIATE_TYPED_TEST_SUITE_P(hip, allocator_conformance, hip_target);
+using cpu_allocator = allocator_conformance<cpu_target>;
+
+// cpu has no offload stream: its one cast buffer serves the call and is not committed carry; there
+// is no stream 1.
+TEST_F(cpu_allocator, uses_a_per_call_buffer_that_is_not_carry) {
+  uint64_t address = 0;
+  ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 1 * MiB, &address), ORCH_OK);
+  auto* bytes = reinterpret_cast<unsigned char*>(static_cast<uintptr_t>(address));
+  bytes[0] = 1;
+  bytes[MiB - 1] = 2;  // writable end to end (ASan checks the bounds)
+  EXPECT_EQ(this->stats().committed, 0u);
+  EXPECT_EQ(this->api_->cast_buffer(this->alloc_, 1, 1 * MiB, &address), ORCH_INVALID);
+}
 
 }  // namespace
 }  // namespace orch::test
