@@ -21,6 +21,7 @@
 
 #include "command_runner.hpp"
 #include "serve_client.hpp"
+#include "test_python.hpp"
 
 extern char** environ;
 
@@ -33,7 +34,9 @@ using orch::testing::run_command;
 using orch::testing::serve_process;
 
 const std::string orch_binary = ORCH_TEST_COMFY_ORCH;
-const std::string python = "/usr/bin/python3";
+// The host's interpreter the envs are made from: under the asan preset, the sanitized one
+// (docs/sanitizers.md), so the workers in them load the sanitized library.
+const std::string python = orch::integration_testing::test_python();
 
 int shell(const std::string& command) {
   const int status = std::system(command.c_str());
@@ -89,12 +92,6 @@ class background {
 class env_manager : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-#ifdef ORCH_TEST_SANITIZED
-    skip_reason_ =
-        "a sanitized liborch_worker.so cannot load into an uninstrumented python3; "
-        "the default preset runs these tests";
-    return;
-#endif
     // Two processes: torch imports distutils, which setuptools refuses to follow.
     if (shell(python + " -c 'import numpy, torch' 2>/dev/null") != 0 ||
         shell(python + " -c 'import setuptools, wheel, venv' 2>/dev/null") != 0 ||
@@ -256,24 +253,26 @@ TEST_F(env_manager, a_package_that_cannot_install_is_named_and_the_previous_env_
   EXPECT_EQ(node_says(), "1.0");
 }
 
-// uv and pixi are not Debian packages; where they are installed, each builds the env too.
-TEST_F(env_manager, uv_backend_builds_the_env_where_uv_is_installed) {
-  if (shell("command -v uv >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "uv is not on PATH (it is not a Debian package); the venv backend ran";
-  }
+// uv is not a Debian package: the pinned wheel's binary, which scripts/install-deps unpacks into
+// .deps/uv/bin, first on the install's PATH.
+TEST_F(env_manager, uv_backend_builds_the_env_with_the_pinned_uv) {
+  const fs::path uv_dir = ORCH_TEST_UV_DIR;
+  ASSERT_TRUE(fs::exists(uv_dir / "uv")) << uv_dir << " has no uv: run ./scripts/install-deps";
   auto args = install_args();
   args[3] = "uv";
-  std::string line;
+  std::string line = "PATH='" + uv_dir.string() + "':\"$PATH\" '" + orch_binary + "' ";
   for (const auto& a : args) line += "'" + a + "' ";
-  const auto r = cli(line);
+  const auto r = run_command(line);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("uv pip"), std::string::npos) << r.out;
   EXPECT_EQ(node_says(), "1.0");
 }
 
+// pixi is in no registry this project installs from (Debian, PyPI, npm), and it resolves python
+// from conda-forge: it runs where a machine has both (docs/sanitizers.md lists the skip).
 TEST_F(env_manager, pixi_backend_builds_the_env_where_pixi_is_installed) {
   if (shell("command -v pixi >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "pixi is not on PATH (it is not a Debian package); its generated pixi.toml "
+    GTEST_SKIP() << "pixi is not on PATH (not in Debian, PyPI or npm); its generated pixi.toml "
                     "is checked against the corpus in test_manifests";
   }
   // pixi resolves python and pip from conda-forge: a machine with pixi and its registry.
