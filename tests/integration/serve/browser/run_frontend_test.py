@@ -1,6 +1,6 @@
 """The frontend browser test's driver (docs/serve.md, "The frontend"): a ComfyUI tree (the test
 ComfyUI, copied) with this directory's Python pack in custom_nodes and the native example packs,
-its env a venv over this python3, `comfy-orch serve` on it, frontend_test.mjs driving the
+its env a venv over this python3 (or --python's), `comfy-orch serve` on it, frontend_test.mjs driving the
 official frontend in Debian's Chromium against it, then check_frontend_types.mjs checking what
 the page received against the frontend's published TypeScript types.
 
@@ -43,13 +43,13 @@ def write_tree(work, comfyui, packs):
     return deployment
 
 
-def make_venvs(comfy_orch, deployment):
-    """A venv over this python3 for every Python env of the deployment, as run-example does."""
+def make_venvs(comfy_orch, deployment, python):
+    """A venv over `python` for every Python env of the deployment, as run-example does."""
     listed = subprocess.run([comfy_orch, "envs", deployment, "--json"], check=True,
                             capture_output=True, text=True)
     for env in json.loads(listed.stdout)["envs"]:
         if env["kind"] == "python" and env["state"] == "missing":
-            subprocess.run([sys.executable, "-m", "venv", "--system-site-packages",
+            subprocess.run([python, "-m", "venv", "--system-site-packages",
                             "--without-pip", env["path"]], check=True)
 
 
@@ -73,13 +73,10 @@ def main():
     parser.add_argument("--packs", required=True, help="examples/packs")
     parser.add_argument("--out", required=True, help="screenshots and logs go here")
     parser.add_argument("--serve-only", action="store_true")
-    parser.add_argument("--sanitized", action="store_true",
-                        help="the build is sanitized: skip (exit 77)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter the Python pack's env is made from (a sanitized "
+                             "build's: docs/sanitizers.md)")
     a = parser.parse_args()
-    if a.sanitized:
-        print("skipped: a sanitized liborch_worker.so cannot load into an uninstrumented "
-              "python3, and the page's Python pack runs in one")
-        return 77
     missing = [tool for tool in ("node", "/usr/bin/chromium") if shutil.which(tool) is None]
     if missing:
         print("cannot run: %s missing; run ./scripts/install-deps" % ", ".join(missing))
@@ -90,7 +87,7 @@ def main():
     work = tempfile.mkdtemp(prefix="orch-frontend-")
     try:
         deployment = write_tree(work, a.comfyui, a.packs)
-        make_venvs(a.comfy_orch, deployment)
+        make_venvs(a.comfy_orch, deployment, a.python)
         with open(os.path.join(a.out, "serve.log"), "w") as log:
             server, url = start_serve(a.comfy_orch, deployment, log)
             try:
