@@ -65,8 +65,8 @@ def empty(shape: Iterable[int], dtype: npt.DTypeLike = "float32") -> Any:
     call = _call.require("empty")
     import numpy as np
     t = call.new_tensor(shape, np.dtype(dtype))
-    from ._shared import tensors
-    return call.handed_out(tensors.to_node(t, tensors.use_torch()), t)
+    from ._shared import tensor_kind, tensors
+    return call.handed_out(tensors.to_node(t, tensor_kind.use_torch()), t)
 
 
 class Model:

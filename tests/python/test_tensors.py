@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from comfy_orch._shared import abi, tensors
+from comfy_orch._shared import abi, tensor_kind, tensors
 
 
 def tensor_over(array: npt.NDArray[Any]) -> abi.Tensor:
@@ -53,7 +53,7 @@ def test_same_bytes_needs_the_address_shape_and_dtype() -> None:
 def test_the_tensor_library_follows_the_pack_or_the_override(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COMFY_ORCH_TENSORS", "torch")
-    assert tensors.use_torch()
+    assert tensor_kind.use_torch()
     monkeypatch.setenv("COMFY_ORCH_TENSORS", "numpy")
-    assert not tensors.use_torch()
+    assert not tensor_kind.use_torch()
     assert tensors.as_array([1, 2]) is None

@@ -3,13 +3,13 @@ producer's pool buffer, never a copy; an output is written into the pool once, o
 it already lives there (comfy_orch.empty(), or an input passed through unchanged).
 
 Node code gets torch tensors when its pack imported torch, numpy arrays otherwise
-(COMFY_ORCH_TENSORS=torch|numpy overrides): a numpy pack does not pay torch's import.
+(tensor_kind.use_torch): a numpy pack does not pay torch's import. This module imports numpy, so
+the worker imports it at the first tensor, never at its start.
 
 Shared by the worker runtime (its values) and the host bindings (the host's views)."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
@@ -31,15 +31,6 @@ _DTYPES: dict[int, np.dtype[Any]] = {abi.DTYPE_F32: np.dtype(np.float32),
                                      abi.DTYPE_U8: np.dtype(np.uint8),
                                      abi.DTYPE_I64: np.dtype(np.int64)}
 _CODES = {v: k for k, v in _DTYPES.items()}
-
-
-def use_torch() -> bool:
-    choice = os.environ.get("COMFY_ORCH_TENSORS", "")
-    if choice == "torch":
-        return True
-    if choice == "numpy":
-        return False
-    return "torch" in sys.modules
 
 
 def dtype_code(dtype: npt.DTypeLike) -> int:

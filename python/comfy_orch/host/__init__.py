@@ -273,7 +273,7 @@ class Host:
     def _view(self, handle: int, wire: dict[str, Any], holds: dict[BlockKey, _Held]) -> Any:
         import numpy as np
 
-        from .._shared import tensors
+        from .._shared import tensor_kind, tensors
         t = wire["tensor"]
         key = self._key(t["descriptor"])
         held = holds.get(key)
@@ -299,7 +299,7 @@ class Host:
         memory = tensors._Memory(block.data or 0, tuple(t["shape"]), np.dtype(dtype))
         memory.owner = held  # the view's base keeps the hold alive
         array = np.asarray(memory)
-        if tensors.use_torch():
+        if tensor_kind.use_torch():
             import torch
             view = torch.from_numpy(array)
         else:

@@ -12,7 +12,7 @@ import json
 import logging
 import math
 
-from .._shared import abi, tensors
+from .._shared import abi, tensor_kind
 from . import _call, _comfyui_hooks, _schema, _torch_models, _values
 
 TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pays for it
@@ -84,7 +84,7 @@ class Runner:
     def __init__(self, env: str, specs: list[_schema.NodeSpec]) -> None:
         self.env = env
         self.handles = _values.Handles(env)
-        self.torch_tensors: bool | None = None  # decided at the first call (tensors.use_torch)
+        self.torch_tensors: bool | None = None  # decided at the first call (tensor_kind.use_torch)
         self.outputs_kept: list[object] = []
         self.builder = _schema.NodeSetBuilder(specs, self.callback)
 
@@ -107,7 +107,7 @@ class Runner:
         _call.current = call
         try:
             if self.torch_tensors is None:
-                self.torch_tensors = tensors.use_torch()
+                self.torch_tensors = tensor_kind.use_torch()
             return body(spec, call, inputs, outputs)
         except _call.Interrupted:
             return abi.NODE_INTERRUPTED

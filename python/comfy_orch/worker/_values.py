@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
-import numpy as np
-
-from .._shared import abi, serializers, tensors
+from .._shared import abi, serializers, tensor_kind
 from .._shared.serializers import HANDLE_PREFIX
 from . import _call
 
 TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pays for it
 if TYPE_CHECKING:
     from typing import Any
+
+    from .._shared.tensors import Array
 
 __all__ = ["HANDLE_PREFIX", "Handles", "from_value", "to_value"]
 
@@ -70,6 +71,7 @@ def from_value(v: abi.Value, declared: str, handles: Handles, node: str,
             return handles.get(text, node)
         return text
     if kind == abi.VALUE_TENSOR:
+        from .._shared import tensors  # numpy, at the worker's first tensor
         call = _call.require("a tensor input")  # values are read inside a call only
         call.inputs.append(v.tensor)
         return call.handed_out(tensors.to_node(v.tensor, torch_tensors), v.tensor)
@@ -95,7 +97,8 @@ def to_value(obj: Any, out: abi.Value, call: _call.Call, handles: Handles,
     if t is not None:
         out.kind, out.tensor = abi.VALUE_TENSOR, t
         return
-    if isinstance(obj, np.generic):
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(obj, numpy.generic):
         obj = obj.item()  # a numpy scalar is its Python value
     if isinstance(obj, tuple) and not _is_tensor(obj):
         obj = {serializers.TUPLE: list(obj)}  # given back as a tuple (serializers.decode)
@@ -129,7 +132,7 @@ def to_value(obj: Any, out: abi.Value, call: _call.Call, handles: Handles,
         call.keep.append(text)
         out.kind, out.s = abi.VALUE_STRING, text
     else:
-        array = tensors.as_array(obj)
+        array = _as_array(obj)
         marked = serializers.encode(obj) if array is None else None
         if marked is not None:  # a pack's own type with its registered serializer
             to_value(marked, out, call, handles, depth)
@@ -143,11 +146,19 @@ def to_value(obj: Any, out: abi.Value, call: _call.Call, handles: Handles,
         out.tensor = _pool_tensor(array, call)
 
 
+def _as_array(obj: object) -> Array | None:
+    if not tensor_kind.may_be_tensor():
+        return None
+    from .._shared import tensors
+    return tensors.as_array(obj)
+
+
 def _is_tensor(obj: object) -> bool:
-    return tensors.as_array(obj) is not None
+    return _as_array(obj) is not None
 
 
-def _pool_tensor(array: tensors.Array, call: _call.Call) -> abi.Tensor:
+def _pool_tensor(array: Array, call: _call.Call) -> abi.Tensor:
+    from .._shared import tensors
     # Already in the pool (comfy_orch.empty, or an input passed through): no copy at all. The
     # object node code was given, returned as it is, is known without comparing bytes.
     for t in call.allocated + call.inputs:

@@ -43,6 +43,18 @@ TEST_F(python_lists, a_list_output_maps_its_consumer_once_per_item_and_a_list_in
   EXPECT_EQ(output(o, "3", 0), "10,20,30,40");
 }
 
+// numpy costs a worker's start about 60 ms: a pack that uses no tensors never pays it, through
+// lists, ints and strings crossing in and out.
+TEST_F(python_lists, a_pack_without_tensors_runs_without_importing_numpy_or_torch) {
+  const auto o = run_json(
+      {{"1", {{"class_type", "Fanout"}, {"inputs", {{"count", 2}}}}},
+       {"2", {{"class_type", "Join"}, {"inputs", {{"values", {"1", 0}}, {"separator", ","}}}}},
+       {"3", {{"class_type", "Imported"}, {"inputs", json::object()}}}});
+  ASSERT_TRUE(o.ok) << o.error->dump();
+  EXPECT_EQ(output(o, "2", 0), "1,2");
+  EXPECT_EQ(output(o, "3", 0), "numpy=False torch=False");
+}
+
 TEST_F(python_lists, a_shorter_input_list_repeats_its_last_item) {
   const auto o = run_json(
       {{"1", {{"class_type", "Fanout"}, {"inputs", {{"count", 3}}}}},

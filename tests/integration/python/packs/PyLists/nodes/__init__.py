@@ -1,7 +1,9 @@
 """Test pack: ComfyUI's list mapping, the class methods the host forwards (VALIDATE_INPUTS,
-IS_CHANGED), and the hidden values DYNPROMPT and EXTRA_PNGINFO."""
+IS_CHANGED), and the hidden values DYNPROMPT and EXTRA_PNGINFO. It imports neither numpy nor
+torch, as many packs do not."""
 
 import json
+import sys
 
 import comfy_orch
 
@@ -216,5 +218,21 @@ class Shown:
                                    "type": "output"}]}}
 
 
+class Imported:
+    """Which of numpy and torch this worker has imported."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "run"
+    CATEGORY = "test/lists"
+    OUTPUT_NODE = True
+
+    def run(self):
+        return (" ".join("%s=%s" % (m, m in sys.modules) for m in ("numpy", "torch")),)
+
+
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Fanout, Scale, Join, NotAList, Picky, TypeChecker,
-                                               Checked, Fickle, Hidden, Shown)}
+                                               Checked, Fickle, Hidden, Shown, Imported)}
