@@ -147,6 +147,8 @@ def to_value(obj: Any, out: abi.Value, call: _call.Call, handles: Handles,
 
 
 def _as_array(obj: object) -> Array | None:
+    """tensors.as_array, without importing numpy for a pack that has imported neither it nor
+    torch (no object of its can be a tensor)."""
     if not tensor_kind.may_be_tensor():
         return None
     from .._shared import tensors
