@@ -269,15 +269,22 @@ TEST_F(env_manager, uv_backend_builds_the_env_with_the_pinned_uv) {
 }
 
 // pixi is in no registry this project installs from (Debian, PyPI, npm), and it resolves python
-// from conda-forge: it runs where a machine has both (docs/sanitizers.md lists the skip).
-TEST_F(env_manager, pixi_backend_builds_the_env_where_pixi_is_installed) {
-  if (shell("command -v pixi >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "pixi is not on PATH (not in Debian, PyPI or npm); its generated pixi.toml "
-                    "is checked against the corpus in test_manifests";
-  }
-  // pixi resolves python and pip from conda-forge: a machine with pixi and its registry.
+// from conda-forge. Where it is missing (as on this project's machines), `install --backend pixi`
+// refuses with the fix and makes nothing; where it is installed, it builds the env. The
+// pixi.toml it writes is checked against the corpus in test_manifests either way.
+TEST_F(env_manager, pixi_backend_builds_the_env_or_refuses_with_the_fix_where_pixi_is_missing) {
   set_manifest("*");
   const auto r = cli("install '" + deployment() + "' --backend pixi");
+  if (shell("command -v pixi >/dev/null 2>&1") != 0) {
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("--backend pixi: pixi is not on PATH; install it (https://pixi.sh) or "
+                         "choose --backend uv or venv"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "ws")) << "a refused install made the workspace";
+    EXPECT_EQ(env_row()["state"], "missing");
+    return;
+  }
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(fs::exists(fs::path(env_row()["path"].get<std::string>()) / "pixi.toml"));
 }
