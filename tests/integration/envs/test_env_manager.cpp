@@ -92,6 +92,8 @@ class background {
 class env_manager : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // The test wheels orchtestpkg 1.0 and 2.0, built once per build directory: ctest runs each
+    // test of this suite in a process of its own, and building them was most of a test's time.
     // Two processes: torch imports distutils, which setuptools refuses to follow.
     if (shell(python + " -c 'import numpy, torch' 2>/dev/null") != 0 ||
         shell(python + " -c 'import setuptools, wheel, venv' 2>/dev/null") != 0 ||
@@ -101,25 +103,39 @@ class env_manager : public ::testing::Test {
                      "./scripts/install-deps installs them";
       return;
     }
-    char tmpl[] = "/tmp/orch-wheels-XXXXXX";
-    wheels_ = ::mkdtemp(tmpl);
+    wheels_ = ORCH_TEST_WHEELS;
+    if (read(wheels_ / "recipe") == wheel_recipe()) return;
+    // Built beside the cache and renamed into place, so a concurrent run sees all or nothing.
+    std::string tmpl = wheels_.string() + ".build-XXXXXX";
+    fs::create_directories(wheels_.parent_path());
+    const fs::path building = ::mkdtemp(tmpl.data());
     for (const char* version : {"1.0", "2.0"}) {
-      const fs::path project = wheels_ / ("src-" + std::string(version));
-      write(project / "setup.py",
-            "from setuptools import setup\nsetup(name='orchtestpkg', "
-            "version='" +
-                std::string(version) + "', packages=['orchtestpkg'])\n");
-      write(project / "orchtestpkg/__init__.py", "VERSION = '" + std::string(version) + "'\n");
+      const fs::path project = building / ("src-" + std::string(version));
+      write(project / "setup.py", setup_py(version));
+      write(project / "orchtestpkg/__init__.py", init_py(version));
       ASSERT_EQ(shell("cd '" + project.string() + "' && " + python +
                       " -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w '" +
-                      wheels_.string() + "' . >/dev/null 2>&1"),
+                      building.string() + "' . >/dev/null 2>&1"),
                 0)
           << "cannot build the test wheel orchtestpkg " << version;
     }
-  }
-  static void TearDownTestSuite() {
+    write(building / "recipe", wheel_recipe());
     std::error_code ec;
-    if (!wheels_.empty()) fs::remove_all(wheels_, ec);
+    fs::remove_all(wheels_, ec);  // built from another recipe
+    fs::rename(building, wheels_, ec);
+    if (ec) fs::remove_all(building, ec);  // another run put its wheels there first
+    ASSERT_EQ(read(wheels_ / "recipe"), wheel_recipe()) << wheels_;
+  }
+  static std::string setup_py(const std::string& version) {
+    return "from setuptools import setup\nsetup(name='orchtestpkg', version='" + version +
+           "', packages=['orchtestpkg'])\n";
+  }
+  static std::string init_py(const std::string& version) {
+    return "VERSION = '" + version + "'\n";
+  }
+  // What the cached wheels were built from: a changed recipe rebuilds them.
+  static std::string wheel_recipe() {
+    return setup_py("1.0") + init_py("1.0") + setup_py("2.0") + init_py("2.0");
   }
 
   void SetUp() override {
