@@ -57,3 +57,24 @@ def test_the_tensor_library_follows_the_pack_or_the_override(
     monkeypatch.setenv("COMFY_ORCH_TENSORS", "numpy")
     assert not tensor_kind.use_torch()
     assert tensors.as_array([1, 2]) is None
+
+
+def test_a_tensor_is_known_without_importing_its_library() -> None:
+    import torch
+
+    assert tensor_kind.is_tensor(np.zeros(2))
+    assert tensor_kind.is_tensor(torch.zeros(2))
+    assert not tensor_kind.is_tensor([1, 2])
+    assert not tensor_kind.is_tensor(np.float32(1.0))  # a scalar crosses as its value
+
+
+def test_an_env_without_numpy_is_told_to_add_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import comfy_orch._shared
+
+    monkeypatch.delitem(sys.modules, "comfy_orch._shared.tensors")
+    monkeypatch.delattr(comfy_orch._shared, "tensors")
+    monkeypatch.setitem(sys.modules, "numpy", None)  # what an env without numpy imports
+    with pytest.raises(ModuleNotFoundError, match="add numpy to the pack's dependencies"):
+        tensor_kind.load_tensors()

@@ -9,8 +9,8 @@ namespace {
 // `python -c` with the package root as argv[1]: what `python -m comfy_orch.worker` does once
 // the package is importable, without relying on PYTHONPATH (scrubbed) or an install. -s keeps
 // the user's site-packages out, as PYTHONNOUSERSITE does for any interpreter it starts. An env
-// that cannot import the package (no numpy in it) exits with the worker's set-up status (66),
-// which the host does not restart.
+// that cannot import the package (a Python older than it) exits with the worker's set-up status
+// (66), which the host does not restart. numpy is not needed to start (docs/python.md).
 constexpr const char* bootstrap =
     "import sys\n"
     "sys.path.insert(0, sys.argv.pop(1))\n"

@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lib = _library.load()
     argv_c = (ctypes.c_char_p * (len(rest) + 1))(*[a.encode() for a in rest], None)
     # The handshake and the worker's memory set-up run on the library's thread while the pack
-    # (and numpy, through the node runner) is imported here (docs/performance.md).
+    # is imported here (docs/performance.md); numpy waits for the first tensor.
     status = ctypes.c_int32(0)
     started = lib.orch_worker_begin(len(rest), argv_c, ctypes.byref(status))
     if not started:

@@ -71,7 +71,7 @@ def from_value(v: abi.Value, declared: str, handles: Handles, node: str,
             return handles.get(text, node)
         return text
     if kind == abi.VALUE_TENSOR:
-        from .._shared import tensors  # numpy, at the worker's first tensor
+        tensors = tensor_kind.load_tensors()
         call = _call.require("a tensor input")  # values are read inside a call only
         call.inputs.append(v.tensor)
         return call.handed_out(tensors.to_node(v.tensor, torch_tensors), v.tensor)
@@ -147,12 +147,11 @@ def to_value(obj: Any, out: abi.Value, call: _call.Call, handles: Handles,
 
 
 def _as_array(obj: object) -> Array | None:
-    """tensors.as_array, without importing numpy for a pack that has imported neither it nor
-    torch (no object of its can be a tensor)."""
-    if not tensor_kind.may_be_tensor():
+    """tensors.as_array, importing tensors (and numpy) only for a tensor."""
+    if not tensor_kind.is_tensor(obj):
         return None
-    from .._shared import tensors
-    return tensors.as_array(obj)
+    array: Array | None = tensor_kind.load_tensors().as_array(obj)
+    return array
 
 
 def _is_tensor(obj: object) -> bool:
@@ -160,7 +159,7 @@ def _is_tensor(obj: object) -> bool:
 
 
 def _pool_tensor(array: Array, call: _call.Call) -> abi.Tensor:
-    from .._shared import tensors
+    tensors = tensor_kind.load_tensors()
     # Already in the pool (comfy_orch.empty, or an input passed through): no copy at all. The
     # object node code was given, returned as it is, is known without comparing bytes.
     for t in call.allocated + call.inputs:

@@ -104,6 +104,15 @@ class python_worker_test : public runtime_testing::runtime_test {
     }
   }
 
+  // A venv for env `name` without the system's site-packages (so without numpy and torch),
+  // before start_python makes the others.
+  void make_bare_venv(const std::string& name) {
+    ASSERT_TRUE(made_.insert(name).second) << name << " was made already";
+    const fs::path venv = workspace_ / "envs" / name;
+    ASSERT_EQ(shell(test_python() + " -m venv --without-pip '" + venv.string() + "'"), 0)
+        << "cannot create the venv " << venv;
+  }
+
   // A prompt's outcome, validated first (validation must pass).
   orchestrator::prompt_outcome run_json(const json& prompt) { return run(prompt.dump()); }
 

@@ -132,6 +132,25 @@ TEST_F(python_contract, a_tensor_input_is_a_view_of_the_producers_pool_buffer_in
   EXPECT_DOUBLE_EQ(output(o, "3", 2).get<double>(), 1.0 * 4 * 8 * 3);
 }
 
+// numpy is imported at a worker's first tensor: an env without it starts and runs the nodes that
+// pass text, and a tensor sent to it fails naming the fix.
+TEST_F(python_contract, a_pack_in_an_env_without_numpy_runs_until_a_tensor_reaches_it) {
+  ASSERT_NO_FATAL_FAILURE(make_bare_venv("pybare-nodes"));
+  ASSERT_NO_FATAL_FAILURE(start_python({"PyContract", "PyBare"}));
+  const auto text = run_json({{"1", {{"class_type", "BareEcho"}, {"inputs", {{"text", "hi"}}}}}});
+  ASSERT_TRUE(text.ok) << text.error->dump();
+  EXPECT_EQ(output(text, "1", 0), "hi, numpy importable: False");
+  const auto image =
+      run_json({{"1", {{"class_type", "MakeImage"}, {"inputs", {{"value", 0.5}}}}},
+                {"2", {{"class_type", "BareShape"}, {"inputs", {{"image", {"1", 0}}}}}}});
+  ASSERT_FALSE(image.ok);
+  EXPECT_EQ((*image.error)["node_id"], "2") << image.error->dump();
+  const std::string message = (*image.error)["exception_message"];
+  EXPECT_NE(message.find("a tensor crossed into an env without numpy"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("add numpy to the pack's dependencies"), std::string::npos) << message;
+}
+
 TEST_F(python_contract, a_tensor_passed_through_unchanged_leaves_in_the_same_buffer) {
   ASSERT_NO_FATAL_FAILURE(start_python());
   const auto o =
