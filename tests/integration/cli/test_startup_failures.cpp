@@ -185,6 +185,9 @@ TEST(startup_failures, a_low_open_file_limit_is_an_error_not_an_abort) {
 std::uint64_t address_space_to_start() {
   std::uint64_t fails = 0;
   std::uint64_t starts = std::uint64_t{1} << 36;  // 64 TiB
+  const auto at_most = run("--version", "ulimit -v " + std::to_string(starts) + ";");
+  EXPECT_EQ(at_most.exit_code, 0) << "comfy-orch --version does not start under ulimit -v "
+                                  << starts << ": " << at_most.err;
   while (starts - fails > 1024) {
     const std::uint64_t mid = fails + (starts - fails) / 2;
     (run("--version", "ulimit -v " + std::to_string(mid) + ";").exit_code == 0 ? starts : fails) =

@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -108,22 +110,27 @@ class env_manager : public ::testing::Test {
     // Built beside the cache and renamed into place, so a concurrent run sees all or nothing.
     std::string tmpl = wheels_.string() + ".build-XXXXXX";
     fs::create_directories(wheels_.parent_path());
-    const fs::path building = ::mkdtemp(tmpl.data());
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << tmpl << ": " << std::strerror(errno);
+    const fs::path building = tmpl;
+    std::error_code ec;
     for (const char* version : {"1.0", "2.0"}) {
       const fs::path project = building / ("src-" + std::string(version));
       write(project / "setup.py", setup_py(version));
       write(project / "orchtestpkg/__init__.py", init_py(version));
-      ASSERT_EQ(shell("cd '" + project.string() + "' && " + python +
-                      " -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w '" +
-                      building.string() + "' . >/dev/null 2>&1"),
-                0)
-          << "cannot build the test wheel orchtestpkg " << version;
+      if (shell("cd '" + project.string() + "' && " + python +
+                " -m pip wheel --quiet --no-deps --no-build-isolation --no-index -w '" +
+                building.string() + "' . >/dev/null 2>&1") != 0) {
+        fs::remove_all(building, ec);
+        FAIL() << "cannot build the test wheel orchtestpkg " << version;
+      }
     }
     write(building / "recipe", wheel_recipe());
-    std::error_code ec;
-    fs::remove_all(wheels_, ec);  // built from another recipe
-    fs::rename(building, wheels_, ec);
-    if (ec) fs::remove_all(building, ec);  // another run put its wheels there first
+    // Another run may have put the same wheels in place meanwhile; only other ones are replaced.
+    if (read(wheels_ / "recipe") != wheel_recipe()) {
+      fs::remove_all(wheels_, ec);
+      fs::rename(building, wheels_, ec);
+    }
+    fs::remove_all(building, ec);  // nothing left when it was renamed
     ASSERT_EQ(read(wheels_ / "recipe"), wheel_recipe()) << wheels_;
   }
   static std::string setup_py(const std::string& version) {
