@@ -144,7 +144,8 @@ TYPED_TEST_P(device_allocator_conformance, growth_reclaims_through_the_pager_fir
   orch_region* r = nullptr;
   ASSERT_EQ(this->pager_api_->region_create(this->pager_, 32 * page, &r, nullptr), ORCH_OK);
   for (uint64_t p = 0; p < 32; ++p) {
-    if (this->pager_api_->region_fault(r, p * page, page, nullptr, 0, nullptr, nullptr) == ORCH_OK) {
+    if (this->pager_api_->region_fault(r, p * page, page, nullptr, 0, nullptr, nullptr) ==
+        ORCH_OK) {
       ASSERT_EQ(this->pager_api_->region_unpin(r, p * page, page), ORCH_OK);
     }
   }
@@ -187,7 +188,8 @@ TYPED_TEST_P(device_allocator_conformance, replaced_buffer_over_50_mb_is_release
   EXPECT_EQ(this->external(), (112 + 80 + 32) * MiB);
 }
 
-TYPED_TEST_P(device_allocator_conformance, reset_releases_everything_and_keeps_the_high_water_mark) {
+TYPED_TEST_P(device_allocator_conformance,
+             reset_releases_everything_and_keeps_the_high_water_mark) {
   uint64_t address = 0;
   ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 0, 40 * MiB, &address), ORCH_OK);
   ASSERT_EQ(this->api_->cast_buffer(this->alloc_, 1, 10 * MiB, &address), ORCH_OK);
@@ -209,11 +211,13 @@ TYPED_TEST_P(device_allocator_conformance, torch_malloc_evicts_pager_pages_rathe
   orch_region* r = nullptr;
   ASSERT_EQ(this->pager_api_->region_create(this->pager_, 32 * page, &r, nullptr), ORCH_OK);
   for (uint64_t p = 0; p < 32; ++p) {
-    if (this->pager_api_->region_fault(r, p * page, page, nullptr, 0, nullptr, nullptr) == ORCH_OK) {
+    if (this->pager_api_->region_fault(r, p * page, page, nullptr, 0, nullptr, nullptr) ==
+        ORCH_OK) {
       ASSERT_EQ(this->pager_api_->region_unpin(r, p * page, page), ORCH_OK);
     }
   }
-  auto m = reinterpret_cast<void* (*)(ssize_t, int, void*)>(this->lib_->symbol("orch_torch_malloc"));
+  auto m =
+      reinterpret_cast<void* (*)(ssize_t, int, void*)>(this->lib_->symbol("orch_torch_malloc"));
   void* p = m(300 * MiB, 0, nullptr);
   ASSERT_NE(p, nullptr);
   uint64_t resident = 0;

@@ -1,8 +1,8 @@
 """The frontend browser test's driver (docs/serve.md, "The frontend"): a ComfyUI tree (the test
 ComfyUI, copied) with this directory's Python pack in custom_nodes and the native example packs,
-its env a venv over this python3 (or --python's), `comfy-orch serve` on it, frontend_test.mjs driving the
-official frontend in Debian's Chromium against it, then check_frontend_types.mjs checking what
-the page received against the frontend's published TypeScript types.
+its env a venv over this python3 (or --python's), `comfy-orch serve` on it, frontend_test.mjs
+driving the official frontend in Debian's Chromium against it, then check_frontend_types.mjs
+checking what the page received against the frontend's published TypeScript types.
 
     python3 run_frontend_test.py --comfy-orch PATH --comfyui TREE --packs DIR --out DIR
 
