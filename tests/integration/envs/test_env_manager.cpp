@@ -97,14 +97,10 @@ class env_manager : public ::testing::Test {
     // The test wheels orchtestpkg 1.0 and 2.0, built once per build directory: ctest runs each
     // test of this suite in a process of its own, and building them was most of a test's time.
     // Two processes: torch imports distutils, which setuptools refuses to follow.
-    if (shell(python + " -c 'import numpy, torch' 2>/dev/null") != 0 ||
-        shell(python + " -c 'import setuptools, wheel, venv' 2>/dev/null") != 0 ||
-        shell(python + " -m pip --version >/dev/null 2>&1") != 0) {
-      skip_reason_ = python +
-                     " lacks numpy, torch, pip, setuptools, wheel or venv; "
-                     "./scripts/install-deps installs them";
-      return;
-    }
+    skip_reason_ = orch::integration_testing::python_skip_reason();
+    if (skip_reason_.empty())
+      skip_reason_ = orch::integration_testing::python_skip_reason("setuptools, wheel, venv, pip");
+    if (!skip_reason_.empty()) return;
     wheels_ = ORCH_TEST_WHEELS;
     if (read(wheels_ / "recipe") == wheel_recipe()) return;
     // Built beside the cache and renamed into place, so a concurrent run sees all or nothing.

@@ -12,14 +12,8 @@
 
 namespace orch::host_testing {
 
+using integration_testing::python_skip_reason;
 using integration_testing::test_python;
-
-// Why this machine cannot run the scripts (the test skips with it), or empty.
-inline std::string python_skip_reason() {
-  if (std::system((test_python() + " -c 'import numpy, torch' 2>/dev/null").c_str()) != 0)
-    return test_python() + " lacks numpy or torch (apt-get install python3-numpy python3-torch)";
-  return {};
-}
 
 struct script_result {
   int rc = -1;

@@ -32,12 +32,8 @@ inline int shell(const std::string& command) {
 class python_worker_test : public runtime_testing::runtime_test {
  protected:
   static void SetUpTestSuite() {
-    if (shell(test_python() + " -c 'import numpy, torch' >/dev/null 2>&1") != 0) {
-      skip_reason_ = test_python() +
-                     " cannot import numpy and torch; install python3-numpy and python3-torch "
-                     "(./scripts/install-deps) or set ORCH_TEST_PYTHON";
-      return;
-    }
+    skip_reason_ = integration_testing::python_skip_reason();
+    if (!skip_reason_.empty()) return;
     char tmpl[] = "/tmp/orch-pyenvs-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     workspace_ = tmpl;
