@@ -1,5 +1,8 @@
 #include "node_values.hpp"
 
+#include <algorithm>
+#include <optional>
+
 #include "node_context.hpp"
 #include "orch/ipc/descriptor.hpp"
 #include "orch/ipc/tensor_wire.hpp"
@@ -40,16 +43,22 @@ json container_to_json(const orch_value& v, int depth) {
   const orch_value_item* items = orch_value_items(&v);
   const bool dict = v.kind == ORCH_VALUE_DICT;
   json out = dict ? json::object() : json::array();
-  if (items == nullptr || v.i <= 0 || depth >= max_value_depth) return out;
+  json order = json::array();
+  if (items == nullptr || v.i <= 0 || depth >= max_value_depth)
+    return dict ? json{{"dict", std::move(out)}} : out;
   for (std::int64_t k = 0; k < v.i; ++k) {
     json item = value_to_json_at(items[k].value, depth + 1);
     if (dict) {
-      out[items[k].key != nullptr ? items[k].key : std::to_string(k)] = std::move(item);
+      std::string key = items[k].key != nullptr ? items[k].key : std::to_string(k);
+      if (!out.contains(key)) order.push_back(key);
+      out[std::move(key)] = std::move(item);
     } else {
       out.push_back(std::move(item));
     }
   }
-  return dict ? json{{"dict", std::move(out)}} : out;
+  if (!dict) return out;
+  // The node's order of keys, which a JSON object here (a sorted map) loses.
+  return json{{"dict", std::move(out)}, {"order", std::move(order)}};
 }
 
 json value_to_json_at(const orch_value& v, int depth) {
@@ -71,15 +80,21 @@ result<orch_value> value_from_json(const json& j, const std::string& type,
   }
   const json* dict = ipc::dict_items(j);
   if (j.is_array() || dict != nullptr) {
-    const json& items = dict != nullptr ? *dict : j;
     auto& out = storage.items.emplace_back();
-    out.reserve(items.size());
-    for (auto it = items.begin(); it != items.end(); ++it) {
-      auto item = value_from_json(*it, "*", segments, storage);
-      if (!item) return item.err();
-      const char* key = nullptr;
-      if (dict != nullptr) key = storage.strings.emplace_back(it.key()).c_str();
-      out.push_back({key, *item});
+    if (dict != nullptr) {
+      out.reserve(dict->size());
+      for (const std::string& name : ipc::dict_keys(j)) {
+        auto item = value_from_json(dict->at(name), "*", segments, storage);
+        if (!item) return item.err();
+        out.push_back({storage.strings.emplace_back(name).c_str(), *item});
+      }
+    } else {
+      out.reserve(j.size());
+      for (const auto& element : j) {
+        auto item = value_from_json(element, "*", segments, storage);
+        if (!item) return item.err();
+        out.push_back({nullptr, *item});
+      }
     }
     v.kind = dict != nullptr ? ORCH_VALUE_DICT : ORCH_VALUE_LIST;
     v.i = static_cast<std::int64_t>(out.size());
@@ -132,8 +147,13 @@ result<decoded_inputs> decode_inputs(const node_class& cls, const json& given,
                                      bool defaults) {
   decoded_inputs out;
   out.values.resize(cls.inputs.size());
+  std::optional<std::size_t> rest;
   for (std::size_t k = 0; k < cls.inputs.size(); ++k) {
     const orch_node_input& in = *cls.inputs[k];
+    if ((in.flags & ORCH_INPUT_REST) != 0 && !rest) {
+      rest = k;
+      continue;
+    }
     auto it = given.find(in.name);
     if (it == given.end()) {
       if (defaults && (in.flags & ORCH_INPUT_HAS_DEFAULT)) out.values[k] = in.default_value;
@@ -143,6 +163,17 @@ result<decoded_inputs> decode_inputs(const node_class& cls, const json& given,
     if (!v) return error{v.err().code, std::string(in.name) + ": " + v.err().message};
     out.values[k] = *v;
     if (v->kind == ORCH_VALUE_TENSOR) out.seen[in.name] = value_to_json(*v)["tensor"];
+  }
+  if (rest && given.is_object()) {
+    json undeclared = json::object();
+    for (auto it = given.begin(); it != given.end(); ++it) {
+      const bool declared = std::any_of(cls.inputs.begin(), cls.inputs.end(),
+                                        [&](const auto* in) { return it.key() == in->name; });
+      if (!declared) undeclared[it.key()] = *it;
+    }
+    auto v = value_from_json(json{{"dict", std::move(undeclared)}}, "*", segments, storage);
+    if (!v) return error{v.err().code, "a dynamic input: " + v.err().message};
+    out.values[*rest] = *v;
   }
   return out;
 }

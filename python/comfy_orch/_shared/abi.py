@@ -43,6 +43,7 @@ INPUT_REQUIRED = 1
 INPUT_HAS_MIN = 2
 INPUT_HAS_MAX = 4
 INPUT_HAS_DEFAULT = 8
+INPUT_REST = 16  # every input the call names that no other input declares, as one dict
 
 NODE_OUTPUT_NODE = 1
 NODE_NOT_IDEMPOTENT = 2

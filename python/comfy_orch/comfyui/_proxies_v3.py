@@ -69,6 +69,63 @@ def _input(io: Any, spec: dict[str, Any]) -> Any:
     return _construct(_type(io, kind).Input, [spec["name"]], options)
 
 
+def _verbatim_input(io: Any, name: str, spec: Any, optional: bool) -> Any:
+    """One input of the pack's schema as its worker's tree serialised it (GET_NODE_INFO_V1's
+    `(io_type, as_dict())`), rebuilt as an input of this tree's own io.Custom(io_type): the
+    tree's INPUT_TYPES, validation and dynamic-input expansion (DynamicCombo's options,
+    Autogrow's template, ...) read every option the pack gave, none of them known here."""
+    io_type = spec[0] if isinstance(spec, (list, tuple)) and spec else spec
+    options = dict(spec[1]) if (isinstance(spec, (list, tuple)) and len(spec) > 1
+                                and isinstance(spec[1], dict)) else {}
+    if isinstance(io_type, list):  # a V1-style combo: its choices are the type
+        io_type, options = "COMBO", dict(options, options=io_type)
+
+    class Verbatim(io.Custom(str(io_type)).Input):  # type: ignore[misc]
+        def as_dict(self) -> dict[str, Any]:
+            return dict(options, optional=self.optional)
+
+    return Verbatim(name, optional=optional)
+
+
+def _verbatim_inputs(io: Any, info: dict[str, Any]) -> list[Any] | None:
+    """The inputs of the worker's GET_NODE_INFO_V1, in their declared order; None when it
+    reported none."""
+    declared = info.get("input")
+    if not isinstance(declared, dict):
+        return None
+    declared_order = info.get("input_order")
+    order: dict[str, Any] = declared_order if isinstance(declared_order, dict) else {}
+    inputs = []
+    for group in ("required", "optional"):
+        entries = declared.get(group)
+        if not isinstance(entries, dict):
+            continue
+        names = [n for n in order.get(group) or [] if n in entries] + list(entries)
+        inputs += [_verbatim_input(io, name, entries[name], group == "optional")
+                   for name in dict.fromkeys(names)]
+    return inputs
+
+
+def flat_inputs(nested: dict[str, Any], v3_data: Any) -> dict[str, Any]:
+    """The inputs as the prompt names them, from those this tree's executor nested for the
+    call (build_nested_inputs over v3_data's dynamic_paths, {input id: dotted path}): the worker
+    nests them again with its own tree's code."""
+    paths = v3_data.get("dynamic_paths") if isinstance(v3_data, dict) else None
+    if not paths:
+        return nested
+    tops = {str(path).split(".")[0] for path in paths.values()}
+    flat = {k: v for k, v in nested.items() if k not in tops}
+    for key, path in paths.items():
+        value: Any = nested
+        for part in str(path).split("."):
+            if not isinstance(value, dict) or part not in value:
+                break
+            value = value[part]
+        else:
+            flat[key] = value
+    return flat
+
+
 def _outputs(io: Any, schema: dict[str, Any]) -> list[Any]:
     types = [str(t) for t in schema.get("outputs", [])]
     declared_names = schema.get("return_names")
@@ -85,6 +142,7 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
     call = _proxies.caller(host, class_type, schema)
     inputs = [s for s in schema.get("inputs", [])
               if isinstance(s, dict) and isinstance(s.get("name"), str)]
+    info = schema.get("node_info")
     fields: dict[str, Any] = {"node_id": class_type,
               "display_name": str(schema.get("display_name") or class_type),
               "category": str(schema.get("category", "")),
@@ -99,8 +157,17 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
     def define_schema(cls: type) -> Any:
         # Every proxy asks for the node id and the prompt (the epoch), as V1 proxies do.
         hidden = [io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.extra_pnginfo]
-        return _construct(io.Schema, [], dict(fields, inputs=[_input(io, s) for s in inputs],
+        verbatim = _verbatim_inputs(io, info) if isinstance(info, dict) else None
+        declared = verbatim if verbatim is not None else [_input(io, s) for s in inputs]
+        return _construct(io.Schema, [], dict(fields, inputs=declared,
                                               outputs=_outputs(io, schema), hidden=hidden))
+
+    def prepare_class_clone(cls: type, data: Any) -> Any:
+        # The tree's own clone, whatever its argument (a125cd84: the hidden values; 0.7 on: a
+        # V3Data), which execute reads back for the dynamic paths its inputs were nested by.
+        clone = io.ComfyNode.PREPARE_CLASS_CLONE.__func__(cls, data)
+        clone.orch_v3_data = data
+        return clone
 
     def hidden_of(cls: type) -> tuple[Any, Any, Any]:
         h = getattr(cls, "hidden", None)
@@ -108,15 +175,15 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
                 getattr(h, "extra_pnginfo", None))
 
     def execute(cls: type, /, **kwargs: Any) -> Any:
-        result = call(kwargs, *hidden_of(cls))
+        result = call(flat_inputs(kwargs, getattr(cls, "orch_v3_data", None)), *hidden_of(cls))
         return io.NodeOutput(*_proxies.outputs_of(schema, result.outputs), ui=result.ui,
                              expand=result.expand)
 
     attrs: dict[str, Any] = {"define_schema": classmethod(define_schema),
                              "execute": classmethod(execute),
+                             "PREPARE_CLASS_CLONE": classmethod(prepare_class_clone),
                              "COMFY_ORCH_ENV": schema.get("env", "?"),
                              "__module__": "comfy_orch.comfyui.proxies"}
-    info = schema.get("node_info")
     if isinstance(info, dict):
         # ComfyUI's /object_info answers GET_NODE_INFO_V1 for a V3 class: the pack's own, as its
         # worker computed it, under the module name ComfyUI's loader gave this proxy.
@@ -128,7 +195,8 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
     if schema.get("has_validate_inputs"):
         def validate_inputs(cls: type, /, **kwargs: Any) -> Any:
             try:
-                call(kwargs, None, None, None, "VALIDATE_INPUTS")
+                call(flat_inputs(kwargs, getattr(cls, "orch_v3_data", None)), None, None, None,
+                     "VALIDATE_INPUTS")
             except NodeError as e:
                 return e.message  # ComfyUI shows a string as the validation failure
             return True
@@ -139,7 +207,8 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
         attrs["validate_inputs"] = classmethod(validate_inputs)
     if schema.get("has_is_changed"):
         attrs["fingerprint_inputs"] = classmethod(
-            lambda cls, **kwargs: (call(kwargs, None, None, None, "IS_CHANGED").outputs
+            lambda cls, **kwargs: (call(flat_inputs(kwargs, getattr(cls, "orch_v3_data", None)),
+                                        None, None, None, "IS_CHANGED").outputs
                                    or [None])[0])
     proxy: type = type(class_type, (io.ComfyNode,), attrs)
     return proxy

@@ -137,6 +137,9 @@ class Runner:
                 continue
             value = _values.from_value(inputs[k], i.type, self.handles, label,
                                        bool(self.torch_tensors))
+            if i.rest:  # the dynamic inputs, each under the name the call gave it
+                kwargs.update(value if isinstance(value, dict) else {})
+                continue
             if value is not None or i.required:
                 # INPUT_IS_LIST: the host sends each input as its whole list; only a default the
                 # worker filled in is a single item.

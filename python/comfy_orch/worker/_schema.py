@@ -44,9 +44,12 @@ def _plain(value: Any) -> Any:
 class Input:
     """One input of INPUT_TYPES(): its name, type, choices and widget options."""
 
-    def __init__(self, name: str, spec: Any, required: bool) -> None:
+    def __init__(self, name: str, spec: Any, required: bool, rest: bool = False) -> None:
         self.name = name
         self.required = required
+        # Receives every input of a call that no other input names (ABI INPUT_REST): ComfyUI's
+        # V3 dynamic inputs, named after the prompt's values ("mode.size").
+        self.rest = rest
         kind = spec[0] if isinstance(spec, (list, tuple)) and spec else spec
         with_options = (isinstance(spec, (list, tuple)) and len(spec) > 1
                         and isinstance(spec[1], dict))
@@ -271,7 +274,8 @@ class NodeSetBuilder:
         out.struct_size = ctypes.sizeof(abi.NodeInput)
         out.name = self._text(i.name)
         out.type = self._text(i.type)
-        out.flags = abi.INPUT_REQUIRED if i.required else 0
+        out.flags = ((abi.INPUT_REQUIRED if i.required else 0) |
+                     (abi.INPUT_REST if i.rest else 0))
         for key, flag, field in (("min", abi.INPUT_HAS_MIN, "min"),
                                  ("max", abi.INPUT_HAS_MAX, "max")):
             v = i.options.get(key)

@@ -74,6 +74,11 @@ class V3Spec(_schema.NodeSpec):
         self.display_name = getattr(schema, "display_name", None) or self.class_type
         self.inputs = [_schema.Input(i.id, _input_spec(i), not getattr(i, "optional", False))
                        for i in schema.inputs]
+        dynamic = _dynamic_types()
+        if any(i.type in dynamic for i in self.inputs):
+            # The inputs a dynamic one opens ("mode.size") are named by the prompt's values:
+            # they arrive together, and the tree's own code nests them (fill_hidden).
+            self.inputs.append(_schema.Input(DYNAMIC_INPUTS, ("*", {}), False, rest=True))
         self.hidden = {}
         for h in getattr(schema, "hidden", None) or []:
             value = getattr(h, "value", h)
@@ -83,8 +88,16 @@ class V3Spec(_schema.NodeSpec):
             getattr(o, "display_name", None) or getattr(o, "id", None) or self.return_types[k]
             for k, o in enumerate(schema.outputs)]
         self.function = "execute"
-        self.input_is_list = bool(getattr(schema, "is_input_list", False))
-        self.output_is_list = [bool(getattr(o, "is_output_list", False)) for o in schema.outputs]
+        # As ComfyUI's executor reads them: the class's attributes (a pack may set
+        # INPUT_IS_LIST = True on a V3 class; the base's class properties answer the schema's),
+        # the schema where a tree's base has no such property.
+        declared = getattr(cls, "INPUT_IS_LIST", None)
+        self.input_is_list = bool(getattr(schema, "is_input_list", False) if declared is None
+                                  else declared)
+        declared = getattr(cls, "OUTPUT_IS_LIST", None)
+        self.output_is_list = ([bool(b) for b in declared] if isinstance(declared, (list, tuple))
+                               else [bool(getattr(o, "is_output_list", False))
+                                     for o in schema.outputs])
         self.output_node = bool(getattr(schema, "is_output_node", False))
         self.not_idempotent = bool(getattr(schema, "not_idempotent", False))
         self.category = str(getattr(schema, "category", "") or "")
@@ -156,13 +169,36 @@ class V3Spec(_schema.NodeSpec):
             values[key] = call.hidden(kind)
         prepare = getattr(self.cls, "PREPARE_CLASS_CLONE", None)
         if callable(prepare):
-            self.current = prepare(values)
+            self.current = prepare(self._v3_data(io, values, kwargs))
             return
         holder = getattr(io, "HiddenHolder", None)
         from_dict = getattr(holder, "from_dict", None)
         self.cls.hidden = (from_dict(values) if callable(from_dict) else
                            type("Hidden", (), {str(k).lower(): v for k, v in values.items()}))
         self.current = self.cls
+
+    def _v3_data(self, io: Any, hidden: dict[Any, Any], kwargs: dict[str, Any]) -> Any:
+        """What the tree's PREPARE_CLASS_CLONE takes. A ComfyUI whose HiddenHolder reads a
+        V3Data (from 2025-12-30, 0.7) gets one, made as its executor makes it: the dynamic
+        paths from its get_finalized_class_inputs over the call's inputs, and `kwargs` nested
+        by its build_nested_inputs. An older one takes the hidden values alone."""
+        if not callable(getattr(getattr(io, "HiddenHolder", None), "from_v3_data", None)):
+            return hidden
+        v3_data: dict[str, Any] = {}
+        finalize = getattr(io, "get_finalized_class_inputs", None)
+        if callable(finalize):
+            # ComfyUI reads the prompt's inputs here: one value each, never the lists of
+            # INPUT_IS_LIST.
+            live = {k: v[0] if self.input_is_list and isinstance(v, list) and v else v
+                    for k, v in kwargs.items()}
+            v3_data = dict(finalize(self.cls.INPUT_TYPES(), live)[2])
+        v3_data["hidden_inputs"] = hidden
+        nest = getattr(io, "build_nested_inputs", None)
+        if v3_data.get("dynamic_paths") and callable(nest):
+            nested = nest(kwargs, v3_data)
+            kwargs.clear()
+            kwargs.update(nested)
+        return v3_data
 
     def call(self, node: str, kwargs: dict[str, Any]) -> Any:
         """execute on the prepared class, through ComfyUI's EXECUTE_NORMALIZED where the base
@@ -186,6 +222,15 @@ class V3Spec(_schema.NodeSpec):
         if getattr(result, "expand", None) is not None:
             out["expand"] = result.expand
         return out
+
+
+DYNAMIC_INPUTS = "orch_dynamic_inputs"  # the ABI input that carries them (INPUT_REST)
+
+
+def _dynamic_types() -> set[str]:
+    """The io types the tree expands by the prompt's values (DynamicCombo, Autogrow,
+    DynamicSlot, ...: its DYNAMIC_INPUT_LOOKUP); none in a tree older than them."""
+    return {str(k) for k in getattr(_io_module(), "DYNAMIC_INPUT_LOOKUP", None) or {}}
 
 
 def _io_module() -> ModuleType | None:

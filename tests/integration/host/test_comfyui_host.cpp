@@ -31,7 +31,9 @@ std::string comfyui_tree() {
   return real != nullptr && *real != '\0' ? real : ORCH_TEST_COMFYUI;
 }
 
-void run_in_comfyui(const char* script) {
+// `conventions`, for the fixture tree only: the ComfyUI whose conventions it follows
+// (comfy_api/latest/_io.py: "0.8" by default, or "0.3.64" for a125cd84's).
+void run_in_comfyui(const char* script, const std::string& conventions = "0.8") {
   if (const auto why = orch::host_testing::python_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   ASSERT_TRUE(fs::is_directory(fs::path(comfyui_tree()) / "comfy"))
       << "ORCH_COMFYUI_ROOT=" << comfyui_tree()
@@ -56,7 +58,8 @@ void run_in_comfyui(const char* script) {
                             << "[shm]\npinned_pool_size = \"64MiB\"\n";
   const auto r = orch::host_testing::run_script(
       dir,
-      "COMFY_ORCH_DEPLOYMENT='" + deployment.string() + "' ORCH_CLI='" + COMFY_ORCH_BIN +
+      "ORCH_TEST_COMFYUI_CONVENTIONS=" + conventions + " COMFY_ORCH_DEPLOYMENT='" +
+          deployment.string() + "' ORCH_CLI='" + COMFY_ORCH_BIN +
           "' PYTHONPATH='" +
           ORCH_TEST_PYTHON_PACKAGE + ":" + comfyui_tree() + "'",
       script, (dir / "ComfyUI/custom_nodes").string());
@@ -68,6 +71,15 @@ void run_in_comfyui(const char* script) {
 
 TEST(comfyui_host, packs_written_for_comfy_env_run_isolated_inside_a_comfyui_process) {
   run_in_comfyui(ORCH_TEST_COMFYUI_SCRIPT);
+}
+
+// The same packs on the fixture following ComfyUI a125cd84 (0.3.64) where 0.8 differs: its V3
+// PREPARE_CLASS_CLONE takes the hidden values, and it has no dynamic inputs. A real tree follows
+// its own (ORCH_COMFYUI_ROOT), so this runs on the fixture only.
+TEST(comfyui_host, packs_run_on_a_comfyui_with_0_3_64s_conventions) {
+  if (std::getenv("ORCH_COMFYUI_ROOT") != nullptr && *std::getenv("ORCH_COMFYUI_ROOT") != '\0')
+    GTEST_SKIP() << "a real tree has its own conventions: the fixture's 0.3.64 mode is not used";
+  run_in_comfyui(ORCH_TEST_COMFYUI_SCRIPT, "0.3.64");
 }
 
 // Worker models as stand-ins in ComfyUI's current_loaded_models, evicted by its free_memory with
@@ -137,9 +149,14 @@ TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_de
   EXPECT_NEAR(result["mean"].get<double>(), 0.5, 1e-5) << log;
   EXPECT_EQ(result["mean_pid"], result["pid"]) << log;     // C ran in ComfyUI's process
   EXPECT_NE(result["invert_pid"], result["pid"]) << log;   // B in its worker
-  EXPECT_NE(log.find("[comfy-orch] active: 2 envs isolated, 1 not (ComfyUI tree"),
+  // C's env and B's blender/ are not built: the fix names the tree, which `install` takes.
+  EXPECT_NE(log.find("[comfy-orch] active: 2 envs isolated, 2 not (ComfyUI tree"),
             std::string::npos)
       << log;
+  EXPECT_NE(log.find("`comfy-orch install " + tree.string() + " orchdemoc-nodes`"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("(ComfyUI host)"), std::string::npos) << log;
   EXPECT_EQ(log.find("lacks"), std::string::npos) << log;  // the whole surface is there
   std::error_code ec;
   fs::remove_all(dir, ec);

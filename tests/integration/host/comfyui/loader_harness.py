@@ -23,7 +23,10 @@ e60e19b175f93f2c8fac037063de9f13259be9d4, none of its code:
 - V3 classes (execution.py at a125cd84): a class is V3 when it subclasses
   comfy_api.internal._ComfyNodeInternal; FUNCTION (EXECUTE_NORMALIZED) and fingerprint_inputs
   are called on cls.PREPARE_CLASS_CLONE(hidden), where hidden holds the kinds the schema lists,
-  keyed by io.Hidden; fingerprint_inputs runs first where the class overrides the base's
+  keyed by io.Hidden (at 618b803d, 0.8: PREPARE_CLASS_CLONE(v3_data), v3_data from
+  _io.get_finalized_class_inputs over the node's inputs with hidden_inputs added, and each
+  call's arguments nested by _io.build_nested_inputs); INPUT_IS_LIST and OUTPUT_IS_LIST are
+  read off the class (getattr), which a V3 class's own attribute overrides; fingerprint_inputs runs first where the class overrides the base's
   (first_real_override). Every call of a node's function, IS_CHANGED included, runs inside
   comfy_execution.utils.CurrentNodeContext(prompt_id, node_id, list_index).
 - get_output_from_returns: a dict result gives its "ui" and "result"; a NodeOutput its ui (a
@@ -140,10 +143,20 @@ def _v3_hidden(schema, prompt, node_id, extra_pnginfo):
 
 
 def _v3_function(cls, schema, name, prompt, node_id, extra_pnginfo):
-    """`name` (FUNCTION, fingerprint_inputs, ...) on PREPARE_CLASS_CLONE of the call's hidden
-    values, as _async_map_node_over_list calls a V3 class."""
-    clone = cls.PREPARE_CLASS_CLONE(_v3_hidden(schema, prompt, node_id, extra_pnginfo))
-    return getattr(clone, name)
+    """`name` (FUNCTION, fingerprint_inputs, ...) on PREPARE_CLASS_CLONE, as
+    _async_map_node_over_list calls a V3 class. The tree's own code decides what the clone
+    takes: where its io module has get_finalized_class_inputs (ComfyUI 0.7 on), a V3Data whose
+    dynamic paths come from it over the node's inputs, each call's arguments nested by its
+    build_nested_inputs; before, the hidden values alone."""
+    io = sys.modules["comfy_api.latest._io"]
+    hidden = _v3_hidden(schema, prompt, node_id, extra_pnginfo)
+    finalize = getattr(io, "get_finalized_class_inputs", None)
+    if finalize is None:
+        return getattr(cls.PREPARE_CLASS_CLONE(hidden), name)
+    v3_data = finalize(cls.INPUT_TYPES(), prompt[node_id]["inputs"])[2]
+    v3_data["hidden_inputs"] = hidden
+    function = getattr(cls.PREPARE_CLASS_CLONE(v3_data), name)
+    return lambda **args: function(**io.build_nested_inputs(args, v3_data))
 
 
 def _results(returned):
@@ -177,8 +190,10 @@ def _shape(cls):
     if schema is None:
         return (getattr(cls, "OUTPUT_NODE", False), len(cls.RETURN_TYPES),
                 getattr(cls, "INPUT_IS_LIST", False), getattr(cls, "OUTPUT_IS_LIST", ()))
-    return (schema.is_output_node, len(schema.outputs), schema.is_input_list,
-            tuple(o.is_output_list for o in schema.outputs))
+    # The list flags as the executor reads them off the class: a V3 class's own INPUT_IS_LIST
+    # attribute wins over its schema (the base's class properties answer that).
+    return (schema.is_output_node, len(schema.outputs), getattr(cls, "INPUT_IS_LIST", False),
+            tuple(cls.OUTPUT_IS_LIST))
 
 
 def _hidden_values(cls, prompt, node_id, extra_pnginfo):

@@ -6,11 +6,20 @@ and FUNCTION ("EXECUTE_NORMALIZED"); HiddenHolder takes six required values and 
 from_dict; NodeOutput derives from _NodeOutputInternal; GET_NODE_INFO_V1 is asdict() of
 Schema.get_v1_info (fifteen keys, None where unset; an input is (io_type, as_dict() without
 "optional"); a hidden one is keyed by the io.Hidden member's name, valued (its value,));
-python_module is the class's RELATIVE_PYTHON_MODULE, which ComfyUI's loader sets."""
+python_module is the class's RELATIVE_PYTHON_MODULE, which ComfyUI's loader sets.
+
+Two ComfyUIs in one tree (docs/comfyui-fixture.md has a column for each): ComfyUI 0.8
+(pollockjj/ComfyUI 618b803d) by default, a125cd84 (0.3.64) where ORCH_TEST_COMFYUI_CONVENTIONS
+is "0.3.64". They differ here in what PREPARE_CLASS_CLONE takes (a V3Data from 0.7, the hidden
+values before) and in the dynamic inputs 0.8 has (DynamicCombo, Autogrow: DYNAMIC_INPUT_LOOKUP,
+get_finalized_class_inputs, build_nested_inputs), which a125cd84 lacks."""
 
 import dataclasses
 import enum
 import inspect
+import os
+
+V3_DATA = os.environ.get("ORCH_TEST_COMFYUI_CONVENTIONS", "0.8") != "0.3.64"
 
 from comfy_api.internal import _ComfyNodeInternal, _NodeOutputInternal, prune_dict
 
@@ -24,25 +33,30 @@ class Hidden(str, enum.Enum):
     api_key_comfy_org = "API_KEY_COMFY_ORG"
 
 
-class _Input:
+class Input:
+    """Every input's base: extra_dict's keys join its V1 options (as_dict)."""
+
     io_type = None
 
-    def __init__(self, id, display_name=None, optional=False, tooltip=None, lazy=None):
+    def __init__(self, id, display_name=None, optional=False, tooltip=None, lazy=None,
+                 extra_dict=None):
         self.id = id
         self.display_name = display_name
         self.optional = optional
         self.tooltip = tooltip
         self.lazy = lazy
+        self.extra_dict = extra_dict or {}
 
     def get_io_type(self):
         return self.io_type
 
     def as_dict(self):
         return prune_dict({"display_name": self.display_name, "optional": self.optional,
-                           "tooltip": self.tooltip, "lazy": self.lazy})
+                           "tooltip": self.tooltip, "lazy": self.lazy}) | prune_dict(
+                               self.extra_dict)
 
 
-class _Widget(_Input):
+class _Widget(Input):
     """A widget input: its type's own options (min, max, step, multiline, ...) come after the
     base's keys, as each real type's as_dict adds them."""
 
@@ -75,7 +89,7 @@ class _Output:
 
 
 def _comfytype(io_type, widget):
-    base = _Widget if widget else _Input
+    base = _Widget if widget else Input
 
     class Type:
         class Input(base):
@@ -121,6 +135,134 @@ class Combo:
 
     class Output(_Output):
         io_type = "COMBO"
+
+
+if V3_DATA:
+    class DynamicCombo:
+        """A combo whose choice opens inputs of its own (ComfyUI 0.8): its V1 options list
+        each choice as {"key", "inputs": V1 input dict}; the prompt names an opened input
+        "<combo>.<input>", and the node gets {combo: {combo: choice, input: value}}."""
+
+        io_type = "COMFY_DYNAMICCOMBO_V3"
+
+        class Option:
+            def __init__(self, key, inputs):
+                self.key, self.inputs = key, inputs
+
+            def as_dict(self):
+                return {"key": self.key, "inputs": _v1_inputs(self.inputs)}
+
+        class Input(Input):
+            io_type = "COMFY_DYNAMICCOMBO_V3"
+
+            def __init__(self, id, options, **kwargs):
+                super().__init__(id, **kwargs)
+                self.options = options
+
+            def as_dict(self):
+                return super().as_dict() | {"options": [o.as_dict() for o in self.options]}
+
+        @staticmethod
+        def expand(out, live, value, group, prefix):
+            own = _dotted(prefix)
+            if own not in live:
+                return
+            chosen = [o for o in value[1]["options"] if o["key"] == live[own]]
+            if chosen:
+                _parse(out, live, chosen[0]["inputs"], prefix)
+                out[group][own] = value
+                out["dynamic_paths"][own] = _dotted(prefix + [prefix[-1]])
+
+    class Autogrow:
+        """Inputs made from one template, as many as the prompt links (ComfyUI 0.8): a
+        TemplatePrefix names them <prefix>0 .. <prefix>max-1; the first `min` are required."""
+
+        io_type = "COMFY_AUTOGROW_V3"
+
+        class TemplatePrefix:
+            def __init__(self, input, prefix, min=1, max=10):
+                self.input, self.prefix, self.min, self.max = input, prefix, min, max
+
+            def as_dict(self):
+                return {"input": _v1_inputs([self.input]), "prefix": self.prefix,
+                        "min": self.min, "max": self.max}
+
+        class Input(Input):
+            io_type = "COMFY_AUTOGROW_V3"
+
+            def __init__(self, id, template, **kwargs):
+                super().__init__(id, **kwargs)
+                self.template = template
+
+            def as_dict(self):
+                return super().as_dict() | {"template": self.template.as_dict()}
+
+        @staticmethod
+        def expand(out, live, value, group, prefix):
+            template = value[1]["template"]
+            spec = [v for inputs in template["input"].values() for v in inputs.values()][0]
+            opened = {}
+            for k in range(template["max"]):
+                name = "%s%d" % (template["prefix"], k)
+                if _dotted(prefix + [name]) in live:
+                    opened.setdefault("required" if k < template["min"] else "optional",
+                                      {})[name] = spec
+            _parse(out, live, opened, prefix)
+
+    DYNAMIC_INPUT_LOOKUP = {DynamicCombo.io_type: DynamicCombo.expand,
+                            Autogrow.io_type: Autogrow.expand}
+
+    def _dotted(parts):
+        return ".".join(parts)
+
+    def _v1_inputs(inputs):
+        out = {"required": {}}
+        for i in inputs:
+            options = i.as_dict()
+            options.pop("optional", None)
+            out.setdefault("optional" if i.optional else "required", {})[i.id] = (
+                i.get_io_type(), options)
+        return out
+
+    def _parse(out, live, groups, prefix=None):
+        prefix = prefix or []
+        for group, inputs in groups.items():
+            for name, value in inputs.items():
+                if value[0] in DYNAMIC_INPUT_LOOKUP:
+                    DYNAMIC_INPUT_LOOKUP[value[0]](out, live, value, group, prefix + [name])
+                    continue
+                key = _dotted(prefix + [name])
+                out[group][key] = value
+                if prefix:
+                    out["dynamic_paths"][key] = key
+
+    def get_finalized_class_inputs(d, live_inputs, include_hidden=False):
+        """(the inputs the prompt opens, by group; the hidden group; a V3Data with the dynamic
+        paths): ComfyUI 0.8's expansion of a V3 class's INPUT_TYPES() over a node's inputs."""
+        d = dict(d)
+        hidden = d.pop("hidden", None)
+        out = {"required": {}, "optional": {}, "dynamic_paths": {}}
+        _parse(out, live_inputs, d)
+        if hidden is not None and include_hidden:
+            out["hidden"] = hidden
+        return out, hidden, {"dynamic_paths": out.pop("dynamic_paths")}
+
+    def build_nested_inputs(values, v3_data):
+        """The node's arguments: each input of a dynamic path moved to its place in a dict."""
+        paths = v3_data.get("dynamic_paths")
+        if paths is None:
+            return values
+        values = dict(values)
+        nested = {}
+        for key, path in paths.items():
+            *parents, leaf = path.split(".")
+            place = nested
+            for p in parents:
+                place = place.setdefault(p, {})
+            value = values.pop(key, None)
+            place[leaf] = (value, key) if v3_data.get("create_dynamic_tuple") else value
+        values.update(nested)
+        return values
 
 
 class Schema:
@@ -238,6 +380,11 @@ class HiddenHolder:
                                                  Hidden.auth_token_comfy_org,
                                                  Hidden.api_key_comfy_org)))
 
+    if V3_DATA:
+        @classmethod
+        def from_v3_data(cls, v3_data):
+            return cls.from_dict(v3_data["hidden_inputs"] if v3_data else None)
+
 
 class _ClassProperty:
     def __init__(self, getter):
@@ -327,9 +474,24 @@ class ComfyNode(_ComfyNodeInternal):
     async def EXECUTE_NORMALIZED_ASYNC(cls, *args, **kwargs):
         return cls._normalized(await cls.execute(*args, **kwargs))
 
-    @classmethod
-    def PREPARE_CLASS_CLONE(cls, hidden_inputs):
-        """A copy of the class, per call, whose `hidden` holds the call's hidden values."""
-        clone = type(cls.__name__, (cls,), {"__module__": cls.__module__})
-        clone.hidden = HiddenHolder.from_dict(hidden_inputs)
-        return clone
+    # A class attribute of the node's (INPUT_IS_LIST = True) wins over these, as over the real
+    # base's class properties.
+    INPUT_IS_LIST = _ClassProperty(lambda cls: cls.GET_SCHEMA().is_input_list)
+    OUTPUT_IS_LIST = _ClassProperty(
+        lambda cls: [o.is_output_list for o in cls.GET_SCHEMA().outputs])
+
+    if V3_DATA:
+        @classmethod
+        def PREPARE_CLASS_CLONE(cls, v3_data):
+            """A copy of the class, per call, whose `hidden` holds v3_data["hidden_inputs"]
+            (0.7 on: the executor passes a V3Data)."""
+            clone = type(cls.__name__, (cls,), {"__module__": cls.__module__})
+            clone.hidden = HiddenHolder.from_v3_data(v3_data)
+            return clone
+    else:
+        @classmethod
+        def PREPARE_CLASS_CLONE(cls, hidden_inputs):
+            """A copy of the class, per call, whose `hidden` holds the call's hidden values."""
+            clone = type(cls.__name__, (cls,), {"__module__": cls.__module__})
+            clone.hidden = HiddenHolder.from_dict(hidden_inputs)
+            return clone
