@@ -1,6 +1,7 @@
 #include "orch/ipc/tensor_wire.hpp"
 
 #include <limits>
+#include <set>
 
 #include "orch/ipc/message.hpp"
 
@@ -14,6 +15,26 @@ const nlohmann::json* dict_items(const nlohmann::json& value) noexcept {
   if (!value.is_object()) return nullptr;
   auto it = value.find("dict");
   return it != value.end() && it->is_object() ? &*it : nullptr;
+}
+
+std::vector<std::string> dict_keys(const nlohmann::json& value) {
+  std::vector<std::string> keys;
+  const nlohmann::json* items = dict_items(value);
+  if (items == nullptr) return keys;
+  const auto order = value.find("order");
+  if (order != value.end() && order->is_array() && order->size() == items->size()) {
+    std::set<std::string> seen;
+    for (const auto& key : *order) {
+      if (!key.is_string() || !items->contains(key.get<std::string>()) ||
+          !seen.insert(key.get<std::string>()).second)
+        break;
+      keys.push_back(key.get<std::string>());
+    }
+    if (keys.size() == items->size()) return keys;
+    keys.clear();
+  }
+  for (auto it = items->begin(); it != items->end(); ++it) keys.push_back(it.key());
+  return keys;
 }
 
 result<wire_tensor> tensor_from_json(const nlohmann::json& t) {

@@ -228,7 +228,8 @@ class Host:
         if isinstance(value, (list, tuple)) and not _is_tensor(value):
             return [self._to_wire(handle, v, keep) for v in value]
         if isinstance(value, dict):
-            return {"dict": {str(k): self._to_wire(handle, v, keep) for k, v in value.items()}}
+            items = {str(k): self._to_wire(handle, v, keep) for k, v in value.items()}
+            return {"dict": items, "order": list(items)}  # the host's JSON maps sort keys
         array = tensors.as_array(value) if _is_tensor(value) else None
         if array is None:
             return value
@@ -265,7 +266,13 @@ class Host:
         if not isinstance(value, dict):
             return value
         if "dict" in value:
-            return {k: self._from_wire(handle, v, holds) for k, v in value["dict"].items()}
+            items = value["dict"]
+            order = value.get("order")
+            # The producer's order of keys, where it came along (the host's own JSON maps are
+            # sorted).
+            keys = (order if isinstance(order, list) and sorted(map(str, order)) == sorted(items)
+                    else list(items))
+            return {k: self._from_wire(handle, items[k], holds) for k in keys}
         if "tensor" not in value:
             return value
         return self._view(handle, value, holds)

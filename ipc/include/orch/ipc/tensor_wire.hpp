@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,10 @@ bool is_tensor_value(const nlohmann::json& value) noexcept;
 // `value` is no dict value. A list value is a JSON array of values. Tensors inside either are
 // checked and leased like any other.
 const nlohmann::json* dict_items(const nlohmann::json& value) noexcept;
+// The keys of dict value `value` in its producer's order: its "order" when that lists each key
+// of its items exactly once (a JSON object here is a sorted map, which loses the order a Python
+// dict has), else the items' own order. Empty for a value that is no dict.
+std::vector<std::string> dict_keys(const nlohmann::json& value);
 
 // Decodes the object under "tensor" and checks its extent against descriptor.size.
 // Errors: body_errc::missing_field, body_errc::bad_field (a field of the wrong kind, a dim that
