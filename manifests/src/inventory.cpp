@@ -1,5 +1,6 @@
 #include "orch/manifests/inventory.hpp"
 
+#include <filesystem>
 #include <set>
 
 namespace orch::manifests {
@@ -37,8 +38,16 @@ inventory build_inventory(const deployment& d, diagnostics& diags, const host_st
   for (const auto& dir : deployment_pack_dirs(d)) layouts.push_back(discover_pack(dir, diags));
   check_env_name_collisions(layouts, diags);
 
-  const env_lookup lookup{d.env.root, d.packs.library_paths, &d.packs.python,
-                          stack,      this_platform(),       d.file};
+  // What the fix lines name: the deployment file, or for a ComfyUI host's deployment, which is
+  // text with no file (comfyui_deployment.hpp), its tree: `comfy-orch install <root>` runs.
+  std::error_code ec;
+  const bool has_file = std::filesystem::is_regular_file(d.file, ec);
+  const env_lookup lookup{d.env.root,
+                          d.packs.library_paths,
+                          &d.packs.python,
+                          stack,
+                          this_platform(),
+                          has_file || !d.comfyui_root ? d.file : *d.comfyui_root};
   for (auto& layout : layouts) {
     pack_entry pack;
     if (layout.root_manifest) pack.root = load_root_manifest(*layout.root_manifest, diags);

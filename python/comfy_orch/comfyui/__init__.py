@@ -27,6 +27,7 @@ import logging
 import os
 from typing import Any
 
+from .._shared import pack_frames
 from ..host import Host
 from . import _proxies, _proxies_v3, _routes, _runtime
 from ._proxies import WorkerObject, build_proxy
@@ -124,9 +125,22 @@ def register_nodes(nodes_package: str = "nodes") -> tuple[dict[str, Any], dict[s
             why = (reasons.get(env["env"]) or env.get("detail") or "its env is " + env["state"]
                    if env is not None else "the deployment has no env for it")
             _log.warning("[comfy-orch] %s: not isolated: %s; importing it in-process. Build its "
-                         "env with `comfy-orch install %s`.", node_dir, why,
-                         _runtime.comfyui_root(pack_dir) or "<deployment>")
-        m, d = _import_in_process(caller_package, pack_dir, node_dir)
+                         "env with `comfy-orch install %s%s`.", node_dir, why,
+                         _runtime.comfyui_root(pack_dir) or "<deployment>",
+                         " " + env["env"] if env is not None else "")
+        try:
+            m, d = _import_in_process(caller_package, pack_dir, node_dir)
+        except Exception as exc:  # noqa: BLE001 - as comfy-env: this directory's nodes are
+            # missing, and the pack's other directories (and their envs) still serve theirs.
+            _log.error("[comfy-orch] %s: IMPORT FAILED in-process%s: %s: %s%s. Its nodes are "
+                       "not loaded; the pack's other node directories are. %s, then restart "
+                       "ComfyUI.", node_dir,
+                       " (its env %s is not built)" % env["env"] if env is not None else "",
+                       type(exc).__name__, exc, pack_frames.where(exc, pack_dir),
+                       "Build its env with `comfy-orch install %s %s`" % (
+                           _runtime.comfyui_root(pack_dir) or "<deployment>", env["env"])
+                       if env is not None else "Fix the import")
+            continue
         mappings.update(m)
         display.update(d)
     return mappings, display

@@ -15,7 +15,7 @@ import importlib.util
 import os
 import sys
 
-from .._shared import abi, comfyui_args
+from .._shared import abi, comfyui_args, pack_frames
 from . import (_call, _comfyui_hooks, _library, _output, _prompt_server, _routes, _schema,
                _torch_allocator, _torch_models, _v3)
 
@@ -85,22 +85,6 @@ def _node_specs(module: ModuleType, node_dir: str, pack_dir: str) -> list[_schem
     return specs
 
 
-def _where(exc: BaseException, pack_dir: str, frames: int = 3) -> str:
-    """" (at nodes/x.py:12 in f, ...)": the last frames of the traceback inside the pack, else
-    the last frames of all."""
-    import traceback
-    stack = [f for f in traceback.extract_tb(exc.__traceback__)
-             if not f.filename.startswith("<")]  # importlib's frozen frames say nothing
-    root = os.path.abspath(pack_dir) + os.sep
-    own = [f for f in stack if os.path.abspath(f.filename).startswith(root)] or list(stack)
-    if not own:
-        return ""
-    places = ["%s:%s in %s" % (os.path.relpath(f.filename, pack_dir)
-                               if os.path.abspath(f.filename).startswith(root) else f.filename,
-                               f.lineno, f.name) for f in own[-frames:]]
-    return " (at %s)" % ", ".join(reversed(places))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the worker with the host's command line; its exit status."""
     own, rest = _split_args(list(sys.argv if argv is None else argv))
@@ -153,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import traceback
         failure = ("importing the Python pack in %s failed: %s: %s%s\n" % (
             node_dir, _call.qualified_name(type(exc)), " ".join(str(exc).split("\n")),
-            _where(exc, pack_dir)) +
+            pack_frames.where(exc, pack_dir)) +
             "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     nodes = ctypes.byref(runner.builder.node_set) if runner is not None else None
     error = failure.encode("utf-8", "replace") if failure is not None else None
