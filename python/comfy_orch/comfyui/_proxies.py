@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .._shared import serializers
 from .._shared.serializers import HANDLE_PREFIX
 from ..host import Host, NodeError, NodeResult
-from . import _runtime
+from . import _runtime, _worker_traceback
 
 if TYPE_CHECKING:
     # caller()'s call: (inputs, node, prompt, extra_pnginfo, method=None) -> NodeResult.
@@ -160,7 +160,8 @@ def _raise_as_comfyui(error: NodeError) -> NoReturn:
         exc = getattr(management, "InterruptProcessingException", None)
         if exc is not None:
             raise exc() from error
-    raise error
+    # Raised with the worker's frames as its own: they follow ComfyUI's in its traceback.
+    raise _worker_traceback.attach(error, error.traceback)
 
 
 def caller(host: Host, class_type: str, schema: dict[str, Any]) -> WorkerCall:
