@@ -69,6 +69,41 @@ def test_after_import_runs_now_or_right_after_the_module_runs(
     del sys.modules["orch_late_module"]
 
 
+class _AsksEveryFinder:
+    """A pack's own import hook for one name (as the real-ComfyUI tools' torch shim): it asks
+    every other finder, with no guard of its own."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.asked = name, 0
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != self.name:
+            return None
+        self.asked += 1
+        for finder in [f for f in sys.meta_path if f is not self]:
+            spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+
+def test_a_hook_that_asks_every_finder_does_not_recurse_with_ours(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "orch_asked_module.py").write_text("VALUE = 5\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    other = _AsksEveryFinder("orch_asked_module")
+    seen: list[int] = []
+    import_hooks.after_import("orch_asked_module", lambda m: seen.append(m.VALUE))
+    sys.meta_path.insert(0, other)
+    try:
+        importlib.import_module("orch_asked_module")  # RecursionError without the guard
+    finally:
+        sys.meta_path.remove(other)
+        sys.modules.pop("orch_asked_module", None)
+    assert seen == [5]
+    assert other.asked >= 1
+
+
 class FakeLibrary:
     def __init__(self) -> None:
         self.lines: list[tuple[int, str]] = []

@@ -32,18 +32,26 @@ class _Watch:
 
     def __init__(self, name: str, callback: Callable[[ModuleType], object]) -> None:
         self._name, self._callback = name, callback
+        # Set while this finder asks the others: a finder that asks every finder in turn (as
+        # this one does; a pack's own hook may) asks this one again, which then answers None
+        # instead of recursing until the stack runs out.
+        self._asking = False
 
     def find_spec(self, name: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
-        if name != self._name:
+        if name != self._name or self._asking:
             return None
-        for finder in [f for f in sys.meta_path if f is not self]:
-            find = getattr(finder, "find_spec", None)
-            spec: ModuleSpec | None = find(name, path, target) if find is not None else None
-            if spec is not None:
-                break
-        else:
-            return None
+        self._asking = True
+        try:
+            for finder in [f for f in sys.meta_path if f is not self]:
+                find = getattr(finder, "find_spec", None)
+                spec: ModuleSpec | None = find(name, path, target) if find is not None else None
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            self._asking = False
         if spec.loader is not None and hasattr(spec.loader, "exec_module"):
             # Not a Loader subclass: what it does not define is the wrapped loader's own.
             spec.loader = _ThenCall(spec.loader, self)  # type: ignore[assignment]
