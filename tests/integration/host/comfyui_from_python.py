@@ -69,6 +69,11 @@ def _served_object_info(deployment):
         server.communicate(timeout=60)
 
 
+def _as_output_node(cls):
+    """`cls` as an output node, so the executor runs it alone."""
+    return type(cls.__name__, (cls,), {"OUTPUT_NODE": True})
+
+
 class ComfyUIHost(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -213,6 +218,23 @@ class ComfyUIHost(unittest.TestCase):
         self.assertIn("not isolated", fallback[0])
         self.assertIn("comfy-orch install", fallback[0])
 
+    def test_a_pack_survives_one_node_directorys_failure(self):
+        # B's blender/ env is not built, and its code cannot import in ComfyUI's process: that
+        # directory's nodes are missing, named with why and the fix; B's isolated filters/ and
+        # its in-process plain/ load, and their worker serves them.
+        self.assertNotIn("ComfyUI-OrchDemoB", self.failed)
+        self.assertNotIn("DemoBoolean", self.classes)
+        self.assertTrue(hasattr(self.classes["DemoInvert"], "COMFY_ORCH_ENV"))
+        self.assertIn("DemoMean", self.classes)
+        failed = [line for line in self.log.lines if "IMPORT FAILED in-process" in line]
+        self.assertEqual(len(failed), 1, self.log.lines)
+        self.assertIn("ComfyUI-OrchDemoB/nodes/blender", failed[0])
+        self.assertIn("(its env orchdemob-blender is not built)", failed[0])
+        self.assertIn("ModuleNotFoundError: No module named 'bpy_not_installed' (at "
+                      "nodes/blender/__init__.py:1 in <module>", failed[0])
+        self.assertIn("`comfy-orch install ", failed[0])
+        self.assertIn(" orchdemob-blender`", failed[0])
+
     def test_a_proxy_declares_what_the_pack_declares(self):
         proxy = self.classes["DemoGradient"]
         types = proxy.INPUT_TYPES()
@@ -336,7 +358,7 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(by_id["gain"].get_io_type(), "FLOAT")
         gain = by_id["gain"].as_dict()  # ComfyUI's V1 options of the input
         self.assertEqual((gain["default"], gain["min"], gain["max"]), (2.0, 0.0, 8.0))
-        self.assertEqual(by_id["mode"].options, ["mul", "add"])
+        self.assertEqual(by_id["mode"].as_dict()["options"], ["mul", "add"])
         self.assertEqual(by_id["tag"].get_io_type(), "DEMO_TAG")
         self.assertTrue(by_id["tag"].optional)
         self.assertEqual([o.get_io_type() for o in schema.outputs], ["IMAGE", "STRING"])
@@ -361,6 +383,75 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(tuple(image.shape), (1, 2, 4, 3))
         self.assertAlmostEqual(float(image[0, 0, -1, 0]), 0.5)
         self.assertTrue(who.startswith("node 2, pid "), who)
+
+    def test_v3_dynamic_inputs_are_expanded_by_comfyuis_code_and_nested_by_the_workers(self):
+        from comfy_api.latest import io
+        if not hasattr(io, "DynamicCombo"):
+            self.skipTest("this ComfyUI has no dynamic inputs (they came in 0.8)")
+        _io = sys.modules["comfy_api.latest._io"]
+        proxy = self.classes["DemoV3Adjust"]
+        # ComfyUI's own expansion over the proxy's schema (its validation and executor run it):
+        # the choice's inputs, with the options the pack gave them.
+        opened, _, v3_data = _io.get_finalized_class_inputs(
+            proxy.INPUT_TYPES(), {"image": ["1", 0], "op": "scale", "op.factor": 3.0})
+        self.assertEqual(opened["required"]["op.factor"][1]["max"], 4.0)
+        self.assertEqual(v3_data["dynamic_paths"], {"op.factor": "op.factor", "op": "op.op"})
+        out = self.run_prompt({
+            "1": {"class_type": "DemoGradient", "inputs": {"width": 4, "height": 2}},
+            "2": {"class_type": "DemoV3Adjust",
+                  "inputs": {"image": ["1", 0], "op": "scale", "op.factor": 3.0}},
+            "3": {"class_type": "DemoV3Adjust",
+                  "inputs": {"image": ["1", 0], "op": "offset", "op.by": 0.25,
+                             "op.mask": ["1", 0]}},
+        })
+        self.assertAlmostEqual(float(out["2"][0][0][0, 0, -1, 0]), 3.0)
+        self.assertAlmostEqual(float(out["3"][0][0][0, 0, -1, 0]), 1.25)
+        # The node got {op: {...}} as ComfyUI nests it, in its order, and its hidden values.
+        self.assertEqual(out["2"][1][0], "['factor', 'op'] scale on node 2")
+        self.assertEqual(out["3"][1][0], "['by', 'mask', 'op'] offset on node 3")
+        # An Autogrow: the inputs the prompt gives, whatever their number.
+        out = self.run_prompt({
+            "1": {"class_type": "DemoV3Sum", "inputs": {"terms.x0": 1.5, "terms.x1": 2.0,
+                                                        "terms.x2": 0.25}},
+        })
+        self.assertEqual(out["1"][0], [3.75])
+
+    def test_a_worker_nodes_error_carries_the_packs_frames_as_in_process(self):
+        import traceback
+        from comfy_orch.host import NodeError
+        try:  # not assertRaises: it drops the traceback
+            self.run_prompt({"1": {"class_type": "DemoFail", "inputs": {"why": "here"}}})
+        except NodeError as e:
+            failed = e
+        else:
+            self.fail("DemoFail did not fail")
+        self.assertIn("DemoFail failed here", str(failed))
+        # What ComfyUI's execution_error sends the page: traceback.format_tb of what it caught.
+        frames = traceback.format_tb(failed.__traceback__)
+        self.assertIn(os.path.join("ComfyUI-OrchDemoA", "nodes", "__init__.py") + '", line ',
+                      frames[-1])
+        self.assertIn(", in fail\n", frames[-1])
+        self.assertIn('raise ValueError("DemoFail failed " + why)', frames[-1])
+        self.assertIn("loader_harness.py", "".join(frames[:-1]))  # ComfyUI's own come first
+
+    def test_a_dicts_keys_keep_their_order_across_processes(self):
+        out = self.run_prompt({
+            "1": {"class_type": "DemoPoints", "inputs": {}},
+            "2": {"class_type": "DemoKeys", "inputs": {"value": ["1", 0]}},
+        })
+        self.assertEqual(out["2"][0], ["points,labels"])  # in the other env's worker
+        out = loader_harness.execute({"1": {"class_type": "DemoPoints", "inputs": {}}},
+                                     dict(self.classes, DemoPoints=_as_output_node(
+                                         self.classes["DemoPoints"])))
+        self.assertEqual(list(out["1"][0][0]), ["points", "labels"])  # in ComfyUI's process
+
+    def test_a_v3_classs_own_input_is_list_attribute_is_what_comfyui_reads(self):
+        out = self.run_prompt({
+            "1": {"class_type": "DemoGradient", "inputs": {"width": 8, "height": 2}},
+            "2": {"class_type": "DemoV3Sizes", "inputs": {"images": ["1", 0]}},
+        })
+        self.assertIs(self.classes["DemoV3Sizes"].INPUT_IS_LIST, True)
+        self.assertEqual(out["2"][0], ["8"])  # the whole list, not one image iterated
 
     def test_list_flags_follow_comfyuis_executor(self):
         proxy = self.classes["DemoBatchSizes"]

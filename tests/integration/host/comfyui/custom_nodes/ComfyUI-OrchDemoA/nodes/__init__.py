@@ -184,6 +184,38 @@ class DemoSize:
         return ((int(image.shape[2]), int(image.shape[1]), ("w", "h")),)
 
 
+class DemoPoints:
+    """A dict whose keys are not in sorted order (SAM3's point prompts): every process sees the
+    order the node gave."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("DEMO_POINTS",)
+    FUNCTION = "points"
+    CATEGORY = "demo"
+
+    def points(self):
+        return ({"points": [[1, 2]], "labels": [1]},)
+
+
+class DemoFail:
+    """Fails in its worker: ComfyUI's traceback must reach this file and line."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"why": ("STRING", {"default": "on purpose"})}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "fail"
+    CATEGORY = "demo"
+    OUTPUT_NODE = True
+
+    def fail(self, why):
+        raise ValueError("DemoFail failed " + why)
+
+
 class DemoInvertedGradient:
     """Expands into a subgraph, as ComfyUI's node expansion does: a gradient from this env and
     an inversion from env B, which ComfyUI runs in this node's place."""
@@ -211,7 +243,8 @@ NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "
                        "DemoApplyModel": DemoApplyModel, "DemoSleep": DemoSleep,
                        "DemoLoadWeights": DemoLoadWeights, "DemoSize": DemoSize,
                        "DemoInvertedGradient": DemoInvertedGradient,
-                       "DemoLoadComfyModel": DemoLoadComfyModel}
+                       "DemoLoadComfyModel": DemoLoadComfyModel, "DemoPoints": DemoPoints,
+                       "DemoFail": DemoFail}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}
 NODE_CLASS_MAPPINGS.update(declared.NODE_CLASS_MAPPINGS)

@@ -86,6 +86,83 @@ class DemoV3Gain(io.ComfyNode):
                              ui={"gain": [gain]})
 
 
+class DemoV3Sizes(io.ComfyNode):
+    """A V3 class with V1's list flags as class attributes (as GeometryPack's mesh nodes have
+    them): ComfyUI reads the attributes, so it gets every image at once."""
+
+    INPUT_IS_LIST = True
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(node_id="DemoV3Sizes", category="demo/filters",
+                         inputs=[io.Image.Input("images")],
+                         outputs=[io.String.Output(display_name="sizes")], is_output_node=True)
+
+    @classmethod
+    def execute(cls, images):
+        return io.NodeOutput(",".join(str(int(i.shape[2])) for i in images))
+
+
+if hasattr(io, "DynamicCombo"):  # ComfyUI 0.8's dynamic inputs (not in a125cd84)
+    class DemoV3Adjust(io.ComfyNode):
+        """A DynamicCombo: each choice opens inputs of its own, and the node gets them nested
+        under the combo's name, keys in the order the choice declares them."""
+
+        @classmethod
+        def define_schema(cls):
+            return io.Schema(
+                node_id="DemoV3Adjust", category="demo/filters",
+                inputs=[io.Image.Input("image"),
+                        io.DynamicCombo.Input("op", options=[
+                            io.DynamicCombo.Option("scale", [
+                                io.Float.Input("factor", default=2.0, min=0.0, max=4.0)]),
+                            io.DynamicCombo.Option("offset", [
+                                io.Float.Input("by", default=0.5), io.Image.Input("mask")])])],
+                outputs=[io.Image.Output(display_name="image"),
+                         io.String.Output(display_name="op")],
+                hidden=[io.Hidden.unique_id], is_output_node=True)
+
+        @classmethod
+        def execute(cls, image, op):
+            if op["op"] == "scale":
+                out = image * op["factor"]
+            else:
+                out = image + op["by"] * op["mask"]
+            return io.NodeOutput(out, "%s %s on node %s" % (list(op), op["op"],
+                                                            cls.hidden.unique_id))
+
+    class DemoV3Sum(io.ComfyNode):
+        """An Autogrow: as many FLOAT inputs as the prompt gives (x0, x1, ...)."""
+
+        @classmethod
+        def define_schema(cls):
+            return io.Schema(
+                node_id="DemoV3Sum", category="demo/filters",
+                inputs=[io.Autogrow.Input("terms", template=io.Autogrow.TemplatePrefix(
+                    io.Float.Input("x"), prefix="x", min=1, max=4))],
+                outputs=[io.Float.Output(display_name="sum")], is_output_node=True)
+
+        @classmethod
+        def execute(cls, terms):
+            return io.NodeOutput(float(sum(terms.values())))
+
+
+class DemoKeys:
+    """The keys of a dict another env made, in the order this node sees them."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("DEMO_POINTS",)}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "keys"
+    CATEGORY = "demo/filters"
+    OUTPUT_NODE = True
+
+    def keys(self, value):
+        return (",".join(value),)
+
+
 class DemoDescribeSize:
     """What another env's node gave it: the types as this process sees them."""
 
@@ -104,4 +181,7 @@ class DemoDescribeSize:
 
 NODE_CLASS_MAPPINGS = {"DemoInvert": DemoInvert, "DemoBatchSizes": DemoBatchSizes,
                        "DemoLoadLut": DemoLoadLut, "DemoV3Gain": DemoV3Gain,
-                       "DemoDescribeSize": DemoDescribeSize}
+                       "DemoDescribeSize": DemoDescribeSize, "DemoV3Sizes": DemoV3Sizes,
+                       "DemoKeys": DemoKeys}
+if hasattr(io, "DynamicCombo"):
+    NODE_CLASS_MAPPINGS.update(DemoV3Adjust=DemoV3Adjust, DemoV3Sum=DemoV3Sum)
