@@ -9,6 +9,8 @@ import re
 import types
 
 _FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\n]+)')
+# The worker's own calling frames: in-process, ComfyUI's executor stands in their place.
+_WORKER_RUNTIME = "/comfy_orch/worker/"
 _MAX_FRAMES = 64  # a worker's traceback is untrusted text: a bounded number of frames
 
 
@@ -33,7 +35,7 @@ def attach(exc: BaseException, lines: list[str] | None) -> BaseException:
     frames = []
     for text in (lines or [])[-_MAX_FRAMES:]:
         m = _FRAME.match(text) if isinstance(text, str) else None
-        if m is not None and 0 < int(m["line"]) < 1 << 20:
+        if m is not None and 0 < int(m["line"]) < 1 << 20 and _WORKER_RUNTIME not in m["file"]:
             frames.append((m["file"], int(m["line"]), m["name"].strip()[:200]))
     head: types.TracebackType | None = None
     for filename, line, name in reversed(frames):

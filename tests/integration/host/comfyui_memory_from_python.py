@@ -125,7 +125,7 @@ class ComfyUIMemory(unittest.TestCase):
         self.assertEqual(self.resident("orchdemoa", key), 0)
 
     @unittest.skipUnless(hasattr(mm, "unload_model_and_clones"),
-                         "this ComfyUI predates unload_model_and_clones (ComfyUI a125cd84 has none)")
+                         "this ComfyUI has no unload_model_and_clones (0.3.64 and 0.8 have none)")
     def test_unloading_a_host_model_and_its_clones_passes_worker_models_by(self):
         self.run_prompt({"1": {"class_type": "DemoLoadWeights",
                                "inputs": {"name": "kept", "size_mib": 8}}})

@@ -89,15 +89,96 @@ TEST(comfyui_host, comfyuis_memory_manager_reaches_worker_models_and_the_pinned_
   run_in_comfyui(ORCH_TEST_COMFYUI_MEMORY_SCRIPT);
 }
 
+// The two isolated envs of the launch tests, built where comfy-env puts them
+// (ORCH_ENV_ROOT/envs/<env>); C's and B's blender/ are left unbuilt, so C falls back in-process
+// and blender/ fails there alone.
+// Each sees what the test interpreter sees, its .pth files included (a .pth that adds its
+// site-packages with site.addsitedir): where that interpreter is itself a venv, as a real tree's
+// is, --system-site-packages reaches only its base's.
+void build_launch_envs(const fs::path& env_root) {
+  for (const char* env : {"orchdemoa-nodes", "orchdemob-filters"}) {
+    const std::string venv = (env_root / "envs" / env).string();
+    ASSERT_EQ(std::system((test_python() + " -m venv --system-site-packages --without-pip '" +
+                           venv + "' && '" + test_python() +
+                           "' -c 'import site; print(\"import site; \" + \"; \".join("
+                           "\"site.addsitedir(%r)\" % d for d in site.getsitepackages()))' | '" +
+                           venv +
+                           "/bin/python' -c 'import site, sys; open(site.getsitepackages()[0] + "
+                           "\"/orch_test_python.pth\", \"w\").write(sys.stdin.read())'")
+                              .c_str()),
+              0);
+  }
+}
+
+// What `launch` says of the tree in both launch tests: the envs it found, and a fix line that
+// names the tree, which `comfy-orch install` takes.
+void expect_launch_report(const std::string& log, const fs::path& tree) {
+  EXPECT_NE(log.find("[comfy-orch] active: 2 envs isolated, 2 not (ComfyUI tree"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("`comfy-orch install " + tree.string() + " orchdemoc-nodes`"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("(ComfyUI host)"), std::string::npos) << log;
+}
+
+// The launch test on a real tree (ORCH_COMFYUI_ROOT): its own main.py serves, and prompts go
+// through its HTTP API, its validation and its executor (launch_real_comfyui.py).
+void launch_a_real_tree(const fs::path& dir, const fs::path& real) {
+  const fs::path tree = dir / "ComfyUI";
+  fs::create_directories(tree);
+  for (const auto& entry : fs::directory_iterator(real)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "custom_nodes" || name == "user" || name == "output" || name == "input" ||
+        name == "temp" || name == "models" || name == "venv")
+      continue;
+    fs::create_symlink(entry.path(), tree / name);
+  }
+  fs::copy(fs::path(ORCH_TEST_COMFYUI_PACKS), tree / "custom_nodes", fs::copy_options::recursive);
+  build_launch_envs(dir / "envs");
+  const fs::path log_path = dir / "launch.log";
+  const auto r = orch::host_testing::run_script(
+      dir, "", ORCH_TEST_LAUNCH_REAL_SCRIPT,
+      std::string(COMFY_ORCH_BIN) + "' '" + tree.string() + "' '" + test_python() + "' '" +
+          (dir / "envs").string() + "' '" + log_path.string());
+  std::ifstream log_file(log_path);
+  const std::string log((std::istreambuf_iterator<char>(log_file)), {});
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const auto at = r.output.find("RESULT ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const auto result =
+      nlohmann::json::parse(r.output.substr(at + 7, r.output.find('\n', at) - at - 7));
+  for (const char* name : {"DemoGradient", "DemoInvert", "DemoV3Gain", "DemoMean"})
+    EXPECT_NE(std::find(result["classes"].begin(), result["classes"].end(), name),
+              result["classes"].end())
+        << name << ": " << log;
+  EXPECT_EQ(result["gain_info"]["display_name"], "Demo Gain (V3)") << log;
+  // Gradient (env A) -> Invert (env B) -> Viewer (env A), its ui in ComfyUI's history.
+  EXPECT_EQ(result["viewer_ui"]["text"], nlohmann::json::array({"8x4"})) << r.output;
+  if (result.contains("adjust_ui")) {  // a tree with dynamic inputs (0.8)
+    EXPECT_EQ(result["adjust_ui"]["op"], nlohmann::json::array({"['factor', 'op'] scale on node 2"}))
+        << r.output;
+  }
+  expect_launch_report(log, tree);
+}
+
 // What a user does: `comfy-orch launch <ComfyUI>` over packs written for comfy-env, with no
-// deployment file and nothing set but where the envs are. Its main.py loads the custom nodes as
-// ComfyUI does (the loader harness) and runs a prompt across two isolated envs and ComfyUI's own
-// process; the host starts from the tree's description, finding its plugins beside the library.
+// deployment file and nothing set but where the envs are. On the fixture, its main.py loads the
+// custom nodes as ComfyUI does (the loader harness) and runs a prompt across two isolated envs
+// and ComfyUI's own process; on a real tree (ORCH_COMFYUI_ROOT), the tree's own main.py serves
+// and is driven over HTTP. The host starts from the tree's description, finding its plugins
+// beside the library.
 TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_deployment_file) {
   if (const auto why = orch::host_testing::python_skip_reason(); !why.empty()) GTEST_SKIP() << why;
   char pattern[] = "/tmp/orch-comfyui-launch-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);
   const fs::path dir = pattern;
+  if (const char* real = std::getenv("ORCH_COMFYUI_ROOT"); real != nullptr && *real != '\0') {
+    launch_a_real_tree(dir, real);
+    std::error_code ec;
+    if (!::testing::Test::HasFailure()) fs::remove_all(dir, ec);
+    return;
+  }
   const fs::path tree = dir / "ComfyUI";
   fs::create_directories(tree);
   fs::copy(fs::path(ORCH_TEST_COMFYUI), tree, fs::copy_options::recursive);  // main.py replaced
@@ -123,14 +204,7 @@ TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_de
          "                                                 if hasattr(c, 'COMFY_ORCH_ENV')),\n"
          "                              'mean': out['3'][0][0], 'mean_pid': out['3'][1][0],\n"
          "                              'invert_pid': out['2'][1][0], 'pid': os.getpid()}))\n";
-  // The two isolated envs, built where comfy-env puts them (ORCH_ENV_ROOT/envs/<env>); C's is
-  // left unbuilt, so it falls back in-process.
-  for (const char* env : {"orchdemoa-nodes", "orchdemob-filters"}) {
-    const std::string venv = (dir / "envs/envs" / env).string();
-    ASSERT_EQ(std::system((test_python() + " -m venv --system-site-packages --without-pip '" +
-                           venv + "'").c_str()),
-              0);
-  }
+  build_launch_envs(dir / "envs");
   const std::string command = "cd / && ORCH_ENV_ROOT='" + (dir / "envs").string() + "' '" +
                               COMFY_ORCH_BIN + "' launch '" + tree.string() + "' --python '" +
                               test_python() + "' -- --cpu > '" + (dir / "launch.log").string() +
@@ -149,15 +223,10 @@ TEST(comfyui_host, comfy_orch_launch_runs_packs_written_for_comfy_env_with_no_de
   EXPECT_NEAR(result["mean"].get<double>(), 0.5, 1e-5) << log;
   EXPECT_EQ(result["mean_pid"], result["pid"]) << log;     // C ran in ComfyUI's process
   EXPECT_NE(result["invert_pid"], result["pid"]) << log;   // B in its worker
-  // C's env and B's blender/ are not built: the fix names the tree, which `install` takes.
-  EXPECT_NE(log.find("[comfy-orch] active: 2 envs isolated, 2 not (ComfyUI tree"),
-            std::string::npos)
-      << log;
-  EXPECT_NE(log.find("`comfy-orch install " + tree.string() + " orchdemoc-nodes`"),
-            std::string::npos)
-      << log;
-  EXPECT_EQ(log.find("(ComfyUI host)"), std::string::npos) << log;
-  EXPECT_EQ(log.find("lacks"), std::string::npos) << log;  // the whole surface is there
+  expect_launch_report(log, tree);
+  // The fixture has the whole surface the canary checks (a real tree may lack a member: an
+  // older one has no MAX_PINNED_MEMORY, and the canary says that feature is off).
+  EXPECT_EQ(log.find("lacks"), std::string::npos) << log;
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

@@ -128,8 +128,8 @@ if hasattr(io, "DynamicCombo"):  # ComfyUI 0.8's dynamic inputs (not in a125cd84
                 out = image * op["factor"]
             else:
                 out = image + op["by"] * op["mask"]
-            return io.NodeOutput(out, "%s %s on node %s" % (list(op), op["op"],
-                                                            cls.hidden.unique_id))
+            said = "%s %s on node %s" % (list(op), op["op"], cls.hidden.unique_id)
+            return io.NodeOutput(out, said, ui={"op": [said]})
 
     class DemoV3Sum(io.ComfyNode):
         """An Autogrow: as many FLOAT inputs as the prompt gives (x0, x1, ...)."""
