@@ -119,6 +119,7 @@ result<json> library_host::call(const json& request) {
   const std::string type = request["class_type"].get<std::string>();
   const node_class* cls = host_->catalogue().find(type);
   if (cls == nullptr) cls = host_->catalogue().find_route(type);
+  if (cls == nullptr) cls = host_->catalogue().find_internal(type);
   if (cls == nullptr) {
     return error{ipc::node_error_type::missing_node_type,
                  type +

@@ -69,6 +69,7 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
       c.route = {{"method", name(*it, "method")}, {"path", name(*it, "path")},
                  {"module", name(*it, "module")}, {"handler", name(*it, "handler")}};
     }
+    c.internal = flag(n, "orch_internal", false);
     c.env = env;
     for (const auto& in : list(n, "inputs")) {
       if (!in.is_object()) continue;

@@ -17,6 +17,12 @@ std::optional<std::string> node_catalogue::add(node_class cls) {
     routes_.emplace(key, std::move(cls));
     return std::nullopt;
   }
+  if (cls.internal) {
+    const std::string key = cls.class_type;
+    if (!internal_.emplace(key, std::move(cls)).second)
+      return "internal class '" + key + "' is provided twice; using the first";
+    return std::nullopt;
+  }
   auto it = classes_.find(cls.class_type);
   if (it != classes_.end()) {
     return "node class '" + cls.class_type + "' is provided by both env '" + it->second.env +
@@ -90,6 +96,11 @@ const node_class* node_catalogue::find(const std::string& class_type) const {
 const node_class* node_catalogue::find_route(const std::string& class_type) const {
   auto it = routes_.find(class_type);
   return it == routes_.end() ? nullptr : &it->second;
+}
+
+const node_class* node_catalogue::find_internal(const std::string& class_type) const {
+  auto it = internal_.find(class_type);
+  return it == internal_.end() ? nullptr : &it->second;
 }
 
 }  // namespace orch::orchestrator

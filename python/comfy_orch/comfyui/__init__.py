@@ -124,10 +124,11 @@ def register_nodes(nodes_package: str = "nodes") -> tuple[dict[str, Any], dict[s
         if manifest:
             why = (reasons.get(env["env"]) or env.get("detail") or "its env is " + env["state"]
                    if env is not None else "the deployment has no env for it")
-            _log.warning("[comfy-orch] %s: not isolated: %s; importing it in-process. Build its "
-                         "env with `comfy-orch install %s%s`.", node_dir, why,
-                         _runtime.comfyui_root(pack_dir) or "<deployment>",
-                         " " + env["env"] if env is not None else "")
+            fix = "" if "comfy-orch install" in why else " Build its env with `comfy-orch " \
+                "install %s%s`." % (_runtime.comfyui_root(pack_dir) or "<deployment>",
+                                    " " + env["env"] if env is not None else "")
+            _log.warning("[comfy-orch] %s: not isolated: %s; importing it in-process.%s",
+                         node_dir, why, fix)
         try:
             m, d = _import_in_process(caller_package, pack_dir, node_dir)
         except Exception as exc:  # noqa: BLE001 - as comfy-env: this directory's nodes are

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .._shared import serializers
 from .._shared.serializers import HANDLE_PREFIX
 from ..host import Host, NodeError, NodeResult
-from . import _runtime, _worker_traceback
+from . import _handover, _runtime, _worker_traceback
 
 if TYPE_CHECKING:
     # caller()'s call: (inputs, node, prompt, extra_pnginfo, method=None) -> NodeResult.
@@ -134,13 +134,17 @@ def _interrupt_watch(host: Host, done: threading.Event) -> None:
             return
 
 
-def _to_worker(value: Any) -> Any:
+def _to_worker(value: Any, hand_over: Callable[[WorkerObject], Any]) -> Any:
+    """`value` as a call's input: a worker object through `hand_over` (its handle for its own
+    env, else what another env is given, _handover.py)."""
     if isinstance(value, WorkerObject):
-        return value.handle
+        return hand_over(value)
     if isinstance(value, list):
-        return [_to_worker(v) for v in value]
+        return [_to_worker(v, hand_over) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_worker(v, hand_over) for k, v in value.items()}
     if isinstance(value, tuple) and serializers.encode(value) is None:
-        return {serializers.TUPLE: [_to_worker(v) for v in value]}
+        return {serializers.TUPLE: [_to_worker(v, hand_over) for v in value]}
     marked = serializers.encode(value)  # a pack's type with its registered serializer
     return marked if marked is not None else value
 
@@ -172,6 +176,10 @@ def caller(host: Host, class_type: str, schema: dict[str, Any]) -> WorkerCall:
     the stand-ins."""
     declared_hidden = set((schema.get("hidden") or {}).values())
     executing_context = executing_context_reader()
+    env = schema.get("env")
+
+    def hand_over(obj: WorkerObject) -> Any:
+        return obj.handle if obj.env == env else _handover.handed_over(host, obj, str(env))
 
     def call(inputs: dict[str, Any], node: object, prompt: Any, extra_pnginfo: Any,
              method: str | None = None) -> NodeResult:
@@ -179,7 +187,7 @@ def caller(host: Host, class_type: str, schema: dict[str, Any]) -> WorkerCall:
         hidden = {kind: value for kind, value in (("PROMPT", prompt),
                                                   ("EXTRA_PNGINFO", extra_pnginfo))
                   if kind in declared_hidden and value is not None} or None
-        inputs = {k: _to_worker(v) for k, v in inputs.items()}
+        inputs = {k: _to_worker(v, hand_over) for k, v in inputs.items()}
         context = executing_context() if executing_context is not None else None
         if context is not None:
             node = node or context.node_id

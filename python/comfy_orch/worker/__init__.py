@@ -16,8 +16,8 @@ import os
 import sys
 
 from .._shared import abi, comfyui_args, pack_frames
-from . import (_call, _comfyui_hooks, _library, _output, _prompt_server, _routes, _schema,
-               _torch_allocator, _torch_models, _v3)
+from . import (_call, _comfyui_hooks, _crossing, _library, _output, _prompt_server, _routes,
+               _schema, _torch_allocator, _torch_models, _v3)
 
 TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pays for it
 if TYPE_CHECKING:
@@ -125,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = _import_node_dir(node_dir, pack_dir)
         specs = _node_specs(module, node_dir, pack_dir)
         specs += _routes.route_specs(module)  # the pack's ROUTES, served by ComfyUI's side
+        specs.append(_crossing.ExportSpec(env))  # its objects, asked for by another env
         _comfyui_hooks.install_hooks()
         installed = _torch_allocator.install()
         if installed is not True and "torch" in sys.modules:

@@ -1,6 +1,7 @@
 """Node values between the worker runtime and Python (docs/python.md): literals by value,
 tensors as pool views, lists, tuples and dicts of them as containers, and every other object as
-a handle that stays in its worker (models never cross processes: nothing is pickled).
+a handle that stays in its worker; another env gets such an object only as _crossing hands it
+over.
 
 A node's values are whatever the pack made of them: Any, where they pass through here."""
 
@@ -12,7 +13,7 @@ import sys
 
 from .._shared import abi, serializers, tensor_kind
 from .._shared.serializers import HANDLE_PREFIX
-from . import _call
+from . import _call, _crossing
 
 TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pays for it
 if TYPE_CHECKING:
@@ -84,8 +85,11 @@ def from_value(v: abi.Value, declared: str, handles: Handles, node: str,
                   for k in range(count)]
         if kind == abi.VALUE_LIST:
             return values
-        return serializers.decode({(items[k].key or b"").decode("utf-8", "replace"): values[k]
-                                   for k in range(count)})
+        items_by_key = {(items[k].key or b"").decode("utf-8", "replace"): values[k]
+                        for k in range(count)}
+        if _crossing.is_crossing(items_by_key):  # an object another env handed over
+            return _crossing.load(items_by_key, handles.env, node)
+        return serializers.decode(items_by_key)
     raise TypeError("%s: input of unknown value kind %d" % (node, kind))
 
 

@@ -333,7 +333,8 @@ class ComfyUIHost(unittest.TestCase):
         with self.assertRaises(TypeError) as caught:
             model.gain
         self.assertIn("DEMO_MODEL", str(caught.exception))
-        # Sent to another env's node: refused there, naming both envs.
+        # Sent to another env's node: pickled across, and refused there, as B cannot import the
+        # class (it is defined in A's node module), naming both envs, the type and the fix.
         from comfy_orch.host import NodeError
         with self.assertRaises(NodeError) as refused:
             self.run_prompt({
@@ -341,7 +342,31 @@ class ComfyUIHost(unittest.TestCase):
                 "3": {"class_type": "DemoMean", "inputs": {"image": ["5", 0]}},
                 "5": {"class_type": "DemoInvert", "inputs": {"image": ["2", 0]}},
             })
-        self.assertIn("one env", refused.exception.message)
+        message = refused.exception.message
+        self.assertIn("DemoModel made in env 'orchdemoa-nodes' cannot be used in env "
+                      "'orchdemob-filters': this env cannot import its type", message)
+        self.assertIn("register_serializer", message)
+
+    def test_a_pack_object_crosses_to_another_env_that_can_import_its_type(self):
+        out = self.run_prompt({
+            "1": {"class_type": "DemoMesh", "inputs": {}},
+            "2": {"class_type": "DemoMeshInfo", "inputs": {"mesh": ["1", 0]}},
+        })
+        said = out["2"][0][0]
+        self.assertTrue(said.startswith("SimpleNamespace of 3 vertices, made in pid "), said)
+        made, read = [int(w) for w in said.replace(",", " ").split() if w.isdigit()][1:]
+        self.assertNotEqual(made, read)  # two workers: A's object, rebuilt in B's
+        crossed = [line for line in self.log.lines if "SimpleNamespace crosses" in line]
+        self.assertEqual(len(crossed), 1, self.log.lines)  # said once, with its cost
+        self.assertIn("types.SimpleNamespace crosses from env orchdemoa-nodes to env "
+                      "orchdemob-filters pickled (", crossed[0])
+        self.run_prompt({
+            "1": {"class_type": "DemoMesh", "inputs": {}},
+            "2": {"class_type": "DemoMeshInfo", "inputs": {"mesh": ["1", 0]}},
+        })
+        self.assertEqual(len([line for line in self.log.lines
+                              if "SimpleNamespace crosses" in line]), 1)
+        self.assertNotIn("(0 bytes", crossed[0])
 
     def test_a_class_that_is_v3_in_its_worker_is_a_v3_node_in_comfyui(self):
         from comfy_api.latest import io

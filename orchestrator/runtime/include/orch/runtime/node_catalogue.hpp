@@ -72,6 +72,10 @@ struct node_class {
   // like a node, with its JSON body as the input "body" and its JSON answer as the one output,
   // but never a node of a prompt or of /object_info.
   nlohmann::json route{};
+  // A class of the worker's own that only comfy-orch calls, never a node of a prompt or of
+  // /object_info: a Python worker's "orch.export:<env>", which hands one of its objects to
+  // another env (docs/comfyui.md, "Objects across envs").
+  bool internal = false;
 };
 
 // The input as its class's INPUT_TYPES gives it: [type or combo choices] or [type, {default,
@@ -86,7 +90,8 @@ nlohmann::json object_info(const node_class& cls);
 
 class node_catalogue {
  public:
-  // Adds a class, or a route where cls.route is an object; a class_type (or a route's method
+  // Adds a class, an internal class, or a route where cls.route is an object; a class_type (or
+  // a route's method
   // and path) already provided by another env is kept with its first provider and the clash is
   // returned as a message, so the caller can report it.
   std::optional<std::string> add(node_class cls);
@@ -97,10 +102,13 @@ class node_catalogue {
   // The routes packs declared, by class_type: what only their HTTP proxies call.
   const node_class* find_route(const std::string& class_type) const;
   const std::map<std::string, node_class>& routes() const { return routes_; }
+  // The workers' internal classes, by class_type.
+  const node_class* find_internal(const std::string& class_type) const;
 
  private:
   std::map<std::string, node_class> classes_;
   std::map<std::string, node_class> routes_;
+  std::map<std::string, node_class> internal_;
   std::map<std::string, std::string> route_paths_;  // "METHOD path" -> the env declaring it
 };
 

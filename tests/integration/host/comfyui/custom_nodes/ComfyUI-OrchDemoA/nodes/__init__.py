@@ -200,6 +200,24 @@ class DemoPoints:
         return ({"points": [[1, 2]], "labels": [1]},)
 
 
+class DemoMesh:
+    """A pack object of a type both envs can import (as GeometryPack's Trimesh): another env's
+    node gets it as it is, pickled across."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("DEMO_MESH",)
+    FUNCTION = "make"
+    CATEGORY = "demo"
+
+    def make(self):
+        import types
+        return (types.SimpleNamespace(vertices=[[0, 0, 0], [1, 0, 0], [0, 1, 0]],
+                                      made_in=os.getpid()),)
+
+
 class DemoFail:
     """Fails in its worker: ComfyUI's traceback must reach this file and line."""
 
@@ -244,7 +262,7 @@ NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "
                        "DemoLoadWeights": DemoLoadWeights, "DemoSize": DemoSize,
                        "DemoInvertedGradient": DemoInvertedGradient,
                        "DemoLoadComfyModel": DemoLoadComfyModel, "DemoPoints": DemoPoints,
-                       "DemoFail": DemoFail}
+                       "DemoFail": DemoFail, "DemoMesh": DemoMesh}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}
 NODE_CLASS_MAPPINGS.update(declared.NODE_CLASS_MAPPINGS)

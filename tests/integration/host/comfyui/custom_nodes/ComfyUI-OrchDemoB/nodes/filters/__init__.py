@@ -163,6 +163,23 @@ class DemoKeys:
         return (",".join(value),)
 
 
+class DemoMeshInfo:
+    """Another env's mesh, as this env's worker has it."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"mesh": ("DEMO_MESH",)}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "info"
+    CATEGORY = "demo/filters"
+    OUTPUT_NODE = True
+
+    def info(self, mesh):
+        return ("%s of %d vertices, made in pid %d, read in pid %d"
+                % (type(mesh).__name__, len(mesh.vertices), mesh.made_in, os.getpid()),)
+
+
 class DemoDescribeSize:
     """What another env's node gave it: the types as this process sees them."""
 
@@ -182,6 +199,6 @@ class DemoDescribeSize:
 NODE_CLASS_MAPPINGS = {"DemoInvert": DemoInvert, "DemoBatchSizes": DemoBatchSizes,
                        "DemoLoadLut": DemoLoadLut, "DemoV3Gain": DemoV3Gain,
                        "DemoDescribeSize": DemoDescribeSize, "DemoV3Sizes": DemoV3Sizes,
-                       "DemoKeys": DemoKeys}
+                       "DemoKeys": DemoKeys, "DemoMeshInfo": DemoMeshInfo}
 if hasattr(io, "DynamicCombo"):
     NODE_CLASS_MAPPINGS.update(DemoV3Adjust=DemoV3Adjust, DemoV3Sum=DemoV3Sum)

@@ -1,0 +1,48 @@
+"""A worker's object handed to a node of another env (docs/comfyui.md, "Objects across envs"):
+its owner's internal class orch.export:<env> gives what crosses (its registered serializer's
+payload, else its pickle as a pool tensor, never unpickled in ComfyUI's process), which the
+receiving worker rebuilds. Each type that crosses by pickle is said once, with its cost."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..host import Host
+    from ._proxies import WorkerObject
+
+_log = logging.getLogger("comfy_orch")
+EXPORT_PREFIX = "orch.export:"  # the worker's (worker/_crossing.py)
+PICKLE_MARK = "__comfy_orch_pickle__"
+_lock = threading.Lock()
+_said: set[tuple[str, str, str]] = set()
+
+
+def handed_over(host: Host, obj: WorkerObject, env: str) -> Any:
+    """What env `env`'s worker is given for `obj`, an object of another env's worker."""
+    start = time.monotonic()
+    value = host.execute(EXPORT_PREFIX + obj.env, {"value": obj.handle}, node="export").outputs
+    crossing = value[0] if value else None
+    if isinstance(crossing, dict) and isinstance(crossing.get(PICKLE_MARK), str):
+        said = (crossing[PICKLE_MARK], obj.env, env)
+        with _lock:
+            first = said not in _said
+            _said.add(said)
+        if first:
+            data = crossing.get("data")
+            _log.info("[comfy-orch] a %s crosses from env %s to env %s pickled (%d bytes, %.1f "
+                      "ms to export); register a serializer for it (comfy_env."
+                      "register_serializer) to choose what crosses", said[0], obj.env, env,
+                      _size(data), (time.monotonic() - start) * 1e3)
+    return crossing
+
+
+def _size(data: Any) -> int:
+    """Bytes of the pickle's view: numpy's nbytes, or a torch tensor's (torch 1.13 has no
+    nbytes)."""
+    if hasattr(data, "nbytes"):
+        return int(data.nbytes)
+    return int(data.numel() * data.element_size()) if hasattr(data, "numel") else 0
