@@ -91,6 +91,8 @@ class ComfyUIHost(unittest.TestCase):
     def tearDownClass(cls):
         from comfy_orch.comfyui import _runtime
         _runtime.stop()
+        import shutil
+        shutil.rmtree(cls.input, ignore_errors=True)
 
     def run_prompt(self, prompt, uis=None):
         return loader_harness.execute(prompt, self.classes, uis=uis)

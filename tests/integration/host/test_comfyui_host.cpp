@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -56,17 +57,23 @@ void run_in_comfyui(const char* script, const std::string& conventions = "0.8") 
                             << "\"\n\"orchdemob-filters\" = \"" << test_python() << "\"\n"
                             << "[workers]\nhandshake_timeout = \"30s\"\nrestart_backoff = \"50ms\"\n"
                             << "[shm]\npinned_pool_size = \"64MiB\"\n";
+  // Its temporary files go in a directory of the test's own, which must be empty at the end.
+  fs::create_directories(dir / "tmp");
   const auto r = orch::host_testing::run_script(
       dir,
-      "ORCH_TEST_COMFYUI_CONVENTIONS=" + conventions + " COMFY_ORCH_DEPLOYMENT='" +
+      "TMPDIR='" + (dir / "tmp").string() + "' ORCH_TEST_COMFYUI_CONVENTIONS=" + conventions +
+          " COMFY_ORCH_DEPLOYMENT='" +
           deployment.string() + "' ORCH_CLI='" + COMFY_ORCH_BIN +
           "' PYTHONPATH='" +
           ORCH_TEST_PYTHON_PACKAGE + ":" + comfyui_tree() + "'",
       script, (dir / "ComfyUI/custom_nodes").string());
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("\nOK"), std::string::npos) << r.output;
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir / "tmp")) left.push_back(e.path().string());
+  EXPECT_TRUE(left.empty()) << "left behind: " << testing::PrintToString(left);
   std::error_code ec;
-  if (r.rc == 0) fs::remove_all(dir, ec);
+  if (r.rc == 0 && left.empty()) fs::remove_all(dir, ec);
 }
 
 TEST(comfyui_host, packs_written_for_comfy_env_run_isolated_inside_a_comfyui_process) {
