@@ -258,6 +258,16 @@ env_status locate_env(const node_dir& dir, const env_manifest& manifest, const e
                     names_of(found, chosen) +
                     "; remove the others (comfy-orch gc <deployment> --delete lists them)";
   }
+  // An env whose interpreter is another Python than its manifest asks for (one built by hand,
+  // or by a tool that ignored the line) runs the pack on the wrong ABI: rebuild it.
+  if (manifest.python && !status.python_version.empty() &&
+      *manifest.python != status.python_version) {
+    status.state = env_state::stale;
+    status.detail = "built with Python " + status.python_version + ", and " +
+                    dir.config.filename().string() + " asks for Python " + *manifest.python +
+                    "; " + install + " to rebuild it";
+    return status;
+  }
   const auto& stamped_identity = chosen->stamp.stamp ? chosen->stamp.stamp->identity : std::nullopt;
   if (!status.identity.empty() && stamped_identity && *stamped_identity != status.identity) {
     status.state = env_state::stale;

@@ -70,9 +70,11 @@ json dry_run_entry(const orchestrator::env_context& c, const manifests::env_entr
   const auto derivation = manifests::derive_env(
       e.dir.env_name, e.manifest, *c.stack, manifests::this_platform(), e.dir.config.parent_path());
   const bool up = orchestrator::env_up_to_date(e.status);
-  return {{"env", e.dir.env_name},
+  const auto refused =
+      up ? std::nullopt : orchestrator::backend_refusal(e, derivation, *c.stack, backend);
+  json entry = {{"env", e.dir.env_name},
           {"state", state_word(e.status)},
-          {"action", up ? "skip" : "build"},
+          {"action", up ? "skip" : refused ? "refuse" : "build"},
           {"dir", orchestrator::install_dir_for(e, c.deployment.env.root, *c.stack).string()},
           {"backend", orchestrator::to_string(backend)},
           {"identity", derivation.identity},
@@ -80,6 +82,8 @@ json dry_run_entry(const orchestrator::env_context& c, const manifests::env_entr
           {"conda_packages", derivation.conda_packages},
           {"notes", derivation.notes},
           {"pixi_toml", manifests::pixi_toml_text(derivation, e.dir.config)}};
+  if (refused) entry["refused"] = *refused;
+  return entry;
 }
 
 int run_install(const install_options& o) {
@@ -105,24 +109,35 @@ int run_install(const install_options& o) {
   const std::string tag = manifests::abi_tag(*context->stack);
   if (o.dry_run) {
     json plan = json::array();
-    for (const auto* e : targets) plan.push_back(dry_run_entry(*context, *e, *backend));
+    bool any_refused = false;
+    for (const auto* e : targets) {
+      plan.push_back(dry_run_entry(*context, *e, *backend));
+      any_refused = any_refused || plan.back()["action"] == "refuse";
+    }
+    // As install would end: a plan with an env it refuses fails, as the install would.
+    const int status = any_refused ? exit_failure : exit_ok;
     if (o.json) {
       std::cout << json{{"abi_tag", tag},
                         {"backend", orchestrator::to_string(*backend)},
                         {"envs", plan}}
                        .dump(2, ' ', false, json::error_handler_t::replace)
                 << '\n';
-      return exit_ok;
+      return status;
     }
     std::cout << "host stack: abi=" << tag << " (" << context->host_python.string() << "), backend "
               << orchestrator::to_string(*backend) << '\n';
     for (const auto& p : plan) {
-      std::cout << p["env"].get<std::string>() << ": " << p["state"].get<std::string>()
-                << (p["action"] == "skip" ? ", nothing to do"
-                                          : ", would build into " + p["dir"].get<std::string>())
-                << " (" << p["requirements"].size() << " requirement(s))\n";
+      std::cout << p["env"].get<std::string>() << ": " << p["state"].get<std::string>();
+      if (p["action"] == "skip") {
+        std::cout << ", nothing to do\n";
+      } else if (p["action"] == "refuse") {
+        std::cout << ", would be refused: " << p["refused"].get<std::string>() << '\n';
+      } else {
+        std::cout << ", would build into " << p["dir"].get<std::string>() << " ("
+                  << p["requirements"].size() << " requirement(s))\n";
+      }
     }
-    return exit_ok;
+    return status;
   }
 
   orchestrator::remember_deployment(context->deployment.env.root, o.deployment);

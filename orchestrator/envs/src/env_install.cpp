@@ -145,6 +145,27 @@ bool env_up_to_date(const manifests::env_status& status) {
                              status.state == manifests::env_state::ambiguous);
 }
 
+std::optional<std::string> backend_refusal(const manifests::env_entry& env,
+                                           const manifests::env_derivation& derivation,
+                                           const manifests::host_stack& stack,
+                                           env_backend_kind backend) {
+  if (backend == env_backend_kind::pixi) return std::nullopt;
+  const std::string tag = "[" + std::string(envs_errc::needs_pixi) + "] ";
+  if (derivation.python != stack.python) {
+    return tag + env.dir.config.string() + " asks for Python " + derivation.python + ", and a " +
+           to_string(backend) + " env runs the host's Python " + stack.python +
+           "; install pixi and use --backend pixi, or name a Python " + derivation.python +
+           " host with [env] python";
+  }
+  std::string only_pixi;
+  for (const auto& p : derivation.conda_packages) only_pixi += (only_pixi.empty() ? "" : ", ") + p;
+  for (const auto& p : derivation.untranslatable) only_pixi += (only_pixi.empty() ? "" : ", ") + p;
+  if (only_pixi.empty()) return std::nullopt;
+  return tag + env.dir.config.string() + " declares " + only_pixi +
+         ", which only pixi installs (conda packages, or PyPI entries pip cannot take); install "
+         "pixi and use --backend pixi";
+}
+
 install_outcome install_env(const install_request& request, const install_progress& progress) {
   const auto& env = *request.env;
   const fs::path envs = request.workspace_root / "envs";
@@ -185,30 +206,8 @@ install_outcome install_env(const install_request& request, const install_progre
   const auto derivation = manifests::derive_env(env.dir.env_name, env.manifest, request.stack,
                                                 request.platform, env.dir.config.parent_path());
   for (const auto& note : derivation.notes) progress(note);
-  if (request.backend != env_backend_kind::pixi && derivation.python != request.stack.python) {
-    return failed(final_dir, {},
-                  "[" + std::string(envs_errc::needs_pixi) + "] " + env.dir.config.string() +
-                      " asks for Python " + derivation.python + ", and a " +
-                      to_string(request.backend) + " env runs the host's Python " +
-                      request.stack.python +
-                      "; install pixi and use --backend pixi, or name a "
-                      "Python " +
-                      derivation.python + " host with [env] python");
-  }
-  if (request.backend != env_backend_kind::pixi) {
-    std::string only_pixi;
-    for (const auto& p : derivation.conda_packages)
-      only_pixi += (only_pixi.empty() ? "" : ", ") + p;
-    for (const auto& p : derivation.untranslatable)
-      only_pixi += (only_pixi.empty() ? "" : ", ") + p;
-    if (!only_pixi.empty()) {
-      return failed(final_dir, {},
-                    "[" + std::string(envs_errc::needs_pixi) + "] " + env.dir.config.string() +
-                        " declares " + only_pixi +
-                        ", which only pixi installs (conda packages, or PyPI entries pip "
-                        "cannot take); install pixi and use --backend pixi");
-    }
-  }
+  if (auto refused = backend_refusal(env, derivation, request.stack, request.backend))
+    return failed(final_dir, {}, *refused);
 
   remove_leftovers(envs, "." + name + ".build-");
   const fs::path build_dir = envs / ("." + name + ".build-" + std::to_string(::getpid()));

@@ -381,6 +381,48 @@ TEST_F(env_manager, two_installs_of_one_env_at_once_run_one_after_the_other) {
   EXPECT_EQ(node_says(), "1.0");
 }
 
+// A manifest asking for a Python the venv backend cannot give (it runs the host's): the dry run
+// says install would refuse it, and why, as install then does; neither builds anything.
+TEST_F(env_manager, dry_run_says_which_envs_install_would_refuse_and_why) {
+  write(dir_ / "packs/ComfyUI-PkgUser/nodes/comfy-env.toml",
+        "python = \"3.12\"\n\n[pypi-dependencies]\norchtestpkg = \"==1.0\"\n");
+  std::string args;
+  for (const auto& a : install_args()) args += "'" + a + "' ";
+  const auto dry = cli(args + "--dry-run");
+  EXPECT_EQ(dry.exit_code, 2) << dry.out << dry.err;  // as install itself exits
+  EXPECT_NE(dry.out.find("pkguser-nodes: missing, would be refused: [needs_pixi] "),
+            std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("asks for Python 3.12"), std::string::npos) << dry.out;
+  EXPECT_EQ(dry.out.find("would build"), std::string::npos) << dry.out;
+  const auto as_json = json::parse(cli(args + "--dry-run --json").out);
+  EXPECT_EQ(as_json["envs"][0]["action"], "refuse") << as_json;
+  const auto real = install();
+  EXPECT_EQ(real.exit_code, 2);
+  EXPECT_NE(real.out.find("asks for Python 3.12"), std::string::npos) << real.out;
+  EXPECT_EQ(env_row()["state"], "missing");
+}
+
+// An env whose interpreter is another Python than its manifest asks for (made by hand, or by a
+// tool that ignored the line) is stale for envs and an error for doctor, with the fix.
+TEST_F(env_manager, an_env_on_another_python_than_its_manifest_asks_is_stale_and_doctor_says_so) {
+  ASSERT_EQ(install().exit_code, 0);
+  EXPECT_EQ(env_row()["state"], "ok");
+  write(dir_ / "packs/ComfyUI-PkgUser/nodes/comfy-env.toml",
+        "python = \"3.12\"\n\n[pypi-dependencies]\norchtestpkg = \"==1.0\"\n");
+  const auto row = env_row();
+  EXPECT_EQ(row["state"], "stale") << row;
+  EXPECT_NE(row["detail"].get<std::string>().find(
+                "built with Python 3.11, and comfy-env.toml asks for Python 3.12"),
+            std::string::npos)
+      << row;
+  const auto doctor = cli("doctor '" + deployment() + "'");
+  EXPECT_EQ(doctor.exit_code, 1) << doctor.out;
+  EXPECT_NE(doctor.out.find("built with Python 3.11, and comfy-env.toml asks for Python 3.12"),
+            std::string::npos)
+      << doctor.out;
+}
+
 TEST_F(env_manager, doctor_names_a_missing_import_and_a_broken_interpreter_with_their_fixes) {
   ASSERT_EQ(install().exit_code, 0);
   const auto healthy = cli("doctor '" + deployment() + "' --json");

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,14 @@ std::filesystem::path install_dir_for(const manifests::env_entry& env,
 
 // Whether the env is built for this stack from this derivation (what install would skip).
 bool env_up_to_date(const manifests::env_status& status);
+
+// Why `backend` cannot build the env `derivation` describes (a Python other than the host's, or
+// packages only pixi installs), with the fix and envs_errc::needs_pixi's tag; nothing when it
+// can. What install_env refuses before it builds, and what `install --dry-run` says of it.
+std::optional<std::string> backend_refusal(const manifests::env_entry& env,
+                                           const manifests::env_derivation& derivation,
+                                           const manifests::host_stack& stack,
+                                           env_backend_kind backend);
 
 install_outcome install_env(const install_request& request, const install_progress& progress);
 
