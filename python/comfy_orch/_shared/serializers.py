@@ -26,6 +26,18 @@ MARK = "__comfy_orch_serialized__"
 TUPLE = "__comfy_orch_tuple__"
 # An object that stays in its worker crosses as this prefix, then env:pid:n:type (a STRING).
 HANDLE_PREFIX = "comfy_orch.handle:"
+# An object handed to another env as its pickle: {PICKLE: type name, "env": where it was made,
+# "data": the pickle as a uint8 tensor}; only the receiving worker unpickles it.
+PICKLE = "__comfy_orch_pickle__"
+
+
+def pickle_max_bytes() -> int:
+    """The largest pickle that crosses: ORCH_PICKLE_MAX_BYTES, else 1 GiB."""
+    import os
+    try:
+        return int(os.environ.get("ORCH_PICKLE_MAX_BYTES", "") or 1 << 30)
+    except ValueError:
+        return 1 << 30
 
 _lock = threading.Lock()
 _by_type: dict[str, Entry] = {}  # class name -> (serialize, deserialize, tag)

@@ -1,7 +1,8 @@
 """A worker's object handed to a node of another env (docs/comfyui.md, "Objects across envs"):
 its owner's internal class orch.export:<env> gives what crosses (its registered serializer's
 payload, else its pickle as a pool tensor, never unpickled in ComfyUI's process), which the
-receiving worker rebuilds. Each type that crosses by pickle is said once, with its cost."""
+receiving worker rebuilds; an object of ComfyUI's own process crosses to a worker as its pickle
+too. Each type that crosses by pickle is said once, with its cost."""
 
 from __future__ import annotations
 
@@ -10,15 +11,47 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from .._shared import serializers
+
 if TYPE_CHECKING:
     from ..host import Host
     from ._proxies import WorkerObject
 
 _log = logging.getLogger("comfy_orch")
 EXPORT_PREFIX = "orch.export:"  # the worker's (worker/_crossing.py)
-PICKLE_MARK = "__comfy_orch_pickle__"
+PICKLE_MARK = serializers.PICKLE
 _lock = threading.Lock()
 _said: set[tuple[str, str, str]] = set()
+
+
+def pickled(value: Any, env: str) -> dict[str, Any]:
+    """An object of ComfyUI's process (a pack's in-process node made it) as a worker of `env`
+    is given it: its pickle, in the form a worker's export has (worker/_crossing.py), which the
+    worker unpickles. Refused here, naming the type and the fix, where it cannot be pickled."""
+    import pickle
+
+    import numpy
+    name = "%s.%s" % (type(value).__module__, type(value).__qualname__)
+    try:
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - whatever the object's __reduce__ raises
+        raise TypeError("a %s of ComfyUI's process cannot cross to env %s: it cannot be pickled "
+                        "(%s: %s); register a serializer for it (comfy_env.register_serializer)"
+                        % (name, env, type(exc).__name__, exc)) from None
+    if len(data) > serializers.pickle_max_bytes():
+        raise ValueError("a %s of ComfyUI's process cannot cross to env %s: its pickle is %d "
+                         "bytes, over ORCH_PICKLE_MAX_BYTES (%d); register a serializer for it "
+                         "(comfy_env.register_serializer)"
+                         % (name, env, len(data), serializers.pickle_max_bytes()))
+    said = (name, "ComfyUI", env)
+    with _lock:
+        first = said not in _said
+        _said.add(said)
+    if first:
+        _log.info("[comfy-orch] a %s crosses from ComfyUI's process to env %s pickled (%d "
+                  "bytes); register a serializer for it (comfy_env.register_serializer) to "
+                  "choose what crosses", name, env, len(data))
+    return {PICKLE_MARK: name, "env": "ComfyUI", "data": numpy.frombuffer(data, numpy.uint8)}
 
 
 def handed_over(host: Host, obj: WorkerObject, env: str) -> Any:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .._shared import serializers
+from .._shared import serializers, tensor_kind
 from .._shared.serializers import HANDLE_PREFIX
 from ..host import Host, NodeError, NodeResult
 from . import _handover, _runtime, _worker_traceback
@@ -134,9 +134,10 @@ def _interrupt_watch(host: Host, done: threading.Event) -> None:
             return
 
 
-def _to_worker(value: Any, hand_over: Callable[[WorkerObject], Any]) -> Any:
-    """`value` as a call's input: a worker object through `hand_over` (its handle for its own
-    env, else what another env is given, _handover.py)."""
+def _to_worker(value: Any, hand_over: Callable[[Any], Any]) -> Any:
+    """`value` as a call's input: plain values and tensors as they are; a worker object, or an
+    object of ComfyUI's process, through `hand_over` (a handle for its own env, else what
+    another env is given, _handover.py)."""
     if isinstance(value, WorkerObject):
         return hand_over(value)
     if isinstance(value, list):
@@ -146,7 +147,11 @@ def _to_worker(value: Any, hand_over: Callable[[WorkerObject], Any]) -> Any:
     if isinstance(value, tuple) and serializers.encode(value) is None:
         return {serializers.TUPLE: [_to_worker(v, hand_over) for v in value]}
     marked = serializers.encode(value)  # a pack's type with its registered serializer
-    return marked if marked is not None else value
+    if marked is not None:
+        return marked
+    if value is None or isinstance(value, (str, int, float, bool)) or tensor_kind.is_tensor(value):
+        return value
+    return hand_over(value)  # an object of ComfyUI's process: its pickle
 
 
 def _from_worker(value: Any, type_name: str, env: str) -> Any:
@@ -178,7 +183,9 @@ def caller(host: Host, class_type: str, schema: dict[str, Any]) -> WorkerCall:
     executing_context = executing_context_reader()
     env = schema.get("env")
 
-    def hand_over(obj: WorkerObject) -> Any:
+    def hand_over(obj: Any) -> Any:
+        if not isinstance(obj, WorkerObject):
+            return _handover.pickled(obj, str(env))
         return obj.handle if obj.env == env else _handover.handed_over(host, obj, str(env))
 
     def call(inputs: dict[str, Any], node: object, prompt: Any, extra_pnginfo: Any,

@@ -13,8 +13,6 @@ comfy-orch asks the owning worker for it through the internal class "orch.export
 
 from __future__ import annotations
 
-import os
-
 from .._shared import serializers
 from . import _schema
 
@@ -22,17 +20,10 @@ TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pa
 if TYPE_CHECKING:
     from typing import Any
 
-MARK = "__comfy_orch_pickle__"
+MARK = serializers.PICKLE
 EXPORT_PREFIX = "orch.export:"
 _FIX = ("register a serializer for it in both envs (comfy_env.register_serializer), or run "
         "both nodes in one env")
-
-
-def max_bytes() -> int:
-    try:
-        return int(os.environ.get("ORCH_PICKLE_MAX_BYTES", "") or 1 << 30)
-    except ValueError:
-        return 1 << 30
 
 
 def _type_name(obj: object) -> str:
@@ -51,10 +42,11 @@ def export(obj: object, env: str) -> Any:
         raise TypeError("a %s of env '%s' cannot cross to another env: it cannot be pickled "
                         "(%s: %s); %s" % (_type_name(obj), env, type(exc).__name__, exc,
                                           _FIX)) from None
-    if len(data) > max_bytes():
+    if len(data) > serializers.pickle_max_bytes():
         raise ValueError("a %s of env '%s' cannot cross to another env: its pickle is %d bytes, "
-                         "over ORCH_PICKLE_MAX_BYTES (%d); %s"
-                         % (_type_name(obj), env, len(data), max_bytes(), _FIX))
+                         "over ORCH_PICKLE_MAX_BYTES (%d); %s" % (
+                             _type_name(obj), env, len(data), serializers.pickle_max_bytes(),
+                             _FIX))
     import numpy
     return {MARK: _type_name(obj), "env": env,
             "data": numpy.frombuffer(data, dtype=numpy.uint8)}

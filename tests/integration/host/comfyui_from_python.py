@@ -461,6 +461,24 @@ class ComfyUIHost(unittest.TestCase):
         self.assertIn('raise ValueError("DemoFail failed " + why)', frames[-1])
         self.assertIn("loader_harness.py", "".join(frames[:-1]))  # ComfyUI's own come first
 
+    def test_an_object_of_comfyuis_process_crosses_to_a_worker_pickled(self):
+        out = self.run_prompt({
+            "1": {"class_type": "DemoPlainMesh", "inputs": {}},
+            "2": {"class_type": "DemoMeshInfo", "inputs": {"mesh": ["1", 0]}},
+        })
+        said = out["2"][0][0]
+        self.assertTrue(said.startswith("SimpleNamespace of 2 vertices, made in pid %d, read in "
+                                        "pid " % os.getpid()), said)
+        self.assertNotIn("read in pid %d" % os.getpid(), said)
+        self.assertTrue([line for line in self.log.lines
+                         if "crosses from ComfyUI's process to env orchdemob-filters" in line])
+        # One that cannot be pickled is refused before the call, naming the type and the fix.
+        from comfy_orch.comfyui import _handover
+        with self.assertRaises(TypeError) as refused:
+            _handover.pickled(lambda: 1, "orchdemob-filters")
+        self.assertIn("cannot be pickled", str(refused.exception))
+        self.assertIn("register_serializer", str(refused.exception))
+
     def test_a_dicts_keys_keep_their_order_across_processes(self):
         out = self.run_prompt({
             "1": {"class_type": "DemoPoints", "inputs": {}},

@@ -17,4 +17,21 @@ class DemoMean:
         return (float(image.mean()), os.getpid())
 
 
-NODE_CLASS_MAPPINGS = {"DemoMean": DemoMean}
+class DemoPlainMesh:
+    """A pack object made in ComfyUI's own process (a pack without isolation, as a GeometryPack
+    without comfy-env): a worker's node gets it pickled across."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("DEMO_MESH",)
+    FUNCTION = "make"
+    CATEGORY = "demo"
+
+    def make(self):
+        import types
+        return (types.SimpleNamespace(vertices=[[0, 0, 0], [0, 0, 1]], made_in=os.getpid()),)
+
+
+NODE_CLASS_MAPPINGS = {"DemoMean": DemoMean, "DemoPlainMesh": DemoPlainMesh}
