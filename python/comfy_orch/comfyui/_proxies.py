@@ -244,7 +244,7 @@ def outputs_of(schema: dict[str, Any], results: list[Any]) -> tuple[Any, ...]:
                  for k in range(len(outputs)))
 
 
-def _declared_order(types: dict[str, Any], order: object) -> dict[str, Any]:
+def declared_order(types: dict[str, Any], order: object) -> dict[str, Any]:
     """INPUT_TYPES as the pack wrote it, from the node_info that crossed as JSON: groups and
     inputs in the declared order (input_order; ComfyUI derives that from the keys' order, and the
     host's JSON sorted them), each spec a tuple."""
@@ -272,7 +272,7 @@ def build_proxy(host: Host, class_type: str, schema: dict[str, Any]) -> type:
     worker_call = caller(host, class_type, schema)
 
     def inputs_types(cls: type) -> dict[str, Any]:
-        types = _declared_order(copy.deepcopy(info.get("input") or {"required": {}}),
+        types = declared_order(copy.deepcopy(info.get("input") or {"required": {}}),
                                 info.get("input_order"))
         if asked:
             types.setdefault("hidden", {}).update(asked)

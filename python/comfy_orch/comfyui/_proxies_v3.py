@@ -93,8 +93,8 @@ def _verbatim_inputs(io: Any, info: dict[str, Any]) -> list[Any] | None:
     declared = info.get("input")
     if not isinstance(declared, dict):
         return None
-    declared_order = info.get("input_order")
-    order: dict[str, Any] = declared_order if isinstance(declared_order, dict) else {}
+    given_order = info.get("input_order")
+    order: dict[str, Any] = given_order if isinstance(given_order, dict) else {}
     inputs = []
     for group in ("required", "optional"):
         entries = declared.get(group)
@@ -190,6 +190,8 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
         def get_node_info_v1(cls: type) -> dict[str, Any]:
             out = copy.deepcopy(info)
             out["python_module"] = getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes")
+            if isinstance(out.get("input"), dict):  # the pack's order (the host's JSON sorts)
+                out["input"] = _proxies.declared_order(out["input"], out.get("input_order"))
             return out
         attrs["GET_NODE_INFO_V1"] = classmethod(get_node_info_v1)
     if schema.get("has_validate_inputs"):

@@ -17,7 +17,10 @@ _MAX_FRAMES = 64  # a worker's traceback is untrusted text: a bounded number of 
 def _frame(exc: BaseException, filename: str, line: int, name: str) -> types.TracebackType | None:
     """One traceback entry at `filename`:`line` in `name`: code compiled there raises `exc`."""
     try:
-        code = compile("\n" * (line - 1) + "raise __orch_exc__", filename, "exec")
+        # The statement spans wider than any source line, so a traceback marks no columns of the
+        # pack's line (they would be this statement's, not the pack's expression).
+        code = compile("\n" * (line - 1) + "raise (__orch_exc__" + " " * 1024 + ")", filename,
+                       "exec")
         code = code.replace(co_name=name)
     except (SyntaxError, ValueError, TypeError):
         return None

@@ -390,6 +390,10 @@ class ComfyUIHost(unittest.TestCase):
         self.assertTrue(by_id["tag"].optional)
         self.assertEqual([o.get_io_type() for o in schema.outputs], ["IMAGE", "STRING"])
         self.assertEqual([o.display_name for o in schema.outputs], ["image", "who"])
+        # /object_info in the pack's order, as in-process (the host's JSON sorts keys).
+        info = proxy.GET_NODE_INFO_V1()
+        self.assertEqual(list(info["input"]), ["required", "optional", "hidden"])
+        self.assertEqual(list(info["input"]["required"]), ["image", "gain", "mode"])
         # Its own validate_inputs and fingerprint_inputs run in the worker. ComfyUI reads the
         # method's signature to know what to pass and what it still range-checks itself.
         import inspect
@@ -459,6 +463,7 @@ class ComfyUIHost(unittest.TestCase):
                       frames[-1])
         self.assertIn(", in fail\n", frames[-1])
         self.assertIn('raise ValueError("DemoFail failed " + why)', frames[-1])
+        self.assertNotIn("^", frames[-1])  # no columns: they would not be the pack's
         self.assertIn("loader_harness.py", "".join(frames[:-1]))  # ComfyUI's own come first
 
     def test_an_object_of_comfyuis_process_crosses_to_a_worker_pickled(self):
