@@ -125,9 +125,23 @@ def test_a_tensor_input_is_a_view_and_passing_it_through_copies_nothing(
     assert out.tensor.data == produced.data and len(worker.buffers) == 1
 
 
-def test_a_dtype_that_cannot_cross_is_named(worker: FakeWorker) -> None:
-    with pytest.raises(TypeError, match="dtype float64 cannot cross"):
-        round_trip(np.zeros(3))
+def test_a_numpy_array_of_a_dtype_the_pool_lacks_stays_in_its_worker(worker: FakeWorker) -> None:
+    handles = Handles("envA")
+    vertices = np.zeros((3, 3))  # float64, as a mesh pack's are
+    assert round_trip(vertices, handles) is vertices
+    assert len(handles.objects) == 1 and not worker.buffers
+
+
+def test_a_numpy_array_comes_back_as_numpy_where_node_code_gets_torch(
+        worker: FakeWorker, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMFY_ORCH_TENSORS", "torch")
+    boxes = np.ones((2, 2, 3), np.float32)
+    call = _call.require("test")
+    out = abi.Value()
+    to_value({"bboxes": boxes, "num_parts": 2}, out, call, Handles("envA"))
+    back = from_value(out, "*", Handles("envA"), "node 7 (Test)", False)
+    assert type(back["bboxes"]) is np.ndarray and np.array_equal(back["bboxes"], boxes)
+    assert serializers.decode({serializers.NDARRAY: boxes}) is boxes
 
 
 def _tensor_value(t: abi.Tensor) -> abi.Value:

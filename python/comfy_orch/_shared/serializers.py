@@ -24,6 +24,10 @@ MARK = "__comfy_orch_serialized__"
 # A tuple crosses as {TUPLE: [items]}: the values between processes have lists, not tuples, and
 # a node that returned a tuple (a size, a pair) is given a tuple on the other side too.
 TUPLE = "__comfy_orch_tuple__"
+# A numpy array crosses as {NDARRAY: tensor} where the other side would make a torch tensor of
+# it (ComfyUI's process; a worker whose pack imported torch), so that node code gets a numpy
+# array back, as in one process (Hunyuan3D-Part's BBOXES_3D holds one).
+NDARRAY = "__comfy_orch_ndarray__"
 # An object that stays in its worker crosses as this prefix, then env:pid:n:type (a STRING).
 HANDLE_PREFIX = "comfy_orch.handle:"
 # An object handed to another env as its pickle: {PICKLE: type name, "env": where it was made,
@@ -93,6 +97,10 @@ def decode(value: Any) -> Any:
     anything else as it is."""
     if isinstance(value, dict) and len(value) == 1 and isinstance(value.get(TUPLE), list):
         return tuple(decode_nested(v) for v in value[TUPLE])
+    if isinstance(value, dict) and len(value) == 1 and NDARRAY in value:
+        array = value[NDARRAY]
+        as_numpy = getattr(array, "numpy", None)  # a torch view over the same bytes
+        return as_numpy() if callable(as_numpy) else array
     if not isinstance(value, dict) or MARK not in value:
         return value
     tag = value.get(MARK)
@@ -104,7 +112,7 @@ def decode(value: Any) -> Any:
 
 def decode_nested(value: Any) -> Any:
     if isinstance(value, dict):
-        if MARK in value or TUPLE in value:
+        if MARK in value or TUPLE in value or NDARRAY in value:
             return decode(value)
         return {k: decode_nested(v) for k, v in value.items()}
     if isinstance(value, list):

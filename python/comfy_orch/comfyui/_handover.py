@@ -65,7 +65,7 @@ def handed_over(host: Host, obj: WorkerObject, env: str) -> Any:
             first = said not in _said
             _said.add(said)
         if first:
-            data = crossing.get("data")
+            data = serializers.decode(crossing.get("data"))  # {NDARRAY: view} from a torch env
             _log.info("[comfy-orch] a %s crosses from env %s to env %s pickled (%d bytes, %.1f "
                       "ms to export); register a serializer for it (comfy_env."
                       "register_serializer) to choose what crosses", said[0], obj.env, env,

@@ -149,6 +149,9 @@ def _to_worker(value: Any, hand_over: Callable[[Any], Any]) -> Any:
     marked = serializers.encode(value)  # a pack's type with its registered serializer
     if marked is not None:
         return marked
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and type(value) is numpy.ndarray:  # given back to the node as numpy
+        return {serializers.NDARRAY: value}
     if value is None or isinstance(value, (str, int, float, bool)) or tensor_kind.is_tensor(value):
         return value
     return hand_over(value)  # an object of ComfyUI's process: its pickle
@@ -159,7 +162,7 @@ def _from_worker(value: Any, type_name: str, env: str) -> Any:
         return WorkerObject(value, type_name, env)
     if isinstance(value, list):
         return [_from_worker(v, type_name, env) for v in value]
-    return serializers.decode(value)
+    return serializers.decode_nested(value)
 
 
 def _raise_as_comfyui(error: NodeError) -> NoReturn:

@@ -98,8 +98,16 @@ def to_value(obj: Any, out: abi.Value, call: _call.Call, handles: Handles,
     """Fills orch_value `out` from a node's result `obj`. Lists, tuples and dicts cross as
     containers, their tensors in the pool (LATENT, CONDITIONING); other objects stay here."""
     t = call.pool_tensor_of(obj)
-    if t is not None:
+    if t is not None and not _marks_ndarray(obj):
         out.kind, out.tensor = abi.VALUE_TENSOR, t
+        return
+    if _marks_ndarray(obj):  # {NDARRAY: the tensor}: the other side gives it back as numpy
+        items = (abi.ValueItem * 1)()
+        call.keep.append(items)
+        items[0].key = serializers.NDARRAY.encode()
+        items[0].value.kind = abi.VALUE_TENSOR
+        items[0].value.tensor = t if t is not None else _pool_tensor(obj, call)
+        out.kind, out.i, out.tensor.data = abi.VALUE_DICT, 1, ctypes.addressof(items)
         return
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(obj, numpy.generic):
@@ -150,9 +158,25 @@ def to_value(obj: Any, out: abi.Value, call: _call.Call, handles: Handles,
         out.tensor = _pool_tensor(array, call)
 
 
+def _marks_ndarray(obj: object) -> bool:
+    """A numpy array where node code gets torch tensors: ComfyUI's process, and this worker's
+    own inputs, would otherwise make a torch tensor of it."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or type(obj) is not numpy.ndarray or not tensor_kind.use_torch():
+        return False
+    dtype: object = getattr(obj, "dtype", None)
+    return dtype in (numpy.float32, numpy.uint8, numpy.int64)
+
+
 def _as_array(obj: object) -> Array | None:
-    """tensors.as_array, importing tensors (and numpy) only for a tensor."""
+    """tensors.as_array, importing tensors (and numpy) only for a tensor. A numpy array of a
+    dtype the pool does not carry (float64 vertices, ...) is None: an object like any other,
+    it stays in its worker (a torch tensor of such a dtype is refused with the fix instead)."""
     if not tensor_kind.is_tensor(obj):
+        return None
+    numpy = sys.modules.get("numpy")
+    if (numpy is not None and isinstance(obj, numpy.ndarray)
+            and obj.dtype not in (numpy.float32, numpy.uint8, numpy.int64)):
         return None
     array: Array | None = tensor_kind.load_tensors().as_array(obj)
     return array

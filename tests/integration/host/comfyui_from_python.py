@@ -484,6 +484,18 @@ class ComfyUIHost(unittest.TestCase):
         self.assertIn("cannot be pickled", str(refused.exception))
         self.assertIn("register_serializer", str(refused.exception))
 
+    def test_a_numpy_array_stays_numpy_where_nodes_get_torch_tensors(self):
+        import numpy
+        out = self.run_prompt({
+            "1": {"class_type": "DemoBoxes", "inputs": {}},
+            "2": {"class_type": "DemoBoxKinds", "inputs": {"boxes": ["1", 0]}},
+        })
+        self.assertEqual(out["2"][0], ["ndarray (2, 2, 3)"])
+        out = loader_harness.execute({"1": {"class_type": "DemoBoxes", "inputs": {}}},
+                                     dict(self.classes, DemoBoxes=_as_output_node(
+                                         self.classes["DemoBoxes"])))
+        self.assertIs(type(out["1"][0][0]["bboxes"]), numpy.ndarray)  # in ComfyUI's process
+
     def test_a_dicts_keys_keep_their_order_across_processes(self):
         out = self.run_prompt({
             "1": {"class_type": "DemoPoints", "inputs": {}},

@@ -218,6 +218,38 @@ class DemoMesh:
                                       made_in=os.getpid()),)
 
 
+class DemoBoxes:
+    """A pack value holding a numpy array (Hunyuan3D-Part's BBOXES_3D) in an env whose nodes
+    get torch tensors: it stays a numpy array everywhere, as in one process."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("DEMO_BOXES",)
+    FUNCTION = "make"
+    CATEGORY = "demo"
+
+    def make(self):
+        import numpy
+        import torch  # noqa: F401  (as the pack's modules do: its nodes get torch tensors)
+        return ({"bboxes": numpy.ones((2, 2, 3), numpy.float32), "num_parts": 2},)
+
+
+class DemoBoxKinds:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"boxes": ("DEMO_BOXES",)}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "kinds"
+    CATEGORY = "demo"
+    OUTPUT_NODE = True
+
+    def kinds(self, boxes):
+        return ("%s %s" % (type(boxes["bboxes"]).__name__, tuple(boxes["bboxes"].shape)),)
+
+
 class DemoFail:
     """Fails in its worker: ComfyUI's traceback must reach this file and line."""
 
@@ -262,7 +294,8 @@ NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "
                        "DemoLoadWeights": DemoLoadWeights, "DemoSize": DemoSize,
                        "DemoInvertedGradient": DemoInvertedGradient,
                        "DemoLoadComfyModel": DemoLoadComfyModel, "DemoPoints": DemoPoints,
-                       "DemoFail": DemoFail, "DemoMesh": DemoMesh}
+                       "DemoFail": DemoFail, "DemoMesh": DemoMesh,
+                       "DemoBoxes": DemoBoxes, "DemoBoxKinds": DemoBoxKinds}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}
 NODE_CLASS_MAPPINGS.update(declared.NODE_CLASS_MAPPINGS)
