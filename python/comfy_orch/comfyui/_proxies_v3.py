@@ -137,6 +137,18 @@ def _outputs(io: Any, schema: dict[str, Any]) -> list[Any]:
             for k, t in enumerate(types)]
 
 
+def _in_fields_order(io: Any, info: dict[str, Any]) -> dict[str, Any]:
+    """`info` with its keys in the order of this tree's io.NodeInfoV1 fields, as its own
+    GET_NODE_INFO_V1 (asdict) gives them; keys it lacks after them."""
+    import dataclasses
+    shape = getattr(io, "NodeInfoV1", None)
+    if shape is None or not dataclasses.is_dataclass(shape):
+        return info
+    names = [f.name for f in dataclasses.fields(shape)]
+    return {k: info[k] for k in [n for n in names if n in info] + [k for k in info
+                                                                    if k not in names]}
+
+
 def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any]) -> type:
     """The io.ComfyNode proxy for `class_type`, reported by env schema["env"]."""
     call = _proxies.caller(host, class_type, schema)
@@ -192,7 +204,7 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
             out["python_module"] = getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes")
             if isinstance(out.get("input"), dict):  # the pack's order (the host's JSON sorts)
                 out["input"] = _proxies.declared_order(out["input"], out.get("input_order"))
-            return out
+            return _in_fields_order(io, out)
         attrs["GET_NODE_INFO_V1"] = classmethod(get_node_info_v1)
     if schema.get("has_validate_inputs"):
         def validate_inputs(cls: type, /, **kwargs: Any) -> Any:

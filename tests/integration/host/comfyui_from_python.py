@@ -393,6 +393,7 @@ class ComfyUIHost(unittest.TestCase):
         # /object_info in the pack's order, as in-process (the host's JSON sorts keys).
         info = proxy.GET_NODE_INFO_V1()
         self.assertEqual(list(info["input"]), ["required", "optional", "hidden"])
+        self.assertEqual(list(info)[:3], ["input", "input_order", "output"])  # NodeInfoV1's
         self.assertEqual(list(info["input"]["required"]), ["image", "gain", "mode"])
         # Its own validate_inputs and fingerprint_inputs run in the worker. ComfyUI reads the
         # method's signature to know what to pass and what it still range-checks itself.
