@@ -33,7 +33,7 @@ def test_routes_of_the_module_and_its_submodules_become_route_classes(pack: Modu
     schema = json.loads(specs[1].schema_json())
     assert schema["orch_route"] == {"method": "POST", "path": "/b", "module": "orchpack.api",
                                     "handler": "b"}
-    assert "node_info" not in schema  # never an /object_info entry
+    assert "node_info_text" not in schema  # never an /object_info entry
     assert [i.name for i in specs[0].inputs] == ["body"] and specs[0].return_types == ["STRING"]
     assert specs[0].call("route", {"body": '{"q": 1}'}) == ('{"a": {"q": 1}}',)
     assert specs[0].call("route", {"body": ""}) == ('{"a": {}}',)

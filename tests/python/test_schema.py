@@ -117,7 +117,7 @@ def test_schema_json_carries_what_the_abi_fields_cannot() -> None:
     assert schema["return_names"] == ["image", "radius"]
     assert schema["description"] == "Blurs an image."
     assert schema["validate_inputs"]["input_types"] is True
-    info = schema["node_info"]
+    info = json.loads(schema["node_info_text"])
     assert info["display_name"] == "Blur (box)"
     assert info["input_order"]["required"] == ["image", "radius", "mode", "strength"]
     assert info["output_node"] is True and info["category"] == "image/filters"

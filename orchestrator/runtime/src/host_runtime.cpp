@@ -8,6 +8,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <spdlog/spdlog.h>
 
+#include "orch/ipc/message.hpp"
 #include "orch/support/json_fields.hpp"
 #include "orch/support/untrusted_text.hpp"
 
@@ -63,7 +64,15 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
       c.validate_inputs.input_types = flag(*it, "input_types", false);
     }
     c.is_changed = flag(n, "has_is_changed", false);
-    if (auto it = n.find("node_info"); it != n.end() && it->is_object()) c.node_info = *it;
+    // A Python worker's /object_info entry, as text: its key order is the pack's. Untrusted, so
+    // what nests deeper than a message body may is left out rather than kept.
+    if (auto it = n.find("node_info_text"); it != n.end() && it->is_string()) {
+      const auto shallow = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+        return depth <= static_cast<int>(ipc::max_body_depth);
+      };
+      auto info = nlohmann::json::parse(it->get<std::string>(), shallow, false);
+      if (info.is_object()) c.node_info = std::move(info);
+    }
     if (auto it = n.find("orch_route"); it != n.end() && it->is_object()) {
       // Printable text only: a route's method and path reach the log and ComfyUI's router.
       c.route = {{"method", name(*it, "method")}, {"path", name(*it, "path")},

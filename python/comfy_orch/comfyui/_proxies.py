@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import sys
 import threading
 from collections.abc import Callable
@@ -105,11 +106,22 @@ def input_types(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def worker_node_info(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The /object_info entry the worker computed for the class, in its own key order (it
+    crosses as text: the host's JSON maps sort keys), or None where it reported none."""
+    text = schema.get("node_info_text")
+    try:
+        info = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None
+
+
 def node_info(schema: dict[str, Any]) -> dict[str, Any]:
     """ComfyUI's /object_info entry of the worker's class: what its worker computed (server.py's
     node_info, a V3 class's GET_NODE_INFO_V1), else what the schema's fields say."""
-    info = schema.get("node_info")
-    if isinstance(info, dict):
+    info = worker_node_info(schema)
+    if info is not None:
         return info
     outputs = [str(t) for t in schema.get("outputs", [])]
     names = schema.get("return_names")

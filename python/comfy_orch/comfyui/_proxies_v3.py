@@ -154,7 +154,7 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
     call = _proxies.caller(host, class_type, schema)
     inputs = [s for s in schema.get("inputs", [])
               if isinstance(s, dict) and isinstance(s.get("name"), str)]
-    info = schema.get("node_info")
+    info = _proxies.worker_node_info(schema)
     fields: dict[str, Any] = {"node_id": class_type,
               "display_name": str(schema.get("display_name") or class_type),
               "category": str(schema.get("category", "")),

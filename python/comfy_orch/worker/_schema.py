@@ -151,7 +151,9 @@ class NodeSpec:
     def schema_json(self) -> str:
         schema = self.schema()
         try:
-            schema["node_info"] = _plain(self.node_info())
+            # As text: the host's JSON maps sort keys, and the entry is served in the pack's
+            # order (options as its as_dict() made them; comfyui/_proxies.py reads it).
+            schema["node_info_text"] = json.dumps(_plain(self.node_info()))
         except Exception:  # noqa: BLE001 - ComfyUI leaves such a class out of /object_info; the
             pass           # host serves the entry it builds from the fields above instead
         return json.dumps(schema)

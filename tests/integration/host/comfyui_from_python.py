@@ -267,8 +267,11 @@ class ComfyUIHost(unittest.TestCase):
         # The proxies ComfyUI loaded through register_nodes, read by ComfyUI's own node_info.
         for name, expected in truth.items():
             with self.subTest(proxy=name):
-                self.assertEqual(_as_json(loader_harness.node_info(name, self.classes[name],
-                                                                   self.display)), expected)
+                proxied = _as_json(loader_harness.node_info(name, self.classes[name],
+                                                            self.display))
+                self.assertEqual(proxied, expected)
+                # Byte for byte, as ComfyUI's JSON sends it: keys in the pack's order too.
+                self.assertEqual(json.dumps(proxied), json.dumps(expected))
         # `comfy-orch serve` over the same packs: its /object_info, but for orch_env.
         served = _served_object_info(os.environ["COMFY_ORCH_DEPLOYMENT"])
         for name, expected in truth.items():
