@@ -321,12 +321,16 @@ class Schema:
 
 @dataclasses.dataclass
 class NodeInfoV1:
+    """Fifteen fields at a125cd84; 0.8 adds output_matchtypes after output_tooltips (None where
+    no output is a MatchType, as here)."""
     input: dict = None
     input_order: dict = None
     output: list = None
     output_is_list: list = None
     output_name: list = None
     output_tooltips: list = None
+    if V3_DATA:
+        output_matchtypes: list = None
     name: str = None
     display_name: str = None
     description: str = None
@@ -351,6 +355,8 @@ class NodeOutput(_NodeOutputInternal):
 
     @classmethod
     def from_dict(cls, data):
+        if V3_DATA:  # 0.8: the result's items as the outputs
+            return cls(*data.get("result", ()), ui=data.get("ui"), expand=data.get("expand"))
         # As ComfyUI's at a125cd8, args= included: NodeOutput takes no such keyword, so a V3
         # execute that returns a dict fails there with a TypeError, and here too.
         return cls(args=data.get("result", ()), ui=data.get("ui"), expand=data.get("expand"))
