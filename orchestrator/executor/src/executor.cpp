@@ -210,6 +210,8 @@ boost::asio::awaitable<std::optional<json>> executor::run_node(
               {"epoch", epoch},
               {"inputs", std::move(inputs)}};
     if (!hidden.empty()) body["hidden"] = hidden;
+    if (auto failed = co_await hand_over_objects(body["inputs"], cls, id, epoch))
+      co_return failed;
     const auto call_start = std::chrono::steady_clock::now();
     result<json> r = co_await call_with_retry(cls.env, body, handed);
     n.call_us +=

@@ -232,7 +232,10 @@ TEST_F(python_contract, input_is_list_passes_each_input_as_a_list_and_an_output_
   EXPECT_EQ(o.nodes.at("1").output_lists, json::parse(R"([["list:[3]"]])"));
 }
 
-TEST_F(python_contract, an_object_stays_in_its_worker_and_another_env_is_refused_by_name) {
+// An object stays in its worker for its own env; another env's node gets it as comfy-env lets
+// it cross (docs/comfyui.md, "Objects across envs"): pickled, where that env can import its
+// type, else refused naming the type, both envs and the fix.
+TEST_F(python_contract, an_object_crosses_to_another_env_that_imports_its_type_or_is_refused) {
   ASSERT_NO_FATAL_FAILURE(start_python());
   auto same = run_json({{"1", {{"class_type", "MakeThing"}, {"inputs", {{"size", 9}}}}},
                         {"2", {{"class_type", "UseThing"}, {"inputs", {{"thing", {"1", 0}}}}}}});
@@ -247,8 +250,17 @@ TEST_F(python_contract, an_object_stays_in_its_worker_and_another_env_is_refused
   const std::string maker = runtime_testing::env_of(*host_, "MakeThing");
   const std::string user = runtime_testing::env_of(*host_, "UseOtherThing");
   EXPECT_EQ((*other.error)["exception_type"], "TypeError");
-  EXPECT_NE(message.find("a Thing made in env '" + maker + "'"), std::string::npos) << message;
-  EXPECT_NE(message.find("cannot be used in env '" + user + "'"), std::string::npos) << message;
+  EXPECT_NE(message.find("nodes.Thing made in env '" + maker + "'"), std::string::npos) << message;
+  EXPECT_NE(message.find("cannot be used in env '" + user + "': this env cannot import its type"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("register_serializer"), std::string::npos) << message;
+
+  auto plain =
+      run_json({{"1", {{"class_type", "MakePlainThing"}, {"inputs", {{"size", 7}}}}},
+                {"2", {{"class_type", "UseOtherThing"}, {"inputs", {{"thing", {"1", 0}}}}}}});
+  ASSERT_TRUE(plain.ok) << plain.error->dump();
+  EXPECT_EQ(output(plain, "2", 0), 7);  // a SimpleNamespace, unpickled in the other env
 }
 
 TEST_F(python_contract, the_worker_environment_follows_comfy_env) {

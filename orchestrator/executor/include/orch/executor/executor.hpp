@@ -97,6 +97,13 @@ class executor {
   boost::asio::awaitable<result<nlohmann::json>> call_with_retry(
       const std::string& env, const nlohmann::json& body,
       std::vector<ipc::buffer_descriptor>& handed);
+  // Replaces, in a call's `inputs` for a node of `cls`, each handle of an object another env's
+  // worker keeps with what that worker's internal class orch.export:<env> gives for it (its
+  // registered serializer's payload, else its pickle, which `cls`'s worker unpickles;
+  // docs/comfyui.md, "Objects across envs"). The blocks of the pickles are readable at once and
+  // released with the prompt. Returns the execution_error data of an export that failed.
+  boost::asio::awaitable<std::optional<nlohmann::json>> hand_over_objects(
+      nlohmann::json& inputs, const node_class& cls, const std::string& id, std::uint64_t epoch);
   // Calls node `id` once per item of its input lists; fills `n` and `handed` (the blocks of its
   // outputs, now the host's), or returns the execution_error data (exception_type,
   // exception_message, traceback).

@@ -335,6 +335,23 @@ class MakeThing:
         return (Thing(size),)
 
 
+class MakePlainThing:
+    """A thing of a type every env imports (the standard library's): another env's node gets
+    it pickled across."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"size": ("INT", {"default": 5})}}
+
+    RETURN_TYPES = ("THING",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+
+    def run(self, size):
+        import types
+        return (types.SimpleNamespace(size=size),)
+
+
 class UseThing:
     @classmethod
     def INPUT_TYPES(cls):
@@ -388,6 +405,7 @@ class Environment:
 
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Describe, Options, MakeImage, PassThrough, Lists,
                                                Raise, Crash, Sleep, Chatty, MakeThing, UseThing,
+                                               MakePlainThing,
                                                LoadModel, Environment, MakeLatent, BigText,
                                                Expand, LoadTorchLazily, RawOutput, Detach)}
 NODE_DISPLAY_NAME_MAPPINGS = {"Describe": "Describe Input"}
