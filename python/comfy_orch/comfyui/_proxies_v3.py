@@ -4,12 +4,14 @@ io.ComfyNode whose schema is built from the worker's, so ComfyUI's V3 executor, 
 features and its V3 validation see the node as the pack wrote it. Calls go through the same
 caller as V1 proxies (_proxies.caller).
 
-Facts of comfy_api.latest._io (Comfy-Org/ComfyUI 58a8a96, written from them, no code copied):
-inputs take fixed keywords (an unknown one raises TypeError), so each input gets only the options
-its constructor names and the rest in extra_dict; io.Custom(type) makes a type for any other
-name; hidden values are read from cls.hidden (a clone ComfyUI prepares per call), for the kinds
-the schema lists; execute and the optional validate_inputs / fingerprint_inputs are
-classmethods.
+Each input is the worker's serialised one (GET_NODE_INFO_V1's (io_type, options)) rebuilt as an
+input of this tree's io.Custom(io_type), so the tree reads every option itself, those of the
+dynamic inputs of ComfyUI 0.8 included; the executor's V3Data, captured by PREPARE_CLASS_CLONE,
+says how it nested them, and the worker is sent them flat. Where the worker reported no such
+entry, inputs are built from the schema's fields with the keywords each constructor names
+(an unknown one raises TypeError in comfy_api.latest._io) and the rest in extra_dict. Hidden
+values are read from cls.hidden (a clone ComfyUI prepares per call), for the kinds the schema
+lists; execute and the optional validate_inputs / fingerprint_inputs are classmethods.
 
 comfy_api's io module and its classes are not type-checked here: they are Any."""
 
@@ -106,7 +108,7 @@ def _verbatim_inputs(io: Any, info: dict[str, Any]) -> list[Any] | None:
     return inputs
 
 
-def flat_inputs(nested: dict[str, Any], v3_data: Any) -> dict[str, Any]:
+def _flat_inputs(nested: dict[str, Any], v3_data: Any) -> dict[str, Any]:
     """The inputs as the prompt names them, from those this tree's executor nested for the
     call (build_nested_inputs over v3_data's dynamic_paths, {input id: dotted path}): the worker
     nests them again with its own tree's code."""
@@ -187,7 +189,7 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
                 getattr(h, "extra_pnginfo", None))
 
     def execute(cls: type, /, **kwargs: Any) -> Any:
-        result = call(flat_inputs(kwargs, getattr(cls, "orch_v3_data", None)), *hidden_of(cls))
+        result = call(_flat_inputs(kwargs, getattr(cls, "orch_v3_data", None)), *hidden_of(cls))
         return io.NodeOutput(*_proxies.outputs_of(schema, result.outputs), ui=result.ui,
                              expand=result.expand)
 
@@ -209,7 +211,7 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
     if schema.get("has_validate_inputs"):
         def validate_inputs(cls: type, /, **kwargs: Any) -> Any:
             try:
-                call(flat_inputs(kwargs, getattr(cls, "orch_v3_data", None)), None, None, None,
+                call(_flat_inputs(kwargs, getattr(cls, "orch_v3_data", None)), None, None, None,
                      "VALIDATE_INPUTS")
             except NodeError as e:
                 return e.message  # ComfyUI shows a string as the validation failure
@@ -221,7 +223,7 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
         attrs["validate_inputs"] = classmethod(validate_inputs)
     if schema.get("has_is_changed"):
         attrs["fingerprint_inputs"] = classmethod(
-            lambda cls, **kwargs: (call(flat_inputs(kwargs, getattr(cls, "orch_v3_data", None)),
+            lambda cls, **kwargs: (call(_flat_inputs(kwargs, getattr(cls, "orch_v3_data", None)),
                                         None, None, None, "IS_CHANGED").outputs
                                    or [None])[0])
     proxy: type = type(class_type, (io.ComfyNode,), attrs)

@@ -160,7 +160,8 @@ class V3Spec(_schema.NodeSpec):
     def fill_hidden(self, call: Call, kwargs: dict[str, Any]) -> None:
         """V3 nodes read hidden values from cls.hidden, not from their arguments: as ComfyUI's
         executor does, the call runs on the class's PREPARE_CLASS_CLONE of the hidden values the
-        schema lists (keyed by io.Hidden), whose holder is HiddenHolder.from_dict."""
+        schema lists (keyed by io.Hidden), in the form the tree takes (_v3_data), which also
+        nests `kwargs`' dynamic inputs in place."""
         io = _io_module()
         hidden = getattr(io, "Hidden", None)
         values = {}
