@@ -133,11 +133,13 @@ def test_a_numpy_array_of_a_dtype_the_pool_lacks_stays_in_its_worker(worker: Fak
 
 
 def test_a_numpy_array_comes_back_as_numpy_where_node_code_gets_torch(
-        worker: FakeWorker, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COMFY_ORCH_TENSORS", "torch")
+        worker: FakeWorker) -> None:
     boxes = np.ones((2, 2, 3), np.float32)
     call = _call.require("test")
     out = abi.Value()
+    to_value(boxes, out, call, Handles("envA"))
+    assert out.kind == abi.VALUE_TENSOR  # node code gets numpy here: it is its tensor
+    call.torch_tensors = True
     to_value({"bboxes": boxes, "num_parts": 2}, out, call, Handles("envA"))
     back = from_value(out, "*", Handles("envA"), "node 7 (Test)", False)
     assert type(back["bboxes"]) is np.ndarray and np.array_equal(back["bboxes"], boxes)

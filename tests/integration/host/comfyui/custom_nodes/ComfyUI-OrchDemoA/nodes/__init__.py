@@ -4,6 +4,7 @@ register routes: that imports comfy.model_management, so its worker needs ComfyU
 reads PromptServer.instance, which a worker must have."""
 
 import os
+import sys
 
 import numpy as np
 
@@ -32,8 +33,12 @@ class DemoGradient:
 
     def make(self, width, height):
         row = np.linspace(0.0, 1.0, width, dtype=np.float32)
-        image = np.broadcast_to(row[None, None, :, None], (1, height, width, 3))
-        return (np.ascontiguousarray(image),)
+        image = np.ascontiguousarray(np.broadcast_to(row[None, None, :, None],
+                                                     (1, height, width, 3)))
+        # An IMAGE is a torch tensor where the pack has torch (a real tree's comfy imports it),
+        # as ComfyUI's nodes expect; a numpy array only where node code gets numpy arrays.
+        torch = sys.modules.get("torch")
+        return (torch.from_numpy(image) if torch is not None else image,)
 
 
 class DemoLoadModel:
@@ -218,38 +223,6 @@ class DemoMesh:
                                       made_in=os.getpid()),)
 
 
-class DemoBoxes:
-    """A pack value holding a numpy array (Hunyuan3D-Part's BBOXES_3D) in an env whose nodes
-    get torch tensors: it stays a numpy array everywhere, as in one process."""
-
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {}}
-
-    RETURN_TYPES = ("DEMO_BOXES",)
-    FUNCTION = "make"
-    CATEGORY = "demo"
-
-    def make(self):
-        import numpy
-        import torch  # noqa: F401  (as the pack's modules do: its nodes get torch tensors)
-        return ({"bboxes": numpy.ones((2, 2, 3), numpy.float32), "num_parts": 2},)
-
-
-class DemoBoxKinds:
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {"boxes": ("DEMO_BOXES",)}}
-
-    RETURN_TYPES = ("STRING",)
-    FUNCTION = "kinds"
-    CATEGORY = "demo"
-    OUTPUT_NODE = True
-
-    def kinds(self, boxes):
-        return ("%s %s" % (type(boxes["bboxes"]).__name__, tuple(boxes["bboxes"].shape)),)
-
-
 class DemoFail:
     """Fails in its worker: ComfyUI's traceback must reach this file and line."""
 
@@ -294,8 +267,7 @@ NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "
                        "DemoLoadWeights": DemoLoadWeights, "DemoSize": DemoSize,
                        "DemoInvertedGradient": DemoInvertedGradient,
                        "DemoLoadComfyModel": DemoLoadComfyModel, "DemoPoints": DemoPoints,
-                       "DemoFail": DemoFail, "DemoMesh": DemoMesh,
-                       "DemoBoxes": DemoBoxes, "DemoBoxKinds": DemoBoxKinds}
+                       "DemoFail": DemoFail, "DemoMesh": DemoMesh}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}
 NODE_CLASS_MAPPINGS.update(declared.NODE_CLASS_MAPPINGS)

@@ -1,5 +1,7 @@
 import os
 
+import torch  # noqa: F401  (as a real tree's comfy_api imports it: this env's nodes get torch)
+
 
 class DemoInvert:
     @classmethod
@@ -180,6 +182,37 @@ class DemoMeshInfo:
                 % (type(mesh).__name__, len(mesh.vertices), mesh.made_in, os.getpid()),)
 
 
+class DemoBoxes:
+    """A pack value holding a numpy array (Hunyuan3D-Part's BBOXES_3D) in an env whose nodes
+    get torch tensors: it stays a numpy array everywhere, as in one process."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("DEMO_BOXES",)
+    FUNCTION = "make"
+    CATEGORY = "demo/filters"
+
+    def make(self):
+        import numpy
+        return ({"bboxes": numpy.ones((2, 2, 3), numpy.float32), "num_parts": 2},)
+
+
+class DemoBoxKinds:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"boxes": ("DEMO_BOXES",)}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "kinds"
+    CATEGORY = "demo/filters"
+    OUTPUT_NODE = True
+
+    def kinds(self, boxes):
+        return ("%s %s" % (type(boxes["bboxes"]).__name__, tuple(boxes["bboxes"].shape)),)
+
+
 class DemoDescribeSize:
     """What another env's node gave it: the types as this process sees them."""
 
@@ -199,6 +232,7 @@ class DemoDescribeSize:
 NODE_CLASS_MAPPINGS = {"DemoInvert": DemoInvert, "DemoBatchSizes": DemoBatchSizes,
                        "DemoLoadLut": DemoLoadLut, "DemoV3Gain": DemoV3Gain,
                        "DemoDescribeSize": DemoDescribeSize, "DemoV3Sizes": DemoV3Sizes,
-                       "DemoKeys": DemoKeys, "DemoMeshInfo": DemoMeshInfo}
+                       "DemoKeys": DemoKeys, "DemoMeshInfo": DemoMeshInfo,
+                       "DemoBoxes": DemoBoxes, "DemoBoxKinds": DemoBoxKinds}
 if hasattr(io, "DynamicCombo"):
     NODE_CLASS_MAPPINGS.update(DemoV3Adjust=DemoV3Adjust, DemoV3Sum=DemoV3Sum)
