@@ -30,6 +30,9 @@ class Call:
         self.ctx = ctx
         self.api: abi.NodeApi = ctx.contents.api.contents
         self.node_id = node_id
+        # Whether node code gets torch tensors (the worker decides it at its first call):
+        # a numpy array it returns is then no tensor of its world but a value of its own.
+        self.torch_tensors = False
         self.allocated: list[abi.Tensor] = []  # orch_tensor structs this call allocated (empty())
         self.inputs: list[abi.Tensor] = []     # orch_tensor structs of its tensor inputs
         # id(object) -> (object, orch_tensor) for every array or torch tensor this call handed

@@ -108,6 +108,7 @@ class Runner:
         try:
             if self.torch_tensors is None:
                 self.torch_tensors = tensor_kind.use_torch()
+            call.torch_tensors = self.torch_tensors
             return body(spec, call, inputs, outputs)
         except _call.Interrupted:
             return abi.NODE_INTERRUPTED

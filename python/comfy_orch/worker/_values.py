@@ -98,10 +98,11 @@ def to_value(obj: Any, out: abi.Value, call: _call.Call, handles: Handles,
     """Fills orch_value `out` from a node's result `obj`. Lists, tuples and dicts cross as
     containers, their tensors in the pool (LATENT, CONDITIONING); other objects stay here."""
     t = call.pool_tensor_of(obj)
-    if t is not None and not _marks_ndarray(obj):
+    marked_ndarray = _marks_ndarray(obj, call)
+    if t is not None and not marked_ndarray:
         out.kind, out.tensor = abi.VALUE_TENSOR, t
         return
-    if _marks_ndarray(obj):  # {NDARRAY: the tensor}: the other side gives it back as numpy
+    if marked_ndarray:  # {NDARRAY: the tensor}: the other side gives it back as numpy
         items = (abi.ValueItem * 1)()
         call.keep.append(items)
         items[0].key = serializers.NDARRAY.encode()
@@ -158,11 +159,12 @@ def to_value(obj: Any, out: abi.Value, call: _call.Call, handles: Handles,
         out.tensor = _pool_tensor(array, call)
 
 
-def _marks_ndarray(obj: object) -> bool:
-    """A numpy array where node code gets torch tensors: ComfyUI's process, and this worker's
-    own inputs, would otherwise make a torch tensor of it."""
+def _marks_ndarray(obj: object, call: _call.Call) -> bool:
+    """A numpy array where this worker's node code gets torch tensors: ComfyUI's process, and
+    this worker's own inputs, would otherwise make a torch tensor of it. Where node code gets
+    numpy arrays, a numpy array is its tensor and crosses as one."""
     numpy = sys.modules.get("numpy")
-    if numpy is None or type(obj) is not numpy.ndarray or not tensor_kind.use_torch():
+    if numpy is None or type(obj) is not numpy.ndarray or not call.torch_tensors:
         return False
     dtype: object = getattr(obj, "dtype", None)
     return dtype in (numpy.float32, numpy.uint8, numpy.int64)
