@@ -1,6 +1,7 @@
 #include "orch/manifests/env_workspace.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace orch::manifests {
 namespace fs = std::filesystem;
@@ -64,13 +65,34 @@ fs::path interpreter_of(const fs::path& env_dir) {
 std::string python_version_of(const fs::path& interpreter) {
   const fs::path lib = interpreter.parent_path().parent_path() / "lib";
   std::error_code ec;
-  std::string best;
+  int best = -1;  // the newest python3.<minor> by number: python3.11 is newer than python3.9
   for (fs::directory_iterator it(lib, ec), end; !ec && it != end; it.increment(ec)) {
     const auto& entry = *it;
     const std::string name = entry.path().filename().string();
-    if (name.rfind("python3.", 0) == 0 && exists_dir(entry.path())) best = std::max(best, name);
+    if (name.rfind("python3.", 0) != 0 || name.size() > 12 || !exists_dir(entry.path())) continue;
+    const std::string minor = name.substr(8);
+    if (minor.empty() || !std::all_of(minor.begin(), minor.end(), [](unsigned char c) {
+          return std::isdigit(c) != 0;
+        }))
+      continue;
+    best = std::max(best, std::stoi(minor));
   }
-  return best.empty() ? std::string() : best.substr(6);
+  return best < 0 ? std::string() : "3." + std::to_string(best);
+}
+
+// Whether `manifest_python` ("3.11", "3.11.9", "3") names another Python than `version` (the
+// env's "3.<minor>"): compared as far as the manifest says, to the minor at most.
+bool other_python(const std::string& manifest_python, const std::string& version) {
+  const auto cut = [](const std::string& v) {
+    const auto first = v.find('.');
+    if (first == std::string::npos) return v;
+    const auto second = v.find('.', first + 1);
+    return second == std::string::npos ? v : v.substr(0, second);
+  };
+  const std::string wanted = cut(manifest_python);
+  const std::string have = wanted.find('.') == std::string::npos ? cut(version).substr(0, 1)
+                                                                 : cut(version);
+  return wanted != have;
 }
 
 env_status locate_native(const node_dir& dir, const std::string& library,
@@ -261,7 +283,7 @@ env_status locate_env(const node_dir& dir, const env_manifest& manifest, const e
   // An env whose interpreter is another Python than its manifest asks for (one built by hand,
   // or by a tool that ignored the line) runs the pack on the wrong ABI: rebuild it.
   if (manifest.python && !status.python_version.empty() &&
-      *manifest.python != status.python_version) {
+      other_python(*manifest.python, status.python_version)) {
     status.state = env_state::stale;
     status.detail = "built with Python " + status.python_version + ", and " +
                     dir.config.filename().string() + " asks for Python " + *manifest.python +

@@ -70,3 +70,24 @@ def test_a_crossing_without_its_pickle_is_refused() -> None:
     bad: dict[str, Any] = {_crossing.MARK: "x.Y", "env": "env-a", "data": None}
     with pytest.raises(TypeError, match="without its pickle"):
         _crossing.load(bad, "env-b", "node 1")
+
+
+def test_a_model_of_comfyuis_process_is_refused_before_it_is_pickled() -> None:
+    torch = pytest.importorskip("torch")
+    from comfy_orch.comfyui import _handover
+
+    class Patcher:  # ComfyUI's ModelPatcher holds its torch module as .model
+        def __init__(self) -> None:
+            self.model = torch.nn.Linear(2, 2)
+
+    for model in (torch.nn.Linear(2, 2), Patcher()):
+        with pytest.raises(TypeError, match="models do not move between processes"):
+            _handover.pickled(model, "env-b")
+
+
+def test_a_pickle_is_refused_while_it_is_written_past_the_cap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCH_PICKLE_MAX_BYTES", "1000")
+    with pytest.raises(serializers.PickleTooLarge):
+        serializers.capped_pickle(["x" * 600, "y" * 600])
+    assert len(serializers.capped_pickle("x" * 100)) < 1000

@@ -150,3 +150,13 @@ def _tensor_value(t: abi.Tensor) -> abi.Value:
     v = abi.Value()
     v.kind, v.tensor = abi.VALUE_TENSOR, t
     return v
+
+
+def test_the_dynamic_inputs_dict_is_its_items_never_one_value(worker: FakeWorker) -> None:
+    # A prompt names dynamic inputs as it likes: names that are marks stay plain names.
+    from comfy_orch.worker._values import items_of
+    call = _call.require("test")
+    out = abi.Value()
+    given = {serializers.PICKLE: "x.Y", "data": [1, 2], serializers.TUPLE: "t"}
+    to_value(given, out, call, Handles("envA"))
+    assert items_of(out, Handles("envA"), "node 7 (Test)", False) == given

@@ -102,6 +102,7 @@ void executor::release_outputs() noexcept {
   release(owned_);
   owned_.clear();
   readable_.clear();
+  handed_over_.clear();
 }
 
 std::optional<std::size_t> executor::clear_cache() {

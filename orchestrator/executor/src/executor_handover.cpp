@@ -4,6 +4,7 @@
 // (python/comfy_orch/comfyui/_handover.py).
 #include "orch/executor/executor.hpp"
 
+#include "orch/ipc/errc.hpp"
 #include "orch/support/json_fields.hpp"
 
 namespace orch::orchestrator {
@@ -53,6 +54,10 @@ boost::asio::awaitable<std::optional<json>> executor::hand_over_objects(
                                              std::to_string(max_handovers) + " cross"}};
   }
   for (json* place : found) {
+    if (auto done = handed_over_.find(place->get<std::string>()); done != handed_over_.end()) {
+      *place = done->second;
+      continue;
+    }
     const std::string owner = owner_of(*place);
     const std::string exporter = std::string(export_prefix) + owner;
     if (host_.catalogue().find_internal(exporter) == nullptr) {
@@ -69,15 +74,16 @@ boost::asio::awaitable<std::optional<json>> executor::hand_over_objects(
               {"inputs", {{"value", *place}}}};
     std::vector<ipc::buffer_descriptor> exported;
     result<json> r = co_await call_with_retry(owner, body, exported);
-    // The pickle's block: readable by the node it is for, and released with the prompt (never
-    // one of the node's outputs, which a cache keeps).
+    // The pickle's block: readable by the node it is for, and released with the prompt (the
+    // node gets the object it carries, not the block).
     owned_.insert(owned_.end(), exported.begin(), exported.end());
     readable_.insert(readable_.end(), exported.begin(), exported.end());
     if (!r)
       co_return json{{"exception_type", r.err().code}, {"exception_message", r.err().message}};
     if ((*r).value("status", "") != "ok") {
       const json& e = (*r)["error"];
-      co_return json{{"exception_type", text_field(e, "type")},
+      const std::string type = text_field(e, "type");
+      co_return json{{"exception_type", type.empty() ? ipc::node_error_type::node_error : type},
                      {"exception_message", text_field(e, "message")}};
     }
     const json& outputs = (*r)["outputs"];
@@ -86,6 +92,7 @@ boost::asio::awaitable<std::optional<json>> executor::hand_over_objects(
                      {"exception_message", "env '" + owner + "' handed over nothing for " +
                                                place->get<std::string>()}};
     }
+    handed_over_[place->get<std::string>()] = outputs[0];
     *place = outputs[0];
   }
   co_return std::nullopt;

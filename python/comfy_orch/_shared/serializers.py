@@ -43,6 +43,32 @@ def pickle_max_bytes() -> int:
     except ValueError:
         return 1 << 30
 
+
+class PickleTooLarge(ValueError):
+    """A pickle passed pickle_max_bytes() while it was written."""
+
+
+def capped_pickle(value: object) -> bytes:
+    """`value`'s pickle, refused (PickleTooLarge) as soon as it passes pickle_max_bytes(): a
+    large object is never held whole in memory only to be refused. Whatever the object's own
+    pickling raises is raised."""
+    import pickle
+    cap = pickle_max_bytes()
+
+    class Sink:
+        def __init__(self) -> None:
+            self.data = bytearray()
+
+        def write(self, chunk: bytes) -> int:
+            if len(self.data) + len(chunk) > cap:
+                raise PickleTooLarge("its pickle is over ORCH_PICKLE_MAX_BYTES (%d bytes)" % cap)
+            self.data += chunk
+            return len(chunk)
+
+    sink = Sink()
+    pickle.Pickler(sink, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return bytes(sink.data)
+
 _lock = threading.Lock()
 _by_type: dict[str, Entry] = {}  # class name -> (serialize, deserialize, tag)
 _by_tag: dict[str, Entry] = {}

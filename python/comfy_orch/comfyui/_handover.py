@@ -28,21 +28,22 @@ def pickled(value: Any, env: str) -> dict[str, Any]:
     """An object of ComfyUI's process (a pack's in-process node made it) as a worker of `env`
     is given it: its pickle, in the form a worker's export has (worker/_crossing.py), which the
     worker unpickles. Refused here, naming the type and the fix, where it cannot be pickled."""
-    import pickle
-
     import numpy
     name = "%s.%s" % (type(value).__module__, type(value).__qualname__)
+    if _is_model(value):
+        raise TypeError("a %s of ComfyUI's process cannot cross to env %s: models do not move "
+                        "between processes; load it with a node of env %s, or use a node of "
+                        "ComfyUI's own" % (name, env, env))
     try:
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        data = serializers.capped_pickle(value)
+    except serializers.PickleTooLarge as exc:
+        raise ValueError("a %s of ComfyUI's process cannot cross to env %s: %s; register a "
+                         "serializer for it (comfy_env.register_serializer)"
+                         % (name, env, exc)) from None
     except Exception as exc:  # noqa: BLE001 - whatever the object's __reduce__ raises
         raise TypeError("a %s of ComfyUI's process cannot cross to env %s: it cannot be pickled "
                         "(%s: %s); register a serializer for it (comfy_env.register_serializer)"
                         % (name, env, type(exc).__name__, exc)) from None
-    if len(data) > serializers.pickle_max_bytes():
-        raise ValueError("a %s of ComfyUI's process cannot cross to env %s: its pickle is %d "
-                         "bytes, over ORCH_PICKLE_MAX_BYTES (%d); register a serializer for it "
-                         "(comfy_env.register_serializer)"
-                         % (name, env, len(data), serializers.pickle_max_bytes()))
     said = (name, "ComfyUI", env)
     with _lock:
         first = said not in _said
@@ -79,3 +80,16 @@ def _size(data: Any) -> int:
     if hasattr(data, "nbytes"):
         return int(data.nbytes)
     return int(data.numel() * data.element_size()) if hasattr(data, "numel") else 0
+
+
+def _is_model(value: Any) -> bool:
+    """A torch module, or an object that wraps one (ComfyUI's ModelPatcher, its VAE, CLIP):
+    weights, which never move between processes."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    module = torch.nn.Module
+    return isinstance(value, module) or any(
+        isinstance(getattr(value, attr, None), module)
+        for attr in ("model", "first_stage_model", "cond_stage_model", "patcher"))

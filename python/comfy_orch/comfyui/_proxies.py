@@ -35,9 +35,9 @@ _WIDGET_KEYS_NOT_OPTIONS = ("name", "type", "required", "options")
 
 
 class WorkerObject:
-    """A value that lives in a worker (a MODEL, a CLIP, a pack's own object): only nodes of the
-    same env can use it. Anything else that touches it gets ComfyUI-visible error naming the type
-    and its owner."""
+    """A value that lives in a worker (a MODEL, a CLIP, a pack's own object): nodes of its env
+    get it as it is, nodes of another env as it crosses (_handover.py). ComfyUI's process never
+    has it: whatever touches it there gets an error naming the type and its owner."""
 
     __slots__ = ("handle", "type_name", "env")
 
@@ -45,7 +45,7 @@ class WorkerObject:
         self.handle, self.type_name, self.env = handle, type_name, env
 
     def __getattr__(self, name: str) -> NoReturn:
-        raise TypeError("this %s lives in the worker of env %s: only that env's nodes can use it "
+        raise TypeError("this %s lives in the worker of env %s: only isolated nodes can use it "
                         "(it has no %r here, in ComfyUI's process)"
                         % (self.type_name, self.env, name))
 
@@ -110,9 +110,9 @@ def worker_node_info(schema: dict[str, Any]) -> dict[str, Any] | None:
     """The /object_info entry the worker computed for the class, in its own key order (it
     crosses as text: the host's JSON maps sort keys), or None where it reported none."""
     text = schema.get("node_info_text")
-    try:
+    try:  # untrusted: a worker's text, bounded in size by the host's channel
         info = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return info if isinstance(info, dict) else None
 
@@ -162,18 +162,28 @@ def _to_worker(value: Any, hand_over: Callable[[Any], Any]) -> Any:
     if marked is not None:
         return marked
     numpy = sys.modules.get("numpy")
-    if numpy is not None and type(value) is numpy.ndarray:  # given back to the node as numpy
-        return {serializers.NDARRAY: value}
+    if (numpy is not None and type(value) is numpy.ndarray
+            and value.dtype in (numpy.float32, numpy.uint8, numpy.int64)):
+        return {serializers.NDARRAY: value}  # in the pool, given back to the node as numpy
     if value is None or isinstance(value, (str, int, float, bool)) or tensor_kind.is_tensor(value):
         return value
     return hand_over(value)  # an object of ComfyUI's process: its pickle
 
 
 def _from_worker(value: Any, type_name: str, env: str) -> Any:
+    """A worker's result as ComfyUI's value: a handle (at any depth of lists, tuples and dicts)
+    as a WorkerObject of the env it names, the marks decoded."""
     if isinstance(value, str) and value.startswith(HANDLE_PREFIX) and type_name != "STRING":
-        return WorkerObject(value, type_name, env)
+        owner = value[len(HANDLE_PREFIX):].split(":", 1)[0]
+        return WorkerObject(value, type_name, owner or env)
     if isinstance(value, list):
         return [_from_worker(v, type_name, env) for v in value]
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get(serializers.TUPLE),
+                                                                  list):
+        return tuple(_from_worker(v, "*", env) for v in value[serializers.TUPLE])
+    if isinstance(value, dict) and serializers.MARK not in value and \
+            serializers.NDARRAY not in value:
+        return {k: _from_worker(v, "*", env) for k, v in value.items()}
     return serializers.decode_nested(value)
 
 
@@ -209,7 +219,6 @@ def caller(host: Host, class_type: str, schema: dict[str, Any]) -> WorkerCall:
         hidden = {kind: value for kind, value in (("PROMPT", prompt),
                                                   ("EXTRA_PNGINFO", extra_pnginfo))
                   if kind in declared_hidden and value is not None} or None
-        inputs = {k: _to_worker(v, hand_over) for k, v in inputs.items()}
         context = executing_context() if executing_context is not None else None
         if context is not None:
             node = node or context.node_id
@@ -220,7 +229,8 @@ def caller(host: Host, class_type: str, schema: dict[str, Any]) -> WorkerCall:
         if method is None:
             watcher.start()
         try:
-            return host.execute(class_type, inputs, node=str(node or "0"), hidden=hidden,
+            crossing = {k: _to_worker(v, hand_over) for k, v in inputs.items()}
+            return host.execute(class_type, crossing, node=str(node or "0"), hidden=hidden,
                                 method=method)
         except NodeError as e:
             _raise_as_comfyui(e)
@@ -260,15 +270,17 @@ def outputs_of(schema: dict[str, Any], results: list[Any]) -> tuple[Any, ...]:
 
 
 def declared_order(types: dict[str, Any], order: object) -> dict[str, Any]:
-    """INPUT_TYPES as the pack wrote it, from the node_info that crossed as JSON: groups and
-    inputs in the declared order (input_order; ComfyUI derives that from the keys' order, and the
-    host's JSON sorted them), each spec a tuple."""
+    """INPUT_TYPES as the pack wrote it, from its worker's node_info: groups and inputs in the
+    declared order (input_order, where the worker's entry has one well formed), each spec a
+    tuple, as INPUT_TYPES() gives them."""
     order = order if isinstance(order, dict) else {}
-    groups = ["required", "optional", "hidden"] + sorted(types)
+    groups = ["required", "optional", "hidden"] + list(types)
     out: dict[str, Any] = {}
     for group in dict.fromkeys(g for g in groups if isinstance(types.get(g), dict)):
         entries = types[group]
-        names = [n for n in order.get(group) or [] if n in entries] + sorted(entries)
+        given = order.get(group)
+        listed: list[Any] = given if isinstance(given, list) else []
+        names = [n for n in listed if isinstance(n, str) and n in entries] + list(entries)
         out[group] = {name: tuple(entries[name]) if isinstance(entries[name], list)
                       else entries[name] for name in dict.fromkeys(names)}
     return out

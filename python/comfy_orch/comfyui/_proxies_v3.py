@@ -102,7 +102,9 @@ def _verbatim_inputs(io: Any, info: dict[str, Any]) -> list[Any] | None:
         entries = declared.get(group)
         if not isinstance(entries, dict):
             continue
-        names = [n for n in order.get(group) or [] if n in entries] + list(entries)
+        listed = order.get(group)
+        names = [n for n in (listed if isinstance(listed, list) else [])
+                 if isinstance(n, str) and n in entries] + list(entries)
         inputs += [_verbatim_input(io, name, entries[name], group == "optional")
                    for name in dict.fromkeys(names)]
     return inputs
@@ -116,7 +118,7 @@ def _flat_inputs(nested: dict[str, Any], v3_data: Any) -> dict[str, Any]:
     if not paths:
         return nested
     tops = {str(path).split(".")[0] for path in paths.values()}
-    flat = {k: v for k, v in nested.items() if k not in tops}
+    flat = {k: v for k, v in nested.items() if k not in tops or not isinstance(v, dict)}
     for key, path in paths.items():
         value: Any = nested
         for part in str(path).split("."):
@@ -124,7 +126,7 @@ def _flat_inputs(nested: dict[str, Any], v3_data: Any) -> dict[str, Any]:
                 break
             value = value[part]
         else:
-            flat[key] = value
+            flat.setdefault(key, value)
     return flat
 
 
@@ -137,18 +139,6 @@ def _outputs(io: Any, schema: dict[str, Any]) -> list[Any]:
                        {"display_name": str(names[k]) if k < len(names) else t,
                         "is_output_list": bool(lists[k]) if k < len(lists) else False})
             for k, t in enumerate(types)]
-
-
-def _in_fields_order(io: Any, info: dict[str, Any]) -> dict[str, Any]:
-    """`info` with its keys in the order of this tree's io.NodeInfoV1 fields, as its own
-    GET_NODE_INFO_V1 (asdict) gives them; keys it lacks after them."""
-    import dataclasses
-    shape = getattr(io, "NodeInfoV1", None)
-    if shape is None or not dataclasses.is_dataclass(shape):
-        return info
-    names = [f.name for f in dataclasses.fields(shape)]
-    return {k: info[k] for k in [n for n in names if n in info] + [k for k in info
-                                                                    if k not in names]}
 
 
 def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any]) -> type:
@@ -168,11 +158,12 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
               "not_idempotent": bool(schema.get("not_idempotent", False)),
               "enable_expand": bool(schema.get("enable_expand", False))}
 
+    verbatim = _verbatim_inputs(io, info) if isinstance(info, dict) else None
+    declared = verbatim if verbatim is not None else [_input(io, s) for s in inputs]
+
     def define_schema(cls: type) -> Any:
         # Every proxy asks for the node id and the prompt (the epoch), as V1 proxies do.
         hidden = [io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.extra_pnginfo]
-        verbatim = _verbatim_inputs(io, info) if isinstance(info, dict) else None
-        declared = verbatim if verbatim is not None else [_input(io, s) for s in inputs]
         return _construct(io.Schema, [], dict(fields, inputs=declared,
                                               outputs=_outputs(io, schema), hidden=hidden))
 
@@ -202,11 +193,9 @@ def build_v3_proxy(io: Any, host: Host, class_type: str, schema: dict[str, Any])
         # ComfyUI's /object_info answers GET_NODE_INFO_V1 for a V3 class: the pack's own, as its
         # worker computed it, under the module name ComfyUI's loader gave this proxy.
         def get_node_info_v1(cls: type) -> dict[str, Any]:
-            out = copy.deepcopy(info)
+            out = copy.deepcopy(info)  # in the pack's order: it crossed as text
             out["python_module"] = getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes")
-            if isinstance(out.get("input"), dict):  # the pack's order (the host's JSON sorts)
-                out["input"] = _proxies.declared_order(out["input"], out.get("input_order"))
-            return _in_fields_order(io, out)
+            return out
         attrs["GET_NODE_INFO_V1"] = classmethod(get_node_info_v1)
     if schema.get("has_validate_inputs"):
         def validate_inputs(cls: type, /, **kwargs: Any) -> Any:

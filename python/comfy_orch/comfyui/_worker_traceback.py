@@ -5,13 +5,27 @@ are the pack's on this machine, so the lines of source show too."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import types
 
-_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\n]+)')
+_FRAME = re.compile(r'\s*File "(?P<file>[^"]{1,4096})", line (?P<line>\d{1,7}), in '
+                    r'(?P<name>[^\n]{1,200})')
 # The worker's own calling frames: in-process, ComfyUI's executor stands in their place.
 _WORKER_RUNTIME = "/comfy_orch/worker/"
 _MAX_FRAMES = 64  # a worker's traceback is untrusted text: a bounded number of frames
+# traceback.format_tb reads each frame's source line from its file (linecache): only regular
+# files of a source's size are named, never a device, a pipe or a huge file a worker points at.
+_MAX_SOURCE_BYTES = 16 << 20
+
+
+def _readable_source(filename: str) -> bool:
+    try:
+        st = os.stat(filename)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size <= _MAX_SOURCE_BYTES
 
 
 def _frame(exc: BaseException, filename: str, line: int, name: str) -> types.TracebackType | None:
@@ -19,9 +33,8 @@ def _frame(exc: BaseException, filename: str, line: int, name: str) -> types.Tra
     try:
         # The statement spans wider than any source line, so a traceback marks no columns of the
         # pack's line (they would be this statement's, not the pack's expression).
-        code = compile("\n" * (line - 1) + "raise (__orch_exc__" + " " * 1024 + ")", filename,
-                       "exec")
-        code = code.replace(co_name=name)
+        code = compile("raise (__orch_exc__" + " " * 1024 + ")", filename, "exec")
+        code = code.replace(co_name=name, co_firstlineno=line)
     except (SyntaxError, ValueError, TypeError):
         return None
     try:
@@ -38,8 +51,9 @@ def attach(exc: BaseException, lines: list[str] | None) -> BaseException:
     frames = []
     for text in (lines or [])[-_MAX_FRAMES:]:
         m = _FRAME.match(text) if isinstance(text, str) else None
-        if m is not None and 0 < int(m["line"]) < 1 << 20 and _WORKER_RUNTIME not in m["file"]:
-            frames.append((m["file"], int(m["line"]), m["name"].strip()[:200]))
+        if (m is not None and int(m["line"]) > 0 and _WORKER_RUNTIME not in m["file"]
+                and _readable_source(m["file"])):
+            frames.append((m["file"], int(m["line"]), m["name"].strip()))
     head: types.TracebackType | None = None
     for filename, line, name in reversed(frames):
         tb = _frame(exc, filename, line, name)

@@ -270,8 +270,8 @@ class Host:
             order = value.get("order")
             # The producer's order of keys, where it came along (the host's own JSON maps are
             # sorted).
-            keys = (order if isinstance(order, list) and sorted(map(str, order)) == sorted(items)
-                    else list(items))
+            keys = (order if isinstance(order, list) and all(isinstance(k, str) for k in order)
+                    and sorted(order) == sorted(items) else list(items))
             return {k: self._from_wire(handle, items[k], holds) for k in keys}
         if "tensor" not in value:
             return value

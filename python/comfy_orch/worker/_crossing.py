@@ -35,18 +35,15 @@ def export(obj: object, env: str) -> Any:
     marked = serializers.encode(obj)
     if marked is not None:
         return marked
-    import pickle
     try:
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        data = serializers.capped_pickle(obj)
+    except serializers.PickleTooLarge as exc:
+        raise ValueError("a %s of env '%s' cannot cross to another env: %s; %s"
+                         % (_type_name(obj), env, exc, _FIX)) from None
     except Exception as exc:  # noqa: BLE001 - whatever the object's __reduce__ raises
         raise TypeError("a %s of env '%s' cannot cross to another env: it cannot be pickled "
                         "(%s: %s); %s" % (_type_name(obj), env, type(exc).__name__, exc,
                                           _FIX)) from None
-    if len(data) > serializers.pickle_max_bytes():
-        raise ValueError("a %s of env '%s' cannot cross to another env: its pickle is %d bytes, "
-                         "over ORCH_PICKLE_MAX_BYTES (%d); %s" % (
-                             _type_name(obj), env, len(data), serializers.pickle_max_bytes(),
-                             _FIX))
     import numpy
     return {MARK: _type_name(obj), "env": env,
             "data": numpy.frombuffer(data, dtype=numpy.uint8)}

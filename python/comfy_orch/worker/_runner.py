@@ -134,13 +134,14 @@ class Runner:
         label = "node %s (%s)" % (call.node_id, spec.class_type)
         kwargs: dict[str, Any] = {}
         for k, i in enumerate(spec.inputs):
+            if i.rest:  # the dynamic inputs, each under the name the call gave it
+                kwargs.update(spec.dynamic_inputs(_values.items_of(
+                    inputs[k], self.handles, label, bool(self.torch_tensors))))
+                continue
             if wanted is not None and not wanted(i.name):
                 continue
             value = _values.from_value(inputs[k], i.type, self.handles, label,
                                        bool(self.torch_tensors))
-            if i.rest:  # the dynamic inputs, each under the name the call gave it
-                kwargs.update(value if isinstance(value, dict) else {})
-                continue
             if value is not None or i.required:
                 # INPUT_IS_LIST: the host sends each input as its whole list; only a default the
                 # worker filled in is a single item.
@@ -182,11 +183,11 @@ class Runner:
         and its text is the reason (ComfyUI's custom_validation_failed)."""
         takes = spec.validate_args()
         wanted = None if takes["all_inputs"] else takes["inputs"].__contains__
-        kwargs = self.kwargs(spec, call, inputs, wanted)
-        # Hidden values too, where the signature names them (ComfyUI filters them alike).
-        hidden: dict[str, Any] = {}
-        spec.fill_hidden(call, hidden)
-        kwargs.update({k: v for k, v in hidden.items() if wanted is None or wanted(k)})
+        # Every input and hidden value as the call would have them (a V3 class's dynamic
+        # inputs nested), then those the signature names (ComfyUI filters them alike).
+        kwargs = self.kwargs(spec, call, inputs)
+        spec.fill_hidden(call, kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if wanted is None or wanted(k)}
         if takes["input_types"]:
             types = call.hidden("INPUT_TYPES") or {}
             kwargs["input_types"] = [types] if spec.input_is_list else types

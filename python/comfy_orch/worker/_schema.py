@@ -143,6 +143,11 @@ class NodeSpec:
                 "all_inputs": spec.varkw is not None,
                 "input_types": "input_types" in spec.args + spec.kwonlyargs}
 
+    def dynamic_inputs(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Of the inputs a call named that the class does not declare, those it takes (a V1
+        class: none)."""
+        return {}
+
     def fill_hidden(self, call: Call, kwargs: dict[str, Any]) -> None:
         for name, kind in self.hidden.items():
             value = call.hidden(kind)

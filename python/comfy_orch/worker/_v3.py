@@ -74,8 +74,8 @@ class V3Spec(_schema.NodeSpec):
         self.display_name = getattr(schema, "display_name", None) or self.class_type
         self.inputs = [_schema.Input(i.id, _input_spec(i), not getattr(i, "optional", False))
                        for i in schema.inputs]
-        dynamic = _dynamic_types()
-        if any(i.type in dynamic for i in self.inputs):
+        self.dynamic_types = _dynamic_types()
+        if any(i.type in self.dynamic_types for i in self.inputs):
             # The inputs a dynamic one opens ("mode.size") are named by the prompt's values:
             # they arrive together, and the tree's own code nests them (fill_hidden).
             self.inputs.append(_schema.Input(DYNAMIC_INPUTS, ("*", {}), False, rest=True))
@@ -177,6 +177,12 @@ class V3Spec(_schema.NodeSpec):
         self.cls.hidden = (from_dict(values) if callable(from_dict) else
                            type("Hidden", (), {str(k).lower(): v for k, v in values.items()}))
         self.current = self.cls
+
+    def dynamic_inputs(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The inputs its dynamic ones opened: named "<dynamic input>.<...>" by ComfyUI's
+        finalize_prefix; any other name the call gave is none of this class's."""
+        dynamic = {i.name for i in self.inputs if i.type in self.dynamic_types}
+        return {k: v for k, v in given.items() if k.split(".", 1)[0] in dynamic and "." in k}
 
     def _v3_data(self, io: Any, hidden: dict[Any, Any], kwargs: dict[str, Any]) -> Any:
         """What the tree's PREPARE_CLASS_CLONE takes. A ComfyUI whose HiddenHolder reads a

@@ -54,6 +54,17 @@ class Handles:
                           "run the prompt again" % (node, type_name, pid))
 
 
+def items_of(v: abi.Value, handles: Handles, node: str, torch_tensors: bool) -> dict[str, Any]:
+    """A DICT's items, each a value of its own: the container is no value to decode (the
+    dynamic inputs of a call are named by the prompt, whatever names it chose)."""
+    if v.kind != abi.VALUE_DICT or int(v.i) <= 0:
+        return {}
+    items = ctypes.cast(v.tensor.data or 0, ctypes.POINTER(abi.ValueItem))
+    return {(items[k].key or b"").decode("utf-8", "replace"):
+            from_value(items[k].value, "*", handles, node, torch_tensors)
+            for k in range(int(v.i))}
+
+
 def from_value(v: abi.Value, declared: str, handles: Handles, node: str,
                torch_tensors: bool) -> Any:
     """A Python value from an orch_value."""

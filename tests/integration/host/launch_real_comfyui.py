@@ -55,11 +55,12 @@ def run(url, launch, prompt):
     prompt_id = queued["prompt_id"]
     deadline = time.monotonic() + PROMPT_DEADLINE_S
     while time.monotonic() < deadline and launch.poll() is None:
-        history = ask(url + "/history/" + prompt_id)
-        if prompt_id in history and history[prompt_id].get("status", {}).get("completed"):
-            return history[prompt_id]
-        if prompt_id in history and history[prompt_id].get("status", {}).get("status_str") == "error":
-            fail("the prompt failed: %s" % json.dumps(history[prompt_id]["status"]))
+        entry = ask(url + "/history/" + prompt_id).get(prompt_id, {})
+        status = entry.get("status", {})
+        if status.get("completed"):
+            return entry
+        if status.get("status_str") == "error":
+            fail("the prompt failed: %s" % json.dumps(status))
         time.sleep(0.2)
     fail("prompt %s did not complete" % prompt_id)
 

@@ -163,7 +163,8 @@ void launch_a_real_tree(const fs::path& dir, const fs::path& real) {
   // Gradient (env A) -> Invert (env B) -> Viewer (env A), its ui in ComfyUI's history.
   EXPECT_EQ(result["viewer_ui"]["text"], nlohmann::json::array({"8x4"})) << r.output;
   if (result.contains("adjust_ui")) {  // a tree with dynamic inputs (0.8)
-    EXPECT_EQ(result["adjust_ui"]["op"], nlohmann::json::array({"['factor', 'op'] scale on node 2"}))
+    EXPECT_EQ(result["adjust_ui"]["op"],
+              nlohmann::json::array({"['factor', 'op'] scale on node 2"}))
         << r.output;
   }
   expect_launch_report(log, tree);

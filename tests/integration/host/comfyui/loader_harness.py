@@ -26,8 +26,9 @@ e60e19b175f93f2c8fac037063de9f13259be9d4, none of its code:
   keyed by io.Hidden (at 618b803d, 0.8: PREPARE_CLASS_CLONE(v3_data), v3_data from
   _io.get_finalized_class_inputs over the node's inputs with hidden_inputs added, and each
   call's arguments nested by _io.build_nested_inputs); INPUT_IS_LIST and OUTPUT_IS_LIST are
-  read off the class (getattr), which a V3 class's own attribute overrides; fingerprint_inputs runs first where the class overrides the base's
-  (first_real_override). Every call of a node's function, IS_CHANGED included, runs inside
+  read off the class (getattr), which a V3 class's own attribute overrides; fingerprint_inputs
+  runs first where the class overrides the base's (first_real_override).
+  Every call of a node's function, IS_CHANGED included, runs inside
   comfy_execution.utils.CurrentNodeContext(prompt_id, node_id, list_index).
 - get_output_from_returns: a dict result gives its "ui" and "result"; a NodeOutput its ui (a
   dict, or as_dict() of a UI object) and its args. A result with "expand" (a dict's, or a

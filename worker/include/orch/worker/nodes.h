@@ -113,10 +113,10 @@ static inline const orch_value_item* orch_value_items(const orch_value* v) {
 #define ORCH_INPUT_HAS_MIN 2u
 #define ORCH_INPUT_HAS_MAX 4u
 #define ORCH_INPUT_HAS_DEFAULT 8u
-/* The input receives, as one DICT, every input of the call that no input of the class names, in
- * the order the call gives them: ComfyUI's V3 dynamic inputs (a DynamicCombo's "mode.size", an
- * Autogrow's "image0", ...), whose names depend on the values of the prompt. At most one input of
- * a class has it; a worker older than it leaves the input empty. */
+/* The input receives, as one DICT (its keys sorted by name), every input of the call that no
+ * input of the class names: ComfyUI's V3 dynamic inputs (a DynamicCombo's "mode.size", an
+ * Autogrow's "terms.x0", ...), whose names depend on the values of the prompt. At most one input
+ * of a class has it; a worker older than it leaves the input empty. */
 #define ORCH_INPUT_REST 16u
 
 typedef struct orch_node_input {

@@ -140,6 +140,9 @@ class executor {
   std::vector<ipc::buffer_descriptor> owned_;
   // The blocks a node of this prompt may receive: its nodes' outputs, cached or not.
   std::vector<ipc::buffer_descriptor> readable_;
+  // What each handle of another env's object was handed over as in this prompt (its pickle's
+  // block is in owned_ and readable_ until the prompt ends): a list-mapped node exports it once.
+  std::map<std::string, nlohmann::json> handed_over_;
   bool progress_hooked_ = false;  // a run set the supervisor's on_progress to this executor
   std::string progress_prompt_id_;
 };
