@@ -10,21 +10,30 @@
 namespace orch::orchestrator {
 namespace {
 
-// "host[:port]" or "[v6]:port" as its host (brackets dropped) and whether a port follows.
+// "host[:port]" or "[v6]:port" (lower-cased) as its host, brackets dropped and a name's
+// trailing dots too ("localhost." is localhost: a browser resolves it so), and its port.
 struct host_port {
   std::string host;
-  bool has_port = false;
+  std::string port;  // empty: none
 };
+
+std::string without_trailing_dots(std::string host) {
+  while (!host.empty() && host.back() == '.') host.pop_back();
+  return host;
+}
 
 host_port split(std::string_view s) {
   if (!s.empty() && s.front() == '[') {
     const auto close = s.find(']');
-    if (close == std::string_view::npos) return {std::string(s.substr(1)), false};
-    return {std::string(s.substr(1, close - 1)), close + 1 < s.size() && s[close + 1] == ':'};
+    if (close == std::string_view::npos) return {std::string(s.substr(1)), {}};
+    const bool port = close + 1 < s.size() && s[close + 1] == ':';
+    return {std::string(s.substr(1, close - 1)),
+            port ? std::string(s.substr(close + 2)) : std::string()};
   }
   const auto colon = s.rfind(':');
-  if (colon == std::string_view::npos || s.find(':') != colon) return {std::string(s), false};
-  return {std::string(s.substr(0, colon)), true};
+  if (colon == std::string_view::npos || s.find(':') != colon)
+    return {without_trailing_dots(std::string(s)), {}};
+  return {without_trailing_dots(std::string(s.substr(0, colon))), std::string(s.substr(colon + 1))};
 }
 
 bool is_loopback(const std::string& host) {
@@ -45,8 +54,7 @@ bool is_loopback(const std::string& host) {
 
 bool cross_origin_refused(std::string_view host_header, std::string_view origin_header) {
   if (host_header.empty() || origin_header.empty()) return false;
-  const std::string host = ascii_lower(host_header);
-  const host_port h = split(host);
+  const host_port h = split(ascii_lower(host_header));
   if (!is_loopback(h.host)) return false;
   const std::string origin = ascii_lower(origin_header);
   if (origin == "null") return true;
@@ -59,12 +67,10 @@ bool cross_origin_refused(std::string_view host_header, std::string_view origin_
   }
   const auto at = netloc.rfind('@');
   const host_port o = split(at == std::string::npos ? netloc : netloc.substr(at + 1));
+  if (h.host.empty() || o.host.empty()) return false;
   // As ComfyUI: a side without a port is compared by host alone.
-  const std::string host_side = o.has_port ? host : h.host;
-  const std::string origin_side =
-      h.has_port ? (at == std::string::npos ? netloc : netloc.substr(at + 1)) : o.host;
-  if (host_side.empty() || origin_side.empty()) return false;
-  return host_side != origin_side;
+  if (h.port.empty() || o.port.empty()) return h.host != o.host;
+  return h.host != o.host || h.port != o.port;
 }
 
 }  // namespace orch::orchestrator

@@ -27,6 +27,17 @@ TEST(serve_origin, the_servers_own_page_and_clients_without_origin_pass) {
   EXPECT_FALSE(cross_origin_refused("127.0.0.1:8188", "http://127.0.0.1"));
 }
 
+// A host named with a trailing dot is the same host (a browser resolves "localhost." itself): it
+// is judged, and compared, as the name without it.
+TEST(serve_origin, a_fully_qualified_loopback_name_is_judged_as_loopback) {
+  EXPECT_TRUE(cross_origin_refused("localhost.:8188", "http://evil.example"));
+  EXPECT_TRUE(cross_origin_refused("a.localhost.:8188", "http://evil.example"));
+  EXPECT_TRUE(cross_origin_refused("LOCALHOST..", "http://evil.example:8188"));
+  EXPECT_TRUE(cross_origin_refused("[::ffff:127.0.0.1]:8188", "http://evil.example"));
+  EXPECT_FALSE(cross_origin_refused("localhost.:8188", "http://localhost:8188"));
+  EXPECT_FALSE(cross_origin_refused("localhost:8188", "http://localhost.:8188"));
+}
+
 TEST(serve_origin, a_server_reached_by_another_name_is_not_judged) {
   // Not loopback by its Host: ComfyUI's check does not apply (it guards the loopback case).
   EXPECT_FALSE(cross_origin_refused("192.168.1.5:8188", "https://evil.example"));
