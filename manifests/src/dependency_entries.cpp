@@ -7,9 +7,13 @@ namespace {
 
 constexpr std::size_t max_text = 1024;
 
-bool has_control(std::string_view s) {
+// Whether `s` holds anything but printable ASCII: all a PEP 508 requirement (a version
+// specifier, a marker, a URL) may contain. A whitelist, since pip splits a requirements file with
+// str.splitlines(), on U+0085, U+2028 and U+2029 as on "\n": such a character would start a line
+// pip obeys as an option (--index-url ...).
+bool has_unprintable(std::string_view s) {
   for (const unsigned char c : s)
-    if (c < 0x20 || c == 0x7f) return true;
+    if (c < 0x20 || c > 0x7e) return true;
   return false;
 }
 
@@ -46,7 +50,9 @@ bool is_key(std::string_view s) {
 // Why `text` cannot be a version specifier or a reference (rev, tag, branch, ...), or empty.
 std::string text_problem(std::string_view text) {
   if (text.size() > max_text) return "is longer than " + std::to_string(max_text) + " characters";
-  if (has_control(text)) return "holds a newline or another control character";
+  if (has_unprintable(text))
+    return "holds a character other than printable ASCII (a newline, a Unicode line separator, "
+           "...), which pip could read as the start of an option line";
   // Any word starting with "-" would reach pip or uv as an option.
   for (std::size_t i = 0; i < text.size(); ++i) {
     const bool word_start = i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' ||

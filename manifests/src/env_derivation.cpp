@@ -150,7 +150,10 @@ class deriver {
       std::string line = requirement_of(std::string(k.str()), v, config_dir_, why);
       // A requirements file obeys option lines: nothing that could be one is ever written
       // (the manifest's reader refused it already; docs/security.md).
-      if (line.find_first_of("\r\n") != std::string::npos || line.rfind('-', 0) == 0) {
+      const bool unprintable = std::any_of(line.begin(), line.end(), [](unsigned char c) {
+        return c < 0x20 || c > 0x7e;  // pip's splitlines() also splits on U+0085, U+2028, U+2029
+      });
+      if (unprintable || line.rfind('-', 0) == 0) {
         why = "not a requirement pip can be given safely";
         line.clear();
       }

@@ -89,6 +89,21 @@ TEST(env_manifest, a_pip_option_in_a_pypi_value_or_key_is_an_error) {
   EXPECT_NE(find(p.diags, "target.linux-64.pypi-dependencies.plyfile.git"), nullptr);
 }
 
+// pip reads a requirements file with str.splitlines(), which also splits on U+0085, U+2028 and
+// U+2029: through any of them an option line reached pip. Only printable ASCII passes.
+TEST(env_manifest, a_unicode_line_separator_in_a_pypi_value_is_an_error) {
+  for (const char* separator : {"\u2028", "\u2029", "\u0085"}) {
+    auto p = parse(std::string("[pypi-dependencies]\nsix = \">=0") + separator +
+                   "--index-url http://127.0.0.1:9/simple\"\n"
+                   "plyfile = { git = \"https://x.example/p.git" + separator +
+                   "--trusted-host x\" }\n");
+    const auto* d = find(p.diags, "pypi-dependencies.six");
+    ASSERT_NE(d, nullptr) << separator << testing::dump(p.diags);
+    EXPECT_NE(d->message.find("printable ASCII"), std::string::npos) << d->message;
+    EXPECT_NE(find(p.diags, "pypi-dependencies.plyfile.git"), nullptr) << testing::dump(p.diags);
+  }
+}
+
 TEST(env_manifest, real_dependency_entries_pass) {
   auto p = parse(
       "[dependencies]\nffmpeg = \"*\"\nc-compiler = \"*\"\n"
