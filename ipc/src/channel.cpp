@@ -305,6 +305,16 @@ void channel::notify(message_type type, json body) {
   send_or_close(header, body);
 }
 
+bool channel::notify_if_room(message_type type, const json& body, std::size_t room) {
+  frame_header header;
+  header.type = static_cast<std::uint16_t>(type);
+  auto frame = encode_frame(header, body);
+  if (!frame) return false;
+  std::lock_guard lock(send_mutex_);
+  if (queue_.size() >= std::min(room, options_.max_queue)) return false;
+  return send_locked(std::move(*frame), false).ok();
+}
+
 void channel::respond(const frame_header& to, json body) {
   frame_header header;
   header.type = to.type;

@@ -23,6 +23,7 @@
 #include "orch/ipc/channel.hpp"
 #include "orch/ipc/fd_passing.hpp"
 #include "orch/support/poll_until.hpp"
+#include "progress_reports.hpp"
 #include "worker_errc.hpp"
 #include "worker_memory.hpp"
 
@@ -334,10 +335,11 @@ class runtime final : public started_worker {
                           calls_,
                           [this](std::uint64_t size) { return allocate(size); },
                           [this](const std::string& node, std::uint64_t value, std::uint64_t max) {
-                            channel_->notify(message_type::progress,
-                                             {{"node", node}, {"value", value}, {"max", max}});
+                            progress_.report(*channel_, node, value, max);
                           }};
-    return run_node_call(*nodes_, body, state);
+    json response = run_node_call(*nodes_, body, state);
+    progress_.flush(*channel_);  // the node's last report, if it was kept back
+    return response;
   }
 
   result<ipc::buffer_descriptor> allocate(std::uint64_t size) {
@@ -354,6 +356,7 @@ class runtime final : public started_worker {
   orch_worker_options options_;
   boost::asio::io_context io_;
   std::shared_ptr<ipc::channel> channel_;
+  progress_reports progress_;
   ipc::unique_fd control_fd_, slot_fd_, sim_fd_;
   std::vector<ipc::unique_fd> pool_fds_;
   std::unique_ptr<worker_memory> memory_;

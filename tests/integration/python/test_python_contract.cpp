@@ -263,6 +263,25 @@ TEST_F(python_contract, an_object_crosses_to_another_env_that_imports_its_type_o
   EXPECT_EQ(output(plain, "2", 0), 7);  // a SimpleNamespace, unpickled in the other env
 }
 
+// Progress is lossy: a node that reports faster than the host reads keeps only its latest report
+// back (worker/src/progress_reports.hpp) and never fills the channel, which had closed the worker
+// as a peer not reading (issue 55, item 7). The last report is the node's last value.
+TEST_F(python_contract, a_flood_of_progress_reports_neither_kills_the_worker_nor_is_lost_last) {
+  ASSERT_NO_FATAL_FAILURE(start_python());
+  const json flood = {{"1", {{"class_type", "ProgressFlood"}, {"inputs", {{"count", 50000}}}}}};
+  auto first = run_json(flood);
+  ASSERT_TRUE(first.ok) << first.error->dump();
+  auto second = run_json(flood);
+  ASSERT_TRUE(second.ok) << second.error->dump();
+  EXPECT_EQ(output(first, "1", 0), output(second, "1", 0));  // the same worker: never restarted
+  json last;
+  for (const auto& e : events_.events())
+    if (e["type"] == "progress") last = e["data"];
+  ASSERT_TRUE(last.is_object());
+  EXPECT_EQ(last["value"], 50000);  // the node's last report always arrives
+  EXPECT_EQ(last["max"], 50000);
+}
+
 TEST_F(python_contract, the_worker_environment_follows_comfy_env) {
   ::setenv("PYTHONPATH", "/nonexistent/shadowing", 1);
   ::setenv("PYTHONSTARTUP", "/nonexistent/startup.py", 1);

@@ -75,6 +75,9 @@ class channel : public std::enable_shared_from_this<channel> {
                response_handler on_response);
   // One-way message. A full queue means the peer stopped reading: the connection is closed.
   void notify(message_type type, json body);
+  // A one-way message that may be lost (progress): sent only while fewer than `room` frames wait
+  // to be written; false, and nothing else happens, when it was not.
+  bool notify_if_room(message_type type, const json& body, std::size_t room);
   void respond(const frame_header& to, json body);
   void respond_error(const frame_header& to, const error& e);
 

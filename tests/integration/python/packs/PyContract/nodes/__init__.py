@@ -232,6 +232,24 @@ class Crash:
         return (0,)
 
 
+class ProgressFlood:
+    """Reports progress as fast as a loop can: never more than the host reads."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"count": ("INT", {"default": 50000})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "test/contract"
+    OUTPUT_NODE = True
+
+    def run(self, count):
+        for k in range(count):
+            comfy_orch.progress(k + 1, count)
+        return (os.getpid(),)
+
+
 class Sleep:
     @classmethod
     def INPUT_TYPES(cls):
@@ -405,7 +423,7 @@ class Environment:
 
 NODE_CLASS_MAPPINGS = {c.__name__: c for c in (Describe, Options, MakeImage, PassThrough, Lists,
                                                Raise, Crash, Sleep, Chatty, MakeThing, UseThing,
-                                               MakePlainThing,
+                                               MakePlainThing, ProgressFlood,
                                                LoadModel, Environment, MakeLatent, BigText,
                                                Expand, LoadTorchLazily, RawOutput, Detach)}
 NODE_DISPLAY_NAME_MAPPINGS = {"Describe": "Describe Input"}
