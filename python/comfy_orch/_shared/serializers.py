@@ -33,6 +33,9 @@ HANDLE_PREFIX = "comfy_orch.handle:"
 # An object handed to another env as its pickle: {PICKLE: type name, "env": where it was made,
 # "data": the pickle as a uint8 tensor}; only the receiving worker unpickles it.
 PICKLE = "__comfy_orch_pickle__"
+# The internal class of each Python worker that hands one of its objects to another env:
+# EXPORT_PREFIX + its env (worker/_crossing.py; the executor's executor_handover.cpp).
+EXPORT_PREFIX = "orch.export:"
 
 
 def pickle_max_bytes() -> int:

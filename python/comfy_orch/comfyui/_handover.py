@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from ._proxies import WorkerObject
 
 _log = logging.getLogger("comfy_orch")
-EXPORT_PREFIX = "orch.export:"  # the worker's (worker/_crossing.py)
-PICKLE_MARK = serializers.PICKLE
 _lock = threading.Lock()
 _said: set[tuple[str, str, str]] = set()
 
@@ -52,16 +50,17 @@ def pickled(value: Any, env: str) -> dict[str, Any]:
         _log.info("[comfy-orch] a %s crosses from ComfyUI's process to env %s pickled (%d "
                   "bytes); register a serializer for it (comfy_env.register_serializer) to "
                   "choose what crosses", name, env, len(data))
-    return {PICKLE_MARK: name, "env": "ComfyUI", "data": numpy.frombuffer(data, numpy.uint8)}
+    return {serializers.PICKLE: name, "env": "ComfyUI", "data": numpy.frombuffer(data, numpy.uint8)}
 
 
 def handed_over(host: Host, obj: WorkerObject, env: str) -> Any:
     """What env `env`'s worker is given for `obj`, an object of another env's worker."""
     start = time.monotonic()
-    value = host.execute(EXPORT_PREFIX + obj.env, {"value": obj.handle}, node="export").outputs
+    value = host.execute(serializers.EXPORT_PREFIX + obj.env, {"value": obj.handle},
+                         node="export").outputs
     crossing = value[0] if value else None
-    if isinstance(crossing, dict) and isinstance(crossing.get(PICKLE_MARK), str):
-        said = (crossing[PICKLE_MARK], obj.env, env)
+    if isinstance(crossing, dict) and isinstance(crossing.get(serializers.PICKLE), str):
+        said = (crossing[serializers.PICKLE], obj.env, env)
         with _lock:
             first = said not in _said
             _said.add(said)

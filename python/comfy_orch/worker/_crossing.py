@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 MARK = serializers.PICKLE
-EXPORT_PREFIX = "orch.export:"
 _FIX = ("register a serializer for it in both envs (comfy_env.register_serializer), or run "
         "both nodes in one env")
 
@@ -83,7 +82,7 @@ class ExportSpec(_schema.NodeSpec):
             "INPUT_TYPES": classmethod(lambda c: {"required": {"value": ("*",)}}),
             "RETURN_TYPES": ("*",), "FUNCTION": "run", "NOT_IDEMPOTENT": True, "CATEGORY": "",
             "run": run})
-        super().__init__(EXPORT_PREFIX + env, cls, None)
+        super().__init__(serializers.EXPORT_PREFIX + env, cls, None)
 
     def schema(self) -> dict[str, Any]:
         return dict(super().schema(), orch_internal=True)
