@@ -25,6 +25,7 @@
 #include "orch/serve/extension_web_dirs.hpp"
 #include "orch/serve/serve_api.hpp"
 #include "orch/serve/serve_files.hpp"
+#include "orch/serve/byte_budget.hpp"
 #include "orch/serve/serve_http.hpp"
 #include "orch/serve/serve_live_routes.hpp"
 
@@ -41,6 +42,8 @@ struct serve_options {
   std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
   std::size_t max_bodies_in_flight = std::size_t{192} << 20;
   std::size_t max_uploads_in_flight = std::size_t{1} << 30;
+  std::size_t max_answers_in_flight = std::size_t{256} << 20;
+  std::size_t min_answer_rate = 1024;
   unsigned max_connections = 256;
   unsigned max_connections_per_peer = 64;
   std::size_t min_body_rate = 1024;
@@ -113,11 +116,19 @@ std::optional<control_endpoint> open_control_endpoint(const serve_options& o) {
 }
 
 int serve(const serve_options& o) {
-  if (o.max_upload > o.max_uploads_in_flight) {
-    std::cerr << "comfy-orch serve: --max-upload (" << o.max_upload
-              << " bytes) is larger than --max-uploads-in-flight (" << o.max_uploads_in_flight
-              << "): no upload that large could ever be received\n  fix: raise "
-                 "--max-uploads-in-flight to at least --max-upload\n";
+  // One client address may hold half of a budget (byte_budget.hpp): the largest body must fit.
+  const struct {
+    std::size_t largest, budget;
+    const char *largest_flag, *budget_flag;
+  } pairs[] = {{o.max_upload, o.max_uploads_in_flight, "--max-upload", "--max-uploads-in-flight"},
+               {o.max_body, o.max_bodies_in_flight, "--max-body", "--max-bodies-in-flight"}};
+  for (const auto& p : pairs) {
+    if (orchestrator::byte_budget::due(p.largest) <= p.budget / 2) continue;
+    std::cerr << "comfy-orch serve: " << p.largest_flag << " (" << p.largest
+              << " bytes) is larger than one client's share of " << p.budget_flag << " ("
+              << p.budget << " / 2, past each body's first 64 KiB): no body that large could "
+              << "ever be received\n  fix: raise " << p.budget_flag << " to at least twice "
+              << p.largest_flag << '\n';
     return exit_invalid_input;
   }
   std::optional<std::filesystem::path> front_end;
@@ -173,6 +184,8 @@ int serve(const serve_options& o) {
   limits.max_ws_clients = o.max_ws_clients;
   limits.max_ws_queue_bytes = o.max_ws_queue_bytes;
   limits.max_bodies_in_flight = o.max_bodies_in_flight;
+  limits.max_answers_in_flight = o.max_answers_in_flight;
+  limits.min_answer_rate = o.min_answer_rate;
   limits.max_connections = o.max_connections;
   limits.cors_origin = o.cors_origin;
   limits.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
@@ -265,12 +278,21 @@ void add_serve_command(CLI::App& app) {
                   "Largest POST /upload/image body in bytes (default 64 MiB); larger ones get "
                   "HTTP 413");
   cmd->add_option("--max-bodies-in-flight", o->max_bodies_in_flight,
-                  "Bytes of request bodies held in memory at once (default 192 MiB; each counted "
-                  "at its Content-Length); past it a new request gets 503")
+                  "Bytes of request bodies held in memory at once (default 192 MiB), counted as "
+                  "they arrive past each body's first 64 KiB; one client address holds half at "
+                  "most. Past it the slowest body still arriving, if slower than the one that "
+                  "needs room, is closed; else that one gets 503")
       ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 40));
   cmd->add_option("--max-uploads-in-flight", o->max_uploads_in_flight,
                   "Bytes of uploads being received at once (default 1 GiB), which go to unlinked "
-                  "files of the temp directory, not to memory; past it a new upload gets 503")
+                  "files of the temp directory, not to memory; counted as --max-bodies-in-flight "
+                  "counts")
+      ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 50));
+  cmd->add_option("--max-answers-in-flight", o->max_answers_in_flight,
+                  "Bytes of answers held in memory while clients read them (default 256 MiB; "
+                  "past each answer's first 64 KiB, a streamed one's piece being written); one "
+                  "client address holds half at most. Past it the slowest reader, if slower "
+                  "than the answer that needs room, is closed; else that answer is 503")
       ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 50));
   cmd->add_option("--max-ws-queue-bytes", o->max_ws_queue_bytes,
                   "Bytes of messages waiting for one WebSocket client that does not read "
@@ -295,6 +317,10 @@ void add_serve_command(CLI::App& app) {
                   "A request's header must arrive within this (default 10000 ms), and its body "
                   "may not stall for as long; a slower client is disconnected")
       ->check(CLI::Range(10u, 3600000u));
+  cmd->add_option("--min-answer-rate", o->min_answer_rate,
+                  "Bytes a second a client must read an answer at on average once it has had "
+                  "--header-timeout-ms (default 1024; 0: no floor); a slower one is disconnected")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 30));
   cmd->add_option("--min-body-rate", o->min_body_rate,
                   "Bytes a second a request body must average once it has had "
                   "--header-timeout-ms (default 1024; 0: no floor); a slower one is disconnected")

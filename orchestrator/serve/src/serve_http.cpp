@@ -63,6 +63,30 @@ bool make_room(state& st, const boost::asio::ip::address& peer) {
   return true;
 }
 
+}  // namespace
+
+bool make_budget_room(state& st, const byte_budget& budget, const http_session& asking,
+                      bool peer_only, double rate) {
+  std::shared_ptr<http_session> slowest;
+  double slowest_rate = rate;
+  for (const auto& [_, w] : st.sessions) {
+    auto s = w.lock();
+    if (!s || s.get() == &asking || (peer_only && s->peer() != asking.peer())) continue;
+    if (const auto r = s->rate_holding(budget); r && *r < slowest_rate) {
+      slowest = std::move(s);
+      slowest_rate = *r;
+    }
+  }
+  if (!slowest) return false;
+  spdlog::warn("serve: closed a connection from {} moving {:.0f} B/s to make room for one moving "
+               "{:.0f} B/s",
+               slowest->peer().to_string(), slowest_rate, rate);
+  slowest->close();
+  return true;
+}
+
+namespace {
+
 void accept_next(const std::shared_ptr<state>& st) {
   st->acceptor.async_accept([st](beast::error_code ec, tcp::socket socket) {
     if (st->stopping) return;

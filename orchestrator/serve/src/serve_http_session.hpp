@@ -72,21 +72,31 @@ class http_session : public std::enable_shared_from_this<http_session> {
                bool refuse)
       : stream_(std::move(socket)), st_(std::move(st)), peer_(peer), refuse_(refuse) {}
   ~http_session() {
-    release_body();
+    release(body_);
+    release(answer_);
     if (!upgraded_) --st_->connections;
   }
 
   // Since when it has been waiting for a request it has not finished sending (or, kept alive,
-  // for its next one); empty while it is answered. What make_room() judges by.
+  // for its next one), or for its client to read the piece of its answer being written; empty
+  // while its handler runs. What make_room() judges by.
   std::optional<std::chrono::steady_clock::time_point> waiting_since() const {
     return waiting_since_;
   }
   const boost::asio::ip::address& peer() const { return peer_; }
 
+  // The bytes a second its body arrives or its answer leaves, when it holds bytes of `budget`
+  // and is still receiving or sending them (not while its handler runs).
+  std::optional<double> rate_holding(const byte_budget& budget) const {
+    for (const holding* h : {&body_, &answer_})
+      if (h->budget == &budget && h->charged > 0 && h->moving) return h->rate();
+    return std::nullopt;
+  }
+
   void start(std::chrono::milliseconds timeout) {
-    release_body();  // the last request's body is answered and gone
+    release(body_);  // the last request's body is answered and gone
     if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
-    body_.reset();
+    in_memory_.reset();
     spooled_.reset();
     header_.emplace();
     header_->header_limit(static_cast<std::uint32_t>(st_->limits.max_header));
@@ -103,8 +113,11 @@ class http_session : public std::enable_shared_from_this<http_session> {
                             });
   }
 
+  // Its bytes go back to their budgets at once: make_budget_room() closes it to use them.
   void close() {
     waiting_since_.reset();  // gone: make_room() must not count it again
+    release(body_);
+    release(answer_);
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
@@ -113,6 +126,50 @@ class http_session : public std::enable_shared_from_this<http_session> {
  private:
   // What a lingering close reads and drops at most after a refusal (for header_timeout at most).
   static constexpr std::size_t linger_bytes = std::size_t{256} << 20;
+
+  // The bytes a request body or an answer holds of a budget, and how fast it moves.
+  struct holding {
+    byte_budget* budget = nullptr;
+    std::size_t charged = 0;
+    std::size_t moved = 0;  // received, or sent
+    std::chrono::steady_clock::time_point since;
+    bool moving = true;  // false once a body is received whole
+    double rate() const {
+      const auto held = std::chrono::steady_clock::now() - since;
+      // From 10 ms: a holder a moment old is judged by what it moved, not by a zero time.
+      return static_cast<double>(moved) /
+             std::max(0.01, std::chrono::duration<double>(held).count());
+    }
+  };
+
+  void hold(holding& h, byte_budget* budget) {
+    release(h);
+    h = {budget, 0, 0, std::chrono::steady_clock::now(), true};
+  }
+
+  // Charges `h`'s budget for what it holds now, `total` bytes: when it cannot, a slower holder
+  // (of this peer's, when the peer holds its share) is closed to make room. False when none is.
+  bool grow(holding& h, std::size_t total) {
+    const std::size_t due = byte_budget::due(total);
+    if (!h.budget || due <= h.charged) return true;
+    const std::size_t more = due - h.charged;
+    for (;;) {
+      const auto verdict = h.budget->charge(peer_, more);
+      if (verdict == byte_budget::verdict::charged) break;
+      // An answer not yet begun has no rate: any reader slower than none may make room.
+      const double rate = h.moved == 0 ? std::numeric_limits<double>::infinity() : h.rate();
+      if (!make_budget_room(*st_, *h.budget, *this,
+                            verdict == byte_budget::verdict::over_share, rate))
+        return false;
+    }
+    h.charged += more;
+    return true;
+  }
+
+  void release(holding& h) {
+    if (h.budget) h.budget->release(peer_, h.charged);
+    h = {};
+  }
 
   void on_header(beast::error_code ec) {
     if (ec == http::error::header_limit)
@@ -140,15 +197,10 @@ class http_session : public std::enable_shared_from_this<http_session> {
     if (length && *length > limit_) return refuse(413, too_large());
     // The bodies being received have a budget, those held in memory and those spooled to disk
     // each their own, so that many large uploads stalled near their end can take neither the
-    // machine's memory nor its disk (S13). A chunked body counts at its cap.
+    // machine's memory nor its disk (S13); charged as their bytes arrive (read_body).
     const bool has_body = !header_->is_done();
     const bool spool = rule.spooled && has_body;
-    const std::size_t body = length ? static_cast<std::size_t>(*length)
-                             : header_->chunked() ? limit_  // its size is known only at its end
-                                                  : 0;
-    if (!st_->bodies.reserve({body, spool}))
-      return refuse(503, "too many request bytes are being received at once; retry shortly");
-    reserved_ = {body, spool};
+    hold(body_, spool ? &st_->spooled : &st_->bodies);
     const bool go_on_asked = has_body && beast::iequals(req[http::field::expect], "100-continue");
     const unsigned version = req.version();
     if (spool) {
@@ -157,12 +209,10 @@ class http_session : public std::enable_shared_from_this<http_session> {
         return refuse(500, "the server cannot keep the request body: " + s.err().message);
       }
     } else {
-      body_.emplace(std::move(*header_));
-      body_->body_limit(limit_);  // a chunked body's cap, counted chunk by chunk
+      in_memory_.emplace(std::move(*header_));
+      in_memory_->body_limit(limit_);  // a chunked body's cap, counted chunk by chunk
     }
     header_.reset();
-    body_started_ = std::chrono::steady_clock::now();
-    body_received_ = 0;
     // Beast reads what fits in the buffer's free capacity (up to 64 KiB): after a header, that
     // is a few hundred bytes, and a 60 MiB upload would take 100000 reads.
     if (has_body) buffer_.reserve(std::size_t{64} << 10);
@@ -197,7 +247,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   void read_body() {
     if (spooled_) return read_body(*spooled_);
-    read_body(*body_);
+    read_body(*in_memory_);
   }
 
   // The body, a piece at a time: a body may take long (a large upload on a slow link), but it
@@ -211,7 +261,10 @@ class http_session : public std::enable_shared_from_this<http_session> {
                             if (ec == http::error::body_limit)
                               return self->refuse(413, self->too_large());
                             if (ec) return self->close();
-                            self->body_received_ += n;
+                            self->body_.moved += n;
+                            if (!self->grow(self->body_, self->body_.moved))
+                              return self->refuse(503, "too many request bytes are being "
+                                                       "received at once; retry shortly");
                             self->read_body();
                           });
   }
@@ -220,16 +273,22 @@ class http_session : public std::enable_shared_from_this<http_session> {
   // on average after a first header_timeout (mod_reqtimeout's rule): one that came a byte every
   // few seconds had held its connection for as long as its client liked (S6).
   std::chrono::steady_clock::time_point body_deadline() const {
-    const auto& l = st_->limits;
-    const auto stall = std::chrono::steady_clock::now() + l.header_timeout;
-    if (l.min_body_rate == 0) return stall;
-    const auto earned = std::chrono::milliseconds(body_received_ * 1000 / l.min_body_rate);
-    return std::min(stall, body_started_ + l.header_timeout + earned);
+    return deadline(body_, st_->limits.header_timeout, st_->limits.min_body_rate);
   }
 
-  void release_body() {
-    st_->bodies.release(reserved_);
-    reserved_ = {};
+  // The same for an answer: its client may stop reading for idle_timeout, and must read
+  // min_answer_rate on average after a first header_timeout.
+  std::chrono::steady_clock::time_point answer_deadline() const {
+    return deadline(answer_, st_->limits.idle_timeout, st_->limits.min_answer_rate);
+  }
+
+  std::chrono::steady_clock::time_point deadline(const holding& h,
+                                                 std::chrono::milliseconds stall,
+                                                 std::size_t min_rate) const {
+    const auto stalled = std::chrono::steady_clock::now() + stall;
+    if (min_rate == 0) return stalled;
+    const auto earned = std::chrono::milliseconds(h.moved * 1000 / min_rate);
+    return std::min(stalled, h.since + st_->limits.header_timeout + earned);
   }
 
   std::string too_large() const {
@@ -238,6 +297,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   void on_message() {
     waiting_since_.reset();  // its request is in: it is being answered
+    body_.moving = false;
     if (spooled_) {
       auto req = spooled_->release();
       http_request view = std::move(view_);
@@ -248,7 +308,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
           ::fcntl(req.body().file().native_handle(), F_DUPFD_CLOEXEC, 0));
       return dispatch(std::move(view), req.version(), req.keep_alive());
     }
-    auto req = body_->release();
+    auto req = in_memory_->release();
     if (websocket::is_upgrade(req)) return upgrade(std::move(req));
     if (req.method() == http::verb::options)  // a preflight: answered, as ComfyUI does
       return write({200, "text/plain", "", {}, nullptr}, req.version(), req.keep_alive(), false);
@@ -336,6 +396,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   // `linger`: the request's body was not read; read and drop it after the answer.
   void write(http_reply reply, unsigned version, bool keep_alive, bool linger) {
     keep_alive = keep_alive && !linger && !st_->stopping;
+    hold(answer_, nullptr);  // a file or a stream holds no memory while it waits: not charged
+    if (reply.pieces) return stream(std::move(reply), version, keep_alive, linger);
     if (reply.file && reply.file->valid()) {
       auto out = std::make_shared<outgoing<http::file_body>>(
           http::response<http::file_body>(static_cast<http::status>(reply.status), version));
@@ -351,6 +413,11 @@ class http_session : public std::enable_shared_from_this<http_session> {
       reply = {500, "application/json", error_body("cannot read the file: " + ec.message()), {},
                nullptr};
     }
+    hold(answer_, &st_->answers);
+    if (!grow(answer_, reply.body.size()))
+      reply = {503, "application/json",
+               error_body("too many answer bytes are being written at once; retry shortly"), {},
+               nullptr};
     auto out = std::make_shared<outgoing<http::string_body>>(
         http::response<http::string_body>(static_cast<http::status>(reply.status), version));
     set_fields(out->res, reply, keep_alive);
@@ -367,20 +434,86 @@ class http_session : public std::enable_shared_from_this<http_session> {
   };
 
   // The answer, a piece at a time: a large file to a slow client may take long, but one that
-  // stops reading for idle_timeout is cut off.
+  // stops reading, or reads too slowly, is cut off (answer_deadline); while it waits for its
+  // client, make_room() may close it.
   template <class Body>
   void send(std::shared_ptr<outgoing<Body>> out, bool linger) {
     if (!out->serializer) out->serializer.emplace(out->res);
-    stream_.expires_after(st_->limits.idle_timeout);
+    waiting_since_ = std::chrono::steady_clock::now();
+    stream_.expires_at(answer_deadline());
     http::async_write_some(
         stream_, *out->serializer,
-        [self = shared_from_this(), out, linger](beast::error_code ec, std::size_t) mutable {
+        [self = shared_from_this(), out, linger](beast::error_code ec, std::size_t n) mutable {
           if (ec) return self->close();
+          self->answer_.moved += n;
           if (!out->serializer->is_done()) return self->send(std::move(out), linger);
-          if (linger) return self->linger();
-          if (!out->res.keep_alive()) return self->close();
-          self->await_next_request();
+          self->answered(out->res.keep_alive(), linger);
         });
+  }
+
+  // An answer whose body comes from reply.pieces: its header, then each piece as a chunk as
+  // soon as the last one is written, each charged to the answers' budget while it is written.
+  struct streamed {
+    http::response<http::empty_body> res;
+    std::optional<http::response_serializer<http::empty_body>> header;
+    std::function<std::optional<std::string>()> pieces;
+    std::string piece;
+  };
+
+  void stream(http_reply reply, unsigned version, bool keep_alive, bool linger) {
+    auto out = std::make_shared<streamed>();
+    out->res = http::response<http::empty_body>(static_cast<http::status>(reply.status), version);
+    set_fields(out->res, reply, keep_alive);
+    out->res.chunked(true);
+    out->pieces = std::move(reply.pieces);
+    out->header.emplace(out->res);
+    hold(answer_, &st_->answers);
+    waiting_since_ = std::chrono::steady_clock::now();
+    stream_.expires_at(answer_deadline());
+    http::async_write_header(stream_, *out->header,
+                             [self = shared_from_this(), out, linger](beast::error_code ec,
+                                                                      std::size_t n) {
+                               if (ec) return self->close();
+                               self->answer_.moved += n;
+                               self->next_piece(out, linger);
+                             });
+  }
+
+  void next_piece(const std::shared_ptr<streamed>& out, bool linger) {
+    std::optional<std::string> piece;
+    try {
+      do piece = out->pieces();
+      while (piece && piece->empty());  // an empty chunk would end the body
+    } catch (const std::exception& e) {
+      spdlog::error("serve: an answer could not be written whole: {}", e.what());
+      return close();  // its client sees the body cut short, not a complete wrong one
+    }
+    const bool last = !piece;
+    out->piece = last ? std::string() : std::move(*piece);
+    // The last piece's charge goes back before this one's is taken.
+    answer_.budget->release(peer_, answer_.charged);
+    answer_.charged = 0;
+    if (!grow(answer_, out->piece.size())) return close();
+    waiting_since_ = std::chrono::steady_clock::now();
+    stream_.expires_at(answer_deadline());
+    const auto done = [self = shared_from_this(), out, linger, last](beast::error_code ec,
+                                                                    std::size_t n) {
+      if (ec) return self->close();
+      self->answer_.moved += n;
+      if (last) return self->answered(out->res.keep_alive(), linger);
+      self->next_piece(out, linger);
+    };
+    if (last) return boost::asio::async_write(stream_, http::make_chunk_last(), done);
+    boost::asio::async_write(stream_, http::make_chunk(boost::asio::buffer(out->piece)), done);
+  }
+
+  // Its answer is written: what it held goes back, and the connection waits for its next
+  // request, lingers, or closes.
+  void answered(bool keep_alive, bool linger) {
+    release(answer_);
+    if (linger) return this->linger();
+    if (!keep_alive) return close();
+    await_next_request();
   }
 
   // A kept-alive connection may stay quiet for idle_timeout; once its next request begins, its
@@ -421,8 +554,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   // An error answer, and the connection's end; lingering if the request was not read whole.
   void refuse(unsigned status, const std::string& message) {
-    const bool unread = spooled_ ? !spooled_->is_done()
-                        : body_  ? !body_->is_done()
+    const bool unread = spooled_     ? !spooled_->is_done()
+                        : in_memory_ ? !in_memory_->is_done()
                                  : header_ && !header_->is_done();
     write({status, "application/json", error_body(message), {}, nullptr}, 11, false, unread);
   }
@@ -431,10 +564,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   beast::flat_buffer buffer_;
   // A request's header is read first; then its body, held in memory or spooled to a file.
   std::optional<http::request_parser<http::empty_body>> header_;
-  std::optional<http::request_parser<http::string_body>> body_;
+  std::optional<http::request_parser<http::string_body>> in_memory_;
   std::optional<http::request_parser<http::file_body>> spooled_;
-  std::chrono::steady_clock::time_point body_started_;
-  std::size_t body_received_ = 0;
   std::shared_ptr<state> st_;
   boost::asio::ip::address peer_;
   http_request view_;  // the request being read: its method, path and query from its header
@@ -444,7 +575,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   bool refuse_ = false;
   bool upgraded_ = false;
   std::optional<std::chrono::steady_clock::time_point> waiting_since_;
-  body_budgets::reservation reserved_;  // for the request being read or answered
+  holding body_;    // the request's, from its header to its answer
+  holding answer_;  // the answer's, while it is written
 };
 
 }  // namespace orch::orchestrator

@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "orch/serve/byte_budget.hpp"
 #include "orch/serve/serve_http.hpp"
 
 namespace orch::orchestrator {
@@ -22,34 +23,6 @@ using tcp = boost::asio::ip::tcp;
 
 class http_session;
 class ws_session;
-
-// The request bodies being received or answered, held in memory or spooled to disk, each kind
-// against its cap (docs/security.md, S13). Atomics: a session may end on the API thread.
-class body_budgets {
- public:
-  struct reservation {
-    std::size_t bytes = 0;
-    bool spooled = false;
-  };
-  explicit body_budgets(const http_limits& limits) : limits_(limits) {}
-  // False, with nothing reserved, when `bytes` more would pass the kind's cap.
-  bool reserve(reservation r) {
-    std::atomic<std::size_t>& held = r.spooled ? spooled_ : memory_;
-    const std::size_t cap =
-        r.spooled ? limits_.max_spooled_in_flight : limits_.max_bodies_in_flight;
-    std::size_t now = held.load();
-    do {
-      if (now + r.bytes > cap) return false;
-    } while (!held.compare_exchange_weak(now, now + r.bytes));
-    return true;
-  }
-  void release(reservation r) { (r.spooled ? spooled_ : memory_) -= r.bytes; }
-
- private:
-  const http_limits& limits_;
-  std::atomic<std::size_t> memory_{0};
-  std::atomic<std::size_t> spooled_{0};
-};
 
 struct http_server::state {
   state(boost::asio::io_context& context, http_limits l, handler h, at_once_handler now,
@@ -60,7 +33,9 @@ struct http_server::state {
         at_once(std::move(now)),
         greet(std::move(g)),
         acceptor(context),
-        bodies(limits) {}
+        bodies(limits.max_bodies_in_flight),
+        spooled(limits.max_spooled_in_flight),
+        answers(limits.max_answers_in_flight) {}
   boost::asio::io_context& io;
   http_limits limits;
   handler on_request;
@@ -77,8 +52,17 @@ struct http_server::state {
   std::atomic<unsigned> connections{0};
   std::atomic<unsigned> ws_count{0};
   std::atomic<unsigned> ws_pending{0};  // upgrades whose handshake has not finished
-  body_budgets bodies;
+  // Request bodies in memory, bodies spooled to disk, answers being written (byte_budget.hpp).
+  byte_budget bodies;
+  byte_budget spooled;
+  byte_budget answers;
   std::unique_ptr<boost::asio::steady_timer> accept_pause;  // after an accept error
 };
+
+// Closes the slowest connection holding bytes of `budget` (of `asking`'s peer alone when
+// `peer_only`) that is slower than `rate` bytes a second, so that `asking` may be charged: a
+// slow sender or reader makes room for a faster one. False when no such connection is found.
+bool make_budget_room(http_server::state& st, const byte_budget& budget,
+                      const http_session& asking, bool peer_only, double rate);
 
 }  // namespace orch::orchestrator

@@ -1,6 +1,7 @@
 #include "orch/serve/serve_queue.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "serve_request_fields.hpp"
 
@@ -95,7 +96,7 @@ void prompt_queue::finish(const json& outputs, const json& status) {
                                history_bytes_ + bytes > limits_.max_history_bytes))
     erase_history(history_.begin());
   if (history_size_ > 0) {
-    history_.push_back({id, std::move(entry), bytes});
+    history_.push_back({id, std::make_shared<const json>(std::move(entry)), bytes});
     history_bytes_ += bytes;
     by_id_[id] = std::prev(history_.end());
   }
@@ -125,9 +126,9 @@ void prompt_queue::clear_pending() {
 std::size_t prompt_queue::delete_pending(const std::vector<std::string>& ids) {
   std::unique_lock lock(mutex_);
   const auto before = pending_.size();
-  std::erase_if(pending_, [&](const queued_prompt& p) {
-    return std::find(ids.begin(), ids.end(), p.prompt_id) != ids.end();
-  });
+  // A set: 200,000 ids against 1,000 prompts, searched one by one, had held the API thread 2 s.
+  const std::unordered_set<std::string> doomed(ids.begin(), ids.end());
+  std::erase_if(pending_, [&](const queued_prompt& p) { return doomed.count(p.prompt_id) > 0; });
   const std::size_t removed = before - pending_.size();
   if (removed > 0) changed(lock);
   return removed;
@@ -143,7 +144,7 @@ void prompt_queue::visit_queue(
 void prompt_queue::visit_history(
     const std::function<void(const std::string&, const json&)>& fn) const {
   std::lock_guard lock(mutex_);
-  for (const auto& h : history_) fn(h.id, h.entry);
+  for (const auto& h : history_) fn(h.id, *h.entry);
 }
 
 std::optional<std::string> prompt_queue::running_id() const {
@@ -156,8 +157,8 @@ std::string prompt_queue::running_client_id() const {
   return running_ ? running_->client_id() : std::string();
 }
 
-nlohmann::ordered_json prompt_queue::history(std::optional<std::size_t> max_items,
-                                             std::int64_t offset) const {
+std::vector<prompt_queue::history_item> prompt_queue::history_items(
+    std::optional<std::size_t> max_items, std::int64_t offset) const {
   std::lock_guard lock(mutex_);
   // ComfyUI: without an offset, the newest max_items; with one, max_items from there.
   std::int64_t first = offset;
@@ -165,20 +166,27 @@ nlohmann::ordered_json prompt_queue::history(std::optional<std::size_t> max_item
     first = max_items ? static_cast<std::int64_t>(history_.size()) -
                             static_cast<std::int64_t>(*max_items)
                       : 0;
-  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  std::vector<history_item> out;
   std::int64_t i = 0;
   for (const auto& h : history_) {
     if (i++ < first) continue;
     if (max_items && out.size() >= *max_items) break;
-    out[h.id] = h.entry;
+    out.emplace_back(h.id, h.entry);
   }
+  return out;
+}
+
+nlohmann::ordered_json prompt_queue::history(std::optional<std::size_t> max_items,
+                                             std::int64_t offset) const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [id, entry] : history_items(max_items, offset)) out[id] = *entry;
   return out;
 }
 
 json prompt_queue::history_of(const std::string& prompt_id) const {
   std::lock_guard lock(mutex_);
   json out = json::object();
-  if (auto it = by_id_.find(prompt_id); it != by_id_.end()) out[prompt_id] = it->second->entry;
+  if (auto it = by_id_.find(prompt_id); it != by_id_.end()) out[prompt_id] = *it->second->entry;
   return out;
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -104,6 +106,23 @@ inline orch::testing::reply upload(const serve_process& s, const std::string& fi
                             const std::vector<std::pair<std::string, std::string>>& fields = {}) {
   return s.send(orch::testing::http::verb::post, "/upload/image",
                 upload_form(filename, bytes, fields), form_type);
+}
+
+// A connection to `s` from `address` (a loopback alias: 127.0.0.2 is another peer to the server).
+inline std::unique_ptr<tcp::socket> connect_from(boost::asio::io_context& io,
+                                                 const serve_process& s,
+                                                 const std::string& address = "127.0.0.1") {
+  auto sock = std::make_unique<tcp::socket>(io);
+  sock->open(tcp::v4());
+  sock->bind({boost::asio::ip::make_address(address), 0});
+  sock->connect({boost::asio::ip::make_address("127.0.0.1"), s.port()});
+  return sock;
+}
+
+// Whether the server has closed `sock` (its end of stream is there to read), waiting up to 5 s.
+inline bool closed_by_server(tcp::socket& sock) {
+  pollfd p{sock.native_handle(), POLLIN | POLLRDHUP, 0};
+  return ::poll(&p, 1, 5000) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 // A process's resident set, in KiB (0 when it is gone).

@@ -214,22 +214,12 @@ TEST_F(serve_test, slow_clients_holding_every_slot_do_not_keep_an_answerable_req
 }
 
 
-// A connection from `address` (a loopback alias: 127.0.0.2 is another peer to the server) that
-// sends half a header and waits.
+// A connection from `address` that sends half a header and waits.
 std::unique_ptr<tcp::socket> half_header_from(boost::asio::io_context& io, const serve_process& s,
                                               const std::string& address) {
-  auto sock = std::make_unique<tcp::socket>(io);
-  sock->open(tcp::v4());
-  sock->bind({boost::asio::ip::make_address(address), 0});
-  sock->connect({boost::asio::ip::make_address("127.0.0.1"), s.port()});
+  auto sock = connect_from(io, s, address);
   boost::asio::write(*sock, boost::asio::buffer(std::string("GET /prompt HTTP/1.1\r\nHost: x")));
   return sock;
-}
-
-// Whether the server has closed `sock` (its end of stream is there to read), waiting up to 5 s.
-bool closed_by_server(tcp::socket& sock) {
-  pollfd p{sock.native_handle(), POLLIN | POLLRDHUP, 0};
-  return ::poll(&p, 1, 5000) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 // One peer cannot take every slot: past --max-connections-per-peer its own longest-waiting
@@ -307,39 +297,6 @@ TEST_F(serve_test, free_during_a_busy_node_answers_at_once_and_the_api_goes_on) 
   EXPECT_EQ(s->stop(), 0);
 }
 
-// A connection that sends a header announcing `length` bytes of body and then one byte, and
-// stalls: it holds its body's share of a budget.
-std::unique_ptr<tcp::socket> stall_body(boost::asio::io_context& io, const serve_process& s,
-                                        const std::string& path, std::size_t length,
-                                        const std::string& content_type) {
-  auto sock = std::make_unique<tcp::socket>(io);
-  sock->connect({boost::asio::ip::make_address("127.0.0.1"), s.port()});
-  boost::asio::write(*sock, boost::asio::buffer("POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                                "Content-Type: " + content_type +
-                                                "\r\nContent-Length: " + std::to_string(length) +
-                                                "\r\n\r\n-"));
-  return sock;
-}
-
-// Two stalled bodies take a budget of twice their size: a third request with a body is refused
-// 503 (before the server has read the first two headers, it is answered as any other), and the
-// server goes on answering requests without one.
-void expect_a_third_body_refused(const serve_process& s, const std::string& path,
-                                 const std::string& content_type) {
-  boost::asio::io_context io;
-  std::vector<std::unique_ptr<tcp::socket>> stalled;
-  for (int i = 0; i < 2; ++i) stalled.push_back(stall_body(io, s, path, 1048576, content_type));
-  bool refused = false;
-  for (int i = 0; i < 500 && !refused; ++i) {
-    const auto third = s.send(http::verb::post, path, std::string(1000, 'x'), content_type);
-    refused = third.status == 503;
-    if (refused) EXPECT_NE(third.body.find("at once"), std::string::npos) << third.body;
-    else std::this_thread::sleep_for(20ms);
-  }
-  EXPECT_TRUE(refused) << path << ": no body was refused while 2 MiB of bodies were held";
-  EXPECT_EQ(s.get("/prompt").status, 200u);
-}
-
 // S17: a prompt whose node validates in its worker (VALIDATE_INPUTS), while that worker is inside
 // a long node, had held the API thread until the node ended, and every other route waited behind
 // it. Its validation waits on the server's waiting thread now.
@@ -360,16 +317,6 @@ TEST_F(serve_test, a_prompt_validating_in_a_busy_worker_holds_up_no_other_route)
   EXPECT_EQ(validating.wait_for(0s), std::future_status::timeout) << "the worker was not busy";
   EXPECT_EQ(s->stop(), 0);  // the busy worker is killed after the grace, and the POST answered
   EXPECT_EQ(validating.wait_for(30s), std::future_status::ready);
-}
-
-// S13: request bodies held in memory until complete (20 uploads of 60 MiB stalled near their
-// end had held 1.2 GB) share a budget; uploads, spooled to disk, have their own.
-TEST_F(serve_test, bodies_held_at_once_have_a_budget_in_memory_and_uploads_one_on_disk) {
-  auto s = serve({"--max-body", "1048576", "--max-bodies-in-flight", "2097152", "--max-upload",
-                  "1048576", "--max-uploads-in-flight", "2097152"});
-  expect_a_third_body_refused(*s, "/prompt", "application/json");
-  expect_a_third_body_refused(*s, "/upload/image", form_type);
-  EXPECT_EQ(s->stop(), 0);
 }
 
 // S13: an upload is written to an unlinked file of the temp directory as it comes, not held in

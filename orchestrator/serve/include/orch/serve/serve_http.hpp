@@ -61,6 +61,10 @@ struct http_reply {
   // request that must wait for a worker (a VALIDATE_INPUTS in a busy one), so that no other
   // request waits behind it on the io or the API thread.
   std::function<http_reply()> later = nullptr;
+  // When set, the body is what this returns, a piece at a time until it returns nullopt, sent
+  // chunked as the client reads: a large answer (/history) is neither built whole nor held. Run
+  // on the io thread, so each piece must be quick to make.
+  std::function<std::optional<std::string>()> pieces = nullptr;
 };
 
 // `target` (a request line's path and query) as its percent-decoded path and query fields.
@@ -94,11 +98,20 @@ struct http_limits {
   // disconnected (its queue had held 1.45 GB).
   std::size_t max_ws_queue = 4096;
   std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
-  // The request bodies held in memory at once (each counted at its Content-Length, or its cap
-  // when chunked); past it, 503. 20 uploads of 60 MiB stalled near their end had held 1.2 GB.
+  // The request bodies held in memory at once, counted as their bytes arrive (20 uploads of
+  // 60 MiB stalled near their end had held 1.2 GB; counted as announced, 24 bodies trickling in
+  // had held the whole budget for hours). A peer holds half at most; past it, the slowest holder
+  // slower than the body that needs room is closed, else that body gets 503. The first 64 KiB
+  // of each body are not counted (byte_budget.hpp): small requests are never refused for it.
   std::size_t max_bodies_in_flight = std::size_t{192} << 20;
   // The same for spooled bodies, on disk: uploads being received cannot fill the disk.
   std::size_t max_spooled_in_flight = std::size_t{1} << 30;
+  // The same for answers held in memory while they are written (8 clients that never read a
+  // 125 MB /history had taken 1.1 GB). A streamed answer counts its piece in flight.
+  std::size_t max_answers_in_flight = std::size_t{256} << 20;
+  // Bytes a second an answer must average once it has had header_timeout (0: no floor): a
+  // client that reads a large answer slowly enough had held it, and its slot, for hours.
+  std::size_t min_answer_rate = 1024;
   // --enable-cors-header's origin: every answer allows it, and cross-origin requests are not
   // refused; unset, a loopback server refuses them (serve_origin.hpp).
   std::optional<std::string> cors_origin;

@@ -10,9 +10,11 @@
 #include <functional>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -84,8 +86,13 @@ class prompt_queue {
   std::optional<std::string> running_id() const;
   std::string running_client_id() const;
 
-  // GET /history: the newest `max_items` (all when empty), from `offset` when it is >= 0.
-  // In the order the prompts finished (ComfyUI's dict order), hence ordered_json.
+  // GET /history: the newest `max_items` (all when empty), from `offset` when it is >= 0, in
+  // the order the prompts finished (ComfyUI's dict order). The entries are shared, not copied:
+  // an answer streams them to its client however long it reads (serve_api.cpp).
+  using history_item = std::pair<std::string, std::shared_ptr<const nlohmann::json>>;
+  std::vector<history_item> history_items(std::optional<std::size_t> max_items,
+                                          std::int64_t offset) const;
+  // The same as one document, hence ordered_json.
   nlohmann::ordered_json history(std::optional<std::size_t> max_items, std::int64_t offset) const;
   nlohmann::json history_of(const std::string& prompt_id) const;  // {} when unknown
   // Calls `fn` with the running prompt (true) and each pending one (false), under the queue's
@@ -107,7 +114,7 @@ class prompt_queue {
   std::optional<queued_prompt> running_;
   struct history_entry {
     std::string id;
-    nlohmann::json entry;
+    std::shared_ptr<const nlohmann::json> entry;  // never changed once written
     std::size_t bytes;  // what max_history_bytes counts
   };
   std::list<history_entry> history_;  // oldest first
