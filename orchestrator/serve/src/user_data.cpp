@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,35 @@ constexpr const char* settings_file = "comfy.settings.json";
 // The settings file is read whole at every request: it stays small (the frontend's is a few KiB).
 constexpr std::size_t max_settings_bytes = std::size_t{4} << 20;
 
+// `value` as the settings file holds it (indented by 4, as ComfyUI's json.dump), or nullopt as
+// soon as the text passes `cap` bytes: it is never built past it. Indentation grows with depth,
+// so a 1 MiB body of nested arrays had been printed to 1 GB (12 s of the API thread for 4 MiB)
+// before its size was compared with the cap.
+std::optional<std::string> indented_at_most(const json& value, std::size_t cap) {
+  struct too_long {};
+  struct capped final : nlohmann::detail::output_adapter_protocol<char> {
+    capped(std::string& o, std::size_t c) : out(o), cap(c) {}
+    void write_character(char c) override {
+      if (out.size() >= cap) throw too_long{};
+      out.push_back(c);
+    }
+    void write_characters(const char* s, std::size_t n) override {
+      if (n > cap - out.size()) throw too_long{};
+      out.append(s, n);
+    }
+    std::string& out;
+    std::size_t cap;
+  };
+  std::string text;
+  nlohmann::detail::serializer<json> writer(std::make_shared<capped>(text, cap), ' ',
+                                            json::error_handler_t::replace);
+  try {
+    writer.dump(value, true, false, 4);
+  } catch (const too_long&) {
+    return std::nullopt;
+  }
+  return text;
+}
 
 http_reply user_text(unsigned status, const std::string& body = "") {
   return {status, "text/plain; charset=utf-8", body};
@@ -243,10 +273,10 @@ http_reply user_data::settings(const http_request& req,
   }
   // What is written must read back: a value nested to the reader's limit would be one level
   // deeper in the file, and every later read would lose every setting.
-  const std::string text = all.dump(4, ' ', false, json::error_handler_t::replace);
-  if (text.size() > max_settings_bytes || !parse_bounded_json(text))
+  const auto text = indented_at_most(all, max_settings_bytes);
+  if (!text || !parse_bounded_json(*text))
     return user_text(400, "the settings would be too large or too deeply nested to read back");
-  auto written = store_upload(dir->get(), settings_file, text, true);
+  auto written = store_upload(dir->get(), settings_file, *text, true);
   return written ? user_text(200) : user_text(500, written.err().message);
 }
 

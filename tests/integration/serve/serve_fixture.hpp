@@ -125,17 +125,17 @@ inline bool closed_by_server(tcp::socket& sock) {
   return ::poll(&p, 1, 5000) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
-// A process's resident set, in KiB (0 when it is gone).
-inline std::uint64_t rss_kib(pid_t pid) {
+// A process's resident set (`key` VmRSS:), or its peak (VmHWM:), in KiB (0 when it is gone).
+inline std::uint64_t rss_kib(pid_t pid, const std::string& key = "VmRSS:") {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  while (in >> key) {
-    if (key == "VmRSS:") {
+  std::string field;
+  while (in >> field) {
+    if (field == key) {
       std::uint64_t kib = 0;
       in >> kib;
       return kib;
     }
-    std::getline(in, key);
+    std::getline(in, field);
   }
   return 0;
 }
