@@ -177,6 +177,7 @@ std::vector<std::string> comfy_api::greeting(const std::string& sid) const {
   if (auto node = events_->running_node_of(sid))
     out.push_back(json{{"type", "executing"}, {"data", {{"node", *node}}}}.dump(
         -1, ' ', false, json::error_handler_t::replace));
+  if (auto state = events_->progress_state_of(sid)) out.push_back(std::move(*state));
   return out;
 }
 

@@ -4,7 +4,9 @@
 
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +30,7 @@ class comfy_api::events final : public event_sink {
     messages_ = json::array();
     outputs_ = json::object();
     progress_ = json::object();
+    running_nodes_.clear();
   }
   // The history's outputs and status of the prompt that just ended.
   std::pair<json, json> end(bool ok) {
@@ -36,6 +39,19 @@ class comfy_api::events final : public event_sink {
                    {"completed", ok},
                    {"messages", messages_}};
     return {outputs_, status};
+  }
+
+  // ComfyUI's progress_state of the prompt that client `sid` queued, whole, for a client that
+  // connects while it runs; only its running nodes when the whole would pass 1 MiB.
+  std::optional<std::string> progress_state_of(const std::string& sid) const {
+    std::lock_guard lock(mutex_);
+    if (sid.empty() || sid != client_id_ || progress_.empty()) return std::nullopt;
+    const std::string prompt_id = progress_.begin()->value("prompt_id", std::string());
+    std::string whole = progress_message(prompt_id, progress_);
+    if (whole.size() <= (std::size_t{1} << 20)) return whole;
+    json running = json::object();
+    for (const auto& node : running_nodes_) running[node] = progress_[node];
+    return progress_message(prompt_id, running);
   }
 
   // The node the prompt of client `sid` runs now, if one does.
@@ -86,6 +102,13 @@ class comfy_api::events final : public event_sink {
   // the frontend's types (optional, never null) refuse: it is left out, as they have it. The
   // executor's events say when: executing (a start, which also ends the node before it),
   // progress, execution_cached and the prompt's end.
+  // The whole state grows with the prompt's nodes at every event, and the frontend replaces its
+  // own with each message: sent whole, a 10,000-node prompt had cost 50 s and disconnected its
+  // client at 1,000 nodes. So it is sent whole while it holds at most `whole_state_nodes` (what
+  // the frontend's minimap outlines, as with ComfyUI), and past that only the nodes the event
+  // changed; the whole is kept for a client that connects later (progress_state_of).
+  static constexpr std::size_t whole_state_nodes = 256;
+
   // Notes the event; the message when `wanted` and the event changed a state.
   std::optional<std::string> progress_state(const std::string& type, const json& data,
                                             bool wanted) {
@@ -93,18 +116,26 @@ class comfy_api::events final : public event_sink {
     const std::string prompt_id = data.value("prompt_id", json()).is_string()
                                       ? data["prompt_id"].get<std::string>()
                                       : std::string();
+    json changed = json::object();
     const auto set = [&](const std::string& node, const char* state, double value, double max) {
-      progress_[node] = {{"value", value},         {"max", max},
-                         {"state", state},         {"node_id", node},
-                         {"prompt_id", prompt_id}, {"display_node_id", node},
-                         {"real_node_id", node}};
+      json& entry = progress_[node];
+      entry = {{"value", value},         {"max", max},
+               {"state", state},         {"node_id", node},
+               {"prompt_id", prompt_id}, {"display_node_id", node},
+               {"real_node_id", node}};
+      if (std::string_view(state) == "running") running_nodes_.insert(node);
+      else running_nodes_.erase(node);
+      if (wanted) changed[node] = entry;
     };
+    // Only the nodes running (one, or a few): not a walk of every node at every event.
     const auto finish_running = [&] {
-      for (auto& [node, state] : progress_.items())
-        if (state["state"] == "running") {
-          state["state"] = "finished";
-          state["value"] = state["max"];
-        }
+      const auto running = std::move(running_nodes_);
+      running_nodes_.clear();
+      for (const auto& node : running) {
+        const double max = progress_[node]["max"].is_number() ? progress_[node]["max"].get<double>()
+                                                              : 1.0;
+        set(node, "finished", max, max);
+      }
     };
     if (type == "executing" && data.value("node", json()).is_string()) {
       finish_running();
@@ -121,9 +152,13 @@ class comfy_api::events final : public event_sink {
     } else {
       return std::nullopt;
     }
-    if (!wanted) return std::nullopt;
-    return json{{"type", "progress_state"},
-                {"data", {{"prompt_id", prompt_id}, {"nodes", progress_}}}}
+    if (!wanted || changed.empty()) return std::nullopt;
+    return progress_message(prompt_id,
+                            progress_.size() <= whole_state_nodes ? progress_ : changed);
+  }
+
+  static std::string progress_message(const std::string& prompt_id, const json& nodes) {
+    return json{{"type", "progress_state"}, {"data", {{"prompt_id", prompt_id}, {"nodes", nodes}}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   }
 
@@ -134,6 +169,7 @@ class comfy_api::events final : public event_sink {
   json messages_ = json::array();
   json outputs_ = json::object();
   json progress_ = json::object();  // node id -> its progress_state entry
+  std::set<std::string> running_nodes_;  // those of progress_ whose state is running
 };
 
 }  // namespace orch::orchestrator
