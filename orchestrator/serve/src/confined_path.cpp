@@ -81,6 +81,12 @@ result<ipc::unique_fd> open_confined_directory(const std::filesystem::path& root
                                                bool create) {
   ipc::unique_fd dir(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) return errno_error(serve_errc::directory_unusable, "open(" + root.string() + ")");
+  return open_confined_directory(std::move(dir), components, create);
+}
+
+result<ipc::unique_fd> open_confined_directory(ipc::unique_fd dir,
+                                               const std::vector<std::string>& components,
+                                               bool create) {
   for (const auto& c : components) {
     constexpr int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
     int fd = ::openat(dir.get(), c.c_str(), flags);

@@ -1,11 +1,17 @@
 #include "orch/serve/extension_web_dirs.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <optional>
 #include <regex>
 #include <string_view>
 #include <system_error>
 
+#include <spdlog/spdlog.h>
+
 #include "orch/manifests/toml_source.hpp"
+#include "orch/support/untrusted_text.hpp"
 #include "orch/serve/confined_path.hpp"
 
 namespace orch::orchestrator {
@@ -42,6 +48,13 @@ std::optional<fs::path> inside(const fs::path& pack, const std::string& relative
   return dir;
 }
 
+// The web directory `dir`, with its identity now.
+std::optional<extension_web_dir> found(const std::string& name, const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return std::nullopt;
+  return extension_web_dir{name, dir, st.st_dev, st.st_ino};
+}
+
 std::optional<extension_web_dir> from_pyproject(const fs::path& pack) {
   const auto text = pack_file(pack, "pyproject.toml");
   if (!text) return std::nullopt;
@@ -54,7 +67,7 @@ std::optional<extension_web_dir> from_pyproject(const fs::path& pack) {
   if (!web || !name || name->empty()) return std::nullopt;
   auto dir = inside(pack, *web);
   if (!dir) return std::nullopt;
-  return extension_web_dir{*name, *dir};
+  return found(*name, *dir);
 }
 
 std::optional<extension_web_dir> from_init(const fs::path& pack, const std::string& name) {
@@ -77,10 +90,23 @@ std::optional<extension_web_dir> from_init(const fs::path& pack, const std::stri
   if (!value) return std::nullopt;
   auto dir = inside(pack, *value);
   if (!dir) return std::nullopt;
-  return extension_web_dir{name, *dir};
+  return found(name, *dir);
 }
 
 }  // namespace
+
+std::optional<ipc::unique_fd> open_web_dir(const extension_web_dir& web) {
+  ipc::unique_fd fd(::open(web.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) return std::nullopt;
+  if (st.st_dev != web.device || st.st_ino != web.inode) {
+    spdlog::warn("serve: the web directory of pack '{}' ({}) is not the directory found at the "
+                 "start: it is no longer served (restart serve to serve what is there now)",
+                 printable(web.name), printable(web.dir.string()));
+    return std::nullopt;
+  }
+  return fd;
+}
 
 std::vector<extension_web_dir> extension_web_dirs_of(const fs::path& pack_dir,
                                                      const std::string& name) {

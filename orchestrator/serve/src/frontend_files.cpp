@@ -1,5 +1,7 @@
 #include "orch/serve/frontend_files.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cctype>
 #include <memory>
@@ -54,12 +56,12 @@ std::string frontend_content_type(std::string_view filename) {
 
 namespace {
 
-// The file `components` names under `root`, walked as confined_path walks it.
-std::optional<http_reply> confined_file(const fs::path& root, std::vector<std::string> components) {
+// The file `components` names under `root` (opened), walked as confined_path walks it.
+std::optional<http_reply> confined_file(ipc::unique_fd root, std::vector<std::string> components) {
   if (components.empty()) return std::nullopt;
   const std::string name = components.back();
   components.pop_back();
-  auto dir = open_confined_directory(root, components, false);
+  auto dir = open_confined_directory(std::move(root), components, false);
   if (!dir) return std::nullopt;
   auto file = open_confined_file(dir->get(), name);
   if (!file) return std::nullopt;
@@ -69,12 +71,18 @@ std::optional<http_reply> confined_file(const fs::path& root, std::vector<std::s
   return reply;
 }
 
-// Every .js file under `base`, as `prefix` + its path there, walked as get() opens files, so
-// what is listed is what get() serves.
-void add_scripts(const fs::path& base, const std::string& prefix, std::vector<std::string>& urls) {
-  auto dir = open_confined_directory(base, {}, false);
-  if (!dir) return;
-  for_each_confined_file(dir->get(), true, [&](const std::string& path, const struct stat&) {
+std::optional<ipc::unique_fd> open_root(const fs::path& root) {
+  ipc::unique_fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  return fd;
+}
+
+// Every .js file under `base` (opened), as `prefix` + its path there, walked as get() opens
+// files, so what is listed is what get() serves.
+void add_scripts(std::optional<ipc::unique_fd> base, const std::string& prefix,
+                 std::vector<std::string>& urls) {
+  if (!base) return;
+  for_each_confined_file(base->get(), true, [&](const std::string& path, const struct stat&) {
     if (path.size() > 3 && path.compare(path.size() - 3, 3, ".js") == 0)
       urls.push_back(prefix + path);
   });
@@ -103,15 +111,21 @@ std::optional<http_reply> frontend_files::get(const std::string& path) const {
   if (!parts) return std::nullopt;
   // A pack's web directory (ComfyUI adds these static routes ahead of its web root's).
   if (parts->size() >= 3 && (*parts)[0] == "extensions") {
-    for (const auto& pack : packs_)
-      if (pack.name == (*parts)[1])
-        return confined_file(pack.dir, std::vector<std::string>(parts->begin() + 2, parts->end()));
+    for (const auto& pack : packs_) {
+      if (pack.name != (*parts)[1]) continue;
+      auto dir = open_web_dir(pack);
+      if (!dir) return std::nullopt;
+      return confined_file(std::move(*dir),
+                           std::vector<std::string>(parts->begin() + 2, parts->end()));
+    }
   }
   if (!root_) {
     if (!index) return std::nullopt;
     return http_reply{404, "text/html; charset=utf-8", no_frontend_page};
   }
-  auto reply = confined_file(*root_, std::move(*parts));
+  auto root = open_root(*root_);
+  if (!root) return std::nullopt;
+  auto reply = confined_file(std::move(*root), std::move(*parts));
   if (reply && index) {  // ComfyUI's get_root: a frontend updated in place is seen at once
     reply->headers.emplace_back("Cache-Control", "no-cache");
     reply->headers.emplace_back("Pragma", "no-cache");
@@ -122,10 +136,10 @@ std::optional<http_reply> frontend_files::get(const std::string& path) const {
 
 nlohmann::json frontend_files::extensions() const {
   std::vector<std::string> core, packs;
-  if (root_) add_scripts(*root_ / "extensions", "/extensions/", core);
+  if (root_) add_scripts(open_root(*root_ / "extensions"), "/extensions/", core);
   std::sort(core.begin(), core.end());
   for (const auto& pack : packs_)
-    add_scripts(pack.dir, "/extensions/" + url_quoted(pack.name) + "/", packs);
+    add_scripts(open_web_dir(pack), "/extensions/" + url_quoted(pack.name) + "/", packs);
   std::sort(packs.begin(), packs.end());
   core.insert(core.end(), packs.begin(), packs.end());
   return core;

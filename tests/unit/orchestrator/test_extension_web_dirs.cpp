@@ -89,7 +89,8 @@ TEST(extension_web_dirs, a_packs_scripts_are_listed_and_served_under_its_name) {
   t.file("front/extensions/core/a.js", "core");
   t.file("Pack A/web/js/viewer.js", "viewer()");
   t.file("Pack A/web/js/style.css", "s");
-  const frontend_files files(t / "front", {{"Pack A", t / "Pack A/web"}});
+  t.file("Pack A/__init__.py", "WEB_DIRECTORY = './web'\n");
+  const frontend_files files(t / "front", extension_web_dirs_of(t / "Pack A", "Pack A"));
   EXPECT_EQ(files.extensions(),
             nlohmann::json({"/extensions/core/a.js", "/extensions/Pack%20A/js/viewer.js"}));
   const auto script = files.get("/extensions/Pack A/js/viewer.js");
@@ -98,6 +99,27 @@ TEST(extension_web_dirs, a_packs_scripts_are_listed_and_served_under_its_name) {
   EXPECT_EQ(script->content_type, "application/javascript; charset=utf-8");
   EXPECT_FALSE(files.get("/extensions/Pack A/../../front/index.html").has_value());
   EXPECT_FALSE(files.get("/extensions/Other/js/viewer.js").has_value());
+}
+
+// Issue 55: a pack's web directory replaced by a symlink to / while serve ran (the pack's worker
+// can do it) served /etc/passwd: the directory found at the start was resolved again by name at
+// each request. It is served only while it is that directory.
+TEST(extension_web_dirs, a_web_directory_swapped_for_a_symlink_is_no_longer_served) {
+  temp_tree t;
+  t.file("front/index.html", "i");
+  t.file("Pack/web/viewer.js", "viewer()");
+  t.file("Pack/__init__.py", "WEB_DIRECTORY = 'web'\n");
+  const frontend_files files(t / "front", extension_web_dirs_of(t / "Pack", "Pack"));
+  ASSERT_TRUE(files.get("/extensions/Pack/viewer.js").has_value());
+  std::filesystem::rename(t / "Pack/web", t / "Pack/web.old");
+  std::filesystem::create_directory_symlink("/", t / "Pack/web");
+  EXPECT_FALSE(files.get("/extensions/Pack/etc/passwd").has_value());
+  EXPECT_EQ(files.extensions(), nlohmann::json::array());
+  // A directory put back in its place is another directory: not served either.
+  std::filesystem::remove(t / "Pack/web");
+  std::filesystem::create_directory(t / "Pack/web");
+  t.file("Pack/web/viewer.js", "other()");
+  EXPECT_FALSE(files.get("/extensions/Pack/viewer.js").has_value());
 }
 
 }  // namespace

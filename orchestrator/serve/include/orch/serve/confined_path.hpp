@@ -47,6 +47,10 @@ status plain_file_name(std::string_view name);
 result<ipc::unique_fd> open_confined_directory(const std::filesystem::path& root,
                                                const std::vector<std::string>& components,
                                                bool create);
+// The same from `root`, an open directory (which it takes), for a root that was checked first.
+result<ipc::unique_fd> open_confined_directory(ipc::unique_fd root,
+                                               const std::vector<std::string>& components,
+                                               bool create);
 
 // The regular file `name` of the directory `dir`, opened read-only, not through a symlink, and
 // without blocking on a FIFO. Errors: not_found (absent, or not a regular file),

@@ -10,13 +10,19 @@
 // Both files are read as regular files of the pack, without a symlink, at most 1 MiB. A
 // directory that does not exist, or that leaves the pack's directory once its symlinks are
 // resolved, is not served (ComfyUI would serve what a `..` or a link reaches; a pack's own files
-// are what a pack may publish here).
+// are what a pack may publish here). The directory found is the one served: if it is replaced
+// while serve runs (by a symlink to `/`, which the pack's worker could make), it is no longer
+// served (open_web_dir).
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "orch/ipc/unique_fd.hpp"
 #include "orch/manifests/inventory.hpp"
 
 namespace orch::orchestrator {
@@ -24,7 +30,13 @@ namespace orch::orchestrator {
 struct extension_web_dir {
   std::string name;           // the URL's segment after /extensions/
   std::filesystem::path dir;  // absolute
+  dev_t device = 0;           // the directory's identity when it was found
+  ino_t inode = 0;
 };
+
+// `web.dir`, opened, if it is still the directory that was found; else nullopt, and a warning
+// names the pack.
+std::optional<ipc::unique_fd> open_web_dir(const extension_web_dir& web);
 
 std::vector<extension_web_dir> extension_web_dirs(const manifests::inventory& inventory);
 
