@@ -39,6 +39,7 @@ struct serve_options {
   std::size_t max_body = std::size_t{8} << 20;
   std::size_t max_upload = std::size_t{64} << 20;  // POST /upload/image's body
   unsigned max_ws_clients = 64;
+  unsigned max_ws_clients_per_peer = 16;
   std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
   std::size_t max_bodies_in_flight = std::size_t{192} << 20;
   std::size_t max_uploads_in_flight = std::size_t{1} << 30;
@@ -182,6 +183,7 @@ int serve(const serve_options& o) {
   limits.max_connections_per_peer = o.max_connections_per_peer;
   limits.min_body_rate = o.min_body_rate;
   limits.max_ws_clients = o.max_ws_clients;
+  limits.max_ws_clients_per_peer = o.max_ws_clients_per_peer;
   limits.max_ws_queue_bytes = o.max_ws_queue_bytes;
   limits.max_bodies_in_flight = o.max_bodies_in_flight;
   limits.max_answers_in_flight = o.max_answers_in_flight;
@@ -300,6 +302,10 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(std::size_t{4096}, std::size_t{1} << 32));
   cmd->add_option("--max-ws-clients", o->max_ws_clients,
                   "WebSocket clients at once (default 64); more get HTTP 503");
+  cmd->add_option("--max-ws-clients-per-peer", o->max_ws_clients_per_peer,
+                  "WebSocket clients one client address may hold at once (default 16); past it, "
+                  "its own oldest client is cut to make room")
+      ->check(CLI::Range(1u, 1u << 16));
   cmd->add_option("--enable-cors-header", o->cors_origin,
                   "Allow cross-origin requests, as ComfyUI's flag does: every answer carries "
                   "Access-Control-Allow-Origin ORIGIN ('*' when none is given). Without it a "

@@ -65,6 +65,23 @@ bool make_room(state& st, const boost::asio::ip::address& peer) {
 
 }  // namespace
 
+bool make_ws_room(state& st, const boost::asio::ip::address& peer) {
+  std::shared_ptr<ws_session> oldest;
+  unsigned held = 0;
+  for (const auto& [_, w] : st.ws)
+    if (auto s = w.lock(); s && s->peer() == peer) {
+      ++held;
+      if (!oldest || s->opened() < oldest->opened()) oldest = std::move(s);
+    }
+  if (held >= st.limits.max_ws_clients_per_peer && oldest) {
+    spdlog::warn("serve: {} holds {} websocket clients: its oldest is cut to make room",
+                 peer.to_string(), held);
+    oldest->cut();
+  }
+  // Clients still in their handshake count too, or many upgrades at once would all pass.
+  return st.ws_count + st.ws_pending < st.limits.max_ws_clients;
+}
+
 bool make_budget_room(state& st, const byte_budget& budget, const http_session& asking,
                       bool peer_only, double rate) {
   std::shared_ptr<http_session> slowest;

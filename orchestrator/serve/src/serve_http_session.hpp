@@ -368,14 +368,12 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void upgrade(http::request<http::string_body> req) {
     // ComfyUI serves every route under /api too, the WebSocket included.
     if (view_.path != "/ws" && view_.path != "/api/ws") return refuse(404, "no websocket here");
-    // Clients still in their handshake count too, or many upgrades at once would all pass.
-    if (st_->ws_count + st_->ws_pending >= st_->limits.max_ws_clients)
-      return refuse(503, "too many websocket clients");
+    if (!make_ws_room(*st_, peer_)) return refuse(503, "too many websocket clients");
     ++st_->ws_pending;
     std::string sid = view_.query.count("clientId") ? view_.query["clientId"] : std::string();
     if (sid.empty() || sid.size() > 128) sid = new_sid();
     upgraded_ = true;  // the connection is counted on by the websocket session now
-    auto ws = std::make_shared<ws_session>(std::move(stream_), st_, std::move(sid));
+    auto ws = std::make_shared<ws_session>(std::move(stream_), st_, std::move(sid), peer_);
     ws->start(std::move(req));
   }
 

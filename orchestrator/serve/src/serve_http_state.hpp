@@ -65,4 +65,9 @@ struct http_server::state {
 bool make_budget_room(http_server::state& st, const byte_budget& budget,
                       const http_session& asking, bool peer_only, double rate);
 
+// Whether a WebSocket client from `peer` may connect (false: every slot is taken), after making
+// room for it: past max_ws_clients_per_peer, that peer's oldest client is cut. So one address
+// cannot take every slot, and a new tab from a busy address gets in.
+bool make_ws_room(http_server::state& st, const boost::asio::ip::address& peer);
+
 }  // namespace orch::orchestrator

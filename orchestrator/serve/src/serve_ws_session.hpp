@@ -5,6 +5,7 @@
 // on the io thread.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -32,8 +33,13 @@ using nlohmann::json;
 
 class ws_session : public std::enable_shared_from_this<ws_session> {
  public:
-  ws_session(beast::tcp_stream&& stream, std::shared_ptr<state> st, std::string sid)
-      : ws_(cork_limit, std::move(stream)), st_(std::move(st)), sid_(std::move(sid)) {}
+  ws_session(beast::tcp_stream&& stream, std::shared_ptr<state> st, std::string sid,
+             boost::asio::ip::address peer)
+      : ws_(cork_limit, std::move(stream)),
+        st_(std::move(st)),
+        sid_(std::move(sid)),
+        peer_(peer),
+        opened_(std::chrono::steady_clock::now()) {}
   // The connection was counted when it was accepted; it ends with this session, whether the
   // handshake failed or the client left.
   ~ws_session() {
@@ -71,6 +77,18 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     if (queue_.size() > 1) return;  // it goes out behind the write in progress
     ws_.next_layer().cork();  // until the queue is empty: what is queued meanwhile joins it
     write_next();
+  }
+
+  const boost::asio::ip::address& peer() const { return peer_; }
+  std::chrono::steady_clock::time_point opened() const { return opened_; }
+
+  // Ends it at once, its slot free for another client (make_ws_room): no close frame, which a
+  // client that does not read would hold back.
+  void cut() {
+    if (closed_) return;
+    beast::error_code ec;
+    beast::get_lowest_layer(ws_).socket().close(ec);
+    gone();
   }
 
   void close() {
@@ -151,6 +169,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   beast::flat_buffer buffer_;
   std::shared_ptr<state> st_;
   std::string sid_;
+  boost::asio::ip::address peer_;
+  std::chrono::steady_clock::time_point opened_;
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;
   bool closed_ = false;

@@ -445,6 +445,31 @@ TEST_F(serve_test, websocket_clients_past_the_cap_are_refused) {
   EXPECT_EQ(s->stop(), 0);
 }
 
+// Issue 55: one address could take all 64 WebSocket slots, and the user's tab got 503. Past
+// --max-ws-clients-per-peer an address's oldest client is cut to make room for its new one, so
+// it never holds more, and another address gets in.
+TEST_F(serve_test, one_address_cannot_take_every_websocket_slot) {
+  auto s = serve({"--max-ws-clients", "8", "--max-ws-clients-per-peer", "4"});
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<tcp::socket>> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(connect_from(io, *s, "127.0.0.2"));
+    boost::asio::write(*held.back(), boost::asio::buffer(std::string(
+                                         "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                                         "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                                         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")));
+    char buf[256];
+    const std::string head(buf, held.back()->read_some(boost::asio::buffer(buf)));
+    EXPECT_EQ(head.rfind("HTTP/1.1 101", 0), 0u) << head;
+  }
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_TRUE(closed_by_server(*held[i])) << "client " << i << " of 127.0.0.2 is still open";
+  ws_client tab(s->port(), "tab");  // from 127.0.0.1
+  EXPECT_TRUE(tab.next());
+  held.clear();
+  EXPECT_EQ(s->stop(), 0);
+}
+
 // Connections are counted against --max-connections while they last: more at once get 503, and
 // a WebSocket handshake that fails (a bad key) gives its connection back like any other.
 TEST_F(serve_test, connections_past_the_cap_get_503_and_failed_handshakes_give_theirs_back) {

@@ -94,6 +94,9 @@ struct http_limits {
   // Bytes a second a request body must average after its first header_timeout (0: no floor).
   std::size_t min_body_rate = 1024;
   unsigned max_ws_clients = 64;
+  // The WebSocket clients one peer address may hold: one address had taken all 64, and the
+  // user's tab got 503. Past it that address's oldest client is cut.
+  unsigned max_ws_clients_per_peer = 16;
   // Messages and bytes waiting for a WebSocket client that does not read; past either, it is
   // disconnected (its queue had held 1.45 GB).
   std::size_t max_ws_queue = 4096;
