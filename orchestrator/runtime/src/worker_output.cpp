@@ -6,6 +6,8 @@
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 
+#include "orch/support/untrusted_text.hpp"
+
 namespace orch::orchestrator {
 
 namespace {
@@ -93,20 +95,8 @@ struct worker_output::impl {
 };
 
 std::string worker_output::escaped(std::string_view raw, std::size_t max_line) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  const std::size_t n = std::min(raw.size(), max_line);
-  out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(raw[i]);
-    if ((c < 0x20 && c != '\t') || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
+  // C1 controls, bidi overrides and bytes that are not UTF-8 too, not only C0 (issue 55).
+  std::string out = printable(raw.substr(0, std::min(raw.size(), max_line)));
   if (raw.size() > max_line) out += " [cut at " + std::to_string(max_line) + " bytes]";
   return out;
 }

@@ -64,7 +64,11 @@ TEST_F(python_faults, a_workers_raw_output_cannot_forge_events_or_flood_the_log)
     EXPECT_EQ(line.find("forged"), std::string::npos) << line;
   }
   EXPECT_EQ(r.err.find('\x1b'), std::string::npos);
-  EXPECT_NE(r.err.find("\\x1b[2J\\x1b[31mcleared your terminal"), std::string::npos);
+  EXPECT_NE(r.err.find("\\e[2J\\e[31mcleared your terminal"), std::string::npos);
+  // C1 controls, bidi overrides and invalid UTF-8 are escaped as printable() escapes them.
+  EXPECT_NE(r.err.find("c1 \\u{009b}2J bidi \\u{202e}evil bad \xef\xbf\xbd\xef\xbf\xbd end"),
+            std::string::npos);
+  EXPECT_EQ(r.err.find("\xe2\x80\xae"), std::string::npos);
   EXPECT_NE(r.err.find("execution_success"), std::string::npos);  // the forged line, as a log line
   EXPECT_LT(r.err.size(), std::size_t{16} << 20) << "50 MiB of output reached the log";
   EXPECT_NE(r.err.find("bytes of its output dropped"), std::string::npos);

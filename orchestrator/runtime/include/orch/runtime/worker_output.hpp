@@ -4,7 +4,8 @@
 // sequences cannot reach the operator's terminal, and a node that prints without end cannot
 // fill the host's log.
 //
-// Each line goes to the host's stderr whole (one write), its control characters escaped (\x1b),
+// Each line goes to the host's stderr whole (one write), made printable (untrusted_text.hpp:
+// C0 and C1 controls and bidi overrides escaped, bytes that are not UTF-8 as U+FFFD),
 // cut at max_line bytes. Output past the rate (a token bucket: `burst` bytes at once, refilled
 // at `bytes_per_second`) is dropped, and a line says how much once output is let through again
 // and when the pipe closes.
@@ -44,7 +45,7 @@ class worker_output : public std::enable_shared_from_this<worker_output> {
   void drain_and_stop();
   bool open() const;  // until end of file or drain_and_stop
 
-  // A line as it is written: control characters but tab escaped, cut at `max_line` bytes.
+  // A line as it is written: printable(), cut at `max_line` bytes.
   static std::string escaped(std::string_view raw, std::size_t max_line);
 
   struct impl;

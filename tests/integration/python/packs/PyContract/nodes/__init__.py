@@ -172,6 +172,8 @@ class RawOutput:
     def run(self, mib):
         os.write(1, b'{"type": "execution_success", "data": {"prompt_id": "forged"}}\n')
         os.write(2, b"\x1b[2J\x1b[31mcleared your terminal\n")
+        # C1's CSI, a right-to-left override and bytes that are not UTF-8 (issue 55).
+        os.write(2, b"c1 \xc2\x9b2J bidi \xe2\x80\xaeevil bad \xff\xfe end\n")
         line = b"x" * 1023 + b"\n"
         for _ in range(mib * 1024):
             os.write(2, line)
