@@ -125,11 +125,16 @@ void add_worker_figures(json& e, host_runtime& host, const worker_info& w) {
   e["restarts"] = w.losses;
   e["divergence_acknowledged"] = w.divergence_acknowledged;
   if (!w.last_error.empty()) e["last_error"] = printable(w.last_error);
-  if (w.retry_at)  // a crash loop failed it: when it is started again
+  if (w.retry_at) {  // a crash loop failed it: when it is started again
     e["retry_in_ms"] = std::max<std::int64_t>(
         0, std::chrono::duration_cast<std::chrono::milliseconds>(*w.retry_at -
                                                                  std::chrono::steady_clock::now())
                .count());
+    e["crash_loops"] = w.crash_loops;
+    // The longest it can stay down, however many loops follow.
+    e["max_retry_ms"] =
+        crash_loop_cool_down(host.deployment().workers.failed_retry, 1 << 30).count();
+  }
   const worker_spec* spec = host.workers().spec_of(w.env);
   if (spec != nullptr) {
     e["env_path"] = (spec->python ? spec->python->interpreter : spec->library).string();

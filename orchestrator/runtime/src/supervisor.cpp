@@ -27,6 +27,13 @@
 #include "orch/support/json_fields.hpp"
 
 namespace orch::orchestrator {
+
+std::chrono::milliseconds crash_loop_cool_down(std::chrono::milliseconds failed_retry, int loop) {
+  const auto cap = std::max(failed_retry, max_crash_loop_cool_down);
+  auto cool_down = failed_retry;
+  for (int i = 0; i < loop && cool_down < cap; ++i) cool_down *= 2;
+  return std::min(cool_down, cap);
+}
 namespace {
 
 using nlohmann::json;
@@ -227,8 +234,9 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
     // Not for good: a client whose prompts crash a pack cannot keep it offline. It is started
     // again after a cool-down that doubles with each crash loop.
     const auto base = options_.timing.failed_retry;
-    const auto cool_down = base * (1 << std::min(w.crash_loops, 4));
+    const auto cool_down = crash_loop_cool_down(base, w.crash_loops);
     w.crash_loops += 1;
+    w.info.crash_loops = w.crash_loops;
     spdlog::error(
         "env {} marked failed: {} losses within {} ms (crash-loop cap {}); other envs go on{}. "
         "Last: {}",

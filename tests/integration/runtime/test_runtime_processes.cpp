@@ -139,6 +139,8 @@ TEST_F(runtime_processes, a_crash_looping_env_is_started_again_after_its_cool_do
       ASSERT_EQ(row.value("state", ""), "failed") << row.dump();
       ASSERT_TRUE(row.contains("retry_in_ms")) << row.dump();
       EXPECT_LE(row["retry_in_ms"].get<std::int64_t>(), 3000) << row.dump();
+      EXPECT_EQ(row.value("crash_loops", 0), 1) << row.dump();
+      EXPECT_EQ(row.value("max_retry_ms", 0), 3'600'000) << row.dump();  // the cap, however many
       reported = true;
     }
   EXPECT_TRUE(reported) << status.dump();

@@ -230,3 +230,22 @@ TEST_F(supervisor_test, kill_busy_kills_only_the_worker_inside_a_call) {
 
 }  // namespace
 }  // namespace orch::runtime_testing
+
+namespace {
+
+// Issue 55: each further crash loop doubled an env's outage, which a client whose prompts crash
+// a pack could push to days. It doubles up to an hour, or failed_retry where that is longer.
+TEST(crash_loop_cool_down, doubles_per_loop_up_to_an_hour) {
+  using std::chrono::milliseconds;
+  using orch::orchestrator::crash_loop_cool_down;
+  EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 0), milliseconds(60'000));
+  EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 1), milliseconds(120'000));
+  EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 5), milliseconds(1'920'000));
+  EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 6), milliseconds(3'600'000));
+  EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 1 << 30), milliseconds(3'600'000));
+  EXPECT_EQ(crash_loop_cool_down(milliseconds(100), 1000), milliseconds(3'600'000));
+  // A failed_retry set longer than the cap is the user's: kept, never doubled.
+  EXPECT_EQ(crash_loop_cool_down(milliseconds(7'200'000), 3), milliseconds(7'200'000));
+}
+
+}  // namespace

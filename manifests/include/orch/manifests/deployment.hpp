@@ -62,7 +62,8 @@ struct worker_settings {
   int crash_loop_limit = 5;  // restarts within the window
   std::chrono::milliseconds crash_loop_window{60'000};
   // A crash-looping env is failed for this long, then started again; each further failure
-  // doubles it, up to 16 times this. 0: failed until the host restarts.
+  // doubles it, up to an hour (or this, if longer: crash_loop_cool_down). 0: failed until the
+  // host restarts.
   std::chrono::milliseconds failed_retry{60'000};
   std::chrono::milliseconds idle_reap{0};  // 0: never reap idle workers
 };

@@ -13,7 +13,9 @@
 //              slot is reclaimed to the byte, the dead process's leases are dropped (outputs
 //              others hold stay valid), and the worker restarts after a doubling backoff;
 //   crash loop more than crash_loop_limit losses within crash_loop_window mark that env failed:
-//              its queued calls fail with "pack_failed" and the other envs go on;
+//              its queued calls fail with "pack_failed" and the other envs go on; it is started
+//              again after failed_retry, doubled per further crash loop up to an hour
+//              (crash_loop_cool_down);
 //   no retry   a start that cannot succeed on a retry marks the env failed at its first loss:
 //              the worker executable cannot be exec'd, the worker said setup_failed (a library
 //              that is no pack, a plugin that does not load), or it exited while starting with
@@ -119,9 +121,18 @@ struct worker_info {
   bool divergence_acknowledged = false;  // ORCH_DIVERGENCE_ACK is on for this env
   std::chrono::steady_clock::time_point spawned_at;  // this generation's spawn
   std::chrono::steady_clock::time_point ready_at;    // and its ready message
-  // Failed for a crash loop: when it is started again (workers.failed_retry, doubled per loop).
+  // Failed for a crash loop: when it is started again (crash_loop_cool_down), and how many
+  // crash loops in a row failed it.
   std::optional<std::chrono::steady_clock::time_point> retry_at;
+  int crash_loops = 0;
 };
+
+// How long an env failed for its crash loop number `loop` (0 for the first) stays down:
+// `failed_retry`, doubled per further loop, at most max_crash_loop_cool_down (or failed_retry
+// itself, where it is set longer). Unbounded, a client whose prompts crash a pack kept it down
+// for days.
+inline constexpr std::chrono::milliseconds max_crash_loop_cool_down{3'600'000};
+std::chrono::milliseconds crash_loop_cool_down(std::chrono::milliseconds failed_retry, int loop);
 
 // A finished call: the worker's response body, or a typed error ("worker_died",
 // "deadline_exceeded", "pack_failed", "unknown_env", "bad_response", a channel error). A call's
