@@ -54,7 +54,7 @@ std::optional<http_reply> comfy_api::jobs(const http_request& req) {
     return job ? json_reply(*job) : json_reply({{"error", "Job not found"}}, 404);
   }
   if (s.size() == 4 && post && s[3] == "cancel" && s[2] != "cancel")
-    return json_reply({{"cancelled", cancel_job(s[2])}});
+    return json_reply({{"cancelled", cancel_jobs({s[2]})}});
   if (s.size() == 3 && post && s[2] == "cancel") {
     auto body = parse_bounded_json(req.body);
     if (!body) return json_reply({{"error", "Request body must be valid JSON"}}, 400);
@@ -68,20 +68,22 @@ std::optional<http_reply> comfy_api::jobs(const http_request& req) {
       return json_reply(
           {{"error", "job_ids contains invalid id(s)"}, {"invalid_ids", std::move(invalid)}},
           400);
-    bool cancelled = false;
-    for (const auto& id : ids) cancelled = cancel_job(id.get<std::string>()) || cancelled;
-    return json_reply({{"cancelled", cancelled}});
+    return json_reply({{"cancelled", cancel_jobs(ids.get<std::vector<std::string>>())}});
   }
   return std::nullopt;
 }
 
-// ComfyUI's cancel_job: a pending job is dequeued, the running one interrupted (only while it is
-// still the one running), and a finished or unknown one is left alone.
-bool comfy_api::cancel_job(const std::string& id) {
-  if (queue_.delete_pending({id}) > 0) return true;
-  if (queue_.running_id() != id) return false;
-  executor_->interrupt();
-  return true;
+// ComfyUI's cancel_job, for each id: a pending job is dequeued, the running one interrupted (only
+// while it is still the one running), and a finished or unknown one is left alone. All at once:
+// one by one, 200,000 ids had held the API thread 2 s.
+bool comfy_api::cancel_jobs(const std::vector<std::string>& ids) {
+  bool cancelled = queue_.delete_pending(ids) > 0;
+  const auto running = queue_.running_id();
+  if (running && std::find(ids.begin(), ids.end(), *running) != ids.end()) {
+    executor_->interrupt();
+    cancelled = true;
+  }
+  return cancelled;
 }
 
 }  // namespace orch::orchestrator

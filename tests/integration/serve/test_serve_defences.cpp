@@ -386,6 +386,42 @@ TEST_F(serve_test, a_client_that_reconnects_during_its_prompt_hears_its_progress
   EXPECT_EQ(s->stop(), 0);
 }
 
+// Issue 55: a batch cancel of 200,000 ids was done one id at a time, each a pass over the pending
+// queue under its lock and, for each prompt removed, a status to every client: it held the API
+// thread 2 s. It is one pass now: the clients hear the queue go from 200 waiting to none in one
+// status message.
+TEST_F(serve_test, a_batch_cancel_is_one_pass_over_the_queue) {
+  auto s = serve({"--stop-grace-ms", "300"});
+  ws_client ws(s->port(), "watcher");
+  queue(*s, {{"1", {{"class_type", "TestBusy"}, {"inputs", {{"ms", 120000}}}}}}, "c");
+  wait_inside_the_running_node(*s);
+  json ids = json::array();
+  for (int i = 0; i < 200; ++i) ids.push_back(queue(*s, sleep_prompt(i + 1)));
+  const auto remaining = [](const json& m) {
+    return m["type"] == "status" ? m["data"]["status"]["exec_info"]["queue_remaining"].get<int>()
+                                 : -1;
+  };
+  bool all_queued = false;
+  while (auto m = ws.next(30s))
+    if ((all_queued = remaining(*m) == 201)) break;
+  ASSERT_TRUE(all_queued);
+  for (int i = 0; ids.size() < 200000; ++i) {
+    char uuid[37];
+    std::snprintf(uuid, sizeof uuid, "00000000-0000-4000-8000-%012d", i);
+    ids.push_back(uuid);
+  }
+  const auto cancelled = s->post("/api/jobs/cancel", {{"job_ids", ids}});
+  ASSERT_EQ(cancelled.status, 200u) << cancelled.body;
+  EXPECT_EQ(cancelled.json(), json({{"cancelled", true}}));
+  std::optional<json> next;
+  while ((next = ws.next(30s)) && remaining(*next) < 0) {
+  }
+  ASSERT_TRUE(next);
+  EXPECT_EQ(remaining(*next), 1) << "the first status after the cancel: " << next->dump();
+  EXPECT_TRUE(s->get("/queue").json()["queue_pending"].empty());
+  EXPECT_EQ(s->stop(), 0);
+}
+
 // S13: an upload is written to an unlinked file of the temp directory as it comes, not held in
 // memory. Four uploads of 60 MiB stalled 100 bytes before their end (the fourth had been refused
 // by the memory budget, and the three held 180 MiB) leave the server's memory where it was; once

@@ -86,7 +86,7 @@ class comfy_api {
   http_reply system_stats();
   // The jobs API (serve_jobs.hpp), or nullopt for another route; in serve_api_jobs.cpp.
   std::optional<http_reply> jobs(const http_request& req);
-  bool cancel_job(const std::string& id);
+  bool cancel_jobs(const std::vector<std::string>& ids);
   nlohmann::json status_message(bool with_sid, const std::string& sid) const;
 
   host_runtime& host_;
