@@ -231,8 +231,12 @@ http_reply user_data::move(const std::string& file, const std::string& dest,
   if (!st || !S_ISREG(st->st_mode)) return user_text(404);
   auto to_dir = open_confined_directory(user_, to->dirs, true);
   if (!to_dir) return user_text(user_status(to_dir.err()));
-  if (!overwrite_of(req) && stat_at(to_dir->get(), to->name))
-    return user_text(409, "File already exists");
+  if (auto there = stat_at(to_dir->get(), to->name)) {
+    if (!overwrite_of(req)) return user_text(409, "File already exists");
+    // overwrite replaces a file, never a directory (rename(2) refuses; that had answered 500).
+    if (!S_ISREG(there->st_mode))
+      return user_text(409, "A directory (or another non-file) is there; move it elsewhere");
+  }
   if (::renameat(from_dir->get(), from->name.c_str(), to_dir->get(), to->name.c_str()) != 0)
     return user_text(500);
   if (!query_true(req, "full_info")) return json_reply(joined(*to));

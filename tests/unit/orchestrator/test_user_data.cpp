@@ -327,6 +327,17 @@ TEST_F(user_data_test, move_onto_a_taken_name_overwrites_it_by_default) {
   EXPECT_EQ(t_.read("user/default/b.json"), "a");
 }
 
+// Issue 55: a move onto a directory answered 500 (rename(2) refuses it); overwrite replaces a
+// file, never a directory, so it is a conflict, and both are kept.
+TEST_F(user_data_test, move_onto_a_directory_is_409_and_keeps_both) {
+  t_.file("user/default/a.json", "a");
+  t_.file("user/default/folder/inside.json", "i");
+  const auto r = call("POST", "/api/userdata/a.json/move/folder");
+  EXPECT_EQ(r.status, 409u) << r.body;
+  EXPECT_EQ(t_.read("user/default/a.json"), "a");
+  EXPECT_EQ(t_.read("user/default/folder/inside.json"), "i");
+}
+
 TEST_F(user_data_test, move_of_a_missing_file_is_404) {
   EXPECT_EQ(call("POST", "/api/userdata/nope.json/move/b.json").status, 404u);
   EXPECT_FALSE(exists("user/default/b.json"));
