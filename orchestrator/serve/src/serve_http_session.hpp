@@ -478,6 +478,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   }
 
   void next_piece(const std::shared_ptr<streamed>& out, bool linger) {
+    if (!answer_.budget) return;  // closed (to make room) while its last piece was written
     std::optional<std::string> piece;
     try {
       do piece = out->pieces();
@@ -555,6 +556,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
     const bool unread = spooled_     ? !spooled_->is_done()
                         : in_memory_ ? !in_memory_->is_done()
                                  : header_ && !header_->is_done();
+    release(body_);  // what was read of it is not kept
     write({status, "application/json", error_body(message), {}, nullptr}, 11, false, unread);
   }
 
