@@ -342,8 +342,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--history-size", o->history_size,
                   "Finished prompts kept in /history (default 10000, ComfyUI's)");
   cmd->add_option("--max-history-bytes", o->queue.max_history_bytes,
-                  "Bytes of finished prompts kept in /history, each counted as its prompt's body "
-                  "and its outputs' JSON (default 128 MiB); past it the oldest go first")
+                  "Bytes of finished prompts kept in /history, each counted as twice its JSON text "
+                  "(it is kept parsed and as text; default 128 MiB); past it the oldest go first")
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40));
   cmd->add_option("--stop-grace-ms", o->stop_grace_ms,
                   "With --on-stop interrupt: how long a node that ignores the interrupt may run on "

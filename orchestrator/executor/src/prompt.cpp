@@ -34,7 +34,8 @@ std::optional<node_link> as_link(const nlohmann::json& value) {
 // The stock DOM builder with a nesting limit and no exceptions. nlohmann's parser is iterative,
 // but copying and comparing a value recurse: a literal nested 100,000 arrays deep overflowed the
 // stack in the first copy. Stopping at max_prompt_depth means no deeper tree is ever built, so
-// none can be copied or destroyed either. Every parse error (syntax, a number out of range such
+// none can be copied or destroyed either; stopping at max_json_containers bounds its memory.
+// Every parse error (syntax, a number out of range such
 // as 1e999, which nlohmann reports as out_of_range) ends here as a message, never a throw.
 class bounded_prompt_sax : public nlohmann::detail::json_sax_dom_parser<nlohmann::json> {
  public:
@@ -76,12 +77,18 @@ class bounded_prompt_sax : public nlohmann::detail::json_sax_dom_parser<nlohmann
 
  private:
   bool deeper() {
+    if (++containers_ > max_json_containers) {
+      failure_ = "the document holds more than " + std::to_string(max_json_containers) +
+                 " arrays and objects";
+      return false;
+    }
     if (++depth_ <= max_prompt_depth) return true;
     failure_ = "the prompt nests deeper than " + std::to_string(max_prompt_depth) +
                " levels of arrays and objects";
     return false;
   }
   std::size_t depth_ = 0;
+  std::size_t containers_ = 0;
   std::string failure_;
   std::vector<std::string> top_keys_;
   std::vector<std::string> prompt_keys_;

@@ -85,7 +85,8 @@ bool make_ws_room(state& st, const boost::asio::ip::address& peer) {
 bool make_budget_room(state& st, const byte_budget& budget, const http_session& asking,
                       bool peer_only, double rate) {
   std::shared_ptr<http_session> slowest;
-  double slowest_rate = rate;
+  // Markedly slower: two readers of one speed had each closed the other to make room, in turn.
+  double slowest_rate = rate / 2;
   for (const auto& [_, w] : st.sessions) {
     auto s = w.lock();
     if (!s || s.get() == &asking || (peer_only && s->peer() != asking.peer())) continue;

@@ -60,8 +60,8 @@ struct http_server::state {
 };
 
 // Closes the slowest connection holding bytes of `budget` (of `asking`'s peer alone when
-// `peer_only`) that is slower than `rate` bytes a second, so that `asking` may be charged: a
-// slow sender or reader makes room for a faster one. False when no such connection is found.
+// `peer_only`) that is slower than half of `rate` bytes a second, so that `asking` may be
+// charged: a slow sender or reader makes room for a faster one. False when none is found.
 bool make_budget_room(http_server::state& st, const byte_budget& budget,
                       const http_session& asking, bool peer_only, double rate);
 

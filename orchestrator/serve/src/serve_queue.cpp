@@ -77,8 +77,6 @@ std::optional<queued_prompt> prompt_queue::try_take() {
 }
 
 void prompt_queue::finish(const json& outputs, const json& status) {
-  const std::size_t outputs_bytes =
-      outputs.dump(-1, ' ', false, json::error_handler_t::replace).size();
   std::unique_lock lock(mutex_);
   if (!running_) return;
   json entry = {{"prompt", running_->to_json()},
@@ -88,15 +86,18 @@ void prompt_queue::finish(const json& outputs, const json& status) {
   for (const auto& [node, _] : outputs.items())
     entry["meta"][node] = {
         {"node_id", node}, {"display_node", node}, {"parent_node", nullptr}, {"real_node_id", node}};
+  // Kept parsed (for the jobs API) and as text (for /history, streamed): counted twice its text.
+  auto text = std::make_shared<const std::string>(
+      entry.dump(-1, ' ', false, json::error_handler_t::replace));
   const std::string id = running_->prompt_id;
-  const std::size_t bytes = running_->bytes + outputs_bytes;
+  const std::size_t bytes = 2 * text->size();
   running_.reset();
   if (auto it = by_id_.find(id); it != by_id_.end()) erase_history(it->second);
   while (!history_.empty() && (history_.size() >= history_size_ ||
                                history_bytes_ + bytes > limits_.max_history_bytes))
     erase_history(history_.begin());
   if (history_size_ > 0) {
-    history_.push_back({id, std::make_shared<const json>(std::move(entry)), bytes});
+    history_.push_back({id, std::make_shared<const json>(std::move(entry)), std::move(text), bytes});
     history_bytes_ += bytes;
     by_id_[id] = std::prev(history_.end());
   }
@@ -171,7 +172,7 @@ std::vector<prompt_queue::history_item> prompt_queue::history_items(
   for (const auto& h : history_) {
     if (i++ < first) continue;
     if (max_items && out.size() >= *max_items) break;
-    out.emplace_back(h.id, h.entry);
+    out.push_back({h.id, h.entry, h.text});
   }
   return out;
 }
@@ -179,7 +180,7 @@ std::vector<prompt_queue::history_item> prompt_queue::history_items(
 nlohmann::ordered_json prompt_queue::history(std::optional<std::size_t> max_items,
                                              std::int64_t offset) const {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (const auto& [id, entry] : history_items(max_items, offset)) out[id] = *entry;
+  for (const auto& item : history_items(max_items, offset)) out[item.id] = *item.entry;
   return out;
 }
 

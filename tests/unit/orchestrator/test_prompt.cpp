@@ -140,6 +140,21 @@ TEST(prompt, nesting_up_to_the_limit_parses) {
   EXPECT_FALSE(parse_prompt(over).ok());
 }
 
+// Issue 55: each array or object takes some 70 bytes parsed, so an 8 MiB body of nested arrays
+// had taken 530 MiB. A document holds at most max_json_containers of them; the count is
+// refused while parsing, and a document at the count parses.
+TEST(prompt, more_arrays_and_objects_than_the_limit_are_refused_while_parsing) {
+  std::string many = "[";
+  for (std::size_t i = 0; i < max_json_containers; ++i) many += "[],";
+  many.back() = ']';  // the outer array and max_json_containers - 1 more: at the limit
+  many.erase(many.size() - 4, 3);
+  EXPECT_TRUE(parse_bounded_json(many).ok());
+  auto over = parse_bounded_json("[[]," + many.substr(1));
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.err().message.find("more than 1048576 arrays and objects"), std::string::npos)
+      << over.err().message;
+}
+
 TEST(prompt, text_that_is_not_json_is_an_invalid_prompt) {
   auto p = parse_prompt("this is not json");
   ASSERT_FALSE(p.ok());

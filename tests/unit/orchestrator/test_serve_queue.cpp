@@ -76,11 +76,11 @@ TEST(serve_queue, history_is_capped_oldest_first_and_read_as_comfyui_reads_it) {
 }
 
 // A count cap alone let 10000 entries of large prompts or `ui` outputs hold gigabytes: the history
-// also has a byte cap (each entry its prompt's body and its outputs' JSON), oldest first, and the
+// also has a byte cap (each entry twice its JSON text), oldest first, and the
 // newest entry stays whatever its size.
 TEST(serve_queue, history_is_capped_in_bytes_oldest_first_keeping_the_newest) {
   orch::orchestrator::queue_limits limits;
-  limits.max_history_bytes = 2500;
+  limits.max_history_bytes = 5000;
   prompt_queue q(100, limits);
   const nlohmann::json outputs = {{"1", {{"text", std::string(900, 'x')}}}};  // ~920 bytes
   for (const char* id : {"p1", "p2", "p3", "p4"}) {
@@ -90,7 +90,7 @@ TEST(serve_queue, history_is_capped_in_bytes_oldest_first_keeping_the_newest) {
     ASSERT_EQ(take_id(q), id);
     q.finish(outputs, {});
   }
-  EXPECT_EQ(q.history_size(), 2u);  // two of ~1020 bytes fit in 2500, three do not
+  EXPECT_EQ(q.history_size(), 2u);  // two of ~2040 bytes (twice ~1020 of text) fit in 5000, three do not
   EXPECT_TRUE(q.history_of("p2").empty());
   EXPECT_FALSE(q.history_of("p4").empty());
   q.delete_history({"p4"});  // what is deleted is given back
@@ -100,11 +100,9 @@ TEST(serve_queue, history_is_capped_in_bytes_oldest_first_keeping_the_newest) {
   ASSERT_EQ(take_id(q), "p5");
   q.finish(outputs, {});
   EXPECT_EQ(q.history_size(), 2u);  // p3 and p5
-  auto huge = item("huge", q.next_number(false));
-  huge.bytes = 10000;
-  q.put(std::move(huge));
+  q.put(item("huge", q.next_number(false)));
   ASSERT_EQ(take_id(q), "huge");
-  q.finish(outputs, {});
+  q.finish({{"1", {{"text", std::string(10000, 'x')}}}}, {});
   EXPECT_EQ(q.history_size(), 1u);
   EXPECT_FALSE(q.history_of("huge").empty());
 }

@@ -44,8 +44,8 @@ struct queued_prompt {
 struct queue_limits {
   std::size_t max_pending = 1000;
   std::size_t max_pending_bytes = std::size_t{32} << 20;
-  // The history's bytes (each entry counted as its prompt's body and its outputs' JSON): 10000
-  // entries of large prompts or `ui` outputs would otherwise hold gigabytes. The newest entry
+  // The history's bytes (each entry counted as twice its JSON text, kept parsed and as text):
+  // 10000 entries of large prompts or `ui` outputs would otherwise hold gigabytes. The newest entry
   // is kept whatever its size, so that the client that queued it can read it.
   std::size_t max_history_bytes = std::size_t{128} << 20;
 };
@@ -87,9 +87,15 @@ class prompt_queue {
   std::string running_client_id() const;
 
   // GET /history: the newest `max_items` (all when empty), from `offset` when it is >= 0, in
-  // the order the prompts finished (ComfyUI's dict order). The entries are shared, not copied:
-  // an answer streams them to its client however long it reads (serve_api.cpp).
-  using history_item = std::pair<std::string, std::shared_ptr<const nlohmann::json>>;
+  // the order the prompts finished (ComfyUI's dict order). The entries are shared, not copied,
+  // each with its JSON text, written once when it was finished: an answer streams slices of the
+  // texts to its client however long it reads (serve_api.cpp), never serialising on the io
+  // thread.
+  struct history_item {
+    std::string id;
+    std::shared_ptr<const nlohmann::json> entry;
+    std::shared_ptr<const std::string> text;
+  };
   std::vector<history_item> history_items(std::optional<std::size_t> max_items,
                                           std::int64_t offset) const;
   // The same as one document, hence ordered_json.
@@ -115,6 +121,7 @@ class prompt_queue {
   struct history_entry {
     std::string id;
     std::shared_ptr<const nlohmann::json> entry;  // never changed once written
+    std::shared_ptr<const std::string> text;      // entry's JSON
     std::size_t bytes;  // what max_history_bytes counts
   };
   std::list<history_entry> history_;  // oldest first
