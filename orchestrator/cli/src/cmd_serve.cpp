@@ -282,8 +282,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-bodies-in-flight", o->max_bodies_in_flight,
                   "Bytes of request bodies held in memory at once (default 192 MiB), counted as "
                   "they arrive past each body's first 64 KiB; one client address holds half at "
-                  "most. Past it the slowest body still arriving, if slower than the one that "
-                  "needs room, is closed; else that one gets 503")
+                  "most. Past it the slowest body still arriving, if at most half as fast as the "
+                  "one that needs room, is closed; else that one gets 503")
       ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 40));
   cmd->add_option("--max-uploads-in-flight", o->max_uploads_in_flight,
                   "Bytes of uploads being received at once (default 1 GiB), which go to unlinked "
@@ -293,8 +293,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-answers-in-flight", o->max_answers_in_flight,
                   "Bytes of answers held in memory while clients read them (default 256 MiB; "
                   "past each answer's first 64 KiB, a streamed one's piece being written); one "
-                  "client address holds half at most. Past it the slowest reader, if slower "
-                  "than the answer that needs room, is closed; else that answer is 503")
+                  "client address holds half at most. Past it the slowest reader, if at most half "
+                  "as fast as the answer that needs room, is closed; else that answer is 503")
       ->check(CLI::Range(std::size_t{1} << 16, std::size_t{1} << 50));
   cmd->add_option("--max-ws-queue-bytes", o->max_ws_queue_bytes,
                   "Bytes of messages waiting for one WebSocket client that does not read "

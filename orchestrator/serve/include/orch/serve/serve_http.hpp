@@ -103,8 +103,8 @@ struct http_limits {
   std::size_t max_ws_queue_bytes = std::size_t{8} << 20;
   // The request bodies held in memory at once, counted as their bytes arrive (20 uploads of
   // 60 MiB stalled near their end had held 1.2 GB; counted as announced, 24 bodies trickling in
-  // had held the whole budget for hours). A peer holds half at most; past it, the slowest holder
-  // slower than the body that needs room is closed, else that body gets 503. The first 64 KiB
+  // had held the whole budget for hours). A peer holds half at most; past it, the slowest holder,
+  // if at most half as fast as the body that needs room, is closed, else that body gets 503. The first 64 KiB
   // of each body are not counted (byte_budget.hpp): small requests are never refused for it.
   std::size_t max_bodies_in_flight = std::size_t{192} << 20;
   // The same for spooled bodies, on disk: uploads being received cannot fill the disk.
