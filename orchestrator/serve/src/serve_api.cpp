@@ -27,53 +27,71 @@ using nlohmann::json;
 namespace {
 
 
-// The history in the order it was written, as ComfyUI's dict keeps it, streamed: each piece is
-// the next 64 KiB of the entries' texts (written once, when each prompt finished), as the client
-// reads. Neither the API thread nor the io thread serialises anything, and a client holds one
-// piece (8 clients that never read a 125 MB history had taken 1.1 GB and 5.2 s of the API
+// An answer made of `parts` in order, streamed: each piece is the next 64 KiB of them, as the
+// client reads. The large parts are texts written once and shared (a history entry's, a queued
+// prompt's), so neither the API thread nor the io thread serialises anything, and a client holds
+// one piece (8 clients that never read a 125 MB history had taken 1.1 GB and 5.2 s of the API
 // thread).
-http_reply streamed_history(std::vector<prompt_queue::history_item> items) {
+using text_part = std::shared_ptr<const std::string>;
+http_reply streamed_json(std::vector<text_part> parts) {
   constexpr std::size_t piece_bytes = std::size_t{64} << 10;
   struct cursor {
-    std::vector<prompt_queue::history_item> items;
-    std::size_t item = 0;
-    std::size_t offset = 0;  // in items[item].text, once its key is written
-    bool keyed = false;      // items[item]'s key is written
-    bool begun = false;
-    bool ended = false;
+    std::vector<text_part> parts;
+    std::size_t part = 0;
+    std::size_t offset = 0;  // in parts[part]
   };
   auto at = std::make_shared<cursor>();
-  at->items = std::move(items);
+  at->parts = std::move(parts);
   http_reply reply{200, "application/json", ""};
   reply.pieces = [at]() -> std::optional<std::string> {
-    if (at->ended) return std::nullopt;
+    if (at->part == at->parts.size()) return std::nullopt;
     std::string piece;
-    if (!at->begun) piece = "{";
-    at->begun = true;
-    while (piece.size() < piece_bytes && at->item < at->items.size()) {
-      const auto& [id, entry, text] = at->items[at->item];
-      if (!at->keyed) {
-        if (at->item > 0) piece += ",";
-        piece += json(id).dump(-1, ' ', false, json::error_handler_t::replace) + ":";
-        at->keyed = true;
-      }
-      const std::size_t room = piece.size() < piece_bytes ? piece_bytes - piece.size() : 0;
-      const std::size_t n = std::min(room, text->size() - at->offset);
-      piece.append(*text, at->offset, n);
+    while (piece.size() < piece_bytes && at->part < at->parts.size()) {
+      const std::string& text = *at->parts[at->part];
+      const std::size_t n = std::min(piece_bytes - piece.size(), text.size() - at->offset);
+      piece.append(text, at->offset, n);
       at->offset += n;
-      if (at->offset == text->size()) {
-        ++at->item;
+      if (at->offset == text.size()) {
+        ++at->part;
         at->offset = 0;
-        at->keyed = false;
       }
-    }
-    if (at->item == at->items.size()) {
-      piece += "}";
-      at->ended = true;
     }
     return piece;
   };
   return reply;
+}
+
+text_part literal(std::string text) { return std::make_shared<const std::string>(std::move(text)); }
+
+// The history as ComfyUI's dict keeps it, in the order it was written: {"id": entry, ...}.
+http_reply streamed_history(const std::vector<prompt_queue::history_item>& items) {
+  std::vector<text_part> parts;
+  parts.reserve(2 * items.size() + 2);
+  parts.push_back(literal("{"));
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    parts.push_back(literal((i > 0 ? "," : "") +
+                            json(items[i].id).dump(-1, ' ', false, json::error_handler_t::replace) +
+                            ":"));
+    parts.push_back(items[i].text);
+  }
+  parts.push_back(literal("}"));
+  return streamed_json(std::move(parts));
+}
+
+// ComfyUI's queue: {"queue_running": [item], "queue_pending": [item, ...]}.
+http_reply streamed_queue(const prompt_queue::queue_texts& queue) {
+  std::vector<text_part> parts;
+  const auto add_list = [&](const char* opening, const std::vector<text_part>& items) {
+    parts.push_back(literal(opening));
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) parts.push_back(literal(","));
+      parts.push_back(items[i]);
+    }
+  };
+  add_list("{\"queue_running\":[", queue.running);
+  add_list("],\"queue_pending\":[", queue.pending);
+  parts.push_back(literal("]}"));
+  return streamed_json(std::move(parts));
 }
 
 http_reply empty_ok() { return {200, "application/json", ""}; }
@@ -236,7 +254,7 @@ http_reply comfy_api::route(const http_request& req) {
   if (p == "/prompt" && post) return post_prompt(req);
   if (p == "/prompt" && get)
     return json_reply({{"exec_info", {{"queue_remaining", queue_.remaining()}}}});
-  if (p == "/queue" && get) return json_reply(queue_.queue_json());
+  if (p == "/queue" && get) return streamed_queue(queue_.texts());
   if (p == "/queue" && post) return post_queue(req);
   if ((p == "/history" || p.rfind("/history/", 0) == 0) && get) return history(p, req);
   if (p == "/history" && post) return post_history(req);

@@ -56,6 +56,8 @@ double prompt_queue::next_number(bool front) {
 }
 
 void prompt_queue::put(queued_prompt p) {
+  p.text = std::make_shared<const std::string>(
+      p.to_json().dump(-1, ' ', false, json::error_handler_t::replace));
   std::unique_lock lock(mutex_);
   p.sequence = sequence_++;
   const auto at = std::upper_bound(pending_.begin(), pending_.end(), p, [](const auto& a,
@@ -109,13 +111,12 @@ void prompt_queue::stop() {
   stopped_ = true;
 }
 
-json prompt_queue::queue_json() const {
+prompt_queue::queue_texts prompt_queue::texts() const {
   std::lock_guard lock(mutex_);
-  json running = json::array();
-  if (running_) running.push_back(running_->to_json());
-  json pending = json::array();
-  for (const auto& p : pending_) pending.push_back(p.to_json());
-  return {{"queue_running", running}, {"queue_pending", pending}};
+  queue_texts out;
+  if (running_) out.running.push_back(running_->text);
+  for (const auto& p : pending_) out.pending.push_back(p.text);
+  return out;
 }
 
 void prompt_queue::clear_pending() {

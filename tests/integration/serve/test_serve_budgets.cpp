@@ -134,6 +134,33 @@ TEST_F(serve_test, clients_that_never_read_a_large_history_take_no_memory) {
   EXPECT_EQ(s->stop(), 0);
 }
 
+// Issue 55, item 4: GET /queue is streamed too, from each queued prompt's text written when it
+// was queued: 8 clients that never read a queue of 24 MB leave the server's memory where it was
+// (each had built the whole answer, twice its size at its peak), and a client that reads gets it.
+TEST_F(serve_test, clients_that_never_read_a_large_queue_take_no_memory) {
+  auto s = serve({"--stop-grace-ms", "300"});
+  queue(*s, {{"1", {{"class_type", "TestBusy"}, {"inputs", {{"ms", 120000}}}}}}, "c");
+  wait_inside_the_running_node(*s);
+  for (int i = 0; i < 4; ++i) {
+    json body = {{"prompt", quick_prompt},
+                 {"extra_data", {{"pad", std::string(std::size_t{6} << 20, 'q')}}}};
+    ASSERT_EQ(s->post("/prompt", body).status, 200u);
+  }
+  const std::uint64_t before = rss_kib(s->pid());
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<tcp::socket>> readers;
+  for (int i = 0; i < 8; ++i) readers.push_back(ask_and_never_read(io, *s, "/queue"));
+  std::this_thread::sleep_for(1s);  // each has had its chance to take memory
+  const std::uint64_t held = rss_kib(s->pid());
+  EXPECT_LT(held, before + 32 * 1024) << "KiB before " << before << ", while unread " << held;
+  const auto whole = s->get("/queue");
+  ASSERT_EQ(whole.status, 200u);
+  EXPECT_EQ(whole.json()["queue_running"].size(), 1u);
+  EXPECT_EQ(whole.json()["queue_pending"].size(), 4u);
+  readers.clear();
+  EXPECT_EQ(s->stop(), 0);
+}
+
 // Issue 55, item 4: 64 downloads from one address that were never read held every slot of that
 // address for idle_timeout (60 s), renewable, and its other requests got 503. A connection whose
 // answer waits for its client to read may be closed to make room, as a slow sender's.

@@ -45,8 +45,11 @@ TEST(serve_queue, clear_and_delete_leave_the_running_prompt_alone) {
   for (const char* id : {"run", "x", "y", "z"}) q.put(item(id, q.next_number(false)));
   EXPECT_EQ(take_id(q), "run");
   q.delete_pending({"run", "y"});
-  EXPECT_EQ(q.queue_json()["queue_running"][0][1], "run");
-  ASSERT_EQ(q.queue_json()["queue_pending"].size(), 2u);
+  const auto texts = q.texts();
+  ASSERT_EQ(texts.running.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(*texts.running[0])[1], "run");
+  ASSERT_EQ(texts.pending.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(*texts.pending[0])[1], "x");
   q.clear_pending();
   EXPECT_EQ(q.remaining(), 1u);
   EXPECT_EQ(q.running_id(), "run");

@@ -32,6 +32,8 @@ struct queued_prompt {
   std::vector<std::string> outputs;                      // the validated output node ids
   prompt parsed;
   std::uint64_t sequence = 0;  // order of arrival, for equal numbers
+  // to_json()'s text, written when it is queued (put): GET /queue streams it, shared.
+  std::shared_ptr<const std::string> text;
 
   // ComfyUI's queue item: [number, prompt_id, prompt, extra_data, outputs_to_execute].
   nlohmann::json to_json() const;
@@ -39,8 +41,8 @@ struct queued_prompt {
 };
 
 // The pending queue's caps (ComfyUI has none: 100 prompts of 7 MiB had held 1.5 GB). A parsed
-// prompt takes about four times its body, so 32 MiB of bodies is some 128 MiB of memory, and a
-// GET /queue of them twice their size at its peak.
+// prompt takes about four times its body, and its text (for GET /queue, streamed) once more, so
+// 32 MiB of bodies is some 160 MiB of memory.
 struct queue_limits {
   std::size_t max_pending = 1000;
   std::size_t max_pending_bytes = std::size_t{32} << 20;
@@ -77,8 +79,12 @@ class prompt_queue {
   // remaining() and running_id() never wait for the queue's lock while a history is copied
   // under it: the io thread asks them (serve_api.hpp).
   std::size_t remaining() const { return remaining_.load(); }
-  // {"queue_running": [...], "queue_pending": [...]}, as GET /queue answers.
-  nlohmann::json queue_json() const;
+  // The running and the pending prompts as their items' texts (queued_prompt::text), shared:
+  // what GET /queue streams as {"queue_running": [...], "queue_pending": [...]}.
+  struct queue_texts {
+    std::vector<std::shared_ptr<const std::string>> running, pending;
+  };
+  queue_texts texts() const;
   void clear_pending();
   // Removes pending prompts by id; the running one is not touched (ComfyUI). Returns how many
   // it removed.
