@@ -15,7 +15,12 @@ void progress_reports::report(ipc::channel& channel, const std::string& node, st
 
 void progress_reports::flush(ipc::channel& channel) {
   std::lock_guard lock(mutex_);
-  if (kept_ && channel.notify_if_room(ipc::message_type::progress, *kept_, room)) kept_.reset();
+  // One frame, once per call: sent unless the channel's queue is at its own cap. Held to `room`
+  // as the reports are, it was dropped whenever the flood's frames still filled it, and the
+  // node's last report was lost.
+  if (kept_ && channel.notify_if_room(ipc::message_type::progress, *kept_,
+                                      std::numeric_limits<std::size_t>::max()))
+    kept_.reset();
 }
 
 }  // namespace orch::worker

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,7 +25,8 @@ class progress_reports {
 
   void report(ipc::channel& channel, const std::string& node, std::uint64_t value,
               std::uint64_t max);
-  // Sends the latest report kept back, if any and there is room.
+  // Sends the latest report kept back, if any, at the end of the node's call: whatever waits,
+  // unless the channel's queue is full.
   void flush(ipc::channel& channel);
 
  private:
