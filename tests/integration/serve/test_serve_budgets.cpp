@@ -111,6 +111,20 @@ std::unique_ptr<tcp::socket> ask_and_never_read(boost::asio::io_context& io,
   return sock;
 }
 
+// 8 clients that ask for `target` and never read: the server's memory stays within 32 MiB of
+// where it was. They stay open until the caller drops them.
+std::vector<std::unique_ptr<tcp::socket>> expect_non_readers_to_take_no_memory(
+    boost::asio::io_context& io, const serve_process& s, const std::string& target) {
+  const std::uint64_t before = rss_kib(s.pid());
+  std::vector<std::unique_ptr<tcp::socket>> readers;
+  for (int i = 0; i < 8; ++i) readers.push_back(ask_and_never_read(io, s, target));
+  std::this_thread::sleep_for(1s);  // each has had its chance to take memory
+  const std::uint64_t held = rss_kib(s.pid());
+  EXPECT_LT(held, before + 32 * 1024) << target << ": KiB before " << before << ", while unread "
+                                      << held;
+  return readers;
+}
+
 // Issue 55, item 4: 8 clients that never read GET /history (125 MB) had taken the server from
 // 180 MB to 1.11 GB and held the API thread 5.2 s while their answers were built. The history is
 // streamed now, each answer a piece at a time as its client reads: 8 non-readers of a 24 MB
@@ -118,19 +132,13 @@ std::unique_ptr<tcp::socket> ask_and_never_read(boost::asio::io_context& io,
 TEST_F(serve_test, clients_that_never_read_a_large_history_take_no_memory) {
   auto s = serve({"--max-history-bytes", "134217728"});
   fill_history(*s, 12, std::size_t{2} << 20);
-  const std::uint64_t before = rss_kib(s->pid());
   boost::asio::io_context io;
-  std::vector<std::unique_ptr<tcp::socket>> readers;
-  for (int i = 0; i < 8; ++i) readers.push_back(ask_and_never_read(io, *s, "/history"));
-  std::this_thread::sleep_for(1s);  // each has had its chance to take memory
-  const std::uint64_t held = rss_kib(s->pid());
-  EXPECT_LT(held, before + 32 * 1024) << "KiB before " << before << ", while unread " << held;
+  const auto readers = expect_non_readers_to_take_no_memory(io, *s, "/history");
   EXPECT_EQ(s->get("/queue").status, 200u);
   const auto whole = s->get("/history");
   ASSERT_EQ(whole.status, 200u);
   EXPECT_EQ(whole.json().size(), 12u);
   EXPECT_EQ(s->get("/history?max_items=2").json().size(), 2u);
-  readers.clear();
   EXPECT_EQ(s->stop(), 0);
 }
 
@@ -146,18 +154,12 @@ TEST_F(serve_test, clients_that_never_read_a_large_queue_take_no_memory) {
                  {"extra_data", {{"pad", std::string(std::size_t{6} << 20, 'q')}}}};
     ASSERT_EQ(s->post("/prompt", body).status, 200u);
   }
-  const std::uint64_t before = rss_kib(s->pid());
   boost::asio::io_context io;
-  std::vector<std::unique_ptr<tcp::socket>> readers;
-  for (int i = 0; i < 8; ++i) readers.push_back(ask_and_never_read(io, *s, "/queue"));
-  std::this_thread::sleep_for(1s);  // each has had its chance to take memory
-  const std::uint64_t held = rss_kib(s->pid());
-  EXPECT_LT(held, before + 32 * 1024) << "KiB before " << before << ", while unread " << held;
+  const auto readers = expect_non_readers_to_take_no_memory(io, *s, "/queue");
   const auto whole = s->get("/queue");
   ASSERT_EQ(whole.status, 200u);
   EXPECT_EQ(whole.json()["queue_running"].size(), 1u);
   EXPECT_EQ(whole.json()["queue_pending"].size(), 4u);
-  readers.clear();
   EXPECT_EQ(s->stop(), 0);
 }
 
