@@ -25,7 +25,7 @@ struct schema {
 };
 
 // The catalogue: required fields of each request/notification body (docs/protocol.md).
-constexpr std::array<schema, 18> catalogue{{
+constexpr std::array<schema, 19> catalogue{{
     {message_type::hello,
      "hello",
      {{{"token", kind::text}, {"pid", kind::unsigned_int}, {"protocol", kind::unsigned_int}}},
@@ -66,6 +66,8 @@ constexpr std::array<schema, 18> catalogue{{
      {{{"code", kind::text}, {"message", kind::text}, {}}},
      2},
     {message_type::pinned_grant, "pinned_grant", {{{"bytes", kind::unsigned_int}, {}, {}}}, 1},
+    // Its event is a name or a binary event's number: checked by the host (ui_messages.hpp).
+    {message_type::ui_message, "ui_message", {}, 0},
 }};
 
 const schema* find_schema(std::uint16_t value) noexcept {

@@ -264,3 +264,19 @@ def test_a_body_that_is_not_json_is_answered_400(
 
     assert _ask(table, talk) == (400, {"error": error})
     assert host.bodies == []
+
+
+@pytest.mark.parametrize("path, why", [
+    ("/p/{rest:.*}", None),
+    ("/p/{name}/{rest:.+}", None),
+    ("/p/{rest:.*}/end", "{rest:.*}: . can match '/'"),
+    ("/p/{a:.*}{b:.*}", "{a:.*}: . can match '/'"),
+    ("/api/{rest:.*}", "{rest:.*} under /api/ answers ComfyUI's own routes"),
+    ("/ws/{x}", "{x} under /ws/ answers ComfyUI's own routes"),
+    ("/{rest:.*}", "its first segment is not literal"),
+    ("/p/{rest:(a+)+}", "groups and alternation are not allowed"),
+])
+def test_an_aiohttp_routes_catch_all_is_served_only_at_its_end_under_its_own_prefix(
+        path: str, why: str | None) -> None:
+    refusal = _routes.path_refusal(path, tail_catch_all=True)
+    assert refusal is None if why is None else why in str(refusal), refusal

@@ -19,27 +19,90 @@ from comfy_orch.worker import _prompt_server
 from comfy_orch.worker._output import _LineWriter
 
 
-def test_a_packs_routes_are_recorded_and_said_not_served(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_packs_routes_go_on_aiohttps_own_route_table() -> None:
+    from aiohttp import web
     server = _prompt_server.WorkerPromptServer()
 
-    @server.routes.get("/my/route")
-    async def handler() -> None:
-        pass
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response()
 
+    server.routes.get("/my/route")(handler)
     server.routes.route("post", "/other")(handler)
-    assert server.routes.registered == [("GET", "/my/route"), ("POST", "/other")]
-    assert "GET /my/route registered by" in caplog.text and "is not served" in caplog.text
-    assert list(server.routes) == []
+    assert isinstance(server.routes, web.RouteTableDef)
+    assert [(r.method, r.path) for r in server.routes  # type: ignore[attr-defined]
+            ] == [("GET", "/my/route"), ("post", "/other")]
 
 
-def test_messages_are_accepted_and_said_once(caplog: pytest.LogCaptureFixture) -> None:
+def test_without_aiohttp_routes_are_recorded_and_said_not_served(
+        caplog: pytest.LogCaptureFixture) -> None:
+    routes = _prompt_server.UnservedRoutes()
+    routes.get("/my/route")(print)
+    assert routes.registered == [("GET", "/my/route")]
+    assert "GET /my/route registered by" in caplog.text and "no aiohttp" in caplog.text
+    assert list(routes) == []
+
+
+class _FakeLibrary:
+    """liborch_worker.so's orch_worker_message, recording what it was given."""
+
+    def __init__(self, answer: int = 0) -> None:
+        self.sent: list[tuple[dict[str, Any], bytes | None]] = []
+        self.answer = answer
+        self.orch_worker_message = self
+
+    def __call__(self, body: bytes, key: bytes | None, raw: bytes | None, size: int) -> int:
+        import json
+        message = json.loads(body)
+        self.sent.append((message, None if raw is None else bytes(raw[:size])))
+        return self.answer
+
+
+def test_messages_go_to_the_worker_library_in_comfyuis_forms(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from comfy_orch.worker import _messages
+    lib = _FakeLibrary()
+    monkeypatch.setattr(_messages, "_lib", lib)
     server = _prompt_server.WorkerPromptServer()
-    server.send_sync("progress", {})
-    server.send_sync("progress", {})
-    assert caplog.text.count("send_sync('progress') in a worker does not reach") == 1
+    server.send_sync("my.event", {"a": [1]}, "client-1")
+    server.send_progress_text("half way", "12")
+    server.send_sync(9, b"\x00raw")
+    assert lib.sent == [
+        ({"event": "my.event", "data": {"a": [1]}, "sid": "client-1"}, None),
+        ({"event": 3, "sid": None}, b"\x00\x00\x00\x0212half way"),
+        ({"event": 9, "sid": None}, b"\x00raw")]
     assert server.client_id is None
+    _prompt_server.begin_call("client-2")
+    assert _prompt_server.instance().client_id == "client-2"
     with pytest.raises(AttributeError, match="PromptServer.instance.loop is not available"):
         server.loop  # noqa: B018 - the read is the test
+
+
+def test_a_preview_goes_as_rgb_pixels_within_its_max_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    from PIL import Image  # type: ignore[import-untyped]
+
+    from comfy_orch.worker import _messages
+    lib = _FakeLibrary()
+    monkeypatch.setattr(_messages, "_lib", lib)
+    assert _messages.preview("5", 1, 4, ("JPEG", Image.new("RGBA", (100, 50), (1, 2, 3, 255)), 40))
+    (body, raw), = lib.sent
+    assert body == {"node": "5", "value": 1, "max": 4, "preview": {
+        "format": "JPEG", "width": 40, "height": 20, "max_size": 40}}
+    assert raw == bytes([1, 2, 3]) * 800
+
+
+def test_messages_that_cannot_go_are_dropped_and_said_once(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from comfy_orch.worker import _messages
+    monkeypatch.setattr(_messages, "_lib", _FakeLibrary(answer=1))
+    monkeypatch.setattr(_messages, "_said", set())
+    for _ in range(3):
+        _messages.send("flood", {}, None)
+    _messages.send("odd", {"x": object()}, None)
+    _messages.send(7, "not bytes", None)
+    assert caplog.text.count("(event 'flood') was dropped: the channel to the host is full") == 1
+    assert "(event 'odd') was dropped: its data is not JSON" in caplog.text
+    assert "(binary event 7) was dropped: its data is not bytes" in caplog.text
+    assert not _messages.preview("1", 1, 2, "not a preview")
 
 
 def test_comfyuis_server_class_gets_an_instance_once_imported() -> None:

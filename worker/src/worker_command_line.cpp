@@ -4,6 +4,7 @@
 // readable in /proc/<pid>/environ for the life of the process, whatever unsetenv does.
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -181,6 +182,12 @@ int parse_command_line(int argc, const char* const* argv, bool nodes, command_li
 
 }  // namespace
 
+// The worker orch_worker_serve runs, for orch_worker_message from the pack's other threads.
+// Its messages after serve() returns are dropped: the process is exiting.
+namespace {
+std::atomic<orch::worker::started_worker*> serving{nullptr};
+}  // namespace
+
 // A worker begun by orch_worker_begin: its command line and its runtime.
 struct orch_worker {
   command_line cl;
@@ -232,7 +239,10 @@ extern "C" int32_t orch_worker_serve(orch_worker* worker, const orch_node_set* n
   if (nodes == nullptr && setup_error == nullptr) {
     setup_error = "the worker was given neither a node set nor the reason it has none";
   }
-  return owned->started->serve(nodes, setup_error);
+  serving.store(owned->started.get());
+  const int status = owned->started->serve(nodes, setup_error);
+  serving.store(nullptr);
+  return status;
 } catch (const std::exception& e) {
   spdlog::error("worker: {}", e.what());
   return ORCH_WORKER_EXIT_SETUP;
@@ -244,4 +254,21 @@ extern "C" void orch_worker_log(int32_t level, const char* message) try {
   if (message == nullptr) return;
   spdlog::log(orch::worker::spdlog_level(level), "{}", message);
 } catch (...) {
+}
+
+extern "C" int32_t orch_worker_message(const char* body, const char* binary_key,
+                                       const uint8_t* binary, size_t binary_size) try {
+  auto* worker = serving.load();
+  if (body == nullptr) return -1;
+  auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object() || (binary != nullptr && binary_key == nullptr)) return -1;
+  if (binary != nullptr) {
+    nlohmann::json bytes = nlohmann::json::binary({binary, binary + binary_size});
+    auto preview = parsed.find("preview");
+    auto& into = preview != parsed.end() && preview->is_object() ? *preview : parsed;
+    into[binary_key] = std::move(bytes);
+  }
+  return worker == nullptr ? 1 : worker->message(std::move(parsed));
+} catch (...) {
+  return -1;
 }

@@ -342,6 +342,17 @@ class runtime final : public started_worker {
     return response;
   }
 
+  // A message for ComfyUI's clients, after the node's progress it follows; held to half the
+  // channel's queue, so that a pack's flood of them drops its own messages, never the channel.
+  int message(json body) override {
+    const auto channel = channel_;
+    if (!channel) return 1;
+    if (ipc::encode_body(body).size() > ipc::default_max_body) return -1;
+    progress_.flush(*channel);
+    constexpr std::size_t room = ipc::channel_options{}.max_queue / 2;
+    return channel->notify_if_room(message_type::ui_message, body, room) ? 0 : 1;
+  }
+
   result<ipc::buffer_descriptor> allocate(std::uint64_t size) {
     auto done = std::make_shared<std::promise<result<ipc::buffer_descriptor>>>();
     auto future = done->get_future();

@@ -8,6 +8,8 @@
 
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "orch/worker/worker.h"
 
 namespace orch::worker {
@@ -21,6 +23,9 @@ class started_worker {
   virtual ~started_worker() = default;
   // Steps 3 to 5 with `nodes` (or `setup_error`: why there are none); the exit status.
   virtual int serve(const orch_node_set* nodes, const char* setup_error) = 0;
+  // orch_worker_message's body (a JSON object, the bytes already in it): 0 sent, 1 dropped,
+  // -1 refused.
+  virtual int message(nlohmann::json body) = 0;
 };
 // Null, with the exit status in `status`, when the worker could not begin.
 std::unique_ptr<started_worker> begin_worker(const orch_worker_options& options, int& status);

@@ -10,6 +10,7 @@
 #include "orch/runtime/errc.hpp"
 #include "orch/runtime/host_startup.hpp"
 #include "orch/runtime/memory_table.hpp"
+#include "orch/support/base64.hpp"
 #include "orch/support/json_fields.hpp"
 
 namespace orch::orchestrator {
@@ -45,6 +46,15 @@ result<std::unique_ptr<library_host>> library_host::start(const prepared_deploym
                           {"state", to_string(w.state)},
                           {"generation", w.generation},
                           {"error", w.last_error}});
+      };
+      h.workers().on_ui_message = [events](const std::string& env, const json& message) {
+        // Bytes (a binary event's data, a preview's pixels) cross as base64 text.
+        json data = message;
+        data["env"] = env;
+        if (data["data"].is_binary()) data["data"] = {{"base64", base64(data["data"].get_binary())}};
+        if (data.contains("preview"))
+          data["preview"]["pixels"] = base64(data["preview"]["pixels"].get_binary());
+        events("message", data);
       };
       h.workers().on_progress = [events](const std::string& env, const json& progress) {
         // The channel delivers only bodies with the protocol's fields (ipc/src/message.cpp).
@@ -90,6 +100,9 @@ json library_host::nodes() {
       json route = r.route;
       route["class_type"] = type;
       route["env"] = r.env;
+      // An aiohttp route is served by its worker over HTTP, on the socket the host made.
+      if (const worker_info* w = h.workers().find(r.env); w && route.value("aiohttp", false))
+        route["socket"] = w->web_socket.string();
       routes.push_back(std::move(route));
     }
     return json{{"classes", std::move(classes)},

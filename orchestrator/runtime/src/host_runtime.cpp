@@ -77,6 +77,8 @@ std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const st
       // Printable text only: a route's method and path reach the log and ComfyUI's router.
       c.route = {{"method", name(*it, "method")}, {"path", name(*it, "path")},
                  {"module", name(*it, "module")}, {"handler", name(*it, "handler")}};
+      // Served by its worker over HTTP (an aiohttp route), not called as a node.
+      if (flag(*it, "aiohttp", false)) c.route["aiohttp"] = true;
     }
     c.internal = flag(n, "orch_internal", false);
     c.env = env;

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "orch/ipc/fd_passing.hpp"
+#include "orch/runtime/ui_messages.hpp"
 #include "orch/ipc/process_identity.hpp"
 #include "orch/process/adopted_children.hpp"
 #include "orch/process/child_process.hpp"
@@ -102,6 +103,7 @@ void supervisor::start(worker_spec spec) {
   auto w = std::make_shared<worker>(io_);
   w->self = w;
   w->info.env = spec.env;
+  w->web_name = std::to_string(workers_.size());  // short: a socket path has 107 bytes
   w->spec = std::move(spec);
   worker& ref = *w;
   workers_[ref.spec.env] = std::move(w);
@@ -125,6 +127,8 @@ void supervisor::on_message(worker& w, std::uint32_t generation, ipc::message m)
     case ipc::message_type::progress:
       if (on_progress) on_progress(w.spec.env, m.body);
       return;
+    case ipc::message_type::ui_message:
+      return on_ui_message_from(w, m.body);
     case ipc::message_type::ping:
       return w.channel->respond(m.header, json::object());
     case ipc::message_type::pinned_grant:
@@ -135,6 +139,19 @@ void supervisor::on_message(worker& w, std::uint32_t generation, ipc::message m)
             m.header, {ipc::body_errc::unknown_type, "the host does not serve this message type"});
       }
   }
+}
+
+void supervisor::on_ui_message_from(worker& w, const json& body) {
+  auto message = checked_ui_message(body);
+  if (!message) {
+    // Said once per generation: a pack that sends them in a loop does not flood the log.
+    if (!w.said_bad_ui_message)
+      spdlog::warn("worker {}: a message for ComfyUI's clients was dropped: {}", w.spec.env,
+                   message.err().message);
+    w.said_bad_ui_message = true;
+    return;
+  }
+  if (on_ui_message) on_ui_message(w.spec.env, *message);
 }
 
 std::string supervisor::instance_of(const worker& w, std::uint32_t generation) const {

@@ -50,6 +50,7 @@ void supervisor::spawn(worker& w) {
   w.info.nodes = json::array();
   w.token = make_token();
   w.answered_shutdown = false;
+  w.said_bad_ui_message = false;
   const std::uint32_t generation = w.info.generation;
   w.setup_failure.clear();
   // `peer_gone`: the child may already have exited, so its exit status is worth waiting for.
@@ -106,8 +107,19 @@ void supervisor::spawn(worker& w) {
               "--token-fd",   std::to_string(worker_token_fd),
               "--generation", std::to_string(generation),
               "--env",        w.spec.env};
+  ipc::unique_fd web_listener;
   if (w.spec.python) {
     python_worker_command(*w.spec.python, options_, req, env);
+    // Its pack's aiohttp routes are served on this socket (worker_web_sockets.hpp); a worker
+    // without one still runs, its routes not served.
+    if (auto listener = web_sockets_.listen(w.web_name)) {
+      web_listener = std::move(*listener);
+      w.info.web_socket = web_sockets_.path_of(w.web_name);
+      req.args.insert(req.args.end(), {"--web-fd", std::to_string(worker_web_fd)});
+    } else {
+      spdlog::warn("worker {}: {}; its pack's aiohttp routes are not served", w.spec.env,
+                   listener.err().message);
+    }
     // torch's allocator in the worker goes through the injected allocator plugin where torch
     // has CUDA (python/comfy_orch/worker/_torch_allocator.py).
     if (w.spec.plugins.allocator) {
@@ -128,6 +140,7 @@ void supervisor::spawn(worker& w) {
   req.fds = {{chan_child.get(), worker_channel_fd},
              {fds_child.get(), worker_fd_socket},
              {token_read.get(), worker_token_fd}};
+  if (web_listener.valid()) req.fds.push_back({web_listener.get(), worker_web_fd});
   auto pid = options_.launcher->spawn(req);
   if (!pid) {
     // An executable that cannot be run will not run on a retry either.

@@ -219,6 +219,12 @@ def caller(host: Host, class_type: str, schema: dict[str, Any]) -> WorkerCall:
         hidden = {kind: value for kind, value in (("PROMPT", prompt),
                                                   ("EXTRA_PNGINFO", extra_pnginfo))
                   if kind in declared_hidden and value is not None} or None
+        # The prompt's client, for PromptServer.instance.client_id in the worker (not a hidden
+        # kind of ComfyUI's: no class declares it).
+        client_id = getattr(getattr(getattr(sys.modules.get("server"), "PromptServer", None),
+                                    "instance", None), "client_id", None)
+        if isinstance(client_id, str) and client_id:
+            hidden = dict(hidden or {}, client_id=client_id)
         context = executing_context() if executing_context is not None else None
         if context is not None:
             node = node or context.node_id

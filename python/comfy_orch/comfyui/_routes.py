@@ -26,6 +26,7 @@ import sys
 from typing import Any
 
 from ..host import Host, NodeError
+from . import _web_proxy
 
 _log = logging.getLogger("comfy_orch")
 
@@ -43,11 +44,12 @@ _NAMED = re.compile(r"\{[_a-zA-Z][_a-zA-Z0-9]*(?::(?P<regex>.+))?\}")
 _COUNT = re.compile(r"\{(\d*)(,?)(\d*)\}")
 _ESCAPES = ("d", "w", "s", "D", "W", "S")  # besides an escaped punctuation character
 _RESERVED = {"extensions": "ComfyUI serves every pack's web files there"}
+_CORE = ("api", "ws", "internal")  # ComfyUI's own prefixes: no variable may answer under them
 _HINT = ("; give the route a literal prefix of its own such as /<pack>/..., with variables of one "
          "segment each (docs/comfyui.md, \"A pack's HTTP routes\")")
 
 
-def path_refusal(path: str) -> str | None:
+def path_refusal(path: str, tail_catch_all: bool = False) -> str | None:
     """Why a pack's route path is not served on ComfyUI's server, or None. The rule:
 
     - its first segment is literal, not empty and not a prefix ComfyUI serves after the packs
@@ -58,7 +60,12 @@ def path_refusal(path: str) -> str | None:
       backreferences, lookarounds or anchors, which are what backtracks ({x:(a+)+b} had cost 9 s
       of CPU per 36-byte request);
     - a segment holds at most one part of variable length ({name}, or an item quantified with
-      ?, *, + or {m,n}): two in one segment ({w}x{h}) backtrack in the square of its length."""
+      ?, *, + or {m,n}): two in one segment ({w}x{h}) backtrack in the square of its length;
+    - with `tail_catch_all` (an aiohttp route, whose pack serves files under its prefix), the
+      path's last part may be a variable that matches '/' ({path:.*}): it answers only under
+      the route's own literal prefix, and nothing follows it to backtrack over;
+    - a variable is never under /api/, /ws or /internal/, where it would answer ComfyUI's own
+      routes."""
     variable = [0]  # per segment, its parts of variable length; [0] is before the first '/'
     for i, part in enumerate(_VARIABLE.split(path)):
         if i % 2 == 0:  # literal text between variables: each '/' starts a segment
@@ -68,10 +75,14 @@ def path_refusal(path: str) -> str | None:
             continue
         if len(variable) <= 2:
             return "its first segment is not literal: %s there answers ComfyUI's routes" % part
+        if path.split("/")[1] in _CORE:
+            return "%s under /%s/ answers ComfyUI's own routes" % (part, path.split("/")[1])
         named = _NAMED.fullmatch(part)
         if named is None:
             return "%s is not a {name} or {name:regex} variable" % part
-        why, parts = (None, 1) if named["regex"] is None else _regex_refusal(named["regex"])
+        last = i == len(_VARIABLE.split(path)) - 2 and not _VARIABLE.split(path)[-1]
+        why, parts = (None, 1) if named["regex"] is None else _regex_refusal(
+            named["regex"], tail_catch_all and last)
         if why is not None:
             return "%s: %s" % (part, why)
         variable[-1] += parts
@@ -86,7 +97,7 @@ def path_refusal(path: str) -> str | None:
     return None
 
 
-def _regex_refusal(regex: str) -> tuple[str | None, int]:
+def _regex_refusal(regex: str, may_match_slash: bool = False) -> tuple[str | None, int]:
     """Why a variable's regex is refused (path_refusal's grammar), else None and how many of its
     items are of variable length."""
     parts, i = 0, 0
@@ -111,7 +122,7 @@ def _regex_refusal(regex: str) -> tuple[str | None, int]:
         else:
             item, i = c, i + 1
         try:
-            if re.fullmatch(item, "/"):
+            if re.fullmatch(item, "/") and not may_match_slash:
                 return "%s can match '/'" % item, 0
         except re.error as exc:
             return "%s is not a regular expression: %s" % (item, exc), 0
@@ -174,29 +185,35 @@ def serve(host: Host, routes: list[dict[str, Any]]) -> None:
         return
     # A path aiohttp refuses, or a route ComfyUI (or a pack) already has, would stop ComfyUI
     # when main.py adds the table to its app: each is tried on a router of its own first.
-    taken = {(getattr(r, "method", ""), getattr(r, "path", "")) for r in table}
+    # ComfyUI's rule for a method and path registered twice: the first registration answers
+    # (aiohttp matches in order; the same resource twice would stop main.py's add_routes).
+    taken = {(getattr(r, "method", ""), getattr(r, "path", "")): getattr(r, "handler", None)
+             for r in table}
     for route in routes:
         method, path = str(route.get("method")), str(route.get("path"))
-        register: Any = getattr(table, method.lower(), None)
+        proxied = route.get("aiohttp") is True and route.get("socket")
+        proxy = (_web_proxy.handler(web, route) if proxied else _handler(host, web, route))
         why = None
-        refusal = path_refusal(path)
-        if not callable(register):
+        refusal = path_refusal(path, tail_catch_all=bool(proxied))
+        if method != "*" and not callable(getattr(table, method.lower(), None)):
             why = "ComfyUI's route table has no %s" % method.lower()
         elif refusal is not None:
             why = refusal + _HINT
         elif (method, path) in taken:
-            why = "ComfyUI's server already has this route"
+            first = taken[(method, path)]
+            why = "%s already answers it (ComfyUI's rule: the first registration wins)" % (
+                getattr(first, "__qualname__", None) or "ComfyUI's server")
         else:
             try:
-                web.UrlDispatcher().add_route(method, path, _handler(host, web, route))
+                web.UrlDispatcher().add_route(method, path, proxy)
             except (ValueError, RuntimeError) as exc:
                 why = "aiohttp refuses the path: %s" % exc
         if why is not None:
             _log.warning("[comfy-orch] route %s %s of env %s is not served: %s", method, path,
                          route.get("env"), why)
             continue
-        taken.add((method, path))
-        register(path)(_handler(host, web, route))
+        taken[(method, path)] = proxy
+        table.route(method, path)(proxy)
         _log.info("[comfy-orch] route %s %s -> %s.%s in env %s", method, path,
                   route.get("module"), route.get("handler"), route.get("env"))
 

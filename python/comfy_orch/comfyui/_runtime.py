@@ -15,7 +15,7 @@ from typing import Any
 
 from .._shared import comfyui_args
 from ..host import Host
-from . import _memory
+from . import _memory, _messages
 from ._stand_ins import StandIns
 
 _log = logging.getLogger("comfy_orch")
@@ -51,9 +51,14 @@ def description_for(root: str) -> dict[str, Any]:
                 device=_device(), memory=memory)
 
 
-def _progress(kind: str, data: Any) -> None:
-    if kind != "progress":
-        return
+def _on_event(kind: str, data: Any) -> None:
+    if kind == "message":
+        _messages.deliver(data)
+    elif kind == "progress":
+        _progress(data)
+
+
+def _progress(data: Any) -> None:
     hook = getattr(sys.modules.get("comfy.utils"), "PROGRESS_BAR_HOOK", None)
     if hook is None:
         return
@@ -80,7 +85,7 @@ def host(pack_dir: str) -> Host:
             args = getattr(sys.modules.get("comfy.cli_args"), "args", None)
             if args is not None:
                 comfyui_args.export(args)  # before the workers start
-            _host = Host(deployment, on_event=_progress, comfyui=description)
+            _host = Host(deployment, on_event=_on_event, comfyui=description)
             atexit.register(stop)
             _stop_on_signals()
             global _stand_ins

@@ -16,8 +16,8 @@ import os
 import sys
 
 from .._shared import abi, comfyui_args, pack_frames
-from . import (_call, _comfyui_hooks, _crossing, _library, _output, _prompt_server, _routes,
-               _schema, _torch_allocator, _torch_models, _v3)
+from . import (_call, _comfyui_hooks, _crossing, _library, _messages, _output, _prompt_server,
+               _routes, _schema, _torch_allocator, _torch_models, _v3, _web_server)
 
 TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pays for it
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from . import _runner  # imported at run time once the handshake is under way
 
-_OWN_FLAGS = ("--node-dir", "--pack-dir", "--comfyui-root")
+_OWN_FLAGS = ("--node-dir", "--pack-dir", "--comfyui-root", "--web-fd")
 
 
 def _split_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -116,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failure: str | None = None
     try:
         _output.forward(lib)
+        _messages.attach(lib)
         from ._runner import Runner
         comfyui_args.install()  # before the pack can import comfy.model_management
         if own.get("comfyui_root"):
@@ -124,7 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _torch_models.install()  # now or whenever the pack imports torch
         module = _import_node_dir(node_dir, pack_dir)
         specs = _node_specs(module, node_dir, pack_dir)
-        specs += _routes.route_specs(module)  # the pack's ROUTES, served by ComfyUI's side
+        declared = _routes.route_specs(module)  # the pack's ROUTES, served by ComfyUI's side
+        web_fd = int(own["web_fd"]) if own.get("web_fd", "").isdigit() else None
+        specs += declared + _web_server.route_specs(_prompt_server.registered_routes(), web_fd,
+                                                    declared)
         specs.append(_crossing.ExportSpec(env))  # its objects, asked for by another env
         _comfyui_hooks.install_hooks()
         installed = _torch_allocator.install()

@@ -14,7 +14,7 @@ import threading
 import time
 
 from .._shared import import_hooks
-from . import _call
+from . import _call, _messages
 
 TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pays for it
 if TYPE_CHECKING:
@@ -67,7 +67,9 @@ def _progress_hook(value: float, total: float, *args: Any, **kwargs: Any) -> Non
     call = _call.current
     if call is None:
         return
-    call.api.progress(call.ctx, int(value), int(total))
+    preview = args[0] if args else kwargs.get("preview")
+    if preview is None or not _messages.preview(call.node_id, int(value), int(total), preview):
+        call.api.progress(call.ctx, int(value), int(total))
     if call.api.interrupted(call.ctx):
         management = sys.modules.get("comfy.model_management")
         if management is not None:

@@ -85,7 +85,8 @@ class RouteSpec(_schema.NodeSpec):
 
     def __init__(self, method: str, path: str, module: str, handler: str,
                  function: Callable[..., Any]) -> None:
-        self.route = {"method": method, "path": path, "module": module, "handler": handler}
+        self.route: dict[str, Any] = {"method": method, "path": path, "module": module,
+                                      "handler": handler}
         super().__init__(CLASS_PREFIX + method + " " + path, _route_class(function), None)
 
     def schema_json(self) -> str:

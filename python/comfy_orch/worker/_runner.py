@@ -13,7 +13,7 @@ import logging
 import math
 
 from .._shared import abi, tensor_kind
-from . import _call, _comfyui_hooks, _schema, _torch_models, _values
+from . import _call, _comfyui_hooks, _prompt_server, _schema, _torch_models, _values
 
 TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pays for it
 if TYPE_CHECKING:
@@ -105,6 +105,7 @@ class Runner:
         call = _call.Call(ctx, node)
         _comfyui_hooks.begin_call()
         _call.current = call
+        _prompt_server.begin_call(call.hidden("client_id"))
         try:
             if self.torch_tensors is None:
                 self.torch_tensors = tensor_kind.use_torch()

@@ -158,11 +158,163 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(answers["invalid"], (400, {"error": "Invalid JSON"}))
         # A handler the module lacks is never registered (the worker's log says why).
         self.assertEqual(answers["missing"], 404)
-        served = [line for line in self.log.lines
-                  if line.startswith("[comfy-orch] route ") and " -> " in line]
+        served = [line for line in self.log.lines  # those of the ROUTES list
+                  if line.startswith("[comfy-orch] route ") and " -> " in line and
+                  ".routes." in line]
         self.assertEqual(len(served), 4, self.log.lines)
         # A route is no node: no class of ComfyUI's, none that a prompt could name.
         self.assertFalse([n for n in self.classes if n.startswith("orch.route:")])
+
+    def _serve_routes(self, requests):
+        """Runs `requests(client)` against ComfyUI's route table served on a loopback port, as
+        main.py serves it once packs have loaded."""
+        import asyncio
+        import server
+        from aiohttp import test_utils, web
+
+        async def ask():
+            app = web.Application()
+            app.add_routes(server.PromptServer.instance.routes)
+            async with test_utils.TestClient(test_utils.TestServer(app)) as client:
+                return await requests(client)
+        return asyncio.run(ask())
+
+    def _wait_for(self, condition, what):
+        deadline = time.monotonic() + 60
+        while not condition():
+            if time.monotonic() > deadline:
+                self.fail("never happened: " + what)
+            time.sleep(0.01)
+
+    def test_a_workers_aiohttp_routes_are_served_with_real_requests_and_streamed_answers(self):
+        import hashlib
+        expected = hashlib.sha256(bytes(range(256)) * 4096 * 3).hexdigest()
+        raw = os.urandom(5 << 20)
+
+        async def requests(client):
+            got = {}
+            reply = await client.get("/orchdemo/web/file")
+            whole = await reply.read()
+            got["file"] = (reply.status, len(whole), hashlib.sha256(whole).hexdigest(),
+                           reply.headers.get("Cache-Control"), reply.headers.get("ETag"))
+            reply = await client.get("/orchdemo/web/file", headers={"Range": "bytes=100-199"})
+            got["range"] = (reply.status, await reply.read(), reply.headers.get("Content-Range"))
+            reply = await client.get("/orchdemo/web/file",
+                                     headers={"If-None-Match": got["file"][4]})
+            got["conditional"] = reply.status
+            reply = await client.get("/orchdemo/web/item/a%20b/c/d.txt?x=1&y=two",
+                                     headers={"X-Demo": "yes", "Cookie": "flavour=mint"})
+            got["item"] = (reply.status, await reply.json())
+            from aiohttp import FormData
+            form = FormData()
+            form.add_field("note", "hello")
+            form.add_field("image", b"\x89PNG" + bytes(70000), filename="a.png",
+                           content_type="image/png")
+            reply = await client.post("/orchdemo/web/upload", data=form)
+            got["upload"] = (reply.status, await reply.json())
+
+            async def pieces():
+                for i in range(0, len(raw), 1 << 20):
+                    yield raw[i:i + (1 << 20)]
+            reply = await client.put("/orchdemo/web/raw", data=pieces())
+            got["raw"] = (reply.status, await reply.json())
+            reply = await client.get("/orchdemo/web/stream")
+            got["stream"] = (reply.status, await reply.text(), reply.headers.get("X-Stream"))
+            reply = await client.get("/orchdemo/where?a=1")
+            got["where"] = await reply.json()
+            # A slow handler holds up no other request.
+            import asyncio
+            slow = asyncio.ensure_future(client.get("/orchdemo/web/slow"))
+            reply = await client.get("/orchdemo/web/item/x/y")
+            got["beside_slow"] = (reply.status, slow.done())
+            await client.post("/orchdemo/web/release")
+            reply = await slow
+            got["slow"] = await reply.json()
+            return got
+
+        got = self._serve_routes(requests)
+        self.assertEqual(got["file"][:4], (200, 3 << 20, expected, "no-cache"))
+        self.assertEqual(got["range"], (206, (bytes(range(256)) * 4)[100:200],
+                                        "bytes 100-199/%d" % (3 << 20)))
+        self.assertEqual(got["conditional"], 304)
+        status, item = got["item"]
+        self.assertEqual(status, 200, item)
+        self.assertNotEqual(item["pid"], os.getpid())  # the handler ran in the worker
+        self.assertEqual((item["method"], item["path"], item["match_info"], item["query"],
+                          item["cookie"], item["header"]),
+                         ("GET", "/orchdemo/web/item/a b/c/d.txt", {"name": "a b", "rest": "c/d.txt"},
+                          {"x": "1", "y": "two"}, "mint", "yes"))
+        self.assertTrue(item["host"].startswith("127.0.0.1:"), item["host"])
+        self.assertEqual(got["upload"], (201, {
+            "fields": ["image", "note"], "name": "a.png", "size": 70004,
+            "sha256": hashlib.sha256(b"\x89PNG" + bytes(70000)).hexdigest(), "note": "hello"}))
+        self.assertEqual(got["raw"], (200, {"size": len(raw),
+                                            "sha256": hashlib.sha256(raw).hexdigest()}))
+        self.assertEqual(got["stream"], (200, "".join("piece %d\n" % i for i in range(5)), "yes"))
+        self.assertEqual(got["beside_slow"], (200, False))
+        self.assertEqual(got["slow"], {"released": True})
+        # GET /orchdemo/where twice in the env (ROUTES, then aiohttp): the first answers, and
+        # the host's log names the clash.
+        self.assertEqual(set(got["where"]), {"pid", "query"})
+
+    def test_a_dead_workers_route_answers_502_naming_its_env_and_serves_again_after_restart(self):
+        async def die(client):
+            reply = await client.post("/orchdemo/web/die")
+            return reply.status, await reply.json()
+        status, body = self._serve_routes(die)
+        self.assertEqual(status, 502, body)
+        self.assertIn("orchdemoa-nodes", body["error"])
+        from comfy_orch.comfyui import _runtime
+
+        def served_again():
+            async def item(client):
+                return (await client.get("/orchdemo/web/item/p/q")).status
+            return self._serve_routes(item) == 200
+        self._wait_for(lambda: all(w["state"] == "ready"
+                                   for w in _runtime._host.nodes()["workers"]), "ready again")
+        self.assertTrue(served_again())
+
+    def test_a_workers_messages_reach_comfyuis_server_in_order_and_binary_stays_binary(self):
+        import server
+        instance = server.PromptServer.instance
+        del instance.sent[:]
+
+        async def say(client):
+            return (await client.post("/orchdemo/web/say",
+                                      json={"text": "hi", "sid": "client-3"})).status
+        self.assertEqual(self._serve_routes(say), 200)
+        self._wait_for(lambda: len(instance.sent) >= 4, "four messages")
+        self.assertEqual(instance.sent[:4], [
+            ("orchdemo.said", {"text": "hi"}, "client-3"), ("orchdemo.async", {"n": 1}, None),
+            (5, b"\x00\x01raw", "client-3"),
+            (3, b"\x00\x00\x00\x0242working on it", "client-3")])
+
+    def test_a_worker_nodes_messages_and_preview_reach_comfyui_for_the_prompts_client(self):
+        import server
+        instance = server.PromptServer.instance
+        del instance.sent[:]
+        seen = []
+        comfy.utils.set_progress_bar_global_hook(
+            lambda value, total, preview, node_id=None: seen.append((value, total, preview,
+                                                                     node_id)))
+        instance.client_id = "client-7"  # as ComfyUI sets it when a prompt starts
+        try:
+            out = self.run_prompt({"t": {"class_type": "DemoTalker", "inputs": {"text": "yo"}}})
+        finally:
+            comfy.utils.set_progress_bar_global_hook(None)
+            instance.client_id = None
+        self.assertEqual(out["t"][0], [2])
+        # Sent before the call's answer, on the same channel: here when the call returns.
+        self.assertEqual(instance.sent, [
+            ("orchdemo.talk", {"text": "yo", "client": "client-7"}, "client-7"),
+            (3, b"\x00\x00\x00\x01ttalking: yo", "client-7")])
+        previews = [s for s in seen if s[2] is not None]
+        self.assertEqual(len(previews), 1, seen)
+        value, total, (image_type, image, max_size), node = previews[0]
+        self.assertEqual((value, total, image_type, image.size, max_size, node),
+                         (1, 2, "JPEG", (16, 8), 16, "t"))
+        self.assertEqual(image.getpixel((3, 3)), (200, 10, 10))
+        self.assertIn((2, 2, None, "t"), seen)
 
     def test_comfyuis_arguments_reach_the_workers(self):
         import json as json_module

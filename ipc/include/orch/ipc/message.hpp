@@ -43,6 +43,7 @@ enum class message_type : std::uint16_t {
   interrupt = 16,      // host -> worker, notification: stop the running prompt
   setup_failed = 17,   // worker -> host, request: my set-up cannot succeed; I exit once answered
   pinned_grant = 18,   // worker -> host, request: grow my pinned-budget grant by `bytes`
+  ui_message = 19,     // worker -> host, notification: a message for ComfyUI's clients
 };
 
 // The name used in logs and docs; "unknown" for values outside the catalogue.

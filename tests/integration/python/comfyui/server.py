@@ -8,10 +8,34 @@ constructor: where none was built (a worker), the class has no `instance` attrib
 import nodes  # noqa: F401
 import comfy.model_management  # noqa: F401  (what makes a worker need --cpu)
 from app.frontend_management import requirements_path  # noqa: F401
+import struct
+import threading
+
 from aiohttp import web
 
 
 class PromptServer:
+    """The members packs and comfy-orch use, as ComfyUI 0.8 has them. ComfyUI's send_sync puts
+    (event, data, sid) on its loop's queue, from any thread, for its clients; here the queue is
+    `sent`, which the tests read."""
+
     def __init__(self, loop=None):
         PromptServer.instance = self
         self.routes = web.RouteTableDef()  # main.py adds it to the app after packs load
+        self.client_id = None  # set when a prompt starts, from its extra_data; never reset
+        self.last_node_id = None
+        self.sent = []
+        self._lock = threading.Lock()
+
+    def send_sync(self, event, data, sid=None):
+        with self._lock:
+            self.sent.append((event, data, sid))
+
+    async def send(self, event, data, sid=None):
+        self.send_sync(event, data, sid)
+
+    def send_progress_text(self, text, node_id, sid=None):
+        if isinstance(text, str):
+            text = text.encode("utf-8")
+        node = str(node_id).encode("utf-8")
+        self.send_sync(3, struct.pack(">I", len(node)) + node + text, sid)  # BinaryEventTypes.TEXT

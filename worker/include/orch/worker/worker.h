@@ -67,6 +67,17 @@ int32_t orch_worker_serve(orch_worker* worker, const orch_node_set* nodes, const
  * that is not tied to a node call: a Python pack's print and logging. */
 void orch_worker_log(int32_t level, const char* message);
 
+/* ORCH_WORKER_1.2: a message for ComfyUI's clients (docs/comfyui.md, "A pack's messages"), from
+ * any thread of a worker begun with orch_worker_begin, at any time: `body` is a JSON object,
+ * {"event": name or binary event number, "data": ..., "sid": client or null}, or a "preview"
+ * ({"node", "value", "max", "preview": {"format", "width", "height", "max_size"}}). When
+ * `binary` is not NULL, its `binary_size` bytes become the value of key `binary_key` of
+ * `body`, or of body["preview"] for a preview's "pixels": they stay bytes. Returns 0 when sent,
+ * 1 when dropped because the channel to the host is full or gone (a flood), -1 for a body that
+ * is not a JSON object or a message over the frame cap. */
+int32_t orch_worker_message(const char* body, const char* binary_key, const uint8_t* binary,
+                            size_t binary_size);
+
 #ifdef __cplusplus
 }
 #endif

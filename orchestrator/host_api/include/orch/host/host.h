@@ -33,7 +33,10 @@ extern "C" {
 typedef struct orch_host orch_host;
 
 /* An event, as JSON: "worker" (a worker became ready or failed: env, state, pid, error),
- * "progress" (env, node, value, max) and "log" (level, message: the host's own log lines).
+ * "progress" (env, node, value, max), "message" (env, and a pack's message for ComfyUI's
+ * clients: event, data, sid; or a preview with node, value and max: docs/comfyui.md, "A pack's
+ * messages"; bytes as {"base64": text}, a preview's pixels as base64 text) and "log" (level,
+ * message: the host's own log lines).
  * Called on the host's own threads; it must not call back into this API. */
 typedef void (*orch_host_event_fn)(void* user, const char* type, const char* data);
 

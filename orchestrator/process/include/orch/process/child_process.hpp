@@ -31,6 +31,8 @@ namespace orch::orchestrator {
 inline constexpr int worker_channel_fd = 3;
 inline constexpr int worker_fd_socket = 4;
 inline constexpr int worker_token_fd = 5;
+// A Python worker's listening socket for its pack's aiohttp routes (--web-fd).
+inline constexpr int worker_web_fd = 6;
 
 // comfy-orch-worker's exit statuses that mean "a retry cannot succeed" (worker/include/orch/
 // worker/worker.h ORCH_WORKER_EXIT_USAGE and _SETUP; the host links nothing of the worker).

@@ -59,6 +59,7 @@
 #include "orch/runtime/host_memory.hpp"
 #include "orch/runtime/plugin_selection.hpp"
 #include "orch/runtime/worker_output.hpp"
+#include "orch/runtime/worker_web_sockets.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::orchestrator {
@@ -125,6 +126,9 @@ struct worker_info {
   // crash loops in a row failed it.
   std::optional<std::chrono::steady_clock::time_point> retry_at;
   int crash_loops = 0;
+  // Where a Python worker serves its pack's aiohttp routes (worker_web_sockets.hpp); empty for a
+  // native worker. The same path for every generation of the env.
+  std::filesystem::path web_socket;
 };
 
 // How long an env failed for its crash loop number `loop` (0 for the first) stays down:
@@ -171,6 +175,8 @@ class supervisor {
   bool settled() const;  // no worker is starting or backing off
 
   std::function<void(const std::string& env, const nlohmann::json& progress)> on_progress;
+  // A message for ComfyUI's clients from env's worker, checked (ui_messages.hpp).
+  std::function<void(const std::string& env, const nlohmann::json& message)> on_ui_message;
   std::function<void(const worker_info& info)> on_state;  // ready, failed
   // A worker's models (key, size, resident) with the report's sequence number: after every call
   // and every receipt (the host's stand-ins). A lost worker reports an empty list.
@@ -223,6 +229,8 @@ class supervisor {
     // setup_failed, an exit status); empty: a loss like any other.
     std::string setup_failure;
     bool answered_shutdown = false;
+    std::string web_name;  // its socket's name in web_sockets_
+    bool said_bad_ui_message = false;  // this generation's
   };
 
   void spawn(worker& w);
@@ -235,6 +243,7 @@ class supervisor {
   void on_allocate(worker& w, const ipc::message& m);       // the lease service
   void on_lease_message(worker& w, const ipc::message& m);  // lease_free, lease_release
   void on_pinned_grant(worker& w, const ipc::message& m);
+  void on_ui_message_from(worker& w, const nlohmann::json& body);
   // `peer_gone`: the worker closed its channel (or its socket) itself, so while it was starting
   // its exit status is waited for briefly and may mark the start as one a retry cannot fix.
   void lose(worker& w, std::uint32_t generation, const std::string& reason,
@@ -267,6 +276,7 @@ class supervisor {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool shutting_down_ = false;
   divergence_reporter divergence_;
+  worker_web_sockets web_sockets_;
 };
 
 }  // namespace orch::orchestrator

@@ -12,13 +12,15 @@ import server  # noqa: F401  (ComfyUI's; imports comfy.model_management)
 from server import PromptServer
 
 from . import routes  # noqa: F401  (its ROUTES are served by ComfyUI, answered here)
+from . import web_routes  # noqa: F401  (aiohttp routes, served from this worker)
 
 # A route, registered at import as viewer packs do: PromptServer.instance is read unguarded
 # (ComfyUI builds its server before packs load; its class has no `instance` until then).
 if PromptServer.instance is not None:
     @PromptServer.instance.routes.get("/orchdemo/ping")
     async def _ping(request):
-        return None
+        from aiohttp import web
+        return web.json_response({"pong": True})
 
 
 class DemoGradient:
@@ -154,6 +156,33 @@ class DemoSleep:
         return (steps,)
 
 
+class DemoTalker:
+    """Talks to the page while it runs, as viewer and sampler packs do: a message for the client
+    whose prompt runs, its progress text, and a progress bar with a preview image."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"default": "hi"})},
+                "hidden": {"unique_id": "UNIQUE_ID"}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+    CATEGORY = "demo"
+    OUTPUT_NODE = True
+
+    def run(self, text, unique_id):
+        import comfy.utils
+        from PIL import Image
+        server = PromptServer.instance
+        server.send_sync("orchdemo.talk", {"text": text, "client": server.client_id},
+                         server.client_id)
+        server.send_progress_text("talking: " + text, unique_id, server.client_id)
+        bar = comfy.utils.ProgressBar(2, node_id=unique_id)
+        bar.update_absolute(1, 2, ("JPEG", Image.new("RGB", (64, 32), (200, 10, 10)), 16))
+        bar.update_absolute(2, 2)
+        return (len(text),)
+
+
 class DemoViewer:
     """A viewer: an output node whose {"ui": ...} is what ComfyUI's executed message carries,
     with a result beside it and a tuple inside its ui."""
@@ -267,7 +296,7 @@ NODE_CLASS_MAPPINGS = {"DemoViewer": DemoViewer, "DemoGradient": DemoGradient, "
                        "DemoLoadWeights": DemoLoadWeights, "DemoSize": DemoSize,
                        "DemoInvertedGradient": DemoInvertedGradient,
                        "DemoLoadComfyModel": DemoLoadComfyModel, "DemoPoints": DemoPoints,
-                       "DemoFail": DemoFail, "DemoMesh": DemoMesh}
+                       "DemoFail": DemoFail, "DemoMesh": DemoMesh, "DemoTalker": DemoTalker}
 NODE_DISPLAY_NAME_MAPPINGS = {"DemoGradient": "Demo Gradient", "DemoLoadModel": "Demo Load Model",
                               "DemoApplyModel": "Demo Apply Model"}
 NODE_CLASS_MAPPINGS.update(declared.NODE_CLASS_MAPPINGS)

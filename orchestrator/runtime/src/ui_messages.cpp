@@ -1,0 +1,70 @@
+#include "orch/runtime/ui_messages.hpp"
+
+#include <limits>
+#include <string>
+
+#include "orch/support/untrusted_text.hpp"
+
+namespace orch::orchestrator {
+namespace {
+
+using json = nlohmann::json;
+
+error refused(const std::string& why) { return {"bad_ui_message", why}; }
+
+bool bounded_text(const json& v, std::size_t most) {
+  return v.is_string() && !v.get_ref<const std::string&>().empty() &&
+         v.get_ref<const std::string&>().size() <= most;
+}
+
+std::uint64_t number(const json& v) { return v.is_number_unsigned() ? v.get<std::uint64_t>() : 0; }
+
+result<json> checked_preview(const json& body) {
+  const json& p = body["preview"];
+  if (!p.is_object()) return refused("its preview is not an object");
+  const json format = p.value("format", json());
+  if (format != "JPEG" && format != "PNG" && format != "WEBP")
+    return refused("its preview's format is none of JPEG, PNG and WEBP");
+  const std::uint64_t width = number(p.value("width", json())),
+                      height = number(p.value("height", json()));
+  if (width == 0 || height == 0 || width > max_preview_side || height > max_preview_side)
+    return refused("its preview is not between 1 and " + std::to_string(max_preview_side) +
+                   " pixels on each side");
+  const json& pixels = p.value("pixels", json());
+  if (!pixels.is_binary() || pixels.get_binary().size() != width * height * 3)
+    return refused("its preview's pixels are not width * height RGB bytes");
+  if (!bounded_text(body.value("node", json()), 256) ||
+      !body.value("value", json()).is_number_unsigned() ||
+      !body.value("max", json()).is_number_unsigned())
+    return refused("its preview has no node, value and max");
+  return json{{"node", body["node"]},
+              {"value", body["value"]},
+              {"max", body["max"]},
+              {"preview",
+               {{"format", format},
+                {"width", width},
+                {"height", height},
+                {"max_size", number(p.value("max_size", json()))},
+                {"pixels", pixels}}}};
+}
+
+}  // namespace
+
+result<json> checked_ui_message(const json& body) {
+  if (!body.is_object()) return refused("it is not an object");
+  if (body.contains("preview")) return checked_preview(body);
+  const json event = body.value("event", json());
+  const json sid = body.value("sid", json());
+  if (!sid.is_null() && !bounded_text(sid, 256)) return refused("its sid is not a client id");
+  json data = body.value("data", json());
+  if (event.is_number_unsigned()) {
+    if (event.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max())
+      return refused("its binary event is not a 32-bit number");
+    if (!data.is_binary()) return refused("its binary event's data is not bytes");
+  } else if (!bounded_text(event, 256) || !is_printable(event.get<std::string>())) {
+    return refused("its event is neither a name nor a binary event's number");
+  }
+  return json{{"event", event}, {"data", std::move(data)}, {"sid", sid}};
+}
+
+}  // namespace orch::orchestrator

@@ -1,0 +1,81 @@
+"""A worker's aiohttp routes on ComfyUI's own server (docs/comfyui.md, "A pack's aiohttp
+routes"): each route a pack registered on `PromptServer.instance.routes` in its worker is
+registered on ComfyUI's table at the same path, with a handler that forwards the request to the
+worker's web socket (the host made it; the worker serves the pack's handlers there with aiohttp,
+worker/_web_server.py) and streams the answer back.
+
+The request goes as it came: method, path and query, headers (but those of this hop), cookies,
+and its body streamed as it arrives. The answer comes back the same way: status, reason,
+headers and body, a piece at a time, so a 1 GiB FileResponse is never held by either process,
+and Range or conditional requests are the worker's aiohttp's to answer. A worker that is gone
+(restarting, or failed) answers 502 naming the pack's env.
+
+A request and ComfyUI's objects are aiohttp's and ComfyUI's, not type-checked here: Any."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+_log = logging.getLogger("comfy_orch")
+_PIECE = 64 << 10
+# A hop's own headers (RFC 9110 7.6.1), never forwarded; Host is kept, for request.url.
+_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+        "transfer-encoding", "upgrade", "proxy-connection"}
+
+
+def handler(web: Any, route: dict[str, Any]) -> Any:
+    """The aiohttp handler of one worker route on ComfyUI's server."""
+    import aiohttp
+    socket_path, env = str(route.get("socket")), str(route.get("env"))
+
+    async def proxy(request: Any) -> Any:
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
+        body = request.content if request.body_exists else None
+        try:
+            async with _session(aiohttp, socket_path).request(request.method, "http://worker" + request.raw_path,
+                                           headers=headers, data=body, allow_redirects=False,
+                                           skip_auto_headers=("User-Agent", "Accept",
+                                                              "Accept-Encoding")) as upstream:
+                answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+                for k, v in upstream.raw_headers:
+                    name = k.decode("latin-1")
+                    if name.lower() not in _HOP and name.lower() != "content-length":
+                        answer.headers.add(name, v.decode("latin-1"))
+                if upstream.content_length is not None:
+                    answer.content_length = upstream.content_length
+                await answer.prepare(request)
+                async for piece in upstream.content.iter_chunked(_PIECE):
+                    await answer.write(piece)
+                await answer.write_eof()
+                return answer
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            _log.warning("[comfy-orch] %s %s: the worker of env %s did not answer: %s",
+                         request.method, request.path, env, exc)
+            if "answer" in locals() and answer.prepared:
+                raise  # its status is sent: the connection ends, the body cut short
+            return web.json_response(
+                {"error": "the worker of env %s, which serves %s, did not answer (%s); it "
+                          "restarts after a loss: try again shortly" % (env, request.path, exc)},
+                status=502)
+
+    proxy.__qualname__ = "comfy_orch worker route %s %s (env %s)" % (
+        route.get("method"), route.get("path"), env)
+    return proxy
+
+
+_sessions: dict[str, tuple[Any, Any]] = {}  # socket path -> (its loop, its client session)
+
+
+def _session(aiohttp: Any, socket_path: str) -> Any:
+    """The client session to a worker's socket on the running loop (ComfyUI has one; a new loop,
+    as each asyncio.run makes, gets a new session)."""
+    import asyncio
+    loop = asyncio.get_running_loop()
+    known = _sessions.get(socket_path)
+    if known is None or known[0] is not loop or known[1].closed:
+        session = aiohttp.ClientSession(
+            connector=aiohttp.UnixConnector(path=socket_path), auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+        _sessions[socket_path] = known = (loop, session)
+    return known[1]
