@@ -6,6 +6,12 @@ find_package(tomlplusplus 3 REQUIRED)
 find_package(spdlog 1.10 REQUIRED)
 find_package(nlohmann_json 3.11 REQUIRED)
 find_package(CLI11 2 REQUIRED)
+# serve's image codec (orchestrator/serve/include/orch/serve/image_codec.hpp): libpng,
+# libjpeg-turbo and libwebp (with its demuxer, for animated files and ICC profiles), and zlib for
+# PNG text chunks. libwebp ships no CMake package, so the four are found through pkg-config.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ORCH_IMAGE_LIBRARIES REQUIRED IMPORTED_TARGET
+  libpng16 libjpeg libwebp libwebpdemux zlib)
 if(ORCH_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -24,6 +24,7 @@
 #include "orch/runtime/host_startup.hpp"
 #include "orch/serve/extension_web_dirs.hpp"
 #include "orch/serve/serve_api.hpp"
+#include "orch/serve/worker_routes.hpp"
 #include "orch/serve/serve_files.hpp"
 #include "orch/serve/byte_budget.hpp"
 #include "orch/serve/serve_http.hpp"
@@ -173,8 +174,11 @@ int serve(const serve_options& o) {
 
   orchestrator::http_limits limits;
   limits.max_body = o.max_body;
-  limits.body_rule_for = [&o](const std::string& method, const std::string& path) {
-    return orchestrator::comfy_api::takes_upload(method, path)
+  for (const auto& line : orchestrator::worker_route_clashes(h)) spdlog::warn("serve: {}", line);
+  limits.body_rule_for = [&o, segments = orchestrator::worker_route_segments(h)](
+                             const std::string& method, const std::string& path) {
+    return orchestrator::comfy_api::takes_upload(method, path) ||
+                   segments.count(orchestrator::route_first_segment(path)) > 0
                ? orchestrator::body_rule{o.max_upload, true}
                : orchestrator::body_rule{o.max_body, false};
   };

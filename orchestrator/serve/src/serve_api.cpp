@@ -1,5 +1,7 @@
 #include "orch/serve/serve_api.hpp"
 
+#include "orch/serve/worker_routes.hpp"
+
 #include <malloc.h>
 #include <unistd.h>
 
@@ -128,13 +130,19 @@ comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t histor
       files_(file_directories_of(host.deployment())),
       web_(std::move(web)) {
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
+  // A pack's messages from its worker, whenever they come (a node's, a route handler's).
+  host_.on_io_thread([this] {
+    host_.workers().on_ui_message = [this](const std::string&, const nlohmann::json& m) {
+      events_->ui_message(m);
+    };
+  });
 }
 
 comfy_api::~comfy_api() {
   stop(true);
   // A start_next posted before the HTTP server stopped must not run after this is gone: the io
   // thread runs what was posted in order, so one more turn of it runs them all.
-  if (!host_.stopped()) host_.on_io_thread([] {});
+  if (!host_.stopped()) host_.on_io_thread([this] { host_.workers().on_ui_message = nullptr; });
 }
 
 void comfy_api::stop(bool interrupt_running, std::chrono::milliseconds grace) {
@@ -231,7 +239,8 @@ std::string route_of(const std::string& path) {
 }  // namespace
 
 bool comfy_api::takes_upload(const std::string& method, const std::string& path) {
-  return method == "POST" && route_of(path) == "/upload/image";
+  const std::string route = route_of(path);
+  return method == "POST" && (route == "/upload/image" || route == "/upload/mask");
 }
 
 http_reply comfy_api::handle(const http_request& req) {
@@ -264,11 +273,18 @@ http_reply comfy_api::route(const http_request& req) {
   if (p == "/system_stats" && get) return system_stats();
   if (p == "/view" && get) return files_.view(req);
   if (p == "/upload/image" && post) return files_.upload_image(req);
+  if (p == "/upload/mask" && post) return files_.upload_mask(req);
   if (auto answer = jobs(req)) return std::move(*answer);
+  // A pack's aiohttp route, after ComfyUI's own and before its web root, as main.py adds them.
+  if (auto forward = worker_route_for(host_, req)) {
+    http_reply reply;
+    reply.forward = std::move(forward);
+    return reply;
+  }
   if (auto answer = web_.handle(req)) return std::move(*answer);
-  static const char* known[] = {"/prompt",    "/queue", "/history",      "/object_info",
-                                "/interrupt", "/free",  "/system_stats", "/view",
-                                "/upload/image"};
+  static const char* known[] = {"/prompt",       "/queue",       "/history", "/object_info",
+                                "/interrupt",    "/free",        "/system_stats", "/view",
+                                "/upload/image", "/upload/mask"};
   for (const char* k : known)
     if (p == k) return json_reply({{"error", req.method + " is not allowed on " + p}}, 405);
   return json_reply({{"error", "no route " + req.method + " " + p}}, 404);

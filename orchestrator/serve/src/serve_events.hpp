@@ -10,7 +10,10 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
+#include "orch/runtime/ui_messages.hpp"
+#include "orch/serve/image_codec.hpp"
 #include "orch/serve/serve_api.hpp"
 
 namespace orch::orchestrator {
@@ -61,6 +64,20 @@ class comfy_api::events final : public event_sink {
     return running_node_;
   }
 
+  // A worker's message for the clients (ui_messages.hpp), as ComfyUI's server sends it:
+  // {"type": event, "data"} as text, a binary event as its number (4 bytes, big-endian) and its
+  // bytes, to `sid` or, null, to every client. A node's preview is its progress, then the image
+  // encoded as ComfyUI encodes it (JPEG quality 95, or PNG), to the prompt's client.
+  void ui_message(const json& m) {
+    if (m.contains("preview")) return preview(m);
+    const std::string sid = m["sid"].is_string() ? m["sid"].get<std::string>() : std::string();
+    if (m["event"].is_number_unsigned())
+      return server_.send(sid, binary_event(m["event"].get<std::uint32_t>(),
+                                            m["data"].get_binary()), true);
+    server_.send(sid, json{{"type", m["event"]}, {"data", m["data"]}}.dump(
+                          -1, ' ', false, json::error_handler_t::replace));
+  }
+
   // ComfyUI's routing (execution.py, main.py at a125cd84): a prompt queued with a client_id
   // sends its events to that client; one without sends only progress and
   // execution_interrupted, to every client (status goes to all either way).
@@ -69,6 +86,8 @@ class comfy_api::events final : public event_sink {
     {
       std::lock_guard lock(mutex_);
       sid = client_id_;
+      if (type == "execution_start" && data.value("prompt_id", json()).is_string())
+        prompt_id_ = data["prompt_id"].get<std::string>();
       if (type == "executing")
         running_node_ = data.contains("node") && data["node"].is_string()
                             ? data["node"].get<std::string>()
@@ -95,6 +114,49 @@ class comfy_api::events final : public event_sink {
   }
 
  private:
+  static std::string binary_event(std::uint32_t event, const std::vector<std::uint8_t>& bytes) {
+    std::string frame;
+    frame.reserve(4 + bytes.size());
+    for (int shift : {24, 16, 8, 0}) frame += static_cast<char>((event >> shift) & 0xff);
+    frame.append(bytes.begin(), bytes.end());
+    return frame;
+  }
+
+  void preview(const json& m) {
+    std::string prompt_id, sid;
+    {
+      std::lock_guard lock(mutex_);
+      prompt_id = prompt_id_;
+      sid = client_id_;
+    }
+    const std::string node = m["node"].get<std::string>();
+    emit("progress", {{"value", m["value"]}, {"max", m["max"]}, {"prompt_id", prompt_id},
+                      {"node", node}});
+    const json& p = m["preview"];
+    const bool png = p["format"] == "PNG";
+    const auto& pixels = p["pixels"].get_binary();
+    const auto w = p["width"].get<std::uint32_t>(), h = p["height"].get<std::uint32_t>();
+    auto image = png ? encode_png(pixels.data(), w, h, 3, 1) : encode_jpeg(pixels.data(), w, h, 95);
+    if (!image) {
+      spdlog::warn("serve: a preview of node {} was not sent: {}", node, image.err().message);
+      return;
+    }
+    std::vector<std::uint8_t> legacy = {0, 0, 0, static_cast<std::uint8_t>(png ? 2 : 1)};
+    legacy.insert(legacy.end(), image->begin(), image->end());
+    const std::string metadata = json{{"node_id", node},         {"prompt_id", prompt_id},
+                                      {"display_node_id", node}, {"parent_node_id", nullptr},
+                                      {"real_node_id", node},
+                                      {"image_type", png ? "image/png" : "image/jpeg"}}
+                                     .dump();
+    std::vector<std::uint8_t> with_metadata;
+    for (int shift : {24, 16, 8, 0})
+      with_metadata.push_back(static_cast<std::uint8_t>((metadata.size() >> shift) & 0xff));
+    with_metadata.insert(with_metadata.end(), metadata.begin(), metadata.end());
+    with_metadata.insert(with_metadata.end(), image->begin(), image->end());
+    server_.send_preview(sid, binary_event(preview_image_event, legacy),
+                         binary_event(preview_image_with_metadata_event, with_metadata));
+  }
+
   // ComfyUI's progress_state (comfy_execution/progress.py at a125cd84): at each node's start,
   // progress and end, the state of every node of the prompt that is no longer pending,
   // {"prompt_id", "nodes": {id: {value, max, state, node_id, prompt_id, display_node_id,
@@ -165,6 +227,7 @@ class comfy_api::events final : public event_sink {
   http_server& server_;
   mutable std::mutex mutex_;
   std::string client_id_;
+  std::string prompt_id_;  // the running (or last) prompt's
   std::string running_node_;  // ComfyUI's last_node_id
   json messages_ = json::array();
   json outputs_ = json::object();

@@ -165,13 +165,29 @@ result<std::uint16_t> http_server::listen(const std::string& address, std::uint1
   return bound;
 }
 
-void http_server::send(const std::string& sid, std::string text) {
-  boost::asio::post(state_->io, [st = state_, sid, text = std::move(text)]() mutable {
+void http_server::send(const std::string& sid, std::string text, bool binary) {
+  boost::asio::post(state_->io, [st = state_, sid, text = std::move(text), binary]() mutable {
     if (sid.empty()) {
       for (auto& [_, w] : st->ws)
-        if (auto s = w.lock()) s->deliver(text);
+        if (auto s = w.lock()) s->deliver(text, binary);
     } else if (auto it = st->ws.find(sid); it != st->ws.end()) {
-      if (auto s = it->second.lock()) s->deliver(std::move(text));
+      if (auto s = it->second.lock()) s->deliver(std::move(text), binary);
+    }
+  });
+}
+
+void http_server::send_preview(const std::string& sid, std::string legacy,
+                               std::string with_metadata) {
+  boost::asio::post(state_->io, [st = state_, sid, legacy = std::move(legacy),
+                                 with_metadata = std::move(with_metadata)] {
+    const auto to = [&](ws_session& s) {
+      s.deliver(s.wants_preview_metadata() ? with_metadata : legacy, true);
+    };
+    if (sid.empty()) {
+      for (auto& [_, w] : st->ws)
+        if (auto s = w.lock()) to(*s);
+    } else if (auto it = st->ws.find(sid); it != st->ws.end()) {
+      if (auto s = it->second.lock()) to(*s);
     }
   });
 }

@@ -27,6 +27,7 @@
 #include "orch/serve/serve_origin.hpp"
 #include "orch/support/untrusted_text.hpp"
 #include "serve_http_state.hpp"
+#include "serve_upstream.hpp"
 #include "serve_ws_session.hpp"
 #include "spooled_body.hpp"
 
@@ -179,7 +180,10 @@ class http_session : public std::enable_shared_from_this<http_session> {
     const auto& req = header_->get();
     view_ = http_request{};
     view_.method = std::string(req.method_string());
-    split_target(std::string(req.target()), view_);
+    view_.target = std::string(req.target());
+    split_target(view_.target, view_);
+    for (const auto& field : req)
+      view_.fields.emplace_back(std::string(field.name_string()), std::string(field.value()));
     // Before anything runs, WebSocket upgrades included (docs/security.md).
     const std::string host(req[http::field::host]);
     const std::string origin(req[http::field::origin]);
@@ -396,6 +400,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
     keep_alive = keep_alive && !linger && !st_->stopping;
     hold(answer_, nullptr);  // a file or a stream holds no memory while it waits: not charged
     if (reply.pieces) return stream(std::move(reply), version, keep_alive, linger);
+    if (reply.forward) return relay(std::move(reply.forward), version, keep_alive);
     if (reply.file && reply.file->valid()) {
       auto out = std::make_shared<outgoing<http::file_body>>(
           http::response<http::file_body>(static_cast<http::status>(reply.status), version));
@@ -504,6 +509,108 @@ class http_session : public std::enable_shared_from_this<http_session> {
     };
     if (last) return boost::asio::async_write(stream_, http::make_chunk_last(), done);
     boost::asio::async_write(stream_, http::make_chunk(boost::asio::buffer(out->piece)), done);
+  }
+
+  // A pack's aiohttp route: the request goes to its worker (serve_upstream.hpp), and the
+  // worker's answer comes back as it arrives, a piece in memory at a time, charged as stream()'s
+  // pieces are. A worker that does not answer (gone, restarting) is a 502 naming its env; one
+  // that fails once its answer began cuts the connection, its body short.
+  void relay(std::shared_ptr<forwarded_request> f, unsigned version, bool keep_alive) {
+    http::request<http::empty_body> head(http::string_to_verb(f->request.method),
+                                         f->request.target, 11);
+    if (head.method() == http::verb::unknown) head.method_string(f->request.method);
+    for (const auto& [name, value] : f->request.fields)
+      if (!hop_by_hop(name) && !beast::iequals(name, "content-length")) head.set(name, value);
+    auto upstream = std::make_shared<upstream_exchange>(st_->io, f->socket);
+    stream_.expires_never();  // the pack's handler may take long
+    waiting_since_.reset();
+    hold(answer_, &st_->answers);
+    if (!grow(answer_, upstream_exchange::piece_size))
+      return write({503, "application/json",
+                    error_body("too many answer bytes are being written at once; retry shortly"),
+                    {}, nullptr},
+                   version, false, false);
+    upstream->start(std::move(head), std::move(f->request.body), f->request.body_file,
+                    [self = shared_from_this(), upstream, f, version,
+                     keep_alive](beast::error_code ec) {
+                      if (ec) {
+                        spdlog::warn("serve: {} {}: the worker of env {} did not answer: {}",
+                                     f->request.method, printable(f->request.path), f->env,
+                                     ec.message());
+                        return self->write({502, "application/json",
+                                            error_body("the worker of env " + f->env +
+                                                       ", which serves this route, did not "
+                                                       "answer (" + ec.message() +
+                                                       "); it restarts after a loss: try again "
+                                                       "shortly"),
+                                            {}, nullptr},
+                                           version, keep_alive, false);
+                      }
+                      self->relay_head(upstream, version, keep_alive);
+                    });
+  }
+
+  static bool hop_by_hop(beast::string_view name) {
+    for (const char* hop : {"connection", "keep-alive", "proxy-authenticate",
+                            "proxy-authorization", "te", "trailer", "transfer-encoding",
+                            "upgrade", "proxy-connection"})
+      if (beast::iequals(name, hop)) return true;
+    return false;
+  }
+
+  void relay_head(const std::shared_ptr<upstream_exchange>& upstream, unsigned version,
+                  bool keep_alive) {
+    const auto& answer = upstream->answer();
+    auto out = std::make_shared<streamed>();
+    out->res = http::response<http::empty_body>(answer.result(), version);
+    out->res.reason(answer.reason());
+    for (const auto& field : answer)
+      if (!hop_by_hop(field.name_string()) && field.name() != http::field::content_length)
+        out->res.insert(field.name_string(), field.value());
+    const auto length = answer.payload_size();
+    if (length) out->res.content_length(*length);
+    else out->res.chunked(!upstream->finished());
+    out->res.keep_alive(keep_alive && !st_->stopping);
+    out->header.emplace(out->res);
+    waiting_since_ = std::chrono::steady_clock::now();
+    stream_.expires_at(answer_deadline());
+    http::async_write_header(stream_, *out->header,
+                             [self = shared_from_this(), out, upstream](beast::error_code ec,
+                                                                        std::size_t n) {
+                               if (ec) return self->close();
+                               self->answer_.moved += n;
+                               self->relay_piece(out, upstream);
+                             });
+  }
+
+  void relay_piece(const std::shared_ptr<streamed>& out,
+                   const std::shared_ptr<upstream_exchange>& upstream) {
+    if (!answer_.budget) return;  // closed to make room
+    stream_.expires_never();  // waiting on the worker, not on its client
+    waiting_since_.reset();
+    upstream->read_some([self = shared_from_this(), out, upstream](beast::error_code ec,
+                                                                   std::string_view piece) {
+      if (ec) return self->close();  // the worker failed mid-answer: its body cut short
+      const bool chunked = out->res.chunked();
+      const bool last = piece.empty() && upstream->finished();
+      const auto done = [self, out, upstream, last](beast::error_code e, std::size_t n) {
+        if (e) return self->close();
+        self->answer_.moved += n;
+        if (last) return self->answered(out->res.keep_alive(), false);
+        self->relay_piece(out, upstream);
+      };
+      self->waiting_since_ = std::chrono::steady_clock::now();
+      self->stream_.expires_at(self->answer_deadline());
+      if (last && chunked) return boost::asio::async_write(self->stream_, http::make_chunk_last(), done);
+      if (last) return done({}, 0);
+      if (piece.empty()) return self->relay_piece(out, upstream);
+      if (chunked)
+        return boost::asio::async_write(
+            self->stream_, http::make_chunk(boost::asio::buffer(piece.data(), piece.size())),
+            done);
+      boost::asio::async_write(self->stream_, boost::asio::buffer(piece.data(), piece.size()),
+                               done);
+    });
   }
 
   // Its answer is written: what it held goes back, and the connection waits for its next

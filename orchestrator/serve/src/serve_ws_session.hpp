@@ -8,6 +8,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <boost/beast/core.hpp>
@@ -59,7 +60,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     });
   }
 
-  void deliver(std::string text) {
+  void deliver(std::string text, bool binary = false) {
     if (closed_) return;
     if (queue_.size() >= st_->limits.max_ws_queue ||
         queued_bytes_ + text.size() > st_->limits.max_ws_queue_bytes) {
@@ -73,6 +74,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
       return;
     }
     queued_bytes_ += text.size();
+    if (binary) binary_.insert(sent_ + queue_.size());
     queue_.push_back(std::move(text));
     if (queue_.size() > 1) return;  // it goes out behind the write in progress
     ws_.next_layer().cork();  // until the queue is empty: what is queued meanwhile joins it
@@ -80,6 +82,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   }
 
   const boost::asio::ip::address& peer() const { return peer_; }
+  // Its feature_flags asked for PREVIEW_IMAGE_WITH_METADATA (ComfyUI's choice per client).
+  bool wants_preview_metadata() const { return preview_metadata_; }
   std::chrono::steady_clock::time_point opened() const { return opened_; }
 
   // Ends it at once, its slot free for another client (make_ws_room): no close frame, which a
@@ -130,6 +134,8 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     if (buffer_.size() > 4096) return;  // a client's flags are a few dozen bytes
     const auto body = parse_bounded_json(beast::buffers_to_string(buffer_.data()));
     if (!body || !body->is_object() || body->value("type", json()) != "feature_flags") return;
+    const json flags = body->value("data", json::object());
+    preview_metadata_ = flags.is_object() && flags.value("supports_preview_metadata", false);
     const auto rule = st_->limits.body_rule_for
                           ? st_->limits.body_rule_for("POST", "/upload/image")
                           : body_rule{st_->limits.max_body};
@@ -137,11 +143,12 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   }
 
   void write_next() {
-    ws_.text(true);
+    ws_.text(binary_.erase(sent_) == 0);
     ws_.async_write(boost::asio::buffer(queue_.front()),
                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
                       self->queued_bytes_ -= self->queue_.front().size();
                       self->queue_.pop_front();  // gone() keeps it until here: Beast reads it
+                      ++self->sent_;
                       if (ec) return self->gone();
                       if (!self->queue_.empty() && !self->closed_) return self->write_next();
                       self->ws_.next_layer().uncork();
@@ -173,6 +180,9 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   std::chrono::steady_clock::time_point opened_;
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;
+  bool preview_metadata_ = false;
+  std::uint64_t sent_ = 0;          // the frames written so far: the number of queue_'s front
+  std::set<std::uint64_t> binary_;  // the numbers of the queued frames that are binary
   bool closed_ = false;
   bool registered_ = false;
   bool first_read_ = false;  // the client's first text message has been read

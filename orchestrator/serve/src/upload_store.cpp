@@ -78,8 +78,22 @@ std::string numbered_name(const std::string& name, unsigned n) {
   return stem + " (" + std::to_string(n) + ")" + ext;
 }
 
+result<std::optional<std::string>> stored_duplicate(int dir, const std::string& name,
+                                                    std::string_view data) {
+  for (unsigned n = 0; n <= max_numbered; ++n) {
+    const std::string candidate = n == 0 ? name : numbered_name(name, n);
+    struct stat st {};
+    if (::fstatat(dir, candidate.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) return std::optional<std::string>();
+      return errno_error(serve_errc::file_io_failed, "stat('" + candidate + "')");
+    }
+    if (S_ISREG(st.st_mode) && holds(dir, candidate, data)) return std::optional(candidate);
+  }
+  return std::optional<std::string>();
+}
+
 result<std::string> store_upload(int dir, const std::string& name, std::string_view data,
-                                 bool overwrite) {
+                                 bool overwrite, same_bytes duplicates) {
   std::string temp;
   ipc::unique_fd fd;
   for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
@@ -117,7 +131,9 @@ result<std::string> store_upload(int dir, const std::string& name, std::string_v
     const std::string candidate = n == 0 ? name : numbered_name(name, n);
     struct stat st {};
     if (::fstatat(dir, candidate.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-      if (S_ISREG(st.st_mode) && holds(dir, candidate, data)) return candidate;  // a duplicate
+      if (duplicates == same_bytes::answer_that_name && S_ISREG(st.st_mode) &&
+          holds(dir, candidate, data))
+        return candidate;  // a duplicate
       ++n;
       continue;
     }

@@ -316,6 +316,73 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(image.getpixel((3, 3)), (200, 10, 10))
         self.assertIn((2, 2, None, "t"), seen)
 
+    def test_serve_forwards_a_workers_aiohttp_routes_and_its_messages_reach_ws_clients(self):
+        import hashlib
+        import websocket  # Debian's python3-websocket
+        server = subprocess.Popen([os.environ["ORCH_CLI"], "serve",
+                                   os.environ["COMFY_ORCH_DEPLOYMENT"], "--port", "0",
+                                   "--no-control-socket"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            for line in server.stdout:
+                if "listening on " in line:
+                    url = line.split("listening on ", 1)[1].strip()
+                    break
+            else:
+                raise AssertionError("serve never listened: " + server.stderr.read())
+            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+            def ask(path, data=None, headers=None, method=None):
+                request = urllib.request.Request(url + path, data=data, headers=headers or {},
+                                                 method=method)
+                try:
+                    with direct.open(request, timeout=60) as reply:
+                        return reply.status, dict(reply.headers), reply.read()
+                except urllib.error.HTTPError as e:
+                    return e.code, dict(e.headers), e.read()
+            status, headers, whole = ask("/orchdemo/web/file")
+            self.assertEqual((status, len(whole), headers.get("Cache-Control")),
+                             (200, 3 << 20, "no-cache"))
+            self.assertEqual(hashlib.sha256(whole).digest(),
+                             hashlib.sha256(bytes(range(256)) * 4096 * 3).digest())
+            status, headers, part = ask("/api/orchdemo/web/file", headers={"Range": "bytes=5-9"})
+            self.assertEqual((status, part), (206, bytes(range(5, 10))))
+            status, _, body = ask("/orchdemo/web/item/a%20b/c/d.txt?x=1",
+                                  headers={"Cookie": "flavour=mint", "X-Demo": "yes"})
+            item = json.loads(body)
+            self.assertEqual((status, item["match_info"], item["query"], item["cookie"],
+                              item["header"]), (200, {"name": "a b", "rest": "c/d.txt"},
+                                                {"x": "1"}, "mint", "yes"))
+            raw = os.urandom(3 << 20)
+            status, _, body = ask("/orchdemo/web/raw", data=raw, method="PUT")
+            self.assertEqual((status, json.loads(body)),
+                             (200, {"size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}))
+            status, _, body = ask("/orchdemo/web/stream")
+            self.assertEqual((status, body), (200, b"".join(b"piece %d\n" % i for i in range(5))))
+            status, _, body = ask("/orchdemo/web/none")
+            self.assertEqual(status, 404)  # the worker's aiohttp matches the rest
+            ws = websocket.create_connection(url.replace("http", "ws") + "/ws?clientId=c9",
+                                             timeout=60)
+            try:
+                frames = []
+                status, _, _ = ask("/orchdemo/web/say", data=json.dumps(
+                    {"text": "hi", "sid": "c9"}).encode(), headers={"Content-Type":
+                                                                    "application/json"})
+                self.assertEqual(status, 200)
+                while len([f for f in frames if not (isinstance(f, str) and
+                                                     '"status"' in f)]) < 4:
+                    frames.append(ws.recv())
+            finally:
+                ws.close()
+            mine = [f for f in frames if not (isinstance(f, str) and '"status"' in f)]
+            self.assertEqual(json.loads(mine[0]), {"type": "orchdemo.said", "data": {"text": "hi"}})
+            self.assertEqual(json.loads(mine[1]), {"type": "orchdemo.async", "data": {"n": 1}})
+            self.assertEqual(mine[2:], [b"\x00\x00\x00\x05\x00\x01raw",
+                                        b"\x00\x00\x00\x03\x00\x00\x00\x0242working on it"])
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.communicate(timeout=60)
+
     def test_comfyuis_arguments_reach_the_workers(self):
         import json as json_module
         mirrored = json_module.loads(os.environ["COMFY_ORCH_COMFYUI_ARGS"])

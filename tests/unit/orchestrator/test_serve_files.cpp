@@ -112,9 +112,8 @@ TEST_F(serve_files_test, view_answers_the_file_with_its_type_and_name) {
   EXPECT_EQ(bytes(view("/view?filename=b.webp&subfolder=sub%2Fdir")), "webp bytes");
   EXPECT_EQ(bytes(view("/view?filename=c.json&type=input")), "{}");
   EXPECT_EQ(bytes(view("/view?filename=d.txt&type=temp")), "temp");
-  // ComfyUI's annotated names, and its preview option ignored (the file as it is).
+  // ComfyUI's annotated names (preview= and channel=: test_view_image.cpp).
   EXPECT_EQ(bytes(view("/view?filename=c.json%20%5Binput%5D")), "{}");
-  EXPECT_EQ(bytes(view("/view?filename=a.png&preview=webp;90&channel=rgb")), "png bytes");
   // ComfyUI serves the last component of a file name from the subfolder.
   EXPECT_EQ(bytes(view("/view?filename=sub/a.png")), "png bytes");
 }

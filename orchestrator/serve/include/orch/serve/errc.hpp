@@ -20,5 +20,13 @@ inline constexpr const char* file_io_failed = "file_io_failed";
 inline constexpr const char* not_found = "not_found";
 // A request whose query or body a route refuses (serve_jobs.hpp): ComfyUI's 400, with its text.
 inline constexpr const char* bad_request = "bad_request";
+// Images (image_codec.hpp): bytes that are no PNG, JPEG or WebP image serve can read (malformed,
+// truncated, another format); an image of more pixels than serve decodes; pixels an encoder
+// refuses (a size past the format's, a quality out of its range); two images whose sizes must
+// match and do not (/upload/mask's image and its original).
+inline constexpr const char* image_unreadable = "image_unreadable";
+inline constexpr const char* image_too_large = "image_too_large";
+inline constexpr const char* image_unwritable = "image_unwritable";
+inline constexpr const char* image_size_mismatch = "image_size_mismatch";
 
 }  // namespace orch::orchestrator::serve_errc

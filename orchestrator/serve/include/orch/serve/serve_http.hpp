@@ -47,6 +47,18 @@ struct http_request {
   std::string content_type;
   // The Comfy-Usage-Source header, which ComfyUI records in a prompt's extra_data.
   std::string usage_source;
+  // The request line's target as sent, and the header's fields: what a request forwarded to a
+  // worker's aiohttp route carries (forwarded_request).
+  std::string target;
+  std::vector<std::pair<std::string, std::string>> fields;
+};
+
+// A request of a pack's aiohttp route, forwarded to the worker that serves it on `socket`
+// (serve_upstream.hpp), whose answer is streamed back as it comes.
+struct forwarded_request {
+  std::string socket;
+  std::string env;  // named in the 502 when the worker does not answer
+  http_request request;
 };
 
 struct http_reply {
@@ -65,6 +77,8 @@ struct http_reply {
   // chunked as the client reads: a large answer (/history) is neither built whole nor held. Run
   // on the io thread, so each piece must be quick to make.
   std::function<std::optional<std::string>()> pieces = nullptr;
+  // When set, the answer is the worker's, to this request (serve_upstream.hpp).
+  std::shared_ptr<forwarded_request> forward = nullptr;
 };
 
 // `target` (a request line's path and query) as its percent-decoded path and query fields.
@@ -143,7 +157,11 @@ class http_server {
   result<std::uint16_t> listen(const std::string& address, std::uint16_t port);
   // Sends a text frame to the WebSocket client `sid`, or to every client when sid is empty
   // (ComfyUI's send_sync). From any thread.
-  void send(const std::string& sid, std::string text);
+  // `binary`: a binary frame (ComfyUI's previews, a pack's binary events), else text.
+  void send(const std::string& sid, std::string text, bool binary = false);
+  // A preview (binary): PREVIEW_IMAGE_WITH_METADATA to a client whose feature_flags ask for it,
+  // PREVIEW_IMAGE to any other, as ComfyUI chooses.
+  void send_preview(const std::string& sid, std::string legacy, std::string with_metadata);
   std::size_t ws_clients() const;
   // Stops accepting, closes every connection and waits for the API thread. Idempotent; not on
   // the io thread.

@@ -11,6 +11,7 @@
 // lacks it), so a file that appears meanwhile is never replaced.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,11 +19,25 @@
 
 namespace orch::orchestrator {
 
+// What store_upload makes of a taken name whose file holds exactly the bytes it is given: the
+// upload's name, with nothing written (ComfyUI's hash check), or a name taken like any other
+// (for /upload/mask, which writes other bytes than it received, and looks for the received ones
+// first with stored_duplicate).
+enum class same_bytes { answer_that_name, pass_over };
+
 // Writes `data` as the file `name` (a plain_file_name) of the directory `dir` (a descriptor).
 // Returns the name it was stored under. Errors: bad_path (with `overwrite`, a directory holds
 // the name), file_io_failed (the disk is full, the directory is not writable, ...).
 result<std::string> store_upload(int dir, const std::string& name, std::string_view data,
-                                 bool overwrite);
+                                 bool overwrite,
+                                 same_bytes duplicates = same_bytes::answer_that_name);
+
+// The name ComfyUI's upload loop stops at without writing anything for `data` (not
+// overwriting): the first of `name`, `stem (1).ext`, ... whose file holds exactly `data`,
+// looked for among the taken names before the first free one; nullopt when a free name comes
+// first. Errors: file_io_failed.
+result<std::optional<std::string>> stored_duplicate(int dir, const std::string& name,
+                                                    std::string_view data);
 
 // ComfyUI's `stem (n).ext` for the n-th other name of `name` (os.path.splitext's split: the last
 // '.' that is not leading).
