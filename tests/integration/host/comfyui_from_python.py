@@ -49,24 +49,30 @@ def _as_json(value):
     return json.loads(json.dumps(value))
 
 
-def _served_object_info(deployment):
-    """GET /object_info of `comfy-orch serve` on `deployment`, on a free port."""
+@contextlib.contextmanager
+def _serving(deployment):
+    """`comfy-orch serve` on `deployment`, on a free port: its URL, until the block ends."""
     server = subprocess.Popen([os.environ["ORCH_CLI"], "serve", deployment, "--port", "0",
                                "--no-control-socket"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
         for line in server.stdout:  # "comfy-orch serve: listening on http://ADDR:PORT"
             if "listening on " in line:
-                url = line.split("listening on ", 1)[1].strip()
+                yield line.split("listening on ", 1)[1].strip()
                 break
         else:
             raise AssertionError("serve never listened: " + server.stderr.read())
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with direct.open(url + "/object_info", timeout=60) as reply:
-            return json.loads(reply.read())
     finally:
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=60)
+
+
+def _served_object_info(deployment):
+    """GET /object_info of `comfy-orch serve` on `deployment`."""
+    with _serving(deployment) as url:
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with direct.open(url + "/object_info", timeout=60) as reply:
+            return json.loads(reply.read())
 
 
 def _as_output_node(cls):
@@ -319,17 +325,7 @@ class ComfyUIHost(unittest.TestCase):
     def test_serve_forwards_a_workers_aiohttp_routes_and_its_messages_reach_ws_clients(self):
         import hashlib
         import websocket  # Debian's python3-websocket
-        server = subprocess.Popen([os.environ["ORCH_CLI"], "serve",
-                                   os.environ["COMFY_ORCH_DEPLOYMENT"], "--port", "0",
-                                   "--no-control-socket"], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        try:
-            for line in server.stdout:
-                if "listening on " in line:
-                    url = line.split("listening on ", 1)[1].strip()
-                    break
-            else:
-                raise AssertionError("serve never listened: " + server.stderr.read())
+        with _serving(os.environ["COMFY_ORCH_DEPLOYMENT"]) as url:
             direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
             def ask(path, data=None, headers=None, method=None):
@@ -379,9 +375,6 @@ class ComfyUIHost(unittest.TestCase):
             self.assertEqual(json.loads(mine[1]), {"type": "orchdemo.async", "data": {"n": 1}})
             self.assertEqual(mine[2:], [b"\x00\x00\x00\x05\x00\x01raw",
                                         b"\x00\x00\x00\x03\x00\x00\x00\x0242working on it"])
-        finally:
-            server.send_signal(signal.SIGTERM)
-            server.communicate(timeout=60)
 
     def test_comfyuis_arguments_reach_the_workers(self):
         import json as json_module
