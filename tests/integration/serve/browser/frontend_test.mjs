@@ -1,21 +1,32 @@
 // ComfyUI's official frontend against `comfy-orch serve`, in Debian's Chromium driven by
 // playwright-core (docs/serve.md, "The frontend"); run by run_frontend_test.py:
 //
-//   node frontend_test.mjs URL OUT_DIR COMFYUI_TREE
+//   node frontend_test.mjs URL OUT_DIR COMFYUI_TREE [serve|launch]
 //
 // What a person does: open the page, find the nodes in the library, load a workflow and press
-// Run, watch the sampler's progress and the preview image, see the job in the queue, save the
-// workflow, change a setting and reload. Screenshots of each step go to OUT_DIR; every JSON
-// answer and WebSocket message the page received goes to OUT_DIR/captured.json, which
-// check_frontend_types checks against the frontend's published TypeScript types.
+// Run, watch the sampler's progress, the Python pack's node at work (its live preview, its
+// progress text, the pack's script showing its messages and an image from the pack's route) and
+// the preview image, see the job in the queue, save the workflow, change a setting and reload.
+// Screenshots of each step go to OUT_DIR; every JSON answer and WebSocket message the page
+// received goes to OUT_DIR/captured.json, which check_frontend_types checks against the
+// frontend's published TypeScript types.
+//
+// `launch` (run_launch_frontend_test.py) is a real ComfyUI under `comfy-orch launch`: its own
+// nodes stand where serve's native example packs do (workflow_launch.json), so the native
+// nodes' checks are left out; the Python pack's are the same.
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from '../npm/node_modules/playwright-core/index.mjs';
+import { recordPackWebSide, checkPackWebSide } from './pack_web_side.mjs';
 
-const [url, out, tree] = process.argv.slice(2);
+const [url, out, tree, mode = 'serve'] = process.argv.slice(2);
 const here = dirname(fileURLToPath(import.meta.url));
-const workflow = JSON.parse(readFileSync(join(here, 'workflow.json'), 'utf8'));
+const underServe = mode === 'serve';
+const workflow = JSON.parse(readFileSync(
+  join(here, underServe ? 'workflow.json' : 'workflow_launch.json'), 'utf8'));
+const stepsNode = String(workflow.nodes.find((n) => n.type === 'BrowserSteps').id);
+const stepCount = workflow.nodes.find((n) => n.type === 'BrowserSteps').widgets_values[0];
 
 // What the page asks for that ComfyUI answers the same way without the optional packages a
 // ComfyUI install may add (docs/serve.md, the route table): 404s, never failures of serve.
@@ -78,7 +89,10 @@ page.on('requestfailed', async (r) => {
 });
 page.on('websocket', (ws) => {
   ws.on('framereceived', (f) => {
-    if (typeof f.payload === 'string') captured.ws.push(JSON.parse(f.payload));
+    if (typeof f.payload !== 'string') return;
+    const message = JSON.parse(f.payload);
+    // The pack's own message is no part of ComfyUI's protocol, which the types describe.
+    if (!String(message.type).startsWith('browserdemo.')) captured.ws.push(message);
   });
 });
 
@@ -102,7 +116,7 @@ check(await page.evaluate(() => window.orchBrowserDemoLoaded === true),
       'the Python pack\'s WEB_DIRECTORY script ran in the page');
 
 // 2. The node library: a native node and a Python pack's node, with their widgets and outputs.
-const nodes = await page.evaluate(() => {
+const nodes = await page.evaluate((native) => {
   const describe = (type) => {
     const n = window.LiteGraph.createNode(type);
     return { title: n.title,
@@ -110,11 +124,15 @@ const nodes = await page.evaluate(() => {
              widgets: Object.fromEntries(n.widgets.map((w) => [w.name, { value: w.value,
                                                                          options: w.options }])) };
   };
-  return { solid: describe('SolidImage'), tint: describe('BrowserTint') };
-});
-check(nodes.solid.title === 'Solid Image', 'the native SolidImage is listed as "Solid Image"');
-check(nodes.solid.widgets.width.options.min === 1 && nodes.solid.widgets.width.options.max === 4096,
-      'its width widget has the pack\'s min and max');
+  return { solid: native ? describe('SolidImage') : null, tint: describe('BrowserTint'),
+           steps: describe('BrowserSteps') };
+}, underServe);
+if (underServe) {
+  check(nodes.solid.title === 'Solid Image', 'the native SolidImage is listed as "Solid Image"');
+  check(nodes.solid.widgets.width.options.min === 1 &&
+        nodes.solid.widgets.width.options.max === 4096,
+        'its width widget has the pack\'s min and max');
+}
 check(nodes.tint.title === 'Browser Tint', 'the Python BrowserTint is listed as "Browser Tint"');
 check(JSON.stringify(nodes.tint.widgets.colour.options.values) === '["red","green","blue"]',
       'its combo offers the pack\'s choices');
@@ -123,14 +141,21 @@ check(amount.min === 0 && amount.max === 100 && amount.step2 === 5,
       'its INT widget has min 0, max 100 and step 5');
 check(JSON.stringify(nodes.tint.outputs) === '["tinted","amount_used"]',
       'its outputs carry the pack\'s RETURN_NAMES');
+check(nodes.steps.title === 'Browser Steps',
+      'the Python BrowserSteps is listed as "Browser Steps"');
 const command = (id) => page.evaluate((c) => window.app.extensionManager.command.execute(c), id);
 await command('Workspace.ToggleSidebarTab.node-library');
 await page.waitForTimeout(500);
 await shot('2-node-library');
 await command('Workspace.ToggleSidebarTab.node-library');
 
-// 3. Load a workflow, press Run: progress on the sampler, the preview from /api/view.
+// 3. Load a workflow, press Run: progress on the sampler, the Python node's live preview,
+// progress text, message and route (pack_web_side.mjs), the preview from /api/view.
 await page.evaluate((w) => window.app.loadGraphData(w), workflow);
+await command('Comfy.Canvas.FitView');  // the whole workflow in the running screenshot
+await recordPackWebSide(page);
+const swatchLoaded = page.waitForResponse(
+  (r) => r.url().includes('/api/browserdemo/swatch?'), { timeout: 120000 });
 const previewLoaded = page.waitForResponse(
   (r) => r.url().includes('/api/view?') && r.url().includes('browser_preview_') &&
          r.status() === 200, { timeout: 120000 });
@@ -142,7 +167,11 @@ check(typeof queued.prompt_id === 'string', 'Run queued the workflow: ' + JSON.s
 const sent = JSON.parse((await posted).request().postData());
 check(sent.extra_data?.extra_pnginfo?.workflow?.nodes?.length === workflow.nodes.length,
       'the prompt carries the workflow in extra_pnginfo');
-await page.waitForTimeout(400);
+// Mid-node, for the screenshot: the pack's script has shown the node's second step (what the
+// page saw while the node ran is recorded as it came, and checked below).
+await page.waitForFunction(() => window.orchBrowserDemo.status.length >= 2, null,
+                           { timeout: 120000 })
+  .catch(() => fail('the pack\'s script never got the Python node\'s second step'));
 await shot('3-running');
 const view = await previewLoaded;
 check(view.headers()['content-type'] === 'image/png', 'the preview is fetched from /api/view');
@@ -154,27 +183,39 @@ await page.waitForTimeout(500);
 await shot('4-finished');
 const states = captured.ws.filter((m) => m.type === 'progress_state' &&
                                          m.data.prompt_id === queued.prompt_id);
-const sampler = String(workflow.nodes.find((n) => n.type === 'SimSampler').id);
-check(states.some((m) => m.data.nodes[sampler]?.state === 'running' &&
-                         m.data.nodes[sampler].value > 0),
-      'progress_state showed the sampler running part-way');
-check(states.some((m) => m.data.nodes[sampler]?.state === 'finished'),
-      'progress_state showed the sampler finished');
+// The native sampler's progress (serve), and the Python node's (its ProgressBar) on both.
+for (const [type, what] of [['SimSampler', 'the sampler'], ['BrowserSteps', 'the Python node']]) {
+  const node = workflow.nodes.find((n) => n.type === type);
+  if (!node) continue;
+  const id = String(node.id);
+  check(states.some((m) => m.data.nodes[id]?.state === 'running' && m.data.nodes[id].value > 0),
+        `progress_state showed ${what} running part-way`);
+  check(states.some((m) => m.data.nodes[id]?.state === 'finished'),
+        `progress_state showed ${what} finished`);
+}
+await checkPackWebSide(page, { check, fail, stepsNode, stepCount, swatch: await swatchLoaded });
 check(captured.ws.some((m) => m.type === 'execution_success' &&
                               m.data.prompt_id === queued.prompt_id), 'the prompt succeeded');
 
 // 4. The queue panel reads the jobs API: the finished job is there.
-const jobs = await page.evaluate(async () =>
-  (await fetch('/api/jobs?status=completed,failed,cancelled&limit=64&offset=0')).json());
+// What the queue panel asks; ComfyUI 0.8.0's jobs API has no `cancelled` (later ones do), and
+// answers 400 to it.
+const finished = underServe ? 'completed,failed,cancelled' : 'completed,failed';
+const jobs = await page.evaluate(async (s) =>
+  (await fetch(`/api/jobs?status=${s}&limit=64&offset=0`)).json(), finished);
 check(jobs.jobs.some((j) => j.id === queued.prompt_id && j.status === 'completed' &&
                             j.preview_output?.filename?.startsWith('browser_preview_')),
       'the jobs API lists the finished job with its preview');
-await command('Comfy.Queue.ToggleOverlay');
-await page.getByText('browser_preview_00000_.png').first().waitFor({ timeout: 10000 })
+// The queue overlay's job list; the 1.35.9 frontend of ComfyUI 0.8.0 has none and lists the
+// finished jobs' outputs in its assets sidebar tab, the name shortened in the middle.
+const queuePanel = underServe ? 'Comfy.Queue.ToggleOverlay' : 'Workspace.ToggleSidebarTab.assets';
+await command(queuePanel);
+await page.getByText(underServe ? 'browser_preview_00000_.png' : /^browser_.*_00000_/).first()
+  .waitFor({ timeout: 10000 })
   .then(() => check(true, 'the queue panel shows the finished job'))
   .catch(() => fail('the queue panel does not show the finished job'));
 await shot('5-queue');
-await command('Comfy.Queue.ToggleOverlay');
+await command(queuePanel);
 
 // 5. Save the workflow: it lands in the user's workflows directory.
 const saving = command('Comfy.SaveWorkflow');

@@ -20,17 +20,21 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def first_visit(tree):
+    """A first visit without the templates dialog that a new user closes by hand."""
+    user = os.path.join(tree, "user", "default")
+    os.makedirs(user, exist_ok=True)
+    with open(os.path.join(user, "comfy.settings.json"), "w") as f:
+        json.dump({"Comfy.TutorialCompleted": True}, f)
+
+
 def write_tree(work, comfyui, packs):
     """The ComfyUI tree and the deployment over it; returns the deployment's path."""
     tree = os.path.join(work, "ComfyUI")
     shutil.copytree(comfyui, tree, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(os.path.join(HERE, "custom_nodes"), os.path.join(tree, "custom_nodes"),
                     dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    # A first visit without the templates dialog that a new user closes by hand.
-    user = os.path.join(tree, "user", "default")
-    os.makedirs(user, exist_ok=True)
-    with open(os.path.join(user, "comfy.settings.json"), "w") as f:
-        json.dump({"Comfy.TutorialCompleted": True}, f)
+    first_visit(tree)
     deployment = os.path.join(work, "deployment.toml")
     native = [os.path.join(packs, p) for p in ("ComfyUI-ImageOps", "ComfyUI-SimSampler")]
     with open(deployment, "w") as f:

@@ -1,28 +1,18 @@
 """Nodes a person sees in the frontend's node library: a combo, an INT with min, max and step,
-named outputs, and a preview node that saves a PNG into ComfyUI's temp directory and returns it
-as ComfyUI's PreviewImage does ({"ui": {"images": [...]}}), so the page shows it from /view."""
+named outputs; a node that talks to the page while it runs (progress text, a live preview, a
+message for the pack's JavaScript); and a preview node that saves a PNG into ComfyUI's temp
+directory and returns it as ComfyUI's PreviewImage does ({"ui": {"images": [...]}}), so the page
+shows it from /view. The pack's own HTTP route is in web_routes.py."""
 
 import os
-import struct
-import zlib
+import time
 
 import numpy as np
 
 import folder_paths
 
-
-def _png(rgb):
-    """An 8-bit RGB PNG of an [H, W, 3] uint8 array (zlib only: no imaging library)."""
-    height, width, _ = rgb.shape
-    raw = b"".join(b"\x00" + rgb[y].tobytes() for y in range(height))
-
-    def chunk(kind, data):
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
-            + chunk(b"IEND", b""))
+from . import web_routes  # noqa: F401  (registers the pack's aiohttp route at import)
+from .png import png
 
 
 class BrowserTint:
@@ -48,6 +38,46 @@ class BrowserTint:
         return (out, amount)
 
 
+class BrowserSteps:
+    """Works in `steps` steps as a sampler does and tells the page at each, as sampler and viewer
+    packs do: its progress text, a progress bar with a preview of the image so far, and a
+    `browserdemo.status` message, with the image's mean colour, for the pack's JavaScript. Each
+    step waits `step_ms` so that a person (and the test) sees the node at work."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "image": ("IMAGE",),
+            "steps": ("INT", {"default": 4, "min": 1, "max": 50}),
+            "step_ms": ("INT", {"default": 250, "min": 0, "max": 5000}),
+        }, "hidden": {"unique_id": "UNIQUE_ID"}}
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "run"
+    CATEGORY = "browser demo"
+
+    def run(self, image, steps, step_ms, unique_id):
+        import comfy.utils
+        from PIL import Image  # ComfyUI's preview tuple holds a PIL image
+        from server import PromptServer
+        server = PromptServer.instance
+        rgb = (np.clip(np.asarray(image, dtype=np.float32)[0, ..., :3], 0.0, 1.0) * 255
+               ).astype(np.uint8)
+        colour = "%02x%02x%02x" % tuple(int(round(c)) for c in rgb.reshape(-1, 3).mean(axis=0))
+        bar = comfy.utils.ProgressBar(steps, node_id=unique_id)
+        for step in range(1, steps + 1):
+            time.sleep(step_ms / 1000.0)
+            shown = rgb.copy()
+            shown[rgb.shape[0] * step // steps:] = 0  # revealed row by row, as a sampler's
+            server.send_progress_text("step %d of %d" % (step, steps), unique_id,
+                                      server.client_id)
+            server.send_sync("browserdemo.status", {"node": unique_id, "step": step,
+                                                    "steps": steps, "colour": colour},
+                             server.client_id)
+            bar.update_absolute(step, steps, ("JPEG", Image.fromarray(shown), 256))
+        return (image,)
+
+
 class BrowserPreview:
     """ComfyUI's PreviewImage: each image of the batch as a PNG in the temp directory."""
 
@@ -68,10 +98,12 @@ class BrowserPreview:
             name = "browser_preview_%05d_.png" % index
             rgb = (np.clip(image[..., :3], 0.0, 1.0) * 255).astype(np.uint8)
             with open(os.path.join(directory, name), "wb") as f:
-                f.write(_png(np.ascontiguousarray(rgb)))
+                f.write(png(np.ascontiguousarray(rgb)))
             saved.append({"filename": name, "subfolder": "", "type": "temp"})
         return {"ui": {"images": saved}}
 
 
-NODE_CLASS_MAPPINGS = {"BrowserTint": BrowserTint, "BrowserPreview": BrowserPreview}
-NODE_DISPLAY_NAME_MAPPINGS = {"BrowserTint": "Browser Tint", "BrowserPreview": "Browser Preview"}
+NODE_CLASS_MAPPINGS = {"BrowserTint": BrowserTint, "BrowserSteps": BrowserSteps,
+                       "BrowserPreview": BrowserPreview}
+NODE_DISPLAY_NAME_MAPPINGS = {"BrowserTint": "Browser Tint", "BrowserSteps": "Browser Steps",
+                              "BrowserPreview": "Browser Preview"}
