@@ -12,7 +12,7 @@
 
 namespace orch::orchestrator::image_parts {
 
-result<decoded_image> decode_png(std::string_view bytes, std::uint64_t max_pixels);  // png_codec
+result<decoded_image> decode_png(std::string_view bytes, std::uint64_t max_pixels);   // png_codec
 result<decoded_image> decode_jpeg(std::string_view bytes, std::uint64_t max_pixels);  // jpeg_codec
 result<decoded_image> decode_webp(std::string_view bytes, std::uint64_t max_pixels);  // image_codec
 
@@ -36,8 +36,7 @@ inline std::optional<error> size_refused(const char* format, std::uint64_t width
   if (width * height <= max_pixels) return std::nullopt;
   return error{serve_errc::image_too_large,
                std::string("the ") + format + " image is " + std::to_string(width) + " x " +
-                   std::to_string(height) + " pixels, more than the " +
-                   std::to_string(max_pixels) +
+                   std::to_string(height) + " pixels, more than the " + std::to_string(max_pixels) +
                    " serve decodes (max_image_pixels): resize it, or view it without preview= "
                    "and channel="};
 }

@@ -4,16 +4,17 @@
 // jump skips no destructor; the jpeg structs are plain C structs owned by the C++ callers, whose
 // frames the jump never leaves, and which destroy them (and free libjpeg's malloc'ed outputs)
 // whatever happened.
+#include <csetjmp>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <csetjmp>
 #include <cstring>
 #include <new>
 #include <vector>
 
 // jpeglib.h needs size_t and FILE declared first, and jerror.h's codes come after it.
 #include <jpeglib.h>
+
 #include <jerror.h>
 
 #include "image_codec_parts.hpp"
@@ -178,9 +179,18 @@ result<decoded_image> decode_jpeg(std::string_view bytes, std::uint64_t max_pixe
     return *refused;
   // Pillow's modes by the number of components (JpegImagePlugin's SOF): 1 L, 3 RGB, 4 CMYK.
   switch (cinfo.num_components) {
-    case 1: image.mode = pil_mode::l; cinfo.out_color_space = JCS_EXT_RGBA; break;
-    case 3: image.mode = pil_mode::rgb; cinfo.out_color_space = JCS_EXT_RGBA; break;
-    case 4: image.mode = pil_mode::cmyk; cinfo.out_color_space = JCS_CMYK; break;
+    case 1:
+      image.mode = pil_mode::l;
+      cinfo.out_color_space = JCS_EXT_RGBA;
+      break;
+    case 3:
+      image.mode = pil_mode::rgb;
+      cinfo.out_color_space = JCS_EXT_RGBA;
+      break;
+    case 4:
+      image.mode = pil_mode::cmyk;
+      cinfo.out_color_space = JCS_CMYK;
+      break;
     default:
       return unreadable("JPEG", "it has " + std::to_string(cinfo.num_components) +
                                     " components; a JPEG of 1, 3 or 4 is read");

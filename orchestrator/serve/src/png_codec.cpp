@@ -28,7 +28,7 @@ struct png_job {
   const unsigned char* data = nullptr;  // reading: the file, and how far it was read
   std::size_t size = 0;
   std::size_t at = 0;
-  png_metadata_reader* metadata = nullptr;  // reading: its text chunks go here
+  png_metadata_reader* metadata = nullptr;   // reading: its text chunks go here
   std::vector<std::uint8_t>* out = nullptr;  // writing: the encoded bytes
   bool truncated = false;                    // reading: the file ended early
   char message[256] = {};                    // libpng's error, or a callback's
@@ -131,8 +131,8 @@ struct png_write_request {
 int write_png(png_structp png, png_infop info, const png_write_request* r) {
   if (setjmp(png_jmpbuf(png))) return 0;
   png_set_IHDR(png, info, r->width, r->height, 8,
-               r->channels == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB,
-               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+               r->channels == 4 ? PNG_COLOR_TYPE_RGB_ALPHA : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_set_compression_level(png, r->level);
   if (r->chunk_count > 0) {
     // iCCP is not safe to copy: libpng writes an unknown chunk of that kind only when told.
@@ -142,8 +142,7 @@ int write_png(png_structp png, png_infop info, const png_write_request* r) {
   }
   png_write_info(png, info);
   const std::size_t stride = std::size_t{r->width} * static_cast<std::size_t>(r->channels);
-  for (std::uint32_t y = 0; y < r->height; ++y)
-    png_write_row(png, r->pixels + stride * y);
+  for (std::uint32_t y = 0; y < r->height; ++y) png_write_row(png, r->pixels + stride * y);
   png_write_end(png, info);
   return 1;
 }
@@ -169,10 +168,14 @@ pil_mode mode_of(png_byte type, png_byte depth) {
   switch (type) {
     case PNG_COLOR_TYPE_GRAY:
       return depth == 1 ? pil_mode::bilevel : depth == 16 ? pil_mode::i : pil_mode::l;
-    case PNG_COLOR_TYPE_PALETTE: return pil_mode::p;
-    case PNG_COLOR_TYPE_GRAY_ALPHA: return depth == 16 ? pil_mode::rgba : pil_mode::la;
-    case PNG_COLOR_TYPE_RGB_ALPHA: return pil_mode::rgba;
-    default: return pil_mode::rgb;
+    case PNG_COLOR_TYPE_PALETTE:
+      return pil_mode::p;
+    case PNG_COLOR_TYPE_GRAY_ALPHA:
+      return depth == 16 ? pil_mode::rgba : pil_mode::la;
+    case PNG_COLOR_TYPE_RGB_ALPHA:
+      return pil_mode::rgba;
+    default:
+      return pil_mode::rgb;
   }
 }
 
@@ -222,8 +225,7 @@ result<decoded_image> decode_png(std::string_view bytes, std::uint64_t max_pixel
   const png_byte depth = png_get_bit_depth(s.png, s.info);
   image.mode = mode_of(type, depth);
   const bool has_trns = png_get_valid(s.png, s.info, PNG_INFO_tRNS) != 0;
-  image.has_transparency = has_trns && (type == PNG_COLOR_TYPE_GRAY ||
-                                        type == PNG_COLOR_TYPE_RGB ||
+  image.has_transparency = has_trns && (type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_RGB ||
                                         type == PNG_COLOR_TYPE_PALETTE);
   const bool grey_16 = image.mode == pil_mode::i;
   std::size_t row_bytes = 0;
@@ -232,8 +234,8 @@ result<decoded_image> decode_png(std::string_view bytes, std::uint64_t max_pixel
   const std::size_t pixels = std::size_t{image.width} * image.height;
   const std::size_t expected = std::size_t{image.width} * (grey_16 ? (has_trns ? 4 : 2) : 4);
   if (row_bytes != expected)
-    return unreadable("PNG", "libpng gives rows of " + std::to_string(row_bytes) +
-                                 " bytes where " + std::to_string(expected) + " were expected");
+    return unreadable("PNG", "libpng gives rows of " + std::to_string(row_bytes) + " bytes where " +
+                                 std::to_string(expected) + " were expected");
   try {
     std::vector<std::uint8_t> buffer(row_bytes * image.height);
     std::vector<png_bytep> rows(image.height);
@@ -258,14 +260,13 @@ result<decoded_image> decode_png(std::string_view bytes, std::uint64_t max_pixel
 }  // namespace image_parts
 
 result<std::vector<std::uint8_t>> encode_png(const std::uint8_t* pixels, std::uint32_t width,
-                                             std::uint32_t height, int channels,
-                                             int compress_level,
+                                             std::uint32_t height, int channels, int compress_level,
                                              const image_metadata* metadata) {
   if (pixels == nullptr || width == 0 || height == 0 || (channels != 3 && channels != 4))
     return unwritable("PNG", "it needs pixels, a size of at least 1 x 1 and 3 or 4 channels");
   if (compress_level < 0 || compress_level > 9)
-    return unwritable("PNG", "compress_level must be 0 to 9, not " +
-                                 std::to_string(compress_level));
+    return unwritable("PNG",
+                      "compress_level must be 0 to 9, not " + std::to_string(compress_level));
   std::vector<std::uint8_t> out;
   png_job job;
   job.out = &out;
@@ -286,8 +287,12 @@ result<std::vector<std::uint8_t>> encode_png(const std::uint8_t* pixels, std::ui
     if (s.info == nullptr) return unwritable("PNG", "libpng could not start (no memory)");
     png_set_write_fn(s.png, &job, write_bytes, flush_bytes);
     out.reserve(std::size_t{width} * height / 2 + 1024);
-    const png_write_request request{pixels,          width,          height,
-                                    channels,        compress_level, unknown.data(),
+    const png_write_request request{pixels,
+                                    width,
+                                    height,
+                                    channels,
+                                    compress_level,
+                                    unknown.data(),
                                     static_cast<int>(unknown.size())};
     if (write_png(s.png, s.info, &request) == 0) return unwritable("PNG", failure_of(job));
   } catch (const std::bad_alloc&) {

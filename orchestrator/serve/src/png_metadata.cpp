@@ -205,8 +205,7 @@ std::vector<std::pair<std::string, std::string>> png_metadata_chunks(
     // zlib.compress's defaults: level 6, a 32 KiB window, memLevel 8.
     if (compress2(reinterpret_cast<Bytef*>(deflated.data()), &size,
                   reinterpret_cast<const Bytef*>(metadata.icc_profile.data()),
-                  static_cast<uLong>(metadata.icc_profile.size()),
-                  Z_DEFAULT_COMPRESSION) == Z_OK) {
+                  static_cast<uLong>(metadata.icc_profile.size()), Z_DEFAULT_COMPRESSION) == Z_OK) {
       deflated.resize(size);
       chunks.emplace_back("iCCP", std::string("ICC Profile\0\0", 13) + deflated);
     }

@@ -55,6 +55,7 @@ class png_metadata_reader {
 // The chunks Pillow writes for `metadata`, in its order: an iCCP chunk (named "ICC Profile",
 // deflated as zlib.compress does) when there is a profile, then one tEXt or iTXt per text,
 // uncompressed. Each is its 4-byte type and its data.
-std::vector<std::pair<std::string, std::string>> png_metadata_chunks(const image_metadata& metadata);
+std::vector<std::pair<std::string, std::string>> png_metadata_chunks(
+    const image_metadata& metadata);
 
 }  // namespace orch::orchestrator

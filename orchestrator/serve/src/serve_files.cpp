@@ -7,8 +7,8 @@
 #include <memory>
 #include <optional>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "orch/executor/prompt.hpp"
 #include "orch/serve/confined_path.hpp"
@@ -268,9 +268,8 @@ http_reply file_routes::upload_mask(const http_request& req) const {
   }
   auto mask = decode_image(form.image->data);
   if (!mask) return refusal(500, "the uploaded mask: " + mask.err().message);
-  auto bytes = masked_image(*original.image, *mask, form.name);
+  auto bytes = masked_image(std::move(*original.image), *mask, form.name);
   if (!bytes) return refusal(500, bytes.err().message);
-  original.image.reset();
   const std::string_view data(reinterpret_cast<const char*>(bytes->data()), bytes->size());
   auto stored =
       store_upload(form.dir.get(), form.name, data, form.overwrite, same_bytes::pass_over);
@@ -304,7 +303,8 @@ file_routes::original_image file_routes::original_of(const std::vector<form_part
     type = t->is_string() ? t->get<std::string>() : std::string();
   }
   const fs::path* root = directory(type);
-  if (root == nullptr) return original_image::skipped("original_ref's type is not output, input or temp");
+  if (root == nullptr)
+    return original_image::skipped("original_ref's type is not output, input or temp");
   std::string subfolder;
   if (const auto sub = doc.find("subfolder"); sub != doc.end() && *sub != "") {
     if (!sub->is_string())

@@ -52,14 +52,14 @@ result<encoded_view> preview(const view_request& r, const decoded_image& image) 
   const bool rgb = r.jpeg || r.as_rgb;
   // Pillow's WebP writer keeps RGB and RGBA as they are, and converts any other mode to RGBA
   // when it has alpha ("A" in the mode, or a palette with transparency), else to RGB.
-  const bool alpha =
-      !rgb && (image.mode == pil_mode::rgba || image.mode == pil_mode::la ||
-               (image.mode == pil_mode::p && image.has_transparency));
+  const bool alpha = !rgb && (image.mode == pil_mode::rgba || image.mode == pil_mode::la ||
+                              (image.mode == pil_mode::p && image.has_transparency));
   const std::vector<std::uint8_t> pixels = alpha ? image.rgba : rgb_of(image);
   if (r.jpeg) {
     if (!q)
-      return view_unwritable("preview quality " + r.quality +
-                        " is too large (Pillow: Python int too large to convert to C ssize_t)");
+      return view_unwritable(
+          "preview quality " + r.quality +
+          " is too large (Pillow: Python int too large to convert to C ssize_t)");
     // Pillow hands the quality to libjpeg as a C int (truncated), and -1 means its default, 75.
     const auto as_int = static_cast<std::int32_t>(static_cast<std::uint32_t>(*q & 0xFFFFFFFFu));
     auto bytes = encode_jpeg(pixels.data(), image.width, image.height, as_int == -1 ? 75 : as_int);
@@ -68,8 +68,8 @@ result<encoded_view> preview(const view_request& r, const decoded_image& image) 
   }
   if (!q || *q > 100)
     return view_unwritable("preview quality " + r.quality + " is not 0 to 100, as WebP's is");
-  auto bytes = encode_webp(pixels.data(), image.width, image.height, alpha ? 4 : 3,
-                           static_cast<float>(*q));
+  auto bytes =
+      encode_webp(pixels.data(), image.width, image.height, alpha ? 4 : 3, static_cast<float>(*q));
   if (!bytes) return bytes.err();
   return view_of("image/webp", *bytes);
 }
@@ -98,7 +98,8 @@ view_request view_request_of(const std::map<std::string, std::string>& query) {
 
 result<encoded_view> render_view(const view_request& request, const decoded_image& image) {
   switch (request.what) {
-    case view_request::kind::preview: return preview(request, image);
+    case view_request::kind::preview:
+      return preview(request, image);
     case view_request::kind::rgb: {
       const auto rgb = rgb_of(image);
       auto png = encode_png(rgb.data(), image.width, image.height, 3, view_png_level);
@@ -115,7 +116,8 @@ result<encoded_view> render_view(const view_request& request, const decoded_imag
       if (!png) return png.err();
       return view_of("image/png", *png);
     }
-    case view_request::kind::file_as_is: break;
+    case view_request::kind::file_as_is:
+      break;
   }
   return view_unwritable("the file is answered as it is, not re-encoded");
 }

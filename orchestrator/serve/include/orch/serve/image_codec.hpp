@@ -89,8 +89,7 @@ result<decoded_image> decode_image_file(int fd, std::uint64_t max_pixels = max_i
 // Pillow's PngInfo.add_text writes them. Errors: image_unwritable (a bad argument; the
 // message names it).
 result<std::vector<std::uint8_t>> encode_png(const std::uint8_t* pixels, std::uint32_t width,
-                                             std::uint32_t height, int channels,
-                                             int compress_level,
+                                             std::uint32_t height, int channels, int compress_level,
                                              const image_metadata* metadata = nullptr);
 
 // `rgb` (width * height * 3 bytes) as a baseline JPEG of `quality` (libjpeg's scale, clamped to
