@@ -174,11 +174,14 @@ int serve(const serve_options& o) {
 
   orchestrator::http_limits limits;
   limits.max_body = o.max_body;
-  for (const auto& line : orchestrator::worker_route_clashes(h)) spdlog::warn("serve: {}", line);
-  limits.body_rule_for = [&o, segments = orchestrator::worker_route_segments(h)](
-                             const std::string& method, const std::string& path) {
+  // A body for a pack's route is the pack's: spooled, as uploads are (the routes are the workers'
+  // once they are ready; a restarted worker registers the same).
+  const auto worker_routes = orchestrator::worker_routes_of(h);
+  for (const auto& line : orchestrator::worker_route_clashes(worker_routes))
+    spdlog::warn("serve: {}", line);
+  limits.body_rule_for = [&o, worker_routes](const std::string& method, const std::string& path) {
     return orchestrator::comfy_api::takes_upload(method, path) ||
-                   segments.count(orchestrator::route_first_segment(path)) > 0
+                   orchestrator::env_answering(worker_routes, path)
                ? orchestrator::body_rule{o.max_upload, true}
                : orchestrator::body_rule{o.max_body, false};
   };
@@ -281,8 +284,8 @@ void add_serve_command(CLI::App& app) {
                   "Largest request body in bytes (default 8 MiB) but an upload's; larger ones get "
                   "HTTP 413");
   cmd->add_option("--max-upload", o->max_upload,
-                  "Largest POST /upload/image body in bytes (default 64 MiB); larger ones get "
-                  "HTTP 413");
+                  "Largest body of POST /upload/image, /upload/mask or a pack's aiohttp route, in "
+                  "bytes (default 64 MiB); larger ones get HTTP 413");
   cmd->add_option("--max-bodies-in-flight", o->max_bodies_in_flight,
                   "Bytes of request bodies held in memory at once (default 192 MiB), counted as "
                   "they arrive past each body's first 64 KiB; one client address holds half at "

@@ -20,7 +20,7 @@ std::vector<std::string> api_route(const http_request& req) {
 }  // namespace
 
 json server_feature_flags(std::size_t max_upload) {
-  return {{"supports_preview_metadata", false}, {"max_upload_size", max_upload}};
+  return {{"supports_preview_metadata", true}, {"max_upload_size", max_upload}};
 }
 
 std::optional<http_reply> frontend_routes::handle(const http_request& req) const {

@@ -567,7 +567,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
     for (const auto& field : answer)
       if (!hop_by_hop(field.name_string()) && field.name() != http::field::content_length)
         out->res.insert(field.name_string(), field.value());
-    const auto length = answer.payload_size();
+    const auto length = upstream->content_length();
     if (length) out->res.content_length(*length);
     else out->res.chunked(!upstream->finished());
     out->res.keep_alive(keep_alive && !st_->stopping);

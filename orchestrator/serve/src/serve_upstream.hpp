@@ -43,6 +43,8 @@ class upstream_exchange : public std::enable_shared_from_this<upstream_exchange>
                                                    done = std::move(done)](
                                                       boost::beast::error_code ec) mutable {
       if (ec) return done(ec);
+      // Beast reads what fits in the buffer's free capacity: 512 bytes at a time otherwise.
+      self->buffer_.reserve(piece_size);
       if (body_file && body_file->valid()) {
         auto req = std::make_shared<http::request<http::file_body>>(std::move(head));
         boost::beast::error_code opened;
@@ -65,6 +67,8 @@ class upstream_exchange : public std::enable_shared_from_this<upstream_exchange>
   answer() const {
     return parser_.get();
   }
+  // The answer's Content-Length, when it has one.
+  boost::optional<std::uint64_t> content_length() const { return parser_.content_length(); }
   bool finished() const { return parser_.is_done(); }
 
   // The answer's next piece, valid until the next call; empty once finished().

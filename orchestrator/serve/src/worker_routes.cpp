@@ -1,68 +1,65 @@
 #include "orch/serve/worker_routes.hpp"
 
+#include <algorithm>
 #include <map>
-#include <utility>
 
 namespace orch::orchestrator {
-namespace {
 
-// Each first segment's env: the first by env name, then by path (the catalogue's order is the
-// class name's, "orch.route:<METHOD> <path>"), and the routes that lost it.
-struct segment_owners {
-  std::map<std::string, std::string> env;
-  std::vector<std::string> clashes;
-};
-
-segment_owners owners(const host_runtime& host) {
-  std::map<std::string, std::map<std::string, std::string>> by_segment;  // segment -> env -> path
-  for (const auto& [type, r] : host.catalogue().routes()) {
-    if (!r.route.value("aiohttp", false)) continue;
-    by_segment[route_first_segment(r.route.value("path", ""))].emplace(r.env, r.route.value("path", ""));
-  }
-  segment_owners out;
-  for (const auto& [segment, envs] : by_segment) {
-    out.env[segment] = envs.begin()->first;
-    for (auto it = std::next(envs.begin()); it != envs.end(); ++it)
-      out.clashes.push_back("route " + it->second + " of env " + it->first +
-                            " is not served: env " + envs.begin()->first +
-                            " has routes under /" + segment + "/ first; give each pack a prefix "
-                            "of its own");
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string route_first_segment(std::string path) {
-  if (path.rfind("/api/", 0) == 0) path = path.substr(4);
-  if (path.empty() || path[0] != '/') return {};
-  const auto end = path.find('/', 1);
-  return path.substr(1, end == std::string::npos ? std::string::npos : end - 1);
-}
-
-std::set<std::string> worker_route_segments(host_runtime& host) {
-  std::set<std::string> out;
-  for (const auto& [segment, env] : host.on_io_thread([&] { return owners(host).env; }))
-    out.insert(segment);
-  return out;
-}
-
-std::shared_ptr<forwarded_request> worker_route_for(host_runtime& host, const http_request& req) {
-  const std::string segment = route_first_segment(req.path);
-  if (segment.empty()) return nullptr;
-  return host.on_io_thread([&]() -> std::shared_ptr<forwarded_request> {
-    const auto found = owners(host).env;
-    const auto it = found.find(segment);
-    if (it == found.end()) return nullptr;
-    const worker_info* w = host.workers().find(it->second);
-    if (w == nullptr || w->web_socket.empty()) return nullptr;
-    return std::make_shared<forwarded_request>(
-        forwarded_request{w->web_socket.string(), it->second, req});
+std::vector<worker_route> worker_routes_of(host_runtime& host) {
+  return host.on_io_thread([&] {
+    std::vector<worker_route> out;
+    for (const auto& [type, r] : host.catalogue().routes()) {
+      if (!r.route.value("aiohttp", false)) continue;
+      worker_route w;
+      w.env = r.env;
+      w.path = r.route.value("path", "");
+      const auto variable = w.path.find('{');
+      w.literal = w.path.substr(0, variable);
+      w.exact = variable == std::string::npos;
+      out.push_back(std::move(w));
+    }
+    std::stable_sort(out.begin(), out.end(),
+                     [](const worker_route& a, const worker_route& b) { return a.env < b.env; });
+    return out;
   });
 }
 
-std::vector<std::string> worker_route_clashes(host_runtime& host) {
-  return host.on_io_thread([&] { return owners(host).clashes; });
+std::optional<std::string> env_answering(const std::vector<worker_route>& routes,
+                                         const std::string& path) {
+  const std::string p = path.rfind("/api/", 0) == 0 ? path.substr(4) : path;
+  const worker_route* best = nullptr;
+  for (const auto& r : routes) {
+    const bool answers = r.exact ? p == r.literal : p.rfind(r.literal, 0) == 0;
+    // The longest literal part is the most specific; on a tie the first env keeps it.
+    if (answers && (best == nullptr || r.literal.size() > best->literal.size())) best = &r;
+  }
+  if (best == nullptr) return std::nullopt;
+  return best->env;
+}
+
+std::shared_ptr<forwarded_request> worker_route_for(host_runtime& host, const http_request& req) {
+  const auto routes = worker_routes_of(host);
+  const auto env = env_answering(routes, req.path);
+  if (!env) return nullptr;
+  const auto socket = host.on_io_thread([&] {
+    const worker_info* w = host.workers().find(*env);
+    return w == nullptr ? std::string() : w->web_socket.string();
+  });
+  if (socket.empty()) return nullptr;
+  return std::make_shared<forwarded_request>(forwarded_request{socket, *env, req});
+}
+
+std::vector<std::string> worker_route_clashes(const std::vector<worker_route>& routes) {
+  std::map<std::pair<std::string, bool>, std::string> first;  // (literal, exact) -> env
+  std::vector<std::string> out;
+  for (const auto& r : routes) {
+    const auto [it, fresh] = first.emplace(std::make_pair(r.literal, r.exact), r.env);
+    if (!fresh && it->second != r.env)
+      out.push_back("route " + r.path + " of env " + r.env + " is not served: env " +
+                    it->second + " has a route at " + r.literal +
+                    " first; give each pack a prefix of its own");
+  }
+  return out;
 }
 
 }  // namespace orch::orchestrator

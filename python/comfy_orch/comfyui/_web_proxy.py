@@ -74,8 +74,11 @@ def _session(aiohttp: Any, socket_path: str) -> Any:
     loop = asyncio.get_running_loop()
     known = _sessions.get(socket_path)
     if known is None or known[0] is not loop or known[1].closed:
+        # A connection per request: one kept alive would outlive a worker that restarts (the
+        # same path, a new socket), and its next request would fail on it.
         session = aiohttp.ClientSession(
-            connector=aiohttp.UnixConnector(path=socket_path), auto_decompress=False,
+            connector=aiohttp.UnixConnector(path=socket_path, force_close=True),
+            auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
         _sessions[socket_path] = known = (loop, session)
     return known[1]

@@ -62,7 +62,7 @@ def instance() -> WorkerPromptServer:
 
 def registered_routes() -> Any:
     """What the pack registered on PromptServer.instance.routes (nothing if it never asked)."""
-    return _instance.routes if _instance is not None else []
+    return _instance._routes if _instance is not None and _instance._routes is not None else []
 
 
 def route_table() -> Any:
@@ -112,7 +112,14 @@ class WorkerPromptServer:
     last_node_id: str | None = None
 
     def __init__(self) -> None:
-        self.routes = route_table()
+        self._routes: Any = None
+
+    @property
+    def routes(self) -> Any:
+        """Made when a pack first asks: aiohttp is not imported for packs that never do."""
+        if self._routes is None:
+            self._routes = route_table()
+        return self._routes
 
     def send_sync(self, event: str | int, data: object, sid: str | None = None) -> None:
         _messages.send(event, data, sid)

@@ -50,10 +50,10 @@ def _as_json(value):
 
 
 @contextlib.contextmanager
-def _serving(deployment):
+def _serving(deployment, *options):
     """`comfy-orch serve` on `deployment`, on a free port: its URL, until the block ends."""
     server = subprocess.Popen([os.environ["ORCH_CLI"], "serve", deployment, "--port", "0",
-                               "--no-control-socket"], stdout=subprocess.PIPE,
+                               "--no-control-socket", *options], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
         for line in server.stdout:  # "comfy-orch serve: listening on http://ADDR:PORT"
@@ -228,6 +228,8 @@ class ComfyUIHost(unittest.TestCase):
             got["stream"] = (reply.status, await reply.text(), reply.headers.get("X-Stream"))
             reply = await client.get("/orchdemo/where?a=1")
             got["where"] = await reply.json()
+            reply = await client.get("/view?filename=x.png")
+            got["view"] = (reply.status, await reply.json())
             # A slow handler holds up no other request.
             import asyncio
             slow = asyncio.ensure_future(client.get("/orchdemo/web/slow"))
@@ -260,8 +262,13 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(got["beside_slow"], (200, False))
         self.assertEqual(got["slow"], {"released": True})
         # GET /orchdemo/where twice in the env (ROUTES, then aiohttp): the first answers, and
-        # the host's log names the clash.
+        # the worker's log names the clash.
         self.assertEqual(set(got["where"]), {"pid", "query"})
+        # GET /view is ComfyUI's, registered first: it answers, and the log names both.
+        self.assertEqual(got["view"], (404, {"core": True}))
+        self.assertIn("[comfy-orch] route GET /view of env orchdemoa-nodes is not served: "
+                      "PromptServer.__init__.<locals>.view_image already answers it (ComfyUI's "
+                      "rule: the first registration wins)", self.log.lines)
 
     def test_a_dead_workers_route_answers_502_naming_its_env_and_serves_again_after_restart(self):
         async def die(client):
@@ -325,7 +332,8 @@ class ComfyUIHost(unittest.TestCase):
     def test_serve_forwards_a_workers_aiohttp_routes_and_its_messages_reach_ws_clients(self):
         import hashlib
         import websocket  # Debian's python3-websocket
-        with _serving(os.environ["COMFY_ORCH_DEPLOYMENT"]) as url:
+        with _serving(os.environ["COMFY_ORCH_DEPLOYMENT"], "--max-upload", str(1 << 20),
+                      "--max-uploads-in-flight", str(64 << 20)) as url:
             direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
             def ask(path, data=None, headers=None, method=None):
@@ -349,7 +357,7 @@ class ComfyUIHost(unittest.TestCase):
             self.assertEqual((status, item["match_info"], item["query"], item["cookie"],
                               item["header"]), (200, {"name": "a b", "rest": "c/d.txt"},
                                                 {"x": "1"}, "mint", "yes"))
-            raw = os.urandom(3 << 20)
+            raw = os.urandom(900 << 10)
             status, _, body = ask("/orchdemo/web/raw", data=raw, method="PUT")
             self.assertEqual((status, json.loads(body)),
                              (200, {"size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}))
@@ -357,6 +365,16 @@ class ComfyUIHost(unittest.TestCase):
             self.assertEqual((status, body), (200, b"".join(b"piece %d\n" % i for i in range(5))))
             status, _, body = ask("/orchdemo/web/none")
             self.assertEqual(status, 404)  # the worker's aiohttp matches the rest
+            # serve's own /view answers before any pack's route at its path.
+            status, _, body = ask("/view?filename=x.png")
+            self.assertEqual(status, 404)
+            self.assertNotIn(b"pack", body)
+            # A forwarded request passes serve's origin check and its upload cap first.
+            status, _, body = ask("/orchdemo/web/say", data=b"{}", headers={
+                "Origin": "http://elsewhere.example", "Content-Type": "application/json"})
+            self.assertEqual(status, 403, body)
+            status, _, body = ask("/orchdemo/web/raw", data=bytes(2 << 20), method="PUT")
+            self.assertEqual(status, 413, body)
             ws = websocket.create_connection(url.replace("http", "ws") + "/ws?clientId=c9",
                                              timeout=60)
             try:
@@ -375,6 +393,12 @@ class ComfyUIHost(unittest.TestCase):
             self.assertEqual(json.loads(mine[1]), {"type": "orchdemo.async", "data": {"n": 1}})
             self.assertEqual(mine[2:], [b"\x00\x00\x00\x05\x00\x01raw",
                                         b"\x00\x00\x00\x03\x00\x00\x00\x0242working on it"])
+            # A worker that dies under its handler: 502 naming its env, then served again once
+            # it has restarted.
+            status, _, body = ask("/orchdemo/web/die", data=b"")
+            self.assertEqual(status, 502, body)
+            self.assertIn(b"orchdemoa-nodes", body)
+            self._wait_for(lambda: ask("/orchdemo/web/item/p/q")[0] == 200, "served again")
 
     def test_comfyuis_arguments_reach_the_workers(self):
         import json as json_module

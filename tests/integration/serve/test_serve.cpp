@@ -393,7 +393,7 @@ TEST_F(serve_test, a_clients_feature_flags_are_answered_with_the_servers_once) {
   const auto reply = ws.next(10s);
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ((*reply)["type"], "feature_flags");
-  EXPECT_EQ((*reply)["data"]["supports_preview_metadata"], false);
+  EXPECT_EQ((*reply)["data"]["supports_preview_metadata"], true);  // a worker node's previews
   EXPECT_GT((*reply)["data"]["max_upload_size"].get<std::uint64_t>(), 0u);
   ws.send({{"type", "feature_flags"}, {"data", json::object()}});
   EXPECT_FALSE(ws.next(300ms).has_value());

@@ -22,6 +22,13 @@ class PromptServer:
     def __init__(self, loop=None):
         PromptServer.instance = self
         self.routes = web.RouteTableDef()  # main.py adds it to the app after packs load
+
+        # ComfyUI registers its core routes on the same table first, so a pack's route at one
+        # of their paths comes second and never answers. One stands for them all here (its
+        # answer is not ComfyUI's /view: only its place in the table is).
+        @self.routes.get("/view")
+        async def view_image(request):
+            return web.json_response({"core": True}, status=404)
         self.client_id = None  # set when a prompt starts, from its extra_data; never reset
         self.last_node_id = None
         self.sent = []

@@ -99,3 +99,9 @@ async def say(request):
 @routes.get("/orchdemo/where")
 async def where_again(request):
     return web.json_response({"second": True})
+
+
+# ComfyUI's own /view: registered first, it answers (the host's log names both).
+@routes.get("/view")
+async def not_core_view(request):
+    return web.json_response({"pack": True})
