@@ -29,7 +29,8 @@ std::string text_of(const std::vector<std::uint8_t>& bytes) {
   return {bytes.begin(), bytes.end()};
 }
 
-std::string png_of(const std::vector<std::uint8_t>& rgba, const image_metadata* metadata = nullptr) {
+std::string png_of(const std::vector<std::uint8_t>& rgba,
+                   const image_metadata* metadata = nullptr) {
   return text_of(*encode_png(rgba.data(), 40, 30, 4, 6, metadata));
 }
 
@@ -122,7 +123,8 @@ TEST_F(serve_images, view_channel_rgb_and_a_split_an_image_and_leave_other_files
   // rgba, or anything else, is the file as it is; a file that is no image is so too without
   // preview= and channel=, and 500 with them (Pillow cannot open it).
   EXPECT_EQ(s->get("/view?filename=x.png&type=input&channel=rgba").body, png_of(rgba));
-  ASSERT_EQ(upload(*s, "v.mp4", std::string("\0\0\0\x18" "ftypmp42", 12)).status, 200u);
+  const std::string mp4 = std::string("\0\0\0\x18", 4) + "ftypmp42";  // an MP4's first box
+  ASSERT_EQ(upload(*s, "v.mp4", mp4).status, 200u);
   ASSERT_EQ(upload(*s, "t.json", "{\"a\": 1}").status, 200u);
   r = s->get("/view?filename=t.json&type=input&channel=x");
   EXPECT_EQ(r.status, 200u);
@@ -149,8 +151,7 @@ TEST_F(serve_images, upload_mask_saves_the_originals_pixels_and_text_with_the_ma
   text.text = "{\"nodes\": []}";
   workflow.texts.push_back(text);
   const auto original = picture(10);
-  ASSERT_EQ(upload(*s, "orig.png", png_of(original, &workflow), {{"type", "output"}}).status,
-            200u);
+  ASSERT_EQ(upload(*s, "orig.png", png_of(original, &workflow), {{"type", "output"}}).status, 200u);
   const auto mask = picture(99);
   const std::string ref = R"({"filename": "orig.png", "subfolder": "", "type": "output"})";
 
@@ -169,11 +170,14 @@ TEST_F(serve_images, upload_mask_saves_the_originals_pixels_and_text_with_the_ma
   r = upload_mask(*s, "clipspace-mask.png", png_of(mask), {{"original_ref", ref}});
   EXPECT_EQ(r.json().value("name", ""), "clipspace-mask (1).png");
   // Into a subfolder of temp, overwriting, from an annotated original, under /api.
-  r = s->send(orch::testing::http::verb::post, "/api/upload/mask",
-              upload_form("m.png", png_of(mask),
-                          {{"original_ref", R"({"filename": "orig.png [output]", "type": "input"})"},
-                           {"type", "temp"}, {"subfolder", "masks"}, {"overwrite", "true"}}),
-              form_type);
+  r = s->send(
+      orch::testing::http::verb::post, "/api/upload/mask",
+      upload_form("m.png", png_of(mask),
+                  {{"original_ref", R"({"filename": "orig.png [output]", "type": "input"})"},
+                   {"type", "temp"},
+                   {"subfolder", "masks"},
+                   {"overwrite", "true"}}),
+      form_type);
   ASSERT_EQ(r.status, 200u) << r.body;
   EXPECT_EQ(r.json(), (json{{"name", "m.png"}, {"subfolder", "masks"}, {"type", "temp"}}));
   EXPECT_EQ(decoded(slurp(dir_ / "temp/masks/m.png")).rgba, saved.rgba);
@@ -186,9 +190,12 @@ TEST_F(serve_images, upload_mask_answers_a_bad_original_ref_as_server_py_does) {
   const auto mask = png_of(picture(2));
   // server.py raises (500) for a missing or malformed original_ref, an original that is no
   // image, and a mask of another size; nothing is written.
-  for (const auto& [name, ref] : std::vector<std::pair<std::string, std::string>>{
-           {"a.png", ""}, {"b.png", "{"}, {"c.png", "[1]"}, {"d.png", R"({"type": "output"})"},
-           {"e.png", R"({"filename": 5})"}}) {
+  for (const auto& [name, ref] :
+       std::vector<std::pair<std::string, std::string>>{{"a.png", ""},
+                                                        {"b.png", "{"},
+                                                        {"c.png", "[1]"},
+                                                        {"d.png", R"({"type": "output"})"},
+                                                        {"e.png", R"({"filename": 5})"}}) {
     std::vector<std::pair<std::string, std::string>> fields;
     if (!ref.empty()) fields.emplace_back("original_ref", ref);
     const auto r = upload_mask(*s, name, mask, fields);

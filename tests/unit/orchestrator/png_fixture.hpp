@@ -52,15 +52,16 @@ inline std::string zlib_stored(const std::string& data) {
 }
 
 inline std::string png_chunk(const std::string& type, const std::string& data) {
-  return be32(static_cast<std::uint32_t>(data.size())) + type + data +
-         be32(crc32_of(type + data));
+  return be32(static_cast<std::uint32_t>(data.size())) + type + data + be32(crc32_of(type + data));
 }
 
 struct png_spec {
-  std::uint32_t width = 1;
-  std::uint32_t height = 1;
-  int bit_depth = 8;
-  int color_type = 6;             // 0 grey, 2 RGB, 3 palette, 4 grey+alpha, 6 RGBA
+  png_spec(std::uint32_t w, std::uint32_t h, int depth, int type, std::vector<std::string> r = {})
+      : width(w), height(h), bit_depth(depth), color_type(type), rows(std::move(r)) {}
+  std::uint32_t width;
+  std::uint32_t height;
+  int bit_depth;
+  int color_type;                 // 0 grey, 2 RGB, 3 palette, 4 grey+alpha, 6 RGBA
   std::vector<std::string> rows;  // each row's bytes, without the filter byte
   std::vector<std::pair<std::string, std::string>> before;  // chunks before IDAT (PLTE, tRNS)
   std::vector<std::pair<std::string, std::string>> after;   // chunks after IDAT

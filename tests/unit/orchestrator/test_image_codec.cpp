@@ -132,7 +132,8 @@ TEST(image_codec, png_grey_palette_and_16_bit_files_read_as_pillow_converts_them
   // 1-bit grey is "1".
   EXPECT_EQ(decoded(png_file({8, 1, 1, 0, {bytes_of({0xF0})}})).mode, pil_mode::bilevel);
   // 16-bit RGBA keeps each channel's high byte; 16-bit grey+alpha is Pillow's "RGBA".
-  d = decoded(png_file({1, 1, 16, 6, {bytes_of({0x12, 0xAB, 0x34, 0xCD, 0x56, 0xEF, 0x78, 0x01})}}));
+  d = decoded(
+      png_file({1, 1, 16, 6, {bytes_of({0x12, 0xAB, 0x34, 0xCD, 0x56, 0xEF, 0x78, 0x01})}}));
   EXPECT_EQ(d.mode, pil_mode::rgba);
   EXPECT_EQ(d.rgba, (std::vector<std::uint8_t>{0x12, 0x34, 0x56, 0x78}));
   d = decoded(png_file({1, 1, 16, 4, {bytes_of({0x9A, 0x00, 0x40, 0xFF})}}));
@@ -245,10 +246,10 @@ TEST(image_codec, a_file_cut_short_is_refused_as_pillow_refuses_it) {
   const auto png = text_of(*encode_png(rgba.data(), 24, 16, 4, 9));
   const auto idat = png.find("IDAT");
   ASSERT_NE(idat, std::string::npos);
-  const std::size_t idat_data_end = idat + 4 + (std::uint8_t(png[idat - 4]) << 24 |
-                                                std::uint8_t(png[idat - 3]) << 16 |
-                                                std::uint8_t(png[idat - 2]) << 8 |
-                                                std::uint8_t(png[idat - 1]));
+  const std::size_t idat_data_end =
+      idat + 4 +
+      (std::uint8_t(png[idat - 4]) << 24 | std::uint8_t(png[idat - 3]) << 16 |
+       std::uint8_t(png[idat - 2]) << 8 | std::uint8_t(png[idat - 1]));
   ASSERT_EQ(png.find("IDAT", idat + 4), std::string::npos) << "one IDAT chunk expected";
   for (std::size_t n = 0; n < idat_data_end; ++n) {
     const auto d = decode_image(std::string_view(png).substr(0, n));
@@ -271,15 +272,13 @@ TEST(image_codec, corrupted_files_are_read_or_refused_but_never_crash) {
                            text_of(*encode_webp(rgba.data(), 24, 16, 4, 80))}) {
     for (int round = 0; round < 2000; ++round) {
       std::string bad = file;
-      for (int k = 0; k < 1 + round % 4; ++k)
-        bad[gen() % bad.size()] = static_cast<char>(gen());
+      for (int k = 0; k < 1 + round % 4; ++k) bad[gen() % bad.size()] = static_cast<char>(gen());
       const auto d = decode_image(bad);
       if (d.ok()) {
         EXPECT_EQ(d->rgba.size(), std::size_t{d->width} * d->height * 4);
       } else {
         // A corrupted size may be past the cap too.
-        EXPECT_TRUE(d.err().code == errc::image_unreadable ||
-                    d.err().code == errc::image_too_large)
+        EXPECT_TRUE(d.err().code == errc::image_unreadable || d.err().code == errc::image_too_large)
             << d.err().message;
       }
     }

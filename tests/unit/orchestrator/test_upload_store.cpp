@@ -19,7 +19,9 @@ namespace {
 
 using orch::orchestrator::numbered_name;
 using orch::orchestrator::open_confined_directory;
+using orch::orchestrator::same_bytes;
 using orch::orchestrator::store_upload;
+using orch::orchestrator::stored_duplicate;
 using orch::testing::temp_tree;
 namespace errc = orch::orchestrator::serve_errc;
 
@@ -65,6 +67,24 @@ TEST_F(upload_store_test, a_taken_name_gets_the_next_number_unless_it_holds_the_
   EXPECT_EQ(t_.read("in/x (1).png"), "two");
   EXPECT_EQ(t_.read("in/x (2).png"), "three");
   EXPECT_EQ(t_.listing("in"), "x (1).png,x (2).png,x.png");
+}
+
+// /upload/mask looks for the bytes it received, then stores others under a name of their own.
+TEST_F(upload_store_test, a_duplicate_is_found_before_the_first_free_name_and_can_be_passed_over) {
+  EXPECT_EQ(store("x.png", "one", false), "x.png");
+  EXPECT_EQ(store("x.png", "two", false), "x (1).png");
+  const auto found = [&](const std::string& data) {
+    auto r = stored_duplicate(dir_.get(), "x.png", data);
+    EXPECT_TRUE(r.ok()) << r.err().message;
+    return r.ok() && *r ? **r : std::string("none");
+  };
+  EXPECT_EQ(found("one"), "x.png");
+  EXPECT_EQ(found("two"), "x (1).png");
+  EXPECT_EQ(found("three"), "none");
+  auto r = store_upload(dir_.get(), "x.png", "two", false, same_bytes::pass_over);
+  ASSERT_TRUE(r.ok()) << r.err().message;
+  EXPECT_EQ(*r, "x (2).png");
+  EXPECT_EQ(t_.read("in/x (2).png"), "two");
 }
 
 TEST_F(upload_store_test, overwrite_replaces_the_file_under_the_same_name) {
