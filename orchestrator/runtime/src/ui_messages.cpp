@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "orch/runtime/errc.hpp"
 #include "orch/support/untrusted_text.hpp"
 
 namespace orch::orchestrator {
@@ -10,7 +11,7 @@ namespace {
 
 using json = nlohmann::json;
 
-error refused(const std::string& why) { return {"bad_ui_message", why}; }
+error refused(const std::string& why) { return {runtime_errc::bad_ui_message, why}; }
 
 bool bounded_text(const json& v, std::size_t most) {
   return v.is_string() && !v.get_ref<const std::string&>().empty() &&

@@ -9,11 +9,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "orch/runtime/errc.hpp"
+
 namespace orch::orchestrator {
 namespace {
 
 error failed(const std::string& what, int err) {
-  return {"web_socket", "cannot make a worker's web socket: " + what + ": " + std::strerror(err)};
+  return {runtime_errc::web_socket, "cannot make a worker's web socket: " + what + ": " + std::strerror(err)};
 }
 
 }  // namespace
@@ -48,7 +50,7 @@ result<ipc::unique_fd> worker_web_sockets::listen(const std::string& name) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path))
-    return error{"web_socket", "a worker's web socket path is too long: " + path};
+    return error{runtime_errc::web_socket, "a worker's web socket path is too long: " + path};
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
   ipc::unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return failed("socket", errno);

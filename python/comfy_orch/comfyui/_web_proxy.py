@@ -32,36 +32,50 @@ def handler(web: Any, route: dict[str, Any]) -> Any:
     async def proxy(request: Any) -> Any:
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
         body = request.content if request.body_exists else None
-        try:
-            async with _session(aiohttp, socket_path).request(request.method, "http://worker" + request.raw_path,
-                                           headers=headers, data=body, allow_redirects=False,
-                                           skip_auto_headers=("User-Agent", "Accept",
-                                                              "Accept-Encoding")) as upstream:
-                answer = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-                for k, v in upstream.raw_headers:
-                    name = k.decode("latin-1")
-                    if name.lower() not in _HOP and name.lower() != "content-length":
-                        answer.headers.add(name, v.decode("latin-1"))
-                if upstream.content_length is not None:
-                    answer.content_length = upstream.content_length
-                await answer.prepare(request)
-                async for piece in upstream.content.iter_chunked(_PIECE):
-                    await answer.write(piece)
-                await answer.write_eof()
-                return answer
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            _log.warning("[comfy-orch] %s %s: the worker of env %s did not answer: %s",
-                         request.method, request.path, env, exc)
-            if "answer" in locals() and answer.prepared:
-                raise  # its status is sent: the connection ends, the body cut short
-            return web.json_response(
-                {"error": "the worker of env %s, which serves %s, did not answer (%s); it "
-                          "restarts after a loss: try again shortly" % (env, request.path, exc)},
-                status=502)
+        answer = web.StreamResponse()
+        # A request without a body is tried twice: a kept connection may be one the worker
+        # closed as it restarted, before this loop saw it close.
+        for attempt in range(1 if body is not None else 2):
+            try:
+                return await _forward(_session(aiohttp, socket_path), request, headers, body,
+                                      answer)
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+                if answer.prepared:
+                    raise  # its status is sent: the connection ends, the body cut short
+                failure = exc
+                if not isinstance(exc, aiohttp.ServerDisconnectedError):
+                    break
+        _log.warning("[comfy-orch] %s %s: the worker of env %s did not answer: %s",
+                     request.method, request.path, env, failure)
+        return web.json_response(
+            {"error": "the worker of env %s, which serves %s, did not answer (%s); it "
+                      "restarts after a loss: try again shortly" % (env, request.path, failure)},
+            status=502)
 
     proxy.__qualname__ = "comfy_orch worker route %s %s (env %s)" % (
         route.get("method"), route.get("path"), env)
     return proxy
+
+
+async def _forward(session: Any, request: Any, headers: list[tuple[str, str]], body: Any,
+                   answer: Any) -> Any:
+    """The request through `session`; the worker's answer streamed into `answer`."""
+    async with session.request(request.method, "http://worker" + request.raw_path,
+                               headers=headers, data=body, allow_redirects=False,
+                               skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding")
+                               ) as upstream:
+        answer.set_status(upstream.status, upstream.reason)
+        for k, v in upstream.raw_headers:
+            name = k.decode("latin-1")
+            if name.lower() not in _HOP and name.lower() != "content-length":
+                answer.headers.add(name, v.decode("latin-1"))
+        if upstream.content_length is not None:
+            answer.content_length = upstream.content_length
+        await answer.prepare(request)
+        async for piece in upstream.content.iter_chunked(_PIECE):
+            await answer.write(piece)
+        await answer.write_eof()
+        return answer
 
 
 _sessions: dict[str, tuple[Any, Any]] = {}  # socket path -> (its loop, its client session)
@@ -74,11 +88,8 @@ def _session(aiohttp: Any, socket_path: str) -> Any:
     loop = asyncio.get_running_loop()
     known = _sessions.get(socket_path)
     if known is None or known[0] is not loop or known[1].closed:
-        # A connection per request: one kept alive would outlive a worker that restarts (the
-        # same path, a new socket), and its next request would fail on it.
         session = aiohttp.ClientSession(
-            connector=aiohttp.UnixConnector(path=socket_path, force_close=True),
-            auto_decompress=False,
+            connector=aiohttp.UnixConnector(path=socket_path), auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
         _sessions[socket_path] = known = (loop, session)
     return known[1]

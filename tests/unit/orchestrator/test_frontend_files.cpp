@@ -212,7 +212,7 @@ TEST_F(frontend_routes_test, i18n_answers_an_empty_object) {
 }
 
 TEST_F(frontend_routes_test, features_answers_the_upload_limit_given) {
-  const json expected = {{"supports_preview_metadata", false}, {"max_upload_size", 12345}};
+  const json expected = {{"supports_preview_metadata", true}, {"max_upload_size", 12345}};
   EXPECT_EQ(call_json("/api/features"), expected);
   EXPECT_EQ(server_feature_flags(7)["max_upload_size"], 7);
 }

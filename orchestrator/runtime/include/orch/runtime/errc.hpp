@@ -34,4 +34,10 @@ inline constexpr const char* wrong_thread = "wrong_thread";
 // An eviction meant for a worker generation that was replaced: its models went with it.
 inline constexpr const char* stale_generation = "stale_generation";
 
+// A pack's web side (docs/comfyui.md): a worker's web socket that could not be made
+// (worker_web_sockets.hpp), a worker's message for the clients that is malformed
+// (ui_messages.hpp).
+inline constexpr const char* web_socket = "web_socket";
+inline constexpr const char* bad_ui_message = "bad_ui_message";
+
 }  // namespace orch::orchestrator::runtime_errc
