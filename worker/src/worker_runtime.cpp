@@ -349,7 +349,7 @@ class runtime final : public started_worker {
     if (!channel) return 1;
     if (ipc::encode_body(body).size() > ipc::default_max_body) return -1;
     progress_.flush(*channel);
-    constexpr std::size_t room = ipc::channel_options{}.max_queue / 2;
+    const std::size_t room = ipc::channel_options{}.max_queue / 2;
     return channel->notify_if_room(message_type::ui_message, body, room) ? 0 : 1;
   }
 
