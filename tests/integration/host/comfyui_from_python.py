@@ -31,6 +31,7 @@ import comfy.model_management  # noqa: E402
 import comfy.utils  # noqa: E402
 import folder_paths  # noqa: E402
 import loader_harness  # noqa: E402
+from comfyui_web_side import WebSide, serving  # noqa: E402
 
 CUSTOM_NODES = sys.argv.pop(1)
 
@@ -49,27 +50,9 @@ def _as_json(value):
     return json.loads(json.dumps(value))
 
 
-@contextlib.contextmanager
-def _serving(deployment, *options):
-    """`comfy-orch serve` on `deployment`, on a free port: its URL, until the block ends."""
-    server = subprocess.Popen([os.environ["ORCH_CLI"], "serve", deployment, "--port", "0",
-                               "--no-control-socket", *options], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    try:
-        for line in server.stdout:  # "comfy-orch serve: listening on http://ADDR:PORT"
-            if "listening on " in line:
-                yield line.split("listening on ", 1)[1].strip()
-                break
-        else:
-            raise AssertionError("serve never listened: " + server.stderr.read())
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.communicate(timeout=60)
-
-
 def _served_object_info(deployment):
     """GET /object_info of `comfy-orch serve` on `deployment`."""
-    with _serving(deployment) as url:
+    with serving(deployment) as url:
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with direct.open(url + "/object_info", timeout=60) as reply:
             return json.loads(reply.read())
@@ -80,7 +63,7 @@ def _as_output_node(cls):
     return type(cls.__name__, (cls,), {"OUTPUT_NODE": True})
 
 
-class ComfyUIHost(unittest.TestCase):
+class ComfyUIHost(WebSide, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.log = _Lines()
@@ -170,236 +153,6 @@ class ComfyUIHost(unittest.TestCase):
         self.assertEqual(len(served), 4, self.log.lines)
         # A route is no node: no class of ComfyUI's, none that a prompt could name.
         self.assertFalse([n for n in self.classes if n.startswith("orch.route:")])
-
-    def _serve_routes(self, requests):
-        """Runs `requests(client)` against ComfyUI's route table served on a loopback port, as
-        main.py serves it once packs have loaded."""
-        import asyncio
-        import server
-        from aiohttp import test_utils, web
-
-        async def ask():
-            app = web.Application()
-            app.add_routes(server.PromptServer.instance.routes)
-            async with test_utils.TestClient(test_utils.TestServer(app)) as client:
-                return await requests(client)
-        return asyncio.run(ask())
-
-    def _wait_for(self, condition, what):
-        deadline = time.monotonic() + 60
-        while not condition():
-            if time.monotonic() > deadline:
-                self.fail("never happened: " + what)
-            time.sleep(0.01)
-
-    def test_a_workers_aiohttp_routes_are_served_with_real_requests_and_streamed_answers(self):
-        import hashlib
-        expected = hashlib.sha256(bytes(range(256)) * 4096 * 3).hexdigest()
-        raw = os.urandom(5 << 20)
-
-        async def requests(client):
-            got = {}
-            reply = await client.get("/orchdemo/web/file")
-            whole = await reply.read()
-            got["file"] = (reply.status, len(whole), hashlib.sha256(whole).hexdigest(),
-                           reply.headers.get("Cache-Control"), reply.headers.get("ETag"))
-            reply = await client.get("/orchdemo/web/file", headers={"Range": "bytes=100-199"})
-            got["range"] = (reply.status, await reply.read(), reply.headers.get("Content-Range"))
-            reply = await client.get("/orchdemo/web/file",
-                                     headers={"If-None-Match": got["file"][4]})
-            got["conditional"] = reply.status
-            reply = await client.get("/orchdemo/web/item/a%20b/c/d.txt?x=1&y=two",
-                                     headers={"X-Demo": "yes", "Cookie": "flavour=mint"})
-            got["item"] = (reply.status, await reply.json())
-            from aiohttp import FormData
-            form = FormData()
-            form.add_field("note", "hello")
-            form.add_field("image", b"\x89PNG" + bytes(70000), filename="a.png",
-                           content_type="image/png")
-            reply = await client.post("/orchdemo/web/upload", data=form)
-            got["upload"] = (reply.status, await reply.json())
-
-            async def pieces():
-                for i in range(0, len(raw), 1 << 20):
-                    yield raw[i:i + (1 << 20)]
-            reply = await client.put("/orchdemo/web/raw", data=pieces())
-            got["raw"] = (reply.status, await reply.json())
-            reply = await client.get("/orchdemo/web/stream")
-            got["stream"] = (reply.status, await reply.text(), reply.headers.get("X-Stream"))
-            reply = await client.get("/orchdemo/where?a=1")
-            got["where"] = await reply.json()
-            reply = await client.get("/view?filename=x.png")
-            got["view"] = (reply.status, await reply.json())
-            # A slow handler holds up no other request.
-            import asyncio
-            slow = asyncio.ensure_future(client.get("/orchdemo/web/slow"))
-            reply = await client.get("/orchdemo/web/item/x/y")
-            got["beside_slow"] = (reply.status, slow.done())
-            await client.post("/orchdemo/web/release")
-            reply = await slow
-            got["slow"] = await reply.json()
-            return got
-
-        got = self._serve_routes(requests)
-        self.assertEqual(got["file"][:4], (200, 3 << 20, expected, "no-cache"))
-        self.assertEqual(got["range"], (206, (bytes(range(256)) * 4)[100:200],
-                                        "bytes 100-199/%d" % (3 << 20)))
-        self.assertEqual(got["conditional"], 304)
-        status, item = got["item"]
-        self.assertEqual(status, 200, item)
-        self.assertNotEqual(item["pid"], os.getpid())  # the handler ran in the worker
-        self.assertEqual((item["method"], item["path"], item["match_info"], item["query"],
-                          item["cookie"], item["header"]),
-                         ("GET", "/orchdemo/web/item/a b/c/d.txt", {"name": "a b", "rest": "c/d.txt"},
-                          {"x": "1", "y": "two"}, "mint", "yes"))
-        self.assertTrue(item["host"].startswith("127.0.0.1:"), item["host"])
-        self.assertEqual(got["upload"], (201, {
-            "fields": ["image", "note"], "name": "a.png", "size": 70004,
-            "sha256": hashlib.sha256(b"\x89PNG" + bytes(70000)).hexdigest(), "note": "hello"}))
-        self.assertEqual(got["raw"], (200, {"size": len(raw),
-                                            "sha256": hashlib.sha256(raw).hexdigest()}))
-        self.assertEqual(got["stream"], (200, "".join("piece %d\n" % i for i in range(5)), "yes"))
-        self.assertEqual(got["beside_slow"], (200, False))
-        self.assertEqual(got["slow"], {"released": True})
-        # GET /orchdemo/where twice in the env (ROUTES, then aiohttp): the first answers, and
-        # the worker's log names the clash.
-        self.assertEqual(set(got["where"]), {"pid", "query"})
-        # GET /view is ComfyUI's, registered first: it answers, and the log names both.
-        self.assertEqual(got["view"], (404, {"core": True}))
-        self.assertIn("[comfy-orch] route GET /view of env orchdemoa-nodes is not served: "
-                      "PromptServer.__init__.<locals>.view_image already answers it (ComfyUI's "
-                      "rule: the first registration wins)", self.log.lines)
-
-    def test_a_dead_workers_route_answers_502_naming_its_env_and_serves_again_after_restart(self):
-        async def die(client):
-            reply = await client.post("/orchdemo/web/die")
-            return reply.status, await reply.json()
-        status, body = self._serve_routes(die)
-        self.assertEqual(status, 502, body)
-        self.assertIn("orchdemoa-nodes", body["error"])
-        from comfy_orch.comfyui import _runtime
-
-        def served_again():
-            async def item(client):
-                return (await client.get("/orchdemo/web/item/p/q")).status
-            return self._serve_routes(item) == 200
-        # Until the host has seen the loss and started a new worker, its socket refuses (502).
-        self._wait_for(served_again, "served again")
-        self.assertEqual([w["state"] for w in _runtime._host.nodes()["workers"]],
-                         ["ready", "ready"])
-
-    def test_a_workers_messages_reach_comfyuis_server_in_order_and_binary_stays_binary(self):
-        import server
-        instance = server.PromptServer.instance
-        del instance.sent[:]
-
-        async def say(client):
-            return (await client.post("/orchdemo/web/say",
-                                      json={"text": "hi", "sid": "client-3"})).status
-        self.assertEqual(self._serve_routes(say), 200)
-        self._wait_for(lambda: len(instance.sent) >= 4, "four messages")
-        self.assertEqual(instance.sent[:4], [
-            ("orchdemo.said", {"text": "hi"}, "client-3"), ("orchdemo.async", {"n": 1}, None),
-            (5, b"\x00\x01raw", "client-3"),
-            (3, b"\x00\x00\x00\x0242working on it", "client-3")])
-
-    def test_a_worker_nodes_messages_and_preview_reach_comfyui_for_the_prompts_client(self):
-        import server
-        instance = server.PromptServer.instance
-        del instance.sent[:]
-        seen = []
-        comfy.utils.set_progress_bar_global_hook(
-            lambda value, total, preview, node_id=None: seen.append((value, total, preview,
-                                                                     node_id)))
-        instance.client_id = "client-7"  # as ComfyUI sets it when a prompt starts
-        try:
-            out = self.run_prompt({"t": {"class_type": "DemoTalker", "inputs": {"text": "yo"}}})
-        finally:
-            comfy.utils.set_progress_bar_global_hook(None)
-            instance.client_id = None
-        self.assertEqual(out["t"][0], [2])
-        # Sent before the call's answer, on the same channel: here when the call returns.
-        self.assertEqual(instance.sent, [
-            ("orchdemo.talk", {"text": "yo", "client": "client-7"}, "client-7"),
-            (3, b"\x00\x00\x00\x01ttalking: yo", "client-7")])
-        previews = [s for s in seen if s[2] is not None]
-        self.assertEqual(len(previews), 1, seen)
-        value, total, (image_type, image, max_size), node = previews[0]
-        self.assertEqual((value, total, image_type, image.size, max_size, node),
-                         (1, 2, "JPEG", (16, 8), 16, "t"))
-        self.assertEqual(image.getpixel((3, 3)), (200, 10, 10))
-        self.assertIn((2, 2, None, "t"), seen)
-
-    def test_serve_forwards_a_workers_aiohttp_routes_and_its_messages_reach_ws_clients(self):
-        import hashlib
-        import websocket  # Debian's python3-websocket
-        with _serving(os.environ["COMFY_ORCH_DEPLOYMENT"], "--max-upload", str(1 << 20),
-                      "--max-uploads-in-flight", str(64 << 20)) as url:
-            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-            def ask(path, data=None, headers=None, method=None):
-                request = urllib.request.Request(url + path, data=data, headers=headers or {},
-                                                 method=method)
-                try:
-                    with direct.open(request, timeout=60) as reply:
-                        return reply.status, dict(reply.headers), reply.read()
-                except urllib.error.HTTPError as e:
-                    return e.code, dict(e.headers), e.read()
-            status, headers, whole = ask("/orchdemo/web/file")
-            self.assertEqual((status, len(whole), headers.get("Cache-Control")),
-                             (200, 3 << 20, "no-cache"))
-            self.assertEqual(hashlib.sha256(whole).digest(),
-                             hashlib.sha256(bytes(range(256)) * 4096 * 3).digest())
-            status, headers, part = ask("/api/orchdemo/web/file", headers={"Range": "bytes=5-9"})
-            self.assertEqual((status, part), (206, bytes(range(5, 10))))
-            status, _, body = ask("/orchdemo/web/item/a%20b/c/d.txt?x=1",
-                                  headers={"Cookie": "flavour=mint", "X-Demo": "yes"})
-            item = json.loads(body)
-            self.assertEqual((status, item["match_info"], item["query"], item["cookie"],
-                              item["header"]), (200, {"name": "a b", "rest": "c/d.txt"},
-                                                {"x": "1"}, "mint", "yes"))
-            raw = os.urandom(900 << 10)
-            status, _, body = ask("/orchdemo/web/raw", data=raw, method="PUT")
-            self.assertEqual((status, json.loads(body)),
-                             (200, {"size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}))
-            status, _, body = ask("/orchdemo/web/stream")
-            self.assertEqual((status, body), (200, b"".join(b"piece %d\n" % i for i in range(5))))
-            status, _, body = ask("/orchdemo/web/none")
-            self.assertEqual(status, 404)  # the worker's aiohttp matches the rest
-            # serve's own /view answers before any pack's route at its path.
-            status, _, body = ask("/view?filename=x.png")
-            self.assertEqual(status, 404)
-            self.assertNotIn(b"pack", body)
-            # A forwarded request passes serve's origin check and its upload cap first.
-            status, _, body = ask("/orchdemo/web/say", data=b"{}", headers={
-                "Origin": "http://elsewhere.example", "Content-Type": "application/json"})
-            self.assertEqual(status, 403, body)
-            status, _, body = ask("/orchdemo/web/raw", data=bytes(2 << 20), method="PUT")
-            self.assertEqual(status, 413, body)
-            ws = websocket.create_connection(url.replace("http", "ws") + "/ws?clientId=c9",
-                                             timeout=60)
-            try:
-                frames = []
-                status, _, _ = ask("/orchdemo/web/say", data=json.dumps(
-                    {"text": "hi", "sid": "c9"}).encode(), headers={"Content-Type":
-                                                                    "application/json"})
-                self.assertEqual(status, 200)
-                while len([f for f in frames if not (isinstance(f, str) and
-                                                     '"status"' in f)]) < 4:
-                    frames.append(ws.recv())
-            finally:
-                ws.close()
-            mine = [f for f in frames if not (isinstance(f, str) and '"status"' in f)]
-            self.assertEqual(json.loads(mine[0]), {"type": "orchdemo.said", "data": {"text": "hi"}})
-            self.assertEqual(json.loads(mine[1]), {"type": "orchdemo.async", "data": {"n": 1}})
-            self.assertEqual(mine[2:], [b"\x00\x00\x00\x05\x00\x01raw",
-                                        b"\x00\x00\x00\x03\x00\x00\x00\x0242working on it"])
-            # A worker that dies under its handler: 502 naming its env, then served again once
-            # it has restarted.
-            status, _, body = ask("/orchdemo/web/die", data=b"")
-            self.assertEqual(status, 502, body)
-            self.assertIn(b"orchdemoa-nodes", body)
-            self._wait_for(lambda: ask("/orchdemo/web/item/p/q")[0] == 200, "served again")
 
     def test_comfyuis_arguments_reach_the_workers(self):
         import json as json_module
