@@ -14,6 +14,7 @@ A request and ComfyUI's objects are aiohttp's and ComfyUI's, not type-checked he
 
 from __future__ import annotations
 
+import atexit
 import logging
 from typing import Any
 
@@ -88,8 +89,26 @@ def _session(aiohttp: Any, socket_path: str) -> Any:
     loop = asyncio.get_running_loop()
     known = _sessions.get(socket_path)
     if known is None or known[0] is not loop or known[1].closed:
+        if known is None and not _sessions:
+            atexit.register(_close_all)
+        elif known is not None:
+            _close(known[1])  # its loop is gone: so are its connections
         session = aiohttp.ClientSession(
             connector=aiohttp.UnixConnector(path=socket_path), auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
         _sessions[socket_path] = known = (loop, session)
     return known[1]
+
+
+def _close(session: Any) -> None:
+    """A session's connections closed without its loop (aiohttp's connector closes them at
+    once), so that neither a new loop nor the process's exit finds it open."""
+    connector = session.connector
+    if connector is not None and not connector.closed:
+        connector.close()
+
+
+def _close_all() -> None:
+    for _, session in _sessions.values():
+        _close(session)
+    _sessions.clear()

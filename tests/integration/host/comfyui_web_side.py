@@ -151,8 +151,10 @@ class WebSide:
             return self._serve_routes(item) == 200
         # Until the host has seen the loss and started a new worker, its socket refuses (502).
         self._wait_for(served_again, "served again")
-        self.assertEqual([w["state"] for w in _runtime._host.nodes()["workers"]],
-                         ["ready", "ready"])
+        # Its routes are served from the pack's import on, before its ready: the later cases
+        # call its nodes.
+        self._wait_for(lambda: all(w["state"] == "ready"
+                                   for w in _runtime._host.nodes()["workers"]), "ready again")
 
     def test_a_workers_messages_reach_comfyuis_server_in_order_and_binary_stays_binary(self):
         import server
@@ -230,6 +232,18 @@ class WebSide:
                              (200, {"size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}))
             status, _, body = ask("/orchdemo/web/stream")
             self.assertEqual((status, body), (200, b"".join(b"piece %d\n" % i for i in range(5))))
+            # A slow handler holds up neither serve's API thread nor another route.
+            import threading
+            slow = {}
+            waiting = threading.Thread(target=lambda: slow.update(
+                answer=ask("/orchdemo/web/slow")))
+            waiting.start()
+            self.assertEqual(ask("/system_stats")[0], 200)
+            self.assertEqual(ask("/orchdemo/web/item/p/q")[0], 200)
+            self.assertNotIn("answer", slow)
+            self.assertEqual(ask("/orchdemo/web/release", data=b"")[0], 200)
+            waiting.join(60)
+            self.assertEqual(json.loads(slow["answer"][2]), {"released": True})
             status, _, body = ask("/orchdemo/web/none")
             self.assertEqual(status, 404)  # the worker's aiohttp matches the rest
             # serve's own /view answers before any pack's route at its path.
