@@ -105,7 +105,9 @@ def _close(session: Any) -> None:
     once), so that neither a new loop nor the process's exit finds it open."""
     connector = session.connector
     if connector is not None and not connector.closed:
-        connector.close()
+        # _close() is what close() runs (a coroutine from aiohttp 3.9, and in 3.8 a waiter
+        # that warns unless awaited): awaiting needs the loop, which is gone.
+        getattr(connector, "_close", connector.close)()
 
 
 def _close_all() -> None:

@@ -17,7 +17,7 @@ from aiohttp import web
 class PromptServer:
     """The members packs and comfy-orch use, as ComfyUI 0.8 has them. ComfyUI's send_sync puts
     (event, data, sid) on its loop's queue, from any thread, for its clients; here the queue is
-    `sent`, which the tests read."""
+    a list nobody drains (the tests record the calls, as they do on a real tree)."""
 
     def __init__(self, loop=None):
         PromptServer.instance = self
@@ -31,12 +31,12 @@ class PromptServer:
             return web.json_response({"core": True}, status=404)
         self.client_id = None  # set when a prompt starts, from its extra_data; never reset
         self.last_node_id = None
-        self.sent = []
+        self.messages = []
         self._lock = threading.Lock()
 
     def send_sync(self, event, data, sid=None):
         with self._lock:
-            self.sent.append((event, data, sid))
+            self.messages.append((event, data, sid))
 
     async def send(self, event, data, sid=None):
         self.send_sync(event, data, sid)
