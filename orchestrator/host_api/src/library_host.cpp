@@ -1,6 +1,7 @@
 #include "library_host.hpp"
 
 #include <algorithm>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
@@ -103,6 +104,9 @@ json library_host::nodes() {
       // An aiohttp route is served by its worker over HTTP, on the socket the host made.
       if (const worker_info* w = h.workers().find(r.env); w && route.value("aiohttp", false))
         route["socket"] = w->web_socket.string();
+      for (const auto& e : envs_)  // the pack, for what ComfyUI's side says about the route
+        if (e.value("env", "") == r.env)
+          route["pack"] = std::filesystem::path(e.value("pack_dir", "")).filename().string();
       routes.push_back(std::move(route));
     }
     return json{{"classes", std::move(classes)},

@@ -28,7 +28,9 @@ _HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
 def handler(web: Any, route: dict[str, Any]) -> Any:
     """The aiohttp handler of one worker route on ComfyUI's server."""
     import aiohttp
-    socket_path, env = str(route.get("socket")), str(route.get("env"))
+    socket_path = str(route.get("socket"))
+    env = "%s (pack %s)" % (route.get("env"), route.get("pack")) if route.get("pack") else str(
+        route.get("env"))
 
     async def proxy(request: Any) -> Any:
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]

@@ -157,7 +157,7 @@ class WebSide:
             return reply.status, await reply.json()
         status, body = self._serve_routes(die)
         self.assertEqual(status, 502, body)
-        self.assertIn("orchdemoa-nodes", body["error"])
+        self.assertIn("the worker of env orchdemoa-nodes (pack ComfyUI-OrchDemoA)", body["error"])
         from comfy_orch.comfyui import _runtime
 
         def served_again():
