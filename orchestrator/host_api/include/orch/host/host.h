@@ -62,10 +62,13 @@ typedef struct orch_host_options {
  * diagnostic with file, line, column, key, severity, message. */
 int32_t orch_host_start(const orch_host_options* options, orch_host** host, char** error);
 
-/* {"classes": {class_type: schema}, "routes": [{class_type, env, method, path, module,
- * handler}], "workers": [{env, pid, state, error}], "skipped": [{env, reason}]}; a schema is the
- * worker's, with "env" added. A route (a pack's ROUTES entry) is called with orch_host_call like
- * a node: input "body" is its JSON request, output 0 its JSON answer (docs/comfyui.md). */
+/* {"classes": {class_type: schema}, "routes": [{class_type, env, pack, method, path, module,
+ * handler, aiohttp?, socket?}], "workers": [{env, pid, state, error}], "skipped": [{env,
+ * reason}]}; a schema is the worker's, with "env" added. A route (a pack's ROUTES entry) is
+ * called with orch_host_call like a node: input "body" is its JSON request, output 0 its JSON
+ * answer. One with "aiohttp" (registered on PromptServer.instance.routes in the worker) is served
+ * over HTTP by its worker on the Unix socket "socket", which the host made: forward the request
+ * there (docs/comfyui.md, "A pack's web side"). */
 char* orch_host_nodes(orch_host* host);
 
 /* A new prompt: returns its epoch, which every later call carries until the next one (ledger
