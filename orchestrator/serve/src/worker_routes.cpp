@@ -41,12 +41,17 @@ std::shared_ptr<forwarded_request> worker_route_for(host_runtime& host, const ht
   const auto routes = worker_routes_of(host);
   const auto env = env_answering(routes, req.path);
   if (!env) return nullptr;
-  const auto socket = host.on_io_thread([&] {
+  auto [socket, named] = host.on_io_thread([&] {
     const worker_info* w = host.workers().find(*env);
-    return w == nullptr ? std::string() : w->web_socket.string();
+    const worker_spec* spec = host.workers().spec_of(*env);
+    // Its env and its pack, for what the 502 says when the worker does not answer.
+    std::string said = *env;
+    if (spec != nullptr && spec->python)
+      said += " (pack " + spec->python->pack_dir.filename().string() + ")";
+    return std::make_pair(w == nullptr ? std::string() : w->web_socket.string(), said);
   });
   if (socket.empty()) return nullptr;
-  return std::make_shared<forwarded_request>(forwarded_request{socket, *env, req});
+  return std::make_shared<forwarded_request>(forwarded_request{socket, named, req});
 }
 
 std::vector<std::string> worker_route_clashes(const std::vector<worker_route>& routes) {

@@ -291,5 +291,5 @@ class WebSide:
             # it has restarted.
             status, _, body = ask("/orchdemo/web/die", data=b"")
             self.assertEqual(status, 502, body)
-            self.assertIn(b"orchdemoa-nodes", body)
+            self.assertIn(b"the worker of env orchdemoa-nodes (pack ComfyUI-OrchDemoA)", body)
             self._wait_for(lambda: ask("/orchdemo/web/item/p/q")[0] == 200, "served again")

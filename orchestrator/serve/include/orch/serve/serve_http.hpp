@@ -57,7 +57,7 @@ struct http_request {
 // (serve_upstream.hpp), whose answer is streamed back as it comes.
 struct forwarded_request {
   std::string socket;
-  std::string env;  // named in the 502 when the worker does not answer
+  std::string env;  // its env and pack, named in the 502 when the worker does not answer
   http_request request;
 };
 
