@@ -32,12 +32,16 @@ nlohmann::json carried(nlohmann::json value, const char* kind, const std::string
 }  // namespace
 
 nlohmann::json hidden_values(const prompt& p, const node_class& cls, const std::string& node_id) {
-  if (!cls.hidden.count("PROMPT") && !cls.hidden.count("DYNPROMPT") &&
-      !cls.hidden.count("EXTRA_PNGINFO")) {
-    return nlohmann::json::object();
+  nlohmann::json hidden = nlohmann::json::object();
+  if (cls.hidden.count("PROMPT") || cls.hidden.count("DYNPROMPT") ||
+      cls.hidden.count("EXTRA_PNGINFO")) {
+    hidden = {{"PROMPT", carried(prompt_document(p), "PROMPT", node_id)},
+              {"EXTRA_PNGINFO", carried(p.extra_pnginfo, "EXTRA_PNGINFO", node_id)}};
   }
-  return {{"PROMPT", carried(prompt_document(p), "PROMPT", node_id)},
-          {"EXTRA_PNGINFO", carried(p.extra_pnginfo, "EXTRA_PNGINFO", node_id)}};
+  // Not one of ComfyUI's hidden kinds: PromptServer.instance.client_id in the worker
+  // (docs/comfyui.md, "A pack's web side").
+  if (!p.client_id.empty()) hidden["client_id"] = p.client_id;
+  return hidden;
 }
 
 }  // namespace orch::orchestrator

@@ -187,7 +187,14 @@ result<prompt> prompt_from_document(const nlohmann::json& body,
   if (is_wrapped(body) && body.contains("extra_data") && body["extra_data"].is_object()) {
     const auto& extra = body["extra_data"];
     if (auto it = extra.find("extra_pnginfo"); it != extra.end()) out.extra_pnginfo = *it;
+    if (auto it = extra.find("client_id"); it != extra.end() && it->is_string())
+      out.client_id = it->get<std::string>();
   }
+  // ComfyUI copies the body's own client_id into extra_data, over one already there.
+  if (is_wrapped(body))
+    if (auto it = body.find("client_id"); it != body.end() && it->is_string())
+      out.client_id = it->get<std::string>();
+  if (out.client_id.size() > 256) out.client_id.clear();  // no client's id: a sid is 32 hex
   return out;
 }
 

@@ -132,6 +132,7 @@ class comfy_api::events final : public event_sink {
     const std::string node = m["node"].get<std::string>();
     emit("progress", {{"value", m["value"]}, {"max", m["max"]}, {"prompt_id", prompt_id},
                       {"node", node}});
+    if (server_.ws_clients() == 0) return;  // nobody to see it: not encoded
     const json& p = m["preview"];
     const bool png = p["format"] == "PNG";
     const auto& pixels = p["pixels"].get_binary();

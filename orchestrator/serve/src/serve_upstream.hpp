@@ -6,11 +6,14 @@
 #pragma once
 
 #include <array>
+#include <cerrno>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include <fcntl.h>
 
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/beast/core.hpp>
@@ -47,11 +50,15 @@ class upstream_exchange : public std::enable_shared_from_this<upstream_exchange>
       self->buffer_.reserve(piece_size);
       if (body_file && body_file->valid()) {
         auto req = std::make_shared<http::request<http::file_body>>(std::move(head));
+        // A descriptor of its own (closed with the request), never inherited by a worker
+        // started meanwhile.
+        const int fd = ::fcntl(body_file->get(), F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) return done(boost::beast::error_code(errno, boost::system::system_category()));
         boost::beast::error_code opened;
         boost::beast::file file;
-        file.native_handle(::dup(body_file->get()));
+        file.native_handle(fd);
         file.seek(0, opened);
-        req->body().reset(std::move(file), opened);
+        if (!opened) req->body().reset(std::move(file), opened);
         if (opened) return done(opened);
         req->prepare_payload();
         return self->send(req, std::move(done));

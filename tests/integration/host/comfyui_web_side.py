@@ -287,9 +287,60 @@ class WebSide:
             self.assertEqual(json.loads(mine[1]), {"type": "orchdemo.async", "data": {"n": 1}})
             self.assertEqual(mine[2:], [b"\x00\x00\x00\x05\x00\x01raw",
                                         b"\x00\x00\x00\x03\x00\x00\x00\x0242working on it"])
+            self._prompts_client_sees_its_nodes_web_side(url, ask, websocket)
             # A worker that dies under its handler: 502 naming its env, then served again once
             # it has restarted.
             status, _, body = ask("/orchdemo/web/die", data=b"")
             self.assertEqual(status, 502, body)
             self.assertIn(b"the worker of env orchdemoa-nodes (pack ComfyUI-OrchDemoA)", body)
             self._wait_for(lambda: ask("/orchdemo/web/item/p/q")[0] == 200, "served again")
+
+    def _prompts_client_sees_its_nodes_web_side(self, url, ask, websocket):
+        """Under serve: a node's message for its prompt's client (client_id in the worker), its
+        progress text and its preview as PREVIEW_IMAGE_WITH_METADATA (the client asked for it),
+        to that client and not to another."""
+        mine = websocket.create_connection(url.replace("http", "ws") + "/ws?clientId=c10",
+                                           timeout=60)
+        other = websocket.create_connection(url.replace("http", "ws") + "/ws?clientId=c11",
+                                            timeout=60)
+        try:
+            mine.send(json.dumps({"type": "feature_flags",
+                                  "data": {"supports_preview_metadata": True}}))
+            status, _, body = ask("/prompt", data=json.dumps({
+                "client_id": "c10",
+                "prompt": {"t": {"class_type": "DemoTalker", "inputs": {"text": "yo"}}}}).encode(),
+                headers={"Content-Type": "application/json"})
+            self.assertEqual(status, 200, body)
+            prompt_id = json.loads(body)["prompt_id"]
+            frames = []
+            while not any(isinstance(f, str) and '"execution_success"' in f for f in frames):
+                frames.append(mine.recv())
+            # The other client's messages up to the queue's status once the prompt ended (its
+            # status went from 1 to 0 remaining): anything misrouted came before it.
+            others, seen_queued = [], False
+            while True:
+                others.append(other.recv())
+                last = others[-1]
+                if isinstance(last, str) and json.loads(last)["type"] == "status":
+                    remaining = json.loads(last)["data"]["status"]["exec_info"]["queue_remaining"]
+                    seen_queued = seen_queued or remaining > 0
+                    if seen_queued and remaining == 0:
+                        break
+        finally:
+            mine.close()
+            other.close()
+        texts = [json.loads(f) for f in frames if isinstance(f, str)]
+        self.assertIn({"type": "orchdemo.talk", "data": {"text": "yo", "client": "c10"}}, texts)
+        binary = [f for f in frames if isinstance(f, bytes)]
+        self.assertIn(b"\x00\x00\x00\x03\x00\x00\x00\x01ttalking: yo", binary)
+        previews = [f for f in binary if f[:4] == b"\x00\x00\x00\x04"]
+        self.assertEqual(len(previews), 1, binary)
+        length = int.from_bytes(previews[0][4:8], "big")
+        metadata = json.loads(previews[0][8:8 + length])
+        self.assertEqual(metadata, {"node_id": "t", "prompt_id": prompt_id, "display_node_id": "t",
+                                    "parent_node_id": None, "real_node_id": "t",
+                                    "image_type": "image/jpeg"})
+        self.assertEqual(previews[0][8 + length:8 + length + 2], b"\xff\xd8")  # a JPEG
+        self.assertTrue(any(t["type"] == "progress" and t["data"]["value"] == 1 for t in texts))
+        # The other client hears none of it (ComfyUI routes by the prompt's client_id).
+        self.assertFalse([f for f in others if isinstance(f, bytes) or "orchdemo" in f], others)

@@ -40,6 +40,24 @@ TEST(prompt, accepts_a_request_body_with_a_prompt_key) {
   EXPECT_EQ(p->nodes.size(), 1u);
 }
 
+TEST(prompt, the_client_that_queued_it_is_kept_for_the_workers_client_id) {
+  auto top = parse_prompt(R"({"prompt": {"1": {"class_type": "A", "inputs": {}}},
+                              "client_id": "c1", "extra_data": {"client_id": "c2"}})");
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(top->client_id, "c1");  // ComfyUI copies the body's over extra_data's
+  auto extra = parse_prompt(R"({"prompt": {"1": {"class_type": "A", "inputs": {}}},
+                                "extra_data": {"client_id": "c2"}})");
+  ASSERT_TRUE(extra.ok());
+  EXPECT_EQ(extra->client_id, "c2");
+  auto long_id = parse_prompt(R"({"prompt": {"1": {"class_type": "A", "inputs": {}}},
+                                  "client_id": ")" + std::string(300, 'x') + R"("})");
+  ASSERT_TRUE(long_id.ok());
+  EXPECT_EQ(long_id->client_id, "");
+  auto bare = parse_prompt(R"({"1": {"class_type": "A", "inputs": {}}})");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->client_id, "");
+}
+
 TEST(prompt, a_request_bodys_extra_pnginfo_is_kept_for_the_hidden_value) {
   auto p = parse_prompt(R"({"prompt": {"1": {"class_type": "A", "inputs": {}}},
                             "extra_data": {"extra_pnginfo": {"workflow": {"nodes": [1]}}}})");

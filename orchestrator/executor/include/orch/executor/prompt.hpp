@@ -50,6 +50,9 @@ struct prompt {
   // A /prompt body's partial_execution_targets (ComfyUI's partial_execution_list): only the
   // output nodes it names run. nullopt: every output node (absent or null in the body).
   std::optional<std::set<std::string>> execution_targets;
+  // The client that queued it (a /prompt body's client_id, ComfyUI's extra_data["client_id"]):
+  // PromptServer.instance.client_id in a worker while its nodes run. Empty: none.
+  std::string client_id;
 };
 
 // The deepest nesting of arrays and objects a prompt document may have. Real prompts nest a few
