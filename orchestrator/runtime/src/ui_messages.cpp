@@ -18,7 +18,16 @@ bool bounded_text(const json& v, std::size_t most) {
          v.get_ref<const std::string&>().size() <= most;
 }
 
-std::uint64_t number(const json& v) { return v.is_number_unsigned() ? v.get<std::uint64_t>() : 0; }
+// A count: a non-negative integer however it was encoded (CBOR and JSON text give unsigned ones,
+// a signed one is as good), else 0.
+std::uint64_t number(const json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  return v.is_number_integer() && v.get<std::int64_t>() > 0 ? v.get<std::uint64_t>() : 0;
+}
+
+bool is_count(const json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+}
 
 result<json> checked_preview(const json& body) {
   const json& p = body["preview"];
@@ -34,13 +43,12 @@ result<json> checked_preview(const json& body) {
   const json& pixels = p.value("pixels", json());
   if (!pixels.is_binary() || pixels.get_binary().size() != width * height * 3)
     return refused("its preview's pixels are not width * height RGB bytes");
-  if (!bounded_text(body.value("node", json()), 256) ||
-      !body.value("value", json()).is_number_unsigned() ||
-      !body.value("max", json()).is_number_unsigned())
+  if (!bounded_text(body.value("node", json()), 256) || !is_count(body.value("value", json())) ||
+      !is_count(body.value("max", json())))
     return refused("its preview has no node, value and max");
   return json{{"node", body["node"]},
-              {"value", body["value"]},
-              {"max", body["max"]},
+              {"value", number(body["value"])},
+              {"max", number(body["max"])},
               {"preview",
                {{"format", format},
                 {"width", width},
@@ -54,7 +62,8 @@ result<json> checked_preview(const json& body) {
 result<json> checked_ui_message(const json& body) {
   if (!body.is_object()) return refused("it is not an object");
   if (body.contains("preview")) return checked_preview(body);
-  const json event = body.value("event", json());
+  json event = body.value("event", json());
+  if (is_count(event)) event = number(event);  // a binary event's, however it was encoded
   const json sid = body.value("sid", json());
   if (!sid.is_null() && !bounded_text(sid, 256)) return refused("its sid is not a client id");
   json data = body.value("data", json());
