@@ -127,3 +127,17 @@ def test_routes_are_not_served_without_a_socket(caplog: pytest.LogCaptureFixture
 
     assert _web_server.route_specs(table, None, []) == []
     assert "the host gave this worker no web socket" in caplog.text
+
+
+def test_a_static_directory_is_said_not_served_and_an_unused_socket_is_closed(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    table = web.RouteTableDef()
+    table.static("/p/files", str(tmp_path))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "w.sock"))
+    listener.listen()
+    fd = listener.detach()
+    assert _web_server.route_specs(table, fd, []) == []
+    assert "of this pack is not served: only routes with a method cross" in caplog.text
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed

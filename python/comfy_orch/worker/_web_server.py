@@ -19,6 +19,7 @@ clash between envs."""
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 
@@ -42,6 +43,9 @@ def route_specs(table: Any, fd: int | None,
     defs = []
     for r in table:
         if not (hasattr(r, "method") and hasattr(r, "path")):
+            _log.warning("[comfy-orch] %r of this pack is not served: only routes with a method "
+                         "cross (a static directory does not; serve its files from a GET route "
+                         "answering a FileResponse, docs/comfyui.md)", r)
             continue
         earlier = first.get(_routes.CLASS_PREFIX + r.method.upper() + " " + r.path)
         if earlier is not None:
@@ -51,6 +55,8 @@ def route_specs(table: Any, fd: int | None,
             continue
         defs.append(r)
     if not defs:
+        if fd is not None:
+            os.close(fd)  # nothing to serve: a request there is refused, never left waiting
         return []
     if fd is None:
         _log.warning("[comfy-orch] %d aiohttp route(s) of this pack are not served: the host gave "
