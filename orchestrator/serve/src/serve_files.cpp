@@ -2,8 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -262,8 +265,16 @@ http_reply file_routes::upload_mask(const http_request& req) const {
   auto original = original_of(form.parts);
   if (original.failed) return std::move(*original.failed);
   if (!original.image) {
-    spdlog::warn("serve: /upload/mask wrote nothing for '{}': {} (ComfyUI answers 200 so too)",
-                 printable(form.name.substr(0, 200)), printable(original.nothing_written));
+    // Said at most once a minute: a client that repeats such a request must not flood the log.
+    static std::atomic<std::int64_t> last_said{std::numeric_limits<std::int64_t>::min() / 2};
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count();
+    std::int64_t said = last_said.load();
+    if (now - said >= 60 && last_said.compare_exchange_strong(said, now))
+      spdlog::warn("serve: /upload/mask wrote nothing for '{}': {} (ComfyUI answers 200 so too; "
+                   "said at most once a minute)",
+                   printable(form.name.substr(0, 200)), printable(original.nothing_written));
     return uploaded(form, form.name);
   }
   auto mask = decode_image(form.image->data);
