@@ -38,17 +38,18 @@ std::optional<std::string> env_answering(const std::vector<worker_route>& routes
 }
 
 std::shared_ptr<forwarded_request> worker_route_for(host_runtime& host, const http_request& req) {
-  const auto routes = worker_routes_of(host);
-  const auto env = env_answering(routes, req.path);
-  if (!env) return nullptr;
-  auto [socket, named] = host.on_io_thread([&] {
+  // One turn of the io thread per request: every request serve's own routes do not answer (the
+  // page's files among them) asks here.
+  auto [socket, named] = host.on_io_thread([&]() -> std::pair<std::string, std::string> {
+    const auto env = env_answering(worker_routes_of(host), req.path);
+    if (!env) return {};
     const worker_info* w = host.workers().find(*env);
     const worker_spec* spec = host.workers().spec_of(*env);
     // Its env and its pack, for what the 502 says when the worker does not answer.
     std::string said = *env;
     if (spec != nullptr && spec->python)
       said += " (pack " + spec->python->pack_dir.filename().string() + ")";
-    return std::make_pair(w == nullptr ? std::string() : w->web_socket.string(), said);
+    return {w == nullptr ? std::string() : w->web_socket.string(), said};
   });
   if (socket.empty()) return nullptr;
   return std::make_shared<forwarded_request>(forwarded_request{socket, named, req});
