@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import ctypes
 
-# numpy (through _shared.tensors) is imported where a tensor is made, not here: a worker starts
-# its handshake with the host before that import, so the two overlap (worker/__init__.py).
-from .worker import _call
-from .worker._call import Interrupted
+# Nothing of the worker's runtime is imported here: ComfyUI's process imports this package for
+# comfy_orch.comfyui and uses none of it (tests/python/test_imports.py). Node code runs in a worker,
+# where worker._call is loaded already; numpy (through _shared.tensors) waits for a tensor.
 
 TYPE_CHECKING = False  # typing is not imported at run time: a worker's start pays for it
 if TYPE_CHECKING:
@@ -25,8 +24,25 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
+    from .worker import _call
+    from .worker._call import Interrupted
+
 __all__ = ["Interrupted", "cast_buffer", "check_interrupted", "device", "empty", "interrupted",
            "node_id", "pinned_release", "pinned_reserve", "progress", "register_model"]
+
+
+def __getattr__(name: str) -> Any:
+    """`Interrupted`, from the worker's call module at first use (PEP 562)."""
+    if name == "Interrupted":
+        from .worker._call import Interrupted
+        return Interrupted
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def _require(what: str) -> _call.Call:
+    """The running call (a node's API used outside one raises, naming `what`)."""
+    from .worker import _call
+    return _call.require(what)
 
 
 def device() -> Any:
@@ -38,31 +54,32 @@ def device() -> Any:
 
 def progress(value: float, max_value: float) -> None:
     """ComfyUI's progress event for the running node."""
-    call = _call.require("progress")
+    call = _require("progress")
     call.api.progress(call.ctx, int(value), int(max_value))
 
 
 def interrupted() -> bool:
     """True once the prompt was interrupted: the node should stop (or check_interrupted())."""
-    call = _call.require("interrupted")
+    call = _require("interrupted")
     return call.api.interrupted(call.ctx) != 0
 
 
 def check_interrupted() -> None:
     """Raises Interrupted once the prompt was interrupted."""
     if interrupted():
+        from .worker._call import Interrupted
         raise Interrupted("the prompt was interrupted")
 
 
 def node_id() -> str:
     """The prompt's id of the running node."""
-    return _call.require("node_id").node_id
+    return _require("node_id").node_id
 
 
 def empty(shape: Iterable[int], dtype: npt.DTypeLike = "float32") -> Any:
     """A tensor in the pinned pool that the node can fill and return without a copy: a torch
     tensor when the pack uses torch, else a numpy array."""
-    call = _call.require("empty")
+    call = _require("empty")
     import numpy as np
     t = call.new_tensor(shape, np.dtype(dtype))
     from ._shared import tensor_kind, tensors
@@ -81,12 +98,12 @@ class Model:
 
     def fault(self, offset: int, size: int) -> None:
         """Maps and pins [offset, offset+size) (a layer); MemoryError: stream it instead."""
-        call = _call.require("Model.fault")
+        call = _require("Model.fault")
         call.status("fault %s" % self.name,
                     call.api.region_fault(call.ctx, self._handle, int(offset), int(size)))
 
     def unpin(self, offset: int, size: int) -> None:
-        call = _call.require("Model.unpin")
+        call = _require("Model.unpin")
         call.status("unpin %s" % self.name,
                     call.api.region_unpin(call.ctx, self._handle, int(offset), int(size)))
 
@@ -94,7 +111,7 @@ class Model:
 def register_model(name: str, nbytes: int) -> Model:
     """Registers a model of `nbytes` under `name` (created on first use, kept for the worker's
     life), so the host's ledger shows it and its evictions reach it."""
-    call = _call.require("register_model")
+    call = _require("register_model")
     handle = ctypes.c_void_p()
     created = ctypes.c_int32()
     call.status("register_model %s" % name,
@@ -105,7 +122,7 @@ def register_model(name: str, nbytes: int) -> Model:
 
 def cast_buffer(stream: int, size: int) -> int:
     """The address of a cast buffer of at least `size` bytes for offload stream `stream`."""
-    call = _call.require("cast_buffer")
+    call = _require("cast_buffer")
     address = ctypes.c_uint64()
     call.status("cast_buffer", call.api.cast_buffer(call.ctx, int(stream), int(size),
                                                     ctypes.byref(address)))
@@ -114,11 +131,11 @@ def cast_buffer(stream: int, size: int) -> int:
 
 def pinned_reserve(nbytes: int) -> None:
     """Reserves pinned host memory from this worker's slot of the one budget."""
-    call = _call.require("pinned_reserve")
+    call = _require("pinned_reserve")
     call.status("pinned_reserve", call.api.pinned_reserve(call.ctx, int(nbytes)))
 
 
 def pinned_release(nbytes: int) -> None:
     """Returns what pinned_reserve reserved."""
-    call = _call.require("pinned_release")
+    call = _require("pinned_release")
     call.api.pinned_release(call.ctx, int(nbytes))
