@@ -35,7 +35,7 @@ struct memory_row {
   std::uint64_t budget = 0;
 };
 
-// Call from the io thread (host_runtime::sync).
+// Call from the io thread (host_runtime::on_io_thread).
 std::vector<memory_row> read_memory_table(host_runtime& host);
 std::string format_memory_table(const std::vector<memory_row>& rows);
 nlohmann::json to_json(const std::vector<memory_row>& rows);
