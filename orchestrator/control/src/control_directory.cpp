@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "orch/control/errc.hpp"
 #include "orch/support/errno_error.hpp"
@@ -66,13 +67,25 @@ std::optional<server_registration> read_registration(const fs::path& file) {
 }  // namespace
 
 fs::path control_directory_path() {
+  const fs::path fallback = fs::path("/tmp") / ("comfy-orch-" + std::to_string(::geteuid()));
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  if (runtime != nullptr && runtime[0] == '/') return fs::path(runtime) / "comfy-orch";
-  return fs::path("/tmp") / ("comfy-orch-" + std::to_string(::geteuid()));
+  if (runtime == nullptr || runtime[0] != '/') return fallback;
+  const fs::path dir = fs::path(runtime) / "comfy-orch";
+  // The longest socket a server puts there, "<pid>.sock" with the largest pid Linux gives
+  // (4194304, pid_max's ceiling), must fit in a Unix socket's address.
+  constexpr std::size_t longest_name = sizeof("/4194304.sock") - 1;
+  if (dir.string().size() + longest_name >= sizeof(sockaddr_un{}.sun_path)) return fallback;
+  return dir;
 }
 
 result<fs::path> open_control_directory() {
   const fs::path dir = control_directory_path();
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+      runtime != nullptr && runtime[0] == '/' && !dir.string().starts_with(runtime)) {
+    spdlog::info("XDG_RUNTIME_DIR ({}) is too long for a Unix socket's path ({} bytes at most): "
+                 "the control socket is in {}",
+                 runtime, sizeof(sockaddr_un{}.sun_path) - 1, dir.string());
+  }
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return errno_error(control_errc::directory_unusable, "mkdir(" + dir.string() + ")");
   }

@@ -1,7 +1,8 @@
 // control_directory: where a running `serve` can be found by the CLI (docs/cli.md, "The control
 // socket"). Each server puts a Unix socket `<pid>.sock` and a registration `<pid>.json` (its
 // deployment, socket, HTTP address and start time) in one per-user directory:
-// $XDG_RUNTIME_DIR/comfy-orch/, or /tmp/comfy-orch-<uid>/ without one. The directory is the first
+// $XDG_RUNTIME_DIR/comfy-orch/, or /tmp/comfy-orch-<uid>/ without one or where a socket's path
+// there would not fit in a Unix socket's address (108 bytes). The directory is the first
 // guard: mode 0700 and owned by this user, and one that is not (a symlink, another user's, or
 // open to others) is refused rather than used, since another user who owns it could replace a
 // socket with their own. Each connection's peer uid is the second (control_socket.hpp).
