@@ -21,6 +21,10 @@ install(TARGETS orch_worker_shared orch_host_shared
 # The frontend, where scripts/install-deps unpacked it (serve answers / with a page saying how
 # to get it otherwise).
 install(DIRECTORY ${ORCH_FRONTEND_DIR}/ DESTINATION ${ORCH_INSTALL_FRONTEND_DIR} OPTIONAL)
+# The workflow templates likewise (serve answers 404 under /templates/ otherwise), without the
+# list of wheels install-deps keeps beside them.
+install(DIRECTORY ${ORCH_TEMPLATES_DIR}/ DESTINATION ${ORCH_INSTALL_TEMPLATES_DIR} OPTIONAL
+  PATTERN .wheels EXCLUDE)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/ DESTINATION ${ORCH_INSTALL_PYTHON_DIR}
   PATTERN "__pycache__" EXCLUDE PATTERN "*.pyc" EXCLUDE)
 

@@ -11,8 +11,11 @@ set(ORCH_INSTALL_NODE_DIR ${CMAKE_INSTALL_LIBDIR}/comfy-orch/nodes)
 set(ORCH_INSTALL_WORKER_LIBRARY_DIR ${CMAKE_INSTALL_LIBDIR}/comfy-orch)
 set(ORCH_INSTALL_PYTHON_DIR ${CMAKE_INSTALL_DATADIR}/comfy-orch/python)
 set(ORCH_INSTALL_FRONTEND_DIR ${CMAKE_INSTALL_DATADIR}/comfy-orch/frontend)
+set(ORCH_INSTALL_TEMPLATES_DIR ${CMAKE_INSTALL_DATADIR}/comfy-orch/templates)
 # ComfyUI's official frontend as scripts/install-deps unpacks it (docs/serve.md).
 set(ORCH_FRONTEND_DIR ${PROJECT_SOURCE_DIR}/.deps/frontend/static)
+# ComfyUI's official workflow templates, likewise (docs/serve.md, "Workflow templates").
+set(ORCH_TEMPLATES_DIR ${PROJECT_SOURCE_DIR}/.deps/templates)
 set(ORCH_INSTALL_EXAMPLES_DIR ${CMAKE_INSTALL_DATADIR}/comfy-orch/examples)
 set(ORCH_INSTALL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/comfy_orch)
 
@@ -25,7 +28,7 @@ set(ORCH_EXAMPLE_PACKS "" CACHE INTERNAL "")
 
 # orch_add_layout_definitions(<target> HOST <host executable> WORKER <worker executable>):
 # compile definitions
-# ORCH_LAYOUT_{INSTALLED,BUILD}_{WORKER,PLUGINS,NODES,WORKER_LIBRARY,PYTHON,FRONTEND}
+# ORCH_LAYOUT_{INSTALLED,BUILD}_{WORKER,PLUGINS,NODES,WORKER_LIBRARY,PYTHON,FRONTEND,TEMPLATES}
 # on <target>, each a
 # path relative to the directory the host executable runs from.
 function(orch_add_layout_definitions target)
@@ -33,7 +36,7 @@ function(orch_add_layout_definitions target)
   # Installed: both executables in bin/; the rest relative between two directories of one
   # prefix, so the prefix itself drops out (an absolute CMAKE_INSTALL_LIBDIR stays absolute, and
   # such an installation cannot be moved).
-  foreach(dir BINDIR PLUGIN_DIR NODE_DIR WORKER_LIBRARY_DIR PYTHON_DIR FRONTEND_DIR)
+  foreach(dir BINDIR PLUGIN_DIR NODE_DIR WORKER_LIBRARY_DIR PYTHON_DIR FRONTEND_DIR TEMPLATES_DIR)
     if(dir STREQUAL "BINDIR")
       set(path "${CMAKE_INSTALL_BINDIR}")
     else()
@@ -47,6 +50,7 @@ function(orch_add_layout_definitions target)
   file(RELATIVE_PATH installed_worker_library "${full_BINDIR}" "${full_WORKER_LIBRARY_DIR}")
   file(RELATIVE_PATH installed_python "${full_BINDIR}" "${full_PYTHON_DIR}")
   file(RELATIVE_PATH installed_frontend "${full_BINDIR}" "${full_FRONTEND_DIR}")
+  file(RELATIVE_PATH installed_templates "${full_BINDIR}" "${full_TEMPLATES_DIR}")
   # Build tree: from where the host is linked to where the worker, plugins and packs are.
   set(host_dir "$<TARGET_FILE_DIR:${L_HOST}>")
   target_compile_definitions(${target} PRIVATE
@@ -56,11 +60,13 @@ function(orch_add_layout_definitions target)
     ORCH_LAYOUT_INSTALLED_WORKER_LIBRARY="${installed_worker_library}/$<TARGET_FILE_NAME:${L_WORKER_LIBRARY}>"
     ORCH_LAYOUT_INSTALLED_PYTHON="${installed_python}"
     ORCH_LAYOUT_INSTALLED_FRONTEND="${installed_frontend}"
+    ORCH_LAYOUT_INSTALLED_TEMPLATES="${installed_templates}"
     ORCH_LAYOUT_BUILD_WORKER="$<PATH:RELATIVE_PATH,$<TARGET_FILE:${L_WORKER}>,${host_dir}>"
     ORCH_LAYOUT_BUILD_PLUGINS="$<PATH:RELATIVE_PATH,${ORCH_PLUGIN_DIR},${host_dir}>"
     ORCH_LAYOUT_BUILD_NODES="$<PATH:RELATIVE_PATH,${ORCH_NODE_LIBRARY_DIR},${host_dir}>"
     ORCH_LAYOUT_BUILD_WORKER_LIBRARY="$<PATH:RELATIVE_PATH,$<TARGET_FILE:${L_WORKER_LIBRARY}>,${host_dir}>"
     # The comfy_orch package is pure Python: the build tree uses the source's copy.
     ORCH_LAYOUT_BUILD_PYTHON="$<PATH:RELATIVE_PATH,${PROJECT_SOURCE_DIR}/python,${host_dir}>"
-    ORCH_LAYOUT_BUILD_FRONTEND="$<PATH:RELATIVE_PATH,${ORCH_FRONTEND_DIR},${host_dir}>")
+    ORCH_LAYOUT_BUILD_FRONTEND="$<PATH:RELATIVE_PATH,${ORCH_FRONTEND_DIR},${host_dir}>"
+    ORCH_LAYOUT_BUILD_TEMPLATES="$<PATH:RELATIVE_PATH,${ORCH_TEMPLATES_DIR},${host_dir}>")
 endfunction()

@@ -222,7 +222,10 @@ int serve(const serve_options& o) {
       orchestrator::frontend_routes(
           orchestrator::frontend_files(front_end,
                                        orchestrator::extension_web_dirs(prepared->inventory)),
-                                    orchestrator::user_data(directories.user), o.max_upload));
+                                    orchestrator::user_data(directories.user), o.max_upload,
+          orchestrator::workflow_templates(
+              orchestrator::installed_workflow_templates(),
+              orchestrator::example_workflow_packs(prepared->inventory))));
   api_ptr = api.get();
   status controlled = ok_status();
   if (endpoint) controlled = control.listen(endpoint->registration.socket);

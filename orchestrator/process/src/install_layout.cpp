@@ -18,20 +18,23 @@ struct relative_layout {
   const char* worker_library;
   const char* python;
   const char* frontend;
+  const char* templates;
 };
 
 constexpr relative_layout installed{
     ORCH_LAYOUT_INSTALLED_WORKER, ORCH_LAYOUT_INSTALLED_PLUGINS, ORCH_LAYOUT_INSTALLED_NODES,
     ORCH_LAYOUT_INSTALLED_WORKER_LIBRARY, ORCH_LAYOUT_INSTALLED_PYTHON,
-    ORCH_LAYOUT_INSTALLED_FRONTEND};
+    ORCH_LAYOUT_INSTALLED_FRONTEND, ORCH_LAYOUT_INSTALLED_TEMPLATES};
 constexpr relative_layout build_tree{ORCH_LAYOUT_BUILD_WORKER, ORCH_LAYOUT_BUILD_PLUGINS,
                                      ORCH_LAYOUT_BUILD_NODES, ORCH_LAYOUT_BUILD_WORKER_LIBRARY,
-                                     ORCH_LAYOUT_BUILD_PYTHON, ORCH_LAYOUT_BUILD_FRONTEND};
+                                     ORCH_LAYOUT_BUILD_PYTHON, ORCH_LAYOUT_BUILD_FRONTEND,
+                                     ORCH_LAYOUT_BUILD_TEMPLATES};
 
 install_layout beside(const fs::path& dir, const relative_layout& r) {
   return {(dir / r.worker).lexically_normal(), (dir / r.plugins).lexically_normal(),
           (dir / r.nodes).lexically_normal(), (dir / r.worker_library).lexically_normal(),
-          (dir / r.python).lexically_normal(), (dir / r.frontend).lexically_normal()};
+          (dir / r.python).lexically_normal(), (dir / r.frontend).lexically_normal(),
+          (dir / r.templates).lexically_normal()};
 }
 
 bool is_file(const fs::path& p) {

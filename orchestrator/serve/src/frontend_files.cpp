@@ -48,7 +48,8 @@ std::string frontend_content_type(std::string_view filename) {
       {"eot", "application/vnd.ms-fontobject"},
       {"wasm", "application/wasm"},
       {"map", "application/json"},
-      {"glb", "model/gltf-binary"}};
+      {"glb", "model/gltf-binary"},
+      {"mp3", "audio/mpeg"}};  // the workflow templates' audio previews
   for (const auto& [e, type] : types)
     if (ext == e) return type;
   return content_type_of(filename);

@@ -27,6 +27,8 @@ std::optional<http_reply> frontend_routes::handle(const http_request& req) const
   const auto route = api_route(req);
   if (auto answer = users_.handle(req, route)) return answer;
   if (req.method != "GET") return std::nullopt;
+  // ComfyUI's /templates route comes before its web root's files.
+  if (auto answer = templates_.handle(req)) return answer;
   if (auto answer = api(route)) return answer;
   // The frontend's own files: never under /api.
   if (!req.segments.empty() && req.segments[0] == "api") return std::nullopt;
@@ -42,8 +44,7 @@ std::optional<http_reply> frontend_routes::api(const std::vector<std::string>& r
   if (n == 1) {
     if (head == "extensions") return json_reply(files_.extensions());
     if (head == "embeddings" || head == "models") return json_reply(json::array());
-    if (head == "i18n" || head == "global_subgraphs" || head == "node_replacements" ||
-        head == "workflow_templates")
+    if (head == "i18n" || head == "global_subgraphs" || head == "node_replacements")
       return json_reply(json::object());
     if (head == "features") return json_reply(server_feature_flags(max_upload_));
   }

@@ -22,6 +22,7 @@ TEST(install_layout, a_host_in_an_installed_prefix_finds_the_files_installed_bes
   EXPECT_EQ(layout.worker_executable, bin / "comfy-orch-worker");
   EXPECT_EQ(layout.plugin_directory, prefix.path() / ORCH_INSTALL_PLUGIN_DIR);
   EXPECT_EQ(layout.node_library_directory, prefix.path() / ORCH_INSTALL_NODE_DIR);
+  EXPECT_EQ(layout.templates_directory, prefix.path() / ORCH_INSTALL_TEMPLATES_DIR);
 }
 
 TEST(install_layout, a_host_in_a_build_tree_finds_the_worker_plugins_and_packs_built_with_it) {

@@ -168,6 +168,42 @@ TEST_F(serve_test, front_end_root_serves_another_frontend_and_refuses_a_director
   EXPECT_NE(refused.err.find("holds no index.html"), std::string::npos) << refused.err;
 }
 
+// The template browser, the first page a new user sees (issue 57): the official templates
+// scripts/install-deps unpacked into .deps/templates (the pinned comfyui-workflow-templates
+// parts) at /templates/, and a pack's example workflows listed and served as ComfyUI does.
+TEST_F(serve_test, the_template_browser_gets_the_official_templates_and_the_packs_examples) {
+  auto s = serve();
+  ASSERT_NE(s->port(), 0);
+  const auto index = s->get("/templates/index.json");
+  ASSERT_EQ(index.status, 200u) << "no workflow templates: run scripts/install-deps";
+  EXPECT_EQ(index.header("content-type"), "application/json");
+  const json categories = index.json();
+  ASSERT_TRUE(categories.is_array() && !categories.empty()) << index.body.substr(0, 200);
+  const json& first = categories[0]["templates"][0];
+  ASSERT_TRUE(first.contains("name")) << categories[0].dump().substr(0, 400);
+  const auto workflow = s->get("/templates/" + first["name"].get<std::string>() + ".json");
+  EXPECT_EQ(workflow.status, 200u);
+  EXPECT_TRUE(workflow.json().contains("nodes")) << workflow.body.substr(0, 200);
+  EXPECT_EQ(s->get("/templates/index.fr.json").json().size(), categories.size());
+  EXPECT_EQ(s->get("/templates/no-such-template-1.webp").status, 404u);
+  EXPECT_EQ(s->get("/templates/../deployment.toml").status, 404u);
+
+  EXPECT_EQ(s->get("/api/workflow_templates").json(), json::object());
+  const auto examples = dir_ / "packs/ComfyUI-TestNodes/example_workflows";
+  std::filesystem::create_directories(examples);
+  std::ofstream(examples / "demo.json") << R"({"nodes": []})";
+  std::ofstream(examples / "demo.jpg") << "jpg";
+  EXPECT_EQ(s->get("/api/workflow_templates").json(), (json{{"ComfyUI-TestNodes", {"demo"}}}));
+  EXPECT_EQ(s->get("/workflow_templates").json(), (json{{"ComfyUI-TestNodes", {"demo"}}}));
+  const auto demo = s->get("/api/workflow_templates/ComfyUI-TestNodes/demo.json");
+  EXPECT_EQ(demo.status, 200u);
+  EXPECT_EQ(demo.body, R"({"nodes": []})");
+  const auto thumbnail = s->get("/api/workflow_templates/ComfyUI-TestNodes/demo.jpg");
+  EXPECT_EQ(thumbnail.header("content-type"), "image/jpeg");
+  EXPECT_EQ(s->get("/api/workflow_templates/ComfyUI-TestNodes/none.json").status, 404u);
+  EXPECT_EQ(s->stop(), 0);
+}
+
 // ComfyUI reads number with float() and front and the other flags as Python truth values; a
 // prompt_id must be a UUID in canonical form (validate_job_id, Comfy-Org/ComfyUI 002c3fb9).
 TEST_F(serve_test, number_front_and_prompt_id_are_read_as_comfyui_reads_them) {

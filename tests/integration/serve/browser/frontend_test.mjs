@@ -3,10 +3,12 @@
 //
 //   node frontend_test.mjs URL OUT_DIR COMFYUI_TREE [serve|launch]
 //
-// What a person does: open the page, find the nodes in the library, load a workflow and press
-// Run, watch the sampler's progress, the Python pack's node at work (its live preview, its
-// progress text, the pack's script showing its messages and an image from the pack's route) and
-// the preview image, see the job in the queue, save the workflow, change a setting and reload.
+// What a person does: open the page for the first time (serve: the template browser opens, with
+// the official templates and the Python pack's example workflow, which loads), find the nodes in
+// the library, load a workflow and press Run, watch the sampler's progress, the Python pack's
+// node at work (its live preview, its progress text, the pack's script showing its messages and
+// an image from the pack's route) and the preview image, see the job in the queue, save the
+// workflow, change a setting and reload.
 // Screenshots of each step go to OUT_DIR; every JSON answer and WebSocket message the page
 // received goes to OUT_DIR/captured.json, which check_frontend_types checks against the
 // frontend's published TypeScript types.
@@ -34,7 +36,9 @@ const tolerated = [
   /^\/user\.css$/, /^\/api\/userdata\/user\.css$/,          // no user stylesheet
   /^\/api\/userdata\/comfy\.templates\.json$/,              // no saved templates
   /^\/api\/userdata\?dir=(workflows|subgraphs)(&|$)/,      // no such directory yet
-  /^\/templates\//,                                         // no workflow-templates package
+  // The templates' pictures: their media parts are not installed by default (docs/serve.md,
+  // "Workflow templates"); under launch, a ComfyUI without the templates package at all.
+  underServe ? /^\/templates\/[^?]*\.(webp|png|jpe?g|mp3|mp4)$/ : /^\/templates\//,
 ];
 const failures = [];
 const external = [];
@@ -64,9 +68,10 @@ page.on('crash', () => fail('the page crashed'));
 page.on('console', (m) => {
   if (m.type() !== 'error') return;
   const text = m.text();
-  // The browser's own line for a tolerated 404 or a refused external request, and the
-  // frontend's for the missing templates package.
-  if (/Failed to load resource|Error loading core workflow templates/.test(text)) return;
+  // The browser's own line for a tolerated 404 or a refused external request, the frontend's
+  // for a template's missing picture (serve) or for the missing templates package (launch).
+  if (/^Failed to load resource|^Failed to fetch: 404$/.test(text)) return;
+  if (!underServe && /Error loading core workflow templates/.test(text)) return;
   fail('console error: ' + text.slice(0, 400));
 });
 page.on('response', async (r) => {
@@ -108,8 +113,48 @@ async function shot(name) {
   await page.screenshot({ path: join(out, name + '.png') });
 }
 
+// 0. A first visit opens the template browser, the first page a new user sees (serve: the
+// official templates, the Python pack's example workflow, which loads; docs/serve.md, "Workflow
+// templates"). Not under launch: the real ComfyUI tree there is not on its first visit.
+async function checkTemplateBrowser() {
+  const dialog = page.getByRole('dialog');
+  const cards = dialog.locator(
+    '[data-testid^="template-workflow-"]:not([data-testid="template-workflow-detail"])');
+  await cards.first().waitFor({ timeout: 30000 })
+    .catch(() => fail('a first visit shows no template'));
+  await shot('0-templates');
+  const shown = await cards.count();
+  check(shown > 0, `a first visit opens the template browser with templates (${shown} shown)`);
+  check(!(await dialog.getByText('No templates found').isVisible()),
+        'the template browser does not say "No templates found"');
+  const thumbnail = page.waitForResponse(
+    (r) => r.url().endsWith('/api/workflow_templates/ComfyUI-BrowserDemo/browser_demo.jpg'),
+    { timeout: 10000 }).catch(() => null);
+  await dialog.getByText('ComfyUI-BrowserDemo', { exact: true }).click();
+  const example = dialog.locator('[data-testid="template-workflow-browser_demo"]');
+  await example.waitFor({ timeout: 10000 })
+    .catch(() => fail('the Python pack\'s example workflow is not under Extensions'));
+  const picture = await thumbnail;
+  check(picture?.status() === 200 && picture.headers()['content-type'] === 'image/jpeg',
+        'its thumbnail is served from the pack\'s example_workflows');
+  await example.locator('img').first().evaluate(
+    (i) => i.complete || new Promise((done) => { i.onload = i.onerror = done; }))
+    .catch(() => {});
+  check(await example.locator('img').first().evaluate((i) => i.naturalWidth > 0)
+    .catch(() => false), 'the thumbnail shows on its card');
+  await shot('0-templates-pack');
+  await example.click();
+  await page.waitForFunction(() => window.app.graph.nodes.some(
+    (n) => n.type === 'BrowserTint' && n.widgets?.[0]?.value === 'blue'), null, { timeout: 10000 })
+    .then(() => check(true, 'choosing it loads the pack\'s workflow'))
+    .catch(() => fail('choosing the pack\'s example workflow did not load it'));
+  await dialog.first().waitFor({ state: 'hidden', timeout: 10000 })
+    .catch(() => page.keyboard.press('Escape'));
+}
+
 // 1. The page loads.
 await open();
+if (underServe) await checkTemplateBrowser();
 await shot('1-loaded');
 check(failures.length === 0, 'the page loads with no console error and no failed request');
 check(await page.evaluate(() => window.orchBrowserDemoLoaded === true),

@@ -1,6 +1,7 @@
 """The frontend browser test's driver (docs/serve.md, "The frontend"): a ComfyUI tree (the test
 ComfyUI, copied) with this directory's Python pack in custom_nodes and the native example packs,
-its env a venv over this python3 (or --python's), `comfy-orch serve` on it, frontend_test.mjs
+and no user settings (the page's first visit, which opens the template browser), its env a venv
+over this python3 (or --python's), `comfy-orch serve` on it, frontend_test.mjs
 driving the official frontend in Debian's Chromium against it, then check_frontend_types.mjs
 checking what the page received against the frontend's published TypeScript types.
 
@@ -21,7 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def first_visit(tree):
-    """A first visit without the templates dialog that a new user closes by hand."""
+    """A first visit without the templates dialog that a new user closes by hand (the launch
+    test's; this one's page opens that dialog, and frontend_test.mjs checks it)."""
     user = os.path.join(tree, "user", "default")
     os.makedirs(user, exist_ok=True)
     with open(os.path.join(user, "comfy.settings.json"), "w") as f:
@@ -34,7 +36,6 @@ def write_tree(work, comfyui, packs):
     shutil.copytree(comfyui, tree, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(os.path.join(HERE, "custom_nodes"), os.path.join(tree, "custom_nodes"),
                     dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    first_visit(tree)
     deployment = os.path.join(work, "deployment.toml")
     native = [os.path.join(packs, p) for p in ("ComfyUI-ImageOps", "ComfyUI-SimSampler")]
     with open(deployment, "w") as f:

@@ -6,10 +6,12 @@
 // Two layouts are known, each as paths relative to the directory of the host executable:
 //   - the installed one (`cmake --install`): bin/comfy-orch-worker,
 //     lib/comfy-orch/plugins, lib/comfy-orch/nodes, lib/comfy-orch/liborch_worker.so,
-//     share/comfy-orch/python, share/comfy-orch/frontend (GNUInstallDirs names them);
+//     share/comfy-orch/python, share/comfy-orch/frontend, share/comfy-orch/templates
+//     (GNUInstallDirs names them);
 //   - the build tree's: worker/comfy-orch-worker, plugins/lib, examples, lib/liborch_worker.so,
 //     and the source tree's python/ (the comfy_orch package is pure Python) and
-//     .deps/frontend/static (the frontend scripts/install-deps unpacked).
+//     .deps/frontend/static and .deps/templates (the frontend and the workflow templates
+//     scripts/install-deps unpacked).
 // The first whose worker executable exists is used, as a whole; with neither, the installed one,
 // so that messages name where an installation would have put the files.
 #pragma once
@@ -25,6 +27,7 @@ struct install_layout {
   std::filesystem::path worker_library;          // liborch_worker.so, for Python workers
   std::filesystem::path python_package_root;     // the directory holding comfy_orch/
   std::filesystem::path frontend_directory;      // ComfyUI's frontend, served by serve at /
+  std::filesystem::path templates_directory;     // ComfyUI's workflow templates: /templates/
 };
 
 // The layout beside the host executable `host_executable` (an absolute path).
