@@ -2,7 +2,7 @@
 // its loss and restart with backoff, heartbeats and shutdown. The other parts of the supervisor
 // each have their file (docs/architecture.md): starting a worker (supervisor_spawn.cpp), the
 // router (supervisor_router.cpp), the lease service (supervisor_leases.cpp) and release mirroring
-// (supervisor_releases.cpp).
+// (supervisor_releases.cpp); whether a loss restarts or fails the env is restart_policy.cpp's.
 #include "orch/runtime/supervisor.hpp"
 
 #include <fcntl.h>
@@ -29,12 +29,6 @@
 
 namespace orch::orchestrator {
 
-std::chrono::milliseconds crash_loop_cool_down(std::chrono::milliseconds failed_retry, int loop) {
-  const auto cap = std::max(failed_retry, max_crash_loop_cool_down);
-  auto cool_down = failed_retry;
-  for (int i = 0; i < loop && cool_down < cap; ++i) cool_down *= 2;
-  return std::min(cool_down, cap);
-}
 namespace {
 
 using nlohmann::json;
@@ -90,6 +84,7 @@ supervisor::supervisor(boost::asio::io_context& io, host_memory& memory, supervi
       heartbeat_timer_(io),
       divergence_(options_.host_manager, options_.debug_worker) {
   if (!options_.launcher) options_.launcher = std::make_shared<child_process_launcher>();
+  if (!options_.clock) options_.clock = &clock::now;
   instance_ = new_host_instance();
   arm_heartbeat_check();
 }
@@ -100,7 +95,7 @@ supervisor::~supervisor() {
 }
 
 void supervisor::start(worker_spec spec) {
-  auto w = std::make_shared<worker>(io_);
+  auto w = std::make_shared<worker>(io_, restart_policy(options_.timing, options_.clock));
   w->self = w;
   w->info.env = spec.env;
   w->web_name = std::to_string(workers_.size());  // short: a socket path has 107 bytes
@@ -227,66 +222,59 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
     call->done(error{runtime_errc::worker_died, what});
   }
   if (!was_ready && !w.setup_failure.empty() && !shutting_down_) {
-    // A set-up that cannot succeed on a retry: no restart, and the cause is what is kept.
-    w.info.last_error = "worker for env " + w.spec.env + " (" +
-                        (pid > 0 ? "pid " + std::to_string(pid) + ", " : std::string()) +
-                        "generation " + std::to_string(generation) + ") cannot start: " +
-                        w.setup_failure + "; not restarted (a retry cannot succeed)";
-    spdlog::error("{}", w.info.last_error);
-    w.info.state = worker_state::failed;
-    fail_queue(w);
-    return;
+    return fail_unrecoverable(w, pid, generation);
   }
-  const auto now = clock::now();
-  // A worker that ran a whole crash-loop window since its start ended the crash loops.
-  if (now - w.info.spawned_at >= options_.timing.crash_loop_window) w.crash_loops = 0;
-  w.losses.push_back(now);
-  while (!w.losses.empty() && now - w.losses.front() > options_.timing.crash_loop_window) {
-    w.losses.pop_front();
-  }
-  if (shutting_down_ || static_cast<int>(w.losses.size()) > options_.timing.crash_loop_limit) {
-    w.info.state = worker_state::failed;
-    fail_queue(w);
-    if (shutting_down_) return;
-    // Not for good: a client whose prompts crash a pack cannot keep it offline. It is started
-    // again after a cool-down that doubles with each crash loop.
-    const auto base = options_.timing.failed_retry;
-    const auto cool_down = crash_loop_cool_down(base, w.crash_loops);
-    w.crash_loops += 1;
-    w.info.crash_loops = w.crash_loops;
-    spdlog::error(
-        "env {} marked failed: {} losses within {} ms (crash-loop cap {}); other envs go on{}. "
-        "Last: {}",
-        w.spec.env, w.losses.size(), options_.timing.crash_loop_window.count(),
-        options_.timing.crash_loop_limit,
-        base.count() == 0 ? std::string()
-                          : "; started again in " + std::to_string(cool_down.count()) + " ms",
-        w.info.last_error);
-    if (base.count() == 0) return;
-    std::weak_ptr<worker> weak = w.self;
-    w.timer.expires_after(cool_down);
-    w.info.retry_at = clock::now() + cool_down;
-    w.timer.async_wait([this, weak](const boost::system::error_code& ec) {
-      auto wp = weak.lock();
-      if (ec || !wp || wp->info.state != worker_state::failed || shutting_down_) return;
-      wp->info.retry_at.reset();
-      wp->losses.clear();
-      spdlog::info("env {}: starting again after its crash loop", wp->spec.env);
-      spawn(*wp);
-    });
-    return;
-  }
-  auto delay = options_.timing.restart_backoff;
-  for (std::size_t i = 1; i < w.losses.size() && delay < options_.timing.restart_backoff_max; ++i) {
-    delay *= 2;
-  }
-  delay = std::min(delay, options_.timing.restart_backoff_max);
+  const auto decision = w.policy.lost(shutting_down_);
+  if (decision.action == restart_action::restart) return restart_after(w, decision.delay);
+  fail_for_losses(w, decision);
+}
+
+void supervisor::fail_unrecoverable(worker& w, pid_t pid, std::uint32_t generation) {
+  // A set-up that cannot succeed on a retry: no restart, and the cause is what is kept.
+  w.info.last_error = "worker for env " + w.spec.env + " (" +
+                      (pid > 0 ? "pid " + std::to_string(pid) + ", " : std::string()) +
+                      "generation " + std::to_string(generation) + ") cannot start: " +
+                      w.setup_failure + "; not restarted (a retry cannot succeed)";
+  spdlog::error("{}", w.info.last_error);
+  w.info.state = worker_state::failed;
+  fail_queue(w);
+}
+
+void supervisor::restart_after(worker& w, std::chrono::milliseconds delay) {
   spdlog::info("worker {}: restarting in {} ms", w.spec.env, delay.count());
   std::weak_ptr<worker> weak = w.self;
   w.timer.expires_after(delay);
   w.timer.async_wait([this, weak](const boost::system::error_code& ec) {
     auto wp = weak.lock();
     if (ec || !wp || wp->info.state != worker_state::backoff || shutting_down_) return;
+    spawn(*wp);
+  });
+}
+
+void supervisor::fail_for_losses(worker& w, const restart_decision& decision) {
+  w.info.state = worker_state::failed;
+  fail_queue(w);
+  if (decision.action == restart_action::fail_for_shutdown) return;
+  w.info.crash_loops = decision.crash_loops;
+  const bool retried = decision.action == restart_action::fail_then_retry;
+  spdlog::error(
+      "env {} marked failed: {} losses within {} ms (crash-loop cap {}); other envs go on{}. "
+      "Last: {}",
+      w.spec.env, decision.losses_in_window, options_.timing.crash_loop_window.count(),
+      options_.timing.crash_loop_limit,
+      retried ? "; started again in " + std::to_string(decision.delay.count()) + " ms"
+              : std::string(),
+      w.info.last_error);
+  if (!retried) return;
+  std::weak_ptr<worker> weak = w.self;
+  w.timer.expires_after(decision.delay);
+  w.info.retry_at = decision.retry_at;
+  w.timer.async_wait([this, weak](const boost::system::error_code& ec) {
+    auto wp = weak.lock();
+    if (ec || !wp || wp->info.state != worker_state::failed || shutting_down_) return;
+    wp->info.retry_at.reset();
+    wp->policy.cool_down_ended();
+    spdlog::info("env {}: starting again after its crash loop", wp->spec.env);
     spawn(*wp);
   });
 }

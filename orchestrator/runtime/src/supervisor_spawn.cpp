@@ -148,7 +148,7 @@ void supervisor::spawn(worker& w) {
     return fail_start(pid.err().message);
   }
   w.info.pid = *pid;
-  w.info.spawned_at = clock::now();
+  w.info.spawned_at = w.policy.started();  // on the clock the policy's window is measured by
   output_write.reset();
   std::erase_if(retired_outputs_, [](const auto& o) { return !o->open(); });
   if (w.output) retired_outputs_.push_back(std::move(w.output));
@@ -246,7 +246,7 @@ void supervisor::on_ready(worker& w, const ipc::message& m) {
   w.info.plugins = m.body["plugins"];
   report_divergence(w);
   w.info.state = worker_state::ready;
-  w.info.ready_at = clock::now();
+  w.info.ready_at = options_.clock();
   w.last_beat = memory_.control().block(w.info.slot).heartbeat.load(std::memory_order_acquire);
   w.last_beat_at = clock::now();
   w.channel->respond(m.header, json::object());

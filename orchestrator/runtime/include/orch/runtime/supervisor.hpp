@@ -15,7 +15,8 @@
 //   crash loop more than crash_loop_limit losses within crash_loop_window mark that env failed:
 //              its queued calls fail with "pack_failed" and the other envs go on; it is started
 //              again after failed_retry, doubled per further crash loop up to an hour
-//              (crash_loop_cool_down);
+//              (crash_loop_cool_down); these decisions are the restart_policy's
+//              (restart_policy.hpp);
 //   no retry   a start that cannot succeed on a retry marks the env failed at its first loss:
 //              the worker executable cannot be exec'd, the worker said setup_failed (a library
 //              that is no pack, a plugin that does not load), or it exited while starting with
@@ -58,6 +59,7 @@
 #include "orch/runtime/divergence_report.hpp"
 #include "orch/runtime/host_memory.hpp"
 #include "orch/runtime/plugin_selection.hpp"
+#include "orch/runtime/restart_policy.hpp"
 #include "orch/runtime/worker_output.hpp"
 #include "orch/runtime/worker_web_sockets.hpp"
 #include "orch/support/result.hpp"
@@ -101,6 +103,9 @@ struct supervisor_options {
   // Starts, signals and reaps the workers (process_launcher.hpp); null: real child processes
   // (child_process_launcher). Unit tests pass a fake that runs in-process workers.
   std::shared_ptr<process_launcher> launcher;
+  // The time of spawns, ready messages and losses, as the restart policy reads it; empty: the
+  // steady clock. A test may drive it by hand; the supervisor's timers still run on real time.
+  time_source clock;
 };
 
 enum class worker_state { starting, ready, backoff, failed, stopping, stopped };
@@ -130,13 +135,6 @@ struct worker_info {
   // native worker. The same path for every generation of the env.
   std::filesystem::path web_socket;
 };
-
-// How long an env failed for its crash loop number `loop` (0 for the first) stays down:
-// `failed_retry`, doubled per further loop, at most max_crash_loop_cool_down (or failed_retry
-// itself, where it is set longer). Unbounded, a client whose prompts crash a pack kept it down
-// for days.
-inline constexpr std::chrono::milliseconds max_crash_loop_cool_down{3'600'000};
-std::chrono::milliseconds crash_loop_cool_down(std::chrono::milliseconds failed_retry, int loop);
 
 // A finished call: the worker's response body, or a typed error ("worker_died",
 // "deadline_exceeded", "pack_failed", "unknown_env", "bad_response", a channel error). A call's
@@ -207,7 +205,7 @@ class supervisor {
     call_done done;
   };
   struct worker {
-    explicit worker(boost::asio::io_context& io) : timer(io) {}
+    worker(boost::asio::io_context& io, restart_policy p) : timer(io), policy(std::move(p)) {}
     // Handlers queued on the io context (channel callbacks) may run after the supervisor is
     // gone; they hold this weak reference, never a raw pointer.
     std::weak_ptr<worker> self;
@@ -223,8 +221,7 @@ class supervisor {
     std::chrono::steady_clock::time_point last_beat_at;
     std::deque<queued_call> queue;
     std::unique_ptr<queued_call> in_flight;
-    std::deque<std::chrono::steady_clock::time_point> losses;
-    int crash_loops = 0;  // times it was failed for crash-looping since it last stayed ready
+    restart_policy policy;  // what its losses lead to
     // Why this generation's start cannot succeed on a retry (an exec failure, the worker's
     // setup_failed, an exit status); empty: a loss like any other.
     std::string setup_failure;
@@ -248,6 +245,11 @@ class supervisor {
   // its exit status is waited for briefly and may mark the start as one a retry cannot fix.
   void lose(worker& w, std::uint32_t generation, const std::string& reason,
             bool peer_gone = false);
+  // What follows a loss: the env failed at once for a start a retry cannot fix (setup_failure);
+  // the restart_policy's restart after a backoff; or its failure for a crash loop or shutdown.
+  void fail_unrecoverable(worker& w, pid_t pid, std::uint32_t generation);
+  void restart_after(worker& w, std::chrono::milliseconds delay);
+  void fail_for_losses(worker& w, const restart_decision& decision);
   // Closes the channel and reaps the process (SIGKILL at once, or after `grace`); returns its wait
   // status, if there was a process.
   std::optional<int> release_process(worker& w, std::chrono::milliseconds grace) noexcept;
