@@ -264,8 +264,8 @@ int serve(const serve_options& o) {
 }  // namespace
 
 void add_serve_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "serve",
+  auto* cmd = add_command(
+      app, "serve", "Serve ComfyUI's HTTP and WebSocket API over warm workers",
       "Start the deployment's workers and keep them warm behind ComfyUI's HTTP and WebSocket "
       "API (POST /prompt, /queue, /history, /object_info, /interrupt, /free, /system_stats, "
       "/view, /upload/image, /ws), so ComfyUI clients drive it as they drive ComfyUI, and its "
