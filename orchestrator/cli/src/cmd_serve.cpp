@@ -28,6 +28,7 @@
 #include "orch/serve/serve_files.hpp"
 #include "orch/serve/byte_budget.hpp"
 #include "orch/serve/serve_http.hpp"
+#include "orch/serve/route_table.hpp"
 #include "orch/serve/serve_live_routes.hpp"
 
 namespace orch::cli {
@@ -179,8 +180,10 @@ int serve(const serve_options& o) {
   const auto worker_routes = orchestrator::worker_routes_of(h);
   for (const auto& line : orchestrator::worker_route_clashes(worker_routes))
     spdlog::warn("serve: {}", line);
-  limits.body_rule_for = [&o, worker_routes](const std::string& method, const std::string& path) {
-    return orchestrator::comfy_api::takes_upload(method, path) ||
+  orchestrator::route_table routes;  // filled below, before the server listens
+  limits.body_rule_for = [&o, &routes, worker_routes](const std::string& method,
+                                                      const std::string& path) {
+    return routes.takes_upload(method, path) ||
                    orchestrator::env_answering(worker_routes, path)
                ? orchestrator::body_rule{o.max_upload, true}
                : orchestrator::body_rule{o.max_body, false};
@@ -207,11 +210,8 @@ int serve(const serve_options& o) {
   orchestrator::live_views views(h, sampler, identity);
   orchestrator::comfy_api* api_ptr = nullptr;
   orchestrator::http_server server(
-      h.io(), limits, [&](const orchestrator::http_request& r) { return api_ptr->handle(r); },
-      [&](const orchestrator::http_request& r) -> std::optional<orchestrator::http_reply> {
-        if (auto reply = orchestrator::live_route(views, r)) return reply;  // read-only
-        return api_ptr->at_once(r);
-      },
+      h.io(), limits, [&](const orchestrator::http_request& r) { return routes.answer(r); },
+      [&](const orchestrator::http_request& r) { return routes.at_once(r); },
       [&](const std::string& sid) { return api_ptr->greeting(sid); });
   orchestrator::control_socket control(
       h.io(), [&](const nlohmann::json& request) { return views.answer(request); });
@@ -224,6 +224,8 @@ int serve(const serve_options& o) {
                                        orchestrator::extension_web_dirs(prepared->inventory)),
                                     orchestrator::user_data(directories.user), o.max_upload));
   api_ptr = api.get();
+  orchestrator::add_live_routes(routes, views);
+  api->add_routes(routes);
   status controlled = ok_status();
   if (endpoint) controlled = control.listen(endpoint->registration.socket);
   if (!controlled) {
