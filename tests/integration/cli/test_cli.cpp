@@ -79,7 +79,7 @@ TEST(cli, the_top_help_lists_each_command_on_one_line) {
   EXPECT_EQ(one_line(r.out).find("keep them warm"), std::string::npos) << "serve's paragraph";
 }
 
-TEST(cli, a_commands_own_help_keeps_its_paragraphs) {
+TEST(cli, a_commands_own_help_keeps_its_paragraphs_and_shows_the_defaults) {
   const auto r = run("serve --help");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string text = one_line(r.out);
@@ -89,6 +89,10 @@ TEST(cli, a_commands_own_help_keeps_its_paragraphs) {
             std::string::npos)
       << r.out;
   EXPECT_NE(text.find("SIGINT/SIGTERM/SIGHUP stop it gracefully; exit 0."), std::string::npos);
+  // serve_config's defaults, as the flags show them.
+  for (const char* flag : {"--port UINT=8188", "--max-body UINT=8388608", "=10000 A request's",
+                           "--on-stop TEXT:{interrupt,finish}=interrupt"})
+    EXPECT_NE(text.find(flag), std::string::npos) << flag << " in:\n" << r.out;
   for (const auto& command : commands)
     EXPECT_EQ(run(command + " --help").exit_code, 0) << command;
 }
