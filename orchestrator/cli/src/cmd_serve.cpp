@@ -53,12 +53,13 @@ int serve(const std::string& deployment, const serve_config& config) {
   auto& h = *host;
   orchestrator::settle_workers(h, [&] { return signals.interrupted(); });
   for (const auto& w : h.on_io_thread([&] { return h.workers().workers(); })) {
-    std::cerr << "worker " << w.env << ": " << orchestrator::to_string(w.state) << " (pid "
-              << w.pid << ", " << w.nodes.size() << " node classes)";
+    std::cerr << "worker " << w.env << ": " << orchestrator::to_string(w.state) << " (pid " << w.pid
+              << ", " << w.nodes.size() << " node classes)";
     if (w.state != orchestrator::worker_state::ready) std::cerr << ": " << w.last_error;
     std::cerr << '\n';
   }
-  for (const auto& s : h.skipped()) std::cerr << "env " << s.env << ": no worker: " << s.reason << '\n';
+  for (const auto& s : h.skipped())
+    std::cerr << "env " << s.env << ": no worker: " << s.reason << '\n';
 
   if (auto port = (*server)->start(h); !port) {
     std::cerr << "comfy-orch serve: " << port.err().message << '\n';
@@ -82,8 +83,8 @@ int serve(const std::string& deployment, const serve_config& config) {
 }
 
 // A flag in milliseconds bound to a duration of the config, showing its value as the default.
-CLI::Option* add_ms_option(CLI::App* cmd, const std::string& name,
-                           std::chrono::milliseconds& field, const std::string& help) {
+CLI::Option* add_ms_option(CLI::App* cmd, const std::string& name, std::chrono::milliseconds& field,
+                           const std::string& help) {
   return cmd
       ->add_option_function<unsigned>(
           name, [&field](unsigned ms) { field = std::chrono::milliseconds(ms); }, help)

@@ -55,7 +55,9 @@ std::string command_help::make_option_desc(const CLI::Option* opt) const {
   return text;
 }
 
-std::shared_ptr<command_help> make_command_help() { return std::make_shared<command_help>(); }
+std::shared_ptr<command_help> make_command_help() {
+  return std::make_shared<command_help>();
+}
 
 CLI::App* add_command(CLI::App& app, const std::string& name, const std::string& summary,
                       const std::string& about) {

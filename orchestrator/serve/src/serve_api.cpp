@@ -167,32 +167,45 @@ void comfy_api::add_routes(route_table& table) {
   // The io thread answers what needs no wait: POST /interrupt and GET /prompt, so an interrupt is
   // never queued behind a request that waits for the very node it should stop, and POST /prompt
   // (a prompt a worker must validate is answered `later`, on the waiting thread).
-  table.add({.method = "POST", .path = "/prompt", .where = io_thread,
-             .answer = [this](request r) { return post_prompt(r); }});
+  table.add({.method = "POST", .path = "/prompt", .where = io_thread, .answer = [this](request r) {
+               return post_prompt(r);
+             }});
   table.add({.method = "GET", .path = "/prompt", .where = io_thread, .answer = [this](request) {
                return json_reply({{"exec_info", {{"queue_remaining", queue_.remaining()}}}});
              }});
-  table.add({.method = "GET", .path = "/queue",
-             .answer = [this](request) { return streamed_queue(queue_.texts()); }});
-  table.add({.method = "POST", .path = "/queue", .trims = true,
-             .answer = [this](request r) { return post_queue(r); }});
-  table.add({.method = "GET", .path = "/history", .subpaths = true,
-             .answer = [this](request r) { return history(route_path(r.path), r); }});
-  table.add({.method = "POST", .path = "/history", .trims = true,
-             .answer = [this](request r) { return post_history(r); }});
-  table.add({.method = "GET", .path = "/object_info", .subpaths = true,
-             .answer = [this](request r) { return object_info(route_path(r.path)); }});
-  table.add({.method = "POST", .path = "/interrupt", .where = io_thread,
-             .answer = [this](request r) { return interrupt(r); }});
+  table.add({.method = "GET", .path = "/queue", .answer = [this](request) {
+               return streamed_queue(queue_.texts());
+             }});
+  table.add({.method = "POST", .path = "/queue", .trims = true, .answer = [this](request r) {
+               return post_queue(r);
+             }});
+  table.add({.method = "GET", .path = "/history", .subpaths = true, .answer = [this](request r) {
+               return history(route_path(r.path), r);
+             }});
+  table.add({.method = "POST", .path = "/history", .trims = true, .answer = [this](request r) {
+               return post_history(r);
+             }});
+  table.add(
+      {.method = "GET", .path = "/object_info", .subpaths = true, .answer = [this](request r) {
+         return object_info(route_path(r.path));
+       }});
+  table.add(
+      {.method = "POST", .path = "/interrupt", .where = io_thread, .answer = [this](request r) {
+         return interrupt(r);
+       }});
   table.add({.method = "POST", .path = "/free", .answer = [this](request r) { return free(r); }});
-  table.add({.method = "GET", .path = "/system_stats",
-             .answer = [this](request) { return system_stats(); }});
-  table.add({.method = "GET", .path = "/view",
-             .answer = [this](request r) { return files_.view(r); }});
-  table.add({.method = "POST", .path = "/upload/image", .upload = true,
-             .answer = [this](request r) { return files_.upload_image(r); }});
-  table.add({.method = "POST", .path = "/upload/mask", .upload = true,
-             .answer = [this](request r) { return files_.upload_mask(r); }});
+  table.add({.method = "GET", .path = "/system_stats", .answer = [this](request) {
+               return system_stats();
+             }});
+  table.add(
+      {.method = "GET", .path = "/view", .answer = [this](request r) { return files_.view(r); }});
+  table.add(
+      {.method = "POST", .path = "/upload/image", .upload = true, .answer = [this](request r) {
+         return files_.upload_image(r);
+       }});
+  table.add({.method = "POST", .path = "/upload/mask", .upload = true, .answer = [this](request r) {
+               return files_.upload_mask(r);
+             }});
   table.add_fallback([this](request r) { return jobs(r); });
   // A pack's aiohttp route, after ComfyUI's own and before its web root, as main.py adds them.
   table.add_fallback([this](request r) -> std::optional<http_reply> {

@@ -20,9 +20,10 @@ status check(const serve_config& config) {
     return error{serve_errc::invalid_config,
                  std::string(p.largest_flag) + " (" + std::to_string(p.largest) +
                      " bytes) is larger than one client's share of " + p.budget_flag + " (" +
-                     std::to_string(p.budget) + " / 2, past each body's first 64 KiB): no body "
-                     "that large could ever be received\n  fix: raise " + p.budget_flag +
-                     " to at least twice " + p.largest_flag};
+                     std::to_string(p.budget) +
+                     " / 2, past each body's first 64 KiB): no body "
+                     "that large could ever be received\n  fix: raise " +
+                     p.budget_flag + " to at least twice " + p.largest_flag};
   }
   return ok_status();
 }

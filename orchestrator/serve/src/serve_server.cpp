@@ -54,7 +54,9 @@ serve_server::serve_server(serve_config config, const prepared_deployment& deplo
       directories_(file_directories_of(deployment.deployment)),
       stack_(deployment.stack) {}
 
-serve_server::~serve_server() { stop(); }
+serve_server::~serve_server() {
+  stop();
+}
 
 result<std::unique_ptr<serve_server>> serve_server::prepare(serve_config config,
                                                             const prepared_deployment& deployment,
@@ -77,8 +79,9 @@ result<std::unique_ptr<serve_server>> serve_server::prepare(serve_config config,
   if (s->config_.control_socket) {
     auto dir = open_control_directory();
     if (!dir)
-      return error{dir.err().code, dir.err().message + "\n  (or start with --no-control-socket "
-                                                        "to serve without one)"};
+      return error{dir.err().code, dir.err().message +
+                                       "\n  (or start with --no-control-socket "
+                                       "to serve without one)"};
     control_endpoint e{*dir, {}};
     e.registration.pid = ::getpid();
     std::error_code ec;
@@ -109,16 +112,15 @@ result<std::uint16_t> serve_server::start(host_runtime& host) {
   // workers' once they are ready; a restarted worker registers the same).
   const auto worker_routes = worker_routes_of(host);
   for (const auto& line : worker_route_clashes(worker_routes)) spdlog::warn("serve: {}", line);
-  limits.body_rule_for = [this, worker_routes](const std::string& method,
-                                               const std::string& path) {
+  limits.body_rule_for = [this, worker_routes](const std::string& method, const std::string& path) {
     return routes_.takes_upload(method, path) || env_answering(worker_routes, path)
                ? body_rule{config_.max_upload, true}
                : body_rule{config_.http.max_body, false};
   };
   limits.spool_directory = directories_.temp;
 
-  sampler_ = std::make_unique<memory_sampler>(host, config_.sample_period,
-                                              config_.timeline_samples);
+  sampler_ =
+      std::make_unique<memory_sampler>(host, config_.sample_period, config_.timeline_samples);
   host.set_memory_event_sink(
       [s = sampler_.get()](const std::string& kind, const std::string& env,
                            const std::string& text) { s->note(kind, env, text); });
@@ -143,13 +145,13 @@ result<std::uint16_t> serve_server::start(host_runtime& host) {
       return listening.err();
   auto port = http_->listen(config_.listen, config_.port);
   if (!port)
-    return error{port.err().code, port.err().message + "\n  fix: choose another --port (0 picks "
-                                                        "a free one) or --listen address"};
+    return error{port.err().code, port.err().message +
+                                      "\n  fix: choose another --port (0 picks "
+                                      "a free one) or --listen address"};
   if (endpoint_) {
     endpoint_->registration.http = "http://" + config_.listen + ":" + std::to_string(*port);
     if (auto written = write_registration(endpoint_->dir, endpoint_->registration); !written)
-      spdlog::warn("serve: {} (`comfy-orch ls` will not list this server)",
-                   written.err().message);
+      spdlog::warn("serve: {} (`comfy-orch ls` will not list this server)", written.err().message);
   }
   return *port;
 }

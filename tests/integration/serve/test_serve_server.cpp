@@ -48,9 +48,8 @@ TEST_F(serve_test, a_server_made_from_a_config_in_process_answers_and_runs_a_pro
             (json{{"exec_info", {{"queue_remaining", 0}}}}));
   ws_client ws(*port, "in-process");
   ASSERT_TRUE(ws.next());
-  const auto queued =
-      request(*port, http::verb::post, "/api/prompt",
-              json{{"prompt", quick_prompt}, {"client_id", "in-process"}}.dump());
+  const auto queued = request(*port, http::verb::post, "/api/prompt",
+                              json{{"prompt", quick_prompt}, {"client_id", "in-process"}}.dump());
   ASSERT_EQ(queued.status, 200u) << queued.body;
   const std::string id = queued.json()["prompt_id"];
   EXPECT_TRUE(heard(ws.until_prompt_end(id), "execution_success"));

@@ -33,7 +33,7 @@ struct serve_config {
   // spooled to a file; http.max_spooled_in_flight is their budget (--max-uploads-in-flight).
   std::size_t max_upload = std::size_t{64} << 20;
   std::size_t history_size = prompt_queue::default_history_size;  // --history-size
-  queue_limits queue;  // --max-queue, --max-queue-bytes, --max-history-bytes
+  queue_limits queue;                        // --max-queue, --max-queue-bytes, --max-history-bytes
   stop_mode on_stop = stop_mode::interrupt;  // --on-stop
   // With on_stop interrupt: how long a node that ignores the interrupt may run on before its
   // worker is killed (--stop-grace-ms).
