@@ -3,8 +3,9 @@
 // routes, the live views', the packs' and the frontend's), the HTTP and WebSocket listener,
 // ComfyUI's API with its queue, the memory sampler and live views, and the control socket with
 // its registration. The CLI parses flags into the config and runs one; a test makes one the same
-// way in-process. It runs over a host it is lent: `comfy-orch run` starts hosts the same way, and
-// the host's workers must be up before the server's first prompt, not before its checks.
+// way in-process. The host is lent, not owned: the command starts it as `comfy-orch run` starts
+// its own (command_host.hpp), after prepare() has checked what would stop serve before any worker
+// starts, and shuts it down after stop().
 #pragma once
 
 #include <filesystem>
