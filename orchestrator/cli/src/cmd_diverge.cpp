@@ -10,8 +10,8 @@
 namespace orch::cli {
 
 void add_diverge_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "diverge",
+  auto* cmd = add_command(
+      app, "diverge", "Compare each worker of a running serve with its host",
       "Compares each worker of a running `comfy-orch serve` with its host: memory manager and "
       "reasons, plugin names, versions and levels, settings the adapter dropped, the mirrored "
       "settings field by field, free-memory view, pinned budget and cgroup view, cast buffers "

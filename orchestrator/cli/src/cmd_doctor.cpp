@@ -84,8 +84,8 @@ int run_doctor(const doctor_command_options& o) {
 }  // namespace
 
 void add_doctor_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "doctor",
+  auto* cmd = add_command(
+      app, "doctor", "Check that a deployment can run here",
       "Checks that a deployment can run here. Per Python env: the interpreter runs (its "
       "version), every package the manifest declares imports in the env's own interpreter "
       "(each with a timeout), the stamp matches this host's stack and the manifest, and "

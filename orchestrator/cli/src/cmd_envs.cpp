@@ -60,8 +60,8 @@ void print_table(std::ostream& out, const std::vector<row>& rows) {
 }  // namespace
 
 void add_envs_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "envs",
+  auto* cmd = add_command(
+      app, "envs", "List a deployment's envs and what state each is in",
       "List the envs of a deployment: one line per isolated node directory (nodes/ and "
       "nodes/<child>/ with a comfy-env.toml) with pack, env name (comfy-env's naming rule), "
       "location in the env workspace, state (ok, missing, broken, stale, ambiguous; and orphan "

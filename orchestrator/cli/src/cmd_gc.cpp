@@ -233,8 +233,8 @@ int run_gc(const gc_options& o) {
 }  // namespace
 
 void add_gc_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "gc",
+  auto* cmd = add_command(
+      app, "gc", "List the env directories nothing needs; --delete removes them",
       "Lists the env directories nothing needs: orphans (no pack maps to them), stale envs "
       "(built for another ABI tag or from an older manifest) and the unused spellings of an "
       "ambiguous env, each with its size on disk. Only --delete removes them, and never one "

@@ -205,8 +205,8 @@ int run_install(const install_options& o) {
 }  // namespace
 
 void add_install_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "install",
+  auto* cmd = add_command(
+      app, "install", "Build a deployment's missing, broken or stale Python envs",
       "Builds the deployment's Python envs that are missing, broken or stale (built for another "
       "ABI tag, or from a manifest whose dependencies changed), or only the envs named. Each env "
       "is built beside its final place and renamed into it only on success, under a lock per "

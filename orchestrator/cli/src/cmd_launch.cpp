@@ -116,8 +116,8 @@ void add_launch_command(CLI::App& app) {
     bool dry_run = false;
   };
   auto opts = std::make_shared<options>();
-  CLI::App* cmd = app.add_subcommand(
-      "launch",
+  CLI::App* cmd = add_command(
+      app, "launch", "Start ComfyUI with comfy-orch in front of comfy-env",
       "Start ComfyUI (its main.py, by its own interpreter: --python, else its venv/ or .venv/, "
       "else python3) with comfy-orch in front of comfy-env: comfy_orch importable, and a "
       "comfy_env module whose register_nodes is comfy-orch's, so packs written for comfy-env "

@@ -11,8 +11,8 @@
 namespace orch::cli {
 
 void add_ls_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "ls",
+  auto* cmd = add_command(
+      app, "ls", "List this user's running serves",
       "Lists this user's running `comfy-orch serve`s: pid, deployment, HTTP address, control "
       "socket and whether it answers (from " +
           orchestrator::control_directory_path().string() + ").");

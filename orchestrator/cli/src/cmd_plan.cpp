@@ -11,8 +11,8 @@
 namespace orch::cli {
 
 void add_plan_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "plan",
+  auto* cmd = add_command(
+      app, "plan", "Show what serve or run would decide, starting nothing",
       "Shows what `serve` or `run` would decide for a deployment, without starting a worker: "
       "the host's device, memory manager and protocol level; for each env its library or "
       "interpreter, device, memory manager and why, the plugins at the host's level with the "

@@ -19,8 +19,8 @@ void add_plugins_command(CLI::App& app) {
     bool json = false;
   };
   auto opts = std::make_shared<options>();
-  CLI::App* cmd = app.add_subcommand(
-      "plugins",
+  CLI::App* cmd = add_command(
+      app, "plugins", "List the pager, allocator and backend plugins found",
       "List the pager, allocator and backend plugins found (kind, backend, version, protocol "
       "level range, capabilities) and every file skipped, with its problem. Directories: those "
       "`run` reads for the deployment (its [plugins] search_paths, else $ORCH_PLUGIN_PATH, "

@@ -89,8 +89,8 @@ int report(const report_options& o) {
 }  // namespace
 
 void add_report_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "report",
+  auto* cmd = add_command(
+      app, "report", "Write a running serve's memory timelines as one HTML file",
       "Writes the memory timelines of a running `comfy-orch serve` as one self-contained HTML "
       "file (no script, no network): per process, SVG charts of pager resident, pinned, cast "
       "buffers and the device's free view, with markers for node boundaries, prompt epochs, "

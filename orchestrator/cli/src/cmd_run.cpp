@@ -201,8 +201,8 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
 }  // namespace
 
 void add_run_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "run",
+  auto* cmd = add_command(
+      app, "run", "Run one ComfyUI prompt on the deployment's workers",
       "Start the deployment's workers, validate a ComfyUI API-format prompt against the node "
       "classes they report, run it, print ComfyUI's events and a per-process memory table. "
       "Exit 0: success; 1: invalid deployment or prompt (refused before any node ran); 2: a "

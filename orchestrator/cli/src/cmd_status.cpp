@@ -9,8 +9,8 @@
 namespace orch::cli {
 
 void add_status_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "status",
+  auto* cmd = add_command(
+      app, "status", "Show each process of a running serve, live",
       "One row per process of a running `comfy-orch serve`, the host and each worker: its mode "
       "(or why in-process), memory manager and why, plugins and protocol level with the settings "
       "the adapter dropped, device and free-memory view, resident and pinned bytes against the "

@@ -215,8 +215,8 @@ int top(const top_options& o) {
 }  // namespace
 
 void add_top_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "top",
+  auto* cmd = add_command(
+      app, "top", "Watch a running serve's processes live in the terminal",
       "`comfy-orch status` refreshed live in the terminal: each process's resident and pinned "
       "bytes with a sparkline of the recent samples, a row in red while that process diverges "
       "from its host (see `comfy-orch diverge`). Keys: q quits, s cycles the sort (process, "

@@ -13,8 +13,8 @@
 namespace orch::cli {
 
 void add_validate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "validate",
+  auto* cmd = add_command(
+      app, "validate", "Check deployment files and pack manifests",
       "Validate deployment files and pack manifests. A file's role is decided by its name: "
       "*comfy-env-root.toml is a pack-root manifest, *comfy-env.toml an env manifest, anything "
       "else a deployment (validated together with its packs, and against this machine as "

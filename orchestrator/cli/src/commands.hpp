@@ -1,7 +1,11 @@
-// The comfy-orch subcommands; each lives in its own cmd_<name>.cpp and registers itself here.
+// The comfy-orch subcommands; each lives in its own cmd_<name>.cpp and registers itself here,
+// through add_command (command_help.hpp): a one-line summary for `comfy-orch --help`, and the
+// paragraphs for its own --help.
 #pragma once
 
 #include <CLI/CLI.hpp>
+
+#include "command_help.hpp"
 
 namespace orch::cli {
 

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
       "budget.\nLog level: ORCH_LOG_LEVEL (trace, debug, info, warn, error, off)."};
   app.set_version_flag("--version", std::string("comfy-orch ") + ORCH_VERSION);
   app.require_subcommand(1);
+  app.formatter(orch::cli::make_command_help());  // before the commands: each inherits it
   orch::cli::add_diverge_command(app);
   orch::cli::add_doctor_command(app);
   orch::cli::add_envs_command(app);
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   orch::cli::add_status_command(app);
   orch::cli::add_top_command(app);
   orch::cli::add_validate_command(app);
+  // After the commands, which would inherit it.
+  app.footer("`comfy-orch <command> --help` says what a command does and lists its options.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

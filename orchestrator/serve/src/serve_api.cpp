@@ -2,7 +2,6 @@
 
 #include "orch/serve/worker_routes.hpp"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -162,73 +161,61 @@ std::vector<std::string> comfy_api::greeting(const std::string& sid) const {
   return out;
 }
 
-namespace {
-
-// ComfyUI serves every route under /api too (its newer frontend's prefix).
-std::string route_of(const std::string& path) {
-  return path.rfind("/api/", 0) == 0 ? path.substr(4) : path;
-}
-
-}  // namespace
-
-bool comfy_api::takes_upload(const std::string& method, const std::string& path) {
-  const std::string route = route_of(path);
-  return method == "POST" && (route == "/upload/image" || route == "/upload/mask");
-}
-
-http_reply comfy_api::handle(const http_request& req) {
-  http_reply reply = route(req);
-  // After a large request or answer, or a queue or history cleared: the parsed documents it
-  // freed go back to the system, not into glibc's free lists (a queue of 64 MiB of prompts and
-  // its GET /queue had left the server at 269 MiB after it was cleared).
-  constexpr std::size_t large = std::size_t{8} << 20;
-  const std::string p = route_of(req.path);
-  if (req.body.size() > large || reply.body.size() > large ||
-      (req.method == "POST" && (p == "/queue" || p == "/history")))
-    ::malloc_trim(0);
-  return reply;
-}
-
-http_reply comfy_api::route(const http_request& req) {
-  const std::string p = route_of(req.path);
-  const bool get = req.method == "GET";
-  const bool post = req.method == "POST";
-  if (p == "/prompt" && post) return post_prompt(req);
-  if (p == "/prompt" && get)
-    return json_reply({{"exec_info", {{"queue_remaining", queue_.remaining()}}}});
-  if (p == "/queue" && get) return streamed_queue(queue_.texts());
-  if (p == "/queue" && post) return post_queue(req);
-  if ((p == "/history" || p.rfind("/history/", 0) == 0) && get) return history(p, req);
-  if (p == "/history" && post) return post_history(req);
-  if ((p == "/object_info" || p.rfind("/object_info/", 0) == 0) && get) return object_info(p);
-  if (p == "/interrupt" && post) return interrupt(req);
-  if (p == "/free" && post) return free(req);
-  if (p == "/system_stats" && get) return system_stats();
-  if (p == "/view" && get) return files_.view(req);
-  if (p == "/upload/image" && post) return files_.upload_image(req);
-  if (p == "/upload/mask" && post) return files_.upload_mask(req);
-  if (auto answer = jobs(req)) return std::move(*answer);
+void comfy_api::add_routes(route_table& table) {
+  using enum answered_on;
+  using request = const http_request&;
+  // The io thread answers what needs no wait: POST /interrupt and GET /prompt, so an interrupt is
+  // never queued behind a request that waits for the very node it should stop, and POST /prompt
+  // (a prompt a worker must validate is answered `later`, on the waiting thread).
+  table.add({.method = "POST", .path = "/prompt", .where = io_thread, .answer = [this](request r) {
+               return post_prompt(r);
+             }});
+  table.add({.method = "GET", .path = "/prompt", .where = io_thread, .answer = [this](request) {
+               return json_reply({{"exec_info", {{"queue_remaining", queue_.remaining()}}}});
+             }});
+  table.add({.method = "GET", .path = "/queue", .answer = [this](request) {
+               return streamed_queue(queue_.texts());
+             }});
+  table.add({.method = "POST", .path = "/queue", .trims = true, .answer = [this](request r) {
+               return post_queue(r);
+             }});
+  table.add({.method = "GET", .path = "/history", .subpaths = true, .answer = [this](request r) {
+               return history(route_path(r.path), r);
+             }});
+  table.add({.method = "POST", .path = "/history", .trims = true, .answer = [this](request r) {
+               return post_history(r);
+             }});
+  table.add(
+      {.method = "GET", .path = "/object_info", .subpaths = true, .answer = [this](request r) {
+         return object_info(route_path(r.path));
+       }});
+  table.add(
+      {.method = "POST", .path = "/interrupt", .where = io_thread, .answer = [this](request r) {
+         return interrupt(r);
+       }});
+  table.add({.method = "POST", .path = "/free", .answer = [this](request r) { return free(r); }});
+  table.add({.method = "GET", .path = "/system_stats", .answer = [this](request) {
+               return system_stats();
+             }});
+  table.add(
+      {.method = "GET", .path = "/view", .answer = [this](request r) { return files_.view(r); }});
+  table.add(
+      {.method = "POST", .path = "/upload/image", .upload = true, .answer = [this](request r) {
+         return files_.upload_image(r);
+       }});
+  table.add({.method = "POST", .path = "/upload/mask", .upload = true, .answer = [this](request r) {
+               return files_.upload_mask(r);
+             }});
+  table.add_fallback([this](request r) { return jobs(r); });
   // A pack's aiohttp route, after ComfyUI's own and before its web root, as main.py adds them.
-  if (auto forward = worker_route_for(host_, req)) {
+  table.add_fallback([this](request r) -> std::optional<http_reply> {
+    auto forward = worker_route_for(host_, r);
+    if (!forward) return std::nullopt;
     http_reply reply;
     reply.forward = std::move(forward);
     return reply;
-  }
-  if (auto answer = web_.handle(req)) return std::move(*answer);
-  static const char* known[] = {"/prompt",       "/queue",       "/history", "/object_info",
-                                "/interrupt",    "/free",        "/system_stats", "/view",
-                                "/upload/image", "/upload/mask"};
-  for (const char* k : known)
-    if (p == k) return json_reply({{"error", req.method + " is not allowed on " + p}}, 405);
-  return json_reply({{"error", "no route " + req.method + " " + p}}, 404);
-}
-
-std::optional<http_reply> comfy_api::at_once(const http_request& req) {
-  const std::string p = route_of(req.path);
-  if (p == "/prompt" && req.method == "GET") return handle(req);
-  if (p == "/prompt" && req.method == "POST") return post_prompt(req);
-  if (p == "/interrupt" && req.method == "POST") return interrupt(req);
-  return std::nullopt;
+  });
+  table.add_fallback([this](request r) { return web_.handle(r); });
 }
 
 http_reply comfy_api::post_prompt(const http_request& req) {

@@ -14,20 +14,30 @@ http_reply json_http(const json& body, unsigned status = 200) {
 
 }  // namespace
 
-std::optional<http_reply> live_route(live_views& views, const http_request& req) {
-  const std::string p = req.path.rfind("/api/", 0) == 0 ? req.path.substr(4) : req.path;
-  if (p != "/orch/status" && p != "/orch/diverge" && p != "/orch/timeline" && p != "/metrics")
-    return std::nullopt;
-  if (req.method != "GET")
-    return json_http({{"error", req.method + " is not allowed on " + p}}, 405);
-  if (p == "/orch/status") return json_http(views.status());
-  if (p == "/orch/diverge") return json_http(views.diverge());
-  if (p == "/metrics")
-    return http_reply{200, "text/plain; version=0.0.4; charset=utf-8", views.metrics()};
-  json request = {{"get", "timeline"}};
-  if (const auto s = req.query.find("since"); s != req.query.end()) request["since"] = s->second;
-  json answer = views.answer(request);
-  return json_http(answer, answer.contains("error") ? 400 : 200);
+void add_live_routes(route_table& table, live_views& views) {
+  using enum answered_on;
+  using request = const http_request&;
+  table.add(
+      {.method = "GET", .path = "/orch/status", .where = io_thread, .answer = [&views](request) {
+         return json_http(views.status());
+       }});
+  table.add(
+      {.method = "GET", .path = "/orch/diverge", .where = io_thread, .answer = [&views](request) {
+         return json_http(views.diverge());
+       }});
+  table.add({.method = "GET",
+             .path = "/orch/timeline",
+             .where = io_thread,
+             .answer = [&views](request r) {
+               json ask = {{"get", "timeline"}};
+               if (const auto s = r.query.find("since"); s != r.query.end())
+                 ask["since"] = s->second;
+               const json answer = views.answer(ask);
+               return json_http(answer, answer.contains("error") ? 400 : 200);
+             }});
+  table.add({.method = "GET", .path = "/metrics", .where = io_thread, .answer = [&views](request) {
+               return http_reply{200, "text/plain; version=0.0.4; charset=utf-8", views.metrics()};
+             }});
 }
 
 }  // namespace orch::orchestrator

@@ -44,6 +44,59 @@ TEST(cli, every_subcommand_has_help) {
   }
 }
 
+// `text` with every run of whitespace made one space: a paragraph as help wraps it, to search.
+std::string one_line(const std::string& text) {
+  std::istringstream words(text);
+  std::string out;
+  for (std::string word; words >> word;) out += (out.empty() ? "" : " ") + word;
+  return out;
+}
+
+const std::vector<std::string> commands = {"diverge", "doctor",  "envs",   "gc",     "install",
+                                           "launch",  "ls",      "plan",   "plugins", "report",
+                                           "run",     "serve",   "status", "top",    "validate"};
+
+// `comfy-orch --help` lists its commands as git, cargo and kubectl list theirs: each on one line
+// of its own, the whole a screen. What a command does, in paragraphs, is its own --help.
+TEST(cli, the_top_help_lists_each_command_on_one_line) {
+  const auto r = run("--help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (const auto& command : commands) {
+    std::size_t naming = 0;
+    for (const auto& line : lines) {
+      std::istringstream words(line);
+      std::string first;
+      words >> first;
+      if (first == command) ++naming;
+    }
+    EXPECT_EQ(naming, 1u) << command << " in:\n" << r.out;
+  }
+  for (const auto& line : lines) EXPECT_LE(line.size(), 100u) << line;
+  EXPECT_LE(lines.size(), commands.size() + 12) << r.out;
+  EXPECT_EQ(one_line(r.out).find("keep them warm"), std::string::npos) << "serve's paragraph";
+}
+
+TEST(cli, a_commands_own_help_keeps_its_paragraphs_and_shows_the_defaults) {
+  const auto r = run("serve --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = one_line(r.out);
+  EXPECT_EQ(r.out.rfind("Serve ComfyUI's HTTP and WebSocket API over warm workers\n", 0), 0u)
+      << r.out;
+  EXPECT_NE(text.find("Start the deployment's workers and keep them warm behind ComfyUI's HTTP"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(text.find("SIGINT/SIGTERM/SIGHUP stop it gracefully; exit 0."), std::string::npos);
+  // serve_config's defaults, as the flags show them.
+  for (const char* flag : {"--port UINT=8188", "--max-body UINT=8388608", "=10000 A request's",
+                           "--on-stop TEXT:{interrupt,finish}=interrupt"})
+    EXPECT_NE(text.find(flag), std::string::npos) << flag << " in:\n" << r.out;
+  for (const auto& command : commands)
+    EXPECT_EQ(run(command + " --help").exit_code, 0) << command;
+}
+
 // comfy-orch carries its own runtime, linked from the same archives as liborch_host.so, which
 // it never loads: the library holds no serve, envs, control or CLI, and exports its C API alone
 // (docs/design-changes.md, "Libraries with one direction").

@@ -44,6 +44,41 @@ struct reply {
   }
 };
 
+// One request to the server on `port` over a connection of its own: a body of `content_type`,
+// chunked (no Content-Length) when asked, with `extra` header fields (an Origin, as a browser
+// sends).
+inline reply request(unsigned short port, http::verb method, const std::string& target,
+                     std::string body = {}, const std::string& content_type = "application/json",
+                     bool chunked = false,
+                     const std::vector<std::pair<std::string, std::string>>& extra = {}) {
+  boost::asio::io_context io;
+  beast::tcp_stream stream(io);
+  stream.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+  http::request<http::string_body> req{method, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  for (const auto& [name, value] : extra) req.set(name, value);
+  if (!body.empty() || method == http::verb::post) {
+    req.set(http::field::content_type, content_type);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    if (chunked) req.chunked(true);
+  }
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(std::size_t{256} << 20);
+  http::read(stream, buffer, parser);
+  beast::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  reply r{static_cast<unsigned>(parser.get().result_int()), parser.get().body(), {}};
+  for (const auto& f : parser.get()) {
+    std::string name(f.name_string());
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    r.headers[name] = std::string(f.value());
+  }
+  return r;
+}
+
 class serve_process {
  public:
   // Starts `comfy-orch serve <deployment> --port 0 <extra...>`; port() is 0 if it did not come up.
@@ -104,37 +139,11 @@ class serve_process {
   reply call(http::verb method, const std::string& target, const std::string& body = {}) const {
     return send(method, target, body, "application/json");
   }
-  // A request with a body of `content_type`, chunked (no Content-Length) when asked, with
-  // `extra` header fields (an Origin, as a browser sends).
+  // A request with a body of `content_type` (request(), above).
   reply send(http::verb method, const std::string& target, std::string body,
              const std::string& content_type, bool chunked = false,
              const std::vector<std::pair<std::string, std::string>>& extra = {}) const {
-    boost::asio::io_context io;
-    beast::tcp_stream stream(io);
-    stream.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port_));
-    http::request<http::string_body> req{method, target, 11};
-    req.set(http::field::host, "127.0.0.1");
-    for (const auto& [name, value] : extra) req.set(name, value);
-    if (!body.empty() || method == http::verb::post) {
-      req.set(http::field::content_type, content_type);
-      req.body() = std::move(body);
-      req.prepare_payload();
-      if (chunked) req.chunked(true);
-    }
-    http::write(stream, req);
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(std::size_t{256} << 20);
-    http::read(stream, buffer, parser);
-    beast::error_code ec;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    reply r{static_cast<unsigned>(parser.get().result_int()), parser.get().body(), {}};
-    for (const auto& f : parser.get()) {
-      std::string name(f.name_string());
-      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      r.headers[name] = std::string(f.value());
-    }
-    return r;
+    return request(port_, method, target, std::move(body), content_type, chunked, extra);
   }
   reply get(const std::string& target) const { return call(http::verb::get, target); }
   reply post(const std::string& target, const nlohmann::json& body) const {

@@ -1,5 +1,5 @@
-// The serve tests' fixture (test_serve.cpp, test_serve_defences.cpp): a real `comfy-orch serve`
-// process over the runtime fixture's deployment, and what the tests send it.
+// The serve tests' fixture (test_serve_*.cpp): a real `comfy-orch serve` process over the runtime
+// fixture's deployment, what the tests send it, and how they wait for it (wait_until.hpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 
 #include "runtime_fixture.hpp"
 #include "serve_client.hpp"
+#include "wait_until.hpp"
 
 namespace orch::serve_testing {
 
@@ -62,14 +63,27 @@ class serve_test : public orch::runtime_testing::runtime_test {
     return std::any_of(messages.begin(), messages.end(),
                        [&](const json& m) { return m["type"] == type; });
   }
+  // Until a prompt runs (the assertion on that is the caller's, on what it then sees).
+  static void wait_until_one_runs(const serve_process& s) {
+    wait_until([&] { return !s.get("/queue").json()["queue_running"].empty(); });
+  }
   // Until a prompt runs, and a moment more, so that its worker is inside the node.
   static void wait_inside_the_running_node(const serve_process& s) {
-    for (int i = 0; i < 500 && s.get("/queue").json()["queue_running"].empty(); ++i)
-      std::this_thread::sleep_for(10ms);
+    wait_until_one_runs(s);
     std::this_thread::sleep_for(200ms);
+  }
+  // Until no prompt is queued or running.
+  static void wait_until_idle(const serve_process& s) {
+    wait_until([&] { return s.get("/prompt").json()["exec_info"]["queue_remaining"] == 0; });
   }
   static json history_of(const serve_process& s, const std::string& id) {
     return s.get("/history/" + id).json().value(id, json());
+  }
+  // The history's entry of prompt `id` once it has one (null if it never came).
+  static json finished(const serve_process& s, const std::string& id) {
+    json entry;
+    wait_until([&] { return !(entry = history_of(s, id)).is_null(); });
+    return entry;
   }
   static std::map<std::string, pid_t> worker_pids(const serve_process& s) {
     std::map<std::string, pid_t> pids;

@@ -7,6 +7,9 @@ namespace orch::orchestrator::serve_errc {
 
 // The address cannot be bound (serve_http.hpp).
 inline constexpr const char* listen_failed = "listen_failed";
+// A configuration no server could serve with (serve_config.hpp): a body cap past one client's
+// share of its budget, a frontend directory without index.html (serve_server.hpp).
+inline constexpr const char* invalid_config = "invalid_config";
 // serve's files (serve_files.hpp): a multipart/form-data body that cannot be read
 // (multipart_form.hpp); a file name or subfolder that is no plain relative path (empty,
 // absolute, a `..` component, a NUL byte), or one that leads through a symlink

@@ -1,10 +1,10 @@
-// serve_api: ComfyUI's HTTP routes over a running host (docs/serve.md; server.py's request and
-// response shapes): POST/GET /prompt, GET/POST /queue, GET/POST /history, GET /object_info,
-// POST /interrupt, POST /free, GET /system_stats, GET /view and POST /upload/image (over the
+// serve_api: ComfyUI's HTTP routes over a running host (docs/serve.md, "Routes"; server.py's
+// request and response shapes), listed once in add_routes (route_table.hpp): the prompt, queue,
+// history, object_info, interrupt, free and system_stats routes, /view and the uploads (over the
 // deployment's input, output and temp directories, serve_files.hpp), and the WebSocket's
 // messages (status on connect and on every queue change, the executor's events to the client
 // that queued the prompt). Requests are answered on the server's API thread, or on the io
-// thread when that needs no wait (at_once): POST /prompt is; a prompt with a node whose
+// thread when that needs no wait: POST /prompt is; a prompt with a node whose
 // VALIDATE_INPUTS runs in its worker is parsed there and validated on the server's waiting
 // thread (http_reply::later), so a busy worker holds up no other route. The queue's prompts run one at a time, in order, as
 // coroutines on the io thread (executor.hpp): from a POST to its node's call, and from the
@@ -25,6 +25,7 @@
 #include "orch/runtime/awaitable.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/serve/frontend_routes.hpp"
+#include "orch/serve/route_table.hpp"
 #include "orch/serve/serve_files.hpp"
 #include "orch/serve/serve_http.hpp"
 #include "orch/serve/serve_queue.hpp"
@@ -48,15 +49,10 @@ class comfy_api {
   comfy_api(const comfy_api&) = delete;
   comfy_api& operator=(const comfy_api&) = delete;
 
-  // The route table; runs on the server's API thread.
-  http_reply handle(const http_request& req);
-  // What the io thread answers itself, never queued on the API thread behind a request that
-  // waits for a worker (a VALIDATE_INPUTS, a /free): POST /interrupt and GET /prompt. nullopt
-  // for the rest.
-  std::optional<http_reply> at_once(const http_request& req);
-  // Whether the route of `method` and (decoded) `path` takes an upload, whose body has its own
-  // cap (--max-upload) instead of --max-body's.
-  static bool takes_upload(const std::string& method, const std::string& path);
+  // Adds ComfyUI's routes to `table`, each with the thread that answers it, and after them the
+  // jobs API, the packs' aiohttp routes and the frontend's; the handlers use this, which must
+  // outlive the table's use.
+  void add_routes(route_table& table);
   // The first WebSocket messages of client `sid`: the status, and as ComfyUI does for a client
   // that reconnects while its prompt runs, an `executing` for the running node.
   std::vector<std::string> greeting(const std::string& sid) const;
@@ -68,7 +64,6 @@ class comfy_api {
             std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 
  private:
-  http_reply route(const http_request& req);  // handle()'s routes
   class events;  // the executor's sink: to the WebSocket and the history
   // On the io thread: runs the next queued prompt unless one runs; its end starts the next.
   void start_next();
