@@ -34,10 +34,11 @@ def tree_facts(root):
     paths, words, by_path = [], [], {}
     for top in TOP:
         for path in (root / top).rglob("*"):
-            if "node_modules" in path.parts or "__pycache__" in path.parts or \
-                    path.resolve() == pathlib.Path(__file__).resolve():  # its planted names
+            if "node_modules" in path.parts or "__pycache__" in path.parts:
                 continue
             paths.append(path.relative_to(root).as_posix() + ("/" if path.is_dir() else ""))
+            if path.resolve() == pathlib.Path(__file__).resolve():
+                continue  # its own planted names declare nothing
             if path.is_file() and (path.suffix in SCANNED or path.name == "CMakeLists.txt"):
                 text = path.read_text(errors="replace")
                 if path.suffix in COMMENT:
