@@ -50,13 +50,13 @@ struct serve_options {
   unsigned max_connections_per_peer = 64;
   std::size_t min_body_rate = 1024;
   std::optional<std::string> cors_origin;  // --enable-cors-header
-  std::size_t history_size = orchestrator::prompt_queue::default_history_size;
-  orchestrator::queue_limits queue;
+  std::size_t history_size = serve::prompt_queue::default_history_size;
+  serve::queue_limits queue;
   std::string on_stop = "interrupt";
   unsigned stop_grace_ms = 5000;
   unsigned header_timeout_ms = 10000;
   unsigned sample_ms = 1000;
-  std::size_t timeline_samples = orchestrator::memory_sampler::default_capacity;
+  std::size_t timeline_samples = live::memory_sampler::default_capacity;
   bool control_socket = true;
   std::optional<std::string> front_end_root;  // --front-end-root
 };
@@ -76,7 +76,7 @@ bool frontend_root(const serve_options& o, std::optional<std::filesystem::path>&
       return false;
     }
     root = dir;
-  } else if (const fs::path dir = orchestrator::this_install_layout().frontend_directory;
+  } else if (const fs::path dir = process::this_install_layout().frontend_directory;
              fs::is_regular_file(dir / "index.html", ec)) {
     root = dir;
   }
@@ -97,11 +97,11 @@ std::int64_t unix_ms_now() {
 // The control socket and its registration (docs/cli.md, "The control socket"), or why not.
 struct control_endpoint {
   std::filesystem::path dir;
-  orchestrator::server_registration registration;
+  control::server_registration registration;
 };
 
 std::optional<control_endpoint> open_control_endpoint(const serve_options& o) {
-  auto dir = orchestrator::open_control_directory();
+  auto dir = control::open_control_directory();
   if (!dir) {
     std::cerr << "comfy-orch serve: " << dir.err().message
               << "\n  (or start with --no-control-socket to serve without one)\n";
@@ -125,7 +125,7 @@ int serve(const serve_options& o) {
   } pairs[] = {{o.max_upload, o.max_uploads_in_flight, "--max-upload", "--max-uploads-in-flight"},
                {o.max_body, o.max_bodies_in_flight, "--max-body", "--max-bodies-in-flight"}};
   for (const auto& p : pairs) {
-    if (orchestrator::byte_budget::due(p.largest) <= p.budget / 2) continue;
+    if (serve::byte_budget::due(p.largest) <= p.budget / 2) continue;
     std::cerr << "comfy-orch serve: " << p.largest_flag << " (" << p.largest
               << " bytes) is larger than one client's share of " << p.budget_flag << " ("
               << p.budget << " / 2, past each body's first 64 KiB): no body that large could "
@@ -140,8 +140,8 @@ int serve(const serve_options& o) {
   if (!prepared) return code;
   // ComfyUI makes its input, output and temp directories at start; so does serve, before any
   // worker starts, so that a directory it cannot make stops it at once.
-  const auto directories = orchestrator::file_directories_of(prepared->deployment);
-  if (auto made = orchestrator::create_file_directories(directories); !made) {
+  const auto directories = serve::file_directories_of(prepared->deployment);
+  if (auto made = serve::create_file_directories(directories); !made) {
     std::cerr << "comfy-orch serve: " << made.err().message
               << "\n  fix: create it, or point [server] input_directory / output_directory at "
                  "directories serve may create and write (temp/ is in the ComfyUI root, or "
@@ -163,27 +163,27 @@ int serve(const serve_options& o) {
   const auto host = start_for_command(*prepared);
   if (!host) return exit_failure;
   auto& h = *host;
-  orchestrator::settle_workers(h, [&] { return signals.interrupted(); });
+  runtime::settle_workers(h, [&] { return signals.interrupted(); });
   for (const auto& w : h.on_io_thread([&] { return h.workers().workers(); })) {
-    std::cerr << "worker " << w.env << ": " << orchestrator::to_string(w.state) << " (pid "
+    std::cerr << "worker " << w.env << ": " << runtime::to_string(w.state) << " (pid "
               << w.pid << ", " << w.nodes.size() << " node classes)";
-    if (w.state != orchestrator::worker_state::ready) std::cerr << ": " << w.last_error;
+    if (w.state != runtime::worker_state::ready) std::cerr << ": " << w.last_error;
     std::cerr << '\n';
   }
   for (const auto& s : h.skipped()) std::cerr << "env " << s.env << ": no worker: " << s.reason << '\n';
 
-  orchestrator::http_limits limits;
+  serve::http_limits limits;
   limits.max_body = o.max_body;
   // A body for a pack's route is the pack's: spooled, as uploads are (the routes are the workers'
   // once they are ready; a restarted worker registers the same).
-  const auto worker_routes = orchestrator::worker_routes_of(h);
-  for (const auto& line : orchestrator::worker_route_clashes(worker_routes))
+  const auto worker_routes = serve::worker_routes_of(h);
+  for (const auto& line : serve::worker_route_clashes(worker_routes))
     spdlog::warn("serve: {}", line);
   limits.body_rule_for = [&o, worker_routes](const std::string& method, const std::string& path) {
-    return orchestrator::comfy_api::takes_upload(method, path) ||
-                   orchestrator::env_answering(worker_routes, path)
-               ? orchestrator::body_rule{o.max_upload, true}
-               : orchestrator::body_rule{o.max_body, false};
+    return serve::comfy_api::takes_upload(method, path) ||
+                   serve::env_answering(worker_routes, path)
+               ? serve::body_rule{o.max_upload, true}
+               : serve::body_rule{o.max_body, false};
   };
   limits.spool_directory = directories.temp;
   limits.max_spooled_in_flight = o.max_uploads_in_flight;
@@ -198,31 +198,31 @@ int serve(const serve_options& o) {
   limits.max_connections = o.max_connections;
   limits.cors_origin = o.cors_origin;
   limits.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
-  orchestrator::memory_sampler sampler(h, std::chrono::milliseconds(o.sample_ms),
+  live::memory_sampler sampler(h, std::chrono::milliseconds(o.sample_ms),
                                        o.timeline_samples);
   h.set_memory_event_sink([&](const std::string& kind, const std::string& env,
                               const std::string& text) { sampler.note(kind, env, text); });
   nlohmann::json identity = {{"pid", static_cast<long>(::getpid())}, {"version", ORCH_VERSION}};
   if (endpoint) identity["deployment"] = endpoint->registration.deployment;
-  orchestrator::live_views views(h, sampler, identity);
-  orchestrator::comfy_api* api_ptr = nullptr;
-  orchestrator::http_server server(
-      h.io(), limits, [&](const orchestrator::http_request& r) { return api_ptr->handle(r); },
-      [&](const orchestrator::http_request& r) -> std::optional<orchestrator::http_reply> {
-        if (auto reply = orchestrator::live_route(views, r)) return reply;  // read-only
+  live::live_views views(h, sampler, identity);
+  serve::comfy_api* api_ptr = nullptr;
+  serve::http_server server(
+      h.io(), limits, [&](const serve::http_request& r) { return api_ptr->handle(r); },
+      [&](const serve::http_request& r) -> std::optional<serve::http_reply> {
+        if (auto reply = serve::live_route(views, r)) return reply;  // read-only
         return api_ptr->at_once(r);
       },
       [&](const std::string& sid) { return api_ptr->greeting(sid); });
-  orchestrator::control_socket control(
+  control::control_socket control(
       h.io(), [&](const nlohmann::json& request) { return views.answer(request); });
   sampler.start();
-  auto api = std::make_unique<orchestrator::comfy_api>(
-      h, server, o.history_size, orchestrator::server_identity{ORCH_VERSION, prepared->stack},
+  auto api = std::make_unique<serve::comfy_api>(
+      h, server, o.history_size, serve::server_identity{ORCH_VERSION, prepared->stack},
       o.queue,
-      orchestrator::frontend_routes(
-          orchestrator::frontend_files(front_end,
-                                       orchestrator::extension_web_dirs(prepared->inventory)),
-                                    orchestrator::user_data(directories.user), o.max_upload));
+      serve::frontend_routes(
+          serve::frontend_files(front_end,
+                                       serve::extension_web_dirs(prepared->inventory)),
+                                    serve::user_data(directories.user), o.max_upload));
   api_ptr = api.get();
   status controlled = ok_status();
   if (endpoint) controlled = control.listen(endpoint->registration.socket);
@@ -236,7 +236,7 @@ int serve(const serve_options& o) {
   } else if (!signals.interrupted()) {
     if (endpoint) {
       endpoint->registration.http = "http://" + o.listen + ":" + std::to_string(*port);
-      if (auto written = orchestrator::write_registration(endpoint->dir, endpoint->registration);
+      if (auto written = control::write_registration(endpoint->dir, endpoint->registration);
           !written) {
         std::cerr << "comfy-orch serve: " << written.err().message
                   << " (`comfy-orch ls` will not list this server)\n";
@@ -251,7 +251,7 @@ int serve(const serve_options& o) {
   std::cerr << "comfy-orch serve: stopping ("
             << (o.on_stop == "finish" ? "finishing" : "interrupting") << " the running prompt)\n";
   signals.on_interrupt({});
-  if (endpoint) orchestrator::remove_registration(endpoint->dir, ::getpid());
+  if (endpoint) control::remove_registration(endpoint->dir, ::getpid());
   control.stop();
   sampler.stop();
   api->stop(o.on_stop != "finish", std::chrono::milliseconds(o.stop_grace_ms));

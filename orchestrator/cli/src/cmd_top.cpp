@@ -26,7 +26,7 @@ namespace orch::cli {
 namespace {
 
 using nlohmann::json;
-using orchestrator::human_bytes;
+using live::human_bytes;
 
 constexpr std::size_t spark_width = 16;
 const char* const sort_names[] = {"process", "resident", "pinned", "calls"};

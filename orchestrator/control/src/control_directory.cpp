@@ -19,7 +19,7 @@
 #include "orch/support/errno_error.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::control {
 namespace {
 
 namespace fs = std::filesystem;
@@ -144,4 +144,4 @@ result<std::vector<server_registration>> list_registrations() {
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::control

@@ -8,7 +8,7 @@
 #include "orch/runtime/memory_plan.hpp"
 #include "orch/runtime/worker_specs.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 using nlohmann::json;
@@ -66,7 +66,7 @@ result<json> plan_deployment(const prepared_deployment& prepared,
   const std::string backend_plugin =
       device->device ? device->device->library().path().string() : std::string();
   auto planned = plan_workers(d, prepared.inventory, plan, backend_plugin, python_workers,
-                              current_environment());
+                              process::current_environment());
   const auto& host = plan.host_manager();
   json envs = json::array();
   for (const auto& spec : planned.specs) {
@@ -141,4 +141,4 @@ std::string format_plan(const json& plan) {
   return out.str();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 void stop_grace::interrupted() {
   std::lock_guard lock(mutex_);
@@ -24,4 +24,4 @@ stop_grace::~stop_grace() {
   if (watch_.joinable()) watch_.join();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -14,7 +14,7 @@ http_reply json_http(const json& body, unsigned status = 200) {
 
 }  // namespace
 
-std::optional<http_reply> live_route(live_views& views, const http_request& req) {
+std::optional<http_reply> live_route(live::live_views& views, const http_request& req) {
   const std::string p = req.path.rfind("/api/", 0) == 0 ? req.path.substr(4) : req.path;
   if (p != "/orch/status" && p != "/orch/diverge" && p != "/orch/timeline" && p != "/metrics")
     return std::nullopt;
@@ -30,4 +30,4 @@ std::optional<http_reply> live_route(live_views& views, const http_request& req)
   return json_http(answer, answer.contains("error") ? 400 : 200);
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -15,7 +15,7 @@
 
 namespace {
 
-using namespace orch::orchestrator;
+using namespace orch::process;
 
 // Runs `body` in a child process; its exit code is the number of the first check that failed.
 int in_a_child(int (*body)()) {

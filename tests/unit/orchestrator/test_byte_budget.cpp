@@ -6,7 +6,7 @@
 
 namespace {
 
-using orch::orchestrator::byte_budget;
+using orch::serve::byte_budget;
 using verdict = byte_budget::verdict;
 
 const auto one = boost::asio::ip::make_address("127.0.0.1");

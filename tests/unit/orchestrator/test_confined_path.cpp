@@ -14,13 +14,13 @@
 namespace {
 
 using namespace std::string_literals;
-using orch::orchestrator::open_confined_directory;
-using orch::orchestrator::open_confined_file;
-using orch::orchestrator::plain_file_name;
-using orch::orchestrator::relative_components;
+using orch::serve::open_confined_directory;
+using orch::serve::open_confined_file;
+using orch::serve::plain_file_name;
+using orch::serve::relative_components;
 using orch::testing::read_fd;
 using orch::testing::temp_tree;
-namespace errc = orch::orchestrator::serve_errc;
+namespace errc = orch::serve::serve_errc;
 using components = std::vector<std::string>;
 
 TEST(confined_path, relative_text_splits_into_components_and_refuses_dotdot_absolute_and_nul) {

@@ -26,7 +26,7 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
-using orch::orchestrator::corked_stream;
+using orch::serve::corked_stream;
 
 constexpr std::size_t limit = 64 << 10;
 

@@ -8,7 +8,7 @@
 namespace {
 
 using nlohmann::json;
-using orch::orchestrator::find_divergences;
+using orch::live::find_divergences;
 
 json host_entry() {
   return {
@@ -61,7 +61,7 @@ TEST(divergence_check, a_worker_that_runs_as_its_host_does_has_no_difference) {
   const json found = find_divergences(status_of(worker_entry()));
   EXPECT_FALSE(found["divergent"].get<bool>());
   EXPECT_TRUE(found["differences"].empty()) << found.dump(2);
-  EXPECT_NE(orch::orchestrator::format_divergences(found).find("no divergence"), std::string::npos);
+  EXPECT_NE(orch::live::format_divergences(found).find("no divergence"), std::string::npos);
 }
 
 TEST(divergence_check, another_manager_names_both_reasons_and_the_acknowledgement) {
@@ -183,7 +183,7 @@ TEST(divergence_check, anything_malformed_or_not_ready_is_skipped_without_a_thro
   odd["models"] = {1, "x", nullptr};
   odd["memory_view"] = {{"budget_bytes", "lots"}};
   EXPECT_NO_THROW(find_divergences(status_of(odd)));
-  EXPECT_NO_THROW(orch::orchestrator::format_divergences(find_divergences(status_of(odd))));
+  EXPECT_NO_THROW(orch::live::format_divergences(find_divergences(status_of(odd))));
 }
 
 }  // namespace

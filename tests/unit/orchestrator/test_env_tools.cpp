@@ -14,10 +14,17 @@
 #include "orch/runtime/python_worker_command.hpp"
 #include "temp_tree.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 namespace {
 
 using namespace std::chrono_literals;
+using process::environment;
+using process::run_tool;
+using process::spawn_request;
+using process::tool_command;
+using runtime::python_worker_command;
+using runtime::python_worker_spec;
+using runtime::supervisor_options;
 
 supervisor_options worker_options() {
   supervisor_options o;
@@ -128,4 +135,4 @@ TEST(env_backend, the_backend_asked_for_must_be_installed) {
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

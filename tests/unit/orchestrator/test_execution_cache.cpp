@@ -5,7 +5,7 @@
 
 #include "orch/executor/execution_cache.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
 using manifests::cache_policy;
@@ -171,4 +171,4 @@ TEST(execution_cache, dropping_an_entry_drops_what_its_outputs_fed) {
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -13,8 +13,8 @@
 
 namespace {
 
-using orch::orchestrator::extension_web_dirs_of;
-using orch::orchestrator::frontend_files;
+using orch::serve::extension_web_dirs_of;
+using orch::serve::frontend_files;
 using orch::testing::read_fd;
 using orch::testing::temp_tree;
 

@@ -17,14 +17,14 @@
 namespace {
 
 using nlohmann::json;
-using orch::orchestrator::frontend_content_type;
-using orch::orchestrator::frontend_files;
-using orch::orchestrator::frontend_routes;
-using orch::orchestrator::http_reply;
-using orch::orchestrator::http_request;
-using orch::orchestrator::server_feature_flags;
-using orch::orchestrator::split_target;
-using orch::orchestrator::user_data;
+using orch::serve::frontend_content_type;
+using orch::serve::frontend_files;
+using orch::serve::frontend_routes;
+using orch::serve::http_reply;
+using orch::serve::http_request;
+using orch::serve::server_feature_flags;
+using orch::serve::split_target;
+using orch::serve::user_data;
 using orch::testing::read_fd;
 using orch::testing::temp_tree;
 

@@ -14,13 +14,13 @@
 
 namespace image_codec_tests {
 
-using namespace orch::orchestrator;
+using namespace orch::serve;
 using namespace std::string_literals;
 using orch::testing::bytes_of;
 using orch::testing::png_file;
 using orch::testing::png_spec;
 using orch::testing::zlib_stored;
-namespace errc = orch::orchestrator::serve_errc;
+namespace errc = orch::serve::serve_errc;
 
 std::vector<std::uint8_t> noise(std::size_t n, unsigned seed) {
   std::mt19937 gen(seed);

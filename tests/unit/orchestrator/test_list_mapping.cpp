@@ -3,9 +3,10 @@
 
 #include "orch/executor/list_mapping.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
+using runtime::node_class;
 using nlohmann::json;
 
 node_class two_outputs(bool input_is_list, std::vector<bool> output_is_list) {
@@ -68,4 +69,4 @@ TEST(list_mapping, a_list_slot_that_is_not_a_list_is_an_invalid_output) {
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

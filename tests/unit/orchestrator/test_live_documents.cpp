@@ -26,7 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using namespace orch::orchestrator;
+using namespace orch::control;
+using namespace orch::live;
 
 TEST(metrics_text, every_family_has_help_and_type_and_label_values_are_escaped) {
   EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");

@@ -10,12 +10,12 @@
 
 namespace masked_image_tests {
 
-using namespace orch::orchestrator;
+using namespace orch::serve;
 using orch::testing::bytes_of;
 using orch::testing::png_file;
 using orch::testing::png_spec;
 using orch::testing::zlib_stored;
-namespace errc = orch::orchestrator::serve_errc;
+namespace errc = orch::serve::serve_errc;
 
 decoded_image decoded(const std::string& file) {
   auto d = decode_image(file);

@@ -11,11 +11,11 @@
 namespace {
 
 using namespace std::string_literals;
-using orch::orchestrator::first_part;
-using orch::orchestrator::form_boundary;
-using orch::orchestrator::form_limits;
-using orch::orchestrator::parse_form;
-namespace errc = orch::orchestrator::serve_errc;
+using orch::serve::first_part;
+using orch::serve::form_boundary;
+using orch::serve::form_limits;
+using orch::serve::parse_form;
+namespace errc = orch::serve::serve_errc;
 
 const std::string type = "multipart/form-data; boundary=XyZ";
 

@@ -5,7 +5,7 @@
 #include "orch/plugin/plugin.h"
 #include "orch/runtime/plugin_selection.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 plugins::plugin_entry entry(std::string name, std::string kind, std::string backend,
@@ -158,4 +158,4 @@ TEST(plugin_selection, built_plugins_give_the_sim_pager_at_l4) {
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -10,9 +10,10 @@
 #include "orch/executor/prompt.hpp"
 #include "orch/executor/prompt_validation.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
+using runtime::node_catalogue;
 namespace fs = std::filesystem;
 
 fs::path prompts_dir() {
@@ -269,4 +270,4 @@ TEST(prompt_corpus, every_real_prompt_parses_and_is_refused_for_each_unknown_cla
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

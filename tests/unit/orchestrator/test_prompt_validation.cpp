@@ -5,9 +5,12 @@
 
 #include "orch/executor/prompt_validation.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
+using runtime::node_catalogue;
+using runtime::node_class;
+using runtime::node_input;
 node_catalogue catalogue() {
   node_catalogue c;
   (void)c.add({"MakeImage",
@@ -615,4 +618,4 @@ TEST(prompt_validation, an_unparsable_prompt_is_reported_as_comfyui_invalid_prom
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

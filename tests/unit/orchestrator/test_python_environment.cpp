@@ -6,7 +6,7 @@
 
 namespace {
 
-using namespace orch::orchestrator;
+using namespace orch::process;
 
 TEST(python_environment, a_worker_and_a_tool_run_under_the_same_rule) {
   environment worker = {{"PYTHONPATH", "/elsewhere"}, {"PYTHONHOME", "/h"},

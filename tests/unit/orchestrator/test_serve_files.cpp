@@ -13,11 +13,11 @@ namespace {
 
 using namespace std::string_literals;
 using nlohmann::json;
-using orch::orchestrator::content_type_of;
-using orch::orchestrator::file_directories;
-using orch::orchestrator::file_routes;
-using orch::orchestrator::http_reply;
-using orch::orchestrator::http_request;
+using orch::serve::content_type_of;
+using orch::serve::file_directories;
+using orch::serve::file_routes;
+using orch::serve::http_reply;
+using orch::serve::http_request;
 using orch::testing::read_fd;
 using orch::testing::temp_tree;
 
@@ -55,7 +55,7 @@ class serve_files_test : public ::testing::Test {
   http_reply view(const std::string& target) const {
     http_request r;
     r.method = "GET";
-    orch::orchestrator::split_target(target, r);
+    orch::serve::split_target(target, r);
     return routes().view(r);
   }
   http_reply upload(const std::vector<field>& fields) const {

@@ -14,11 +14,11 @@
 namespace {
 
 using nlohmann::json;
-using orch::orchestrator::job_of_history;
-using orch::orchestrator::job_of_queue_item;
-using orch::orchestrator::jobs_page;
-using orch::orchestrator::jobs_query;
-using orch::orchestrator::parse_jobs_query;
+using orch::serve::job_of_history;
+using orch::serve::job_of_queue_item;
+using orch::serve::jobs_page;
+using orch::serve::jobs_query;
+using orch::serve::parse_jobs_query;
 
 // parse_jobs_query's 400 message for `query` ("<accepted>" where it was accepted).
 std::string jobs_query_error(const std::map<std::string, std::string>& query) {

@@ -5,7 +5,7 @@
 
 namespace {
 
-using orch::orchestrator::cross_origin_refused;
+using orch::serve::cross_origin_refused;
 
 TEST(serve_origin, another_site_addressing_a_loopback_server_is_refused) {
   EXPECT_TRUE(cross_origin_refused("127.0.0.1:8188", "https://evil.example"));

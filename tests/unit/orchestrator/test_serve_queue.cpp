@@ -8,8 +8,8 @@
 
 namespace {
 
-using orch::orchestrator::prompt_queue;
-using orch::orchestrator::queued_prompt;
+using orch::serve::prompt_queue;
+using orch::serve::queued_prompt;
 
 queued_prompt item(const std::string& id, double number) {
   queued_prompt p;
@@ -82,7 +82,7 @@ TEST(serve_queue, history_is_capped_oldest_first_and_read_as_comfyui_reads_it) {
 // also has a byte cap (each entry twice its JSON text), oldest first, and the
 // newest entry stays whatever its size.
 TEST(serve_queue, history_is_capped_in_bytes_oldest_first_keeping_the_newest) {
-  orch::orchestrator::queue_limits limits;
+  orch::serve::queue_limits limits;
   limits.max_history_bytes = 5000;
   prompt_queue q(100, limits);
   const nlohmann::json outputs = {{"1", {{"text", std::string(900, 'x')}}}};  // ~920 bytes

@@ -6,7 +6,7 @@
 
 #include "orch/runtime/stand_in_table.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 constexpr std::uint64_t GiB = 1ull << 30;
@@ -141,4 +141,4 @@ TEST(stand_in_table, a_replaced_worker_loses_its_stand_ins) {
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -17,13 +17,13 @@
 
 namespace {
 
-using orch::orchestrator::numbered_name;
-using orch::orchestrator::open_confined_directory;
-using orch::orchestrator::same_bytes;
-using orch::orchestrator::store_upload;
-using orch::orchestrator::stored_duplicate;
+using orch::serve::numbered_name;
+using orch::serve::open_confined_directory;
+using orch::serve::same_bytes;
+using orch::serve::store_upload;
+using orch::serve::stored_duplicate;
 using orch::testing::temp_tree;
-namespace errc = orch::orchestrator::serve_errc;
+namespace errc = orch::serve::serve_errc;
 
 class upload_store_test : public ::testing::Test {
  protected:

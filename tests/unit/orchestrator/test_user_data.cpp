@@ -19,10 +19,10 @@ namespace {
 
 using namespace std::string_literals;
 using nlohmann::json;
-using orch::orchestrator::http_reply;
-using orch::orchestrator::http_request;
-using orch::orchestrator::split_target;
-using orch::orchestrator::user_data;
+using orch::serve::http_reply;
+using orch::serve::http_request;
+using orch::serve::split_target;
+using orch::serve::user_data;
 using orch::testing::read_fd;
 using orch::testing::temp_tree;
 

@@ -9,11 +9,11 @@
 
 namespace view_image_tests {
 
-using namespace orch::orchestrator;
+using namespace orch::serve;
 using orch::testing::bytes_of;
 using orch::testing::png_file;
 using orch::testing::png_spec;
-namespace errc = orch::orchestrator::serve_errc;
+namespace errc = orch::serve::serve_errc;
 using kind = view_request::kind;
 
 view_request asked(const std::map<std::string, std::string>& query) {

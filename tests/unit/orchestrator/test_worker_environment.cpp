@@ -4,7 +4,7 @@
 
 #include "orch/process/worker_environment.hpp"
 
-namespace orch::orchestrator {
+namespace orch::process {
 namespace {
 
 TEST(worker_environment, the_operators_environment_is_the_base) {
@@ -34,4 +34,4 @@ TEST(worker_environment, envp_strings_are_name_equals_value) {
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 namespace {
 
 worker_route route(std::string env, std::string path) {
@@ -44,4 +44,4 @@ TEST(worker_routes, the_longest_literal_part_wins_and_the_first_env_keeps_a_tie)
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

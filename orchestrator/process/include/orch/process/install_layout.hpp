@@ -16,7 +16,7 @@
 
 #include <filesystem>
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 struct install_layout {
   std::filesystem::path worker_executable;       // comfy-orch-worker
@@ -39,4 +39,4 @@ void use_install_layout(const install_layout& layout);
 // (/proc/self/exe), computed once.
 const install_layout& this_install_layout();
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -9,7 +9,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::cli {
+namespace orch::process {
 
 // Descriptors a host with `workers` workers may hold at once, with room for the logger,
 // the plugins and the prompt file.
@@ -20,4 +20,4 @@ std::uint64_t descriptors_needed(std::size_t workers) noexcept;
 // below `needed`, naming both numbers and `ulimit -n` as the fix.
 status ensure_open_file_limit(std::uint64_t needed);
 
-}  // namespace orch::cli
+}  // namespace orch::process

@@ -14,7 +14,7 @@
 #include "orch/runtime/host_startup.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // Errors: open_host_device's, and "memory_unreadable".
 result<nlohmann::json> plan_deployment(const prepared_deployment& prepared,
@@ -22,4 +22,4 @@ result<nlohmann::json> plan_deployment(const prepared_deployment& prepared,
 
 std::string format_plan(const nlohmann::json& plan);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

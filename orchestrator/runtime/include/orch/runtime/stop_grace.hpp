@@ -10,7 +10,7 @@
 
 #include "orch/runtime/host_runtime.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 class stop_grace {
  public:
@@ -33,4 +33,4 @@ class stop_grace {
   std::thread watch_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

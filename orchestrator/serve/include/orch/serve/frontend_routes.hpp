@@ -18,7 +18,7 @@
 #include "orch/serve/serve_http.hpp"
 #include "orch/serve/user_data.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // The server's feature flags, as ComfyUI's /features and its WebSocket's `feature_flags` answer
 // send them: whether previews carry metadata (serve sends none) and the largest upload.
@@ -40,4 +40,4 @@ class frontend_routes {
   std::size_t max_upload_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -8,9 +8,9 @@
 #include "orch/live/live_views.hpp"
 #include "orch/serve/serve_http.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // The answer on the io thread (other methods: 405); nullopt for every other path.
-std::optional<http_reply> live_route(live_views& views, const http_request& req);
+std::optional<http_reply> live_route(live::live_views& views, const http_request& req);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve
