@@ -6,7 +6,7 @@
 #include "command_host.hpp"
 #include "commands.hpp"
 #include "orch/process/install_layout.hpp"
-#include "orch/runtime/deployment_plan.hpp"
+#include "deployment_plan.hpp"
 
 namespace orch::cli {
 
@@ -29,7 +29,7 @@ void add_plan_command(CLI::App& app) {
     const auto prepared = prepare_for_command(*file, code);
     if (!prepared) throw CLI::RuntimeError(code);
     const auto layout = process::this_install_layout();
-    auto plan = runtime::plan_deployment(*prepared, worker_executable(),
+    auto plan = plan_deployment(*prepared, worker_executable(),
                                               !layout.worker_library.empty());
     if (!plan) {
       std::cerr << "comfy-orch plan: " << plan.err().message << '\n';
@@ -38,7 +38,7 @@ void add_plan_command(CLI::App& app) {
     if (*json_out) {
       std::cout << plan->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     } else {
-      std::cout << runtime::format_plan(*plan);
+      std::cout << format_plan(*plan);
     }
   });
 }

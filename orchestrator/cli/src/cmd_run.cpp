@@ -20,12 +20,12 @@
 #include "orch/ipc/errc.hpp"
 #include "orch/manifests/inventory.hpp"
 #include "orch/manifests/units.hpp"
-#include "orch/process/run_signals.hpp"
+#include "run_signals.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
 #include "orch/runtime/memory_table.hpp"
 #include "orch/runtime/preflight.hpp"
-#include "orch/runtime/stop_grace.hpp"
+#include "stop_grace.hpp"
 #include "orch/support/json_fields.hpp"
 #include "orch/support/untrusted_text.hpp"
 
@@ -147,7 +147,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   }
   bool ok = false;
   {
-    runtime::stop_grace grace(h, stop_grace_ms);
+    stop_grace grace(h, stop_grace_ms);
     signals.on_interrupt([&ex, &grace] {
       ex->interrupt();
       grace.interrupted();  // a node that ignores it has the grace, then its worker is killed

@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "command_host.hpp"
 #include "commands.hpp"
 #include "orch/control/control_directory.hpp"
@@ -19,7 +21,7 @@
 #include "orch/live/live_views.hpp"
 #include "orch/live/memory_sampler.hpp"
 #include "orch/process/install_layout.hpp"
-#include "orch/process/run_signals.hpp"
+#include "run_signals.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
 #include "orch/serve/extension_web_dirs.hpp"

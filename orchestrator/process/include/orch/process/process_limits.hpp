@@ -1,7 +1,8 @@
 // process_limits: the open-file limit a run needs, checked (and raised where allowed) before
 // anything starts. Each worker costs the host a few descriptors (its channel, its fd socket, the
 // segments it maps); at `ulimit -n 8` Boost.Asio could not even create its reactor and the host
-// aborted.
+// aborted. Every host needs it, the one ComfyUI loads too (start_deployment, host_startup.hpp),
+// so it is process's, not the CLI's.
 #pragma once
 
 #include <cstddef>

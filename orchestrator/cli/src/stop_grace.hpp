@@ -10,11 +10,11 @@
 
 #include "orch/runtime/host_runtime.hpp"
 
-namespace orch::runtime {
+namespace orch::cli {
 
 class stop_grace {
  public:
-  stop_grace(host_runtime& host, std::chrono::milliseconds grace) : host_(host), grace_(grace) {}
+  stop_grace(runtime::host_runtime& host, std::chrono::milliseconds grace) : host_(host), grace_(grace) {}
   // The prompt ended: a grace still running ends with it.
   ~stop_grace();
   stop_grace(const stop_grace&) = delete;
@@ -25,7 +25,7 @@ class stop_grace {
   void interrupted();
 
  private:
-  host_runtime& host_;
+  runtime::host_runtime& host_;
   std::chrono::milliseconds grace_;
   std::mutex mutex_;
   std::condition_variable ended_cv_;
@@ -33,4 +33,4 @@ class stop_grace {
   std::thread watch_;
 };
 
-}  // namespace orch::runtime
+}  // namespace orch::cli

@@ -1,4 +1,4 @@
-#include "orch/runtime/deployment_plan.hpp"
+#include "deployment_plan.hpp"
 
 #include <sstream>
 
@@ -8,7 +8,7 @@
 #include "orch/runtime/memory_plan.hpp"
 #include "orch/runtime/worker_specs.hpp"
 
-namespace orch::runtime {
+namespace orch::cli {
 namespace {
 
 using nlohmann::json;
@@ -18,7 +18,7 @@ json plugin_of(const std::optional<plugins::plugin_entry>& p, unsigned level) {
   return {{"name", p->name}, {"version", p->version}, {"path", p->path.string()}, {"level", level}};
 }
 
-json expected_divergences(const worker_spec& spec, const plugins::manager_choice& host,
+json expected_divergences(const runtime::worker_spec& spec, const plugins::manager_choice& host,
                           unsigned host_level) {
   json out = json::array();
   const bool pager = spec.plugins.pager.has_value();
@@ -55,17 +55,17 @@ json expected_divergences(const worker_spec& spec, const plugins::manager_choice
 
 }  // namespace
 
-result<json> plan_deployment(const prepared_deployment& prepared,
+result<json> plan_deployment(const runtime::prepared_deployment& prepared,
                              const std::string& worker_executable, bool python_workers) {
   const auto& d = prepared.deployment;
-  auto device = open_host_device(d);
+  auto device = runtime::open_host_device(d);
   if (!device) return device.err();
   auto readings = ipc::probe_memory_readings();
   if (!readings) return readings.err();
-  memory_plan plan = memory_plan::make(d, device->device.get(), worker_executable);
+  runtime::memory_plan plan = runtime::memory_plan::make(d, device->device.get(), worker_executable);
   const std::string backend_plugin =
       device->device ? device->device->library().path().string() : std::string();
-  auto planned = plan_workers(d, prepared.inventory, plan, backend_plugin, python_workers,
+  auto planned = runtime::plan_workers(d, prepared.inventory, plan, backend_plugin, python_workers,
                               process::current_environment());
   const auto& host = plan.host_manager();
   json envs = json::array();
@@ -141,4 +141,4 @@ std::string format_plan(const json& plan) {
   return out.str();
 }
 
-}  // namespace orch::runtime
+}  // namespace orch::cli

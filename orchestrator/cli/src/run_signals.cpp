@@ -1,4 +1,4 @@
-#include "orch/process/run_signals.hpp"
+#include "run_signals.hpp"
 
 #include <signal.h>
 #include <unistd.h>

@@ -14,12 +14,12 @@
 #include "orch/runtime/host_startup.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::runtime {
+namespace orch::cli {
 
 // Errors: open_host_device's, and "memory_unreadable".
-result<nlohmann::json> plan_deployment(const prepared_deployment& prepared,
+result<nlohmann::json> plan_deployment(const runtime::prepared_deployment& prepared,
                                        const std::string& worker_executable, bool python_workers);
 
 std::string format_plan(const nlohmann::json& plan);
 
-}  // namespace orch::runtime
+}  // namespace orch::cli

@@ -1,8 +1,8 @@
-#include "orch/runtime/stop_grace.hpp"
+#include "stop_grace.hpp"
 
 #include <string>
 
-namespace orch::runtime {
+namespace orch::cli {
 
 void stop_grace::interrupted() {
   std::lock_guard lock(mutex_);
@@ -24,4 +24,4 @@ stop_grace::~stop_grace() {
   if (watch_.joinable()) watch_.join();
 }
 
-}  // namespace orch::runtime
+}  // namespace orch::cli
