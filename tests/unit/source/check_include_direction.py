@@ -1,8 +1,9 @@
 """Includes run one way (docs/architecture.md, "Libraries"), as the graph in
 cmake/library_graph.txt says: a library's files include only its own headers and those of the
-libraries it uses, directly or through another; and every use the graph declares is needed by
-an include of the library's own files (a graph that allows more than the code does stops saying
-what the code is). A header's library is the one whose folder holds its include prefix
+libraries it uses, directly or through another; every use the graph declares is needed by an
+include of the library's own files (a graph that allows more than the code does stops saying
+what the code is); and a library declares names only in its own namespace, `orch::<library>` (or
+one nested in it). A header's library is the one whose folder holds its include prefix
 (`orch/runtime/...` is runtime's, `orch/host/...` host_api's); a bare name is a private header
 beside the includer. Usage: check_include_direction.py SOURCE_DIR [--self-test]"""
 
@@ -14,6 +15,8 @@ import tempfile
 
 GRAPH = "cmake/library_graph.txt"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# `namespace orch::x...` and `namespace orch { namespace x`, not an alias (`namespace fs = ...`).
+NAMESPACE = re.compile(r"\bnamespace\s+orch\s*(?:::\s*|\{\s*namespace\s+)([A-Za-z_]\w*)")
 SOURCES = (".cpp", ".hpp", ".h", ".c")
 
 
@@ -57,7 +60,7 @@ def violations(root):
     libraries = read_graph(root)
     owners = prefixes(root, libraries)
     found = []
-    for name, (folder, _, used) in libraries.items():
+    for name, (folder, namespace, used) in libraries.items():
         allowed = uses(libraries, name)
         included = set()
         for path in files_of(root, folder):
@@ -79,6 +82,13 @@ def violations(root):
                         where, number, name, match.group(1), name, target))
                 else:
                     included.add(target)
+            if namespace is None:
+                continue
+            for match in NAMESPACE.finditer(text):
+                if match.group(1) != namespace:
+                    number = text.count("\n", 0, match.start()) + 1
+                    found.append("%s:%d: %s declares namespace orch::%s, not its own orch::%s" % (
+                        where, number, name, match.group(1), namespace))
         # A use no include needs: of what it reaches, the library includes nothing, or nothing
         # that its other uses do not reach too.
         for u in used:
@@ -106,13 +116,21 @@ def prepend(path, line):
 
 
 def self_test(root):
-    """The check fails where process includes serve, and where the graph gives process a use it
-    has no include for, as it must."""
+    """The check fails where process includes serve, where process declares serve's namespace,
+    and where the graph gives process a use it has no include for, as it must."""
     cases = [
         ("a wrong-way include",
          lambda c: prepend(c / "orchestrator/process/src/child_process.cpp",
                            '#include "orch/serve/serve_http.hpp"'),
          "child_process.cpp:1: process includes orch/serve"),
+        ("a namespace of another library",
+         lambda c: prepend(c / "orchestrator/process/src/child_process.cpp",
+                           "namespace orch::serve { int planted; }"),
+         "child_process.cpp:1: process declares namespace orch::serve"),
+        ("a namespace of another library, nested",
+         lambda c: prepend(c / "orchestrator/process/src/child_process.cpp",
+                           "namespace orch {\nnamespace runtime { int planted; }\n}"),
+         "child_process.cpp:1: process declares namespace orch::runtime"),
         ("a use no include needs",
          lambda c: (c / GRAPH).write_text(re.sub(
              r"(?m)^(process\s.*)$", r"\1 manifests", (c / GRAPH).read_text())),
@@ -140,7 +158,7 @@ def main():
               " \"Libraries\"): move the code to the library that may use both, pass what it"
               " needs in, or correct the graph")
         return 1
-    print("every include runs one way, and every use is needed")
+    print("every include runs one way, every use is needed, every namespace is its library's")
     return 0
 
 
