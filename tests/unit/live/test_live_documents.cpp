@@ -1,33 +1,19 @@
 // The live tools' documents and their checks (docs/cli.md): the Prometheus text, the status
-// table, --since durations, and the control directory's refusals.
+// table, the HTML report and --since durations.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <optional>
 #include <set>
+#include <string>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <thread>
-
-#include "orch/control/control_client.hpp"
-#include "orch/control/control_directory.hpp"
-#include "orch/control/control_socket.hpp"
 #include "orch/live/live_text.hpp"
 #include "orch/live/live_views.hpp"
 #include "orch/live/metrics_text.hpp"
 #include "orch/live/report_html.hpp"
 
+namespace orch::live {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-using namespace orch::control;
-using namespace orch::live;
 
 TEST(metrics_text, every_family_has_help_and_type_and_label_values_are_escaped) {
   EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
@@ -130,43 +116,6 @@ TEST(report_html, text_from_the_server_is_escaped_and_nothing_is_fetched) {
                          {{"samples", {1, {{"processes", 3}}}}, {"markers", {nullptr}}}));
 }
 
-// SO_PEERCRED without a second user: a server told to answer another uid refuses this one.
-TEST(control_socket, a_peer_of_another_uid_is_refused_by_name) {
-  char tmpl[] = "/tmp/orch-sock-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const fs::path path = fs::path(tmpl) / "c.sock";
-  boost::asio::io_context io;
-  auto guard = boost::asio::make_work_guard(io);
-  std::thread runner([&] { io.run(); });
-  control_limits limits;
-  limits.allowed_uid = static_cast<long>(::geteuid()) + 1;
-  int asked = 0;
-  {
-    control_socket server(
-        io,
-        [&](const json&) {
-          return json{{"asked", ++asked}};
-        },
-        limits);
-    ASSERT_TRUE(server.listen(path).ok());
-    struct stat st {};
-    ASSERT_EQ(::stat(path.c_str(), &st), 0);
-    EXPECT_EQ(st.st_mode & 0777, 0600u);
-    auto client = control_client::connect(path.string());
-    ASSERT_TRUE(client.ok()) << client.err().message;
-    auto answer = client->ask({{"get", "status"}});
-    ASSERT_FALSE(answer.ok());
-    EXPECT_EQ(answer.err().code, "peer_refused");
-    EXPECT_NE(answer.err().message.find("answers only its own user"), std::string::npos);
-    EXPECT_EQ(asked, 0) << "the handler never ran for the refused peer";
-    server.stop();
-  }
-  guard.reset();
-  io.stop();
-  runner.join();
-  fs::remove_all(tmpl);
-}
-
 TEST(parse_since, takes_ms_s_m_h_and_refuses_the_rest) {
   EXPECT_EQ(parse_since("10m")->count(), 600000);
   EXPECT_EQ(parse_since("90")->count(), 90000);
@@ -176,79 +125,5 @@ TEST(parse_since, takes_ms_s_m_h_and_refuses_the_rest) {
     EXPECT_FALSE(parse_since(bad).ok()) << bad;
 }
 
-class control_directory_test : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/orch-control-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    const char* old = std::getenv("XDG_RUNTIME_DIR");
-    if (old != nullptr) old_ = old;
-    ::setenv("XDG_RUNTIME_DIR", root_.c_str(), 1);
-  }
-  void TearDown() override {
-    if (old_) {
-      ::setenv("XDG_RUNTIME_DIR", old_->c_str(), 1);
-    } else {
-      ::unsetenv("XDG_RUNTIME_DIR");
-    }
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  fs::path root_;
-  std::optional<std::string> old_;
-};
-
-TEST_F(control_directory_test, is_made_0700_and_refused_when_open_to_others_or_not_a_directory) {
-  auto dir = open_control_directory();
-  ASSERT_TRUE(dir.ok()) << dir.err().message;
-  EXPECT_EQ(*dir, root_ / "comfy-orch");
-  struct stat st {};
-  ASSERT_EQ(::stat(dir->c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0700u);
-
-  ASSERT_EQ(::chmod(dir->c_str(), 0755), 0);
-  auto open = open_control_directory();
-  ASSERT_FALSE(open.ok());
-  EXPECT_EQ(open.err().code, "directory_unusable");
-  EXPECT_NE(open.err().message.find("chmod 700"), std::string::npos) << open.err().message;
-
-  fs::remove(*dir);
-  fs::create_directory(root_ / "elsewhere");
-  fs::create_directory_symlink(root_ / "elsewhere", *dir);
-  EXPECT_FALSE(open_control_directory().ok()) << "a symlink is refused, not followed";
-  EXPECT_FALSE(list_registrations().ok());
-}
-
-TEST_F(control_directory_test, another_users_directory_is_refused) {
-  if (::geteuid() != 0) GTEST_SKIP() << "only root can give a directory to another user";
-  const fs::path dir = root_ / "comfy-orch";
-  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
-  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
-  auto open = open_control_directory();
-  ASSERT_FALSE(open.ok());
-  EXPECT_NE(open.err().message.find("owned by uid 65534"), std::string::npos) << open.err().message;
-}
-
-TEST_F(control_directory_test, registrations_round_trip_and_a_dead_servers_are_removed) {
-  auto dir = open_control_directory();
-  ASSERT_TRUE(dir.ok());
-  server_registration me;
-  me.pid = ::getpid();
-  me.deployment = "/srv/deployment.toml";
-  me.socket = (*dir / "x.sock").string();
-  ASSERT_TRUE(write_registration(*dir, me).ok());
-  server_registration dead = me;
-  dead.pid = 0x3ffffff0;  // above pid_max: no such process
-  ASSERT_TRUE(write_registration(*dir, dead).ok());
-  std::ofstream(*dir / "junk.json") << "not json";
-  auto listed = list_registrations();
-  ASSERT_TRUE(listed.ok());
-  ASSERT_EQ(listed->size(), 1u);
-  EXPECT_EQ(listed->front().deployment, "/srv/deployment.toml");
-  EXPECT_FALSE(listed->front().answering) << "nothing listens at x.sock";
-  EXPECT_FALSE(fs::exists(*dir / (std::to_string(dead.pid) + ".json")));
-  EXPECT_TRUE(fs::exists(*dir / "junk.json")) << "what is not a registration is left alone";
-}
-
 }  // namespace
+}  // namespace orch::live

@@ -87,8 +87,9 @@ node_catalogue catalogue_with_blend() {
   return c;
 }
 
-validation_report check(const std::string& json) {
-  auto p = parse_prompt(json);
+// The prompt's text is not named `json`: in the unit test's unity source, nlohmann::json is.
+validation_report check(const std::string& text) {
+  auto p = parse_prompt(text);
   EXPECT_TRUE(p.ok()) << p.err().message;
   return validate_prompt(*p, catalogue());
 }

@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include "orch/live/process_status.hpp"
 #include "orch/runtime/divergence_report.hpp"
 
 namespace orch::runtime {
@@ -77,17 +76,3 @@ TEST(divergence_report, debug_variable_and_alias) {
 
 }  // namespace
 }  // namespace orch::runtime
-
-// The settings text a worker reports (its own bytes) read as fields, so that a mismatch names
-// the fields that differ.
-TEST(settings_fields, reads_each_field_of_the_applied_settings_text) {
-  EXPECT_EQ(orch::live::settings_fields("streams=2;pinned=1;level=4"),
-            (nlohmann::json{{"streams", "2"}, {"pinned", "1"}, {"level", "4"}}));
-  EXPECT_EQ(orch::live::settings_fields(""), nlohmann::json::object());
-  // Not of that shape: the fields that are, nothing invented.
-  EXPECT_EQ(orch::live::settings_fields("=1;junk;;streams=;a=b=c"),
-            (nlohmann::json{{"streams", ""}, {"a", "b=c"}}));
-  // A worker's bytes: valid text, whatever was sent.
-  const auto odd = orch::live::settings_fields(std::string("k\xff=v\x01"));
-  EXPECT_NO_THROW((void)odd.dump());
-}

@@ -1,5 +1,5 @@
-// temp_tree: a fresh directory for one test of serve's file handling, removed after it, with
-// helpers to lay files, directories and symlinks out inside it.
+// temp_tree: a fresh directory for one test (serve's file handling, a tool's process group, an
+// empty PATH), removed after it, with helpers to lay files, directories and symlinks out inside it.
 #pragma once
 
 #include <stdlib.h>
