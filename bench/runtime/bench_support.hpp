@@ -47,8 +47,8 @@ struct temp_dir {
 };
 
 // A host on `file`, every worker settled; exits the benchmark with 2 when that fails.
-inline std::unique_ptr<runtime::host_runtime> start_host(
-    const fs::path& file, runtime::host_options options) {
+inline std::unique_ptr<runtime::host_runtime> start_host(const fs::path& file,
+                                                         runtime::host_options options) {
   manifests::diagnostics diags;
   auto d = manifests::load_deployment(file, diags);
   if (!d) {

@@ -39,8 +39,8 @@ result<std::string> read_regular_file(const std::filesystem::path& file, std::si
   }
   const auto too_large = [&] {
     return error{support::file_errc::too_large, name + ": larger than the limit of " +
-                                           std::to_string(max_bytes) +
-                                           " bytes; is it the right file?"};
+                                                    std::to_string(max_bytes) +
+                                                    " bytes; is it the right file?"};
   };
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes) return too_large();
   std::string out;

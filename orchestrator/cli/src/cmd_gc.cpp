@@ -169,9 +169,9 @@ int run_gc(const gc_options& o) {
         }
         for (const auto& other : s.candidates) {
           if (other != s.path && s.runnable) {
-            add(envs::canonical_or_normal(other),
-                "unused spelling of env '" + e.dir.env_name + "' (" + s.path.filename().string() +
-                    " is used)");
+            add(envs::canonical_or_normal(other), "unused spelling of env '" + e.dir.env_name +
+                                                      "' (" + s.path.filename().string() +
+                                                      " is used)");
           }
         }
       }

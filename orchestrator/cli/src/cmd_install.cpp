@@ -70,18 +70,19 @@ json dry_run_entry(const envs::env_context& c, const manifests::env_entry& e,
   const auto derivation = manifests::derive_env(
       e.dir.env_name, e.manifest, *c.stack, manifests::this_platform(), e.dir.config.parent_path());
   const bool up = envs::env_up_to_date(e.status);
-  const auto refused =
-      up ? std::nullopt : envs::backend_refusal(e, derivation, *c.stack, backend);
+  const auto refused = up ? std::nullopt : envs::backend_refusal(e, derivation, *c.stack, backend);
   json entry = {{"env", e.dir.env_name},
-          {"state", state_word(e.status)},
-          {"action", up ? "skip" : refused ? "refuse" : "build"},
-          {"dir", envs::install_dir_for(e, c.deployment.env.root, *c.stack).string()},
-          {"backend", envs::to_string(backend)},
-          {"identity", derivation.identity},
-          {"requirements", derivation.requirements},
-          {"conda_packages", derivation.conda_packages},
-          {"notes", derivation.notes},
-          {"pixi_toml", manifests::pixi_toml_text(derivation, e.dir.config)}};
+                {"state", state_word(e.status)},
+                {"action", up        ? "skip"
+                           : refused ? "refuse"
+                                     : "build"},
+                {"dir", envs::install_dir_for(e, c.deployment.env.root, *c.stack).string()},
+                {"backend", envs::to_string(backend)},
+                {"identity", derivation.identity},
+                {"requirements", derivation.requirements},
+                {"conda_packages", derivation.conda_packages},
+                {"notes", derivation.notes},
+                {"pixi_toml", manifests::pixi_toml_text(derivation, e.dir.config)}};
   if (refused) entry["refused"] = *refused;
   return entry;
 }
@@ -117,9 +118,7 @@ int run_install(const install_options& o) {
     // As install would end: a plan with an env it refuses fails, as the install would.
     const int status = any_refused ? exit_failure : exit_ok;
     if (o.json) {
-      std::cout << json{{"abi_tag", tag},
-                        {"backend", envs::to_string(*backend)},
-                        {"envs", plan}}
+      std::cout << json{{"abi_tag", tag}, {"backend", envs::to_string(*backend)}, {"envs", plan}}
                        .dump(2, ' ', false, json::error_handler_t::replace)
                 << '\n';
       return status;
@@ -170,8 +169,7 @@ int run_install(const install_options& o) {
           (e.status.detail.empty() ? "" : " (" + e.status.detail + ")"));
       envs::install_outcome outcome;
       try {
-        outcome =
-            envs::install_env(request, [&](const std::string& p) { say(prefix + p); });
+        outcome = envs::install_env(request, [&](const std::string& p) { say(prefix + p); });
       } catch (const std::exception& ex) {  // a filesystem error nothing below expected
         outcome.message = std::string("unexpected error: ") + ex.what();
       }

@@ -39,8 +39,8 @@ void add_ls_command(CLI::App& app) {
       return;
     }
     if (servers->empty()) {
-      std::cout << "no running comfy-orch serve ("
-                << control::control_directory_path().string() << ")\n";
+      std::cout << "no running comfy-orch serve (" << control::control_directory_path().string()
+                << ")\n";
       return;
     }
     for (const auto& s : *servers) {

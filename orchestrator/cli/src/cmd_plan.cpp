@@ -5,8 +5,8 @@
 
 #include "command_host.hpp"
 #include "commands.hpp"
-#include "orch/process/install_layout.hpp"
 #include "deployment_plan.hpp"
+#include "orch/process/install_layout.hpp"
 
 namespace orch::cli {
 
@@ -29,8 +29,7 @@ void add_plan_command(CLI::App& app) {
     const auto prepared = prepare_for_command(*file, code);
     if (!prepared) throw CLI::RuntimeError(code);
     const auto layout = process::this_install_layout();
-    auto plan = plan_deployment(*prepared, worker_executable(),
-                                              !layout.worker_library.empty());
+    auto plan = plan_deployment(*prepared, worker_executable(), !layout.worker_library.empty());
     if (!plan) {
       std::cerr << "comfy-orch plan: " << plan.err().message << '\n';
       throw CLI::RuntimeError(exit_failure);

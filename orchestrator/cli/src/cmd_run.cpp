@@ -20,14 +20,14 @@
 #include "orch/ipc/errc.hpp"
 #include "orch/manifests/inventory.hpp"
 #include "orch/manifests/units.hpp"
-#include "run_signals.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
 #include "orch/runtime/memory_table.hpp"
 #include "orch/runtime/preflight.hpp"
-#include "stop_grace.hpp"
 #include "orch/support/json_fields.hpp"
 #include "orch/support/untrusted_text.hpp"
+#include "run_signals.hpp"
+#include "stop_grace.hpp"
 
 namespace orch::cli {
 namespace {
@@ -84,11 +84,14 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   auto infos = h.on_io_thread([&] { return h.workers().workers(); });
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& w : infos) {
-    workers.push_back({{"env", w.env}, {"pid", w.pid}, {"state", runtime::to_string(w.state)},
-                       {"generation", w.generation}, {"error", w.last_error}});
+    workers.push_back({{"env", w.env},
+                       {"pid", w.pid},
+                       {"state", runtime::to_string(w.state)},
+                       {"generation", w.generation},
+                       {"error", w.last_error}});
     if (!as_json) {
-      std::cout << "worker " << w.env << ": " << runtime::to_string(w.state) << " (pid "
-                << w.pid << ", " << w.nodes.size() << " node classes)";
+      std::cout << "worker " << w.env << ": " << runtime::to_string(w.state) << " (pid " << w.pid
+                << ", " << w.nodes.size() << " node classes)";
       if (w.state != runtime::worker_state::ready) std::cout << ": " << w.last_error;
       std::cout << '\n';
     }
@@ -111,7 +114,8 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   if (const auto failed = executor::missing_classes_of_unstarted_envs(report, infos)) {
     if (as_json) {
       std::cout << nlohmann::json{{"type", "worker_error"},
-                                  {"data", executor::to_json(*failed, report)}}.dump()
+                                  {"data", executor::to_json(*failed, report)}}
+                       .dump()
                 << std::endl;
     } else {
       auto shown = report;
@@ -185,8 +189,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
     }
     const auto rows = h.on_io_thread([&] { return runtime::read_memory_table(h); });
     if (as_json) {
-      std::cout << nlohmann::json{{"type", "memory_table"}, {"data", runtime::to_json(rows)}}
-                       .dump()
+      std::cout << nlohmann::json{{"type", "memory_table"}, {"data", runtime::to_json(rows)}}.dump()
                 << std::endl;
     } else {
       std::cout << '\n' << runtime::format_memory_table(rows);

@@ -21,16 +21,16 @@
 #include "orch/live/live_views.hpp"
 #include "orch/live/memory_sampler.hpp"
 #include "orch/process/install_layout.hpp"
-#include "run_signals.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
+#include "orch/serve/byte_budget.hpp"
 #include "orch/serve/extension_web_dirs.hpp"
 #include "orch/serve/serve_api.hpp"
-#include "orch/serve/worker_routes.hpp"
 #include "orch/serve/serve_files.hpp"
-#include "orch/serve/byte_budget.hpp"
 #include "orch/serve/serve_http.hpp"
 #include "orch/serve/serve_live_routes.hpp"
+#include "orch/serve/worker_routes.hpp"
+#include "run_signals.hpp"
 
 namespace orch::cli {
 namespace {
@@ -167,8 +167,8 @@ int serve(const serve_options& o) {
   auto& h = *host;
   runtime::settle_workers(h, [&] { return signals.interrupted(); });
   for (const auto& w : h.on_io_thread([&] { return h.workers().workers(); })) {
-    std::cerr << "worker " << w.env << ": " << runtime::to_string(w.state) << " (pid "
-              << w.pid << ", " << w.nodes.size() << " node classes)";
+    std::cerr << "worker " << w.env << ": " << runtime::to_string(w.state) << " (pid " << w.pid
+              << ", " << w.nodes.size() << " node classes)";
     if (w.state != runtime::worker_state::ready) std::cerr << ": " << w.last_error;
     std::cerr << '\n';
   }
@@ -182,8 +182,7 @@ int serve(const serve_options& o) {
   for (const auto& line : serve::worker_route_clashes(worker_routes))
     spdlog::warn("serve: {}", line);
   limits.body_rule_for = [&o, worker_routes](const std::string& method, const std::string& path) {
-    return serve::comfy_api::takes_upload(method, path) ||
-                   serve::env_answering(worker_routes, path)
+    return serve::comfy_api::takes_upload(method, path) || serve::env_answering(worker_routes, path)
                ? serve::body_rule{o.max_upload, true}
                : serve::body_rule{o.max_body, false};
   };
@@ -200,8 +199,7 @@ int serve(const serve_options& o) {
   limits.max_connections = o.max_connections;
   limits.cors_origin = o.cors_origin;
   limits.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
-  live::memory_sampler sampler(h, std::chrono::milliseconds(o.sample_ms),
-                                       o.timeline_samples);
+  live::memory_sampler sampler(h, std::chrono::milliseconds(o.sample_ms), o.timeline_samples);
   h.set_memory_event_sink([&](const std::string& kind, const std::string& env,
                               const std::string& text) { sampler.note(kind, env, text); });
   nlohmann::json identity = {{"pid", static_cast<long>(::getpid())}, {"version", ORCH_VERSION}};
@@ -219,12 +217,10 @@ int serve(const serve_options& o) {
       h.io(), [&](const nlohmann::json& request) { return views.answer(request); });
   sampler.start();
   auto api = std::make_unique<serve::comfy_api>(
-      h, server, o.history_size, serve::server_identity{ORCH_VERSION, prepared->stack},
-      o.queue,
+      h, server, o.history_size, serve::server_identity{ORCH_VERSION, prepared->stack}, o.queue,
       serve::frontend_routes(
-          serve::frontend_files(front_end,
-                                       serve::extension_web_dirs(prepared->inventory)),
-                                    serve::user_data(directories.user), o.max_upload));
+          serve::frontend_files(front_end, serve::extension_web_dirs(prepared->inventory)),
+          serve::user_data(directories.user), o.max_upload));
   api_ptr = api.get();
   status controlled = ok_status();
   if (endpoint) controlled = control.listen(endpoint->registration.socket);

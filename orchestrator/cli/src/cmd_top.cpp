@@ -25,8 +25,8 @@
 namespace orch::cli {
 namespace {
 
-using nlohmann::json;
 using live::human_bytes;
+using nlohmann::json;
 
 constexpr std::size_t spark_width = 16;
 const char* const sort_names[] = {"process", "resident", "pinned", "calls"};

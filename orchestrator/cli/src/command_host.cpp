@@ -17,15 +17,14 @@ std::string worker_executable() {
 }
 
 std::optional<runtime::prepared_deployment> prepare_for_command(const std::string& file,
-                                                                     int& exit_code) {
+                                                                int& exit_code) {
   manifests::diagnostics diags;
   auto prepared = runtime::prepare_deployment(file, diags);
   print_diagnostics(std::cerr, diags);
   if (prepared) return std::move(*prepared);
   std::cerr << prepared.err().message << '\n';
-  exit_code = prepared.err().code == runtime::runtime_errc::invalid_deployment
-                  ? exit_invalid_input
-                  : exit_failure;
+  exit_code = prepared.err().code == runtime::runtime_errc::invalid_deployment ? exit_invalid_input
+                                                                               : exit_failure;
   return std::nullopt;
 }
 
@@ -36,8 +35,8 @@ std::unique_ptr<runtime::host_runtime> start_for_command(
   if (!process::adopt_orphans())
     std::cerr << "comfy-orch: cannot adopt what workers detach (no child subreaper here); a "
                  "helper that clears its environment may outlive this command\n";
-  auto host = runtime::start_deployment(prepared, worker_executable(),
-                                             process::this_install_layout());
+  auto host =
+      runtime::start_deployment(prepared, worker_executable(), process::this_install_layout());
   if (host) return std::move(*host);
   std::cerr << "cannot start the host: [" << host.err().code << "] " << host.err().message << '\n';
   return nullptr;

@@ -20,7 +20,7 @@ std::string worker_executable();
 // warnings and errors go to stderr either way, so a pack dropped for a bad manifest never
 // vanishes without a word.
 std::optional<runtime::prepared_deployment> prepare_for_command(const std::string& file,
-                                                                     int& exit_code);
+                                                                int& exit_code);
 
 // The host with its workers spawned, or null after printing why it could not start. The process
 // becomes a child subreaper first (adopted_children.hpp).

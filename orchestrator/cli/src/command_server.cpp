@@ -13,7 +13,7 @@ void add_server_options(CLI::App* cmd, server_choice& choice) {
 }
 
 std::optional<control::control_client> connect_to_server(const char* command,
-                                                              const server_choice& choice) {
+                                                         const server_choice& choice) {
   auto socket = control::find_server_socket(
       choice.deployment.empty() ? std::nullopt : std::optional<std::string>(choice.deployment),
       choice.socket.empty() ? std::nullopt : std::optional<std::string>(choice.socket));

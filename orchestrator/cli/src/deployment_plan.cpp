@@ -62,11 +62,12 @@ result<json> plan_deployment(const runtime::prepared_deployment& prepared,
   if (!device) return device.err();
   auto readings = ipc::probe_memory_readings();
   if (!readings) return readings.err();
-  runtime::memory_plan plan = runtime::memory_plan::make(d, device->device.get(), worker_executable);
+  runtime::memory_plan plan =
+      runtime::memory_plan::make(d, device->device.get(), worker_executable);
   const std::string backend_plugin =
       device->device ? device->device->library().path().string() : std::string();
   auto planned = runtime::plan_workers(d, prepared.inventory, plan, backend_plugin, python_workers,
-                              process::current_environment());
+                                       process::current_environment());
   const auto& host = plan.host_manager();
   json envs = json::array();
   for (const auto& spec : planned.specs) {

@@ -14,7 +14,8 @@ namespace orch::cli {
 
 class stop_grace {
  public:
-  stop_grace(runtime::host_runtime& host, std::chrono::milliseconds grace) : host_(host), grace_(grace) {}
+  stop_grace(runtime::host_runtime& host, std::chrono::milliseconds grace)
+      : host_(host), grace_(grace) {}
   // The prompt ended: a grace still running ends with it.
   ~stop_grace();
   stop_grace(const stop_grace&) = delete;

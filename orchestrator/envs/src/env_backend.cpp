@@ -59,8 +59,8 @@ std::string failed_package(const std::string& line) {
   return {};
 }
 
-status run_step(const process::tool_command& command, const backend_build& build, const fs::path& log,
-                const std::string& what) {
+status run_step(const process::tool_command& command, const backend_build& build,
+                const fs::path& log, const std::string& what) {
   std::string shown;
   for (const auto& a : command.argv) shown += (shown.empty() ? "" : " ") + a;
   log_line(build.log_fd, shown);

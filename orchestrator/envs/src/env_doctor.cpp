@@ -32,8 +32,8 @@ doctor_check problem(std::string status, std::string scope, std::string check, s
 // Runs Python code in an env's interpreter as its worker would run (no PYTHONPATH, no user
 // site-packages); the output is the env's and is made printable before it is shown.
 result<process::tool_exit> run_python(const fs::path& interpreter, std::vector<std::string> args,
-                             std::chrono::milliseconds timeout,
-                             std::map<std::string, std::optional<std::string>> env = {}) {
+                                      std::chrono::milliseconds timeout,
+                                      std::map<std::string, std::optional<std::string>> env = {}) {
   process::tool_command command;
   command.argv = {interpreter.string(), "-s"};
   command.argv.insert(command.argv.end(), args.begin(), args.end());
@@ -290,8 +290,8 @@ std::vector<doctor_check> check_machine(const env_context& context, const doctor
     }
   }
 
-  auto found =
-      runtime::probe_plugins(options.worker_executable, with_plugins.plugin_paths, std::chrono::seconds(20));
+  auto found = runtime::probe_plugins(options.worker_executable, with_plugins.plugin_paths,
+                                      std::chrono::seconds(20));
   if (!found) {
     out.push_back(problem("error", "machine", "plugins", found.err().message,
                           "comfy-orch plugins " + options.deployment + " shows what is wrong"));

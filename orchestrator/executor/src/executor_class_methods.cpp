@@ -13,8 +13,8 @@ using nlohmann::json;
 
 // A class method's call: literal inputs as ComfyUI passes them (each in a list for a class with
 // INPUT_IS_LIST, as its node calls carry them), and the hidden values plus `extra_hidden`.
-json method_call(const prompt& p, const std::string& id, const runtime::node_class& cls, const char* method,
-                 const json& literals, json extra_hidden) {
+json method_call(const prompt& p, const std::string& id, const runtime::node_class& cls,
+                 const char* method, const json& literals, json extra_hidden) {
   json inputs = json::object();
   for (const auto& [name, value] : literals.items()) {
     inputs[name] = cls.input_is_list ? json::array({value}) : value;
@@ -32,8 +32,8 @@ json method_call(const prompt& p, const std::string& id, const runtime::node_cla
 }  // namespace
 
 custom_validation executor::worker_validation() {
-  return [this](const prompt& p, const std::string& id, const runtime::node_class& cls, const json& literals,
-                const json& input_types) -> std::optional<validation_error> {
+  return [this](const prompt& p, const std::string& id, const runtime::node_class& cls,
+                const json& literals, const json& input_types) -> std::optional<validation_error> {
     auto r = call_node(cls.env, method_call(p, id, cls, "VALIDATE_INPUTS", literals,
                                             {{"INPUT_TYPES", input_types}}));
     if (r && (*r).value("status", "") == "ok") return std::nullopt;

@@ -16,6 +16,7 @@ namespace orch::executor {
 // nested deeper than a body may be (ipc::max_body_depth, counting the body and "hidden" above
 // it), or larger than a quarter of a body as JSON text. The node then sees None, where a body
 // the worker refuses would cost it its channel.
-nlohmann::json hidden_values(const prompt& p, const runtime::node_class& cls, const std::string& node_id);
+nlohmann::json hidden_values(const prompt& p, const runtime::node_class& cls,
+                             const std::string& node_id);
 
 }  // namespace orch::executor

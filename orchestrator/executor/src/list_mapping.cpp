@@ -33,7 +33,8 @@ result<std::vector<json>> call_inputs(const runtime::node_class& cls,
   return out;
 }
 
-result<json> merge_call_outputs(const runtime::node_class& cls, const std::vector<json>& call_outputs) {
+result<json> merge_call_outputs(const runtime::node_class& cls,
+                                const std::vector<json>& call_outputs) {
   json lists = json::array();
   for (std::size_t slot = 0; slot < cls.outputs.size(); ++slot) {
     const bool is_list = slot < cls.output_is_list.size() && cls.output_is_list[slot];

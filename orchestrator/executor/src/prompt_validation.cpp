@@ -326,8 +326,8 @@ class validator {
 
   // `custom`: the class's VALIDATE_INPUTS checks this input, so only its type is checked here.
   // `in_list`: the class has INPUT_IS_LIST, so the call carries the value inside a list.
-  bool validate_literal(const std::string& id, const runtime::node_input& input, const nlohmann::json& value,
-                        bool custom, bool in_list) {
+  bool validate_literal(const std::string& id, const runtime::node_input& input,
+                        const nlohmann::json& value, bool custom, bool in_list) {
     const std::size_t deepest = max_literal_depth - (in_list ? 1 : 0);
     if (nesting_depth(value) > deepest) {
       // The call carries it as {inputs: {name: value}}; deeper than the wire's limit, the worker
@@ -368,7 +368,9 @@ class validator {
       const double number = as_number(value).value_or(0.0);
       if (custom) return true;
       // The bound as the class declares it (input_config: an INT's as an integer).
-      const auto bound = [&](const char* key) { return python_str(runtime::input_config(input)[1][key]); };
+      const auto bound = [&](const char* key) {
+        return python_str(runtime::input_config(input)[1][key]);
+      };
       if (input.min && number < *input.min) {
         add(id, {"value_smaller_than_min",
                  "Value " + python_number(number, integer) + " smaller than min of " +

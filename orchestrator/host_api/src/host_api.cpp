@@ -118,8 +118,8 @@ std::shared_ptr<event_log_sink> log_events() {
 }
 
 // The deployment file, else the one of the ComfyUI tree described (comfyui_deployment.hpp).
-orch::result<orch::runtime::prepared_deployment> prepare(
-    const char* file, const char* comfyui, orch::manifests::diagnostics& diags) {
+orch::result<orch::runtime::prepared_deployment> prepare(const char* file, const char* comfyui,
+                                                         orch::manifests::diagnostics& diags) {
   if (file != nullptr) return orch::runtime::prepare_deployment(file, diags);
   const json description = json::parse(comfyui, nullptr, /*allow_exceptions=*/false);
   if (description.is_discarded())
@@ -241,8 +241,8 @@ int32_t orch_host_call(orch_host* host, const char* request, char** response) {
     if (host == nullptr || request == nullptr || response == nullptr) return ORCH_HOST_INVALID;
     const json parsed = json::parse(request, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) {
-      set_error(response, error_json(orch::host_api::host_errc::invalid_request,
-                                     "the request is not JSON"));
+      set_error(response,
+                error_json(orch::host_api::host_errc::invalid_request, "the request is not JSON"));
       return ORCH_HOST_INVALID;
     }
     auto r = host->host->call(parsed);

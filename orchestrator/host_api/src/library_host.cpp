@@ -18,10 +18,9 @@ namespace orch::host_api {
 
 using nlohmann::json;
 
-result<std::unique_ptr<library_host>> library_host::start(const runtime::prepared_deployment& prepared,
-                                                          const std::string& worker_executable,
-                                                          const process::install_layout& layout,
-                                                          event_fn events) {
+result<std::unique_ptr<library_host>> library_host::start(
+    const runtime::prepared_deployment& prepared, const std::string& worker_executable,
+    const process::install_layout& layout, event_fn events) {
   auto host = runtime::start_deployment(prepared, worker_executable, layout);
   if (!host) return host.err();
   std::unique_ptr<library_host> lh(new library_host());
@@ -102,7 +101,8 @@ json library_host::nodes() {
       route["class_type"] = type;
       route["env"] = r.env;
       // An aiohttp route is served by its worker over HTTP, on the socket the host made.
-      if (const runtime::worker_info* w = h.workers().find(r.env); w && route.value("aiohttp", false))
+      if (const runtime::worker_info* w = h.workers().find(r.env);
+          w && route.value("aiohttp", false))
         route["socket"] = w->web_socket.string();
       for (const auto& e : envs_)  // the pack, for what ComfyUI's side says about the route
         if (e.value("env", "") == r.env)
@@ -290,7 +290,8 @@ json library_host::status_json() {
                          {"manager", w.manager},
                          {"error", w.last_error}});
     }
-    return json{{"workers", std::move(workers)}, {"memory", to_json(runtime::read_memory_table(h))}};
+    return json{{"workers", std::move(workers)},
+                {"memory", to_json(runtime::read_memory_table(h))}};
   });
 }
 

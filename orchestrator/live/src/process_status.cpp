@@ -232,7 +232,8 @@ json read_process_status(runtime::host_runtime& host) {
     json e = base_entry(r);
     reserved += r.pinned_reserved;
     if (r.mode == "host") add_host_figures(e, host);
-    if (const runtime::worker_info* w = r.mode == "worker" ? host.workers().find(r.process) : nullptr) {
+    if (const runtime::worker_info* w =
+            r.mode == "worker" ? host.workers().find(r.process) : nullptr) {
       add_worker_figures(e, host, *w);
     }
     processes.push_back(std::move(e));

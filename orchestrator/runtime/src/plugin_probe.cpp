@@ -77,7 +77,8 @@ result<std::vector<plugins::plugin_entry>> probe_plugins(
                      " ms (a plugin's constructor hangs?); the probe was killed"};
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return error{runtime_errc::probe_failed, what + ": the probe " + process::describe_exit(status) +
+    return error{runtime_errc::probe_failed, what + ": the probe " +
+                                                 process::describe_exit(status) +
                                                  " (a plugin's constructor crashed?)"};
   }
   const auto j = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);

@@ -99,7 +99,8 @@ std::vector<fs::path> deployment_plugin_directories(const manifests::deployment&
   for (const auto& p : d.plugin_paths) explicit_dirs.push_back(p.string());
   // A deployment that wrote search_paths = [] asked for no directory: still the fallback, as
   // `plugins` does, so that the two commands always read the same directories.
-  return plugins::plugin_directories(explicit_dirs, process::this_install_layout().plugin_directory);
+  return plugins::plugin_directories(explicit_dirs,
+                                     process::this_install_layout().plugin_directory);
 }
 
 std::vector<fs::path> deployment_library_directories(const manifests::deployment& d) {

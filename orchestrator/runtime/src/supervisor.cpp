@@ -172,7 +172,8 @@ std::optional<int> supervisor::release_process(worker& w, std::chrono::milliseco
     spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, process::describe_exit(*status));
     w.info.pid = -1;
     try {
-      if (const auto left = process::kill_marked_processes(instance_of(w, w.info.generation)); left > 0)
+      if (const auto left = process::kill_marked_processes(instance_of(w, w.info.generation));
+          left > 0)
         spdlog::info("worker {}: killed {} process(es) it left behind", w.spec.env, left);
     } catch (const std::exception& e) {
       spdlog::error("worker {}: what it left behind was not looked for: {}", w.spec.env, e.what());

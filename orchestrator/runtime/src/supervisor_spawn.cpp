@@ -76,8 +76,10 @@ void supervisor::spawn(worker& w) {
 
   // The worker follows the host's manager unless its pack or the operator set the variable or
   // comfy-env's alias for it (derived values are written only where absent).
-  process::environment derived{{"ORCH_WORKER_ENV", w.spec.env}, {"ORCH_DEVICE", w.spec.device.to_string()}};
-  process::environment env = process::build_worker_environment(options_.operator_env, w.spec.env_vars, derived);
+  process::environment derived{{"ORCH_WORKER_ENV", w.spec.env},
+                               {"ORCH_DEVICE", w.spec.device.to_string()}};
+  process::environment env =
+      process::build_worker_environment(options_.operator_env, w.spec.env_vars, derived);
   // The mark its descendants inherit: what it leaves behind is killed with it (always ours:
   // neither the pack nor the operator sets it).
   env[process::worker_instance_variable] = instance_of(w, generation);

@@ -96,7 +96,8 @@ planned_workers plan_workers(const manifests::deployment& d, const manifests::in
                                          {},
                                          {}};
         spec.python->pixi_manifest = pixi_manifest_of(e.status);
-        if (!spec.python->pixi_manifest.empty()) spec.python->pixi = process::find_executable("pixi");
+        if (!spec.python->pixi_manifest.empty())
+          spec.python->pixi = process::find_executable("pixi");
       }
       spec.env_vars = e.manifest.env_vars;
       spec.device = worker_device(d, e.manifest.worker.device, name);

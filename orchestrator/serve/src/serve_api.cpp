@@ -57,7 +57,7 @@ comfy_api::comfy_api(runtime::host_runtime& host, http_server& server, std::size
       queue_(history_size, limits),
       events_(std::make_unique<events>(server)),
       executor_(std::make_unique<executor::executor>(host, *events_, host.deployment().server.cache,
-                                           host.deployment().server.lru_prompts)),
+                                                     host.deployment().server.lru_prompts)),
       validator_(std::make_unique<executor::executor>(host, validation_events_)),
       identity_(std::move(identity)),
       files_(file_directories_of(host.deployment())),
@@ -299,7 +299,8 @@ http_reply comfy_api::queue_validated(queued_prompt item) {
     return json_reply(report.to_json(), 400);
   }
 
-  for (const auto& line : executor::ignored_outputs_log(report)) spdlog::error("{}", printable(line));
+  for (const auto& line : executor::ignored_outputs_log(report))
+    spdlog::error("{}", printable(line));
   item.outputs = report.outputs;
   json answer = {{"prompt_id", item.prompt_id},
                  {"number", queue_number(item.number)},

@@ -37,7 +37,8 @@ std::optional<std::string> env_answering(const std::vector<worker_route>& routes
   return best->env;
 }
 
-std::shared_ptr<forwarded_request> worker_route_for(runtime::host_runtime& host, const http_request& req) {
+std::shared_ptr<forwarded_request> worker_route_for(runtime::host_runtime& host,
+                                                    const http_request& req) {
   // One turn of the io thread per request: every request serve's own routes do not answer (the
   // page's files among them) asks here.
   auto [socket, named] = host.on_io_thread([&]() -> std::pair<std::string, std::string> {

@@ -143,9 +143,8 @@ TEST_F(runtime_faults, a_crash_loop_marks_only_that_pack_failed) {
   const std::string env = env_of(*host_, "TestCrash");
   const std::string crash = R"({"1": {"class_type": "TestCrash", "inputs": {}}})";
   EXPECT_EQ((*run(crash).error)["exception_type"], "worker_died");
-  ASSERT_TRUE(eventually([&] {
-    return host_->workers().find(env)->state == runtime::worker_state::ready;
-  }, generous));
+  ASSERT_TRUE(eventually(
+      [&] { return host_->workers().find(env)->state == runtime::worker_state::ready; }, generous));
   EXPECT_EQ((*run(crash).error)["exception_type"], "worker_died");
   EXPECT_EQ(info(env).state, runtime::worker_state::failed);
   EXPECT_EQ((*run(R"({"1": {"class_type": "TestEmpty", "inputs": {}}})").error)["exception_type"],

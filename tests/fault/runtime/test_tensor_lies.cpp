@@ -206,8 +206,7 @@ class forged_call_test : public tensor_lies_test {
   }
   void TearDown() override {
     if (host_ && block_.generation != 0) {
-      host_->on_io_thread(
-          [&] { (void)host_->memory().leases().free(block_, runtime::host_slot); });
+      host_->on_io_thread([&] { (void)host_->memory().leases().free(block_, runtime::host_slot); });
     }
     tensor_lies_test::TearDown();
   }

@@ -112,8 +112,7 @@ class python_worker_test : public runtime_testing::runtime_test {
   // A prompt's outcome, validated first (validation must pass).
   executor::prompt_outcome run_json(const json& prompt) { return run(prompt.dump()); }
 
-  static json output(const executor::prompt_outcome& o, const std::string& node,
-                     std::size_t slot) {
+  static json output(const executor::prompt_outcome& o, const std::string& node, std::size_t slot) {
     auto it = o.nodes.find(node);
     return it == o.nodes.end() ? json() : it->second.outputs.at(slot);
   }

@@ -214,8 +214,8 @@ TEST_F(python_lists, a_nodes_ui_dict_is_what_executed_carries_merged_over_its_ca
 }
 
 TEST_F(python_lists, an_is_changed_of_nan_or_one_that_raises_is_never_served_from_the_cache) {
-  executor_ = std::make_unique<executor::executor>(*host_, events_,
-                                                       manifests::cache_policy::classic, 1);
+  executor_ =
+      std::make_unique<executor::executor>(*host_, events_, manifests::cache_policy::classic, 1);
   const json prompt = {
       {"1", {{"class_type", "Picky"}, {"inputs", {{"name", "a.png"}, {"count", 4}}}}},
       {"2", {{"class_type", "Fickle"}, {"inputs", json::object()}}},

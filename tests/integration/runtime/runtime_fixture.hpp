@@ -183,7 +183,7 @@ class runtime_test : public ipc::testing::leak_checked_test {
 
   // Runs a prompt on another thread and returns once `node` is executing.
   std::future<executor::prompt_outcome> run_async(const std::string& prompt,
-                                                      const std::string& node) {
+                                                  const std::string& node) {
     auto f = std::async(std::launch::async, [this, prompt] { return run(prompt); });
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < end) {
@@ -218,8 +218,7 @@ class runtime_test : public ipc::testing::leak_checked_test {
     return eventually(
         [&] {
           const auto* w = host_->workers().find(env);
-          return w->generation > before.generation &&
-                 w->state == runtime::worker_state::ready;
+          return w->generation > before.generation && w->state == runtime::worker_state::ready;
         },
         std::chrono::seconds(10));
   }

@@ -15,8 +15,8 @@ class execution_cache_test : public runtime_test {
  protected:
   void start_cached() {
     ASSERT_NO_FATAL_FAILURE(start());
-    executor_ = std::make_unique<executor::executor>(*host_, events_,
-                                                         manifests::cache_policy::classic, 1);
+    executor_ =
+        std::make_unique<executor::executor>(*host_, events_, manifests::cache_policy::classic, 1);
   }
   static std::string blob_prompt(int mib) {
     return json{{"1", {{"class_type", "TestBlob"}, {"inputs", {{"mib", mib}}}}},

@@ -6,8 +6,8 @@
 namespace orch::executor {
 namespace {
 
-using runtime::node_class;
 using nlohmann::json;
+using runtime::node_class;
 
 node_class two_outputs(bool input_is_list, std::vector<bool> output_is_list) {
   node_class c;

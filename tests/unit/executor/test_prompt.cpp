@@ -13,8 +13,8 @@
 namespace orch::executor {
 namespace {
 
-using runtime::node_catalogue;
 namespace fs = std::filesystem;
+using runtime::node_catalogue;
 
 fs::path prompts_dir() {
   if (const char* dir = std::getenv("ORCH_SHARED_DIR")) return fs::path(dir) / "corpus/prompts";

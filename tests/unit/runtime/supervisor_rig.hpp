@@ -66,8 +66,7 @@ class supervisor_test : public ipc::testing::leak_checked_test {
     }
     return true;
   }
-  bool eventually_in(const std::string& env, runtime::worker_state state,
-                     std::uint32_t generation);
+  bool eventually_in(const std::string& env, runtime::worker_state state, std::uint32_t generation);
 
   runtime::worker_info info(const std::string& env);
   // A node call for `node` of class Echo, whose answer arrives in the future.

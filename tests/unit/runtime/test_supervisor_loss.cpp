@@ -236,8 +236,8 @@ namespace {
 // Issue 55: each further crash loop doubled an env's outage, which a client whose prompts crash
 // a pack could push to days. It doubles up to an hour, or failed_retry where that is longer.
 TEST(crash_loop_cool_down, doubles_per_loop_up_to_an_hour) {
-  using std::chrono::milliseconds;
   using orch::runtime::crash_loop_cool_down;
+  using std::chrono::milliseconds;
   EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 0), milliseconds(60'000));
   EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 1), milliseconds(120'000));
   EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 5), milliseconds(1'920'000));

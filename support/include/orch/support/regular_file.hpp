@@ -21,8 +21,8 @@ inline constexpr const char* unreadable = "unreadable";
 
 // The whole content of `file`, at most `max_bytes` long. The check is made on the opened file
 // (fstat), so a path swapped after a stat cannot slip a device in, and the read stops at the cap
-// even if the file grows meanwhile. Errors (support::file_errc) carry a message that names the file, the
-// cause and the fix. Never throws but bad_alloc.
+// even if the file grows meanwhile. Errors (support::file_errc) carry a message that names the
+// file, the cause and the fix. Never throws but bad_alloc.
 result<std::string> read_regular_file(const std::filesystem::path& file, std::size_t max_bytes);
 
 }  // namespace orch

@@ -103,7 +103,8 @@ class executor {
   // docs/comfyui.md, "Objects across envs"). The blocks of the pickles are readable at once and
   // released with the prompt. Returns the execution_error data of an export that failed.
   boost::asio::awaitable<std::optional<nlohmann::json>> hand_over_objects(
-      nlohmann::json& inputs, const runtime::node_class& cls, const std::string& id, std::uint64_t epoch);
+      nlohmann::json& inputs, const runtime::node_class& cls, const std::string& id,
+      std::uint64_t epoch);
   // Calls node `id` once per item of its input lists; fills `n` and `handed` (the blocks of its
   // outputs, now the host's), or returns the execution_error data (exception_type,
   // exception_message, traceback).

@@ -48,8 +48,8 @@ struct validation_report {
 // refused them (custom_validation_failed) or could not run (exception_during_validation);
 // nullopt accepts them.
 using custom_validation = std::function<std::optional<validation_error>(
-    const prompt& p, const std::string& id, const runtime::node_class& cls, const nlohmann::json& literals,
-    const nlohmann::json& input_types)>;
+    const prompt& p, const std::string& id, const runtime::node_class& cls,
+    const nlohmann::json& literals, const nlohmann::json& input_types)>;
 
 // Validates every output node's dependency closure. A node without a class_type, or whose class
 // no pack provides, refuses the prompt first, as ComfyUI: missing_node_type for the first such

@@ -35,7 +35,8 @@ std::optional<std::string> env_answering(const std::vector<worker_route>& routes
                                          const std::string& path);
 
 // The forwarded request for `req`, when a worker's route answers it.
-std::shared_ptr<forwarded_request> worker_route_for(runtime::host_runtime& host, const http_request& req);
+std::shared_ptr<forwarded_request> worker_route_for(runtime::host_runtime& host,
+                                                    const http_request& req);
 
 // The log lines of routes whose literal part an earlier env's route has: said at start.
 std::vector<std::string> worker_route_clashes(const std::vector<worker_route>& routes);
