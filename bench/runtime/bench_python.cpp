@@ -74,12 +74,12 @@ fs::path write_deployment(const fs::path& dir,
   return file;
 }
 
-std::unique_ptr<orchestrator::host_runtime> start(const fs::path& file) {
+std::unique_ptr<runtime::host_runtime> start(const fs::path& file) {
   return start_host(file, {ORCH_BENCH_WORKER, 64, ORCH_BENCH_WORKER_LIBRARY,
                            ORCH_BENCH_PYTHON_PACKAGE});
 }
 
-double call_us(orchestrator::host_runtime& h, const std::string& class_type) {
+double call_us(runtime::host_runtime& h, const std::string& class_type) {
   const std::string env = h.catalogue().find(class_type)->env;
   const json body{{"node", "1"}, {"class_type", class_type}, {"epoch", 1},
                   {"inputs", json::object()}};
@@ -88,7 +88,7 @@ double call_us(orchestrator::host_runtime& h, const std::string& class_type) {
   });
 }
 
-void bench_empty_calls(orchestrator::host_runtime& h, int calls) {
+void bench_empty_calls(runtime::host_runtime& h, int calls) {
   using namespace bench_floors;
   std::vector<measured_kind> kinds = socket_floor_kinds(ipc::frame_header_size + 64);
   kinds.push_back({"native worker's empty node call", [&] { return call_us(h, "TestEmpty"); }});
@@ -114,14 +114,14 @@ double memcpy_us(std::size_t bytes, int reps) {
   return percentile(samples, 0.5);
 }
 
-void bench_big_images(orchestrator::host_runtime& h, int reps) {
-  orchestrator::recording_event_sink sink;
-  orchestrator::executor ex(h, sink);
+void bench_big_images(runtime::host_runtime& h, int reps) {
+  executor::recording_event_sink sink;
+  executor::executor ex(h, sink);
   auto node_us = [&](const json& prompt, const std::string& node) {
     std::vector<double> samples;
     for (int i = 0; i < reps; ++i) {
-      auto p = orchestrator::parse_prompt(prompt.dump());
-      const auto report = orchestrator::validate_prompt(*p, h.catalogue());
+      auto p = executor::parse_prompt(prompt.dump());
+      const auto report = executor::validate_prompt(*p, h.catalogue());
       const auto outcome = ex.run(*p, report.outputs, "bench");
       if (!outcome.ok) {
         std::fprintf(stderr, "bench: prompt failed: %s\n", outcome.error->dump().c_str());

@@ -34,7 +34,7 @@ namespace {
 
 using namespace orch;
 using namespace orch::bench;
-using orchestrator::host_runtime;
+using runtime::host_runtime;
 
 long rss_kib() {
   std::ifstream status("/proc/self/status");
@@ -125,7 +125,7 @@ void bench_fleet(int fleet) {
   const long rss_after = rss_kib();
   int ready = 0;
   for (const auto& w : h->on_io_thread([&] { return h->workers().workers(); })) {
-    ready += w.state == orchestrator::worker_state::ready ? 1 : 0;
+    ready += w.state == runtime::worker_state::ready ? 1 : 0;
   }
   std::printf("%d workers started together: %d ready in %.1f ms total (%.1f ms per worker); host "
               "RSS +%.1f KiB per worker\n",
@@ -137,15 +137,15 @@ void bench_fleet(int fleet) {
 void bench_handoff(int reps) {
   temp_dir dir;
   auto h = start(write_deployment(dir.path, 2, true, "600MiB"));
-  orchestrator::recording_event_sink sink;
-  orchestrator::executor ex(*h, sink);
+  executor::recording_event_sink sink;
+  executor::executor ex(*h, sink);
   auto consumer_us = [&](int mib) {
     std::vector<double> samples;
     for (int i = 0; i < reps; ++i) {
-      auto p = orchestrator::parse_prompt(
+      auto p = executor::parse_prompt(
           R"({"1": {"class_type": "TestBlob", "inputs": {"mib": )" + std::to_string(mib) +
           R"(}}, "2": {"class_type": "TestBlobPeekB", "inputs": {"blob": ["1", 0]}}})");
-      const auto report = orchestrator::validate_prompt(*p, h->catalogue());
+      const auto report = executor::validate_prompt(*p, h->catalogue());
       const auto outcome = ex.run(*p, report.outputs, "bench");
       if (!outcome.ok) {
         std::fprintf(stderr, "bench: handoff prompt failed: %s\n", outcome.error->dump().c_str());

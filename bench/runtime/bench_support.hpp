@@ -47,8 +47,8 @@ struct temp_dir {
 };
 
 // A host on `file`, every worker settled; exits the benchmark with 2 when that fails.
-inline std::unique_ptr<orchestrator::host_runtime> start_host(
-    const fs::path& file, orchestrator::host_options options) {
+inline std::unique_ptr<runtime::host_runtime> start_host(const fs::path& file,
+                                                         runtime::host_options options) {
   manifests::diagnostics diags;
   auto d = manifests::load_deployment(file, diags);
   if (!d) {
@@ -56,7 +56,7 @@ inline std::unique_ptr<orchestrator::host_runtime> start_host(
     std::exit(2);
   }
   auto inv = manifests::build_inventory(*d, diags);
-  auto h = orchestrator::host_runtime::start(*d, inv, std::move(options));
+  auto h = runtime::host_runtime::start(*d, inv, std::move(options));
   if (!h) {
     std::fprintf(stderr, "bench: %s\n", h.err().message.c_str());
     std::exit(2);
@@ -68,7 +68,7 @@ inline std::unique_ptr<orchestrator::host_runtime> start_host(
 // Microseconds from the caller's thread until `start_one(finish)`, run on the host's io thread,
 // has called finish(): one request's round trip as a caller sees it.
 template <typename Start>
-double round_trip(orchestrator::host_runtime& h, Start start_one) {
+double round_trip(runtime::host_runtime& h, Start start_one) {
   std::promise<void> done;
   auto f = done.get_future();
   const auto t0 = clock_type::now();

@@ -26,21 +26,21 @@ result<std::string> read_regular_file(const std::filesystem::path& file, std::si
   if (fd < 0) {
     const int e = errno;
     if (e == ENOENT || e == ENOTDIR) {
-      return error{file_errc::not_found, name + ": file not found; check the path"};
+      return error{support::file_errc::not_found, name + ": file not found; check the path"};
     }
-    return error{file_errc::unreadable,
+    return error{support::file_errc::unreadable,
                  name + ": cannot be opened (" + std::strerror(e) + "); check its permissions"};
   }
   fd_closer closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return error{file_errc::not_regular,
+    return error{support::file_errc::not_regular,
                  name + ": not a regular file (a directory, device or pipe); name a file"};
   }
   const auto too_large = [&] {
-    return error{file_errc::too_large, name + ": larger than the limit of " +
-                                           std::to_string(max_bytes) +
-                                           " bytes; is it the right file?"};
+    return error{support::file_errc::too_large, name + ": larger than the limit of " +
+                                                    std::to_string(max_bytes) +
+                                                    " bytes; is it the right file?"};
   };
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes) return too_large();
   std::string out;
@@ -54,7 +54,7 @@ result<std::string> read_regular_file(const std::filesystem::path& file, std::si
     const ssize_t n = ::read(fd, out.data() + have, out.size() - have);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return error{file_errc::unreadable,
+      return error{support::file_errc::unreadable,
                    name + ": read failed (" + std::strerror(errno) + "); check the file"};
     }
     if (n == 0) break;

@@ -11,7 +11,7 @@
 
 namespace {
 
-using orch::orchestrator::node_catalogue;
+using orch::runtime::node_catalogue;
 
 const node_catalogue& catalogue() {
   static const node_catalogue c = [] {
@@ -50,7 +50,7 @@ void must_dump(const nlohmann::json& j) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace orch::orchestrator;
+  using namespace orch::executor;
   const std::string text(reinterpret_cast<const char*>(data), size);
   auto p = parse_prompt(text);
   if (!p) {

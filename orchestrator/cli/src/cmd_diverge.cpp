@@ -24,7 +24,7 @@ void add_diverge_command(CLI::App& app) {
   cmd->add_flag("--json", *json_out, "The diverge document (docs/cli.md) instead of the text");
   cmd->callback([choice, json_out] {
     const auto found =
-        show_document("diverge", *choice, "diverge", *json_out, orchestrator::format_divergences);
+        show_document("diverge", *choice, "diverge", *json_out, live::format_divergences);
     if (!found) throw CLI::RuntimeError(exit_failure);
     if (found->contains("divergent") && (*found)["divergent"] == true)
       throw CLI::RuntimeError(exit_invalid_input);

@@ -21,14 +21,14 @@ struct doctor_command_options {
 
 int run_doctor(const doctor_command_options& o) {
   manifests::diagnostics diags;
-  auto context = orchestrator::load_env_context(o.deployment, diags);
+  auto context = envs::load_env_context(o.deployment, diags);
   if (!o.json) print_diagnostics(std::cerr, diags);
   if (!context || diags.has_errors()) {
     if (o.json) std::cout << json{{"diagnostics", diagnostics_to_json(diags)}}.dump(2) << '\n';
     return exit_invalid_input;
   }
-  const auto layout = orchestrator::this_install_layout();
-  orchestrator::doctor_options options;
+  const auto layout = process::this_install_layout();
+  envs::doctor_options options;
   options.deployment = o.deployment;
   options.python_package_root = layout.python_package_root;
   options.worker_library = layout.worker_library;
@@ -36,7 +36,7 @@ int run_doctor(const doctor_command_options& o) {
   options.import_timeout =
       std::chrono::milliseconds(static_cast<long long>(o.import_timeout_s * 1000));
 
-  auto checks = orchestrator::check_machine(*context, options);
+  auto checks = envs::check_machine(*context, options);
   for (const auto& pack : context->inventory.packs) {
     for (const auto& e : pack.envs) {
       if (e.status.native) {
@@ -46,7 +46,7 @@ int run_doctor(const doctor_command_options& o) {
              e.status.runnable ? "" : "build the pack (./scripts/build)"});
         continue;
       }
-      auto env_checks = orchestrator::check_python_env(*context, e, options);
+      auto env_checks = envs::check_python_env(*context, e, options);
       checks.insert(checks.end(), env_checks.begin(), env_checks.end());
     }
   }
@@ -58,7 +58,7 @@ int run_doctor(const doctor_command_options& o) {
   }
   if (o.json) {
     json list = json::array();
-    for (const auto& c : checks) list.push_back(orchestrator::doctor_check_json(c));
+    for (const auto& c : checks) list.push_back(envs::doctor_check_json(c));
     std::cout << json{{"deployment", o.deployment},
                       {"checks", list},
                       {"errors", errors},

@@ -83,7 +83,7 @@ void add_envs_command(CLI::App& app) {
   cmd->add_flag("--json", opts->json, "Print one JSON document (schema: docs/cli.md)");
   cmd->callback([opts] {
     manifests::diagnostics diags;
-    auto context = orchestrator::load_env_context(opts->deployment, diags);
+    auto context = envs::load_env_context(opts->deployment, diags);
     const manifests::inventory empty;
     const auto& inv = context ? context->inventory : empty;
     const std::string tag =

@@ -87,8 +87,8 @@ std::vector<fs::path> deployments_of(const gc_options& o) {
   std::vector<fs::path> out;
   manifests::diagnostics ignored;
   const auto defaults = manifests::parse_deployment_text("", "<defaults>", ignored);
-  if (defaults) out = orchestrator::remembered_deployments(defaults->env.root);
-  if (auto servers = orchestrator::list_registrations()) {
+  if (defaults) out = envs::remembered_deployments(defaults->env.root);
+  if (auto servers = control::list_registrations()) {
     for (const auto& s : *servers) {
       if (std::find(out.begin(), out.end(), fs::path(s.deployment)) == out.end())
         out.emplace_back(s.deployment);
@@ -98,15 +98,15 @@ std::vector<fs::path> deployments_of(const gc_options& o) {
 }
 
 // Every running `serve` of this user, asked for its status over its control socket.
-std::vector<orchestrator::server_status> ask_servers() {
-  std::vector<orchestrator::server_status> out;
-  auto servers = orchestrator::list_registrations();
+std::vector<envs::server_status> ask_servers() {
+  std::vector<envs::server_status> out;
+  auto servers = control::list_registrations();
   if (!servers) {
     out.push_back({"the servers' registrations", servers.err()});
     return out;
   }
   for (const auto& s : *servers) {
-    auto client = orchestrator::control_client::connect(s.socket);
+    auto client = control::control_client::connect(s.socket);
     auto status = client ? client->ask({{"get", "status"}}) : result<json>(client.err());
     out.push_back({"serve pid " + std::to_string(s.pid) + " (" + s.deployment + ")",
                    std::move(status)});
@@ -115,12 +115,12 @@ std::vector<orchestrator::server_status> ask_servers() {
 }
 
 int run_gc(const gc_options& o) {
-  std::vector<orchestrator::env_context> contexts;
+  std::vector<envs::env_context> contexts;
   for (const auto& file : deployments_of(o)) {
     std::error_code ec;
     if (o.all_known && !fs::exists(file, ec)) continue;
     manifests::diagnostics diags;
-    auto context = orchestrator::load_env_context(file.string(), diags);
+    auto context = envs::load_env_context(file.string(), diags);
     if (!context || diags.has_errors()) {
       print_diagnostics(std::cerr, diags);
       std::cerr << "comfy-orch gc: cannot read " << file.string()
@@ -133,22 +133,22 @@ int run_gc(const gc_options& o) {
   // other that installed into it.
   std::map<fs::path, std::vector<fs::path>> claims;
   std::set<fs::path> read_files;
-  auto claim = [&](const orchestrator::env_context& c) {
-    auto& claimed = claims[orchestrator::canonical_or_normal(c.deployment.env.root)];
+  auto claim = [&](const envs::env_context& c) {
+    auto& claimed = claims[envs::canonical_or_normal(c.deployment.env.root)];
     for (const auto& dir : manifests::claimed_env_dirs(c.inventory))
-      claimed.push_back(orchestrator::canonical_or_normal(dir));
-    read_files.insert(orchestrator::canonical_or_normal(c.deployment.file));
+      claimed.push_back(envs::canonical_or_normal(dir));
+    read_files.insert(envs::canonical_or_normal(c.deployment.file));
   };
   for (const auto& c : contexts) claim(c);
   std::vector<fs::path> roots;
   for (const auto& [root, unused] : claims) roots.push_back(root);
   for (const auto& root : roots) {
-    for (const auto& other : orchestrator::remembered_deployments(root)) {
+    for (const auto& other : envs::remembered_deployments(root)) {
       std::error_code ec;
-      if (read_files.count(orchestrator::canonical_or_normal(other)) != 0 || !fs::exists(other, ec))
+      if (read_files.count(envs::canonical_or_normal(other)) != 0 || !fs::exists(other, ec))
         continue;
       manifests::diagnostics ignored;
-      if (auto c = orchestrator::load_env_context(other.string(), ignored)) claim(*c);
+      if (auto c = envs::load_env_context(other.string(), ignored)) claim(*c);
     }
   }
 
@@ -165,13 +165,13 @@ int run_gc(const gc_options& o) {
         // Built for another stack: it never runs again. An env that is stale only because its
         // manifest changed still runs, and install rebuilds it in place: it is not listed.
         if (s.state == manifests::env_state::stale && !s.runnable) {
-          add(orchestrator::canonical_or_normal(s.path), "stale: " + s.detail);
+          add(envs::canonical_or_normal(s.path), "stale: " + s.detail);
         }
         for (const auto& other : s.candidates) {
           if (other != s.path && s.runnable) {
-            add(orchestrator::canonical_or_normal(other),
-                "unused spelling of env '" + e.dir.env_name + "' (" + s.path.filename().string() +
-                    " is used)");
+            add(envs::canonical_or_normal(other), "unused spelling of env '" + e.dir.env_name +
+                                                      "' (" + s.path.filename().string() +
+                                                      " is used)");
           }
         }
       }
@@ -185,7 +185,7 @@ int run_gc(const gc_options& o) {
     }
   }
 
-  const auto usage = orchestrator::read_env_usage(ask_servers());
+  const auto usage = envs::read_env_usage(ask_servers());
   std::uint64_t total = 0;
   for (auto& e : entries) {
     e.bytes = disk_size(e.path);

@@ -65,30 +65,31 @@ std::string state_word(const manifests::env_status& s) {
   return manifests::to_string(s.state);
 }
 
-json dry_run_entry(const orchestrator::env_context& c, const manifests::env_entry& e,
-                   orchestrator::env_backend_kind backend) {
+json dry_run_entry(const envs::env_context& c, const manifests::env_entry& e,
+                   envs::env_backend_kind backend) {
   const auto derivation = manifests::derive_env(
       e.dir.env_name, e.manifest, *c.stack, manifests::this_platform(), e.dir.config.parent_path());
-  const bool up = orchestrator::env_up_to_date(e.status);
-  const auto refused =
-      up ? std::nullopt : orchestrator::backend_refusal(e, derivation, *c.stack, backend);
+  const bool up = envs::env_up_to_date(e.status);
+  const auto refused = up ? std::nullopt : envs::backend_refusal(e, derivation, *c.stack, backend);
   json entry = {{"env", e.dir.env_name},
-          {"state", state_word(e.status)},
-          {"action", up ? "skip" : refused ? "refuse" : "build"},
-          {"dir", orchestrator::install_dir_for(e, c.deployment.env.root, *c.stack).string()},
-          {"backend", orchestrator::to_string(backend)},
-          {"identity", derivation.identity},
-          {"requirements", derivation.requirements},
-          {"conda_packages", derivation.conda_packages},
-          {"notes", derivation.notes},
-          {"pixi_toml", manifests::pixi_toml_text(derivation, e.dir.config)}};
+                {"state", state_word(e.status)},
+                {"action", up        ? "skip"
+                           : refused ? "refuse"
+                                     : "build"},
+                {"dir", envs::install_dir_for(e, c.deployment.env.root, *c.stack).string()},
+                {"backend", envs::to_string(backend)},
+                {"identity", derivation.identity},
+                {"requirements", derivation.requirements},
+                {"conda_packages", derivation.conda_packages},
+                {"notes", derivation.notes},
+                {"pixi_toml", manifests::pixi_toml_text(derivation, e.dir.config)}};
   if (refused) entry["refused"] = *refused;
   return entry;
 }
 
 int run_install(const install_options& o) {
   manifests::diagnostics diags;
-  auto context = orchestrator::load_env_context(o.deployment, diags);
+  auto context = envs::load_env_context(o.deployment, diags);
   print_diagnostics(std::cerr, diags);
   if (!context || diags.has_errors()) return exit_invalid_input;
   if (!context->stack) {
@@ -101,7 +102,7 @@ int run_install(const install_options& o) {
     std::cerr << "comfy-orch install: " << unknown << '\n';
     return exit_invalid_input;
   }
-  auto backend = orchestrator::choose_backend(o.backend, context->host_python);
+  auto backend = envs::choose_backend(o.backend, context->host_python);
   if (!backend) {
     std::cerr << "comfy-orch install: " << backend.err().message << '\n';
     return exit_failure;
@@ -117,15 +118,13 @@ int run_install(const install_options& o) {
     // As install would end: a plan with an env it refuses fails, as the install would.
     const int status = any_refused ? exit_failure : exit_ok;
     if (o.json) {
-      std::cout << json{{"abi_tag", tag},
-                        {"backend", orchestrator::to_string(*backend)},
-                        {"envs", plan}}
+      std::cout << json{{"abi_tag", tag}, {"backend", envs::to_string(*backend)}, {"envs", plan}}
                        .dump(2, ' ', false, json::error_handler_t::replace)
                 << '\n';
       return status;
     }
     std::cout << "host stack: abi=" << tag << " (" << context->host_python.string() << "), backend "
-              << orchestrator::to_string(*backend) << '\n';
+              << envs::to_string(*backend) << '\n';
     for (const auto& p : plan) {
       std::cout << p["env"].get<std::string>() << ": " << p["state"].get<std::string>();
       if (p["action"] == "skip") {
@@ -140,14 +139,14 @@ int run_install(const install_options& o) {
     return status;
   }
 
-  orchestrator::remember_deployment(context->deployment.env.root, o.deployment);
+  envs::remember_deployment(context->deployment.env.root, o.deployment);
   std::mutex out_mutex;
   auto say = [&](const std::string& line) {
     std::lock_guard lock(out_mutex);
     std::cout << line << std::endl;
   };
   say("host stack: abi=" + tag + " (" + context->host_python.string() + "), backend " +
-      orchestrator::to_string(*backend) + ", " + std::to_string(targets.size()) + " env(s)");
+      envs::to_string(*backend) + ", " + std::to_string(targets.size()) + " env(s)");
   std::atomic<std::size_t> next{0};
   std::atomic<int> failures{0};
   auto worker = [&] {
@@ -155,7 +154,7 @@ int run_install(const install_options& o) {
       const auto& e = *targets[i];
       const std::string prefix = "[" + std::to_string(i + 1) + "/" +
                                  std::to_string(targets.size()) + "] " + e.dir.env_name + ": ";
-      orchestrator::install_request request;
+      envs::install_request request;
       request.env = &e;
       request.stack = *context->stack;
       request.platform = manifests::this_platform();
@@ -168,21 +167,20 @@ int run_install(const install_options& o) {
       request.orch_version = ORCH_VERSION;
       say(prefix + state_word(e.status) +
           (e.status.detail.empty() ? "" : " (" + e.status.detail + ")"));
-      orchestrator::install_outcome outcome;
+      envs::install_outcome outcome;
       try {
-        outcome =
-            orchestrator::install_env(request, [&](const std::string& p) { say(prefix + p); });
+        outcome = envs::install_env(request, [&](const std::string& p) { say(prefix + p); });
       } catch (const std::exception& ex) {  // a filesystem error nothing below expected
         outcome.message = std::string("unexpected error: ") + ex.what();
       }
       switch (outcome.result) {
-        case orchestrator::install_outcome::kind::up_to_date:
+        case envs::install_outcome::kind::up_to_date:
           say(prefix + "up to date at " + outcome.dir.string());
           break;
-        case orchestrator::install_outcome::kind::built:
+        case envs::install_outcome::kind::built:
           say(prefix + "built at " + outcome.dir.string() + " (log: " + outcome.log.string() + ")");
           break;
-        case orchestrator::install_outcome::kind::failed:
+        case envs::install_outcome::kind::failed:
           ++failures;
           say(prefix + "FAILED: " + outcome.message +
               (outcome.log.empty() ? "" : "; log: " + outcome.log.string()));

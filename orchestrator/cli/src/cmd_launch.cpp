@@ -47,7 +47,7 @@ fs::path comfyui_python(const fs::path& root, const std::string& given) {
 // ahead of an installed comfy-env) importable, and where the host library, the worker and this
 // program are (the comfy_env drop-in's install() and setup_env() run `comfy-orch install|envs`).
 std::map<std::string, std::string> launch_environment() {
-  const auto& layout = orchestrator::this_install_layout();
+  const auto& layout = process::this_install_layout();
   std::map<std::string, std::string> env;
   const char* old = std::getenv("PYTHONPATH");
   env["PYTHONPATH"] = layout.python_package_root.string() +

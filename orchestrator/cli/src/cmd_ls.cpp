@@ -15,11 +15,11 @@ void add_ls_command(CLI::App& app) {
       app, "ls", "List this user's running serves",
       "Lists this user's running `comfy-orch serve`s: pid, deployment, HTTP address, control "
       "socket and whether it answers (from " +
-          orchestrator::control_directory_path().string() + ").");
+          control::control_directory_path().string() + ").");
   auto json_out = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json_out, "A JSON array (docs/cli.md) instead of the table");
   cmd->callback([json_out] {
-    auto servers = orchestrator::list_registrations();
+    auto servers = control::list_registrations();
     if (!servers) {
       std::cerr << "comfy-orch ls: " << servers.err().message << '\n';
       throw CLI::RuntimeError(exit_failure);
@@ -39,8 +39,8 @@ void add_ls_command(CLI::App& app) {
       return;
     }
     if (servers->empty()) {
-      std::cout << "no running comfy-orch serve ("
-                << orchestrator::control_directory_path().string() << ")\n";
+      std::cout << "no running comfy-orch serve (" << control::control_directory_path().string()
+                << ")\n";
       return;
     }
     for (const auto& s : *servers) {

@@ -5,8 +5,8 @@
 
 #include "command_host.hpp"
 #include "commands.hpp"
+#include "deployment_plan.hpp"
 #include "orch/process/install_layout.hpp"
-#include "orch/runtime/deployment_plan.hpp"
 
 namespace orch::cli {
 
@@ -28,9 +28,8 @@ void add_plan_command(CLI::App& app) {
     int code = exit_ok;
     const auto prepared = prepare_for_command(*file, code);
     if (!prepared) throw CLI::RuntimeError(code);
-    const auto layout = orchestrator::this_install_layout();
-    auto plan = orchestrator::plan_deployment(*prepared, worker_executable(),
-                                              !layout.worker_library.empty());
+    const auto layout = process::this_install_layout();
+    auto plan = plan_deployment(*prepared, worker_executable(), !layout.worker_library.empty());
     if (!plan) {
       std::cerr << "comfy-orch plan: " << plan.err().message << '\n';
       throw CLI::RuntimeError(exit_failure);
@@ -38,7 +37,7 @@ void add_plan_command(CLI::App& app) {
     if (*json_out) {
       std::cout << plan->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     } else {
-      std::cout << orchestrator::format_plan(*plan);
+      std::cout << format_plan(*plan);
     }
   });
 }

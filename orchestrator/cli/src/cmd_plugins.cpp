@@ -40,13 +40,13 @@ void add_plugins_command(CLI::App& app) {
       if (!d) throw CLI::RuntimeError(exit_invalid_input);
       // The directories `run` reads for this deployment (preflight.hpp), then any --dir.
       std::vector<std::string> with_deployment;
-      for (const auto& p : orchestrator::deployment_plugin_directories(*d)) {
+      for (const auto& p : runtime::deployment_plugin_directories(*d)) {
         with_deployment.push_back(p.string());
       }
       dirs.insert(dirs.begin(), with_deployment.begin(), with_deployment.end());
     }
     const auto directories =
-        plugins::plugin_directories(dirs, orchestrator::this_install_layout().plugin_directory);
+        plugins::plugin_directories(dirs, process::this_install_layout().plugin_directory);
     const int rc = plugins::run_plugins_command(directories, opts->json, std::cout);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

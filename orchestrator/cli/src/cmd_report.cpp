@@ -53,7 +53,7 @@ int report(const report_options& o) {
     std::cerr << "comfy-orch report: say where: --html FILE, or --json for the documents\n";
     return exit_invalid_input;
   }
-  if (auto since = orchestrator::parse_since(o.since); !since) {
+  if (auto since = live::parse_since(o.since); !since) {
     std::cerr << "comfy-orch report: --since: " << since.err().message << '\n';
     return exit_invalid_input;
   }
@@ -70,7 +70,7 @@ int report(const report_options& o) {
     std::cout << all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   }
   if (!o.html.empty()) {
-    if (!write_whole(o.html, orchestrator::render_report_html(*status, *found, *timeline))) {
+    if (!write_whole(o.html, live::render_report_html(*status, *found, *timeline))) {
       std::cerr << "comfy-orch report: cannot write " << o.html
                 << "\n  fix: choose a file in a directory you can write\n";
       return exit_failure;

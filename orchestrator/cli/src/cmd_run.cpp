@@ -20,21 +20,21 @@
 #include "orch/ipc/errc.hpp"
 #include "orch/manifests/inventory.hpp"
 #include "orch/manifests/units.hpp"
-#include "orch/process/run_signals.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
 #include "orch/runtime/memory_table.hpp"
 #include "orch/runtime/preflight.hpp"
-#include "orch/runtime/stop_grace.hpp"
 #include "orch/support/json_fields.hpp"
 #include "orch/support/untrusted_text.hpp"
+#include "run_signals.hpp"
+#include "stop_grace.hpp"
 
 namespace orch::cli {
 namespace {
 
 // Node ids, class names and messages quote the prompt, which may come from anyone: escaped
 // before they reach the terminal (untrusted_text.hpp).
-void print_validation(std::ostream& out, const orchestrator::validation_report& report) {
+void print_validation(std::ostream& out, const executor::validation_report& report) {
   out << "prompt refused: " << report.error->type << ": " << printable(report.error->message)
       << '\n';
   // ComfyUI names the first node whose class is missing; a person wants every one of them.
@@ -62,10 +62,10 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   int code = exit_ok;
   const auto prepared = prepare_for_command(deployment_file, code);
   if (!prepared) return code;
-  auto p = orchestrator::parse_prompt_file(prompt_file);
+  auto p = executor::parse_prompt_file(prompt_file);
   if (!p) {
     // Refused like every other prompt (docs/cli.md): ComfyUI's invalid_prompt, on stdout.
-    const auto refused = orchestrator::invalid_prompt_report(p.err());
+    const auto refused = executor::invalid_prompt_report(p.err());
     if (as_json) {
       std::cout << nlohmann::json{{"type", "validation_error"}, {"data", refused.to_json()}}.dump()
                 << std::endl;
@@ -80,16 +80,19 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   if (!host) return exit_failure;
   auto& h = *host;
   // In short steps, so that Ctrl-C while slow workers start is acted on at once.
-  orchestrator::settle_workers(h, [&] { return signals.interrupted(); });
+  runtime::settle_workers(h, [&] { return signals.interrupted(); });
   auto infos = h.on_io_thread([&] { return h.workers().workers(); });
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& w : infos) {
-    workers.push_back({{"env", w.env}, {"pid", w.pid}, {"state", orchestrator::to_string(w.state)},
-                       {"generation", w.generation}, {"error", w.last_error}});
+    workers.push_back({{"env", w.env},
+                       {"pid", w.pid},
+                       {"state", runtime::to_string(w.state)},
+                       {"generation", w.generation},
+                       {"error", w.last_error}});
     if (!as_json) {
-      std::cout << "worker " << w.env << ": " << orchestrator::to_string(w.state) << " (pid "
-                << w.pid << ", " << w.nodes.size() << " node classes)";
-      if (w.state != orchestrator::worker_state::ready) std::cout << ": " << w.last_error;
+      std::cout << "worker " << w.env << ": " << runtime::to_string(w.state) << " (pid " << w.pid
+                << ", " << w.nodes.size() << " node classes)";
+      if (w.state != runtime::worker_state::ready) std::cout << ": " << w.last_error;
       std::cout << '\n';
     }
   }
@@ -100,18 +103,19 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   if (as_json)
     std::cout << nlohmann::json{{"type", "workers"}, {"data", workers}}.dump() << std::endl;
 
-  orchestrator::text_event_sink text(std::cout);
-  orchestrator::json_event_sink lines(std::cout);
-  orchestrator::event_sink& sink = as_json ? static_cast<orchestrator::event_sink&>(lines) : text;
+  executor::text_event_sink text(std::cout);
+  executor::json_event_sink lines(std::cout);
+  executor::event_sink& sink = as_json ? static_cast<executor::event_sink&>(lines) : text;
   // Before h.shutdown(): the executor releases what the prompt's outputs hold through the host.
-  auto ex = std::make_unique<orchestrator::executor>(h, sink);
+  auto ex = std::make_unique<executor::executor>(h, sink);
   // A class's VALIDATE_INPUTS runs in its worker, as part of validation.
-  const auto report = orchestrator::validate_prompt(*p, h.catalogue(), ex->worker_validation());
+  const auto report = executor::validate_prompt(*p, h.catalogue(), ex->worker_validation());
   // A class no running worker provides, while a worker is not running: a worker failure (2).
-  if (const auto failed = orchestrator::missing_classes_of_unstarted_envs(report, infos)) {
+  if (const auto failed = executor::missing_classes_of_unstarted_envs(report, infos)) {
     if (as_json) {
       std::cout << nlohmann::json{{"type", "worker_error"},
-                                  {"data", orchestrator::to_json(*failed, report)}}.dump()
+                                  {"data", executor::to_json(*failed, report)}}
+                       .dump()
                 << std::endl;
     } else {
       auto shown = report;
@@ -135,7 +139,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   }
   // Outputs that failed validation next to ones that passed: the prompt runs without them, and
   // says so as ComfyUI does (its log lines; with --json, its node_errors).
-  if (const auto ignored = orchestrator::ignored_outputs_log(report); !ignored.empty()) {
+  if (const auto ignored = executor::ignored_outputs_log(report); !ignored.empty()) {
     if (as_json) {
       std::cout << nlohmann::json{{"type", "outputs_ignored"},
                                   {"data", {{"node_errors", report.to_json()["node_errors"]}}}}
@@ -147,7 +151,7 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
   }
   bool ok = false;
   {
-    orchestrator::stop_grace grace(h, stop_grace_ms);
+    stop_grace grace(h, stop_grace_ms);
     signals.on_interrupt([&ex, &grace] {
       ex->interrupt();
       grace.interrupted();  // a node that ignores it has the grace, then its worker is killed
@@ -183,13 +187,12 @@ int run(const std::string& deployment_file, const std::string& prompt_file, bool
       if (as_json)
         std::cout << nlohmann::json{{"type", "free"}, {"data", receipts}}.dump() << std::endl;
     }
-    const auto rows = h.on_io_thread([&] { return orchestrator::read_memory_table(h); });
+    const auto rows = h.on_io_thread([&] { return runtime::read_memory_table(h); });
     if (as_json) {
-      std::cout << nlohmann::json{{"type", "memory_table"}, {"data", orchestrator::to_json(rows)}}
-                       .dump()
+      std::cout << nlohmann::json{{"type", "memory_table"}, {"data", runtime::to_json(rows)}}.dump()
                 << std::endl;
     } else {
-      std::cout << '\n' << orchestrator::format_memory_table(rows);
+      std::cout << '\n' << runtime::format_memory_table(rows);
     }
   }
   ex.reset();

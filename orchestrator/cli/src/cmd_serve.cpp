@@ -12,19 +12,19 @@
 
 #include "command_host.hpp"
 #include "commands.hpp"
-#include "orch/process/run_signals.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
 #include "orch/serve/errc.hpp"
 #include "orch/serve/serve_config.hpp"
 #include "orch/serve/serve_server.hpp"
+#include "run_signals.hpp"
 
 namespace orch::cli {
 namespace {
 
-using orchestrator::serve_config;
-using orchestrator::serve_server;
-using orchestrator::stop_mode;
+using serve::serve_config;
+using serve::serve_server;
+using serve::stop_mode;
 
 int serve(const std::string& deployment, const serve_config& config) {
   int code = exit_ok;
@@ -33,7 +33,7 @@ int serve(const std::string& deployment, const serve_config& config) {
   auto server = serve_server::prepare(config, *prepared, ORCH_VERSION);
   if (!server) {
     std::cerr << "comfy-orch serve: " << server.err().message << '\n';
-    return server.err().code == orchestrator::serve_errc::invalid_config ? exit_invalid_input
+    return server.err().code == serve::serve_errc::invalid_config ? exit_invalid_input
                                                                          : exit_failure;
   }
   if (const auto& root = (*server)->frontend_root())
@@ -51,11 +51,11 @@ int serve(const std::string& deployment, const serve_config& config) {
   const auto host = start_for_command(*prepared);
   if (!host) return exit_failure;
   auto& h = *host;
-  orchestrator::settle_workers(h, [&] { return signals.interrupted(); });
+  runtime::settle_workers(h, [&] { return signals.interrupted(); });
   for (const auto& w : h.on_io_thread([&] { return h.workers().workers(); })) {
-    std::cerr << "worker " << w.env << ": " << orchestrator::to_string(w.state) << " (pid " << w.pid
+    std::cerr << "worker " << w.env << ": " << runtime::to_string(w.state) << " (pid " << w.pid
               << ", " << w.nodes.size() << " node classes)";
-    if (w.state != orchestrator::worker_state::ready) std::cerr << ": " << w.last_error;
+    if (w.state != runtime::worker_state::ready) std::cerr << ": " << w.last_error;
     std::cerr << '\n';
   }
   for (const auto& s : h.skipped())

@@ -21,7 +21,7 @@ void add_status_command(CLI::App& app) {
   add_server_options(cmd, *choice);
   cmd->add_flag("--json", *json_out, "The status document (docs/cli.md) instead of the table");
   cmd->callback([choice, json_out] {
-    if (!show_document("status", *choice, "status", *json_out, orchestrator::format_status))
+    if (!show_document("status", *choice, "status", *json_out, live::format_status))
       throw CLI::RuntimeError(exit_failure);
   });
 }

@@ -25,8 +25,8 @@
 namespace orch::cli {
 namespace {
 
+using live::human_bytes;
 using nlohmann::json;
-using orchestrator::human_bytes;
 
 constexpr std::size_t spark_width = 16;
 const char* const sort_names[] = {"process", "resident", "pinned", "calls"};

@@ -40,8 +40,8 @@ void add_validate_command(CLI::App& app) {
       if (manifests::role_of(file) == manifests::file_role::deployment && !diags.has_errors()) {
         manifests::diagnostics scratch;
         if (auto d = manifests::load_deployment(file, scratch)) {
-          d->plugin_paths = orchestrator::deployment_plugin_directories(*d);
-          if (readings) orchestrator::preflight(*d, *readings, diags);
+          d->plugin_paths = runtime::deployment_plugin_directories(*d);
+          if (readings) runtime::preflight(*d, *readings, diags);
         }
       }
       any_error = any_error || diags.has_errors();

@@ -19,12 +19,12 @@ std::string worker_executable();
 // The deployment, or nullopt with `exit_code` set (1 for an invalid deployment, 2 otherwise);
 // warnings and errors go to stderr either way, so a pack dropped for a bad manifest never
 // vanishes without a word.
-std::optional<orchestrator::prepared_deployment> prepare_for_command(const std::string& file,
-                                                                     int& exit_code);
+std::optional<runtime::prepared_deployment> prepare_for_command(const std::string& file,
+                                                                int& exit_code);
 
 // The host with its workers spawned, or null after printing why it could not start. The process
 // becomes a child subreaper first (adopted_children.hpp).
-std::unique_ptr<orchestrator::host_runtime> start_for_command(
-    const orchestrator::prepared_deployment& prepared);
+std::unique_ptr<runtime::host_runtime> start_for_command(
+    const runtime::prepared_deployment& prepared);
 
 }  // namespace orch::cli

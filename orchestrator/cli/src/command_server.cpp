@@ -12,16 +12,16 @@ void add_server_options(CLI::App* cmd, server_choice& choice) {
                   "The server's control socket (`comfy-orch ls` lists them)");
 }
 
-std::optional<orchestrator::control_client> connect_to_server(const char* command,
-                                                              const server_choice& choice) {
-  auto socket = orchestrator::find_server_socket(
+std::optional<control::control_client> connect_to_server(const char* command,
+                                                         const server_choice& choice) {
+  auto socket = control::find_server_socket(
       choice.deployment.empty() ? std::nullopt : std::optional<std::string>(choice.deployment),
       choice.socket.empty() ? std::nullopt : std::optional<std::string>(choice.socket));
   if (!socket) {
     std::cerr << "comfy-orch " << command << ": " << socket.err().message << '\n';
     return std::nullopt;
   }
-  auto client = orchestrator::control_client::connect(*socket);
+  auto client = control::control_client::connect(*socket);
   if (!client) {
     std::cerr << "comfy-orch " << command << ": " << client.err().message << '\n';
     return std::nullopt;
@@ -29,7 +29,7 @@ std::optional<orchestrator::control_client> connect_to_server(const char* comman
   return std::move(*client);
 }
 
-std::optional<nlohmann::json> ask_server(const char* command, orchestrator::control_client& client,
+std::optional<nlohmann::json> ask_server(const char* command, control::control_client& client,
                                          const nlohmann::json& request) {
   auto answer = client.ask(request);
   if (!answer) {

@@ -24,12 +24,11 @@ void add_server_options(CLI::App* cmd, server_choice& choice);
 
 // Connects to the chosen server; on failure prints `command`'s error with its fix and returns
 // nullopt.
-std::optional<orchestrator::control_client> connect_to_server(const char* command,
-                                                              const server_choice& choice);
+std::optional<control::control_client> connect_to_server(const char* command,
+                                                         const server_choice& choice);
 
 // Asks one request; on failure prints it and returns nullopt.
-std::optional<nlohmann::json> ask_server(const char* command,
-                                         orchestrator::control_client& client,
+std::optional<nlohmann::json> ask_server(const char* command, control::control_client& client,
                                          const nlohmann::json& request);
 
 // Connects, asks {"get": what}, and prints the answer: as indented JSON with `json_out`, else as

@@ -15,7 +15,7 @@
 #include "orch/control/errc.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::control {
 namespace {
 
 using nlohmann::json;
@@ -145,4 +145,4 @@ result<json> control_client::ask(const json& request, std::chrono::milliseconds 
   return answer;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::control

@@ -20,7 +20,7 @@
 #include "orch/support/errno_error.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::control {
 namespace {
 
 namespace fs = std::filesystem;
@@ -157,4 +157,4 @@ result<std::vector<server_registration>> list_registrations() {
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::control

@@ -18,7 +18,7 @@
 
 #include "orch/control/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::control {
 
 namespace asio = boost::asio;
 using local = asio::local::stream_protocol;
@@ -243,4 +243,4 @@ void control_socket::stop() {
   future.wait_for(std::chrono::seconds(5));
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::control

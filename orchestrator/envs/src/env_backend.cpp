@@ -9,18 +9,18 @@
 #include "orch/process/python_environment.hpp"
 #include "orch/process/tool_process.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 namespace {
 
 namespace fs = std::filesystem;
 
 // A Python tool runs with the operator's PYTHONPATH and user site-packages out of the way, the
 // way the worker will run (python_worker_command.hpp).
-tool_command python_tool(std::vector<std::string> argv, int log_fd) {
-  tool_command command;
+process::tool_command python_tool(std::vector<std::string> argv, int log_fd) {
+  process::tool_command command;
   command.argv = std::move(argv);
   command.env = {{"PIP_DISABLE_PIP_VERSION_CHECK", "1"}, {"PIP_NO_INPUT", "1"}};
-  scrub_python_environment(command.env);
+  process::scrub_python_environment(command.env);
   command.output_fd = log_fd;
   return command;
 }
@@ -59,12 +59,12 @@ std::string failed_package(const std::string& line) {
   return {};
 }
 
-status run_step(const tool_command& command, const backend_build& build, const fs::path& log,
-                const std::string& what) {
+status run_step(const process::tool_command& command, const backend_build& build,
+                const fs::path& log, const std::string& what) {
   std::string shown;
   for (const auto& a : command.argv) shown += (shown.empty() ? "" : " ") + a;
   log_line(build.log_fd, shown);
-  auto ran = run_tool(command);
+  auto ran = process::run_tool(command);
   if (!ran) return error{envs_errc::install_failed, what + ": " + ran.err().message};
   if (ran->succeeded()) return ok_status();
   const std::string line = failure_line(log);
@@ -115,9 +115,9 @@ fs::path interpreter_in(env_backend_kind kind) {
 }
 
 result<env_backend_kind> choose_backend(const std::string& requested, const fs::path& host_python) {
-  const bool has_pixi = !find_executable("pixi").empty();
-  const bool has_uv = !find_executable("uv").empty();
-  const bool has_python = !find_executable(host_python.string()).empty();
+  const bool has_pixi = !process::find_executable("pixi").empty();
+  const bool has_uv = !process::find_executable("uv").empty();
+  const bool has_python = !process::find_executable(host_python.string()).empty();
   if (requested == "pixi") {
     if (has_pixi) return env_backend_kind::pixi;
     return error{envs_errc::not_found,
@@ -180,7 +180,7 @@ status build_env(const backend_build& build, const manifests::env_derivation& de
     // The host's pip serves the env through --system-site-packages; only an env without one
     // gets its own from ensurepip.
     auto probe = python_tool({python, "-m", "pip", "--version"}, build.log_fd);
-    if (auto ran = run_tool(probe); !ran || !ran->succeeded()) {
+    if (auto ran = process::run_tool(probe); !ran || !ran->succeeded()) {
       phase("bootstrapping pip (ensurepip)");
       if (auto st = run_step(python_tool({python, "-m", "ensurepip"}, build.log_fd), build, log,
                              "python -m ensurepip");
@@ -197,4 +197,4 @@ status build_env(const backend_build& build, const manifests::env_derivation& de
                   uv ? "uv pip install" : "pip install");
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

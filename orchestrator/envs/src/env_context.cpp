@@ -6,7 +6,7 @@
 #include "orch/runtime/host_stack_probe.hpp"
 #include "orch/runtime/preflight.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 
 namespace {
 
@@ -23,7 +23,7 @@ std::optional<manifests::deployment> load_deployment_or_tree(const std::string& 
                 "main.py");
     return std::nullopt;
   }
-  auto text = comfyui_deployment(nlohmann::json{{"root", file}});
+  auto text = runtime::comfyui_deployment(nlohmann::json{{"root", file}});
   if (!text) {
     diags.error({file}, "", text.err().message, "");
     return std::nullopt;
@@ -39,10 +39,10 @@ std::optional<env_context> load_env_context(const std::string& file,
                                             manifests::diagnostics& diags) {
   auto d = load_deployment_or_tree(file, diags);
   if (!d) return std::nullopt;
-  d->packs.library_paths = deployment_library_directories(*d);
+  d->packs.library_paths = runtime::deployment_library_directories(*d);
   env_context context;
-  context.host_python = host_python(*d);
-  if (auto stack = probe_host_stack(context.host_python)) {
+  context.host_python = runtime::host_python(*d);
+  if (auto stack = runtime::probe_host_stack(context.host_python)) {
     context.stack = *stack;
   } else {
     context.stack_problem = stack.err().message;
@@ -53,4 +53,4 @@ std::optional<env_context> load_env_context(const std::string& file,
   return context;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

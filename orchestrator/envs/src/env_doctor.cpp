@@ -14,7 +14,7 @@
 #include "orch/runtime/preflight.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 namespace {
 
 namespace fs = std::filesystem;
@@ -31,16 +31,16 @@ doctor_check problem(std::string status, std::string scope, std::string check, s
 
 // Runs Python code in an env's interpreter as its worker would run (no PYTHONPATH, no user
 // site-packages); the output is the env's and is made printable before it is shown.
-result<tool_exit> run_python(const fs::path& interpreter, std::vector<std::string> args,
-                             std::chrono::milliseconds timeout,
-                             std::map<std::string, std::optional<std::string>> env = {}) {
-  tool_command command;
+result<process::tool_exit> run_python(const fs::path& interpreter, std::vector<std::string> args,
+                                      std::chrono::milliseconds timeout,
+                                      std::map<std::string, std::optional<std::string>> env = {}) {
+  process::tool_command command;
   command.argv = {interpreter.string(), "-s"};
   command.argv.insert(command.argv.end(), args.begin(), args.end());
   command.env = std::move(env);
-  scrub_python_environment(command.env);
+  process::scrub_python_environment(command.env);
   command.timeout = timeout;
-  return run_tool(command);
+  return process::run_tool(command);
 }
 
 std::string last_line(const std::string& output) {
@@ -50,7 +50,7 @@ std::string last_line(const std::string& output) {
   return printable(nl == std::string::npos ? text : text.substr(nl + 1));
 }
 
-std::string what_failed(const result<tool_exit>& ran) {
+std::string what_failed(const result<process::tool_exit>& ran) {
   if (!ran) return ran.err().message;
   std::string line = last_line(ran->output);
   return ran->describe() + (line.empty() ? std::string() : ": " + line);
@@ -226,8 +226,8 @@ std::vector<doctor_check> check_machine(const env_context& context, const doctor
   }
 
   manifests::deployment with_plugins = d;
-  with_plugins.plugin_paths = deployment_plugin_directories(d);
-  if (auto device = open_host_device(with_plugins); !device) {
+  with_plugins.plugin_paths = runtime::deployment_plugin_directories(d);
+  if (auto device = runtime::open_host_device(with_plugins); !device) {
     out.push_back(problem(
         "error", "machine", "device",
         "cannot open the host device " + d.host.device.to_string() + ": " + device.err().message,
@@ -290,8 +290,8 @@ std::vector<doctor_check> check_machine(const env_context& context, const doctor
     }
   }
 
-  auto found =
-      probe_plugins(options.worker_executable, with_plugins.plugin_paths, std::chrono::seconds(20));
+  auto found = runtime::probe_plugins(options.worker_executable, with_plugins.plugin_paths,
+                                      std::chrono::seconds(20));
   if (!found) {
     out.push_back(problem("error", "machine", "plugins", found.err().message,
                           "comfy-orch plugins " + options.deployment + " shows what is wrong"));
@@ -322,4 +322,4 @@ std::vector<doctor_check> check_machine(const env_context& context, const doctor
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

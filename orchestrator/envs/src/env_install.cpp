@@ -15,7 +15,7 @@
 #include "orch/manifests/env_stamp.hpp"
 #include "orch/support/sha256.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 namespace {
 
 namespace fs = std::filesystem;
@@ -263,4 +263,4 @@ install_outcome install_env(const install_request& request, const install_progre
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

@@ -9,8 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-
-namespace orch::orchestrator {
+namespace orch::envs {
 namespace {
 
 namespace fs = std::filesystem;
@@ -110,4 +109,4 @@ std::vector<fs::path> remembered_deployments(const fs::path& workspace_root) {
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

@@ -4,7 +4,7 @@
 
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
 // Event data carries a worker's text (a node's outputs, a fail() message), made valid UTF-8
@@ -43,4 +43,4 @@ nlohmann::json recording_event_sink::events() const {
   return events_;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <set>
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 using manifests::cache_policy;
 using nlohmann::json;
@@ -122,4 +122,4 @@ std::vector<ipc::buffer_descriptor> execution_cache::leases() const {
   return all;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -7,7 +7,7 @@
 #include "orch/executor/errc.hpp"
 #include "orch/ipc/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
 using nlohmann::json;
@@ -110,4 +110,4 @@ json interrupted_message(const json& error) {
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

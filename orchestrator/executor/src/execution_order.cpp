@@ -7,7 +7,7 @@
 
 #include "orch/executor/prompt_validation.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 std::vector<std::string> execution_order(const prompt& p, const std::vector<std::string>& outputs) {
   // A post-order walk on an explicit stack (a chain may be 100,000 nodes long). A node is marked
@@ -49,4 +49,4 @@ std::vector<std::string> execution_order(const prompt& p, const std::vector<std:
   return order;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

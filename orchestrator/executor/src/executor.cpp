@@ -16,7 +16,7 @@
 #include "orch/executor/list_mapping.hpp"
 #include "orch/executor/prompt_validation.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
 using nlohmann::json;
@@ -91,7 +91,7 @@ void executor::release(const std::vector<ipc::buffer_descriptor>& leases) noexce
   if (leases.empty() || host_.stopped()) return;
   try {
     host_.on_io_thread([&] {
-      for (const auto& d : leases) (void)host_.memory().leases().release(d, host_slot);
+      for (const auto& d : leases) (void)host_.memory().leases().release(d, runtime::host_slot);
     });
   } catch (...) {
     spdlog::error("executor: releasing {} output block(s) failed", leases.size());
@@ -134,21 +134,21 @@ void executor::interrupt() {
 
 result<json> executor::call_node(const std::string& env, const json& body) {
   // Only what a node of this prompt produced reaches a worker as a tensor.
-  auto c = checked_call(host_, env, body, readable_);
+  auto c = runtime::checked_call(host_, env, body, readable_);
   owned_.insert(owned_.end(), c.handed.begin(), c.handed.end());
   return std::move(c.response);
 }
 
 boost::asio::awaitable<result<json>> executor::call_node_async(const std::string& env,
                                                                const json& body) {
-  auto c = co_await async_checked_call(host_, env, body, readable_);
+  auto c = co_await runtime::async_checked_call(host_, env, body, readable_);
   owned_.insert(owned_.end(), c.handed.begin(), c.handed.end());
   co_return std::move(c.response);
 }
 
 boost::asio::awaitable<result<json>> executor::call_with_retry(
     const std::string& env, const json& body, std::vector<ipc::buffer_descriptor>& handed) {
-  auto c = co_await orchestrator::async_call_with_retry(host_, env, body, readable_);
+  auto c = co_await runtime::async_call_with_retry(host_, env, body, readable_);
   handed.insert(handed.end(), c.handed.begin(), c.handed.end());
   co_return std::move(c.response);
 }
@@ -173,7 +173,7 @@ boost::asio::awaitable<std::map<std::string, cache_key>> executor::cache_keys(
   const auto& catalogue = host_.catalogue();
   for (const auto& id : order) {
     const prompt_node& node = p.nodes.at(id);
-    const node_class* cls = catalogue.find(node.class_type);
+    const runtime::node_class* cls = catalogue.find(node.class_type);
     if (cls == nullptr) continue;  // run() reports it
     json literals = json::object();
     std::map<std::string, std::pair<const cache_key*, std::int64_t>> links;
@@ -194,7 +194,7 @@ boost::asio::awaitable<std::map<std::string, cache_key>> executor::cache_keys(
 }
 
 boost::asio::awaitable<std::optional<json>> executor::run_node(
-    const prompt& p, const std::string& id, const node_class& cls,
+    const prompt& p, const std::string& id, const runtime::node_class& cls,
     const std::map<std::string, json>& lists, std::uint64_t epoch, node_outcome& n,
     std::vector<ipc::buffer_descriptor>& handed) {
   auto calls = call_inputs(cls, lists);
@@ -317,7 +317,7 @@ boost::asio::awaitable<prompt_outcome> executor::run_prompt(
   json executed = json::array();
   for (const auto& id : order) {
     const prompt_node& node = p.nodes.at(id);
-    const node_class* cls = catalogue.find(node.class_type);
+    const runtime::node_class* cls = catalogue.find(node.class_type);
     if (cls == nullptr) {  // validation prevents this; kept as a typed error, never a crash
       outcome.error = json{{"prompt_id", prompt_id}, {"node_id", id},
                            {"node_type", node.class_type}, {"executed", executed},
@@ -417,4 +417,4 @@ boost::asio::awaitable<prompt_outcome> executor::run_prompt(
   co_return outcome;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

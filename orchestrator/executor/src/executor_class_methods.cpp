@@ -6,15 +6,15 @@
 #include "hidden_values.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
 using nlohmann::json;
 
 // A class method's call: literal inputs as ComfyUI passes them (each in a list for a class with
 // INPUT_IS_LIST, as its node calls carry them), and the hidden values plus `extra_hidden`.
-json method_call(const prompt& p, const std::string& id, const node_class& cls, const char* method,
-                 const json& literals, json extra_hidden) {
+json method_call(const prompt& p, const std::string& id, const runtime::node_class& cls,
+                 const char* method, const json& literals, json extra_hidden) {
   json inputs = json::object();
   for (const auto& [name, value] : literals.items()) {
     inputs[name] = cls.input_is_list ? json::array({value}) : value;
@@ -32,8 +32,8 @@ json method_call(const prompt& p, const std::string& id, const node_class& cls, 
 }  // namespace
 
 custom_validation executor::worker_validation() {
-  return [this](const prompt& p, const std::string& id, const node_class& cls, const json& literals,
-                const json& input_types) -> std::optional<validation_error> {
+  return [this](const prompt& p, const std::string& id, const runtime::node_class& cls,
+                const json& literals, const json& input_types) -> std::optional<validation_error> {
     auto r = call_node(cls.env, method_call(p, id, cls, "VALIDATE_INPUTS", literals,
                                             {{"INPUT_TYPES", input_types}}));
     if (r && (*r).value("status", "") == "ok") return std::nullopt;
@@ -54,7 +54,7 @@ custom_validation executor::worker_validation() {
 
 boost::asio::awaitable<std::optional<json>> executor::change_key(const prompt& p,
                                                                  const prompt_node& node,
-                                                                 const node_class& cls) {
+                                                                 const runtime::node_class& cls) {
   if (!cls.is_changed) co_return json();
   json literals = json::object();
   for (const auto& [name, value] : node.inputs) {
@@ -67,4 +67,4 @@ boost::asio::awaitable<std::optional<json>> executor::change_key(const prompt& p
   co_return outputs.empty() ? json() : outputs[0];
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

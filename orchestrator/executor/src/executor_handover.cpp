@@ -7,7 +7,7 @@
 #include "orch/ipc/errc.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
 using nlohmann::json;
@@ -44,7 +44,7 @@ void foreign_handles(json& value, const std::string& env, std::vector<json*>& ou
 }  // namespace
 
 boost::asio::awaitable<std::optional<json>> executor::hand_over_objects(
-    json& inputs, const node_class& cls, const std::string& id, std::uint64_t epoch) {
+    json& inputs, const runtime::node_class& cls, const std::string& id, std::uint64_t epoch) {
   std::vector<json*> found;
   for (auto& [name, value] : inputs.items()) foreign_handles(value, cls.env, found);
   if (found.size() > max_handovers) {
@@ -98,4 +98,4 @@ boost::asio::awaitable<std::optional<json>> executor::hand_over_objects(
   co_return std::nullopt;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

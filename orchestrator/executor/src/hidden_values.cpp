@@ -5,7 +5,7 @@
 #include "orch/ipc/frame.hpp"
 #include "orch/ipc/message.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 namespace {
 
@@ -31,7 +31,8 @@ nlohmann::json carried(nlohmann::json value, const char* kind, const std::string
 
 }  // namespace
 
-nlohmann::json hidden_values(const prompt& p, const node_class& cls, const std::string& node_id) {
+nlohmann::json hidden_values(const prompt& p, const runtime::node_class& cls,
+                             const std::string& node_id) {
   nlohmann::json hidden = nlohmann::json::object();
   if (cls.hidden.count("PROMPT") || cls.hidden.count("DYNPROMPT") ||
       cls.hidden.count("EXTRA_PNGINFO")) {
@@ -44,4 +45,4 @@ nlohmann::json hidden_values(const prompt& p, const node_class& cls, const std::
   return hidden;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

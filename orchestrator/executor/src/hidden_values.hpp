@@ -8,7 +8,7 @@
 #include "orch/executor/prompt.hpp"
 #include "orch/runtime/node_catalogue.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 // {"PROMPT": the API prompt, "EXTRA_PNGINFO": the request's PNG info} for a class that declares
 // PROMPT, DYNPROMPT (built from PROMPT in the worker) or EXTRA_PNGINFO; an empty object for one
@@ -16,6 +16,7 @@ namespace orch::orchestrator {
 // nested deeper than a body may be (ipc::max_body_depth, counting the body and "hidden" above
 // it), or larger than a quarter of a body as JSON text. The node then sees None, where a body
 // the worker refuses would cost it its channel.
-nlohmann::json hidden_values(const prompt& p, const node_class& cls, const std::string& node_id);
+nlohmann::json hidden_values(const prompt& p, const runtime::node_class& cls,
+                             const std::string& node_id);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

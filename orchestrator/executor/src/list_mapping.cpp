@@ -4,11 +4,11 @@
 
 #include "orch/executor/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 using nlohmann::json;
 
-result<std::vector<json>> call_inputs(const node_class& cls,
+result<std::vector<json>> call_inputs(const runtime::node_class& cls,
                                       const std::map<std::string, json>& lists) {
   // ComfyUI calls an INPUT_IS_LIST node with an empty list as it is; only a node mapped over
   // the items has nothing to call with.
@@ -33,7 +33,8 @@ result<std::vector<json>> call_inputs(const node_class& cls,
   return out;
 }
 
-result<json> merge_call_outputs(const node_class& cls, const std::vector<json>& call_outputs) {
+result<json> merge_call_outputs(const runtime::node_class& cls,
+                                const std::vector<json>& call_outputs) {
   json lists = json::array();
   for (std::size_t slot = 0; slot < cls.outputs.size(); ++slot) {
     const bool is_list = slot < cls.output_is_list.size() && cls.output_is_list[slot];
@@ -56,4 +57,4 @@ result<json> merge_call_outputs(const node_class& cls, const std::vector<json>& 
   return lists;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -9,7 +9,7 @@
 #include "orch/support/regular_file.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
 // The message goes into JSON (--json's validation_error line), and it can quote the input: a
@@ -236,4 +236,4 @@ nlohmann::json prompt_document(const prompt& p) {
   return doc;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -9,7 +9,7 @@
 #include "orch/ipc/message.hpp"
 #include "python_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
 std::optional<double> as_number(const nlohmann::json& v) {
@@ -36,16 +36,16 @@ constexpr std::size_t max_cycle_nodes_reported = 100;
 // ComfyUI's input_config of an error: [type, options], the options {} where the class gives
 // none. A list of more than max_listed_choices choices is not sent back (null), as ComfyUI does
 // for value_not_in_list; here for every error, so that a refusal stays small.
-nlohmann::json error_input_config(const node_input& input) {
+nlohmann::json error_input_config(const runtime::node_input& input) {
   if (input.type == "COMBO" && input.options.size() > max_listed_choices) return nullptr;
-  nlohmann::json config = input_config(input);
+  nlohmann::json config = runtime::input_config(input);
   if (config.size() == 1) config.push_back(nlohmann::json::object());
   return config;
 }
 
 class validator {
  public:
-  validator(const prompt& p, const node_catalogue& c, const custom_validation& custom)
+  validator(const prompt& p, const runtime::node_catalogue& c, const custom_validation& custom)
       : prompt_(p), catalogue_(c), custom_(custom) {}
 
   validation_report run() {
@@ -263,13 +263,13 @@ class validator {
   }
 
   // The class's VALIDATE_INPUTS, with the literal inputs it takes and its links' types.
-  bool run_custom(const std::string& id, const node_class& cls) {
+  bool run_custom(const std::string& id, const runtime::node_class& cls) {
     nlohmann::json literals = nlohmann::json::object();
     nlohmann::json input_types = nlohmann::json::object();
     for (const auto& [name, value] : prompt_.nodes.at(id).inputs) {
       if (const auto* link = std::get_if<node_link>(&value)) {
         const auto src = prompt_.nodes.find(link->node_id);
-        const node_class* src_cls =
+        const runtime::node_class* src_cls =
             src == prompt_.nodes.end() ? nullptr : catalogue_.find(src->second.class_type);
         const auto slot = static_cast<std::size_t>(link->slot);
         if (src_cls != nullptr && link->slot >= 0 && slot < src_cls->outputs.size())
@@ -286,7 +286,7 @@ class validator {
 
   // The link's own checks: its source exists, has the slot, and gives a compatible type (unless
   // the class's VALIDATE_INPUTS takes input_types and checks them itself).
-  bool check_link(const std::string& id, const node_input& input, const node_link& link,
+  bool check_link(const std::string& id, const runtime::node_input& input, const node_link& link,
                   bool custom_types) {
     auto src = prompt_.nodes.find(link.node_id);
     if (src == prompt_.nodes.end()) {
@@ -326,8 +326,8 @@ class validator {
 
   // `custom`: the class's VALIDATE_INPUTS checks this input, so only its type is checked here.
   // `in_list`: the class has INPUT_IS_LIST, so the call carries the value inside a list.
-  bool validate_literal(const std::string& id, const node_input& input, const nlohmann::json& value,
-                        bool custom, bool in_list) {
+  bool validate_literal(const std::string& id, const runtime::node_input& input,
+                        const nlohmann::json& value, bool custom, bool in_list) {
     const std::size_t deepest = max_literal_depth - (in_list ? 1 : 0);
     if (nesting_depth(value) > deepest) {
       // The call carries it as {inputs: {name: value}}; deeper than the wire's limit, the worker
@@ -368,7 +368,9 @@ class validator {
       const double number = as_number(value).value_or(0.0);
       if (custom) return true;
       // The bound as the class declares it (input_config: an INT's as an integer).
-      const auto bound = [&](const char* key) { return python_str(input_config(input)[1][key]); };
+      const auto bound = [&](const char* key) {
+        return python_str(runtime::input_config(input)[1][key]);
+      };
       if (input.min && number < *input.min) {
         add(id, {"value_smaller_than_min",
                  "Value " + python_number(number, integer) + " smaller than min of " +
@@ -408,7 +410,7 @@ class validator {
   }
 
   const prompt& prompt_;
-  const node_catalogue& catalogue_;
+  const runtime::node_catalogue& catalogue_;
   const custom_validation& custom_;
   validation_report report_;
   std::map<std::string, bool> verdict_;
@@ -416,7 +418,7 @@ class validator {
 
 }  // namespace
 
-validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue,
+validation_report validate_prompt(const prompt& p, const runtime::node_catalogue& catalogue,
                                   const custom_validation& custom) {
   return validator(p, catalogue, custom).run();
 }
@@ -427,4 +429,4 @@ validation_report invalid_prompt_report(const error& e) {
   return r;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 using nlohmann::json;
 
@@ -136,4 +136,4 @@ std::optional<std::string> conversion_failure(const json& value, bool integer) {
                        type_name(value) + "'";
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 // str(value) of a JSON value: a string as it is, an integer without a point, a float as repr()
 // writes it (5.0, 0.1, 1e+20), true as True, null as None, lists and objects as repr() does.
@@ -27,4 +27,4 @@ std::string python_number(double value, bool integer);
 // truncates it (docs/serve.md: comfy-orch sends the node the value as it was written).
 std::optional<std::string> conversion_failure(const nlohmann::json& value, bool integer);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

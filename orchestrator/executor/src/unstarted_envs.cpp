@@ -2,17 +2,17 @@
 
 #include <set>
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 std::optional<unstarted_failure> missing_classes_of_unstarted_envs(
-    const validation_report& report, const std::vector<worker_info>& workers) {
+    const validation_report& report, const std::vector<runtime::worker_info>& workers) {
   if (report.ok()) return std::nullopt;
   const std::set<std::string>& missing = report.missing_classes;
   if (missing.empty()) return std::nullopt;
   unstarted_failure f;
   for (const auto& w : workers) {
-    if (w.state == worker_state::ready) continue;
-    f.envs.push_back({w.env, to_string(w.state), w.last_error});
+    if (w.state == runtime::worker_state::ready) continue;
+    f.envs.push_back({w.env, runtime::to_string(w.state), w.last_error});
   }
   if (f.envs.empty()) return std::nullopt;
   f.missing_classes.assign(missing.begin(), missing.end());
@@ -42,4 +42,4 @@ nlohmann::json to_json(const unstarted_failure& failure, const validation_report
   return j;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -5,7 +5,7 @@
 
 #include "orch/executor/prompt_validation.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 namespace {
 
 nlohmann::json error_to_json(const validation_error& e) {
@@ -49,4 +49,4 @@ std::vector<std::string> ignored_outputs_log(const validation_report& report) {
   return lines;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -23,7 +23,7 @@
 #include "orch/support/logging.hpp"
 
 using nlohmann::json;
-using orch::orchestrator::library_host;
+using orch::host_api::library_host;
 
 struct orch_host {
   std::unique_ptr<library_host> host;
@@ -64,7 +64,7 @@ int32_t call_status(const json& response) {
   if (response.value("status", "") == "ok") return ORCH_HOST_OK;
   const json error = response.value("error", json::object());
   const std::string type = error.is_object() ? error.value("type", "") : "";
-  namespace errc = orch::orchestrator::runtime_errc;
+  namespace errc = orch::runtime::runtime_errc;
   if (type == orch::ipc::node_error_type::interrupted) return ORCH_HOST_INTERRUPTED;
   if (type == errc::worker_died || type == errc::not_ready || type == errc::pack_failed ||
       type == orch::ipc::channel_errc::deadline_exceeded)
@@ -72,17 +72,17 @@ int32_t call_status(const json& response) {
   return ORCH_HOST_FAILED;
 }
 
-orch::orchestrator::install_layout layout_beside_this_library() {
+orch::process::install_layout layout_beside_this_library() {
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&orch_host_start), &info) == 0 || info.dli_fname == nullptr)
-    return orch::orchestrator::this_install_layout();
+    return orch::process::this_install_layout();
   std::error_code ec;
   const fs::path dir = fs::canonical(info.dli_fname, ec).parent_path();
   for (const char* host : {ORCH_HOST_LIBRARY_TO_HOST_INSTALLED, ORCH_HOST_LIBRARY_TO_HOST_BUILD}) {
-    auto layout = orch::orchestrator::locate_install_layout((dir / host).lexically_normal());
+    auto layout = orch::process::locate_install_layout((dir / host).lexically_normal());
     if (fs::is_regular_file(layout.worker_executable, ec)) return layout;
   }
-  return orch::orchestrator::locate_install_layout(
+  return orch::process::locate_install_layout(
       (dir / ORCH_HOST_LIBRARY_TO_HOST_INSTALLED).lexically_normal());
 }
 
@@ -118,16 +118,16 @@ std::shared_ptr<event_log_sink> log_events() {
 }
 
 // The deployment file, else the one of the ComfyUI tree described (comfyui_deployment.hpp).
-orch::result<orch::orchestrator::prepared_deployment> prepare(
-    const char* file, const char* comfyui, orch::manifests::diagnostics& diags) {
-  if (file != nullptr) return orch::orchestrator::prepare_deployment(file, diags);
+orch::result<orch::runtime::prepared_deployment> prepare(const char* file, const char* comfyui,
+                                                         orch::manifests::diagnostics& diags) {
+  if (file != nullptr) return orch::runtime::prepare_deployment(file, diags);
   const json description = json::parse(comfyui, nullptr, /*allow_exceptions=*/false);
   if (description.is_discarded())
-    return orch::error{orch::orchestrator::host_errc::invalid_description,
+    return orch::error{orch::host_api::host_errc::invalid_description,
                        "the ComfyUI description is not JSON"};
-  auto text = orch::orchestrator::comfyui_deployment(description);
+  auto text = orch::runtime::comfyui_deployment(description);
   if (!text) return text.err();
-  return orch::orchestrator::prepare_deployment_text(text->text, text->label, diags);
+  return orch::runtime::prepare_deployment_text(text->text, text->label, diags);
 }
 
 template <typename F>
@@ -197,7 +197,7 @@ int32_t orch_host_start(const orch_host_options* options, orch_host** host, char
     const auto layout = layout_beside_this_library();
     // The default plugin and node library directories too are the library's, not those beside
     // the caller's executable (python3's).
-    orch::orchestrator::use_install_layout(layout);
+    orch::process::use_install_layout(layout);
     if (worker.empty()) worker = layout.worker_executable.string();
     orch::manifests::diagnostics diags;
     auto started = [&]() -> orch::result<std::unique_ptr<library_host>> {
@@ -212,8 +212,8 @@ int32_t orch_host_start(const orch_host_options* options, orch_host** host, char
       set_error(error, e);
       // A bad deployment or description is the caller's to fix.
       const std::string& code = started.err().code;
-      return code == orch::orchestrator::runtime_errc::invalid_deployment ||
-                     code == orch::orchestrator::host_errc::invalid_description
+      return code == orch::runtime::runtime_errc::invalid_deployment ||
+                     code == orch::host_api::host_errc::invalid_description
                  ? ORCH_HOST_INVALID
                  : ORCH_HOST_FAILED;
     }
@@ -241,8 +241,8 @@ int32_t orch_host_call(orch_host* host, const char* request, char** response) {
     if (host == nullptr || request == nullptr || response == nullptr) return ORCH_HOST_INVALID;
     const json parsed = json::parse(request, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) {
-      set_error(response, error_json(orch::orchestrator::host_errc::invalid_request,
-                                     "the request is not JSON"));
+      set_error(response,
+                error_json(orch::host_api::host_errc::invalid_request, "the request is not JSON"));
       return ORCH_HOST_INVALID;
     }
     auto r = host->host->call(parsed);

@@ -3,7 +3,7 @@
 // there, declared by each library that makes it.
 #pragma once
 
-namespace orch::orchestrator::host_errc {
+namespace orch::host_api::host_errc {
 
 // A request that is not a call, and a block the caller does not hold (a class no worker runs is
 // ipc's missing_node_type) (library_host.hpp); a ComfyUI description that is not JSON (host.h).
@@ -11,4 +11,4 @@ inline constexpr const char* invalid_request = "invalid_request";
 inline constexpr const char* not_held = "not_held";
 inline constexpr const char* invalid_description = "invalid_description";
 
-}  // namespace orch::orchestrator::host_errc
+}  // namespace orch::host_api::host_errc

@@ -14,15 +14,14 @@
 #include "orch/support/base64.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::host_api {
 
 using nlohmann::json;
 
-result<std::unique_ptr<library_host>> library_host::start(const prepared_deployment& prepared,
-                                                          const std::string& worker_executable,
-                                                          const install_layout& layout,
-                                                          event_fn events) {
-  auto host = start_deployment(prepared, worker_executable, layout);
+result<std::unique_ptr<library_host>> library_host::start(
+    const runtime::prepared_deployment& prepared, const std::string& worker_executable,
+    const process::install_layout& layout, event_fn events) {
+  auto host = runtime::start_deployment(prepared, worker_executable, layout);
   if (!host) return host.err();
   std::unique_ptr<library_host> lh(new library_host());
   lh->host_ = std::move(*host);
@@ -38,13 +37,13 @@ result<std::unique_ptr<library_host>> library_host::start(const prepared_deploym
                            {"detail", e.status.detail}});
     }
   }
-  host_runtime& h = *lh->host_;
+  runtime::host_runtime& h = *lh->host_;
   if (events) {
     h.on_io_thread([&h, events] {
-      h.workers().on_state = [events](const worker_info& w) {
+      h.workers().on_state = [events](const runtime::worker_info& w) {
         events("worker", {{"env", w.env},
                           {"pid", w.pid},
-                          {"state", to_string(w.state)},
+                          {"state", runtime::to_string(w.state)},
                           {"generation", w.generation},
                           {"error", w.last_error}});
       };
@@ -65,7 +64,7 @@ result<std::unique_ptr<library_host>> library_host::start(const prepared_deploym
       };
     });
   }
-  settle_workers(h, [] { return false; });
+  runtime::settle_workers(h, [] { return false; });
   return lh;
 }
 
@@ -74,13 +73,13 @@ library_host::~library_host() {
 }
 
 json library_host::nodes() {
-  host_runtime& h = *host_;
+  runtime::host_runtime& h = *host_;
   return h.on_io_thread([this, &h] {
     json classes = json::object(), workers = json::array(), skipped = json::array();
     for (const auto& w : h.workers().workers()) {
       workers.push_back({{"env", w.env},
                          {"pid", w.pid},
-                         {"state", to_string(w.state)},
+                         {"state", runtime::to_string(w.state)},
                          {"generation", w.generation},
                          {"error", w.last_error}});
       if (!w.nodes.is_array()) continue;
@@ -88,7 +87,7 @@ json library_host::nodes() {
       // gave to this worker: a class two envs provide stays with its first.
       for (const auto& n : w.nodes) {
         const std::string type = text_field(n, "class_type");
-        const node_class* c = h.catalogue().find(type);
+        const runtime::node_class* c = h.catalogue().find(type);
         if (c == nullptr || c->env != w.env || classes.contains(type)) continue;
         json schema = n;
         schema["env"] = w.env;
@@ -102,7 +101,8 @@ json library_host::nodes() {
       route["class_type"] = type;
       route["env"] = r.env;
       // An aiohttp route is served by its worker over HTTP, on the socket the host made.
-      if (const worker_info* w = h.workers().find(r.env); w && route.value("aiohttp", false))
+      if (const runtime::worker_info* w = h.workers().find(r.env);
+          w && route.value("aiohttp", false))
         route["socket"] = w->web_socket.string();
       for (const auto& e : envs_)  // the pack, for what ComfyUI's side says about the route
         if (e.value("env", "") == r.env)
@@ -134,7 +134,7 @@ result<json> library_host::call(const json& request) {
                  "\"inputs\" object (docs/host-library.md)"};
   }
   const std::string type = request["class_type"].get<std::string>();
-  const node_class* cls = host_->catalogue().find(type);
+  const runtime::node_class* cls = host_->catalogue().find(type);
   if (cls == nullptr) cls = host_->catalogue().find_route(type);
   if (cls == nullptr) cls = host_->catalogue().find_internal(type);
   if (cls == nullptr) {
@@ -150,7 +150,7 @@ result<json> library_host::call(const json& request) {
   for (const char* key : {"hidden", "method"})
     if (request.contains(key)) body[key] = request[key];
   const auto held = held_descriptors();
-  auto c = call_with_retry(*host_, cls->env, body, held);
+  auto c = runtime::call_with_retry(*host_, cls->env, body, held);
   json handed = json::array();
   {
     std::lock_guard lock(mutex_);
@@ -162,7 +162,7 @@ result<json> library_host::call(const json& request) {
   if (!c.response) {
     // Refused before it was sent (an input naming a block not held) is the request's fault;
     // anything after is the call's.
-    if (c.response.err().code == runtime_errc::invalid_input) return c.response.err();
+    if (c.response.err().code == runtime::runtime_errc::invalid_input) return c.response.err();
     return json{{"status", "error"},
                 {"error",
                  {{"node", request["node"]},
@@ -176,13 +176,13 @@ result<json> library_host::call(const json& request) {
 }
 
 result<library_host::block> library_host::allocate(std::uint64_t size) {
-  host_runtime& h = *host_;
+  runtime::host_runtime& h = *host_;
   auto b = h.on_io_thread([&]() -> result<block> {
-    auto d = h.memory().leases().allocate(host_slot, size);
+    auto d = h.memory().leases().allocate(runtime::host_slot, size);
     if (!d) return d.err();
     auto bytes = h.memory().pool().bytes(*d);
     if (!bytes) {
-      (void)h.memory().leases().free(*d, host_slot);
+      (void)h.memory().leases().free(*d, runtime::host_slot);
       return bytes.err();
     }
     return block{*d, bytes->data()};
@@ -201,7 +201,7 @@ result<void*> library_host::map(const ipc::buffer_descriptor& d) {
                      [&](const hold& h) { return h.descriptor == d; }))
       return error{host_errc::not_held, "this block is not one the caller holds"};
   }
-  host_runtime& h = *host_;
+  runtime::host_runtime& h = *host_;
   return h.on_io_thread([&]() -> result<void*> {
     auto bytes = h.memory().pool().bytes(d);
     if (!bytes) return bytes.err();
@@ -221,10 +221,10 @@ orch::status library_host::release(const ipc::buffer_descriptor& d) {
     owned = it->owned;
     holds_.erase(it);
   }
-  host_runtime& h = *host_;
+  runtime::host_runtime& h = *host_;
   return h.on_io_thread([&]() -> orch::status {
-    return owned ? h.memory().leases().free(d, host_slot)
-                 : h.memory().leases().release(d, host_slot);
+    return owned ? h.memory().leases().free(d, runtime::host_slot)
+                 : h.memory().leases().release(d, runtime::host_slot);
   });
 }
 
@@ -236,7 +236,7 @@ json library_host::free(bool unload_models, bool free_memory) {
 }
 
 json library_host::models() {
-  host_runtime& h = *host_;
+  runtime::host_runtime& h = *host_;
   return h.on_io_thread([&h] {
     std::map<std::string, std::uint32_t> generations;
     for (const auto& w : h.workers().workers()) generations[w.env] = w.generation;
@@ -278,24 +278,25 @@ void library_host::pinned_release(std::uint64_t bytes) {
 }
 
 json library_host::status_json() {
-  host_runtime& h = *host_;
+  runtime::host_runtime& h = *host_;
   return h.on_io_thread([this, &h] {
     json workers = json::array();
     for (const auto& w : h.workers().workers()) {
       workers.push_back({{"env", w.env},
                          {"pid", w.pid},
-                         {"state", to_string(w.state)},
+                         {"state", runtime::to_string(w.state)},
                          {"generation", w.generation},
                          {"losses", w.losses},
                          {"manager", w.manager},
                          {"error", w.last_error}});
     }
-    return json{{"workers", std::move(workers)}, {"memory", to_json(read_memory_table(h))}};
+    return json{{"workers", std::move(workers)},
+                {"memory", to_json(runtime::read_memory_table(h))}};
   });
 }
 
 void library_host::interrupt() {
-  host_runtime& h = *host_;
+  runtime::host_runtime& h = *host_;
   const std::uint64_t epoch = epoch_.load();
   h.on_io_thread([&h, epoch] { h.workers().interrupt(epoch); });
 }
@@ -308,11 +309,11 @@ void library_host::stop() {
     std::lock_guard lock(mutex_);
     holds.swap(holds_);
   }
-  host_runtime& h = *host_;
+  runtime::host_runtime& h = *host_;
   h.on_io_thread([&] {
     for (const auto& x : holds) {
-      (void)(x.owned ? h.memory().leases().free(x.descriptor, host_slot)
-                     : h.memory().leases().release(x.descriptor, host_slot));
+      (void)(x.owned ? h.memory().leases().free(x.descriptor, runtime::host_slot)
+                     : h.memory().leases().release(x.descriptor, runtime::host_slot));
     }
   });
   h.shutdown();
@@ -322,4 +323,4 @@ void library_host::stop() {
   if (!holds.empty()) h.memory().keep_pool_mapped();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::host_api

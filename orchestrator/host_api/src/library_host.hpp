@@ -19,7 +19,7 @@
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
 
-namespace orch::orchestrator {
+namespace orch::host_api {
 
 class library_host {
  public:
@@ -27,9 +27,9 @@ class library_host {
 
   // start_deployment and settle_workers over a prepared deployment (host_startup.hpp);
   // `events` gets "worker" and "progress" events from the io thread.
-  static result<std::unique_ptr<library_host>> start(const prepared_deployment& prepared,
+  static result<std::unique_ptr<library_host>> start(const runtime::prepared_deployment& prepared,
                                                      const std::string& worker_executable,
-                                                     const install_layout& layout,
+                                                     const process::install_layout& layout,
                                                      event_fn events);
   library_host(const library_host&) = delete;
   library_host& operator=(const library_host&) = delete;
@@ -81,7 +81,7 @@ class library_host {
   };
   std::vector<ipc::buffer_descriptor> held_descriptors();
 
-  std::unique_ptr<host_runtime> host_;
+  std::unique_ptr<runtime::host_runtime> host_;
   nlohmann::json envs_ = nlohmann::json::array();  // every env of the inventory, run or not
   std::mutex mutex_;  // guards holds_
   std::vector<hold> holds_;
@@ -94,4 +94,4 @@ class library_host {
   bool stopped_ = false;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::host_api

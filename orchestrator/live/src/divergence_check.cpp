@@ -6,7 +6,7 @@
 
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 namespace {
 
 using nlohmann::json;
@@ -255,4 +255,4 @@ json find_divergences(const json& status) {
   return {{"divergent", divergent}, {"differences", std::move(differences)}};
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

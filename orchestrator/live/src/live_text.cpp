@@ -8,7 +8,7 @@
 #include "orch/support/json_fields.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 namespace {
 
 using nlohmann::json;
@@ -143,4 +143,4 @@ std::string format_divergences(const json& divergences) {
   return out.str();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

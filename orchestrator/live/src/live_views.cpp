@@ -7,7 +7,7 @@
 #include "orch/live/metrics_text.hpp"
 #include "orch/live/process_status.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 namespace {
 
 using nlohmann::json;
@@ -36,7 +36,7 @@ result<std::chrono::milliseconds> parse_since(const std::string& text) {
   return std::chrono::milliseconds(std::stoll(text.substr(0, digits)) * scale);
 }
 
-live_views::live_views(host_runtime& host, memory_sampler& sampler, json identity)
+live_views::live_views(runtime::host_runtime& host, memory_sampler& sampler, json identity)
     : host_(host), sampler_(sampler), identity_(std::move(identity)) {}
 
 json live_views::status() {
@@ -78,4 +78,4 @@ json live_views::answer(const json& request) {
                   "metrics}");
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

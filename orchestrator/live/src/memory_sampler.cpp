@@ -9,7 +9,7 @@
 #include "orch/live/process_status.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 namespace {
 
 using nlohmann::json;
@@ -42,7 +42,7 @@ const process_figures* find_process(const timeline_sample& s, const std::string&
 
 }  // namespace
 
-memory_sampler::memory_sampler(host_runtime& host, std::chrono::milliseconds period,
+memory_sampler::memory_sampler(runtime::host_runtime& host, std::chrono::milliseconds period,
                                std::size_t capacity)
     : host_(host),
       period_(period),
@@ -202,4 +202,4 @@ std::map<std::string, std::uint64_t> memory_sampler::marker_counts(const std::st
   return it == counts_.end() ? std::map<std::string, std::uint64_t>{} : it->second;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

@@ -5,7 +5,7 @@
 
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 namespace {
 
 using nlohmann::json;
@@ -143,9 +143,9 @@ std::string prometheus_metrics(const metrics_inputs& in) {
   x.family(h, "histogram", "Node call durations per env, from the request sent to its answer");
   for (const auto& [env, hist] : in.call_durations) {
     const std::string env_label = label("env", env);
-    for (std::size_t i = 0; i < call_histogram::bounds.size(); ++i) {
+    for (std::size_t i = 0; i < runtime::call_histogram::bounds.size(); ++i) {
       x.sample(h + "_bucket",
-               env_label + "," + label("le", number(call_histogram::bounds[i], "%g")),
+               env_label + "," + label("le", number(runtime::call_histogram::bounds[i], "%g")),
                std::to_string(hist.buckets[i]));
     }
     x.sample(h + "_bucket", env_label + ",le=\"+Inf\"", std::to_string(hist.count));
@@ -164,4 +164,4 @@ std::string prometheus_metrics(const metrics_inputs& in) {
   return x.text();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

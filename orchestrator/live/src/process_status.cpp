@@ -7,7 +7,7 @@
 #include "orch/support/json_fields.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 namespace {
 
 using nlohmann::json;
@@ -41,7 +41,7 @@ json plugins_of(const ipc::stats_snapshot& s) {
   return out;
 }
 
-json dropped_of(const worker_plugin_choice& choice) {
+json dropped_of(const runtime::worker_plugin_choice& choice) {
   json out = json::array();
   for (const auto& d : choice.dropped) {
     out.push_back({{"name", d.name}, {"value", d.value}, {"needs_level", d.needs_level}});
@@ -50,7 +50,7 @@ json dropped_of(const worker_plugin_choice& choice) {
 }
 
 // The fields every process has, from its memory-table row.
-json base_entry(const memory_row& r) {
+json base_entry(const runtime::memory_row& r) {
   return {{"process", r.process},
           {"mode", r.mode},
           {"mode_reason", r.mode == "in-process" ? json(r.reason) : json(nullptr)},
@@ -104,11 +104,11 @@ json memory_view_of(const json& plugins) {
 }
 
 // The worker's last models report, each with the host's stand-in for it (if any).
-json models_of(host_runtime& host, const std::string& env) {
+json models_of(runtime::host_runtime& host, const std::string& env) {
   json out = json::array();
   for (const auto& m : host.reported_models(env)) {  // validated by the supervisor
     const std::string key = m["key"].get<std::string>();
-    const model_entry* stand_in = host.stand_ins().find(env + "/" + key);
+    const runtime::model_entry* stand_in = host.stand_ins().find(env + "/" + key);
     out.push_back({{"key", printable(key)},
                    {"size_bytes", m["size"]},
                    {"resident_bytes", m["resident"]},
@@ -119,7 +119,7 @@ json models_of(host_runtime& host, const std::string& env) {
   return out;
 }
 
-void add_worker_figures(json& e, host_runtime& host, const worker_info& w) {
+void add_worker_figures(json& e, runtime::host_runtime& host, const runtime::worker_info& w) {
   auto& control = host.memory().control();
   e["generation"] = w.generation;
   e["restarts"] = w.losses;
@@ -133,9 +133,9 @@ void add_worker_figures(json& e, host_runtime& host, const worker_info& w) {
     e["crash_loops"] = w.crash_loops;
     // The longest it can stay down, however many loops follow.
     e["max_retry_ms"] =
-        crash_loop_cool_down(host.deployment().workers.failed_retry, 1 << 30).count();
+        runtime::crash_loop_cool_down(host.deployment().workers.failed_retry, 1 << 30).count();
   }
-  const worker_spec* spec = host.workers().spec_of(w.env);
+  const runtime::worker_spec* spec = host.workers().spec_of(w.env);
   if (spec != nullptr) {
     e["env_path"] = (spec->python ? spec->python->interpreter : spec->library).string();
     e["device"] = spec->device.to_string();
@@ -143,7 +143,7 @@ void add_worker_figures(json& e, host_runtime& host, const worker_info& w) {
     e["dropped_settings"] = dropped_of(spec->plugins);
     e["cast_streams"] = spec->memory.streams;
   }
-  if (w.state != worker_state::ready) return;
+  if (w.state != runtime::worker_state::ready) return;
   e["pinned_grant_bytes"] = control.grant(w.slot);
   e["memory_view"] = memory_view_of(w.plugins);
   e["models"] = models_of(host, w.env);
@@ -173,11 +173,11 @@ void add_worker_figures(json& e, host_runtime& host, const worker_info& w) {
   }
 }
 
-void add_host_figures(json& e, host_runtime& host) {
+void add_host_figures(json& e, runtime::host_runtime& host) {
   const auto& d = host.deployment();
   e["device"] = d.host.device.to_string();
   e["free_view"] = free_view_of(d.host.device, d);
-  e["pinned_grant_bytes"] = host.memory().control().grant(host_slot);
+  e["pinned_grant_bytes"] = host.memory().control().grant(runtime::host_slot);
   if (const auto& pager = host.plan().host_pager()) {
     e["plugins"].push_back(
         {{"slot", "pager"}, {"name", pager->name}, {"version", pager->version},
@@ -224,15 +224,16 @@ json settings_fields(const std::string& text) {
   return out;
 }
 
-json read_process_status(host_runtime& host) {
-  const auto rows = read_memory_table(host);
+json read_process_status(runtime::host_runtime& host) {
+  const auto rows = runtime::read_memory_table(host);
   json processes = json::array();
   std::uint64_t reserved = 0;
   for (const auto& r : rows) {
     json e = base_entry(r);
     reserved += r.pinned_reserved;
     if (r.mode == "host") add_host_figures(e, host);
-    if (const worker_info* w = r.mode == "worker" ? host.workers().find(r.process) : nullptr) {
+    if (const runtime::worker_info* w =
+            r.mode == "worker" ? host.workers().find(r.process) : nullptr) {
       add_worker_figures(e, host, *w);
     }
     processes.push_back(std::move(e));
@@ -250,4 +251,4 @@ json read_process_status(host_runtime& host) {
   return doc;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

@@ -11,7 +11,7 @@
 #include "orch/live/live_text.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 namespace {
 
 using nlohmann::json;
@@ -294,4 +294,4 @@ std::string render_report_html(const json& status, const json& divergences, cons
   return out.str();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 namespace {
 
@@ -92,4 +92,4 @@ std::size_t end_adopted() {
   return ended;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

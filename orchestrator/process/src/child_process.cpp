@@ -16,7 +16,7 @@
 #include "orch/process/adopted_children.hpp"
 #include "orch/process/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::process {
 namespace {
 
 // What the child writes on the status pipe when it cannot exec: where it failed and the errno.
@@ -198,4 +198,4 @@ std::string describe_exit(int status) {
   return "status " + std::to_string(status);
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -2,7 +2,7 @@
 
 #include <signal.h>
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 result<pid_t> child_process_launcher::spawn(const spawn_request& request) {
   return spawn_process(request);
@@ -24,4 +24,4 @@ result<ipc::process_identity> child_process_launcher::identity(pid_t pid) {
   return ipc::read_process_identity(pid);
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <system_error>
 
-namespace orch::orchestrator {
+namespace orch::process {
 namespace fs = std::filesystem;
 
 namespace {
@@ -75,4 +75,4 @@ const install_layout& this_install_layout() {
   return layout;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -12,7 +12,7 @@
 
 #include "orch/ipc/process_identity.hpp"
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 namespace {
 
@@ -65,4 +65,4 @@ std::size_t kill_marked_processes(const std::string& prefix) {
   return killed;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

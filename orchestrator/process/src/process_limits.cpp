@@ -7,7 +7,7 @@
 
 #include "orch/process/errc.hpp"
 
-namespace orch::cli {
+namespace orch::process {
 
 std::uint64_t descriptors_needed(std::size_t workers) noexcept {
   return 64 + 16 * static_cast<std::uint64_t>(workers);
@@ -25,7 +25,7 @@ status ensure_open_file_limit(std::uint64_t needed) {
                           : std::max<rlim_t>(needed, std::min<rlim_t>(limit.rlim_max, 65536));
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return ok_status();
   }
-  return error{orchestrator::process_errc::fd_limit,
+  return error{process_errc::fd_limit,
                "the open-file limit is " + std::to_string(limit.rlim_cur) + " (hard limit " +
                    (limit.rlim_max == RLIM_INFINITY ? std::string("unlimited")
                                                     : std::to_string(limit.rlim_max)) +
@@ -34,4 +34,4 @@ status ensure_open_file_limit(std::uint64_t needed) {
                    std::to_string(std::max<std::uint64_t>(needed, 4096))};
 }
 
-}  // namespace orch::cli
+}  // namespace orch::process

@@ -1,6 +1,6 @@
 #include "orch/process/python_environment.hpp"
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 namespace {
 
@@ -19,4 +19,4 @@ void scrub_python_environment(std::map<std::string, std::optional<std::string>>&
   changes[no_user_site] = "1";
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

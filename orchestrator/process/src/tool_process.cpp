@@ -14,7 +14,7 @@
 
 extern char** environ;
 
-namespace orch::orchestrator {
+namespace orch::process {
 namespace {
 
 namespace fs = std::filesystem;
@@ -134,4 +134,4 @@ result<tool_exit> run_tool(const tool_command& command) {
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

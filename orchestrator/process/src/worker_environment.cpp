@@ -2,7 +2,7 @@
 
 extern char** environ;
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 environment build_worker_environment(
     const environment& operator_env,
@@ -32,4 +32,4 @@ std::vector<std::string> to_envp(const environment& env) {
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -16,7 +16,7 @@
 #include "orch/support/json_fields.hpp"
 #include "output_tensors.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 using nlohmann::json;
 
@@ -204,4 +204,4 @@ checked_call_result call_with_retry(host_runtime& host, const std::string& env, 
   return run_and_wait(host, [&] { return async_call_with_retry(host, env, body, held); });
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

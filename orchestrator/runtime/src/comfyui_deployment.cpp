@@ -6,7 +6,7 @@
 
 #include "orch/runtime/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 namespace fs = std::filesystem;
@@ -95,4 +95,4 @@ result<comfyui_deployment_text> comfyui_deployment(const json& d) {
   return comfyui_deployment_text{t.str(), (tree / "(ComfyUI host)").string()};
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

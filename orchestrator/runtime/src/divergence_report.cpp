@@ -8,7 +8,7 @@
 #include "orch/support/json_fields.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 bool debug_worker_enabled(const std::function<std::optional<std::string>(const char*)>& getenv) {
   for (const char* name : {debug_worker_variable, debug_worker_alias}) {
@@ -86,4 +86,4 @@ void supervisor::report_divergence(worker& w) {
   }
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

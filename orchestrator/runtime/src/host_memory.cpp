@@ -24,7 +24,7 @@
 #include "orch/plugins/backend_pin_registrar.hpp"
 #include "orch/runtime/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 namespace {
 
@@ -180,4 +180,4 @@ host_memory::~host_memory() {
   ledger_.reset();  // leaves the machine ledger
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

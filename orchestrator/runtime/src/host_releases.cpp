@@ -13,7 +13,7 @@
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 void host_runtime::update_stand_ins(const std::string& env, const nlohmann::json& models,
                                     std::uint64_t seq) {
@@ -212,4 +212,4 @@ result<nlohmann::json> host_runtime::evict_env(const std::string& env,
   return r;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

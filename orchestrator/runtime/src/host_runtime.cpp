@@ -12,7 +12,7 @@
 #include "orch/support/json_fields.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const std::string& env) {
   // A worker's ready message is a pack's text: each field is read by its type (another type reads
@@ -126,7 +126,7 @@ result<std::unique_ptr<host_runtime>> host_runtime::start(const manifests::deplo
   so.timing = d.workers;
   so.launcher = options.launcher;
   so.host_manager = h->plan_->host_manager();
-  const environment operator_env = current_environment();
+  const process::environment operator_env = process::current_environment();
   so.operator_env = operator_env;
   so.debug_worker = debug_worker_enabled([&](const char* name) -> std::optional<std::string> {
     auto it = so.operator_env.find(name);
@@ -219,4 +219,4 @@ host_runtime::~host_runtime() {
   }
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

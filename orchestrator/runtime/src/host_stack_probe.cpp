@@ -9,7 +9,7 @@
 #include "orch/runtime/errc.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 namespace fs = std::filesystem;
@@ -53,14 +53,14 @@ fs::path host_python(const manifests::deployment& d) {
 }
 
 result<manifests::host_stack> probe_host_stack(const fs::path& python) {
-  tool_command command;
+  process::tool_command command;
   command.argv = {python.string(), "-s", "-c", probe_script};
-  scrub_python_environment(command.env);
+  process::scrub_python_environment(command.env);
   command.timeout = std::chrono::seconds(20);
   const std::string fix =
       "; name the host's interpreter with [env] python in the deployment "
       "(or ORCH_HOST_PYTHON)";
-  auto ran = run_tool(command);
+  auto ran = process::run_tool(command);
   if (!ran) {
     return error{runtime_errc::probe_failed,
                  "cannot read the host's Python stack: " + ran.err().message + fix};
@@ -92,4 +92,4 @@ result<manifests::host_stack> probe_host_stack(const fs::path& python) {
                                                printable(ran->output.substr(0, 200)) + "'" + fix};
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

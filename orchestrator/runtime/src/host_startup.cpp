@@ -12,7 +12,7 @@
 #include "orch/runtime/host_stack_probe.hpp"
 #include "orch/runtime/preflight.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 namespace {
 
@@ -61,10 +61,10 @@ result<prepared_deployment> prepare_deployment_text(const std::string& text,
 
 result<std::unique_ptr<host_runtime>> start_deployment(const prepared_deployment& p,
                                                        const std::string& worker_executable,
-                                                       const install_layout& layout) {
+                                                       const process::install_layout& layout) {
   std::size_t env_count = 0;
   for (const auto& pack : p.inventory.packs) env_count += pack.envs.size();
-  if (auto st = cli::ensure_open_file_limit(cli::descriptors_needed(env_count)); !st)
+  if (auto st = process::ensure_open_file_limit(process::descriptors_needed(env_count)); !st)
     return st.err();
   auto host = host_runtime::start(
       p.deployment, p.inventory,
@@ -87,4 +87,4 @@ void settle_workers(host_runtime& h, const std::function<bool()>& stop) {
   }
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

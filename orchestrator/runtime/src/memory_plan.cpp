@@ -6,7 +6,7 @@
 #include "orch/plugins/loader.hpp"
 #include "orch/runtime/plugin_probe.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 const std::vector<plugins::plugin_entry>& memory_plan::scan(
     const std::vector<std::filesystem::path>& dirs) {
@@ -71,7 +71,7 @@ memory_plan memory_plan::make(const manifests::deployment& d,
   p.probe_executable_ = std::move(probe_executable);
   p.probe_timeout_ = d.workers.handshake_timeout;
   const auto& found = p.scan(p.default_dirs_);
-  p.host_pager_ = orchestrator::host_pager(found, manifests::to_string(d.host.device.kind));
+  p.host_pager_ = runtime::host_pager(found, manifests::to_string(d.host.device.kind));
 
   plugins::host_manager_inputs in;
   in.flags = d.memory;  // the ComfyUI flags part of [memory]
@@ -142,4 +142,4 @@ worker_plugin_choice memory_plan::choose_for(
   return choice;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

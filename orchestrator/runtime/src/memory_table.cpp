@@ -7,7 +7,7 @@
 
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 std::string mib(std::uint64_t bytes) {
@@ -142,4 +142,4 @@ nlohmann::json to_json(const std::vector<memory_row>& rows) {
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -1,6 +1,6 @@
 #include "orch/runtime/node_catalogue.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 std::optional<std::string> node_catalogue::add(node_class cls) {
   if (cls.route.is_object()) {
@@ -103,4 +103,4 @@ const node_class* node_catalogue::find_internal(const std::string& class_type) c
   return it == internal_.end() ? nullptr : &it->second;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

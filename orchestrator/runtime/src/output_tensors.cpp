@@ -6,7 +6,7 @@
 #include "orch/ipc/tensor_wire.hpp"
 #include "orch/runtime/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 // `produced`: when given, the block must be one of these (by segment, offset and generation).
@@ -102,4 +102,4 @@ std::vector<ipc::buffer_descriptor> tensor_descriptors(const nlohmann::json& val
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -16,7 +16,7 @@
 #include "orch/ipc/lease_table.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // Checks every tensor value in `outputs` (a call response's list; nested lists too):
 //   - it decodes strictly and dtype × shape fits its descriptor's size (ipc::tensor_from_json,
@@ -39,4 +39,4 @@ status check_input_tensors(const nlohmann::json& inputs, const ipc::lease_table&
 // tensor, and descriptors that do not decode, are skipped.
 std::vector<ipc::buffer_descriptor> tensor_descriptors(const nlohmann::json& values);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

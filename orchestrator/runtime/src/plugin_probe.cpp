@@ -13,7 +13,7 @@
 #include "orch/process/worker_environment.hpp"
 #include "orch/runtime/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 // A plugin list is a few hundred bytes per plugin: anything near this is not one.
@@ -57,27 +57,28 @@ result<std::vector<plugins::plugin_entry>> probe_plugins(
   }
   ipc::unique_fd read_end(ends[0]);
   ipc::unique_fd write_end(ends[1]);
-  spawn_request request;
+  process::spawn_request request;
   request.executable = worker_executable;
-  request.args = {"--probe-plugins", std::to_string(worker_channel_fd)};
+  request.args = {"--probe-plugins", std::to_string(process::worker_channel_fd)};
   for (const auto& d : dirs) request.args.push_back(d.string());
-  request.envp = to_envp(current_environment());
-  request.fds = {{write_end.get(), worker_channel_fd}};
-  auto pid = spawn_process(request);
+  request.envp = process::to_envp(process::current_environment());
+  request.fds = {{write_end.get(), process::worker_channel_fd}};
+  auto pid = process::spawn_process(request);
   if (!pid) return error{runtime_errc::probe_failed, what + ": " + pid.err().message};
   write_end = ipc::unique_fd();  // the child holds the only write end: its exit is end of file
 
   std::string answer;
   const bool in_time = read_answer(read_end.get(), std::chrono::steady_clock::now() + timeout,
                                    answer);
-  const int status = reap_process(*pid, in_time ? timeout : std::chrono::milliseconds(0));
+  const int status = process::reap_process(*pid, in_time ? timeout : std::chrono::milliseconds(0));
   if (!in_time) {
     return error{runtime_errc::probe_failed,
                  what + ": no answer within " + std::to_string(timeout.count()) +
                      " ms (a plugin's constructor hangs?); the probe was killed"};
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return error{runtime_errc::probe_failed, what + ": the probe " + describe_exit(status) +
+    return error{runtime_errc::probe_failed, what + ": the probe " +
+                                                 process::describe_exit(status) +
                                                  " (a plugin's constructor crashed?)"};
   }
   const auto j = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
@@ -86,4 +87,4 @@ result<std::vector<plugins::plugin_entry>> probe_plugins(
   return entries;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -5,7 +5,7 @@
 #include "orch/plugin/levels.h"
 #include "orch/plugin/plugin.h"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 bool is_ledger(const plugins::plugin_entry& e) {
@@ -131,4 +131,4 @@ std::vector<std::string> dropped_setting_lines(const std::string& env,
   return lines;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -7,7 +7,7 @@
 #include "orch/plugins/registry.hpp"
 #include "orch/process/install_layout.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace fs = std::filesystem;
 
 namespace {
@@ -99,12 +99,13 @@ std::vector<fs::path> deployment_plugin_directories(const manifests::deployment&
   for (const auto& p : d.plugin_paths) explicit_dirs.push_back(p.string());
   // A deployment that wrote search_paths = [] asked for no directory: still the fallback, as
   // `plugins` does, so that the two commands always read the same directories.
-  return plugins::plugin_directories(explicit_dirs, this_install_layout().plugin_directory);
+  return plugins::plugin_directories(explicit_dirs,
+                                     process::this_install_layout().plugin_directory);
 }
 
 std::vector<fs::path> deployment_library_directories(const manifests::deployment& d) {
   if (!d.packs.library_paths.empty()) return d.packs.library_paths;
-  return {this_install_layout().node_library_directory};
+  return {process::this_install_layout().node_library_directory};
 }
 
 void preflight(const manifests::deployment& d, const ipc::memory_readings& readings,
@@ -114,4 +115,4 @@ void preflight(const manifests::deployment& d, const ipc::memory_readings& readi
   check_pool(d, readings, diags);
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

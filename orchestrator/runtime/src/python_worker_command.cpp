@@ -2,7 +2,7 @@
 
 #include "orch/process/python_environment.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 namespace {
 
@@ -25,7 +25,7 @@ constexpr const char* bootstrap =
 }  // namespace
 
 void python_worker_command(const python_worker_spec& spec, const supervisor_options& options,
-                           spawn_request& request, environment& env) {
+                           process::spawn_request& request, process::environment& env) {
   request.executable = spec.interpreter.string();
   request.working_directory = spec.pack_dir.string();
   std::vector<std::string> args;
@@ -44,8 +44,8 @@ void python_worker_command(const python_worker_spec& spec, const supervisor_opti
   }
   args.insert(args.end(), request.args.begin(), request.args.end());
   request.args = std::move(args);
-  scrub_python_environment(env);
+  process::scrub_python_environment(env);
   env["ORCH_WORKER_LIBRARY"] = options.worker_library.string();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

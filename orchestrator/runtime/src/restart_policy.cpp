@@ -4,7 +4,7 @@
 #include <limits>
 #include <utility>
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 std::chrono::milliseconds crash_loop_cool_down(std::chrono::milliseconds failed_retry, int loop) {
   const auto cap = std::max(failed_retry, max_crash_loop_cool_down);
@@ -71,4 +71,4 @@ restart_decision restart_policy::lost(bool shutting_down) {
   return d;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <tuple>
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 void stand_in_table::load(model_entry entry) {
   remove(entry.id);
@@ -84,4 +84,4 @@ std::vector<eviction_step> stand_in_table::free_memory(std::uint64_t memory_requ
   return steps;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

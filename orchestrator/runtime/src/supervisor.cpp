@@ -27,7 +27,7 @@
 #include "orch/runtime/errc.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 namespace {
 
@@ -44,10 +44,10 @@ constexpr std::chrono::milliseconds exit_status_grace{250};
 std::optional<std::string> unrecoverable_exit(int status) {
   if (!WIFEXITED(status)) return std::nullopt;
   switch (WEXITSTATUS(status)) {
-    case worker_exit_usage:
+    case process::worker_exit_usage:
       return "it exited with 64 (ORCH_WORKER_EXIT_USAGE: its command line was refused; is "
              "ORCH_WORKER_EXECUTABLE a comfy-orch-worker of this build?)";
-    case worker_exit_setup:
+    case process::worker_exit_setup:
       return "it exited with 66 (ORCH_WORKER_EXIT_SETUP: a plugin, a segment or its node "
              "library failed; its log says which)";
     case 127:
@@ -83,9 +83,9 @@ supervisor::supervisor(boost::asio::io_context& io, host_memory& memory, supervi
       options_(std::move(options)),
       heartbeat_timer_(io),
       divergence_(options_.host_manager, options_.debug_worker) {
-  if (!options_.launcher) options_.launcher = std::make_shared<child_process_launcher>();
+  if (!options_.launcher) options_.launcher = std::make_shared<process::child_process_launcher>();
   if (!options_.clock) options_.clock = &clock::now;
-  instance_ = new_host_instance();
+  instance_ = process::new_host_instance();
   arm_heartbeat_check();
 }
 
@@ -164,10 +164,11 @@ std::optional<int> supervisor::release_process(worker& w, std::chrono::milliseco
     // A grace only for a worker that went away on its own: its exit status may say why.
     if (grace.count() == 0) options_.launcher->signal_group(w.info.pid, SIGKILL);
     status = options_.launcher->reap(w.info.pid, grace);
-    spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(*status));
+    spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, process::describe_exit(*status));
     w.info.pid = -1;
     try {
-      if (const auto left = kill_marked_processes(instance_of(w, w.info.generation)); left > 0)
+      if (const auto left = process::kill_marked_processes(instance_of(w, w.info.generation));
+          left > 0)
         spdlog::info("worker {}: killed {} process(es) it left behind", w.spec.env, left);
     } catch (const std::exception& e) {
       spdlog::error("worker {}: what it left behind was not looked for: {}", w.spec.env, e.what());
@@ -290,7 +291,7 @@ void supervisor::arm_heartbeat_check() {
 }
 
 void supervisor::check_heartbeats() {
-  reap_adopted();  // detached helpers that ended, re-parented to this process
+  process::reap_adopted();  // detached helpers that ended, re-parented to this process
   const auto now = clock::now();
   for (auto& [env, wptr] : workers_) {
     worker& w = *wptr;
@@ -380,20 +381,20 @@ void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
           std::max(std::chrono::duration_cast<std::chrono::milliseconds>(end - clock::now()),
                    std::chrono::milliseconds(0));
       const int status = options_.launcher->reap(w.info.pid, left);
-      spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, describe_exit(status));
+      spdlog::info("worker {}: pid {} {}", w.spec.env, w.info.pid, process::describe_exit(status));
       w.info.pid = -1;
     }
     if (w.output) w.output->drain_and_stop();  // its last lines, then the pipe closes
   }
   // What any worker of this host left behind (a detached helper), whatever its generation.
   try {
-    if (const auto left = kill_marked_processes(instance_ + "/"); left > 0)
+    if (const auto left = process::kill_marked_processes(instance_ + "/"); left > 0)
       spdlog::info("killed {} process(es) workers left behind", left);
   } catch (const std::exception& e) {
     spdlog::error("what workers left behind was not looked for: {}", e.what());
   }
   // And what this process adopted (serve, run), the helpers that cleared their mark too.
-  if (const auto adopted = end_adopted(); adopted > 0)
+  if (const auto adopted = process::end_adopted(); adopted > 0)
     spdlog::info("ended {} adopted process(es) workers had detached", adopted);
   for (auto& [env, wptr] : workers_) {
     worker& w = *wptr;
@@ -435,4 +436,4 @@ bool supervisor::settled() const {
   });
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -9,7 +9,7 @@
 #include "orch/runtime/supervisor.hpp"
 #include "output_tensors.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 using nlohmann::json;
 
@@ -58,4 +58,4 @@ std::vector<ipc::buffer_descriptor> supervisor::hand_over_outputs(const std::str
   return kept;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -9,7 +9,7 @@
 #include "orch/runtime/supervisor.hpp"
 #include "orch/support/json_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 using nlohmann::json;
 
@@ -65,4 +65,4 @@ void supervisor::evict(const std::string& env, std::uint64_t bytes, call_done do
   request_release(*it->second, ipc::message_type::evict, {{"bytes", bytes}}, std::move(done));
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

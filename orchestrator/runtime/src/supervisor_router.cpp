@@ -8,7 +8,7 @@
 #include "orch/runtime/errc.hpp"
 #include "orch/runtime/supervisor.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 using nlohmann::json;
 
@@ -95,4 +95,4 @@ void supervisor::interrupt(std::uint64_t epoch) {
   }
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -25,7 +25,7 @@
 #include "orch/support/json_fields.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 using nlohmann::json;
@@ -76,11 +76,13 @@ void supervisor::spawn(worker& w) {
 
   // The worker follows the host's manager unless its pack or the operator set the variable or
   // comfy-env's alias for it (derived values are written only where absent).
-  environment derived{{"ORCH_WORKER_ENV", w.spec.env}, {"ORCH_DEVICE", w.spec.device.to_string()}};
-  environment env = build_worker_environment(options_.operator_env, w.spec.env_vars, derived);
+  process::environment derived{{"ORCH_WORKER_ENV", w.spec.env},
+                               {"ORCH_DEVICE", w.spec.device.to_string()}};
+  process::environment env =
+      process::build_worker_environment(options_.operator_env, w.spec.env_vars, derived);
   // The mark its descendants inherit: what it leaves behind is killed with it (always ours:
   // neither the pack nor the operator sets it).
-  env[worker_instance_variable] = instance_of(w, generation);
+  env[process::worker_instance_variable] = instance_of(w, generation);
   if (env.count(plugins::worker_pager_alias) == 0) {
     env.emplace(plugins::worker_pager_variable,
                 plugins::worker_pager_value(options_.host_manager.manager));
@@ -101,10 +103,10 @@ void supervisor::spawn(worker& w) {
       return fail_start(std::string("cannot write the startup token: ") + std::strerror(errno));
     }
   }
-  spawn_request req;
-  req.args = {"--channel-fd", std::to_string(worker_channel_fd),
-              "--fd-socket",  std::to_string(worker_fd_socket),
-              "--token-fd",   std::to_string(worker_token_fd),
+  process::spawn_request req;
+  req.args = {"--channel-fd", std::to_string(process::worker_channel_fd),
+              "--fd-socket",  std::to_string(process::worker_fd_socket),
+              "--token-fd",   std::to_string(process::worker_token_fd),
               "--generation", std::to_string(generation),
               "--env",        w.spec.env};
   ipc::unique_fd web_listener;
@@ -115,7 +117,7 @@ void supervisor::spawn(worker& w) {
     if (auto listener = web_sockets_.listen(w.web_name)) {
       web_listener = std::move(*listener);
       w.info.web_socket = web_sockets_.path_of(w.web_name);
-      req.args.insert(req.args.end(), {"--web-fd", std::to_string(worker_web_fd)});
+      req.args.insert(req.args.end(), {"--web-fd", std::to_string(process::worker_web_fd)});
     } else {
       spdlog::warn("worker {}: {}; its pack's aiohttp routes are not served", w.spec.env,
                    listener.err().message);
@@ -129,7 +131,7 @@ void supervisor::spawn(worker& w) {
     req.executable = options_.worker_executable;
     req.args.insert(req.args.end(), {"--library", w.spec.library.string()});
   }
-  req.envp = to_envp(env);
+  req.envp = process::to_envp(env);
   // Its stdout and stderr: a pipe this host reads, never the host's own descriptors.
   int output_pipe[2];
   if (::pipe2(output_pipe, O_CLOEXEC) != 0) {
@@ -137,14 +139,14 @@ void supervisor::spawn(worker& w) {
   }
   ipc::unique_fd output_read(output_pipe[0]), output_write(output_pipe[1]);
   req.output_fd = output_write.get();
-  req.fds = {{chan_child.get(), worker_channel_fd},
-             {fds_child.get(), worker_fd_socket},
-             {token_read.get(), worker_token_fd}};
-  if (web_listener.valid()) req.fds.push_back({web_listener.get(), worker_web_fd});
+  req.fds = {{chan_child.get(), process::worker_channel_fd},
+             {fds_child.get(), process::worker_fd_socket},
+             {token_read.get(), process::worker_token_fd}};
+  if (web_listener.valid()) req.fds.push_back({web_listener.get(), process::worker_web_fd});
   auto pid = options_.launcher->spawn(req);
   if (!pid) {
     // An executable that cannot be run will not run on a retry either.
-    if (pid.err().code == process_errc::exec_failed) w.setup_failure = pid.err().message;
+    if (pid.err().code == process::process_errc::exec_failed) w.setup_failure = pid.err().message;
     return fail_start(pid.err().message);
   }
   w.info.pid = *pid;
@@ -296,4 +298,4 @@ json supervisor::handshake_for(const worker& w) const {
   return ipc::to_json(s);
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

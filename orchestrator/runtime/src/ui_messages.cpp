@@ -6,7 +6,7 @@
 #include "orch/runtime/errc.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 using json = nlohmann::json;
@@ -77,4 +77,4 @@ result<json> checked_ui_message(const json& body) {
   return json{{"event", event}, {"data", std::move(data)}, {"sid", sid}};
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -8,7 +8,7 @@
 
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 namespace {
 
@@ -142,4 +142,4 @@ void worker_output::drain_and_stop() {
 
 bool worker_output::open() const { return impl_->pipe.is_open(); }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

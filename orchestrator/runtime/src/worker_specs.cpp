@@ -8,7 +8,7 @@
 #include "orch/plugins/backend_device.hpp"
 #include "orch/process/tool_process.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 // A pack's [worker] device: the cpu, or a device of the host's own kind (the host shares that
@@ -31,7 +31,7 @@ manifests::device_spec worker_device(const manifests::deployment& d,
 
 // A pager signal the worker will read as on although it is neither true nor false ("maybe",
 // control bytes): said once per variable and value, naming the first env it reaches.
-void warn_unrecognised_pager_flags(const environment& operator_env,
+void warn_unrecognised_pager_flags(const process::environment& operator_env,
                                    const std::vector<std::pair<std::string, std::string>>& pack,
                                    const std::string& env, std::set<std::string>& warned) {
   for (const char* name : {plugins::worker_pager_variable, plugins::worker_pager_alias}) {
@@ -64,7 +64,7 @@ std::filesystem::path pixi_manifest_of(const manifests::env_status& status) {
 
 planned_workers plan_workers(const manifests::deployment& d, const manifests::inventory& inv,
                              memory_plan& plan, const std::string& host_backend_plugin,
-                             bool python_workers, const environment& operator_env) {
+                             bool python_workers, const process::environment& operator_env) {
   planned_workers out;
   std::set<std::string> flag_warnings;
   for (const auto& pack : inv.packs) {
@@ -96,7 +96,8 @@ planned_workers plan_workers(const manifests::deployment& d, const manifests::in
                                          {},
                                          {}};
         spec.python->pixi_manifest = pixi_manifest_of(e.status);
-        if (!spec.python->pixi_manifest.empty()) spec.python->pixi = find_executable("pixi");
+        if (!spec.python->pixi_manifest.empty())
+          spec.python->pixi = process::find_executable("pixi");
       }
       spec.env_vars = e.manifest.env_vars;
       spec.device = worker_device(d, e.manifest.worker.device, name);
@@ -119,4 +120,4 @@ planned_workers plan_workers(const manifests::deployment& d, const manifests::in
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -11,7 +11,7 @@
 
 #include "orch/runtime/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 error failed(const std::string& what, int err) {
@@ -61,4 +61,4 @@ result<ipc::unique_fd> worker_web_sockets::listen(const std::string& name) {
   return fd;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

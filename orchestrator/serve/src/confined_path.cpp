@@ -11,7 +11,7 @@
 #include "orch/serve/errc.hpp"
 #include "orch/support/errno_error.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -181,4 +181,4 @@ std::optional<std::string> read_at_most(int fd, std::size_t limit) {
   }
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

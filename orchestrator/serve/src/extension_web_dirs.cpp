@@ -14,7 +14,7 @@
 #include "orch/support/untrusted_text.hpp"
 #include "orch/serve/confined_path.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace fs = std::filesystem;
 
@@ -128,4 +128,4 @@ std::vector<extension_web_dir> extension_web_dirs(const manifests::inventory& in
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

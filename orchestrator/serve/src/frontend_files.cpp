@@ -13,7 +13,7 @@
 #include "orch/serve/serve_files.hpp"
 #include "orch/support/ascii_lower.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace fs = std::filesystem;
 
@@ -146,4 +146,4 @@ nlohmann::json frontend_files::extensions() const {
   return core;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

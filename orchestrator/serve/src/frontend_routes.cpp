@@ -4,7 +4,7 @@
 
 #include "orch/serve/json_reply.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 using nlohmann::json;
 
@@ -61,4 +61,4 @@ std::optional<http_reply> frontend_routes::api(const std::vector<std::string>& r
   return std::nullopt;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

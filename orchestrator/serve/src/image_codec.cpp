@@ -17,7 +17,7 @@
 #include "image_codec_parts.hpp"
 #include "orch/support/errno_error.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -199,4 +199,4 @@ std::vector<std::uint8_t> rgb_of(const decoded_image& image) {
   return rgb;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -10,7 +10,7 @@
 #include "orch/serve/errc.hpp"
 #include "orch/serve/image_codec.hpp"
 
-namespace orch::orchestrator::image_parts {
+namespace orch::serve::image_parts {
 
 result<decoded_image> decode_png(std::string_view bytes, std::uint64_t max_pixels);   // png_codec
 result<decoded_image> decode_jpeg(std::string_view bytes, std::uint64_t max_pixels);  // jpeg_codec
@@ -41,4 +41,4 @@ inline std::optional<error> size_refused(const char* format, std::uint64_t width
                    "and channel="};
 }
 
-}  // namespace orch::orchestrator::image_parts
+}  // namespace orch::serve::image_parts

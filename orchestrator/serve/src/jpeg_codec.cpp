@@ -19,7 +19,7 @@
 
 #include "image_codec_parts.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -242,4 +242,4 @@ result<std::vector<std::uint8_t>> encode_jpeg(const std::uint8_t* rgb, std::uint
   }
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -5,7 +5,7 @@
 #include "orch/serve/errc.hpp"
 #include "orch/support/ascii_lower.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -45,4 +45,4 @@ result<std::vector<std::uint8_t>> masked_image(decoded_image original, const dec
   return encode_webp(pixels.data(), original.width, original.height, 4, mask_webp_quality);
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -6,7 +6,7 @@
 #include "orch/serve/errc.hpp"
 #include "orch/support/ascii_lower.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -256,4 +256,4 @@ const form_part* first_part(const std::vector<form_part>& parts, std::string_vie
   return nullptr;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -16,7 +16,7 @@
 #include "image_codec_parts.hpp"
 #include "png_metadata.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -301,4 +301,4 @@ result<std::vector<std::uint8_t>> encode_png(const std::uint8_t* pixels, std::ui
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -8,7 +8,7 @@
 
 #include "orch/serve/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -220,4 +220,4 @@ std::vector<std::pair<std::string, std::string>> png_metadata_chunks(
   return chunks;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

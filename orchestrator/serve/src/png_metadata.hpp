@@ -25,7 +25,7 @@
 
 #include "orch/serve/image_codec.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 class png_metadata_reader {
  public:
@@ -58,4 +58,4 @@ class png_metadata_reader {
 std::vector<std::pair<std::string, std::string>> png_metadata_chunks(
     const image_metadata& metadata);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -4,7 +4,7 @@
 
 #include "orch/serve/json_reply.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 std::string route_path(const std::string& path) {
   return path.rfind("/api/", 0) == 0 ? path.substr(4) : path;
@@ -58,4 +58,4 @@ bool route_table::takes_upload(const std::string& method, const std::string& pat
   return r != nullptr && r->upload;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -22,7 +22,7 @@
 #include "serve_json_streams.hpp"
 #include "serve_request_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 using nlohmann::json;
 
@@ -49,15 +49,15 @@ http_reply bad_request(const std::string& message) {
 
 }  // namespace
 
-comfy_api::comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
+comfy_api::comfy_api(runtime::host_runtime& host, http_server& server, std::size_t history_size,
                      server_identity identity, queue_limits limits, frontend_routes web)
     : host_(host),
       server_(server),
       queue_(history_size, limits),
       events_(std::make_unique<events>(server)),
-      executor_(std::make_unique<executor>(host, *events_, host.deployment().server.cache,
-                                           host.deployment().server.lru_prompts)),
-      validator_(std::make_unique<executor>(host, validation_events_)),
+      executor_(std::make_unique<executor::executor>(host, *events_, host.deployment().server.cache,
+                                                     host.deployment().server.lru_prompts)),
+      validator_(std::make_unique<executor::executor>(host, validation_events_)),
       identity_(std::move(identity)),
       files_(file_directories_of(host.deployment())),
       web_(std::move(web)) {
@@ -134,7 +134,7 @@ boost::asio::awaitable<void> comfy_api::run_item(queued_prompt item) {
   events_->begin(item.client_id());
   bool ok = false;
   try {
-    const prompt_outcome outcome =
+    const executor::prompt_outcome outcome =
         co_await executor_->run_async(item.parsed, item.outputs, item.prompt_id);
     ok = outcome.ok;
   } catch (const std::exception& e) {  // a bug or an allocation failure: this prompt fails
@@ -223,14 +223,14 @@ http_reply comfy_api::post_prompt(const http_request& req) {
   if (auto full = queue_.full_for(req.body.size()))
     return prompt_refused("queue_full", "The queue is full", *full, 503);
   std::vector<std::string> order;
-  auto body = parse_bounded_json(req.body, &order);
+  auto body = executor::parse_bounded_json(req.body, &order);
   if (!body) return prompt_refused("invalid_prompt", "Invalid prompt", body.err().message);
   if (!body->is_object())
     return prompt_refused("invalid_prompt", "Invalid prompt", "the request body is not an object");
   if (!body->contains("prompt"))
     return prompt_refused("no_prompt", "No prompt provided", "No prompt provided");
-  auto parsed = prompt_from_document(*body, order);
-  if (!parsed) return json_reply(invalid_prompt_report(parsed.err()).to_json(), 400);
+  auto parsed = executor::prompt_from_document(*body, order);
+  if (!parsed) return json_reply(executor::invalid_prompt_report(parsed.err()).to_json(), 400);
 
   queued_prompt item;
   item.bytes = req.body.size();
@@ -265,7 +265,7 @@ http_reply comfy_api::post_prompt(const http_request& req) {
   // happens on the server's waiting thread, never on the io or the API thread (S17).
   bool worker_validates = false;
   for (const auto& entry : item.parsed.nodes) {
-    const node_class* cls = host_.catalogue().find(entry.second.class_type);
+    const runtime::node_class* cls = host_.catalogue().find(entry.second.class_type);
     worker_validates = worker_validates || (cls != nullptr && cls->validate_inputs.present);
   }
   if (!worker_validates) return queue_validated(std::move(item));
@@ -277,16 +277,17 @@ http_reply comfy_api::post_prompt(const http_request& req) {
 
 http_reply comfy_api::queue_validated(queued_prompt item) {
   const auto report =
-      validate_prompt(item.parsed, host_.catalogue(), validator_->worker_validation());
+      executor::validate_prompt(item.parsed, host_.catalogue(), validator_->worker_validation());
   if (!report.ok()) {
     // A class no running worker provides, while a worker is not running: the worker's failure.
     const auto infos = host_.on_io_thread([&] { return host_.workers().workers(); });
-    if (const auto failed = missing_classes_of_unstarted_envs(report, infos))
+    if (const auto failed = executor::missing_classes_of_unstarted_envs(report, infos))
       return json_reply(to_json(*failed, report), 400);
     return json_reply(report.to_json(), 400);
   }
 
-  for (const auto& line : ignored_outputs_log(report)) spdlog::error("{}", printable(line));
+  for (const auto& line : executor::ignored_outputs_log(report))
+    spdlog::error("{}", printable(line));
   item.outputs = report.outputs;
   json answer = {{"prompt_id", item.prompt_id},
                  {"number", queue_number(item.number)},
@@ -302,7 +303,7 @@ http_reply comfy_api::queue_validated(queued_prompt item) {
 }
 
 http_reply comfy_api::post_queue(const http_request& req) {
-  auto body = parse_bounded_json(req.body);
+  auto body = executor::parse_bounded_json(req.body);
   if (!body || !body->is_object()) return bad_request("the body must be a JSON object");
   if (flag(*body, "clear")) queue_.clear_pending();
   if (body->contains("delete")) queue_.delete_pending(ids_of(*body));
@@ -324,7 +325,7 @@ http_reply comfy_api::history(const std::string& path, const http_request& req) 
 }
 
 http_reply comfy_api::post_history(const http_request& req) {
-  auto body = parse_bounded_json(req.body);
+  auto body = executor::parse_bounded_json(req.body);
   if (!body || !body->is_object()) return bad_request("the body must be a JSON object");
   if (flag(*body, "clear")) queue_.clear_history();
   if (body->contains("delete")) queue_.delete_history(ids_of(*body));
@@ -337,17 +338,17 @@ http_reply comfy_api::object_info(const std::string& path) const {
     const std::string name = path.substr(13);
     const auto it = classes.find(name);
     if (it == classes.end()) return json_reply(json::object());  // ComfyUI answers {} too
-    return json_reply({{name, orchestrator::object_info(it->second)}});
+    return json_reply({{name, runtime::object_info(it->second)}});
   }
   json out = json::object();
-  for (const auto& [name, cls] : classes) out[name] = orchestrator::object_info(cls);
+  for (const auto& [name, cls] : classes) out[name] = runtime::object_info(cls);
   return json_reply(out);
 }
 
 http_reply comfy_api::interrupt(const http_request& req) {
   // ComfyUI: with a prompt_id, only that prompt, and only while it runs.
   if (!req.body.empty()) {
-    auto body = parse_bounded_json(req.body);
+    auto body = executor::parse_bounded_json(req.body);
     if (body && body->is_object())
       if (auto it = body->find("prompt_id"); it != body->end() && it->is_string()) {
         if (queue_.running_id() != it->get<std::string>()) return empty_ok();
@@ -358,7 +359,7 @@ http_reply comfy_api::interrupt(const http_request& req) {
 }
 
 http_reply comfy_api::free(const http_request& req) {
-  auto body = parse_bounded_json(req.body.empty() ? std::string("{}") : req.body);
+  auto body = executor::parse_bounded_json(req.body.empty() ? std::string("{}") : req.body);
   if (!body || !body->is_object()) return bad_request("the body must be a JSON object");
   const bool unload = flag(*body, "unload_models");
   const bool drop = flag(*body, "free_memory");
@@ -379,4 +380,4 @@ http_reply comfy_api::free(const http_request& req) {
   return json_reply({{"orch_receipts", receipts}, {"orch_cache", cache}});
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -7,7 +7,7 @@
 #include "orch/serve/serve_jobs.hpp"
 #include "serve_request_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 using nlohmann::json;
 
@@ -56,7 +56,7 @@ std::optional<http_reply> comfy_api::jobs(const http_request& req) {
   if (s.size() == 4 && post && s[3] == "cancel" && s[2] != "cancel")
     return json_reply({{"cancelled", cancel_jobs({s[2]})}});
   if (s.size() == 3 && post && s[2] == "cancel") {
-    auto body = parse_bounded_json(req.body);
+    auto body = executor::parse_bounded_json(req.body);
     if (!body) return json_reply({{"error", "Request body must be valid JSON"}}, 400);
     const json ids = body->is_object() ? body->value("job_ids", json()) : json();
     if (!ids.is_array()) return json_reply({{"error", "job_ids must be a list"}}, 400);
@@ -86,4 +86,4 @@ bool comfy_api::cancel_jobs(const std::vector<std::string>& ids) {
   return cancelled;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

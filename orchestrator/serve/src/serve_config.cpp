@@ -5,7 +5,7 @@
 #include "orch/serve/byte_budget.hpp"
 #include "orch/serve/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 status check(const serve_config& config) {
   const struct {
@@ -28,4 +28,4 @@ status check(const serve_config& config) {
   return ok_status();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

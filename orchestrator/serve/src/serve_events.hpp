@@ -16,11 +16,11 @@
 #include "orch/serve/image_codec.hpp"
 #include "orch/serve/serve_api.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // What the executor says goes to the client that queued the prompt (see emit), and the status
 // messages and UI outputs into the prompt's history entry.
-class comfy_api::events final : public event_sink {
+class comfy_api::events final : public executor::event_sink {
   using json = nlohmann::json;
 
  public:
@@ -154,8 +154,8 @@ class comfy_api::events final : public event_sink {
       with_metadata.push_back(static_cast<std::uint8_t>((metadata.size() >> shift) & 0xff));
     with_metadata.insert(with_metadata.end(), metadata.begin(), metadata.end());
     with_metadata.insert(with_metadata.end(), image->begin(), image->end());
-    server_.send_preview(sid, binary_event(preview_image_event, legacy),
-                         binary_event(preview_image_with_metadata_event, with_metadata));
+    server_.send_preview(sid, binary_event(runtime::preview_image_event, legacy),
+                         binary_event(runtime::preview_image_with_metadata_event, with_metadata));
   }
 
   // ComfyUI's progress_state (comfy_execution/progress.py at a125cd84): at each node's start,
@@ -236,4 +236,4 @@ class comfy_api::events final : public event_sink {
   std::set<std::string> running_nodes_;  // those of progress_ whose state is running
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -25,7 +25,7 @@
 #include "orch/support/untrusted_text.hpp"
 #include "spooled_body.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -297,7 +297,7 @@ file_routes::original_image file_routes::original_of(const std::vector<form_part
     return original_image::refused(
         "the form has no original_ref (JSON naming the image the mask is for: {\"filename\", "
         "\"subfolder\", \"type\"})");
-  auto parsed = parse_bounded_json(std::string(ref->data));
+  auto parsed = executor::parse_bounded_json(std::string(ref->data));
   if (!parsed) return original_image::refused("original_ref: " + parsed.err().message);
   const json& doc = *parsed;
   if (!doc.is_object() || !doc.contains("filename") || !doc["filename"].is_string())
@@ -338,4 +338,4 @@ file_routes::original_image file_routes::original_of(const std::vector<form_part
   return {std::nullopt, {}, std::move(*image)};
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -22,7 +22,7 @@
 #include "serve_http_state.hpp"
 #include "serve_ws_session.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -222,4 +222,4 @@ void http_server::stop() {
   state_->waiting.join();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

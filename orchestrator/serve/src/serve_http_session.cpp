@@ -2,7 +2,7 @@
 // dispatch, the answer written as it is, in pieces or from a file, the connection's end.
 #include "serve_http_session.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 void http_session::on_header(beast::error_code ec) {
   if (ec == http::error::header_limit)
@@ -282,4 +282,4 @@ void http_session::refuse(unsigned status, const std::string& message) {
   write({status, "application/json", error_body(message), {}, nullptr}, 11, false, unread);
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -31,7 +31,7 @@
 #include "serve_ws_session.hpp"
 #include "spooled_body.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace serve_http_detail {
 
@@ -346,4 +346,4 @@ class http_session : public std::enable_shared_from_this<http_session> {
   holding answer_;  // the answer's, while it is written
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

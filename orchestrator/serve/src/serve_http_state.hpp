@@ -17,7 +17,7 @@
 #include "orch/serve/byte_budget.hpp"
 #include "orch/serve/serve_http.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 using tcp = boost::asio::ip::tcp;
 
@@ -70,4 +70,4 @@ bool make_budget_room(http_server::state& st, const byte_budget& budget,
 // cannot take every slot, and a new tab from a busy address gets in.
 bool make_ws_room(http_server::state& st, const boost::asio::ip::address& peer);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

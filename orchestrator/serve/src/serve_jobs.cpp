@@ -7,7 +7,7 @@
 #include "orch/serve/errc.hpp"
 #include "orch/support/ascii_lower.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 using nlohmann::json;
 
@@ -277,4 +277,4 @@ json jobs_page(std::vector<json> jobs, const jobs_query& q) {
             {"has_more", q.offset + (to - from) < total}}}};
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

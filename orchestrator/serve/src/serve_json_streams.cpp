@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 namespace {
 
 using nlohmann::json;
@@ -80,4 +80,4 @@ http_reply streamed_queue(const prompt_queue::queue_texts& queue) {
   return streamed_json(std::move(parts));
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

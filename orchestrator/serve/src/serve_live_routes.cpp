@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -14,7 +14,7 @@ http_reply json_http(const json& body, unsigned status = 200) {
 
 }  // namespace
 
-void add_live_routes(route_table& table, live_views& views) {
+void add_live_routes(route_table& table, live::live_views& views) {
   using enum answered_on;
   using request = const http_request&;
   table.add(
@@ -40,4 +40,4 @@ void add_live_routes(route_table& table, live_views& views) {
              }});
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -7,7 +7,7 @@
 
 #include "orch/support/ascii_lower.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 namespace {
 
 // "host[:port]" or "[v6]:port" (lower-cased) as its host, brackets dropped and a name's
@@ -73,4 +73,4 @@ bool cross_origin_refused(std::string_view host_header, std::string_view origin_
   return h.host != o.host || h.port != o.port;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -5,7 +5,7 @@
 
 #include "serve_request_fields.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 using nlohmann::json;
 
@@ -216,4 +216,4 @@ std::size_t prompt_queue::history_size() const {
   return history_.size();
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

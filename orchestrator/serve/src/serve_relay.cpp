@@ -2,7 +2,7 @@
 // the request to the worker that serves it, the worker's answer back to the client as it comes.
 #include "serve_http_session.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -108,4 +108,4 @@ void http_session::relay_piece(const std::shared_ptr<streamed>& out,
   });
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <random>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 using nlohmann::json;
 
@@ -75,4 +75,4 @@ json queue_number(double number) {
   return number;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // A random (version 4) UUID, as ComfyUI's prompt ids are.
 std::string uuid4();
@@ -30,4 +30,4 @@ bool canonical_uuid(std::string_view id);
 // the float a client sent.
 nlohmann::json queue_number(double number);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

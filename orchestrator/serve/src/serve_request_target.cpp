@@ -6,7 +6,7 @@
 
 #include "orch/serve/serve_http.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 namespace {
 
 int hex_value(char c) {
@@ -65,4 +65,4 @@ void split_target(std::string_view target, http_request& r) {
   }
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

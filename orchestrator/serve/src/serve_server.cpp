@@ -15,7 +15,7 @@
 #include "orch/serve/user_data.hpp"
 #include "orch/serve/worker_routes.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -33,7 +33,7 @@ result<std::optional<std::filesystem::path>> frontend_root_of(const serve_config
                        "comfyui-frontend-package wheel's comfyui_frontend_package/static)"};
     return std::optional<fs::path>(dir);
   }
-  if (const fs::path dir = this_install_layout().frontend_directory;
+  if (const fs::path dir = process::this_install_layout().frontend_directory;
       fs::is_regular_file(dir / "index.html", ec))
     return std::optional<fs::path>(dir);
   return std::optional<fs::path>();
@@ -47,7 +47,7 @@ std::int64_t unix_ms_now() {
 
 }  // namespace
 
-serve_server::serve_server(serve_config config, const prepared_deployment& deployment,
+serve_server::serve_server(serve_config config, const runtime::prepared_deployment& deployment,
                            std::string version)
     : config_(std::move(config)),
       version_(std::move(version)),
@@ -59,7 +59,7 @@ serve_server::~serve_server() {
 }
 
 result<std::unique_ptr<serve_server>> serve_server::prepare(serve_config config,
-                                                            const prepared_deployment& deployment,
+                                                            const runtime::prepared_deployment& deployment,
                                                             std::string version) {
   if (auto checked = check(config); !checked) return checked.err();
   auto root = frontend_root_of(config);
@@ -79,7 +79,7 @@ result<std::unique_ptr<serve_server>> serve_server::prepare(serve_config config,
                      "directories serve may create and write (temp/ is in the ComfyUI root, or "
                      "beside the deployment file)"};
   if (s->config_.control_socket) {
-    auto dir = open_control_directory();
+    auto dir = control::open_control_directory();
     if (!dir)
       return error{dir.err().code, dir.err().message +
                                        "\n  (or start with --no-control-socket "
@@ -107,7 +107,7 @@ std::optional<std::string> serve_server::control_socket_path() const {
   return endpoint_->registration.socket;
 }
 
-result<std::uint16_t> serve_server::start(host_runtime& host) {
+result<std::uint16_t> serve_server::start(runtime::host_runtime& host) {
   host_ = &host;
   http_limits limits = config_.http;
   // A body for a pack's route is the pack's: spooled, as uploads are (the routes are the
@@ -122,17 +122,17 @@ result<std::uint16_t> serve_server::start(host_runtime& host) {
   limits.spool_directory = directories_.temp;
 
   sampler_ =
-      std::make_unique<memory_sampler>(host, config_.sample_period, config_.timeline_samples);
+      std::make_unique<live::memory_sampler>(host, config_.sample_period, config_.timeline_samples);
   host.set_memory_event_sink(
       [s = sampler_.get()](const std::string& kind, const std::string& env,
                            const std::string& text) { s->note(kind, env, text); });
-  views_ = std::make_unique<live_views>(host, *sampler_, identity());
+  views_ = std::make_unique<live::live_views>(host, *sampler_, identity());
   // Nothing reaches the table before listen(), by which time every route is in it.
   http_ = std::make_unique<http_server>(
       host.io(), limits, [this](const http_request& r) { return routes_.answer(r); },
       [this](const http_request& r) { return routes_.at_once(r); },
       [this](const std::string& sid) { return api_->greeting(sid); });
-  control_ = std::make_unique<control_socket>(
+  control_ = std::make_unique<control::control_socket>(
       host.io(), [v = views_.get()](const nlohmann::json& request) { return v->answer(request); });
   sampler_->start();
   api_ = std::make_unique<comfy_api>(
@@ -154,7 +154,7 @@ result<std::uint16_t> serve_server::start(host_runtime& host) {
                                       "a free one) or --listen address"};
   if (endpoint_) {
     endpoint_->registration.http = "http://" + config_.listen + ":" + std::to_string(*port);
-    if (auto written = write_registration(endpoint_->dir, endpoint_->registration); !written)
+    if (auto written = control::write_registration(endpoint_->dir, endpoint_->registration); !written)
       spdlog::warn("serve: {} (`comfy-orch ls` will not list this server)", written.err().message);
   }
   return *port;
@@ -163,7 +163,7 @@ result<std::uint16_t> serve_server::start(host_runtime& host) {
 void serve_server::stop() {
   if (stopped_ || host_ == nullptr) return;
   stopped_ = true;
-  if (endpoint_) remove_registration(endpoint_->dir, ::getpid());
+  if (endpoint_) control::remove_registration(endpoint_->dir, ::getpid());
   control_->stop();
   sampler_->stop();
   api_->stop(config_.on_stop == stop_mode::interrupt, config_.stop_grace);
@@ -173,4 +173,4 @@ void serve_server::stop() {
   if (!host_->stopped()) host_->on_io_thread([this] { host_->set_memory_event_sink({}); });
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

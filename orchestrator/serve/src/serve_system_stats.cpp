@@ -6,7 +6,7 @@
 #include "orch/runtime/memory_table.hpp"
 #include "orch/serve/serve_api.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 namespace {
 
 using nlohmann::json;
@@ -21,7 +21,7 @@ std::uint64_t meminfo_bytes(const std::string& key) {
 http_reply comfy_api::system_stats() {
   utsname u{};
   ::uname(&u);
-  const auto rows = host_.on_io_thread([&] { return read_memory_table(host_); });
+  const auto rows = host_.on_io_thread([&] { return runtime::read_memory_table(host_); });
   const auto& dev = host_.deployment().host.device;
   // The host opens no device itself: the device is as its workers' pagers see it.
   // Free is the last polled reading; before any poll, what the pagers do not hold.
@@ -61,4 +61,4 @@ http_reply comfy_api::system_stats() {
   return {200, "application/json", stats.dump(-1, ' ', false, json::error_handler_t::replace)};
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

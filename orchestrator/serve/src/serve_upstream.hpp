@@ -21,7 +21,7 @@
 
 #include "orch/ipc/unique_fd.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 class upstream_exchange : public std::enable_shared_from_this<upstream_exchange> {
  public:
@@ -117,4 +117,4 @@ class upstream_exchange : public std::enable_shared_from_this<upstream_exchange>
   std::array<char, piece_size> piece_{};
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -24,7 +24,7 @@
 #include "orch/support/untrusted_text.hpp"
 #include "serve_http_state.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -132,7 +132,7 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
     if (first_read_ || !ws_.got_text()) return;
     first_read_ = true;
     if (buffer_.size() > 4096) return;  // a client's flags are a few dozen bytes
-    const auto body = parse_bounded_json(beast::buffers_to_string(buffer_.data()));
+    const auto body = executor::parse_bounded_json(beast::buffers_to_string(buffer_.data()));
     if (!body || !body->is_object() || body->value("type", json()) != "feature_flags") return;
     const json flags = body->value("data", json::object());
     preview_metadata_ = flags.is_object() && flags.value("supports_preview_metadata", false);
@@ -188,4 +188,4 @@ class ws_session : public std::enable_shared_from_this<ws_session> {
   bool first_read_ = false;  // the client's first text message has been read
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

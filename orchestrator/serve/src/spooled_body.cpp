@@ -13,7 +13,7 @@
 #include "orch/serve/errc.hpp"
 #include "orch/support/errno_error.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 result<ipc::unique_fd> open_spool_file(const std::filesystem::path& dir) {
   static thread_local std::mt19937_64 gen{std::random_device{}()};
@@ -48,4 +48,4 @@ mapped_body::~mapped_body() {
   if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

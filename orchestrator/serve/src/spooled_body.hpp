@@ -12,7 +12,7 @@
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // A new, already unlinked file in `dir` for one body, open for reading and writing.
 // Errors: file_io_failed (the directory is missing or not writable, ...).
@@ -35,4 +35,4 @@ class mapped_body {
   std::size_t size_ = 0;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -13,7 +13,7 @@
 #include "orch/serve/errc.hpp"
 #include "orch/support/errno_error.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -155,4 +155,4 @@ result<std::string> store_upload(int dir, const std::string& name, std::string_v
                                                  numbered_name(name, max_numbered) + "' is taken"};
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -18,7 +18,7 @@
 #include "orch/serve/upload_store.hpp"
 #include "orch/support/ascii_lower.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -253,7 +253,7 @@ http_reply user_data::settings(const http_request& req,
   if (auto f = open_confined_file(dir->get(), settings_file)) {
     stored.reset();
     if (auto bytes = read_at_most(f->get(), max_settings_bytes))
-      if (auto parsed = parse_bounded_json(*bytes); parsed && parsed->is_object())
+      if (auto parsed = executor::parse_bounded_json(*bytes); parsed && parsed->is_object())
         stored = std::move(*parsed);
   }
   if (req.method == "GET") {
@@ -265,7 +265,7 @@ http_reply user_data::settings(const http_request& req,
   if (!stored)
     return user_text(500, std::string(settings_file) + " cannot be read; it is left as it is");
   json& all = *stored;
-  auto body = parse_bounded_json(req.body);
+  auto body = executor::parse_bounded_json(req.body);
   if (!body) return user_text(400, "the body is not JSON: " + body.err().message);
   if (id) {
     if (id->empty()) return user_text(400);
@@ -278,10 +278,10 @@ http_reply user_data::settings(const http_request& req,
   // What is written must read back: a value nested to the reader's limit would be one level
   // deeper in the file, and every later read would lose every setting.
   const auto text = indented_at_most(all, max_settings_bytes);
-  if (!text || !parse_bounded_json(*text))
+  if (!text || !executor::parse_bounded_json(*text))
     return user_text(400, "the settings would be too large or too deeply nested to read back");
   auto written = store_upload(dir->get(), settings_file, *text, true);
   return written ? user_text(200) : user_text(500, written.err().message);
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

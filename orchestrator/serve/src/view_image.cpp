@@ -6,7 +6,7 @@
 
 #include "orch/serve/errc.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace {
 
@@ -122,4 +122,4 @@ result<encoded_view> render_view(const view_request& request, const decoded_imag
   return view_unwritable("the file is answered as it is, not re-encoded");
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

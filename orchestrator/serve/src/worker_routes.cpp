@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <map>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
-std::vector<worker_route> worker_routes_of(host_runtime& host) {
+std::vector<worker_route> worker_routes_of(runtime::host_runtime& host) {
   return host.on_io_thread([&] {
     std::vector<worker_route> out;
     for (const auto& [type, r] : host.catalogue().routes()) {
@@ -37,14 +37,15 @@ std::optional<std::string> env_answering(const std::vector<worker_route>& routes
   return best->env;
 }
 
-std::shared_ptr<forwarded_request> worker_route_for(host_runtime& host, const http_request& req) {
+std::shared_ptr<forwarded_request> worker_route_for(runtime::host_runtime& host,
+                                                    const http_request& req) {
   // One turn of the io thread per request: every request serve's own routes do not answer (the
   // page's files among them) asks here.
   auto [socket, named] = host.on_io_thread([&]() -> std::pair<std::string, std::string> {
     const auto env = env_answering(worker_routes_of(host), req.path);
     if (!env) return {};
-    const worker_info* w = host.workers().find(*env);
-    const worker_spec* spec = host.workers().spec_of(*env);
+    const runtime::worker_info* w = host.workers().find(*env);
+    const runtime::worker_spec* spec = host.workers().spec_of(*env);
     // Its env and its pack, for what the 502 says when the worker does not answer.
     std::string said = *env;
     if (spec != nullptr && spec->python)
@@ -68,4 +69,4 @@ std::vector<std::string> worker_route_clashes(const std::vector<worker_route>& r
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -16,7 +16,7 @@
 #include "orch/serve/json_reply.hpp"
 #include "orch/support/untrusted_text.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 namespace fs = std::filesystem;
 
@@ -110,7 +110,7 @@ std::vector<example_workflow_pack> example_workflow_packs(const manifests::inven
 }
 
 std::optional<fs::path> installed_workflow_templates() {
-  const fs::path dir = this_install_layout().templates_directory;
+  const fs::path dir = process::this_install_layout().templates_directory;
   std::error_code ec;
   if (fs::is_regular_file(dir / "index.json", ec)) {
     spdlog::info("serve: workflow templates {}", printable(dir.string()));
@@ -184,4 +184,4 @@ nlohmann::json workflow_templates::listing() const {
   return out;
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   orch::manifests::deployment d;
   d.host.device = {orch::manifests::device_kind::cpu, 0};
   d.shm.pinned_pool_size = std::strtoull(argv[1], nullptr, 10);
-  auto memory = orch::orchestrator::host_memory::create(d, 4);
+  auto memory = orch::runtime::host_memory::create(d, 4);
   if (memory) {
     std::printf("ok %d\n", static_cast<int>(::getpid()));
   } else {

@@ -43,7 +43,7 @@ class budget_faults : public runtime_test {
     ASSERT_NO_FATAL_FAILURE(start_file(file));
   }
 
-  orchestrator::prompt_outcome run_node(const std::string& class_type, const json& inputs) {
+  executor::prompt_outcome run_node(const std::string& class_type, const json& inputs) {
     return run(json{{"1", {{"class_type", class_type}, {"inputs", inputs}}}}.dump());
   }
 };
@@ -52,8 +52,8 @@ TEST_F(budget_faults, a_hostile_pack_writes_only_its_own_slot_and_its_lie_is_cla
   ASSERT_NO_FATAL_FAILURE(start_with_hostile_pack());
   const auto healthy = info(env_of(*host_, "TestSleep"));
   const auto hostile = info(env_of(*host_, "HostileBudget"));
-  ASSERT_EQ(healthy.state, orchestrator::worker_state::ready);
-  ASSERT_EQ(hostile.state, orchestrator::worker_state::ready);
+  ASSERT_EQ(healthy.state, runtime::worker_state::ready);
+  ASSERT_EQ(hostile.state, runtime::worker_state::ready);
   const auto host_before = host_->on_io_thread([&] {
     auto& c = host_->memory().control();
     return std::make_tuple(c.claimed_reserved(0), c.grant(0), c.record(0).pid.load());
@@ -101,7 +101,7 @@ TEST_F(budget_faults, a_hostile_pack_writes_only_its_own_slot_and_its_lie_is_cla
       (8u + 3 * 16u) << 20);
 
   // The table is sane: no row counts more than the budget, the sum fits, the liar is named.
-  const auto rows = host_->on_io_thread([&] { return orchestrator::read_memory_table(*host_); });
+  const auto rows = host_->on_io_thread([&] { return runtime::read_memory_table(*host_); });
   std::uint64_t sum = 0;
   bool named = false;
   for (const auto& r : rows) {
@@ -113,7 +113,7 @@ TEST_F(budget_faults, a_hostile_pack_writes_only_its_own_slot_and_its_lie_is_cla
   }
   EXPECT_LE(sum, budget);
   EXPECT_TRUE(named) << "the memory table does not flag the hostile worker";
-  const std::string table = orchestrator::format_memory_table(rows);
+  const std::string table = runtime::format_memory_table(rows);
   EXPECT_EQ(table.find("OVER BUDGET"), std::string::npos) << table;
   EXPECT_LE(host_->on_io_thread([&] { return host_->memory().control().total_reserved(); }),
             budget);

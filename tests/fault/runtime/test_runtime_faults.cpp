@@ -58,7 +58,7 @@ TEST_F(runtime_faults, a_killed_worker_is_respawned_with_a_new_generation) {
   running.get();
   ASSERT_TRUE(eventually([&] {
     const auto* w = host_->workers().find(env);
-    return w->state == orchestrator::worker_state::ready && w->generation == before.generation + 1;
+    return w->state == runtime::worker_state::ready && w->generation == before.generation + 1;
   }, generous));
   EXPECT_NE(info(env).pid, before.pid);
   EXPECT_TRUE(run(R"({"1": {"class_type": "TestEmpty", "inputs": {}}})").ok);
@@ -101,7 +101,7 @@ TEST_F(runtime_faults, outputs_a_killed_worker_already_delivered_stay_intact) {
     ASSERT_TRUE(bytes.ok()) << bytes.err().message;
     EXPECT_EQ(std::to_integer<int>(bytes->front()), 7);
     EXPECT_EQ(std::to_integer<int>(bytes->back()), 9);
-    EXPECT_EQ(host_->memory().leases().leases(blob, orchestrator::host_slot), 1u);
+    EXPECT_EQ(host_->memory().leases().leases(blob, runtime::host_slot), 1u);
   });
 }
 
@@ -116,7 +116,7 @@ TEST_F(runtime_faults, a_call_past_its_deadline_fails_typed_and_the_worker_is_re
   EXPECT_EQ((*outcome.error)["exception_type"], "deadline_exceeded");
   ASSERT_TRUE(eventually([&] {
     const auto* w = host_->workers().find(env);
-    return w->state == orchestrator::worker_state::ready && w->generation == before.generation + 1;
+    return w->state == runtime::worker_state::ready && w->generation == before.generation + 1;
   }, generous));
   EXPECT_TRUE(process_gone(before.pid));
 }
@@ -128,7 +128,7 @@ TEST_F(runtime_faults, a_stopped_worker_is_detected_by_its_heartbeat_and_replace
   ::kill(before.pid, SIGSTOP);
   ASSERT_TRUE(eventually([&] {
     const auto* w = host_->workers().find(env);
-    return w->state == orchestrator::worker_state::ready && w->generation == before.generation + 1;
+    return w->state == runtime::worker_state::ready && w->generation == before.generation + 1;
   }, generous));
   EXPECT_NE(info(env).last_error.find("stopped beating"), std::string::npos) << info(env).last_error;
   EXPECT_TRUE(process_gone(before.pid));
@@ -143,14 +143,13 @@ TEST_F(runtime_faults, a_crash_loop_marks_only_that_pack_failed) {
   const std::string env = env_of(*host_, "TestCrash");
   const std::string crash = R"({"1": {"class_type": "TestCrash", "inputs": {}}})";
   EXPECT_EQ((*run(crash).error)["exception_type"], "worker_died");
-  ASSERT_TRUE(eventually([&] {
-    return host_->workers().find(env)->state == orchestrator::worker_state::ready;
-  }, generous));
+  ASSERT_TRUE(eventually(
+      [&] { return host_->workers().find(env)->state == runtime::worker_state::ready; }, generous));
   EXPECT_EQ((*run(crash).error)["exception_type"], "worker_died");
-  EXPECT_EQ(info(env).state, orchestrator::worker_state::failed);
+  EXPECT_EQ(info(env).state, runtime::worker_state::failed);
   EXPECT_EQ((*run(R"({"1": {"class_type": "TestEmpty", "inputs": {}}})").error)["exception_type"],
             "pack_failed");
-  EXPECT_EQ(info(env_of(*host_, "SolidImage")).state, orchestrator::worker_state::ready);
+  EXPECT_EQ(info(env_of(*host_, "SolidImage")).state, runtime::worker_state::ready);
   EXPECT_TRUE(run(R"({"1": {"class_type": "SolidImage", "inputs": {"width": 2, "height": 2, "value": 1.0}},
                       "2": {"class_type": "ImageChecksum", "inputs": {"image": ["1", 0]}}})").ok);
 }
@@ -166,7 +165,7 @@ TEST_F(runtime_faults, a_handshake_that_never_comes_is_a_start_failure_with_a_cl
   o.worker_executable = (dir_ / "silent-worker").string();
   ASSERT_NO_FATAL_FAILURE(start(o));
   for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
-    EXPECT_EQ(w.state, orchestrator::worker_state::failed) << w.env;
+    EXPECT_EQ(w.state, runtime::worker_state::failed) << w.env;
     EXPECT_NE(w.last_error.find("worker for env " + w.env), std::string::npos) << w.last_error;
     EXPECT_NE(w.last_error.find("did not complete its handshake within 300 ms"), std::string::npos)
         << w.last_error;

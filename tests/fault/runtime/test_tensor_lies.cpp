@@ -48,7 +48,7 @@ class tensor_lies_test : public runtime_test {
     ASSERT_FALSE(consumer_.empty());
     ASSERT_NE(producer_, consumer_) << "the consumer must run in another worker";
     before_ = info(consumer_);
-    ASSERT_EQ(before_.state, orchestrator::worker_state::ready);
+    ASSERT_EQ(before_.state, runtime::worker_state::ready);
   }
 
   static std::string prompt(int lie, std::int64_t claim = 8) {
@@ -72,7 +72,7 @@ class tensor_lies_test : public runtime_test {
     const auto now = info(consumer_);
     EXPECT_EQ(now.pid, before_.pid);
     EXPECT_EQ(now.generation, before_.generation);
-    EXPECT_EQ(now.state, orchestrator::worker_state::ready);
+    EXPECT_EQ(now.state, runtime::worker_state::ready);
     EXPECT_FALSE(process_gone(before_.pid));
   }
 
@@ -86,7 +86,7 @@ class tensor_lies_test : public runtime_test {
 
   // The prompt failed at the producer, with the host's refusal.
   // `since`: the number of events before the prompt ran.
-  void expect_producers_error(const orchestrator::prompt_outcome& o, std::size_t since = 0) {
+  void expect_producers_error(const executor::prompt_outcome& o, std::size_t since = 0) {
     ASSERT_FALSE(o.ok) << "a lying tensor was handed over and the prompt succeeded";
     ASSERT_TRUE(o.error.has_value());
     const json& e = *o.error;
@@ -104,7 +104,7 @@ class tensor_lies_test : public runtime_test {
   }
 
   std::string producer_, consumer_;
-  orchestrator::worker_info before_;
+  runtime::worker_info before_;
 };
 
 TEST_F(tensor_lies_test, a_shape_far_past_its_block_is_the_producers_error_not_a_consumer_crash) {
@@ -200,14 +200,13 @@ class forged_call_test : public tensor_lies_test {
     tensor_lies_test::SetUp();
     if (HasFatalFailure()) return;
     auto d = host_->on_io_thread(
-        [&] { return host_->memory().leases().allocate(orchestrator::host_slot, 1536); });
+        [&] { return host_->memory().leases().allocate(runtime::host_slot, 1536); });
     ASSERT_TRUE(d.ok()) << d.err().message;
     block_ = *d;
   }
   void TearDown() override {
     if (host_ && block_.generation != 0) {
-      host_->on_io_thread(
-          [&] { (void)host_->memory().leases().free(block_, orchestrator::host_slot); });
+      host_->on_io_thread([&] { (void)host_->memory().leases().free(block_, runtime::host_slot); });
     }
     tensor_lies_test::TearDown();
   }

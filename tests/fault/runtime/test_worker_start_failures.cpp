@@ -42,14 +42,14 @@ class start_failures : public runtime_test {
   }
 
   // The one worker that is not ready; every other one must be.
-  orchestrator::worker_info the_failed_worker() {
-    std::vector<orchestrator::worker_info> failed;
+  runtime::worker_info the_failed_worker() {
+    std::vector<runtime::worker_info> failed;
     for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
-      if (w.state == orchestrator::worker_state::ready) continue;
+      if (w.state == runtime::worker_state::ready) continue;
       failed.push_back(w);
     }
     EXPECT_EQ(failed.size(), 1u);
-    return failed.empty() ? orchestrator::worker_info{} : failed.front();
+    return failed.empty() ? runtime::worker_info{} : failed.front();
   }
 
   cli_result comfy_orch_run(const fs::path& deployment, const std::string& prompt,
@@ -74,7 +74,7 @@ TEST_F(start_failures, a_library_that_is_no_pack_is_started_once_and_its_loader_
   const std::string lib = library_that_is_no_pack();
   ASSERT_NO_FATAL_FAILURE(start_file(deployment_with_test_pack_library(lib)));
   const auto w = the_failed_worker();
-  EXPECT_EQ(w.state, orchestrator::worker_state::failed);
+  EXPECT_EQ(w.state, runtime::worker_state::failed);
   EXPECT_EQ(w.generation, 1u) << "restarted: " << w.last_error;
   EXPECT_EQ(w.losses, 1);
   EXPECT_EQ(w.pid, -1);  // reaped
@@ -87,7 +87,7 @@ TEST_F(start_failures, a_library_that_is_no_pack_is_started_once_and_its_loader_
 TEST_F(start_failures, a_file_that_is_no_library_is_started_once_and_dlerror_kept) {
   ASSERT_NO_FATAL_FAILURE(start_file(deployment_with_test_pack_library("/etc/passwd")));
   const auto w = the_failed_worker();
-  EXPECT_EQ(w.state, orchestrator::worker_state::failed);
+  EXPECT_EQ(w.state, runtime::worker_state::failed);
   EXPECT_EQ(w.generation, 1u) << "restarted: " << w.last_error;
   EXPECT_NE(w.last_error.find("[load_failed] cannot load node library /etc/passwd: "),
             std::string::npos)
@@ -116,7 +116,7 @@ TEST_F(start_failures, a_worker_executable_that_does_not_exist_is_spawned_once_p
   const auto workers = host_->on_io_thread([&] { return host_->workers().workers(); });
   ASSERT_EQ(workers.size(), 3u);
   for (const auto& w : workers) {
-    EXPECT_EQ(w.state, orchestrator::worker_state::failed) << w.env;
+    EXPECT_EQ(w.state, runtime::worker_state::failed) << w.env;
     EXPECT_EQ(w.generation, 1u) << w.env << " restarted: " << w.last_error;
     EXPECT_EQ(w.losses, 1) << w.env;
     EXPECT_NE(w.last_error.find("cannot execute " + o.worker_executable +
@@ -134,7 +134,7 @@ TEST_F(start_failures, a_worker_that_exits_with_the_usage_status_is_not_restarte
   o.worker_executable = (dir_ / "usage-worker").string();
   ASSERT_NO_FATAL_FAILURE(start(o));
   for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
-    EXPECT_EQ(w.state, orchestrator::worker_state::failed) << w.env;
+    EXPECT_EQ(w.state, runtime::worker_state::failed) << w.env;
     EXPECT_EQ(w.generation, 1u) << w.env << " restarted: " << w.last_error;
     EXPECT_NE(w.last_error.find("exited with 64"), std::string::npos) << w.last_error;
   }
@@ -170,7 +170,7 @@ TEST_F(start_failures, a_worker_that_dies_while_starting_for_other_reasons_is_st
   o.worker_executable = (dir_ / "flaky-worker").string();
   ASSERT_NO_FATAL_FAILURE(start(o));
   for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
-    EXPECT_EQ(w.state, orchestrator::worker_state::failed) << w.env;
+    EXPECT_EQ(w.state, runtime::worker_state::failed) << w.env;
     EXPECT_EQ(w.generation, 2u) << w.env;
   }
 }

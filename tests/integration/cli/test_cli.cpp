@@ -108,9 +108,8 @@ TEST(cli, the_executable_carries_the_runtime_and_loads_no_host_library) {
   const auto symbols = orch::testing::run_command(std::string("nm -C --defined-only '") +
                                                   COMFY_ORCH_BIN + "'");
   ASSERT_EQ(symbols.exit_code, 0) << symbols.err;
-  for (const char* part :
-       {" T orch::orchestrator::parse_prompt(", " T orch::orchestrator::supervisor::",
-        " T orch::orchestrator::http_server::", " T orch::cli::"})
+  for (const char* part : {" T orch::executor::parse_prompt(", " T orch::runtime::supervisor::",
+                           " T orch::serve::http_server::", " T orch::cli::"})
     EXPECT_NE(symbols.out.find(part), std::string::npos) << part;
   EXPECT_EQ(run("--version").exit_code, 0);
 }

@@ -182,10 +182,9 @@ TEST_F(host_library, every_entry_point_is_exported_under_its_version_and_the_run
                    reinterpret_cast<void*>(a.evict), reinterpret_cast<void*>(a.pinned_reserve),
                    reinterpret_cast<void*>(a.pinned_release)})
     EXPECT_NE(fn, nullptr);
-  // orch::orchestrator::parse_prompt(const std::string&), as the compiler names it: the runtime's
-  // C++ API is inside, and exported under no version (comfy-orch links its own).
-  const char* internal =
-      "_ZN4orch12orchestrator12parse_promptERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE";
+  // orch::runtime::host_python(const manifests::deployment&), as the compiler names it: the
+  // runtime's C++ API is inside, and exported under no version (comfy-orch links its own).
+  const char* internal = "_ZN4orch7runtime11host_pythonERKNS_9manifests10deploymentE";
   EXPECT_EQ(::dlvsym(a.handle, internal, "ORCH_HOST_1"), nullptr);
   EXPECT_EQ(::dlvsym(a.handle, internal, "ORCH_HOST_2"), nullptr);
   EXPECT_EQ(::dlvsym(a.handle, internal, "ORCH_HOST_PRIVATE"), nullptr);

@@ -11,7 +11,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using orch::manifests::testing::temp_dir;
-using orch::orchestrator::locate_install_layout;
+using orch::process::locate_install_layout;
 
 // ORCH_INSTALL_*: the prefix-relative directories of cmake/InstallLayout.cmake.
 TEST(install_layout, a_host_in_an_installed_prefix_finds_the_files_installed_beside_it) {

@@ -110,10 +110,9 @@ class python_worker_test : public runtime_testing::runtime_test {
   }
 
   // A prompt's outcome, validated first (validation must pass).
-  orchestrator::prompt_outcome run_json(const json& prompt) { return run(prompt.dump()); }
+  executor::prompt_outcome run_json(const json& prompt) { return run(prompt.dump()); }
 
-  static json output(const orchestrator::prompt_outcome& o, const std::string& node,
-                     std::size_t slot) {
+  static json output(const executor::prompt_outcome& o, const std::string& node, std::size_t slot) {
     auto it = o.nodes.find(node);
     return it == o.nodes.end() ? json() : it->second.outputs.at(slot);
   }

@@ -45,7 +45,7 @@ TEST_F(python_comfyui, v3_validate_inputs_and_fingerprint_inputs_run_only_where_
   EXPECT_FALSE(host_->catalogue().find("V3Scale")->is_changed);
   EXPECT_TRUE(host_->catalogue().find("V3Steps")->validate_inputs.present);
 
-  auto p = orchestrator::parse_prompt(
+  auto p = executor::parse_prompt(
       json{{"1", {{"class_type", "V3Steps"}, {"inputs", {{"steps", 13}}}}}}.dump());
   ASSERT_TRUE(p.ok());
   const auto refused = validate(*p);

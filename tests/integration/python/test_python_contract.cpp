@@ -8,7 +8,7 @@ namespace {
 
 class python_contract : public python_worker_test {
  protected:
-  const orchestrator::node_input* input(const std::string& cls, const std::string& name) {
+  const runtime::node_input* input(const std::string& cls, const std::string& name) {
     const auto* c = host_->catalogue().find(cls);
     if (c == nullptr) return nullptr;
     for (const auto& i : c->inputs)
@@ -26,12 +26,12 @@ class python_contract : public python_worker_test {
 
 // The memory table (`comfy-orch status`, /orch/status) and the stand-ins say the same: a worker's
 // resident bytes are the sum of its stand-ins'.
-void expect_table_agrees_with_stand_ins(orchestrator::host_runtime& host, const std::string& env) {
+void expect_table_agrees_with_stand_ins(runtime::host_runtime& host, const std::string& env) {
   std::uint64_t stand_ins = 0;
   for (const auto& e : host.on_io_thread([&] { return host.stand_ins().entries(); }))
     stand_ins += e.env == env ? e.resident : 0;
   bool found = false;
-  for (const auto& r : orchestrator::read_memory_table(host)) {
+  for (const auto& r : runtime::read_memory_table(host)) {
     if (r.process != env) continue;
     found = true;
     EXPECT_EQ(r.device_resident, stand_ins) << env;
@@ -76,14 +76,14 @@ TEST_F(python_contract, the_v1_schema_reaches_the_host_in_the_workers_hello) {
 TEST_F(python_contract,
        a_combo_value_outside_its_list_or_a_number_past_max_is_refused_before_a_run) {
   ASSERT_NO_FATAL_FAILURE(start_python());
-  auto p = orchestrator::parse_prompt(
+  auto p = executor::parse_prompt(
       json{{"1",
             {{"class_type", "Options"},
              {"inputs",
               {{"mode", "slow"}, {"count", 11}, {"scale", 0.5}, {"flag", true}, {"text", "x"}}}}}}
           .dump());
   ASSERT_TRUE(p.ok());
-  const auto report = orchestrator::validate_prompt(*p, host_->catalogue());
+  const auto report = executor::validate_prompt(*p, host_->catalogue());
   ASSERT_FALSE(report.ok());
   std::set<std::string> types;
   for (const auto& e : report.node_errors.at("1").errors) types.insert(e.type);

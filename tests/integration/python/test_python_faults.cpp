@@ -147,7 +147,7 @@ TEST_F(python_faults, a_segfault_in_the_interpreter_is_a_worker_crash_then_a_res
   ASSERT_TRUE(eventually(
       [&] {
         const auto* w = host_->workers().find(env);
-        return w->generation > before.generation && w->state == orchestrator::worker_state::ready;
+        return w->generation > before.generation && w->state == runtime::worker_state::ready;
       },
       std::chrono::seconds(20)));
   EXPECT_TRUE(run_json({{"1", {{"class_type", "Lists"}, {"inputs", {{"value", 1}}}}}}).ok);
@@ -161,13 +161,13 @@ TEST_F(python_faults, a_pack_whose_import_fails_stops_only_its_own_env_with_the_
   }
   ASSERT_FALSE(broken.empty());
   const auto w = info(broken);
-  EXPECT_EQ(w.state, orchestrator::worker_state::failed);
+  EXPECT_EQ(w.state, runtime::worker_state::failed);
   EXPECT_NE(w.last_error.find("ModuleNotFoundError"), std::string::npos) << w.last_error;
   EXPECT_NE(w.last_error.find("definitely_not_installed_module"), std::string::npos)
       << w.last_error;
   // The memory table says so too, and every other pack runs.
   bool in_table = false;
-  for (const auto& r : orchestrator::read_memory_table(*host_)) {
+  for (const auto& r : runtime::read_memory_table(*host_)) {
     if (r.process == broken) in_table = r.state == "failed";
   }
   EXPECT_TRUE(in_table);

@@ -14,12 +14,12 @@ class python_lists : public python_worker_test {
       ASSERT_NO_FATAL_FAILURE(start_python({"PyLists"}));
     }
   }
-  orchestrator::validation_report check(const json& prompt) {
-    auto p = orchestrator::parse_prompt(prompt.dump());
+  executor::validation_report check(const json& prompt) {
+    auto p = executor::parse_prompt(prompt.dump());
     EXPECT_TRUE(p.ok());
     return validate(*p);
   }
-  static std::vector<std::string> error_types(const orchestrator::validation_report& r,
+  static std::vector<std::string> error_types(const executor::validation_report& r,
                                               const std::string& node) {
     std::vector<std::string> out;
     auto it = r.node_errors.find(node);
@@ -214,8 +214,8 @@ TEST_F(python_lists, a_nodes_ui_dict_is_what_executed_carries_merged_over_its_ca
 }
 
 TEST_F(python_lists, an_is_changed_of_nan_or_one_that_raises_is_never_served_from_the_cache) {
-  executor_ = std::make_unique<orchestrator::executor>(*host_, events_,
-                                                       manifests::cache_policy::classic, 1);
+  executor_ =
+      std::make_unique<executor::executor>(*host_, events_, manifests::cache_policy::classic, 1);
   const json prompt = {
       {"1", {{"class_type", "Picky"}, {"inputs", {{"name", "a.png"}, {"count", 4}}}}},
       {"2", {{"class_type", "Fickle"}, {"inputs", json::object()}}},

@@ -96,7 +96,7 @@ class memory_semantics : public runtime_test {
     return host_->on_io_thread([&] {
       const auto* w = host_->workers().find(env);
       ipc::stats_snapshot out{};
-      if (w == nullptr || w->state != orchestrator::worker_state::ready) {
+      if (w == nullptr || w->state != runtime::worker_state::ready) {
         ADD_FAILURE() << "env " << env << " has no ready worker";
         return out;
       }

@@ -29,7 +29,7 @@ namespace orch::runtime_testing {
 namespace fs = std::filesystem;
 
 // The env names comfy-env gives the three packs' nodes/ directories.
-inline std::string env_of(const orchestrator::host_runtime& host, const std::string& class_type) {
+inline std::string env_of(const runtime::host_runtime& host, const std::string& class_type) {
   const auto* c = host.catalogue().find(class_type);
   return c == nullptr ? std::string() : c->env;
 }
@@ -158,23 +158,23 @@ class runtime_test : public ipc::testing::leak_checked_test {
     for (const auto& diag : diags.items()) problems += diag.format() + "\n";
     ASSERT_TRUE(d.has_value()) << "deployment did not load:\n" << problems;
     const auto inv = manifests::build_inventory(*d, diags);
-    auto host = orchestrator::host_runtime::start(
+    auto host = runtime::host_runtime::start(
         *d, inv,
         {worker_executable.empty() ? ORCH_TEST_WORKER : worker_executable, 16,
          ORCH_TEST_WORKER_LIBRARY, ORCH_TEST_PYTHON_PACKAGE});
     ASSERT_TRUE(host.ok()) << host.err().message;
     host_ = std::move(*host);
     host_->wait_settled(std::chrono::seconds(20));
-    executor_ = std::make_unique<orchestrator::executor>(*host_, events_);
+    executor_ = std::make_unique<executor::executor>(*host_, events_);
   }
 
   // Validation as `comfy-orch run` does it: VALIDATE_INPUTS runs in the workers.
-  orchestrator::validation_report validate(const orchestrator::prompt& p) {
-    return orchestrator::validate_prompt(p, host_->catalogue(), executor_->worker_validation());
+  executor::validation_report validate(const executor::prompt& p) {
+    return executor::validate_prompt(p, host_->catalogue(), executor_->worker_validation());
   }
 
-  orchestrator::prompt_outcome run(const std::string& prompt_json) {
-    auto p = orchestrator::parse_prompt(prompt_json);
+  executor::prompt_outcome run(const std::string& prompt_json) {
+    auto p = executor::parse_prompt(prompt_json);
     EXPECT_TRUE(p.ok());
     const auto report = validate(*p);
     EXPECT_TRUE(report.ok()) << report.to_json().dump();
@@ -182,8 +182,8 @@ class runtime_test : public ipc::testing::leak_checked_test {
   }
 
   // Runs a prompt on another thread and returns once `node` is executing.
-  std::future<orchestrator::prompt_outcome> run_async(const std::string& prompt,
-                                                      const std::string& node) {
+  std::future<executor::prompt_outcome> run_async(const std::string& prompt,
+                                                  const std::string& node) {
     auto f = std::async(std::launch::async, [this, prompt] { return run(prompt); });
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < end) {
@@ -196,7 +196,7 @@ class runtime_test : public ipc::testing::leak_checked_test {
     return f;
   }
 
-  orchestrator::worker_info info(const std::string& env) {
+  runtime::worker_info info(const std::string& env) {
     return host_->on_io_thread([&] { return *host_->workers().find(env); });
   }
 
@@ -218,8 +218,7 @@ class runtime_test : public ipc::testing::leak_checked_test {
     return eventually(
         [&] {
           const auto* w = host_->workers().find(env);
-          return w->generation > before.generation &&
-                 w->state == orchestrator::worker_state::ready;
+          return w->generation > before.generation && w->state == runtime::worker_state::ready;
         },
         std::chrono::seconds(10));
   }
@@ -227,9 +226,9 @@ class runtime_test : public ipc::testing::leak_checked_test {
   fs::path dir_;
   std::size_t children_before_ = 0;
   int prompts_ = 0;
-  orchestrator::recording_event_sink events_;
-  std::unique_ptr<orchestrator::host_runtime> host_;
-  std::unique_ptr<orchestrator::executor> executor_;
+  executor::recording_event_sink events_;
+  std::unique_ptr<runtime::host_runtime> host_;
+  std::unique_ptr<executor::executor> executor_;
 };
 
 }  // namespace orch::runtime_testing

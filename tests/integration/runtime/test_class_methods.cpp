@@ -10,13 +10,13 @@ using nlohmann::json;
 
 class class_methods : public runtime_test {
  protected:
-  orchestrator::validation_report check(std::int64_t value) {
-    auto p = orchestrator::parse_prompt(
+  executor::validation_report check(std::int64_t value) {
+    auto p = executor::parse_prompt(
         json{{"1", {{"class_type", "TestChecked"}, {"inputs", {{"value", value}}}}}}.dump());
     EXPECT_TRUE(p.ok());
     return validate(*p);
   }
-  static std::string details(const orchestrator::validation_report& r) {
+  static std::string details(const executor::validation_report& r) {
     auto it = r.node_errors.find("1");
     return it == r.node_errors.end() ? "" : it->second.errors.at(0).details;
   }

@@ -30,9 +30,9 @@ TEST_F(corpus_refusal, every_corpus_prompt_is_refused_with_missing_node_type_bef
     if (entry.path().extension() != ".json") continue;
     ++prompts;
     SCOPED_TRACE(entry.path().filename().string());
-    auto p = orchestrator::parse_prompt_file(entry.path());
+    auto p = executor::parse_prompt_file(entry.path());
     ASSERT_TRUE(p.ok()) << p.err().message;
-    const auto report = orchestrator::validate_prompt(*p, host_->catalogue());
+    const auto report = executor::validate_prompt(*p, host_->catalogue());
     ASSERT_FALSE(report.ok());
     std::set<std::string> unknown;
     for (const auto& [id, node] : p->nodes) {

@@ -15,8 +15,8 @@ class execution_cache_test : public runtime_test {
  protected:
   void start_cached() {
     ASSERT_NO_FATAL_FAILURE(start());
-    executor_ = std::make_unique<orchestrator::executor>(*host_, events_,
-                                                         manifests::cache_policy::classic, 1);
+    executor_ =
+        std::make_unique<executor::executor>(*host_, events_, manifests::cache_policy::classic, 1);
   }
   static std::string blob_prompt(int mib) {
     return json{{"1", {{"class_type", "TestBlob"}, {"inputs", {{"mib", mib}}}}},
@@ -106,7 +106,7 @@ TEST_F(execution_cache_test, a_worker_lost_since_takes_its_entries_with_it) {
   ASSERT_TRUE(eventually(
       [&] {
         const auto* w = host_->workers().find(env);
-        return w->losses > before.losses && w->state == orchestrator::worker_state::ready;
+        return w->losses > before.losses && w->state == runtime::worker_state::ready;
       },
       std::chrono::seconds(20)));
   auto after = run(blob_prompt(1));

@@ -192,11 +192,11 @@ TEST_F(invalid_prompt_cli, the_deepest_literal_validation_accepts_does_not_kill_
   EXPECT_NE((*outcome.error)["exception_type"], "worker_died") << outcome.error->dump();
   const auto after = info(env);
   EXPECT_EQ(after.generation, before.generation) << "the worker was restarted";
-  EXPECT_EQ(after.state, orchestrator::worker_state::ready);
+  EXPECT_EQ(after.state, runtime::worker_state::ready);
 
-  auto p = orchestrator::parse_prompt(nested(15));
+  auto p = executor::parse_prompt(nested(15));
   ASSERT_TRUE(p.ok());
-  const auto report = orchestrator::validate_prompt(*p, host_->catalogue());
+  const auto report = executor::validate_prompt(*p, host_->catalogue());
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.node_errors.at("1").errors.at(0).type, "invalid_input_type");
 }

@@ -30,7 +30,7 @@ TEST_F(memory_semantics, sixty_four_workers_on_the_sim_device_all_run_the_pager)
   ASSERT_EQ(workers.size(), static_cast<std::size_t>(workers_wanted));
   int paging = 0;
   for (const auto& w : workers) {
-    ASSERT_EQ(w.state, orchestrator::worker_state::ready) << w.env;
+    ASSERT_EQ(w.state, runtime::worker_state::ready) << w.env;
     EXPECT_EQ(manager_of(w.env), "pager") << w.env << ": " << reason_of(w.env);
     paging += manager_of(w.env) == "pager" ? 1 : 0;
   }

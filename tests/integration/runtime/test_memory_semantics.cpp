@@ -24,7 +24,7 @@ TEST_F(memory_semantics, eight_workers_never_promise_more_than_one_pinned_budget
   const std::int64_t third_mib = static_cast<std::int64_t>(budget / 3 / mib);
   int refused = 0;
   for (const auto& w : workers) {
-    ASSERT_EQ(w.state, orchestrator::worker_state::ready);
+    ASSERT_EQ(w.state, runtime::worker_state::ready);
     const json r = call(w.env, "TestSleep", {{"ms", 0}, {"pin_mib", third_mib}}, 1);
     refused += r["status"] == "error" ? 1 : 0;
     const std::uint64_t sum = host_->on_io_thread([&] {

@@ -10,9 +10,9 @@ namespace {
 
 class pool_registration : public runtime_test {
  protected:
-  std::vector<orchestrator::worker_info> ready_workers() {
+  std::vector<runtime::worker_info> ready_workers() {
     auto all = host_->on_io_thread([&] { return host_->workers().workers(); });
-    std::erase_if(all, [](const auto& w) { return w.state != orchestrator::worker_state::ready; });
+    std::erase_if(all, [](const auto& w) { return w.state != runtime::worker_state::ready; });
     return all;
   }
 };

@@ -127,12 +127,12 @@ TEST_F(runtime_processes, a_crash_looping_env_is_started_again_after_its_cool_do
   const auto info = [&] { return host_->on_io_thread([&] { return *host_->workers().find(env); }); };
   // Two crashes within the window: past crash_loop_limit 1, the env is failed.
   while (info().losses < 2) {
-    ASSERT_TRUE(eventually([&] { return info().state == orchestrator::worker_state::ready; },
+    ASSERT_TRUE(eventually([&] { return info().state == runtime::worker_state::ready; },
                            std::chrono::seconds(20)));
     run(R"({"1": {"class_type": "TestCrash", "inputs": {}}})");
   }
   // Failed for now, and the status says when it is started again (within the cool-down).
-  const json status = host_->on_io_thread([&] { return orchestrator::read_process_status(*host_); });
+  const json status = host_->on_io_thread([&] { return live::read_process_status(*host_); });
   bool reported = false;
   for (const auto& row : status["processes"])
     if (row.value("process", "") == env) {
@@ -144,7 +144,7 @@ TEST_F(runtime_processes, a_crash_looping_env_is_started_again_after_its_cool_do
       reported = true;
     }
   EXPECT_TRUE(reported) << status.dump();
-  ASSERT_TRUE(eventually([&] { return info().state == orchestrator::worker_state::ready; },
+  ASSERT_TRUE(eventually([&] { return info().state == runtime::worker_state::ready; },
                          std::chrono::seconds(30)))
       << "the env stayed failed after its cool-down: " << info().last_error;
   EXPECT_GT(info().generation, 2u);

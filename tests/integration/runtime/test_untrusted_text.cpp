@@ -42,12 +42,12 @@ class untrusted_text : public runtime_test {
 
   void start_with_pack() { start_file(deployment()); }
 
-  orchestrator::prompt_outcome run_with(orchestrator::event_sink& sink, const std::string& json) {
-    auto p = orchestrator::parse_prompt(json);
+  executor::prompt_outcome run_with(executor::event_sink& sink, const std::string& json) {
+    auto p = executor::parse_prompt(json);
     EXPECT_TRUE(p.ok());
-    const auto report = orchestrator::validate_prompt(*p, host_->catalogue());
+    const auto report = executor::validate_prompt(*p, host_->catalogue());
     EXPECT_TRUE(report.ok()) << report.to_json().dump();
-    orchestrator::executor ex(*host_, sink);
+    executor::executor ex(*host_, sink);
     return ex.run(*p, report.outputs, "untrusted-" + std::to_string(++prompts_));
   }
 
@@ -79,7 +79,7 @@ void expect_json_lines(const std::string& text) {
 TEST_F(untrusted_text, a_string_output_with_invalid_utf8_reaches_the_events_as_replacement) {
   start_with_pack();
   std::ostringstream json_out;
-  orchestrator::json_event_sink lines(json_out);
+  executor::json_event_sink lines(json_out);
   const auto outcome = run_with(lines, string_prompt);
   ASSERT_TRUE(outcome.ok) << (outcome.error ? outcome.error->dump() : "");
   const std::string value = outcome.nodes.at("1").outputs.at(0).get<std::string>();
@@ -93,8 +93,8 @@ TEST_F(untrusted_text, a_string_output_with_invalid_utf8_reaches_the_events_as_r
 TEST_F(untrusted_text, a_fail_message_with_invalid_utf8_and_ansi_is_replaced_and_escaped) {
   start_with_pack();
   std::ostringstream json_out, text_out;
-  orchestrator::json_event_sink lines(json_out);
-  orchestrator::text_event_sink text(text_out);
+  executor::json_event_sink lines(json_out);
+  executor::text_event_sink text(text_out);
   const auto outcome = run_with(lines, fail_prompt);
   ASSERT_FALSE(outcome.ok);
   ASSERT_TRUE(outcome.error.has_value());

@@ -57,7 +57,7 @@ TEST_F(worker_identity, a_workers_environ_holds_no_startup_token) {
   const auto workers = host_->on_io_thread([&] { return host_->workers().workers(); });
   ASSERT_EQ(workers.size(), 3u);
   for (const auto& w : workers) {
-    ASSERT_EQ(w.state, orchestrator::worker_state::ready) << w.env << ": " << w.last_error;
+    ASSERT_EQ(w.state, runtime::worker_state::ready) << w.env << ": " << w.last_error;
     const std::string environ = slurp("/proc/" + std::to_string(w.pid) + "/environ");
     ASSERT_FALSE(environ.empty()) << "cannot read the environ of worker " << w.env;
     EXPECT_EQ(environ.find("ORCH_WORKER_TOKEN"), std::string::npos) << w.env;
@@ -78,7 +78,7 @@ TEST_F(worker_identity, a_worker_that_presents_a_wrong_token_is_refused) {
   o.worker_executable = (dir_ / "wrong-token-worker").string();
   ASSERT_NO_FATAL_FAILURE(start(o));
   for (const auto& w : host_->on_io_thread([&] { return host_->workers().workers(); })) {
-    EXPECT_EQ(w.state, orchestrator::worker_state::failed) << w.env;
+    EXPECT_EQ(w.state, runtime::worker_state::failed) << w.env;
     EXPECT_NE(w.last_error.find("sent a hello that does not match its startup token"),
               std::string::npos)
         << w.last_error;

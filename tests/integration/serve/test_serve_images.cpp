@@ -12,7 +12,7 @@
 namespace serve_images_tests {
 
 using namespace orch::serve_testing;
-using namespace orch::orchestrator;
+using namespace orch::serve;
 using orch::testing::slurp;
 
 // A 40 x 30 RGBA picture: colour gradients, and an alpha that differs from pixel to pixel.

@@ -16,14 +16,14 @@
 namespace {
 
 using namespace orch::serve_testing;
-using orch::orchestrator::prepared_deployment;
-using orch::orchestrator::serve_config;
-using orch::orchestrator::serve_server;
+using orch::runtime::prepared_deployment;
+using orch::serve::serve_config;
+using orch::serve::serve_server;
 using orch::testing::request;
 
 prepared_deployment prepared(const std::filesystem::path& file) {
   orch::manifests::diagnostics diags;
-  auto p = orch::orchestrator::prepare_deployment(file.string(), diags);
+  auto p = orch::runtime::prepare_deployment(file.string(), diags);
   EXPECT_TRUE(p.ok()) << p.err().message;
   return p.ok() ? std::move(*p) : prepared_deployment{};
 }
@@ -71,7 +71,7 @@ TEST_F(serve_test, a_config_no_server_could_serve_with_is_refused_before_anythin
   config.max_upload = config.http.max_spooled_in_flight;  // past one client's half
   auto refused = serve_server::prepare(config, deployment, "test");
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.err().code, orch::orchestrator::serve_errc::invalid_config);
+  EXPECT_EQ(refused.err().code, orch::serve::serve_errc::invalid_config);
   EXPECT_NE(refused.err().message.find("fix: raise --max-uploads-in-flight"), std::string::npos)
       << refused.err().message;
 
@@ -79,7 +79,7 @@ TEST_F(serve_test, a_config_no_server_could_serve_with_is_refused_before_anythin
   config.front_end_root = dir_;  // no index.html there
   refused = serve_server::prepare(config, deployment, "test");
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.err().code, orch::orchestrator::serve_errc::invalid_config);
+  EXPECT_EQ(refused.err().code, orch::serve::serve_errc::invalid_config);
   EXPECT_NE(refused.err().message.find("holds no index.html"), std::string::npos);
 }
 

@@ -96,24 +96,24 @@ void executor_test::start(manifests::cache_policy cache) {
     s.on_call = answer;
     return s;
   });
-  orchestrator::host_options o;
+  runtime::host_options o;
   o.worker_executable = "/nonexistent/comfy-orch-worker";  // never executed: the launcher fakes it
   o.max_workers = 4;
   o.launcher = launcher_;
-  auto host = orchestrator::host_runtime::start(*d, inv, std::move(o));
+  auto host = runtime::host_runtime::start(*d, inv, std::move(o));
   ASSERT_TRUE(host.ok()) << host.err().message;
   host_ = std::move(*host);
   ASSERT_TRUE(host_->wait_settled(std::chrono::seconds(10)));
   ASSERT_NE(host_->catalogue().find("Number"), nullptr) << "the fake worker never got ready";
-  executor_ = std::make_unique<orchestrator::executor>(*host_, events_, cache);
+  executor_ = std::make_unique<executor::executor>(*host_, events_, cache);
 }
 
-orchestrator::prompt_outcome executor_test::run(const std::string& prompt_json) {
-  auto p = orchestrator::parse_prompt(prompt_json);
+executor::prompt_outcome executor_test::run(const std::string& prompt_json) {
+  auto p = executor::parse_prompt(prompt_json);
   EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.err().message);
   if (!p.ok()) return {};
   const auto report =
-      orchestrator::validate_prompt(*p, host_->catalogue(), executor_->worker_validation());
+      executor::validate_prompt(*p, host_->catalogue(), executor_->worker_validation());
   EXPECT_TRUE(report.ok()) << report.to_json().dump();
   return executor_->run(*p, report.outputs, "prompt-" + std::to_string(++prompts_));
 }

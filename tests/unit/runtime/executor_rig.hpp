@@ -31,14 +31,14 @@ class executor_test : public ipc::testing::leak_checked_test {
   // Starts the host (its one worker ready) and an executor with this cache policy.
   void start(manifests::cache_policy cache);
   // Validates and runs a prompt (API format), as `comfy-orch run` does.
-  orchestrator::prompt_outcome run(const std::string& prompt_json);
+  executor::prompt_outcome run(const std::string& prompt_json);
   // The events of this type the executor emitted so far.
   std::vector<nlohmann::json> events_of(const std::string& type) const;
 
   std::shared_ptr<fake_launcher> launcher_;
-  std::unique_ptr<orchestrator::host_runtime> host_;
-  std::unique_ptr<orchestrator::executor> executor_;
-  orchestrator::recording_event_sink events_;
+  std::unique_ptr<runtime::host_runtime> host_;
+  std::unique_ptr<executor::executor> executor_;
+  executor::recording_event_sink events_;
 
  private:
   std::filesystem::path dir_;

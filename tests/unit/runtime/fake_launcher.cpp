@@ -17,7 +17,7 @@ fake_launcher::~fake_launcher() {
   left.clear();  // each is killed and joined
 }
 
-result<pid_t> fake_launcher::spawn(const orchestrator::spawn_request& request) {
+result<pid_t> fake_launcher::spawn(const process::spawn_request& request) {
   std::string env, generation;
   for (std::size_t i = 0; i + 1 < request.args.size(); ++i) {
     if (request.args[i] == "--env") env = request.args[i + 1];

@@ -18,7 +18,7 @@
 
 namespace orch::runtime_testing {
 
-class fake_launcher final : public orchestrator::process_launcher {
+class fake_launcher final : public process::process_launcher {
  public:
   // The script of each start, by env and generation (1 for the first start).
   using script_source = std::function<fake_worker_script(const std::string& env,
@@ -39,7 +39,7 @@ class fake_launcher final : public orchestrator::process_launcher {
   explicit fake_launcher(script_source scripts);
   ~fake_launcher() override;  // ends and joins every fake worker not reaped
 
-  result<pid_t> spawn(const orchestrator::spawn_request& request) override;
+  result<pid_t> spawn(const process::spawn_request& request) override;
   void signal_group(pid_t pid, int signal) noexcept override;
   int reap(pid_t pid, std::chrono::milliseconds grace) noexcept override;
   std::optional<int> try_reap(pid_t pid) noexcept override;

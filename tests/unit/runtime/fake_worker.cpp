@@ -52,7 +52,7 @@ std::string read_all(int fd) {
 }
 
 // The value after `flag` in a worker's command line (supervisor_spawn.cpp builds it).
-std::string argument(const orchestrator::spawn_request& r, const std::string& flag) {
+std::string argument(const process::spawn_request& r, const std::string& flag) {
   for (std::size_t i = 0; i + 1 < r.args.size(); ++i) {
     if (r.args[i] == flag) return r.args[i + 1];
   }
@@ -263,7 +263,7 @@ class fake_worker::session {
   std::uint64_t interrupted_epoch_ = 0;
 };
 
-fake_worker::fake_worker(const orchestrator::spawn_request& request, pid_t pid,
+fake_worker::fake_worker(const process::spawn_request& request, pid_t pid,
                          fake_worker_script script, std::shared_ptr<fake_journal> journal)
     : pid_(pid),
       env_(argument(request, "--env")),
@@ -272,9 +272,9 @@ fake_worker::fake_worker(const orchestrator::spawn_request& request, pid_t pid,
   const std::string generation = argument(request, "--generation");
   generation_ = generation.empty() ? 0 : static_cast<std::uint32_t>(std::stoul(generation));
   for (const auto& fd : request.fds) {
-    if (fd.target == orchestrator::worker_channel_fd) channel_fd_ = duplicate(fd.source);
-    if (fd.target == orchestrator::worker_fd_socket) fd_socket_ = duplicate(fd.source);
-    if (fd.target == orchestrator::worker_token_fd) token_fd_ = duplicate(fd.source);
+    if (fd.target == process::worker_channel_fd) channel_fd_ = duplicate(fd.source);
+    if (fd.target == process::worker_fd_socket) fd_socket_ = duplicate(fd.source);
+    if (fd.target == process::worker_token_fd) token_fd_ = duplicate(fd.source);
   }
   output_fd_ = duplicate(request.output_fd);
   thread_ = std::thread([this] { run(); });

@@ -83,7 +83,7 @@ class fake_worker {
  public:
   // Starts a fake worker with duplicates of `request`'s descriptors (the caller closes its own,
   // as the supervisor does once a child runs) and `pid` as its claimed pid.
-  fake_worker(const orchestrator::spawn_request& request, pid_t pid, fake_worker_script script,
+  fake_worker(const process::spawn_request& request, pid_t pid, fake_worker_script script,
               std::shared_ptr<fake_journal> journal);
   fake_worker(const fake_worker&) = delete;
   fake_worker& operator=(const fake_worker&) = delete;

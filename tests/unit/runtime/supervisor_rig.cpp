@@ -30,17 +30,17 @@ void supervisor_test::start_supervisor(const std::string& workers,
   std::string problems;
   for (const auto& diag : diags.items()) problems += diag.format() + "\n";
   ASSERT_TRUE(d.has_value()) << problems;
-  auto memory = orchestrator::host_memory::create(*d, 8);
+  auto memory = runtime::host_memory::create(*d, 8);
   ASSERT_TRUE(memory.ok()) << memory.err().message;
   memory_ = std::move(*memory);
   launcher_ = std::make_shared<fake_launcher>(std::move(scripts));
-  orchestrator::supervisor_options o;
+  runtime::supervisor_options o;
   o.worker_executable = "/nonexistent/comfy-orch-worker";  // never executed: the launcher fakes it
   o.timing = d->workers;
   o.launcher = launcher_;
   io_ = std::make_unique<boost::asio::io_context>();
-  supervisor_ = std::make_unique<orchestrator::supervisor>(*io_, *memory_, std::move(o));
-  supervisor_->on_state = [this](const orchestrator::worker_info& w) {
+  supervisor_ = std::make_unique<runtime::supervisor>(*io_, *memory_, std::move(o));
+  supervisor_->on_state = [this](const runtime::worker_info& w) {
     std::lock_guard lock(changes_mutex_);
     changes_.push_back({w.env, w.state, w.generation});
   };
@@ -70,7 +70,7 @@ void supervisor_test::TearDown() {
 }
 
 void supervisor_test::start_env(const std::string& env, std::chrono::milliseconds call_timeout) {
-  orchestrator::worker_spec spec;
+  runtime::worker_spec spec;
   spec.env = env;
   spec.library = "/nonexistent/libpack_" + env + ".so";
   spec.call_timeout = call_timeout;
@@ -80,7 +80,7 @@ void supervisor_test::start_env(const std::string& env, std::chrono::millisecond
   });
 }
 
-bool supervisor_test::eventually_in(const std::string& env, orchestrator::worker_state state,
+bool supervisor_test::eventually_in(const std::string& env, runtime::worker_state state,
                                     std::uint32_t generation) {
   return eventually([&] {
     const auto* w = supervisor_->find(env);
@@ -88,10 +88,10 @@ bool supervisor_test::eventually_in(const std::string& env, orchestrator::worker
   });
 }
 
-orchestrator::worker_info supervisor_test::info(const std::string& env) {
+runtime::worker_info supervisor_test::info(const std::string& env) {
   return on_io([&] {
     const auto* w = supervisor_->find(env);
-    return w == nullptr ? orchestrator::worker_info{} : *w;
+    return w == nullptr ? runtime::worker_info{} : *w;
   });
 }
 

@@ -34,7 +34,7 @@ fake_worker_script good_worker();
 // One state change the supervisor reported (on_state: ready or failed).
 struct state_change {
   std::string env;
-  orchestrator::worker_state state;
+  runtime::worker_state state;
   std::uint32_t generation = 0;
 };
 
@@ -66,10 +66,9 @@ class supervisor_test : public ipc::testing::leak_checked_test {
     }
     return true;
   }
-  bool eventually_in(const std::string& env, orchestrator::worker_state state,
-                     std::uint32_t generation);
+  bool eventually_in(const std::string& env, runtime::worker_state state, std::uint32_t generation);
 
-  orchestrator::worker_info info(const std::string& env);
+  runtime::worker_info info(const std::string& env);
   // A node call for `node` of class Echo, whose answer arrives in the future.
   std::future<result<nlohmann::json>> call(const std::string& env, const std::string& node);
   std::vector<state_change> state_changes() const;
@@ -77,15 +76,15 @@ class supervisor_test : public ipc::testing::leak_checked_test {
   std::shared_ptr<fake_launcher> launcher_;
 
  private:
-  std::unique_ptr<orchestrator::host_memory> memory_;
+  std::unique_ptr<runtime::host_memory> memory_;
   std::unique_ptr<boost::asio::io_context> io_;
   std::thread io_thread_;
-  std::unique_ptr<orchestrator::supervisor> supervisor_;
+  std::unique_ptr<runtime::supervisor> supervisor_;
   mutable std::mutex changes_mutex_;
   std::vector<state_change> changes_;
 
  protected:
-  orchestrator::supervisor& sup() { return *supervisor_; }  // io thread only
+  runtime::supervisor& sup() { return *supervisor_; }  // io thread only
 };
 
 }  // namespace orch::runtime_testing

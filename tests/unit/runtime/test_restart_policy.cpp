@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 using namespace std::chrono_literals;
@@ -251,4 +251,4 @@ TEST(restart_policy, without_a_clock_it_reads_the_steady_clock) {
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -14,7 +14,7 @@ namespace orch::runtime_testing {
 namespace {
 
 using namespace std::chrono_literals;
-using orchestrator::worker_state;
+using runtime::worker_state;
 using ::testing::HasSubstr;
 
 std::string workers(const std::string& extra) {
@@ -49,7 +49,7 @@ TEST_F(supervisor_test, crash_in_a_call_fails_it_with_worker_died_and_the_next_r
   auto second = call("alpha", "2");
   auto r1 = first.get();
   ASSERT_FALSE(r1.ok());
-  EXPECT_EQ(r1.err().code, orchestrator::runtime_errc::worker_died);
+  EXPECT_EQ(r1.err().code, runtime::runtime_errc::worker_died);
   EXPECT_THAT(r1.err().message,
               HasSubstr("worker for env alpha (pid " + std::to_string(fake_launcher::first_pid) +
                         ", generation 1) its channel closed"));
@@ -135,7 +135,7 @@ TEST_F(supervisor_test, crash_loop_fails_the_env_and_its_queued_calls_with_pack_
   auto queued = call("alpha", "1");  // waits for a ready worker that never comes
   auto r = queued.get();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.err().code, orchestrator::runtime_errc::pack_failed);
+  EXPECT_EQ(r.err().code, runtime::runtime_errc::pack_failed);
   EXPECT_THAT(r.err().message, HasSubstr("env alpha failed: worker for env alpha"));
   const auto w = info("alpha");
   EXPECT_EQ(w.state, worker_state::failed);
@@ -148,7 +148,7 @@ TEST_F(supervisor_test, crash_loop_fails_the_env_and_its_queued_calls_with_pack_
   EXPECT_EQ(changes[0].state, worker_state::failed);
   auto later = call("alpha", "2").get();
   ASSERT_FALSE(later.ok());
-  EXPECT_EQ(later.err().code, orchestrator::runtime_errc::pack_failed);
+  EXPECT_EQ(later.err().code, runtime::runtime_errc::pack_failed);
   EXPECT_THAT(later.err().message, HasSubstr("env alpha is failed: "));
 }
 
@@ -192,7 +192,7 @@ TEST_F(supervisor_test, call_to_an_env_without_a_worker_fails_with_unknown_env) 
   start_supervisor(workers(""), [](const std::string&, std::uint32_t) { return good_worker(); });
   auto r = call("nowhere", "1").get();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.err().code, orchestrator::runtime_errc::unknown_env);
+  EXPECT_EQ(r.err().code, runtime::runtime_errc::unknown_env);
   EXPECT_EQ(r.err().message, "no worker runs env nowhere");
 }
 
@@ -219,7 +219,7 @@ TEST_F(supervisor_test, kill_busy_kills_only_the_worker_inside_a_call) {
   EXPECT_EQ(on_io([&] { return sup().kill_busy("while stopping"); }), 1u);
   auto r = pending.get();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.err().code, orchestrator::runtime_errc::worker_died);
+  EXPECT_EQ(r.err().code, runtime::runtime_errc::worker_died);
   const auto signals = launcher_->signals();
   ASSERT_FALSE(signals.empty());
   EXPECT_EQ(signals[0].pid, busy_pid);
@@ -236,8 +236,8 @@ namespace {
 // Issue 55: each further crash loop doubled an env's outage, which a client whose prompts crash
 // a pack could push to days. It doubles up to an hour, or failed_retry where that is longer.
 TEST(crash_loop_cool_down, doubles_per_loop_up_to_an_hour) {
+  using orch::runtime::crash_loop_cool_down;
   using std::chrono::milliseconds;
-  using orch::orchestrator::crash_loop_cool_down;
   EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 0), milliseconds(60'000));
   EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 1), milliseconds(120'000));
   EXPECT_EQ(crash_loop_cool_down(milliseconds(60'000), 5), milliseconds(1'920'000));

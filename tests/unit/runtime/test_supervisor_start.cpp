@@ -12,7 +12,7 @@
 namespace orch::runtime_testing {
 namespace {
 
-using orchestrator::worker_state;
+using runtime::worker_state;
 using ::testing::HasSubstr;
 
 // Quick restarts and no cool-down after a crash loop; the heartbeat stays far from any test.
@@ -36,7 +36,7 @@ TEST_F(supervisor_test, start_completes_the_handshake_and_reports_ready_with_nod
   EXPECT_EQ(w.nodes[0]["class_type"], "Echo");
   EXPECT_EQ(w.manager, "ledger");
   EXPECT_TRUE(w.settings_match) << "the fake published the hash of the settings it was sent";
-  EXPECT_NE(w.slot, orchestrator::host_slot);
+  EXPECT_NE(w.slot, runtime::host_slot);
   const auto changes = state_changes();
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].state, worker_state::ready);
@@ -104,14 +104,14 @@ TEST_F(supervisor_test, setup_failed_marks_the_env_failed_without_a_restart) {
   EXPECT_EQ(changes[0].state, worker_state::failed);
   auto r = call("alpha", "1").get();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.err().code, orchestrator::runtime_errc::pack_failed);
+  EXPECT_EQ(r.err().code, runtime::runtime_errc::pack_failed);
   EXPECT_THAT(r.err().message, HasSubstr("env alpha is failed: "));
 }
 
 TEST_F(supervisor_test, exec_failure_fails_the_env_without_a_restart) {
   start_supervisor(quick, [](const std::string&, std::uint32_t) { return good_worker(); });
   launcher_->fail_next_spawn(
-      error{orchestrator::process_errc::exec_failed,
+      error{process::process_errc::exec_failed,
             "cannot execute /nonexistent/comfy-orch-worker: No such file or directory"});
   start_env("alpha");
   ASSERT_TRUE(eventually_in("alpha", worker_state::failed, 1));

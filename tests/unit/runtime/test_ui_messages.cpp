@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 namespace {
 
 using json = nlohmann::json;
@@ -74,4 +74,4 @@ TEST(ui_messages, a_preview_is_exactly_its_rgb_pixels_within_bounds) {
 }
 
 }  // namespace
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

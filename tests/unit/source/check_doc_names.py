@@ -21,7 +21,7 @@ QUOTED = re.compile(r"`([^`\n]+)`")
 PATH = re.compile(r"^[\w.+-]+(?:/[\w.+-]+)+/?$")
 QUALIFIED = re.compile(r"^(?:[A-Za-z_]\w*::)+~?[A-Za-z_]\w*(?:\(\))?$")
 # `a/b/file.cpp` (`name`, `name`): the names this source holds.
-FILE_NAMES = re.compile(r"`([\w./+-]+\.(?:cpp|hpp|h|py))` \(((?:`[^`]+`(?:, | and )?)+)\)")
+FILE_NAMES = re.compile(r"`([\w./+-]+\.(?:cpp|hpp|h))` \(((?:`[^`]+`(?:, | and )?)+)\)")
 IDENTIFIER = re.compile(r"^~?[A-Za-z_]\w*(?:\(\))?$")
 WORD = re.compile(r"[A-Za-z_]\w*")
 # A comment can be as stale as a doc: only code declares.

@@ -12,7 +12,7 @@
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::control {
 
 // The socket of the server to ask: `socket` when given; else the registered server of
 // `deployment` (compared as canonical paths); else the only registered server. Errors:
@@ -38,4 +38,4 @@ class control_client {
   std::string pending_;  // read past the last answer's newline
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::control

@@ -17,7 +17,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::control {
 
 // The directory this user's servers use; nothing is created.
 std::filesystem::path control_directory_path();
@@ -49,4 +49,4 @@ void remove_registration(const std::filesystem::path& dir, pid_t pid);
 // open_control_directory.
 result<std::vector<server_registration>> list_registrations();
 
-}  // namespace orch::orchestrator
+}  // namespace orch::control

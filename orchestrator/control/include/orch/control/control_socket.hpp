@@ -21,7 +21,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::control {
 
 struct control_limits {
   long allowed_uid = static_cast<long>(::geteuid());  // the only peer uid answered
@@ -56,4 +56,4 @@ class control_socket {
 // The peer's uid of a connected Unix socket, or -1 when it cannot be read.
 long peer_uid(int fd);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::control

@@ -3,7 +3,7 @@
 // is the same word there, declared by each library that makes it.
 #pragma once
 
-namespace orch::orchestrator::control_errc {
+namespace orch::control::control_errc {
 
 // The server's side (control_socket.hpp): a connection from another uid, a request line over
 // the cap, a request that is no JSON object, a handler that threw, a socket that cannot be bound.
@@ -25,4 +25,4 @@ inline constexpr const char* not_found = "not_found";
 inline constexpr const char* directory_unusable = "directory_unusable";
 inline constexpr const char* file_io_failed = "file_io_failed";
 
-}  // namespace orch::orchestrator::control_errc
+}  // namespace orch::control::control_errc

@@ -12,7 +12,7 @@
 #include "orch/manifests/env_derivation.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 
 enum class env_backend_kind { pixi, uv, venv };
 
@@ -49,4 +49,4 @@ status build_env(const backend_build& build, const manifests::env_derivation& de
 // The interpreter a backend's env has (relative to its directory).
 std::filesystem::path interpreter_in(env_backend_kind kind);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

@@ -12,7 +12,7 @@
 #include "orch/manifests/host_stack.hpp"
 #include "orch/manifests/inventory.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 
 struct env_context {
   manifests::deployment deployment;
@@ -26,4 +26,4 @@ struct env_context {
 // nullopt when the deployment cannot be loaded; diagnostics go to `diags`.
 std::optional<env_context> load_env_context(const std::string& file, manifests::diagnostics& diags);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

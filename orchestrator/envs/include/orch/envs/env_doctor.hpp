@@ -14,7 +14,7 @@
 
 #include "orch/envs/env_context.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 
 struct doctor_check {
   std::string scope;   // "machine" or the env's name
@@ -39,4 +39,4 @@ std::vector<doctor_check> check_machine(const env_context& context, const doctor
 
 nlohmann::json doctor_check_json(const doctor_check& check);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

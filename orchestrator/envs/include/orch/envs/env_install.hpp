@@ -14,7 +14,7 @@
 #include "orch/manifests/host_stack.hpp"
 #include "orch/manifests/inventory.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 
 struct install_request {
   const manifests::env_entry* env = nullptr;
@@ -58,4 +58,4 @@ std::optional<std::string> backend_refusal(const manifests::env_entry& env,
 
 install_outcome install_env(const install_request& request, const install_progress& progress);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

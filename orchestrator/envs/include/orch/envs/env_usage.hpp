@@ -15,7 +15,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::envs {
 
 struct env_user {
   std::filesystem::path path;  // the interpreter or library in use
@@ -48,4 +48,4 @@ void remember_deployment(const std::filesystem::path& workspace_root,
 std::vector<std::filesystem::path> remembered_deployments(
     const std::filesystem::path& workspace_root);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::envs

@@ -3,7 +3,7 @@
 // is the same word there, declared by each library that makes it.
 #pragma once
 
-namespace orch::orchestrator::envs_errc {
+namespace orch::envs::envs_errc {
 
 // A backend tool that failed (the message names the package where the tool's output says
 // which, and the log), and an env that a pixi-only feature needs another backend for
@@ -14,4 +14,4 @@ inline constexpr const char* needs_pixi = "needs_pixi";
 inline constexpr const char* not_found = "not_found";
 inline constexpr const char* invalid_request = "invalid_request";
 
-}  // namespace orch::orchestrator::envs_errc
+}  // namespace orch::envs::envs_errc

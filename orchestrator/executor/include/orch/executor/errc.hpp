@@ -3,7 +3,7 @@
 // is the same word there, declared by each library that makes it.
 #pragma once
 
-namespace orch::orchestrator::executor_errc {
+namespace orch::executor::executor_errc {
 
 // Prompts (prompt.hpp): ComfyUI's type for a prompt that cannot be read.
 inline constexpr const char* invalid_prompt = "invalid_prompt";
@@ -11,4 +11,4 @@ inline constexpr const char* invalid_prompt = "invalid_prompt";
 inline constexpr const char* invalid_input = "invalid_input";
 inline constexpr const char* invalid_output = "invalid_output";
 
-}  // namespace orch::orchestrator::executor_errc
+}  // namespace orch::executor::executor_errc

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 class event_sink {
  public:
@@ -52,4 +52,4 @@ class recording_event_sink final : public event_sink {
   nlohmann::json events_ = nlohmann::json::array();
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

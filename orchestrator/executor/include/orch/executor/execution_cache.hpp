@@ -29,7 +29,7 @@
 #include "orch/ipc/descriptor.hpp"
 #include "orch/manifests/deployment.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 // One node of a prompt as the cache sees it.
 struct cache_key {
@@ -98,4 +98,4 @@ class execution_cache {
   std::map<std::string, std::uint64_t> keyed_;  // this prompt's keys so far, with their serials
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

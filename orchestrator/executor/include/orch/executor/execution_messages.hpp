@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 std::uint64_t now_ms();
 
@@ -30,4 +30,4 @@ nlohmann::json error_message(nlohmann::json error, const nlohmann::json& inputs,
 // execution_interrupted's message: prompt_id, node_id, node_type, executed and timestamp.
 nlohmann::json interrupted_message(const nlohmann::json& error);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -34,7 +34,7 @@
 #include "orch/runtime/awaitable.hpp"
 #include "orch/runtime/host_runtime.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 struct prompt_outcome {
   std::string prompt_id;
@@ -48,7 +48,7 @@ class executor {
  public:
   // The default keeps nothing across prompts (`run`, one prompt); `serve` passes the
   // deployment's [server] cache.
-  executor(host_runtime& host, event_sink& events,
+  executor(runtime::host_runtime& host, event_sink& events,
            manifests::cache_policy cache = manifests::cache_policy::none, unsigned lru_prompts = 1)
       : host_(host), events_(events), cache_(cache, lru_prompts) {}
   executor(const executor&) = delete;
@@ -103,19 +103,20 @@ class executor {
   // docs/comfyui.md, "Objects across envs"). The blocks of the pickles are readable at once and
   // released with the prompt. Returns the execution_error data of an export that failed.
   boost::asio::awaitable<std::optional<nlohmann::json>> hand_over_objects(
-      nlohmann::json& inputs, const node_class& cls, const std::string& id, std::uint64_t epoch);
+      nlohmann::json& inputs, const runtime::node_class& cls, const std::string& id,
+      std::uint64_t epoch);
   // Calls node `id` once per item of its input lists; fills `n` and `handed` (the blocks of its
   // outputs, now the host's), or returns the execution_error data (exception_type,
   // exception_message, traceback).
   boost::asio::awaitable<std::optional<nlohmann::json>> run_node(
-      const prompt& p, const std::string& id, const node_class& cls,
+      const prompt& p, const std::string& id, const runtime::node_class& cls,
       const std::map<std::string, nlohmann::json>& lists, std::uint64_t epoch, node_outcome& n,
       std::vector<ipc::buffer_descriptor>& handed);
   // The class's IS_CHANGED for node `node`'s literal inputs, run in its worker; null when the
   // class has none, nullopt when it failed (ComfyUI: always changed).
   boost::asio::awaitable<std::optional<nlohmann::json>> change_key(const prompt& p,
                                                                    const prompt_node& node,
-                                                                   const node_class& cls);
+                                                                   const runtime::node_class& cls);
   // The cache keys of the prompt's nodes, in execution order (producers first): each with
   // IS_CHANGED asked of its worker, as ComfyUI keys every node before it runs any.
   boost::asio::awaitable<std::map<std::string, cache_key>> cache_keys(
@@ -127,7 +128,7 @@ class executor {
   // On the io thread: clears the cache when clear_cache() asked; the entries dropped.
   std::size_t clear_cache_if_requested();
 
-  host_runtime& host_;
+  runtime::host_runtime& host_;
   event_sink& events_;
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<bool> interrupted_{false};
@@ -147,4 +148,4 @@ class executor {
   std::string progress_prompt_id_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -18,18 +18,18 @@
 #include "orch/runtime/node_catalogue.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 // The inputs of each call, from one list per input name: a {name: list} object per call for a
 // class with INPUT_IS_LIST (one call, empty lists included), else {name: item}. An empty input
 // list leaves a node without INPUT_IS_LIST nothing to be called with: an invalid_input error
 // naming the input.
-result<std::vector<nlohmann::json>> call_inputs(const node_class& cls,
+result<std::vector<nlohmann::json>> call_inputs(const runtime::node_class& cls,
                                                 const std::map<std::string, nlohmann::json>& lists);
 
 // The node's output lists, one JSON array per slot, from the `outputs` array of each call, in
 // call order. An OUTPUT_IS_LIST slot that is not an array is an invalid_output error.
-result<nlohmann::json> merge_call_outputs(const node_class& cls,
+result<nlohmann::json> merge_call_outputs(const runtime::node_class& cls,
                                           const std::vector<nlohmann::json>& call_outputs);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 struct node_outcome {
   std::string class_type;
@@ -27,4 +27,4 @@ struct node_outcome {
   bool cached = false;  // served from the execution cache, not run
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -17,7 +17,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 // An input wired to another node's output.
 struct node_link {
@@ -97,4 +97,4 @@ std::size_t nesting_depth(const nlohmann::json& value);
 // value a node may ask for.
 nlohmann::json prompt_document(const prompt& p);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

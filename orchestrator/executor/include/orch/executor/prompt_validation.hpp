@@ -14,7 +14,7 @@
 #include "orch/executor/prompt.hpp"
 #include "orch/runtime/node_catalogue.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 struct validation_error {
   std::string type;     // missing_node_type, required_input_missing, bad_linked_input, ...
@@ -48,15 +48,15 @@ struct validation_report {
 // refused them (custom_validation_failed) or could not run (exception_during_validation);
 // nullopt accepts them.
 using custom_validation = std::function<std::optional<validation_error>(
-    const prompt& p, const std::string& id, const node_class& cls, const nlohmann::json& literals,
-    const nlohmann::json& input_types)>;
+    const prompt& p, const std::string& id, const runtime::node_class& cls,
+    const nlohmann::json& literals, const nlohmann::json& input_types)>;
 
 // Validates every output node's dependency closure. A node without a class_type, or whose class
 // no pack provides, refuses the prompt first, as ComfyUI: missing_node_type for the first such
 // node in document order, with empty node_errors (every such node in orch_missing_nodes). A class with VALIDATE_INPUTS is checked by
 // `custom` once its own inputs are, and then the checks its method replaces are skipped
 // (input_validation); without `custom` every check of the host stands.
-validation_report validate_prompt(const prompt& p, const node_catalogue& catalogue,
+validation_report validate_prompt(const prompt& p, const runtime::node_catalogue& catalogue,
                                   const custom_validation& custom = {});
 
 // ComfyUI's log lines for each output a prompt that may run goes without (validate_prompt's
@@ -75,4 +75,4 @@ std::vector<std::string> execution_order(const prompt& p, const std::vector<std:
 // errors, as ComfyUI answers a node without class_type.
 validation_report invalid_prompt_report(const error& e);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

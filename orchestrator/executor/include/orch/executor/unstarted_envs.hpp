@@ -16,7 +16,7 @@
 #include "orch/executor/prompt_validation.hpp"
 #include "orch/runtime/supervisor.hpp"
 
-namespace orch::orchestrator {
+namespace orch::executor {
 
 struct unstarted_env {
   std::string env;
@@ -32,10 +32,10 @@ struct unstarted_failure {
 
 // Empty unless `report` refused the prompt with missing_node_type and some worker is not ready.
 std::optional<unstarted_failure> missing_classes_of_unstarted_envs(
-    const validation_report& report, const std::vector<worker_info>& workers);
+    const validation_report& report, const std::vector<runtime::worker_info>& workers);
 
 // {"error": {...}, "node_errors": {...}}: ComfyUI's /prompt answer's shape, the error being the
 // worker failure and the node errors the missing classes.
 nlohmann::json to_json(const unstarted_failure& failure, const validation_report& report);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::executor

@@ -11,11 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::live {
 
 // {"divergent": bool, "differences": [{process, kind, field, host, worker, severity, explanation,
 // fix, acknowledged}]}. severity "divergence" counts; "note" is said but never makes a process
 // divergent. `divergent` is true when any divergence is not acknowledged (ORCH_DIVERGENCE_ACK).
 nlohmann::json find_divergences(const nlohmann::json& status);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

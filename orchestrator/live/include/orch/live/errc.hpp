@@ -3,9 +3,9 @@
 // is the same word there, declared by each library that makes it.
 #pragma once
 
-namespace orch::orchestrator::live_errc {
+namespace orch::live::live_errc {
 
 // A view asked for with a parameter it does not take (live_views.hpp).
 inline constexpr const char* invalid_request = "invalid_request";
 
-}  // namespace orch::orchestrator::live_errc
+}  // namespace orch::live::live_errc

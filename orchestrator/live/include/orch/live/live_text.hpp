@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::live {
 
 // 1536 -> "1.5K", 3 GiB -> "3.0G"; a non-number -> "-".
 std::string human_bytes(const nlohmann::json& bytes);
@@ -17,4 +17,4 @@ std::string format_status(const nlohmann::json& status);
 // Every difference with both values, its explanation and its fix; or "no divergence".
 std::string format_divergences(const nlohmann::json& divergences);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

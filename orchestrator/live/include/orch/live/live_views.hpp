@@ -15,7 +15,7 @@
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 
 // "90s", "10m", "2h", "500ms" or a plain number of seconds. Errors: "invalid_request".
 result<std::chrono::milliseconds> parse_since(const std::string& text);
@@ -23,7 +23,7 @@ result<std::chrono::milliseconds> parse_since(const std::string& text);
 class live_views {
  public:
   // `identity` is what a "hello" request answers (the server's pid, deployment and version).
-  live_views(host_runtime& host, memory_sampler& sampler, nlohmann::json identity);
+  live_views(runtime::host_runtime& host, memory_sampler& sampler, nlohmann::json identity);
 
   // All on the io thread.
   nlohmann::json status();
@@ -34,9 +34,9 @@ class live_views {
   nlohmann::json answer(const nlohmann::json& request);
 
  private:
-  host_runtime& host_;
+  runtime::host_runtime& host_;
   memory_sampler& sampler_;
   nlohmann::json identity_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

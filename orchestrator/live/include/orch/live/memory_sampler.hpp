@@ -24,7 +24,7 @@
 
 #include "orch/runtime/host_runtime.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 
 struct process_figures {
   std::string process;
@@ -56,7 +56,7 @@ class memory_sampler {
   static constexpr std::size_t marker_capacity = 4096;
   static constexpr std::size_t max_answer_samples = 2000;  // timeline() thins out past this
 
-  memory_sampler(host_runtime& host, std::chrono::milliseconds period,
+  memory_sampler(runtime::host_runtime& host, std::chrono::milliseconds period,
                  std::size_t capacity = default_capacity);
   ~memory_sampler();  // stop()
   memory_sampler(const memory_sampler&) = delete;
@@ -84,7 +84,7 @@ class memory_sampler {
   void take_sample();  // io thread
   void push_marker(timeline_marker m);  // under mutex_
 
-  host_runtime& host_;
+  runtime::host_runtime& host_;
   std::chrono::milliseconds period_;
   std::size_t capacity_;
   std::shared_ptr<boost::asio::steady_timer> timer_;
@@ -98,4 +98,4 @@ class memory_sampler {
   nlohmann::json latest_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

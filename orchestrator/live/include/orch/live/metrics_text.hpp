@@ -13,12 +13,12 @@
 
 #include "orch/runtime/call_histogram.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 
 struct metrics_inputs {
   nlohmann::json status;                                 // read_process_status
   nlohmann::json divergences;                            // find_divergences over it
-  std::map<std::string, call_histogram> call_durations;  // by env
+  std::map<std::string, runtime::call_histogram> call_durations;  // by env
   std::map<std::string, std::uint64_t> evictions;        // by env (memory_sampler's markers)
   std::map<std::string, std::uint64_t> frees;
 };
@@ -28,4 +28,4 @@ std::string prometheus_metrics(const metrics_inputs& in);
 // A label value as the exposition format writes it: \, " and newline escaped.
 std::string escape_label_value(const std::string& value);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

@@ -11,13 +11,13 @@
 
 #include "orch/runtime/host_runtime.hpp"
 
-namespace orch::orchestrator {
+namespace orch::live {
 
 // Call on the io thread (host_runtime::on_io_thread).
-nlohmann::json read_process_status(host_runtime& host);
+nlohmann::json read_process_status(runtime::host_runtime& host);
 
 // "streams=2;pinned=1;level=4" (plugins::applied_settings_text) as {"streams": "2", ...}; text
 // that is not of that shape gives the fields that are.
 nlohmann::json settings_fields(const std::string& text);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

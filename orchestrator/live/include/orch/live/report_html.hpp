@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::live {
 
 std::string render_report_html(const nlohmann::json& status, const nlohmann::json& divergences,
                                const nlohmann::json& timeline);
@@ -18,4 +18,4 @@ std::string render_report_html(const nlohmann::json& status, const nlohmann::jso
 // Text made safe inside HTML elements and attribute values.
 std::string html_escape(const std::string& text);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::live

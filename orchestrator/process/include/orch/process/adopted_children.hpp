@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <mutex>
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 std::unique_lock<std::mutex> hold_children();
 void note_spawned(pid_t pid);    // under hold_children(), right after fork()
@@ -32,4 +32,4 @@ std::size_t reap_adopted();
 // Every adopted child SIGKILLed and reaped (and theirs, adopted in turn); how many.
 std::size_t end_adopted();
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

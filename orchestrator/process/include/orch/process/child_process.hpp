@@ -25,7 +25,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 // The descriptors of a worker (comfy-orch-worker's --channel-fd, --fd-socket, --token-fd).
 inline constexpr int worker_channel_fd = 3;
@@ -72,4 +72,4 @@ std::optional<int> try_reap_process(pid_t pid) noexcept;
 // Describes a wait status: "exited with 3", "killed by SIGKILL".
 std::string describe_exit(int status);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -5,7 +5,7 @@
 
 #include "orch/process/process_launcher.hpp"
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 class child_process_launcher final : public process_launcher {
  public:
@@ -16,4 +16,4 @@ class child_process_launcher final : public process_launcher {
   result<ipc::process_identity> identity(pid_t pid) override;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -3,7 +3,7 @@
 // is the same word there, declared by each library that makes it.
 #pragma once
 
-namespace orch::orchestrator::process_errc {
+namespace orch::process::process_errc {
 
 // fork or its set-up failed; the child could not exec (child_process.hpp, tool_process.hpp).
 inline constexpr const char* spawn_failed = "spawn_failed";
@@ -13,4 +13,4 @@ inline constexpr const char* not_found = "not_found";
 // The descriptor limit cannot be raised far enough (process_limits.hpp).
 inline constexpr const char* fd_limit = "fd_limit";
 
-}  // namespace orch::orchestrator::process_errc
+}  // namespace orch::process::process_errc

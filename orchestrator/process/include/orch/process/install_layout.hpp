@@ -18,7 +18,7 @@
 
 #include <filesystem>
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 struct install_layout {
   std::filesystem::path worker_executable;       // comfy-orch-worker
@@ -42,4 +42,4 @@ void use_install_layout(const install_layout& layout);
 // (/proc/self/exe), computed once.
 const install_layout& this_install_layout();
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

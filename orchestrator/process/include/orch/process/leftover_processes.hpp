@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <string>
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 inline constexpr const char* worker_instance_variable = "ORCH_WORKER_INSTANCE";
 
@@ -21,4 +21,4 @@ std::string new_host_instance();
 // ORCH_WORKER_INSTANCE=<value starting with `prefix`>; returns how many.
 std::size_t kill_marked_processes(const std::string& prefix);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -18,7 +18,7 @@
 #include "orch/process/child_process.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 class process_launcher {
  public:
@@ -42,4 +42,4 @@ class process_launcher {
   virtual result<ipc::process_identity> identity(pid_t pid) = 0;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

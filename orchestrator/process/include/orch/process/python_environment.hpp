@@ -11,7 +11,7 @@
 
 #include "orch/process/worker_environment.hpp"
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 // The rule applied to a worker's environment.
 void scrub_python_environment(environment& env);
@@ -19,4 +19,4 @@ void scrub_python_environment(environment& env);
 // The rule as changes to a tool's environment (tool_command::env: a value set, nullopt removed).
 void scrub_python_environment(std::map<std::string, std::optional<std::string>>& changes);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

@@ -15,7 +15,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 struct tool_command {
   std::vector<std::string> argv;  // argv[0] is searched on PATH when it has no '/'
@@ -43,4 +43,4 @@ result<tool_exit> run_tool(const tool_command& command);
 // when there is none.
 std::filesystem::path find_executable(const std::string& name);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

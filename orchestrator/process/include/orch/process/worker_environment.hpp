@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace orch::orchestrator {
+namespace orch::process {
 
 using environment = std::map<std::string, std::string>;
 
@@ -28,4 +28,4 @@ environment current_environment();
 // "NAME=value" strings for execve.
 std::vector<std::string> to_envp(const environment& env);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::process

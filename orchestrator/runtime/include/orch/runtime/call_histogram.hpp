@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdint>
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 struct call_histogram {
   static constexpr std::array<double, 14> bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
@@ -24,4 +24,4 @@ struct call_histogram {
   }
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

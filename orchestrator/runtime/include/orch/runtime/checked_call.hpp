@@ -17,7 +17,7 @@
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 struct checked_call_result {
   result<nlohmann::json> response;
@@ -46,4 +46,4 @@ boost::asio::awaitable<checked_call_result> async_call_with_retry(
     host_runtime& host, const std::string& env, const nlohmann::json& body,
     const std::vector<ipc::buffer_descriptor>& held);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

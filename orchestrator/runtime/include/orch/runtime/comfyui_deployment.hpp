@@ -18,7 +18,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 struct comfyui_deployment_text {
   std::string text;   // the deployment, in TOML
@@ -28,4 +28,4 @@ struct comfyui_deployment_text {
 // Errors: "invalid_description" naming the field and what it must be.
 result<comfyui_deployment_text> comfyui_deployment(const nlohmann::json& description);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

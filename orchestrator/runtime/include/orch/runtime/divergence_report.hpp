@@ -12,7 +12,7 @@
 
 #include "orch/plugins/memory_manager.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 enum class report_level { debug, note, warning };
 
@@ -56,4 +56,4 @@ class divergence_reporter {
   std::set<std::string> reported_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -3,7 +3,7 @@
 // is the same word there, declared by each library that makes it.
 #pragma once
 
-namespace orch::orchestrator::runtime_errc {
+namespace orch::runtime::runtime_errc {
 
 // Workers and the router (supervisor.hpp).
 inline constexpr const char* unknown_env = "unknown_env";      // no worker for that env
@@ -40,4 +40,4 @@ inline constexpr const char* stale_generation = "stale_generation";
 inline constexpr const char* web_socket = "web_socket";
 inline constexpr const char* bad_ui_message = "bad_ui_message";
 
-}  // namespace orch::orchestrator::runtime_errc
+}  // namespace orch::runtime::runtime_errc

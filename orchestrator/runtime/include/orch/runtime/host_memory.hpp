@@ -25,7 +25,7 @@
 #include "orch/plugins/backend_device.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // The host's own lease holder and budget slot.
 inline constexpr std::uint32_t host_slot = 0;
@@ -89,4 +89,4 @@ class host_memory {
   std::unique_ptr<ipc::lease_table> leases_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

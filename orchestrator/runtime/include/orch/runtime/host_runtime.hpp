@@ -28,7 +28,7 @@
 #include "orch/runtime/supervisor.hpp"
 #include "orch/runtime/worker_specs.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // A pack env that runs no worker, and why (env missing, Python pack, not built).
 struct host_options {
@@ -39,7 +39,7 @@ struct host_options {
   std::filesystem::path worker_library;       // liborch_worker.so
   std::filesystem::path python_package_root;  // the directory holding comfy_orch/
   // The supervisor's process launcher (supervisor_options::launcher); null: real processes.
-  std::shared_ptr<process_launcher> launcher{};
+  std::shared_ptr<process::process_launcher> launcher{};
 };
 
 class host_runtime {
@@ -150,4 +150,4 @@ class host_runtime {
 // The catalogue entries of one worker's ready message (docs/protocol.md).
 std::vector<node_class> classes_from_ready(const nlohmann::json& nodes, const std::string& env);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

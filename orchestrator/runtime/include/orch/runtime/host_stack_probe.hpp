@@ -9,7 +9,7 @@
 #include "orch/manifests/host_stack.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // The interpreter whose stack the envs are built for: [env] python, else ORCH_HOST_PYTHON, else
 // /usr/bin/python3 when it exists, else python3 on PATH.
@@ -19,4 +19,4 @@ std::filesystem::path host_python(const manifests::deployment& d);
 // message names it and says what to fix).
 result<manifests::host_stack> probe_host_stack(const std::filesystem::path& python);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

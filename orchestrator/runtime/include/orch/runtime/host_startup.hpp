@@ -16,7 +16,7 @@
 #include "orch/process/install_layout.hpp"
 #include "orch/runtime/host_runtime.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 struct prepared_deployment {
   manifests::deployment deployment;
@@ -39,10 +39,10 @@ result<prepared_deployment> prepare_deployment_text(const std::string& text,
 // Errors: process_limits and host_runtime::start errors, the message ending with the fix.
 result<std::unique_ptr<host_runtime>> start_deployment(const prepared_deployment& p,
                                                        const std::string& worker_executable,
-                                                       const install_layout& layout);
+                                                       const process::install_layout& layout);
 
 // Waits until every worker is ready or failed (the handshake timeout and 5 s more, in short
 // steps) or `stop()` says so.
 void settle_workers(host_runtime& h, const std::function<bool()>& stop);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -22,7 +22,7 @@
 #include "orch/plugins/registry.hpp"
 #include "orch/runtime/plugin_selection.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 class memory_plan {
  public:
@@ -70,4 +70,4 @@ class memory_plan {
   pager_settings pager_settings_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -14,7 +14,7 @@
 
 #include "orch/runtime/host_runtime.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 struct memory_row {
   std::string process;  // "host" or the env name
@@ -40,4 +40,4 @@ std::vector<memory_row> read_memory_table(host_runtime& host);
 std::string format_memory_table(const std::vector<memory_row>& rows);
 nlohmann::json to_json(const std::vector<memory_row>& rows);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

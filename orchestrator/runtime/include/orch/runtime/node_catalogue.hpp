@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // ComfyUI's widget types (INT, FLOAT, STRING, BOOLEAN, COMBO) are checked as literals; any other
 // type name (IMAGE, MODEL, ...) can only arrive through a link. "*" accepts any linked type.
@@ -112,4 +112,4 @@ class node_catalogue {
   std::map<std::string, std::string> route_paths_;  // "METHOD path" -> the env declaring it
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -13,7 +13,7 @@
 #include "orch/plugins/registry.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // Errors ("probe_failed"): the probe could not start, did not finish within `timeout` (it is
 // killed), ended with a signal or a failing status, or answered something that is not a plugin
@@ -22,4 +22,4 @@ result<std::vector<plugins::plugin_entry>> probe_plugins(
     const std::string& worker_executable, const std::vector<std::filesystem::path>& dirs,
     std::chrono::milliseconds timeout);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

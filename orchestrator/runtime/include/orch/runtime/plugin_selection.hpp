@@ -10,7 +10,7 @@
 
 #include "orch/plugins/registry.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // The host's memory settings a pager can be told, and the level that can express each.
 struct pager_settings {
@@ -65,4 +65,4 @@ worker_plugin_choice choose_worker_plugins(const std::vector<plugins::plugin_ent
 std::vector<std::string> dropped_setting_lines(const std::string& env,
                                                const worker_plugin_choice& choice);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -15,7 +15,7 @@
 #include "orch/manifests/deployment.hpp"
 #include "orch/manifests/diagnostic.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // The deployment's [plugins] search_paths; without them, $ORCH_PLUGIN_PATH; else the plugin
 // directory installed or built with this host (install_layout.hpp; the same rule as
@@ -32,4 +32,4 @@ std::vector<std::filesystem::path> deployment_library_directories(const manifest
 void preflight(const manifests::deployment& d, const ipc::memory_readings& readings,
                manifests::diagnostics& diags);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -10,11 +10,11 @@
 #include "orch/process/worker_environment.hpp"
 #include "orch/runtime/supervisor.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // Sets `request`'s executable and working directory, puts the interpreter's arguments before
 // the worker flags already in request.args, and shapes `env`.
 void python_worker_command(const python_worker_spec& spec, const supervisor_options& options,
-                           spawn_request& request, environment& env);
+                           process::spawn_request& request, process::environment& env);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

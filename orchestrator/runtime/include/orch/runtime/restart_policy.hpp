@@ -16,7 +16,7 @@
 
 #include "orch/manifests/deployment.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // How long an env failed for its crash loop number `loop` (0 for the first) stays down:
 // `failed_retry`, doubled per further loop, at most max_crash_loop_cool_down (or failed_retry
@@ -77,4 +77,4 @@ class restart_policy {
   int crash_loops_ = 0;  // times it was failed for crash-looping since it last ran a window
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 struct model_entry {
   std::string id;              // unique: "<env>/<model>" for stand-ins, anything for host models
@@ -68,4 +68,4 @@ class stand_in_table {
   std::vector<model_entry> entries_;  // index 0: most recently loaded
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

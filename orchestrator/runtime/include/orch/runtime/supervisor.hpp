@@ -64,7 +64,7 @@
 #include "orch/runtime/worker_web_sockets.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // How a Python env's worker starts (docs/python.md): its interpreter runs the comfy_orch
 // package's worker over liborch_worker.so, importing the node directory.
@@ -98,11 +98,11 @@ struct supervisor_options {
   std::filesystem::path python_package_root;  // the directory holding comfy_orch/
   manifests::worker_settings timing;
   plugins::manager_choice host_manager;  // exported as ORCH_WORKER_PAGER where absent
-  environment operator_env;
+  process::environment operator_env;
   bool debug_worker = false;  // ORCH_DEBUG_WORKER: the routine divergence line
   // Starts, signals and reaps the workers (process_launcher.hpp); null: real child processes
   // (child_process_launcher). Unit tests pass a fake that runs in-process workers.
-  std::shared_ptr<process_launcher> launcher;
+  std::shared_ptr<process::process_launcher> launcher;
   // The time of spawns, ready messages and losses, as the restart policy reads it; empty: the
   // steady clock. A test may drive it by hand; the supervisor's timers still run on real time.
   time_source clock;
@@ -281,4 +281,4 @@ class supervisor {
   worker_web_sockets web_sockets_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -11,7 +11,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 // ComfyUI's BinaryEventTypes (server.py): the binary messages a client tells apart by their first
 // four bytes.
@@ -28,4 +28,4 @@ inline constexpr std::uint32_t max_preview_side = 4096;
 // "max"}. Errors (code "bad_ui_message") say what is wrong.
 result<nlohmann::json> checked_ui_message(const nlohmann::json& body);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -22,7 +22,7 @@
 
 #include "orch/ipc/unique_fd.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 struct output_limits {
   std::size_t max_line = 8192;
@@ -56,4 +56,4 @@ class worker_output : public std::enable_shared_from_this<worker_output> {
   std::unique_ptr<impl> impl_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

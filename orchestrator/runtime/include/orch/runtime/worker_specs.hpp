@@ -13,7 +13,7 @@
 #include "orch/runtime/memory_plan.hpp"
 #include "orch/runtime/supervisor.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 struct skipped_env {
   std::string env;
@@ -31,6 +31,6 @@ struct planned_workers {
 // false, and of a [worker] device this host cannot reach.
 planned_workers plan_workers(const manifests::deployment& d, const manifests::inventory& inv,
                              memory_plan& plan, const std::string& host_backend_plugin,
-                             bool python_workers, const environment& operator_env);
+                             bool python_workers, const process::environment& operator_env);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

@@ -11,7 +11,7 @@
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::runtime {
 
 class worker_web_sockets {
  public:
@@ -30,4 +30,4 @@ class worker_web_sockets {
   std::filesystem::path directory_;  // made on first use ($XDG_RUNTIME_DIR, else /tmp)
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::runtime

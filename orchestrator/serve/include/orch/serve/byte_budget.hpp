@@ -14,7 +14,7 @@
 
 #include <boost/asio/ip/address.hpp>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 class byte_budget {
  public:
@@ -65,4 +65,4 @@ class byte_budget {
   std::map<boost::asio::ip::address, std::size_t> by_peer_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

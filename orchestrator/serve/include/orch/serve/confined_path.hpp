@@ -26,7 +26,7 @@
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // The components of a relative path a client sent, `.` and empty ones (`a//b`) dropped; no
 // component is `..` and none holds a '/' or a NUL. Empty text has no components. Errors: bad_path
@@ -69,4 +69,4 @@ void for_each_confined_file(int dir, bool recurse,
 // fails (EINTR is retried).
 std::optional<std::string> read_at_most(int fd, std::size_t limit);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

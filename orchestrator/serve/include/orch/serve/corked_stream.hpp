@@ -37,7 +37,7 @@
 #include <boost/beast/core/role.hpp>
 #include <boost/beast/websocket/teardown.hpp>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 template <class NextLayer>
 class corked_stream {
@@ -190,4 +190,4 @@ class corked_stream {
   std::weak_ptr<waiters> waiting_;  // the flush in flight's
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

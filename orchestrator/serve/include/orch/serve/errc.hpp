@@ -3,7 +3,7 @@
 // is the same word there, declared by each library that makes it.
 #pragma once
 
-namespace orch::orchestrator::serve_errc {
+namespace orch::serve::serve_errc {
 
 // The address cannot be bound (serve_http.hpp).
 inline constexpr const char* listen_failed = "listen_failed";
@@ -32,4 +32,4 @@ inline constexpr const char* image_too_large = "image_too_large";
 inline constexpr const char* image_unwritable = "image_unwritable";
 inline constexpr const char* image_size_mismatch = "image_size_mismatch";
 
-}  // namespace orch::orchestrator::serve_errc
+}  // namespace orch::serve::serve_errc

@@ -25,7 +25,7 @@
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/manifests/inventory.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 struct extension_web_dir {
   std::string name;           // the URL's segment after /extensions/
@@ -44,4 +44,4 @@ std::vector<extension_web_dir> extension_web_dirs(const manifests::inventory& in
 std::vector<extension_web_dir> extension_web_dirs_of(const std::filesystem::path& pack_dir,
                                                      const std::string& name);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

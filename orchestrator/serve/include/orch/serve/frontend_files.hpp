@@ -18,7 +18,7 @@
 #include "orch/serve/extension_web_dirs.hpp"
 #include "orch/serve/serve_http.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // The Content-Type of a frontend file, by its extension (case-insensitive): what a browser needs
 // to run and draw the page (.js and .mjs as JavaScript, .css, .html, .svg, fonts, .wasm), else
@@ -46,4 +46,4 @@ class frontend_files {
   std::vector<extension_web_dir> packs_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

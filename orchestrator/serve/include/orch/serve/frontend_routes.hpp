@@ -19,7 +19,7 @@
 #include "orch/serve/user_data.hpp"
 #include "orch/serve/workflow_templates.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // The server's feature flags, as ComfyUI's /features and its WebSocket's `feature_flags` answer
 // send them: whether previews carry metadata (serve sends none) and the largest upload.
@@ -46,4 +46,4 @@ class frontend_routes {
   workflow_templates templates_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

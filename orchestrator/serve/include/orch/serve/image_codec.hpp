@@ -24,7 +24,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // The most pixels (width * height) serve decodes: 2^26 = 67,108,864, an 8192 x 8192 image (a 4x
 // upscale of 2048 x 2048), 256 MiB as RGBA. Pillow warns of a decompression bomb past
@@ -108,4 +108,4 @@ result<std::vector<std::uint8_t>> encode_webp(const std::uint8_t* pixels, std::u
 // The RGB of `image` (its alpha dropped): what Pillow's convert("RGB") makes of the file.
 std::vector<std::uint8_t> rgb_of(const decoded_image& image);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -7,11 +7,11 @@
 
 #include "orch/serve/serve_http.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 inline http_reply json_reply(const nlohmann::json& body, unsigned status = 200) {
   return {status, "application/json",
           body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

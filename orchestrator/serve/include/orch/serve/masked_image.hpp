@@ -15,7 +15,7 @@
 #include "orch/serve/image_codec.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // The file for `name` (the upload's name). `original` is taken, and its pixels given the mask's
 // alpha in place, so that no third image is held. Errors: image_size_mismatch (the two sizes
@@ -24,4 +24,4 @@ namespace orch::orchestrator {
 result<std::vector<std::uint8_t>> masked_image(decoded_image original, const decoded_image& mask,
                                                std::string_view name);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -14,7 +14,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 struct form_part {
   std::string name;                     // Content-Disposition's name
@@ -41,4 +41,4 @@ result<std::vector<form_part>> parse_form(std::string_view content_type, std::st
 // form is aiohttp's MultiDict, whose get() answers the first.
 const form_part* first_part(const std::vector<form_part>& parts, std::string_view name);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -13,7 +13,7 @@
 
 #include "orch/serve/serve_http.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // Where a route is answered: on the io thread, for what needs no wait (an interrupt must never
 // queue behind a request that waits for the node it stops), else on the API thread.
@@ -63,4 +63,4 @@ class route_table {
 // `path` without ComfyUI's /api prefix.
 std::string route_path(const std::string& path);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

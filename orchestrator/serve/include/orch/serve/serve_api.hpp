@@ -30,7 +30,7 @@
 #include "orch/serve/serve_http.hpp"
 #include "orch/serve/serve_queue.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // Who answers GET /system_stats: comfy-orch's version, and the Python stack its workers run on
 // (the host's interpreter, as ComfyUI shows its own), where it was read.
@@ -43,7 +43,7 @@ class comfy_api {
  public:
   // `server` gets the WebSocket messages; it must outlive this.
   // `web`: the frontend's files and the routes it reads beyond the prompt API.
-  comfy_api(host_runtime& host, http_server& server, std::size_t history_size,
+  comfy_api(runtime::host_runtime& host, http_server& server, std::size_t history_size,
             server_identity identity, queue_limits limits, frontend_routes web);
   ~comfy_api();  // stop()
   comfy_api(const comfy_api&) = delete;
@@ -84,15 +84,15 @@ class comfy_api {
   bool cancel_jobs(const std::vector<std::string>& ids);
   nlohmann::json status_message(bool with_sid, const std::string& sid) const;
 
-  host_runtime& host_;
+  runtime::host_runtime& host_;
   http_server& server_;
   prompt_queue queue_;
   std::unique_ptr<events> events_;
-  std::unique_ptr<executor> executor_;
+  std::unique_ptr<executor::executor> executor_;
   // VALIDATE_INPUTS runs on the waiting thread while a prompt runs on the io thread: on an
   // executor of its own, so the two never share the running prompt's leases (held_).
-  recording_event_sink validation_events_;
-  std::unique_ptr<executor> validator_;
+  executor::recording_event_sink validation_events_;
+  std::unique_ptr<executor::executor> validator_;
   server_identity identity_;
   file_routes files_;
   frontend_routes web_;
@@ -105,4 +105,4 @@ class comfy_api {
   std::atomic<bool> interrupt_on_stop_{true};
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

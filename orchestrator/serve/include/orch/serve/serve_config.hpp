@@ -17,7 +17,7 @@
 #include "orch/serve/serve_queue.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // What a stop (SIGTERM) does to the running prompt; queued prompts are dropped either way.
 enum class stop_mode { interrupt, finish };
@@ -41,7 +41,7 @@ struct serve_config {
   // How often the memory timelines are sampled (--sample-ms), and how many samples are kept
   // (--timeline-samples).
   std::chrono::milliseconds sample_period{1000};
-  std::size_t timeline_samples = memory_sampler::default_capacity;
+  std::size_t timeline_samples = live::memory_sampler::default_capacity;
   // Whether `status`, `top`, `diverge`, `report` and `ls` can find this server (a control socket
   // and its registration; --no-control-socket). The /orch/ routes answer either way.
   bool control_socket = true;
@@ -55,4 +55,4 @@ struct serve_config {
 // Errors: invalid_config, naming the two flags and the fix.
 status check(const serve_config& config);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

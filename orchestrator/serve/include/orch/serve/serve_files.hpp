@@ -18,7 +18,7 @@
 #include "orch/serve/serve_http.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 struct file_directories {
   std::filesystem::path input;
@@ -67,4 +67,4 @@ class file_routes {
   file_directories dirs_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

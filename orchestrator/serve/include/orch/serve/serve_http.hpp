@@ -32,7 +32,7 @@
 #include "orch/ipc/unique_fd.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 struct http_request {
   std::string method;  // GET, POST, ...
@@ -174,4 +174,4 @@ class http_server {
   bool stopped_ = false;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -23,7 +23,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 struct jobs_query {
   std::vector<std::string> statuses;  // empty: all
@@ -51,4 +51,4 @@ nlohmann::json job_of_history(const std::string& id, const nlohmann::json& entry
 // The jobs `query` selects from every job given, sorted and paged: GET /api/jobs's answer.
 nlohmann::json jobs_page(std::vector<nlohmann::json> jobs, const jobs_query& query);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

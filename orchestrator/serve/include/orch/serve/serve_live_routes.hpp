@@ -7,9 +7,9 @@
 #include "orch/live/live_views.hpp"
 #include "orch/serve/route_table.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // Adds the routes to `table`; `views` must outlive its use.
-void add_live_routes(route_table& table, live_views& views);
+void add_live_routes(route_table& table, live::live_views& views);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -7,7 +7,7 @@
 
 #include <string_view>
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // Whether a request with these Host and Origin headers (empty: absent) is refused with 403:
 // both present, Host names a loopback address, and their hosts differ (ports compared only when
@@ -17,4 +17,4 @@ namespace orch::orchestrator {
 // frame of any site sends it.
 bool cross_origin_refused(std::string_view host, std::string_view origin);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

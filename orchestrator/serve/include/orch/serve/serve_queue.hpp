@@ -21,7 +21,7 @@
 
 #include "orch/executor/prompt.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 struct queued_prompt {
   std::size_t bytes = 0;  // the /prompt body's size: what the pending queue's cap counts
@@ -30,7 +30,7 @@ struct queued_prompt {
   nlohmann::json document;  // the API prompt as posted
   nlohmann::json extra_data = nlohmann::json::object();  // client_id included
   std::vector<std::string> outputs;                      // the validated output node ids
-  prompt parsed;
+  executor::prompt parsed;
   std::uint64_t sequence = 0;  // order of arrival, for equal numbers
   // to_json()'s text, written when it is queued (put): GET /queue streams it, shared.
   std::shared_ptr<const std::string> text;
@@ -148,4 +148,4 @@ class prompt_queue {
   std::optional<std::string> running_id_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

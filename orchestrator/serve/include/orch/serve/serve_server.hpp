@@ -27,7 +27,7 @@
 #include "orch/serve/serve_http.hpp"
 #include "orch/serve/workflow_templates.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 class serve_server {
  public:
@@ -38,7 +38,7 @@ class serve_server {
   // Errors: invalid_config (check(), a front_end_root without index.html), directory_unusable
   // (which directory, and why), the control directory's (control_errc).
   static result<std::unique_ptr<serve_server>> prepare(serve_config config,
-                                                       const prepared_deployment& deployment,
+                                                       const runtime::prepared_deployment& deployment,
                                                        std::string version);
   ~serve_server();  // stop()
   serve_server(const serve_server&) = delete;
@@ -47,7 +47,7 @@ class serve_server {
   // Builds the parts over `host` (started from the same deployment; it must outlive this) and
   // starts them: the control socket, the listener, then the registration. Once only. The bound
   // port. Errors: the control socket's (control_errc), listen_failed.
-  result<std::uint16_t> start(host_runtime& host);
+  result<std::uint16_t> start(runtime::host_runtime& host);
 
   // In order: the registration and control socket go, the sampler stops, the queued prompts are
   // dropped and the running one interrupted (or let finish, config.on_stop), the connections are
@@ -66,10 +66,10 @@ class serve_server {
   // The control socket and its registration (docs/cli.md, "The control socket").
   struct control_endpoint {
     std::filesystem::path dir;
-    server_registration registration;
+    control::server_registration registration;
   };
 
-  serve_server(serve_config config, const prepared_deployment& deployment, std::string version);
+  serve_server(serve_config config, const runtime::prepared_deployment& deployment, std::string version);
   // The live views' identity: this process, its version and deployment.
   nlohmann::json identity() const;
 
@@ -82,14 +82,14 @@ class serve_server {
   std::optional<manifests::host_stack> stack_;
   std::optional<control_endpoint> endpoint_;
 
-  host_runtime* host_ = nullptr;  // lent by start()
+  runtime::host_runtime* host_ = nullptr;  // lent by start()
   route_table routes_;
-  std::unique_ptr<memory_sampler> sampler_;
-  std::unique_ptr<live_views> views_;
+  std::unique_ptr<live::memory_sampler> sampler_;
+  std::unique_ptr<live::live_views> views_;
   std::unique_ptr<http_server> http_;
-  std::unique_ptr<control_socket> control_;
+  std::unique_ptr<control::control_socket> control_;
   std::unique_ptr<comfy_api> api_;
   bool stopped_ = false;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

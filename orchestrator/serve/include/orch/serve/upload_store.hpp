@@ -17,7 +17,7 @@
 
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // What store_upload makes of a taken name whose file holds exactly the bytes it is given: the
 // upload's name, with nothing written (ComfyUI's hash check), or a name taken like any other
@@ -43,4 +43,4 @@ result<std::optional<std::string>> stored_duplicate(int dir, const std::string& 
 // '.' that is not leading).
 std::string numbered_name(const std::string& name, unsigned n);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

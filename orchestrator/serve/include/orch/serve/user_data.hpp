@@ -23,7 +23,7 @@
 
 #include "orch/serve/serve_http.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 class user_data {
  public:
@@ -48,4 +48,4 @@ class user_data {
   std::filesystem::path user_;  // <users>/default
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

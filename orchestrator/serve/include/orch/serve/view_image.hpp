@@ -24,7 +24,7 @@
 #include "orch/serve/image_codec.hpp"
 #include "orch/support/result.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 struct view_request {
   enum class kind { file_as_is, preview, rgb, alpha };
@@ -47,4 +47,4 @@ struct encoded_view {
 // quality of 2^63 or more (past a C ssize_t), or a side past the format's limit.
 result<encoded_view> render_view(const view_request& request, const decoded_image& image);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -17,7 +17,7 @@
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/serve/serve_http.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // One route as serve matches it.
 struct worker_route {
@@ -28,16 +28,17 @@ struct worker_route {
 };
 
 // The workers' aiohttp routes now, by env name (io thread: through host.on_io_thread).
-std::vector<worker_route> worker_routes_of(host_runtime& host);
+std::vector<worker_route> worker_routes_of(runtime::host_runtime& host);
 
 // The env whose route answers `path` (percent-decoded, "/api/" or not), if one does.
 std::optional<std::string> env_answering(const std::vector<worker_route>& routes,
                                          const std::string& path);
 
 // The forwarded request for `req`, when a worker's route answers it.
-std::shared_ptr<forwarded_request> worker_route_for(host_runtime& host, const http_request& req);
+std::shared_ptr<forwarded_request> worker_route_for(runtime::host_runtime& host,
+                                                    const http_request& req);
 
 // The log lines of routes whose literal part an earlier env's route has: said at start.
 std::vector<std::string> worker_route_clashes(const std::vector<worker_route>& routes);
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve

@@ -40,7 +40,7 @@
 #include "orch/manifests/inventory.hpp"
 #include "orch/serve/serve_http.hpp"
 
-namespace orch::orchestrator {
+namespace orch::serve {
 
 // ComfyUI's names for a pack's folder of example workflows, in the order it looks at them.
 inline constexpr const char* example_workflow_folders[] = {"example_workflows", "example",
@@ -88,4 +88,4 @@ class workflow_templates {
   std::vector<example_workflow_pack> packs_;
 };
 
-}  // namespace orch::orchestrator
+}  // namespace orch::serve
