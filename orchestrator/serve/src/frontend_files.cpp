@@ -55,10 +55,8 @@ std::string frontend_content_type(std::string_view filename) {
   return content_type_of(filename);
 }
 
-namespace {
-
-// The file `components` names under `root` (opened), walked as confined_path walks it.
-std::optional<http_reply> confined_file(ipc::unique_fd root, std::vector<std::string> components) {
+std::optional<http_reply> confined_file_reply(ipc::unique_fd root,
+                                              std::vector<std::string> components) {
   if (components.empty()) return std::nullopt;
   const std::string name = components.back();
   components.pop_back();
@@ -71,6 +69,8 @@ std::optional<http_reply> confined_file(ipc::unique_fd root, std::vector<std::st
   reply.file = std::make_shared<ipc::unique_fd>(std::move(*file));
   return reply;
 }
+
+namespace {
 
 std::optional<ipc::unique_fd> open_root(const fs::path& root) {
   ipc::unique_fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -116,7 +116,7 @@ std::optional<http_reply> frontend_files::get(const std::string& path) const {
       if (pack.name != (*parts)[1]) continue;
       auto dir = open_web_dir(pack);
       if (!dir) return std::nullopt;
-      return confined_file(std::move(*dir),
+      return confined_file_reply(std::move(*dir),
                            std::vector<std::string>(parts->begin() + 2, parts->end()));
     }
   }
@@ -126,7 +126,7 @@ std::optional<http_reply> frontend_files::get(const std::string& path) const {
   }
   auto root = open_root(*root_);
   if (!root) return std::nullopt;
-  auto reply = confined_file(std::move(*root), std::move(*parts));
+  auto reply = confined_file_reply(std::move(*root), std::move(*parts));
   if (reply && index) {  // ComfyUI's get_root: a frontend updated in place is seen at once
     reply->headers.emplace_back("Cache-Control", "no-cache");
     reply->headers.emplace_back("Pragma", "no-cache");

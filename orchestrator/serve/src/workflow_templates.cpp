@@ -27,22 +27,12 @@ http_reply not_found() {
   return {404, "text/plain; charset=utf-8", "404: Not Found"};
 }
 
-// The file `parts` names under the open directory `root`, walked as confined_path walks it; a
-// hidden component is refused as a missing file is. nullopt when it is not served.
+// The file `parts` names under the open directory `root` (confined_file_reply); a hidden
+// component is refused as a missing file is.
 std::optional<http_reply> confined_file(ipc::unique_fd root, std::vector<std::string> parts) {
-  if (parts.empty()) return std::nullopt;
   for (const auto& part : parts)
-    if (part.front() == '.') return std::nullopt;
-  const std::string name = parts.back();
-  parts.pop_back();
-  auto dir = open_confined_directory(std::move(root), parts, false);
-  if (!dir) return std::nullopt;
-  auto file = open_confined_file(dir->get(), name);
-  if (!file) return std::nullopt;
-  http_reply reply;
-  reply.content_type = frontend_content_type(name);
-  reply.file = std::make_shared<ipc::unique_fd>(std::move(*file));
-  return reply;
+    if (part.empty() || part.front() == '.') return std::nullopt;
+  return confined_file_reply(std::move(root), std::move(parts));
 }
 
 // The pack's directory, opened, if it is still the one that was found.

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "orch/ipc/unique_fd.hpp"
 #include "orch/serve/extension_web_dirs.hpp"
 #include "orch/serve/serve_http.hpp"
 
@@ -24,6 +25,12 @@ namespace orch::serve {
 // to run and draw the page (.js and .mjs as JavaScript, .css, .html, .svg, fonts, .wasm), else
 // content_type_of's.
 std::string frontend_content_type(std::string_view filename);
+
+// The file `components` names under the open directory `root`, walked as confined_path walks it
+// (no symlink, no "..", nothing outside `root`), as a reply with frontend_content_type's type;
+// nullopt when it is not there to serve. The frontend's files and the workflow templates use it.
+std::optional<http_reply> confined_file_reply(ipc::unique_fd root,
+                                              std::vector<std::string> components);
 
 class frontend_files {
  public:
