@@ -10,7 +10,9 @@ int main(int argc, char** argv) {
   orch::init_logging("comfy-orch");
   CLI::App app{
       "comfy-orch: runs ComfyUI custom-node packs in per-env worker processes under one memory "
-      "budget.\nLog level: ORCH_LOG_LEVEL (trace, debug, info, warn, error, off)."};
+      "budget.\nLog level: ORCH_LOG_LEVEL (trace, debug, info, warn, error, off).",
+      // Named, so that usage lines say `comfy-orch`, not the path it was started by.
+      "comfy-orch"};
   app.set_version_flag("--version", std::string("comfy-orch ") + ORCH_VERSION);
   app.require_subcommand(1);
   app.formatter(orch::cli::make_command_help());  // before the commands: each inherits it

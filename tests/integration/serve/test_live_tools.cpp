@@ -14,7 +14,9 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <tuple>
+#include <vector>
 
 #include "../cli/command_runner.hpp"
 #include "runtime_fixture.hpp"
@@ -548,6 +550,31 @@ TEST_F(live_tools, plan_shows_each_envs_decision_and_the_divergences_to_expect) 
   EXPECT_EQ(s->stop(), 0);
 }
 
+// Gives others the search (x) bit on each directory from the given ones up to the root that
+// lacks it, and takes it back on destruction: the permissions end as they began.
+class others_may_pass {
+ public:
+  explicit others_may_pass(const std::vector<fs::path>& leaves) {
+    for (const auto& leaf : leaves)
+      for (fs::path p = fs::absolute(leaf); p != p.root_path(); p = p.parent_path()) {
+        const auto perms = fs::status(p).permissions();
+        if ((perms & fs::perms::others_exec) != fs::perms::none) continue;
+        fs::permissions(p, fs::perms::others_exec, fs::perm_options::add);
+        opened_.push_back(p);
+      }
+  }
+  ~others_may_pass() {
+    std::error_code ignored;  // a directory the test removed has nothing to restore
+    for (const auto& p : opened_)
+      fs::permissions(p, fs::perms::others_exec, fs::perm_options::remove, ignored);
+  }
+  others_may_pass(const others_may_pass&) = delete;
+  others_may_pass& operator=(const others_may_pass&) = delete;
+
+ private:
+  std::vector<fs::path> opened_;
+};
+
 // The control socket refuses another uid: a user made for the test (useradd) cannot reach the
 // socket through the 0700 directory, and when the directory is opened up by hand, SO_PEERCRED
 // still refuses them.
@@ -565,9 +592,10 @@ TEST_F(live_tools, the_control_socket_refuses_another_uid) {
   ASSERT_NE(pw, nullptr);
   auto s = serve();
   const std::string socket = socket_of(*s);
-  // The test's directories must be passable for the other user to get as far as the socket.
-  for (fs::path p = runtime_dir_; p != p.root_path(); p = p.parent_path())
-    fs::permissions(p, fs::perms::others_exec, fs::perm_options::add);
+  // The other user must get as far as the socket and run the CLI: the test's directories and
+  // the build's must be passable. A clone under a 0700 directory (mktemp -d, as .ci/run makes)
+  // is not, so each directory that lacks the bit gets it until the test ends.
+  const others_may_pass passable({runtime_dir_, fs::path(orch_binary).parent_path()});
   auto as_other = [&](const std::string& command) {
     return run_command("setpriv --reuid=" + std::to_string(pw->pw_uid) + " --regid=" +
                        std::to_string(pw->pw_gid) +
