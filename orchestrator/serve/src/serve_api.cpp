@@ -332,19 +332,6 @@ http_reply comfy_api::post_history(const http_request& req) {
   return empty_ok();
 }
 
-http_reply comfy_api::object_info(const std::string& path) const {
-  const auto& classes = host_.catalogue().classes();
-  if (path.size() > 13) {
-    const std::string name = path.substr(13);
-    const auto it = classes.find(name);
-    if (it == classes.end()) return json_reply(json::object());  // ComfyUI answers {} too
-    return json_reply({{name, runtime::object_info(it->second)}});
-  }
-  json out = json::object();
-  for (const auto& [name, cls] : classes) out[name] = runtime::object_info(cls);
-  return json_reply(out);
-}
-
 http_reply comfy_api::interrupt(const http_request& req) {
   // ComfyUI: with a prompt_id, only that prompt, and only while it runs.
   if (!req.body.empty()) {
