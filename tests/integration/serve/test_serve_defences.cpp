@@ -114,11 +114,7 @@ TEST_F(serve_test, a_prompt_without_client_id_tells_no_one_its_events_and_secret
   ASSERT_EQ(r.status, 200u) << r.body;
   const std::string id = r.json()["prompt_id"];
   json entry;
-  for (int i = 0; i < 1000 && entry.is_null(); ++i) {
-    entry = history_of(*s, id);
-    if (entry.is_null()) std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_FALSE(entry.is_null());
+  ASSERT_TRUE(wait_until([&] { return !(entry = history_of(*s, id)).is_null(); }));
   const json extra = entry["prompt"][3];
   EXPECT_FALSE(extra.contains("api_key_comfy_org")) << extra.dump();
   EXPECT_FALSE(extra.contains("auth_token_comfy_org")) << extra.dump();
