@@ -10,6 +10,7 @@
 #include "orch/process/install_layout.hpp"
 #include "orch/serve/errc.hpp"
 #include "orch/serve/extension_web_dirs.hpp"
+#include "orch/serve/fleet_auth.hpp"
 #include "orch/serve/frontend_routes.hpp"
 #include "orch/serve/serve_live_routes.hpp"
 #include "orch/serve/user_data.hpp"
@@ -62,6 +63,11 @@ result<std::unique_ptr<serve_server>> serve_server::prepare(serve_config config,
                                                             const runtime::prepared_deployment& deployment,
                                                             std::string version) {
   if (auto checked = check(config); !checked) return checked.err();
+  if (config.fleet_secret_file) {
+    auto secret = fleet_secret::read(*config.fleet_secret_file);
+    if (!secret) return secret.err();
+    config.http.fleet = std::make_shared<const fleet_secret>(std::move(*secret));
+  }
   auto root = frontend_root_of(config);
   if (!root) return root.err();
   std::unique_ptr<serve_server> s(

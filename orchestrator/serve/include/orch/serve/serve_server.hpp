@@ -35,7 +35,8 @@ class serve_server {
   // it at once: the frontend it serves, the input, output and temp directories (as ComfyUI makes
   // them at start), and the control directory. `version` is comfy-orch's, shown in /system_stats
   // and the registration.
-  // Errors: invalid_config (check(), a front_end_root without index.html), directory_unusable
+  // Errors: invalid_config (check(), a front_end_root without index.html, a fleet_secret_file
+  // fleet_secret::read refuses), directory_unusable
   // (which directory, and why), the control directory's (control_errc).
   static result<std::unique_ptr<serve_server>> prepare(serve_config config,
                                                        const runtime::prepared_deployment& deployment,
