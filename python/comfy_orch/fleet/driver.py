@@ -237,13 +237,14 @@ def watch_stdin(stop: threading.Event) -> None:
 def main(argv: list[str]) -> int:
     out = protocol()
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     watch_stdin(stop)
     the_fleet: fleet | None = None
     try:
         args = parse(argv)
         connect(args.ray_address)
+        # After ray.init, which sets its own SIGTERM handler (one that exits at once).
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
         the_fleet = fleet(args, out, stop)
         the_fleet.run()
         the_fleet.stop()
