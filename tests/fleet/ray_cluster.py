@@ -3,12 +3,12 @@ worker nodes, all on 127.0.0.1. It must run inside a network namespace of its ow
 with lo up), where the GCS port is free and where nothing the nodes open can be reached from
 outside.
 
-Each node is `ray start --block` as a child in a session of its own: its raylet and agents stay
-in its process group, and the workers the raylet starts (each in a group of its own) in its
+Each node is `ray start --block` as a child in a session of its own: its raylet and agents
+stay in its process group, and the workers the raylet starts (each in a group of its own) in its
 session, so SIGKILL to every process of the session takes the node away as a machine's death
 would, and stop() ends every session it started. (A host actor's serve starts a session of its
-own: it must end because its actor died, not because the test killed it.) It never runs `ray stop`: that
-ends every Ray process of the machine, whoever started it."""
+own: it must end because its actor died, not because the test killed it.) It never runs
+`ray stop`: that ends every Ray process of the machine, whoever started it."""
 
 from __future__ import annotations
 

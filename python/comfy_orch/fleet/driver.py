@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -53,7 +53,6 @@ class host:
     retry_at: float = 0.0  # when to ask again for its URL (while down)
     pending: Any = None  # the ObjectRef of its describe() or wait() in flight
     kind: str = ""  # "describe" or "wait"
-    seen: dict[str, Any] = field(default_factory=dict)
 
 
 class protocol:
@@ -199,7 +198,7 @@ class fleet:
         if not h.up:
             if h.ever_up:
                 h.restarts += 1
-            h.up, h.ever_up, h.node_id, h.seen = True, True, value["node_id"], value
+            h.up, h.ever_up, h.node_id = True, True, value["node_id"]
             self._out.emit(event="host_up", host=h.name, node_id=value["node_id"],
                            node_ip=value["node_ip"], url=value["url"], pid=value["pid"],
                            restarts=h.restarts)
