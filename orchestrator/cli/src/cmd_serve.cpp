@@ -206,6 +206,10 @@ void add_serve_command(CLI::App& app) {
                   "Serve the frontend in DIR at / (a directory holding index.html, as ComfyUI's "
                   "--front-end-root); unset: the comfyui-frontend-package installed with "
                   "comfy-orch (scripts/install-deps unpacks it)");
+  cmd->add_option("--fleet-host-name", c->fleet_host_name,
+                  "This host's name in a fleet, as GET /orch/fleet/host says it; unset: the "
+                  "machine's host name")
+      ->type_name("NAME");
   cmd->add_flag("!--no-control-socket", c->control_socket,
                 "Open no control socket: `status`, `top`, `diverge` and `report` cannot find "
                 "this server (the /orch/ HTTP routes still answer)");

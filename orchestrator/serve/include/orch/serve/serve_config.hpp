@@ -48,6 +48,9 @@ struct serve_config {
   // The frontend served at / (--front-end-root, a directory holding index.html); unset, the one
   // installed beside comfy-orch, else none (/ answers a page saying how to get one).
   std::optional<std::filesystem::path> front_end_root;
+  // This host's name in a fleet, as GET /orch/fleet/host says it (--fleet-host-name); empty: the
+  // machine's host name.
+  std::string fleet_host_name;
 };
 
 // Whether a server could serve with `config`: one client address may hold half of a body budget
