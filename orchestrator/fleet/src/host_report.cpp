@@ -18,9 +18,12 @@ std::size_t nesting_depth(std::string_view text, std::size_t limit) {
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -99,9 +102,11 @@ class reader {
 // else to 64 bytes, control bytes and quotes replaced.
 std::string shown(const std::string& value) {
   constexpr std::string_view prefix = "sha256:";
-  std::string out = value.compare(0, prefix.size(), prefix) == 0 && value.size() > prefix.size() + 12
-                        ? value.substr(0, prefix.size() + 12) + "\u2026"
-                        : value.size() > 64 ? value.substr(0, 64) + "\u2026" : value;
+  std::string out =
+      value.compare(0, prefix.size(), prefix) == 0 && value.size() > prefix.size() + 12
+          ? value.substr(0, prefix.size() + 12) + "\u2026"
+      : value.size() > 64 ? value.substr(0, 64) + "\u2026"
+                          : value;
   for (char& c : out)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   return out;
@@ -155,8 +160,8 @@ host_report_reading parse_host_report(std::string_view text, const report_limits
   if (const json* parts = r.field("fingerprint_parts")) {
     if (!parts->is_object()) return refuse("fingerprint_parts: not an object");
     if (parts->size() > limits.max_names)
-      return refuse("fingerprint_parts: " + std::to_string(parts->size()) +
-                    " entries, more than " + std::to_string(limits.max_names));
+      return refuse("fingerprint_parts: " + std::to_string(parts->size()) + " entries, more than " +
+                    std::to_string(limits.max_names));
     for (const auto& [key, value] : parts->items()) {
       const std::string where = "fingerprint_parts[" + shown(key) + "]";
       if (key.empty() || key.size() > limits.max_name_bytes)

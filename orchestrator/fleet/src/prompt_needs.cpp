@@ -22,7 +22,7 @@ constexpr input_folder by_input[] = {
     {"lora_name", "loras"},
     {"vae_name", "vae"},
     {"unet_name", "diffusion_models"},
-    {"clip_name", "text_encoders"},  // CLIPLoader
+    {"clip_name", "text_encoders"},   // CLIPLoader
     {"clip_name1", "text_encoders"},  // DualCLIPLoader, TripleCLIPLoader, QuadrupleCLIPLoader
     {"clip_name2", "text_encoders"},
     {"clip_name3", "text_encoders"},
@@ -75,7 +75,9 @@ std::vector<std::string> model_names_of(std::string_view class_type, const nlohm
 
 prompt_needs_reading prompt_needs_of(const nlohmann::json& prompt, std::string prompt_id,
                                      std::size_t max_nodes) {
-  const auto refuse = [](std::string why) { return prompt_needs_reading{std::nullopt, std::move(why)}; };
+  const auto refuse = [](std::string why) {
+    return prompt_needs_reading{std::nullopt, std::move(why)};
+  };
   if (!prompt.is_object()) return refuse("the prompt is not an object of nodes");
   if (prompt.size() > max_nodes)
     return refuse("the prompt has " + std::to_string(prompt.size()) + " nodes, more than " +
@@ -83,8 +85,7 @@ prompt_needs_reading prompt_needs_of(const nlohmann::json& prompt, std::string p
   prompt_needs needs;
   needs.prompt_id = std::move(prompt_id);
   for (const auto& [id, node] : prompt.items()) {
-    const std::string where =
-        "node " + (id.size() > 64 ? id.substr(0, 64) + "..." : id);
+    const std::string where = "node " + (id.size() > 64 ? id.substr(0, 64) + "..." : id);
     if (!node.is_object()) return refuse(where + ": not an object");
     const auto cls = node.find("class_type");
     if (cls == node.end() || !cls->is_string()) return refuse(where + ": class_type: not a string");

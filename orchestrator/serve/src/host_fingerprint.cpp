@@ -55,7 +55,8 @@ json git_commit(const fs::path& dir) {
   if (const std::string loose = first_line(git / ref); !loose.empty()) return loose;
   std::ifstream packed(git / "packed-refs");
   for (std::string line; std::getline(packed, line);)
-    if (line.size() > 41 && line.compare(41, std::string::npos, ref) == 0) return line.substr(0, 40);
+    if (line.size() > 41 && line.compare(41, std::string::npos, ref) == 0)
+      return line.substr(0, 40);
   return nullptr;
 }
 

@@ -49,7 +49,8 @@ TEST_F(serve_test, fleet_host_fingerprint_is_one_deployments_whatever_the_proces
   const auto rb = fleet_host(*b);
   EXPECT_EQ(ra.view.fingerprint, rb.view.fingerprint);
   EXPECT_EQ(ra.parts, rb.parts);
-  EXPECT_EQ(orch::fleet::fingerprint_difference(ra.parts, rb.parts).rfind("no part differs", 0), 0u);
+  EXPECT_EQ(orch::fleet::fingerprint_difference(ra.parts, rb.parts).rfind("no part differs", 0),
+            0u);
 }
 
 TEST_F(serve_test, fleet_host_fingerprint_changes_with_a_packs_manifest_and_names_its_env) {
@@ -75,8 +76,9 @@ TEST_F(serve_test, fleet_host_fingerprint_changes_with_a_packs_manifest_and_name
 TEST_F(serve_test, fleet_host_shows_a_loaded_model_by_the_file_its_loader_was_asked_for) {
   auto s = serve();
   EXPECT_TRUE(fleet_host(*s).view.resident_models.empty());
-  const json prompt = {{"1", {{"class_type", "TestCheckpointLoader"},
-                              {"inputs", {{"ckpt_name", "sd15.safetensors"}}}}}};
+  const json prompt = {
+      {"1",
+       {{"class_type", "TestCheckpointLoader"}, {"inputs", {{"ckpt_name", "sd15.safetensors"}}}}}};
   const auto id = queue(*s, prompt);
   EXPECT_EQ(finished(*s, id)["status"]["status_str"], "success");
   EXPECT_EQ(fleet_host(*s).view.resident_models,

@@ -75,9 +75,9 @@ TEST(host_report, each_field_wrong_in_turn_is_named) {
       {"fingerprint", "sha256:" + std::string(64, 'A'),
        "host report: fingerprint: not \"sha256:\" and 64 lower-case hex digits"},
       {"fingerprint_parts", json::array(), "host report: fingerprint_parts: not an object"},
-      {"fingerprint_parts", {{"env:a", 1}},
-       "host report: fingerprint_parts[env:a]: not a string"},
-      {"fingerprint_parts", {{"", "x"}},
+      {"fingerprint_parts", {{"env:a", 1}}, "host report: fingerprint_parts[env:a]: not a string"},
+      {"fingerprint_parts",
+       {{"", "x"}},
        "host report: fingerprint_parts[]: a part's name must be 1 to 1024 bytes"},
       {"node_classes", "KSampler", "host report: node_classes: not an array"},
       {"node_classes", {"A", 3}, "host report: node_classes[1]: not a string"},
@@ -147,7 +147,8 @@ TEST(host_report, garbage_never_crashes_and_always_says_why) {
         for (std::size_t i = rng() % 200; i > 0; --i) text.push_back(static_cast<char>(rng()));
         break;
       case 1:
-        for (std::size_t i = rng() % 200; i > 0; --i) text.push_back(alphabet[rng() % alphabet.size()]);
+        for (std::size_t i = rng() % 200; i > 0; --i)
+          text.push_back(alphabet[rng() % alphabet.size()]);
         break;
       case 2:
         text = good;
@@ -165,9 +166,10 @@ TEST(host_report, garbage_never_crashes_and_always_says_why) {
 }
 
 TEST(host_report, the_difference_names_each_part_that_differs_then_those_the_same) {
-  const fingerprint_parts fleet = {{"comfy-orch", "0.4.0"},
-                                   {"deployment", hash_a},
-                                   {"env:imageops-nodes", "sha256:cd34ef56" + std::string(56, '0')}};
+  const fingerprint_parts fleet = {
+      {"comfy-orch", "0.4.0"},
+      {"deployment", hash_a},
+      {"env:imageops-nodes", "sha256:cd34ef56" + std::string(56, '0')}};
   fingerprint_parts host = fleet;
   host["env:imageops-nodes"] = "sha256:ab12cd34" + std::string(56, '0');
   EXPECT_EQ(fingerprint_difference(fleet, host),

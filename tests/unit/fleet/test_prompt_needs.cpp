@@ -42,29 +42,31 @@ TEST(prompt_needs, a_packs_own_loader_inputs_name_no_model) {
 
 TEST(prompt_needs, comfyui_loaders_name_their_folders) {
   const json prompt = {
-      {"1", {{"class_type", "LoraLoader"},
-             {"inputs", {{"model", {"0", 0}}, {"lora_name", "detail.safetensors"}}}}},
+      {"1",
+       {{"class_type", "LoraLoader"},
+        {"inputs", {{"model", {"0", 0}}, {"lora_name", "detail.safetensors"}}}}},
       {"2", {{"class_type", "VAELoader"}, {"inputs", {{"vae_name", "ae.safetensors"}}}}},
       {"3", {{"class_type", "UNETLoader"}, {"inputs", {{"unet_name", "flux.safetensors"}}}}},
-      {"4", {{"class_type", "DualCLIPLoader"},
-             {"inputs", {{"clip_name1", "t5.safetensors"}, {"clip_name2", "l.safetensors"}}}}},
+      {"4",
+       {{"class_type", "DualCLIPLoader"},
+        {"inputs", {{"clip_name1", "t5.safetensors"}, {"clip_name2", "l.safetensors"}}}}},
       {"5", {{"class_type", "CLIPVisionLoader"}, {"inputs", {{"clip_name", "vit.safetensors"}}}}},
-      {"6", {{"class_type", "ControlNetLoader"},
-             {"inputs", {{"control_net_name", "canny.safetensors"}}}}},
+      {"6",
+       {{"class_type", "ControlNetLoader"},
+        {"inputs", {{"control_net_name", "canny.safetensors"}}}}},
       {"7", {{"class_type", "UpscaleModelLoader"}, {"inputs", {{"model_name", "4x.pth"}}}}},
       {"8", {{"class_type", "KSampler"}, {"inputs", {{"sampler_name", "euler"}}}}}};
   const auto r = prompt_needs_of(prompt);
   ASSERT_TRUE(r.needs) << r.error;
-  EXPECT_EQ(r.needs->models,
-            (names{"clip_vision/vit.safetensors", "controlnet/canny.safetensors",
-                   "diffusion_models/flux.safetensors", "loras/detail.safetensors",
-                   "text_encoders/l.safetensors", "text_encoders/t5.safetensors",
-                   "upscale_models/4x.pth", "vae/ae.safetensors"}));
+  EXPECT_EQ(r.needs->models, (names{"clip_vision/vit.safetensors", "controlnet/canny.safetensors",
+                                    "diffusion_models/flux.safetensors", "loras/detail.safetensors",
+                                    "text_encoders/l.safetensors", "text_encoders/t5.safetensors",
+                                    "upscale_models/4x.pth", "vae/ae.safetensors"}));
 }
 
 TEST(prompt_needs, a_model_input_fed_by_a_link_names_nothing) {
-  const json prompt = {{"1", {{"class_type", "CheckpointLoaderSimple"},
-                              {"inputs", {{"ckpt_name", {"9", 0}}}}}}};
+  const json prompt = {
+      {"1", {{"class_type", "CheckpointLoaderSimple"}, {"inputs", {{"ckpt_name", {"9", 0}}}}}}};
   const auto r = prompt_needs_of(prompt);
   ASSERT_TRUE(r.needs) << r.error;
   EXPECT_TRUE(r.needs->models.empty());
@@ -99,8 +101,9 @@ TEST(prompt_needs, more_nodes_than_the_bound_are_refused) {
 }
 
 TEST(prompt_needs, a_file_name_over_1_kib_names_no_model) {
-  const json prompt = {{"1", {{"class_type", "CheckpointLoaderSimple"},
-                              {"inputs", {{"ckpt_name", std::string(1025, 'x')}}}}}};
+  const json prompt = {{"1",
+                        {{"class_type", "CheckpointLoaderSimple"},
+                         {"inputs", {{"ckpt_name", std::string(1025, 'x')}}}}}};
   const auto r = prompt_needs_of(prompt);
   ASSERT_TRUE(r.needs) << r.error;
   EXPECT_TRUE(r.needs->models.empty());

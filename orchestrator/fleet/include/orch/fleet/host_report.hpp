@@ -31,9 +31,9 @@ struct host_report {
 
 struct report_limits {
   std::size_t max_bytes = std::size_t{64} << 20;  // the report's text
-  std::size_t max_names = 100'000;  // node classes, resident models, fingerprint parts: each
+  std::size_t max_names = 100'000;    // node classes, resident models, fingerprint parts: each
   std::size_t max_name_bytes = 1024;  // each name, part name or part value
-  std::size_t max_depth = 8;  // the report nests 2 deep; more is not a report
+  std::size_t max_depth = 8;          // the report nests 2 deep; more is not a report
 };
 
 struct host_report_reading {

@@ -34,7 +34,8 @@ namespace orch::fleet {
 std::vector<std::string> model_names_of(std::string_view class_type, const nlohmann::json& inputs);
 
 // The folder ComfyUI loads input `input` of `class_type` from, or nullopt when it names no model.
-std::optional<std::string_view> model_folder_of(std::string_view class_type, std::string_view input);
+std::optional<std::string_view> model_folder_of(std::string_view class_type,
+                                                std::string_view input);
 
 struct prompt_needs_reading {
   std::optional<prompt_needs> needs;
