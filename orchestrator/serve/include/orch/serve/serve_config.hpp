@@ -52,6 +52,9 @@ struct serve_config {
   // (fleet_auth.hpp); unset, an ordinary server. Read by serve_server::prepare, which refuses a
   // file that is missing, empty, short or open to group or others. Never a default.
   std::optional<std::filesystem::path> fleet_secret_file;
+  // This host's name in a fleet, as GET /orch/fleet/host says it (--fleet-host-name); empty: the
+  // machine's host name.
+  std::string fleet_host_name;
 };
 
 // Whether a server could serve with `config`: one client address may hold half of a body budget

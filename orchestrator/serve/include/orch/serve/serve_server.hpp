@@ -19,6 +19,7 @@
 #include "orch/live/memory_sampler.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
+#include "orch/serve/fleet_host_route.hpp"
 #include "orch/serve/frontend_files.hpp"
 #include "orch/serve/route_table.hpp"
 #include "orch/serve/serve_api.hpp"
@@ -82,6 +83,7 @@ class serve_server {
   std::optional<workflow_templates> templates_;  // the official ones and the packs' examples
   std::optional<manifests::host_stack> stack_;
   std::optional<control_endpoint> endpoint_;
+  fleet_identity fleet_;  // GET /orch/fleet/host's name and fingerprint, made in prepare()
 
   runtime::host_runtime* host_ = nullptr;  // lent by start()
   route_table routes_;
