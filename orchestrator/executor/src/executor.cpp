@@ -11,11 +11,11 @@
 
 #include "hidden_values.hpp"
 #include "orch/executor/execution_messages.hpp"
-#include "orch/fleet/prompt_needs.hpp"
 #include "orch/runtime/checked_call.hpp"
 #include "orch/support/json_fields.hpp"
 
 #include "orch/executor/list_mapping.hpp"
+#include "orch/executor/model_inputs.hpp"
 #include "orch/executor/prompt_validation.hpp"
 
 namespace orch::executor {
@@ -213,9 +213,9 @@ boost::asio::awaitable<std::optional<json>> executor::run_node(
               {"epoch", epoch},
               {"inputs", std::move(inputs)}};
     if (!hidden.empty()) body["hidden"] = hidden;
-    // The model files a loader names (ComfyUI's folders, orch/fleet/prompt_needs.hpp): the
+    // The model files a loader names (ComfyUI's folders, model_inputs.hpp): the
     // models its call creates are labelled with them, as a fleet's gateway names a prompt's.
-    const std::vector<std::string> asked = fleet::model_names_of(cls.class_type, body["inputs"]);
+    const std::vector<std::string> asked = model_names_of(cls.class_type, body["inputs"]);
     std::set<std::string> models_before;
     if (!asked.empty())
       for (const auto& m : host_.stand_ins().entries())

@@ -5,12 +5,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "orch/executor/model_inputs.hpp"
 #include "orch/fleet/prompt_needs.hpp"
 
 namespace orch::fleet {
 namespace {
 
 using nlohmann::json;
+using executor::model_folder_of;
+using executor::model_names_of;
 using names = std::set<std::string>;
 
 json read_prompt(const std::string& file) {

@@ -2,18 +2,10 @@
 // reports"): its node classes, and the models its loader nodes name, each as the folder it is
 // loaded from and the file the loader was asked for ("checkpoints/sd15.safetensors").
 //
-// A loader's model input is recognised by its name, as ComfyUI's own loaders name them (nodes.py:
-// CheckpointLoaderSimple's ckpt_name from folder_paths "checkpoints", LoraLoader's lora_name from
-// "loras", ...), with a few inputs whose name is shared by several folders (clip_name of
-// CLIPVisionLoader, model_name of UpscaleModelLoader) taken by class. The name is the rule, not
-// the input's COMBO type: neither /object_info nor the node catalogue says which folder a COMBO's
-// values come from, and a pack's own loader that reuses ckpt_name means a checkpoint too. A
-// pack's loader with inputs of its own names no model here (the gateway then treats the prompt
-// as needing none: no host is warm for it, none cold).
-//
-// The same rule labels the models a serve host holds (the executor records, for each model a
-// node's call created, the names this gives for that call's inputs), so that what a prompt
-// needs and what a host reports resident are written alike.
+// A loader's model input is recognised by executor::model_names_of (model_inputs.hpp), the rule
+// that also labels the models a serve host holds, so that what a prompt needs and what a host
+// reports resident are written alike. A pack's loader with inputs of its own names no model (the
+// gateway then treats the prompt as needing none: no host is warm for it, none cold).
 #pragma once
 
 #include <cstddef>
@@ -27,15 +19,6 @@
 #include "orch/fleet/placement.hpp"
 
 namespace orch::fleet {
-
-// The models node `class_type` names through `inputs` (the node's inputs object; a link or any
-// value that is not a non-empty string of at most 1 KiB names nothing), as "<folder>/<value>",
-// sorted and without repeats. Anything not an object names nothing.
-std::vector<std::string> model_names_of(std::string_view class_type, const nlohmann::json& inputs);
-
-// The folder ComfyUI loads input `input` of `class_type` from, or nullopt when it names no model.
-std::optional<std::string_view> model_folder_of(std::string_view class_type,
-                                                std::string_view input);
 
 struct prompt_needs_reading {
   std::optional<prompt_needs> needs;

@@ -122,7 +122,7 @@ class host_runtime {
   // the env's stand-ins become exactly `models`, unless a report with a sequence number at least
   // `seq` was applied already. Sequence 0 is the worker's loss: its stand-ins go.
   void update_stand_ins(const std::string& env, const nlohmann::json& models, std::uint64_t seq);
-  // After a node's call in `env` that named the model files `asked` (orch/fleet/prompt_needs.hpp):
+  // After a node's call in `env` that named the model files `asked` (orch/executor/model_inputs.hpp):
   // each stand-in of the env whose id is not in `before` (the env's ids before the call) was
   // created by that call, and is labelled with them (model_entry::asked). io thread only.
   void label_new_stand_ins(const std::string& env, const std::set<std::string>& before,

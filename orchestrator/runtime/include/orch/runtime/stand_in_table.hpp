@@ -22,7 +22,7 @@ struct model_entry {
   bool dynamic = false;  // a host model under the pager; stand-ins are never dynamic
   std::uint64_t receipt_seq = 0;
   // What the loader node whose call created it was asked to load, as a fleet's gateway names a
-  // prompt's models ("checkpoints/sd15.safetensors", orch/fleet/prompt_needs.hpp); empty when
+  // prompt's models ("checkpoints/sd15.safetensors", orch/executor/model_inputs.hpp); empty when
   // the node named no model file (a pack's own loader) or the model is the host's.
   std::vector<std::string> asked;
 
