@@ -21,6 +21,7 @@
 #include "../cli/command_runner.hpp"
 #include "runtime_fixture.hpp"
 #include "serve_client.hpp"
+#include "wait_until.hpp"
 
 namespace {
 
@@ -29,6 +30,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using orch::testing::run_command;
 using orch::testing::serve_process;
+using orch::serve_testing::wait_until;
 
 const std::string orch_binary = ORCH_TEST_COMFY_ORCH;
 
@@ -425,14 +427,20 @@ TEST_F(live_tools, the_html_report_renders_its_timelines_in_headless_chromium) {
     const auto r = s->post("/prompt", {{"prompt", prompt}});
     ASSERT_EQ(r.status, 200u) << r.body;
     const std::string id = r.json()["prompt_id"];
-    for (int i = 0; i < 1000 && s->get("/history/" + id).json().empty(); ++i)
-      std::this_thread::sleep_for(10ms);
+    ASSERT_TRUE(wait_until([&] { return !s->get("/history/" + id).json().empty(); })) << id;
   }
   EXPECT_EQ(s->post("/free", {{"free_memory", true}}).status, 200u);
-  std::this_thread::sleep_for(300ms);
+  // The release is answered later, on the io thread, and the boundaries are seen by the sampler's
+  // next sample: the report is written once the timeline holds each marker it is checked for.
+  std::set<std::string> kinds;
+  ASSERT_TRUE(wait_until([&] {
+    const json timeline = s->get("/orch/timeline").json();
+    for (const auto& m : timeline["markers"]) kinds.insert(m["kind"].get<std::string>());
+    return kinds.count("free") && kinds.count("boundary") && kinds.count("eviction");
+  })) << "markers seen: " << ::testing::PrintToString(kinds);
   const fs::path html = dir_ / "report.html";
-  for (int i = 0; i < 3000 && !fs::exists(control_dir() / (std::to_string(s->pid()) + ".json")); ++i)
-    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(wait_until(
+      [&] { return fs::exists(control_dir() / (std::to_string(s->pid()) + ".json")); }));
   const auto written = cli("report --html '" + html.string() + "' --since 5m");
   ASSERT_EQ(written.exit_code, 0) << written.out << written.err;
   EXPECT_NE(written.err.find("wrote " + html.string()), std::string::npos) << written.err;
