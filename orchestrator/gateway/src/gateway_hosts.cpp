@@ -100,9 +100,13 @@ void gateway_api::connect(const std::string& name) {
 }
 
 void gateway_api::read_facts(const std::string& name) {
-  hosts_.at(name).link->request("GET", "/object_info", {}, [this, name](result<host_answer> a) {
+  host& reading = hosts_.at(name);
+  if (reading.reading_facts) return;
+  reading.reading_facts = true;
+  reading.link->request("GET", "/object_info", {}, [this, name](result<host_answer> a) {
     if (stopped_) return;
     host& h = hosts_.at(name);
+    h.reading_facts = false;
     const auto info = json_of(a);
     if (!info || !h.stream_open) {
       if (!info) spdlog::warn("gateway: {}'s /object_info: {}", name,
@@ -113,7 +117,6 @@ void gateway_api::read_facts(const std::string& name) {
     h.has_classes = true;
     h.view.up = true;
     spdlog::info("gateway: {} serves {} node classes", name, h.view.node_classes.size());
-    check_hosts();
     schedule();
   });
 }
@@ -123,6 +126,10 @@ void gateway_api::check_hosts() {
     if (!h.listed) continue;
     if (!h.stream_open) {
       connect(name);
+      continue;
+    }
+    if (!h.view.up) {  // its stream is open but its classes could not be read: again
+      read_facts(name);
       continue;
     }
     if (h.checking) continue;
@@ -136,8 +143,6 @@ void gateway_api::check_hosts() {
           if (const auto stats = json_of(a)) {
             read_host_facts(checked.view, nullptr, *stats);
           } else if (checked.stream_open) {
-            checked.stream_open = false;
-            checked.link->close_events();
             host_lost(name, "it stopped answering (" +
                                 (a ? "HTTP " + std::to_string(a->status) : a.err().message) + ")");
           }
@@ -150,6 +155,10 @@ void gateway_api::host_lost(const std::string& name, const std::string& why) {
   host& h = hosts_.at(name);
   const bool was_up = h.view.up;
   h.view.up = false;  // its node classes stay known: a refusal counts hosts up or not
+  // Its stream goes too: the next check opens it again, and the host is up once it answers.
+  h.stream_open = false;
+  h.connecting = false;
+  if (h.link) h.link->close_events();
   if (was_up) spdlog::warn("gateway: {} is down: {}", name, printable(why));
   if (const auto* r = queue_.running_on(name)) {
     const std::string id = r->prompt.prompt_id;

@@ -64,6 +64,30 @@ struct host_link::stream_state {
   bool closed_by_us = false;
 };
 
+// The event stream's coroutine: its arguments by value, as a coroutine's frame keeps them (a
+// lambda's captures would die with the lambda, before the frame).
+static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state> state, tcp::endpoint at,
+                                  std::string host, std::optional<std::string> secret,
+                                  std::string client_id, std::function<void()> on_open,
+                                  std::function<void(std::string)> on_message) {
+  auto& lowest = beast::get_lowest_layer(state->ws);
+  lowest.expires_after(std::chrono::seconds(10));
+  co_await lowest.async_connect(at, use_awaitable);
+  state->ws.set_option(websocket::stream_base::decorator([secret](websocket::request_type& req) {
+    if (secret) req.set(http::field::authorization, bearer(*secret));
+  }));
+  co_await state->ws.async_handshake(host, "/ws?clientId=" + client_id, use_awaitable);
+  lowest.expires_never();  // a host may be silent while a node runs
+  state->ws.read_message_max(max_answer_bytes);
+  on_open();
+  for (;;) {
+    beast::flat_buffer buffer;
+    co_await state->ws.async_read(buffer, use_awaitable);
+    if (!state->ws.got_text()) continue;  // previews: dropped
+    on_message(beast::buffers_to_string(buffer.data()));
+  }
+}
+
 host_link::host_link(asio::io_context& io, std::string address, std::uint16_t port,
                      std::optional<std::string> secret)
     : io_(io), address_(std::move(address)), port_(port), secret_(std::move(secret)) {}
@@ -113,28 +137,10 @@ void host_link::open_events(std::string client_id, std::function<void()> on_open
   }
   const tcp::endpoint at(addr, port_);
   const std::string host = address_ + ":" + std::to_string(port_);
-  auto run = [state, at, host, secret = secret_, client_id = std::move(client_id),
-              on_open = std::move(on_open),
-              on_message = std::move(on_message)]() -> asio::awaitable<void> {
-    auto& lowest = beast::get_lowest_layer(state->ws);
-    lowest.expires_after(std::chrono::seconds(10));
-    co_await lowest.async_connect(at, use_awaitable);
-    state->ws.set_option(websocket::stream_base::decorator(
-        [secret](websocket::request_type& req) {
-          if (secret) req.set(http::field::authorization, bearer(*secret));
-        }));
-    co_await state->ws.async_handshake(host, "/ws?clientId=" + client_id, use_awaitable);
-    lowest.expires_never();  // a host may be silent while a node runs
-    state->ws.read_message_max(max_answer_bytes);
-    on_open();
-    for (;;) {
-      beast::flat_buffer buffer;
-      co_await state->ws.async_read(buffer, use_awaitable);
-      if (!state->ws.got_text()) continue;  // previews: dropped
-      on_message(beast::buffers_to_string(buffer.data()));
-    }
-  };
-  asio::co_spawn(io_, run(), [state, on_closed = std::move(on_closed)](std::exception_ptr e) {
+  asio::co_spawn(io_,
+                 read_events(state, at, host, secret_, std::move(client_id), std::move(on_open),
+                             std::move(on_message)),
+                 [state, on_closed = std::move(on_closed)](std::exception_ptr e) {
     if (state->closed_by_us) return;
     std::string why = "closed";
     try {

@@ -82,6 +82,7 @@ class gateway_api {
     bool connecting = false;   // its stream is being opened
     bool stream_open = false;
     bool has_classes = false;  // its /object_info has been read
+    bool reading_facts = false;  // its /object_info is being read
     bool checking = false;     // a /system_stats check is on its way
   };
   struct decision {

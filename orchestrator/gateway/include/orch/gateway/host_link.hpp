@@ -56,8 +56,9 @@ class host_link {
   const std::string& address() const noexcept { return address_; }
   std::uint16_t port() const noexcept { return port_; }
 
+  struct stream_state;  // one event stream (host_link.cpp)
+
  private:
-  struct stream_state;
   boost::asio::io_context& io_;
   std::string address_;
   std::uint16_t port_;
