@@ -236,6 +236,28 @@ TEST_F(gateway_test, object_info_is_a_hosts_answer) {
   EXPECT_TRUE(one.json().contains("TestSleep"));
 }
 
+TEST_F(gateway_test, interrupt_of_a_prompt_stops_it_on_its_host_and_leaves_the_others_running) {
+  ws_client client(gateway_->port(), "i");
+  const std::string slow = queue_at_gateway(sleep_prompt(60000), "i");
+  const std::string other = queue_at_gateway(sleep_prompt(1500), "i");
+  std::set<std::string> started;
+  while (started.size() < 2) {
+    auto m = client.next();
+    ASSERT_TRUE(m.has_value()) << "a prompt's node never started";
+    if ((*m)["type"] == "executing" && (*m)["data"]["node"].is_string())
+      started.insert((*m)["data"]["prompt_id"].get<std::string>());
+  }
+  EXPECT_EQ(gateway_->post("/interrupt", {{"prompt_id", "not-a-running-one"}}).status, 200u);
+  EXPECT_EQ(gateway_->post("/interrupt", {{"prompt_id", slow}}).status, 200u);
+  const auto heard = events_of(client, {slow, other});
+  ASSERT_TRUE(heard.count(slow));
+  EXPECT_TRUE(serve_test::heard(heard.at(slow), "execution_interrupted"));
+  ASSERT_TRUE(heard.count(other));
+  EXPECT_TRUE(serve_test::heard(heard.at(other), "execution_success"));
+  EXPECT_FALSE(serve_test::heard(heard.at(other), "execution_interrupted"));
+  EXPECT_FALSE(finished_at_gateway(slow).is_null());
+}
+
 TEST_F(gateway_test, a_host_killed_mid_prompt_ends_that_prompt_naming_it_and_the_rest_finish) {
   ws_client client(gateway_->port(), "k");
   std::vector<std::string> running;
