@@ -66,8 +66,9 @@ void add_gateway_command(CLI::App& app) {
   auto* cmd = add_command(
       app, "gateway", "Serve ComfyUI's API for a fleet of serve hosts, with one queue",
       "Answer ComfyUI's API (POST /prompt, /queue, /history, /object_info, /interrupt and the "
-      "WebSocket /ws) once for several `comfy-orch serve` hosts named in FLEET.toml's [[host]] "
-      "list (docs/fleet.md, \"The gateway\"). The queue stays at the gateway; each prompt goes to "
+      "WebSocket /ws) once for several `comfy-orch serve` hosts: those FLEET.toml's [[host]] "
+      "list names, or those its [ray] section has the Ray driver start (docs/fleet.md, \"The "
+      "gateway\"). The queue stays at the gateway; each prompt goes to "
       "a free host that has all of its node classes (the fleet's placement rule), under the "
       "gateway's prompt id, and its events come back to the client that queued it. A prompt no "
       "host can run gets ComfyUI's 400; a host lost mid-prompt ends that prompt with "

@@ -77,9 +77,11 @@ fs::path relative_to(const fs::path& file, const std::string& path) {
   return p.is_absolute() ? p : file.parent_path() / p;
 }
 
-// "http://HOST:PORT" (a path of "/" at most): the gateway speaks plain HTTP to its hosts, over
-// the fleet secret (docs/fleet.md).
-bool parse_url(const std::string& url, static_host& out) {
+}  // namespace
+
+// A path of "/" at most: the gateway speaks plain HTTP to its hosts, over the fleet secret
+// (docs/fleet.md).
+bool parse_host_url(const std::string& url, static_host& out) {
   const std::string scheme = "http://";
   if (url.rfind(scheme, 0) != 0) return false;
   std::string rest = url.substr(scheme.size());
@@ -96,6 +98,8 @@ bool parse_url(const std::string& url, static_host& out) {
   out.port = static_cast<std::uint16_t>(n);
   return true;
 }
+
+namespace {
 
 void read_gateway(const toml::table& t, const std::string& file, manifests::diagnostics& diags,
                   fleet_config& c) {
@@ -155,7 +159,7 @@ void read_hosts(const toml::array& hosts, const std::string& file, manifests::di
     if (!url) {
       r.error("url", "a [[host]] needs its url",
               "write url = \"http://HOST:PORT\", where its `comfy-orch serve` listens");
-    } else if (!parse_url(*url, h)) {
+    } else if (!parse_host_url(*url, h)) {
       r.error("url", "\"" + *url + "\" is no http://HOST:PORT address",
               "write url = \"http://HOST:PORT\" (plain HTTP, no path): the hosts speak HTTP over "
               "the fleet secret");
@@ -203,6 +207,13 @@ std::optional<fleet_config> read(const toml::table& root, const fs::path& file,
                 "the file names no hosts",
                 "add [ray] (Ray starts the hosts) or [[host]] entries with url = "
                 "\"http://HOST:PORT\" (hosts already running)");
+  // Hosts Ray starts listen where Ray's nodes are: they answer only the fleet's secret
+  // (docs/security.md), which the operator sets; there is no default.
+  if (has_ray && !has_hosts && !c.secret_file)
+    diags.error(manifests::position_of(name, *root.get("ray"), &root), "gateway.secret_file",
+                "a fleet Ray starts needs the fleet's secret",
+                "write [gateway] secret_file = \"fleet.secret\", a file only the operator can read "
+                "holding a long random secret (e.g. `openssl rand -hex 32`)");
   if (diags.count(manifests::severity::error) > errors_before) return std::nullopt;
   return c;
 }

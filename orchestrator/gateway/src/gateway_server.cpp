@@ -22,11 +22,6 @@ result<std::unique_ptr<gateway_server>> gateway_server::prepare(fleet_config con
                        "\n  fix: write the fleet's secret in it (the same file every host's "
                        "`serve --fleet-secret-file` reads)"};
   }
-  if (config.ray)
-    return error{gateway_errc::invalid_config,
-                 config.file.string() + ": [ray]: the gateway does not start hosts through Ray "
-                 "yet\n  fix: start each host with `comfy-orch serve` and list it as a [[host]] "
-                 "with its url"};
   return std::unique_ptr<gateway_server>(
       new gateway_server(std::move(config), std::move(limits), std::move(secret)));
 }
@@ -57,11 +52,14 @@ result<std::uint16_t> gateway_server::start() {
     return error{gateway_errc::listen_failed,
                  port.err().message +
                      "\n  fix: choose another --port (0 picks a free one) or --listen address"};
-  source_ = std::make_unique<static_host_source>(config_.hosts);
-  boost::asio::post(io_, [this] {
-    api_->start();
-    source_->start(io_, [this](const host_event& e) { api_->on_host_event(e); });
-  });
+  if (config_.ray)
+    source_ = std::make_unique<ray_host_source>(*config_.ray, config_.secret_file);
+  else
+    source_ = std::make_unique<static_host_source>(config_.hosts);
+  boost::asio::post(io_, [this] { api_->start(); });
+  if (auto started = source_->start(io_, [this](const host_event& e) { api_->on_host_event(e); });
+      !started)
+    return started.err();
   return *port;
 }
 

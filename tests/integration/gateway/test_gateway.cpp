@@ -16,6 +16,8 @@
 namespace orch::serve_testing {
 namespace {
 
+namespace fs = std::filesystem;
+
 // A `comfy-orch gateway FLEET --port 0` child, its port read from its "listening on" line.
 class gateway_process {
  public:
@@ -256,6 +258,72 @@ TEST_F(gateway_test, interrupt_of_a_prompt_stops_it_on_its_host_and_leaves_the_o
   EXPECT_TRUE(serve_test::heard(heard.at(other), "execution_success"));
   EXPECT_FALSE(serve_test::heard(heard.at(other), "execution_interrupted"));
   EXPECT_FALSE(finished_at_gateway(slow).is_null());
+}
+
+// The Ray host source's half of the driver's protocol (host_source.hpp), with a stand-in for
+// comfy_orch.fleet.driver in [ray] python: a shell script that says the three running hosts are
+// up in the driver's JSON lines (with a line that is no event and one past the line cap among
+// them), writes to its stderr, says host-1 is down when the test asks, and stops at the end of
+// its stdin. Ray itself is not started here: the driver's own tests are Ray's side.
+TEST_F(gateway_test, hosts_the_ray_driver_reports_come_and_go_and_the_driver_stops_with_the_gateway) {
+  gateway_.reset();  // the fixture's, over the [[host]] list
+  const fs::path driver = dir_ / "stand-in-driver.sh";
+  std::string ups;
+  for (std::size_t i = 0; i < hosts_.size(); ++i)
+    ups += "echo '{\"event\":\"host_up\",\"host\":\"host-" + std::to_string(i) +
+           "\",\"node_id\":\"n\",\"node_ip\":\"127.0.0.1\",\"url\":\"http://127.0.0.1:" +
+           std::to_string(hosts_[i]->port()) + "\",\"pid\":1,\"restarts\":0}'\n";
+  write(driver, "#!/bin/bash\n"
+                "echo \"$@\" > '" + (dir_ / "driver-args").string() + "'\n"
+                "echo $$ > '" + (dir_ / "driver-pid").string() + "'\n"
+                "echo 'not an event'\n"
+                "head -c 70000 /dev/zero | tr '\\0' x; echo\n"
+                "echo 'starting 3 hosts' >&2\n" + ups +
+                "while true; do\n"
+                "  if read -t 0.05 line; then continue; elif [ $? -le 128 ]; then break; fi\n"
+                "  if [ -f '" + (dir_ / "down").string() + "' ]; then\n"
+                "    rm '" + (dir_ / "down").string() + "'\n"
+                "    echo '{\"event\":\"host_down\",\"host\":\"host-1\",\"node_id\":\"n\",\"reason\":\"node removed\"}'\n"
+                "  fi\n"
+                "done\n"
+                "echo stopped > '" + (dir_ / "driver-stopped").string() + "'\n");
+  fs::permissions(driver, fs::perms::owner_all);
+  write(dir_ / "fleet.secret", "a-secret\n");
+  write(dir_ / "ray-fleet.toml", "[gateway]\nsecret_file = \"fleet.secret\"\n\n[ray]\n"
+                                 "address = \"127.0.0.1:6379\"\npython = \"stand-in-driver.sh\"\n"
+                                 "hosts = 3\ndeployment = \"deployment.toml\"\n");
+  gateway_ = std::make_unique<gateway_process>((dir_ / "ray-fleet.toml").string());
+  ASSERT_NE(gateway_->port(), 0);
+  const auto up_hosts = [&] {
+    std::set<std::string> up;
+    const json fleet_doc = gateway_->get("/orch/fleet").json();
+    for (const auto& h : fleet_doc["hosts"])
+      if (h["up"].get<bool>()) up.insert(h["name"].get<std::string>());
+    return up;
+  };
+  ASSERT_TRUE(wait_until([&] { return up_hosts().size() == 3; }));
+  std::ifstream args_file(dir_ / "driver-args");
+  std::string args;
+  std::getline(args_file, args);
+  EXPECT_EQ(args, "-m comfy_orch.fleet.driver --ray-address 127.0.0.1:6379 --hosts 3 --deployment " +
+                      (dir_ / "deployment.toml").string() + " --comfy-orch " +
+                      std::string(ORCH_TEST_COMFY_ORCH) + " --resource comfy_orch_host --secret-file " +
+                      (dir_ / "fleet.secret").string());
+  const std::string id = queue_at_gateway(quick_prompt, "r");
+  EXPECT_EQ(finished_at_gateway(id)["status"]["status_str"], "success");
+
+  write(dir_ / "down", "");
+  ASSERT_TRUE(wait_until([&] { return up_hosts() == std::set<std::string>{"host-0", "host-2"}; }));
+  std::ifstream pid_file(dir_ / "driver-pid");
+  pid_t driver_pid = 0;
+  pid_file >> driver_pid;
+  ASSERT_GT(driver_pid, 0);
+  gateway_.reset();  // SIGTERM, then reaped
+  std::ifstream stopped(dir_ / "driver-stopped");
+  std::string said;
+  stopped >> said;
+  EXPECT_EQ(said, "stopped") << "the driver did not see the end of its input";
+  EXPECT_NE(::kill(driver_pid, 0), 0) << "the driver outlived the gateway";
 }
 
 TEST_F(gateway_test, a_host_killed_mid_prompt_ends_that_prompt_naming_it_and_the_rest_finish) {

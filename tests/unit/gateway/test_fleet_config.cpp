@@ -61,8 +61,8 @@ TEST(fleet_config, gateway_keys_are_read_and_paths_are_relative_to_the_file) {
 
 TEST(fleet_config, ray_is_read_with_its_defaults) {
   const auto l = parse(
-      "[ray]\naddress = \"127.0.0.1:6379\"\npython = \".deps/ray/bin/python\"\nhosts = 3\n"
-      "deployment = \"deployment.toml\"\n");
+      "[gateway]\nsecret_file = \"s\"\n[ray]\naddress = \"127.0.0.1:6379\"\n"
+      "python = \".deps/ray/bin/python\"\nhosts = 3\ndeployment = \"deployment.toml\"\n");
   ASSERT_TRUE(l.config.has_value());
   ASSERT_TRUE(l.config->ray.has_value());
   EXPECT_EQ(l.config->ray->address, "127.0.0.1:6379");
@@ -71,6 +71,14 @@ TEST(fleet_config, ray_is_read_with_its_defaults) {
   EXPECT_EQ(l.config->ray->resource, "comfy_orch_host");
   EXPECT_EQ(l.config->ray->deployment, std::filesystem::path("/fleets/deployment.toml"));
   EXPECT_FALSE(l.config->ray->comfy_orch.empty());  // this executable
+}
+
+TEST(fleet_config, a_fleet_ray_starts_needs_the_secret) {
+  const auto d = only_error(parse(
+      "[ray]\naddress = \"a:1\"\npython = \"p\"\ndeployment = \"d.toml\"\n"));
+  EXPECT_EQ(d.key, "gateway.secret_file");
+  EXPECT_EQ(d.where.line, 1u);
+  EXPECT_NE(d.fix.find("secret_file"), std::string::npos) << d.fix;
 }
 
 TEST(fleet_config, a_file_without_hosts_is_refused_saying_how_to_name_them) {
@@ -140,12 +148,12 @@ TEST(fleet_config, an_unknown_table_is_refused) {
 }
 
 TEST(fleet_config, ray_without_its_address_python_and_deployment_names_each) {
-  const auto l = parse("[ray]\nhosts = 2\n");
+  const auto l = parse("[gateway]\nsecret_file = \"s\"\n[ray]\nhosts = 2\n");
   ASSERT_FALSE(l.config.has_value());
   std::set<std::string> keys;
   for (const auto& d : l.diags.items()) {
     EXPECT_EQ(d.where.file, "/fleets/fleet.toml");
-    EXPECT_EQ(d.where.line, 1u) << d.format();
+    EXPECT_EQ(d.where.line, 3u) << d.format();
     EXPECT_FALSE(d.fix.empty()) << d.format();
     keys.insert(d.key);
   }

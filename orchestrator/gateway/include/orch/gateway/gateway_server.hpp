@@ -25,8 +25,7 @@ namespace orch::gateway {
 class gateway_server {
  public:
   // Reads the fleet secret (when the config names one) and makes the parts; nothing listens
-  // yet. Errors: invalid_config (the secret unreadable or empty; the Ray source, which is not
-  // built yet).
+  // yet. Errors: invalid_config (the secret unreadable or empty).
   static result<std::unique_ptr<gateway_server>> prepare(fleet_config config,
                                                          serve::http_limits limits = {});
   ~gateway_server();  // stop()
@@ -34,7 +33,8 @@ class gateway_server {
   gateway_server& operator=(const gateway_server&) = delete;
 
   // Starts the io thread, listens on the config's address and port, and starts the host
-  // source. Once only. The bound port. Errors: listen_failed.
+  // source (the [[host]] list, or the Ray driver). Once only. The bound port. Errors:
+  // listen_failed, driver_failed.
   result<std::uint16_t> start();
   // The source stops, the listener and its connections close, the hosts' streams close, the
   // io thread ends. Idempotent; not on the io thread.
