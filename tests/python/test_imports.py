@@ -44,3 +44,18 @@ def test_worker_entry_loads_the_runtime_when_called() -> None:
     assert "comfy_orch.worker._runner" not in loaded  # after the handshake, as before
     assert {"comfy_orch.worker._call", "comfy_orch.worker._prompt_server",
             "comfy_orch.worker._web_server"} <= set(loaded)
+
+
+@pytest.mark.parametrize("statement", ["import comfy_orch", "import comfy_orch.comfyui",
+                                       "import comfy_orch.worker", "import comfy_orch.host",
+                                       "import comfy_env"])
+def test_no_audience_loads_the_fleet_which_runs_only_under_ray(statement: str) -> None:
+    fleet = [m for m in loaded_after(statement) if m.startswith("comfy_orch.fleet")]
+    assert fleet == [], "%s loads the fleet's Ray side: %s" % (statement, fleet)
+
+
+def test_fleet_package_alone_imports_no_ray() -> None:
+    probe = "import sys\nimport comfy_orch.fleet\nprint('ray' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=PYTHON_ROOT, check=True,
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False"]

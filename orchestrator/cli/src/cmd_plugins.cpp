@@ -47,8 +47,15 @@ void add_plugins_command(CLI::App& app) {
     }
     const auto directories =
         plugins::plugin_directories(dirs, process::this_install_layout().plugin_directory);
-    const int rc = plugins::run_plugins_command(directories, opts->json, std::cout);
-    if (rc != 0) throw CLI::RuntimeError(rc);
+    const plugins::registry_report report = plugins::scan_directories(directories);
+    if (opts->json)
+      // replace: a second line of defence behind validate_table; dump() throws on invalid UTF-8.
+      std::cout << plugins::to_json(report).dump(2, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace)
+                << "\n";
+    else
+      std::cout << plugins::format_table(report);
+    if (report.plugins.empty()) throw CLI::RuntimeError(1);  // as its help says
   });
 }
 

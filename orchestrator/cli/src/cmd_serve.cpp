@@ -206,6 +206,15 @@ void add_serve_command(CLI::App& app) {
                   "Serve the frontend in DIR at / (a directory holding index.html, as ComfyUI's "
                   "--front-end-root); unset: the comfyui-frontend-package installed with "
                   "comfy-orch (scripts/install-deps unpacks it)");
+  cmd->add_option("--fleet-secret-file", c->fleet_secret_file,
+                  "Serve as a fleet host, for its gateway alone: every request and WebSocket "
+                  "upgrade must carry 'Authorization: Bearer SECRET', SECRET being this file's "
+                  "content (one trailing newline stripped; at least 32 bytes, mode 600), else "
+                  "HTTP 401. There is no default secret (docs/security.md, \"Fleet hosts\")");
+  cmd->add_option("--fleet-host-name", c->fleet_host_name,
+                  "This host's name in a fleet, as GET /orch/fleet/host says it; unset: the "
+                  "machine's host name")
+      ->type_name("NAME");
   cmd->add_flag("!--no-control-socket", c->control_socket,
                 "Open no control socket: `status`, `top`, `diverge` and `report` cannot find "
                 "this server (the /orch/ HTTP routes still answer)");

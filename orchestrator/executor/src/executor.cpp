@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <stdexcept>
 
 #include <boost/asio/co_spawn.hpp>
@@ -10,6 +11,7 @@
 
 #include "hidden_values.hpp"
 #include "orch/executor/execution_messages.hpp"
+#include "orch/fleet/prompt_needs.hpp"
 #include "orch/runtime/checked_call.hpp"
 #include "orch/support/json_fields.hpp"
 
@@ -211,10 +213,18 @@ boost::asio::awaitable<std::optional<json>> executor::run_node(
               {"epoch", epoch},
               {"inputs", std::move(inputs)}};
     if (!hidden.empty()) body["hidden"] = hidden;
+    // The model files a loader names (ComfyUI's folders, orch/fleet/prompt_needs.hpp): the
+    // models its call creates are labelled with them, as a fleet's gateway names a prompt's.
+    const std::vector<std::string> asked = fleet::model_names_of(cls.class_type, body["inputs"]);
+    std::set<std::string> models_before;
+    if (!asked.empty())
+      for (const auto& m : host_.stand_ins().entries())
+        if (m.env == cls.env) models_before.insert(m.id);
     if (auto failed = co_await hand_over_objects(body["inputs"], cls, id, epoch))
       co_return failed;
     const auto call_start = std::chrono::steady_clock::now();
     result<json> r = co_await call_with_retry(cls.env, body, handed);
+    if (!asked.empty() && r) host_.label_new_stand_ins(cls.env, models_before, asked);
     n.call_us +=
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - call_start)
             .count();

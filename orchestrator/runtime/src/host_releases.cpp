@@ -56,6 +56,14 @@ void host_runtime::update_stand_ins(const std::string& env, const nlohmann::json
   for (const auto& id : gone) stand_ins_.remove(id);
 }
 
+void host_runtime::label_new_stand_ins(const std::string& env, const std::set<std::string>& before,
+                                       const std::vector<std::string>& asked) {
+  std::vector<std::string> created;
+  for (const auto& e : stand_ins_.entries())
+    if (e.env == env && before.count(e.id) == 0) created.push_back(e.id);
+  for (const auto& id : created) stand_ins_.set_asked(id, asked);
+}
+
 const nlohmann::json& host_runtime::reported_models(const std::string& env) const {
   static const nlohmann::json none;
   const auto it = reported_models_.find(env);

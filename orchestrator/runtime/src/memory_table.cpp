@@ -88,6 +88,20 @@ std::vector<memory_row> read_memory_table(host_runtime& host) {
   return rows;
 }
 
+device_figures device_figures_of(const std::vector<memory_row>& rows) {
+  device_figures d;
+  std::uint64_t resident = 0;
+  for (const auto& r : rows) {
+    resident += r.device_resident;
+    if (r.device_total > d.total) {
+      d.total = r.device_total;
+      d.free = r.device_free;
+    }
+  }
+  if (d.free == 0 && d.total > resident) d.free = d.total - resident;
+  return d;
+}
+
 std::string format_memory_table(const std::vector<memory_row>& rows) {
   std::ostringstream s;
   auto line = [&](const std::vector<std::string>& c) {

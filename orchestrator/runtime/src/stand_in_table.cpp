@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <tuple>
+#include <utility>
 
 namespace orch::runtime {
 
@@ -32,6 +33,15 @@ bool stand_in_table::apply_receipt(const std::string& id, std::uint64_t resident
     if (seq <= e.receipt_seq) return false;
     e.receipt_seq = seq;
     e.resident = std::min(resident, e.size);
+    return true;
+  }
+  return false;
+}
+
+bool stand_in_table::set_asked(const std::string& id, std::vector<std::string> asked) {
+  for (auto& e : entries_) {
+    if (e.id != id) continue;
+    e.asked = std::move(asked);
     return true;
   }
   return false;

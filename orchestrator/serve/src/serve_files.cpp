@@ -2,11 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <optional>
 
@@ -23,6 +20,7 @@
 #include "orch/serve/view_image.hpp"
 #include "orch/support/ascii_lower.hpp"
 #include "orch/support/untrusted_text.hpp"
+#include "log_throttle.hpp"
 #include "spooled_body.hpp"
 
 namespace orch::serve {
@@ -266,12 +264,8 @@ http_reply file_routes::upload_mask(const http_request& req) const {
   if (original.failed) return std::move(*original.failed);
   if (!original.image) {
     // Said at most once a minute: a client that repeats such a request must not flood the log.
-    static std::atomic<std::int64_t> last_said{std::numeric_limits<std::int64_t>::min() / 2};
-    const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                                 std::chrono::steady_clock::now().time_since_epoch())
-                                 .count();
-    std::int64_t said = last_said.load();
-    if (now - said >= 60 && last_said.compare_exchange_strong(said, now))
+    static log_throttle nothing_written_said;
+    if (nothing_written_said.due())
       spdlog::warn("serve: /upload/mask wrote nothing for '{}': {} (ComfyUI answers 200 so too; "
                    "said at most once a minute)",
                    printable(form.name.substr(0, 200)), printable(original.nothing_written));

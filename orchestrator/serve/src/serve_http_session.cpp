@@ -14,8 +14,19 @@ void http_session::on_header(beast::error_code ec) {
   view_.method = std::string(req.method_string());
   view_.target = std::string(req.target());
   split_target(view_.target, view_);
-  for (const auto& field : req)
-    view_.fields.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  // A fleet host answers its gateway alone: before any route, WebSocket upgrades included, and
+  // before the body is read (fleet_auth.hpp).
+  if (const auto& fleet = st_->limits.fleet) {
+    std::vector<std::string_view> authorization;
+    for (const auto& field : req)
+      if (field.name() == http::field::authorization)
+        authorization.emplace_back(field.value().data(), field.value().size());
+    if (const auto why = fleet->judge(authorization))
+      return refuse(fleet_refusal_reply(*why, peer_.to_string(), view_.method, view_.path));
+  }
+  for (const auto& field : req)  // the fleet's secret is never handed on to a pack's route
+    if (!(st_->limits.fleet && field.name() == http::field::authorization))
+      view_.fields.emplace_back(std::string(field.name_string()), std::string(field.value()));
   // Before anything runs, WebSocket upgrades included (docs/security.md).
   const std::string host(req[http::field::host]);
   const std::string origin(req[http::field::origin]);
@@ -275,11 +286,15 @@ void http_session::drain() {
 }
 
 void http_session::refuse(unsigned status, const std::string& message) {
+  refuse({status, "application/json", error_body(message), {}, nullptr});
+}
+
+void http_session::refuse(http_reply reply) {
   const bool unread = spooled_     ? !spooled_->is_done()
                       : in_memory_ ? !in_memory_->is_done()
                                : header_ && !header_->is_done();
   release(body_);  // what was read of it is not kept
-  write({status, "application/json", error_body(message), {}, nullptr}, 11, false, unread);
+  write(std::move(reply), 11, false, unread);
 }
 
 }  // namespace orch::serve

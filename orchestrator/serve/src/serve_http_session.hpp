@@ -24,6 +24,7 @@
 #include <spdlog/spdlog.h>
 
 #include "orch/serve/errc.hpp"
+#include "orch/serve/fleet_auth.hpp"
 #include "orch/serve/serve_origin.hpp"
 #include "orch/support/untrusted_text.hpp"
 #include "serve_http_state.hpp"
@@ -326,6 +327,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
 
   // An error answer, and the connection's end; lingering if the request was not read whole.
   void refuse(unsigned status, const std::string& message);
+  void refuse(http_reply reply);  // with its own body and headers (a fleet host's 401)
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;

@@ -10,7 +10,9 @@
 #include "orch/process/install_layout.hpp"
 #include "orch/serve/errc.hpp"
 #include "orch/serve/extension_web_dirs.hpp"
+#include "orch/serve/fleet_auth.hpp"
 #include "orch/serve/frontend_routes.hpp"
+#include "orch/serve/host_fingerprint.hpp"
 #include "orch/serve/serve_live_routes.hpp"
 #include "orch/serve/user_data.hpp"
 #include "orch/serve/worker_routes.hpp"
@@ -62,11 +64,22 @@ result<std::unique_ptr<serve_server>> serve_server::prepare(serve_config config,
                                                             const runtime::prepared_deployment& deployment,
                                                             std::string version) {
   if (auto checked = check(config); !checked) return checked.err();
+  if (config.fleet_secret_file) {
+    auto secret = fleet_secret::read(*config.fleet_secret_file);
+    if (!secret) return secret.err();
+    config.http.fleet = std::make_shared<const fleet_secret>(std::move(*secret));
+  }
   auto root = frontend_root_of(config);
   if (!root) return root.err();
   std::unique_ptr<serve_server> s(
       new serve_server(std::move(config), deployment, std::move(version)));
   s->frontend_root_ = *root;
+  // The fingerprint reads the packs' files once, before any worker starts: what this host is
+  // does not change while it serves.
+  s->fleet_.name = s->config_.fleet_host_name.empty() ? machine_host_name()
+                                                       : s->config_.fleet_host_name;
+  s->fleet_.parts = fingerprint_parts_of(deployment, s->version_);
+  s->fleet_.fingerprint = fingerprint_of(s->fleet_.parts);
   s->frontend_.emplace(*root, extension_web_dirs(deployment.inventory));
   s->templates_.emplace(installed_workflow_templates(),
                         example_workflow_packs(deployment.inventory));
@@ -142,6 +155,14 @@ result<std::uint16_t> serve_server::start(runtime::host_runtime& host) {
   frontend_.reset();
   templates_.reset();
   add_live_routes(routes_, *views_);
+  add_fleet_host_route(routes_, host, std::move(fleet_), [api = api_.get()] {
+    queue_state q;
+    api->queue().visit_queue([&q](const queued_prompt&, bool running) {
+      if (running) q.running = true;
+      else ++q.queued;
+    });
+    return q;
+  });
   api_->add_routes(routes_);
 
   if (endpoint_)

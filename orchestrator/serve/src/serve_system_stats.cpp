@@ -24,18 +24,7 @@ http_reply comfy_api::system_stats() {
   const auto rows = host_.on_io_thread([&] { return runtime::read_memory_table(host_); });
   const auto& dev = host_.deployment().host.device;
   // The host opens no device itself: the device is as its workers' pagers see it.
-  // Free is the last polled reading; before any poll, what the pagers do not hold.
-  std::uint64_t total = 0;
-  std::uint64_t free_bytes = 0;
-  std::uint64_t resident = 0;
-  for (const auto& r : rows) {
-    resident += r.device_resident;
-    if (r.device_total > total) {
-      total = r.device_total;
-      free_bytes = r.device_free;
-    }
-  }
-  if (free_bytes == 0 && total > resident) free_bytes = total - resident;
+  const auto [total, free_bytes] = runtime::device_figures_of(rows);
   json devices = json::array();
   devices.push_back({{"name", dev.to_string()},
                      {"type", manifests::to_string(dev.kind)},

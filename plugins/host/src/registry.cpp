@@ -188,14 +188,4 @@ std::vector<fs::path> split_plugin_path(const std::string& value, const fs::path
   return dirs;
 }
 
-int run_plugins_command(const std::vector<fs::path>& directories, bool json, std::ostream& out) {
-  const registry_report report = scan_directories(directories);
-  if (json)
-    // replace: a second line of defence behind validate_table; dump() throws on invalid UTF-8.
-    out << to_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  else
-    out << format_table(report);
-  return report.plugins.empty() ? 1 : 0;
-}
-
 }  // namespace orch::plugins

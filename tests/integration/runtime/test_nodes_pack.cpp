@@ -157,6 +157,20 @@ orch_node_status region_node(orch_node_context* ctx, const orch_value* in, orch_
   return ORCH_NODE_OK;
 }
 
+// A loader as ComfyUI's CheckpointLoaderSimple is named: its ckpt_name input names the file, and
+// it holds the 4 MiB model region "ckpt-<name>", faulted, for serve's GET /orch/fleet/host.
+orch_node_status checkpoint_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  const std::string key = std::string("ckpt-") + (in[0].s != nullptr ? in[0].s : "");
+  constexpr std::uint64_t bytes = 4ull << 20;
+  orch_node_region* region = nullptr;
+  int32_t created = 0;
+  int32_t st = ctx->api->region(ctx, key.c_str(), bytes, &region, &created);
+  if (st == 0) st = ctx->api->region_fault(ctx, region, 0, bytes);
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = st;
+  return ORCH_NODE_OK;
+}
+
 // A cast buffer of `mib` MiB on `stream`, kept past the node (the ledger's carry).
 orch_node_status cast_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
   std::uint64_t address = 0;
@@ -185,6 +199,7 @@ const orch_node_input cast_inputs[] = {{"mib", "INT", req, 0, 0, 0, int_value(16
                                        {"stream", "INT", req, 0, 0, 0, int_value(0)}};
 const orch_node_input checked_input[] = {
     {"value", "INT", req | ORCH_INPUT_HAS_MIN | ORCH_INPUT_HAS_MAX, 0, 0, 100, int_value(1)}};
+const orch_node_input ckpt_input[] = {{"ckpt_name", "STRING", ORCH_INPUT_REQUIRED, 0, 0, 0, {}}};
 const char* const int_output[] = {"INT"};
 const char* const blob_output[] = {"BLOB"};
 
@@ -211,6 +226,9 @@ const orch_node_class classes[] = {
      "Region", "test", mib_input, 1, 1, int_output, &region_node, nullptr, nullptr, nullptr},
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestChecked"), "Checked", "test",
      checked_input, 1, 1, int_output, &empty_node, nullptr, &checked_validate, &checked_is_changed},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestCheckpointLoader"),
+     "Checkpoint Loader", "test", ckpt_input, 1, 1, int_output, &checkpoint_node, nullptr, nullptr,
+     nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes,
                            sizeof(classes) / sizeof(classes[0]), 0};

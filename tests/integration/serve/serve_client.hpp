@@ -196,15 +196,20 @@ class http_connection {
 // One WebSocket client of /ws?clientId=<id> (or of `path`, /api/ws).
 class ws_client {
  public:
-  // `origin`: the Origin header a browser page would send (none when empty).
+  // `origin`: the Origin header a browser page would send (none when empty); `extra`: more
+  // fields of the upgrade request (a fleet gateway's Authorization).
   ws_client(unsigned short port, const std::string& client_id, const std::string& origin = {},
-            const std::string& path = "/ws")
+            const std::string& path = "/ws",
+            const std::vector<std::pair<std::string, std::string>>& extra = {})
       : ws_(io_) {
     auto& s = beast::get_lowest_layer(ws_);
     s.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
-    if (!origin.empty()) {
-      ws_.set_option(websocket::stream_base::decorator(
-          [origin](websocket::request_type& req) { req.set(http::field::origin, origin); }));
+    if (!origin.empty() || !extra.empty()) {
+      ws_.set_option(
+          websocket::stream_base::decorator([origin, extra](websocket::request_type& req) {
+            if (!origin.empty()) req.set(http::field::origin, origin);
+            for (const auto& [name, value] : extra) req.set(name, value);
+          }));
     }
     ws_.handshake("127.0.0.1", path + "?clientId=" + client_id);
   }

@@ -13,18 +13,28 @@ constexpr std::uint64_t GiB = 1ull << 30;
 
 model_entry host_model(std::string id, std::uint64_t size, std::uint64_t resident,
                        bool dynamic = false, std::uint32_t refcount = 1) {
-  return {std::move(id), "", size, resident, refcount, dynamic, 0};
+  return {std::move(id), "", size, resident, refcount, dynamic, 0, {}};
 }
 
 model_entry stand_in(std::string env, std::string model, std::uint64_t size,
                      std::uint64_t resident) {
-  return {env + "/" + model, std::move(env), size, resident, 1, false, 0};
+  return {env + "/" + model, std::move(env), size, resident, 1, false, 0, {}};
 }
 
 std::vector<std::string> ids(const std::vector<const model_entry*>& order) {
   std::vector<std::string> out;
   for (const auto* e : order) out.push_back(e->id);
   return out;
+}
+
+TEST(stand_in_table, a_model_keeps_what_its_loader_was_asked_through_its_receipts) {
+  stand_in_table t;
+  t.load(stand_in("imageops", "ckpt-sd15", GiB, GiB));
+  EXPECT_TRUE(t.set_asked("imageops/ckpt-sd15", {"checkpoints/sd15.safetensors"}));
+  EXPECT_TRUE(t.apply_receipt("imageops/ckpt-sd15", GiB / 2, 1));
+  EXPECT_EQ(t.find("imageops/ckpt-sd15")->asked,
+            std::vector<std::string>{"checkpoints/sd15.safetensors"});
+  EXPECT_FALSE(t.set_asked("imageops/other", {"loras/x.safetensors"}));
 }
 
 TEST(stand_in_table, order_is_most_offloaded_then_refcount_then_size_then_position) {

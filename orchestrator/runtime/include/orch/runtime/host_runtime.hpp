@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <optional>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -121,6 +122,11 @@ class host_runtime {
   // the env's stand-ins become exactly `models`, unless a report with a sequence number at least
   // `seq` was applied already. Sequence 0 is the worker's loss: its stand-ins go.
   void update_stand_ins(const std::string& env, const nlohmann::json& models, std::uint64_t seq);
+  // After a node's call in `env` that named the model files `asked` (orch/fleet/prompt_needs.hpp):
+  // each stand-in of the env whose id is not in `before` (the env's ids before the call) was
+  // created by that call, and is labelled with them (model_entry::asked). io thread only.
+  void label_new_stand_ins(const std::string& env, const std::set<std::string>& before,
+                           const std::vector<std::string>& asked);
   // The newest models report applied for `env` ([{key, size, resident}]), null when none: what
   // `diverge` holds the stand-ins against. io thread only.
   const nlohmann::json& reported_models(const std::string& env) const;

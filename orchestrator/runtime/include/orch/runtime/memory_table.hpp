@@ -37,6 +37,15 @@ struct memory_row {
 
 // Call from the io thread (host_runtime::on_io_thread).
 std::vector<memory_row> read_memory_table(host_runtime& host);
+
+// The device as the workers' pagers see it (the host opens none itself): the largest total any
+// row saw, and that row's last polled free bytes; before any poll, what the pagers do not hold.
+// What GET /system_stats and GET /orch/fleet/host say of the device.
+struct device_figures {
+  std::uint64_t total = 0;
+  std::uint64_t free = 0;
+};
+device_figures device_figures_of(const std::vector<memory_row>& rows);
 std::string format_memory_table(const std::vector<memory_row>& rows);
 nlohmann::json to_json(const std::vector<memory_row>& rows);
 

@@ -21,6 +21,10 @@ struct model_entry {
   std::uint32_t refcount = 1;
   bool dynamic = false;  // a host model under the pager; stand-ins are never dynamic
   std::uint64_t receipt_seq = 0;
+  // What the loader node whose call created it was asked to load, as a fleet's gateway names a
+  // prompt's models ("checkpoints/sd15.safetensors", orch/fleet/prompt_needs.hpp); empty when
+  // the node named no model file (a pack's own loader) or the model is the host's.
+  std::vector<std::string> asked;
 
   bool is_stand_in() const { return !env.empty(); }
   std::uint64_t offloaded() const { return size > resident ? size - resident : 0; }
@@ -50,6 +54,8 @@ class stand_in_table {
   // A receipt from a worker: resident bytes as of `seq`. Older sequence numbers are stale and
   // ignored (returns false), so a late receipt cannot resurrect freed bytes.
   bool apply_receipt(const std::string& id, std::uint64_t resident, std::uint64_t seq);
+  // Records what the loader of model `id` was asked to load; false when there is no such model.
+  bool set_asked(const std::string& id, std::vector<std::string> asked);
 
   // ComfyUI's candidate order: ascending (-offloaded, refcount, size, index).
   std::vector<const model_entry*> eviction_order() const;

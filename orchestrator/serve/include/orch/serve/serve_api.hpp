@@ -56,6 +56,8 @@ class comfy_api {
   // The first WebSocket messages of client `sid`: the status, and as ComfyUI does for a client
   // that reconnects while its prompt runs, an `executing` for the running node.
   std::vector<std::string> greeting(const std::string& sid) const;
+  // The queue, to read (GET /orch/fleet/host: whether a prompt runs, how many wait).
+  const prompt_queue& queue() const noexcept { return queue_; }
   // Interrupts the running prompt (if `interrupt_running`), drops the pending ones and waits
   // for the running one to end: for `grace` at most when interrupting, after which the workers
   // still inside a call (a node that ignores interrupts) are killed. Idempotent; not on the io

@@ -48,6 +48,13 @@ struct serve_config {
   // The frontend served at / (--front-end-root, a directory holding index.html); unset, the one
   // installed beside comfy-orch, else none (/ answers a page saying how to get one).
   std::optional<std::filesystem::path> front_end_root;
+  // --fleet-secret-file: a fleet host, answering only requests that carry this file's secret
+  // (fleet_auth.hpp); unset, an ordinary server. Read by serve_server::prepare, which refuses a
+  // file that is missing, empty, short or open to group or others. Never a default.
+  std::optional<std::filesystem::path> fleet_secret_file;
+  // This host's name in a fleet, as GET /orch/fleet/host says it (--fleet-host-name); empty: the
+  // machine's host name.
+  std::string fleet_host_name;
 };
 
 // Whether a server could serve with `config`: one client address may hold half of a body budget

@@ -34,6 +34,8 @@
 
 namespace orch::serve {
 
+class fleet_secret;  // fleet_auth.hpp
+
 struct http_request {
   std::string method;  // GET, POST, ...
   std::string path;    // percent-decoded, without the query
@@ -132,6 +134,10 @@ struct http_limits {
   // --enable-cors-header's origin: every answer allows it, and cross-origin requests are not
   // refused; unset, a loopback server refuses them (serve_origin.hpp).
   std::optional<std::string> cors_origin;
+  // --fleet-secret-file's secret: every request and WebSocket upgrade must carry it
+  // (`Authorization: Bearer <secret>`), else 401 before any route (fleet_auth.hpp); unset,
+  // no request is asked for one.
+  std::shared_ptr<const fleet_secret> fleet;
 };
 
 class http_server {

@@ -19,6 +19,7 @@
 #include "orch/live/memory_sampler.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/runtime/host_startup.hpp"
+#include "orch/serve/fleet_host_route.hpp"
 #include "orch/serve/frontend_files.hpp"
 #include "orch/serve/route_table.hpp"
 #include "orch/serve/serve_api.hpp"
@@ -35,7 +36,8 @@ class serve_server {
   // it at once: the frontend it serves, the input, output and temp directories (as ComfyUI makes
   // them at start), and the control directory. `version` is comfy-orch's, shown in /system_stats
   // and the registration.
-  // Errors: invalid_config (check(), a front_end_root without index.html), directory_unusable
+  // Errors: invalid_config (check(), a front_end_root without index.html, a fleet_secret_file
+  // fleet_secret::read refuses), directory_unusable
   // (which directory, and why), the control directory's (control_errc).
   static result<std::unique_ptr<serve_server>> prepare(serve_config config,
                                                        const runtime::prepared_deployment& deployment,
@@ -81,6 +83,7 @@ class serve_server {
   std::optional<workflow_templates> templates_;  // the official ones and the packs' examples
   std::optional<manifests::host_stack> stack_;
   std::optional<control_endpoint> endpoint_;
+  fleet_identity fleet_;  // GET /orch/fleet/host's name and fingerprint, made in prepare()
 
   runtime::host_runtime* host_ = nullptr;  // lent by start()
   route_table routes_;

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -71,10 +70,5 @@ std::vector<std::filesystem::path> split_plugin_path(const std::string& value,
 // when set; else `fallback` (the build's plugin directory).
 std::vector<std::filesystem::path> plugin_directories(
     const std::vector<std::string>& explicit_dirs, const std::filesystem::path& fallback);
-
-// `comfy-orch plugins [--json]`: scans, prints a table or JSON to `out`, and returns the exit
-// status: 0 when at least one plugin was found, 1 otherwise.
-int run_plugins_command(const std::vector<std::filesystem::path>& directories, bool json,
-                        std::ostream& out);
 
 }  // namespace orch::plugins
