@@ -103,11 +103,22 @@ namespace {
 
 void read_gateway(const toml::table& t, const std::string& file, manifests::diagnostics& diags,
                   fleet_config& c) {
-  table_reader r(t, "gateway", file, diags, {"listen", "port", "secret_file", "history_size"});
+  table_reader r(t, "gateway", file, diags,
+                 {"listen", "port", "secret_file", "history_size", "fingerprint"});
   if (auto v = r.text("listen")) c.listen = *v;
   if (auto v = r.integer("port", 0, 65535)) c.port = static_cast<std::uint16_t>(*v);
   if (auto v = r.text("secret_file")) c.secret_file = relative_to(c.file, *v);
   if (auto v = r.integer("history_size", 0, 1000000)) c.history_size = static_cast<std::size_t>(*v);
+  if (auto v = r.text("fingerprint")) {
+    const bool hex = v->size() == 71 && v->rfind("sha256:", 0) == 0 &&
+                     v->find_first_not_of("0123456789abcdef", 7) == std::string::npos;
+    if (hex)
+      c.fingerprint = *v;
+    else
+      r.error("fingerprint", "\"" + *v + "\" is no fingerprint",
+              "write the \"sha256:...\" (64 lower-case hex digits) a host of the fleet reports "
+              "at GET /orch/fleet/host, or leave it out to take the first host's");
+  }
 }
 
 void read_ray(const toml::table& t, const std::string& file, manifests::diagnostics& diags,

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "orch/executor/prompt.hpp"
-#include "orch/gateway/host_facts.hpp"
+#include "orch/fleet/prompt_needs.hpp"
 #include "orch/serve/json_reply.hpp"
 
 namespace orch::gateway {
@@ -87,6 +87,7 @@ gateway_api::gateway_api(boost::asio::io_context& io, serve::http_server& server
       server_(server),
       options_(std::move(options)),
       queue_(options_.history_size, options_.limits),
+      fleet_fingerprint_(options_.fingerprint),
       check_timer_(io) {
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
 }
@@ -162,8 +163,10 @@ http_reply gateway_api::post_prompt(const http_request& req) {
     item.extra_data.erase(secret);  // never stored (serve's rule)
   if (auto it = body->find("client_id"); it != body->end() && it->is_string())
     item.extra_data["client_id"] = *it;
+  auto needs = fleet::prompt_needs_of(*prompt, item.prompt_id);
+  if (!needs.needs) return prompt_refused("invalid_prompt", "Invalid prompt", needs.error);
   item.document = *prompt;
-  item.needs = needs_of_prompt(item.prompt_id, item.document);
+  item.needs = std::move(*needs.needs);
   std::optional<double> number;
   if (auto it = body->find("number"); it != body->end()) {
     if (!it->is_number() || !std::isfinite(it->get<double>()))
@@ -182,7 +185,8 @@ http_reply gateway_api::post_prompt(const http_request& req) {
       known = known || h.has_classes;
     }
     if (known) {
-      const auto p = fleet::place(views, "", item.needs, {}, now_tick(), options_.policy);
+      const auto p =
+          fleet::place(views, fleet_fingerprint_, item.needs, {}, now_tick(), options_.policy);
       if (p.kind == fleet::placement_kind::refused) {
         note(item.prompt_id, p);
         std::string first = p.missing_classes.empty() ? std::string() : p.missing_classes.front();
@@ -262,7 +266,7 @@ http_reply gateway_api::object_info(const http_request& req) {
   later.later = [this, target]() -> http_reply {
     host_link* link = on_io([&]() -> host_link* {
       for (auto& [_, h] : hosts_)
-        if (h.view.up) return h.link.get();
+        if (h.view.up && h.refusal.empty()) return h.link.get();
       return nullptr;
     });
     if (link == nullptr)
@@ -306,6 +310,9 @@ json gateway_api::fleet_document() const {
                      {"resident_models", h.view.resident_models},
                      {"free_device_bytes", h.view.free_device_bytes},
                      {"fingerprint", h.view.fingerprint},
+                     {"refused", h.refusal.empty() ? json() : json(h.refusal)},
+                     {"error", h.last_error.empty() ? json() : json(h.last_error)},
+                     {"node_class_names", h.view.node_classes},
                      {"last_used", h.view.last_used},
                      {"running", r != nullptr ? json(r->prompt.prompt_id) : json()}});
   }
@@ -319,6 +326,7 @@ json gateway_api::fleet_document() const {
                          {"reason", d.placement.reason},
                          {"tick", d.tick}});
   return {{"hosts", hosts},
+          {"fingerprint", fleet_fingerprint_},
           {"decisions", decisions},
           {"queue_remaining", queue_.remaining()},
           {"client_id", client_id()}};

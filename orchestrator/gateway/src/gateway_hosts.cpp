@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "orch/gateway/gateway_api.hpp"
-#include "orch/gateway/host_facts.hpp"
+#include "orch/fleet/host_report.hpp"
 #include "orch/support/untrusted_text.hpp"
 
 namespace orch::gateway {
@@ -95,7 +95,13 @@ void gateway_api::connect(const std::string& name) {
         const bool was_open = closed.stream_open;
         closed.connecting = false;
         closed.stream_open = false;
-        if (was_open) host_lost(name, "its event stream ended (" + why + ")");
+        if (was_open) {
+          host_lost(name, "its event stream ended (" + why + ")");
+        } else {
+          const std::string error = "its event stream could not be opened: " + why;
+          if (closed.last_error != error) spdlog::warn("gateway: {}: {}", name, printable(error));
+          closed.last_error = error;
+        }
       });
 }
 
@@ -103,22 +109,81 @@ void gateway_api::read_facts(const std::string& name) {
   host& reading = hosts_.at(name);
   if (reading.reading_facts) return;
   reading.reading_facts = true;
-  reading.link->request("GET", "/object_info", {}, [this, name](result<host_answer> a) {
+  reading.link->request("GET", "/orch/fleet/host", {}, [this, name](result<host_answer> a) {
     if (stopped_) return;
     host& h = hosts_.at(name);
     h.reading_facts = false;
-    const auto info = json_of(a);
-    if (!info || !h.stream_open) {
-      if (!info) spdlog::warn("gateway: {}'s /object_info: {}", name,
-                              a ? "HTTP " + std::to_string(a->status) : a.err().message);
-      return;  // the next check connects again
-    }
-    read_host_facts(h.view, *info, nullptr);
-    h.has_classes = true;
-    h.view.up = true;
-    spdlog::info("gateway: {} serves {} node classes", name, h.view.node_classes.size());
+    if (!h.stream_open) return;  // the next check connects again
+    if (!take_report(name, a)) return;
+    spdlog::info("gateway: {} serves {} node classes, fingerprint {}", name,
+                 h.view.node_classes.size(), h.view.fingerprint);
     schedule();
   });
+}
+
+bool gateway_api::take_report(const std::string& name, const result<host_answer>& a) {
+  host& h = hosts_.at(name);
+  std::string error;
+  std::optional<fleet::host_report> report;
+  if (!a) {
+    error = a.err().message;
+  } else if (a->status != 200) {
+    error = "GET /orch/fleet/host answered HTTP " + std::to_string(a->status) +
+            (a->status == 401 ? " (the gateway's fleet secret is not the host's)" : "");
+  } else {
+    auto reading = fleet::parse_host_report(a->body);
+    if (reading.report)
+      report = std::move(reading.report);
+    else
+      error = "its report is refused: " + reading.error;
+  }
+  if (!report) {
+    if (h.last_error != error) spdlog::warn("gateway: {}: {}", name, printable(error));
+    h.last_error = error;
+    return false;
+  }
+  h.last_error.clear();
+  // What the gateway knows better than the host's last report: whether it is up to the gateway,
+  // when it last gave it a prompt, and whether it runs one of the gateway's (a report read just
+  // before a prompt ended would keep the host busy until the next).
+  const fleet::host_view before = h.view;
+  h.view = std::move(report->view);
+  h.view.name = name;
+  h.view.up = true;
+  h.view.last_used = before.last_used;
+  h.view.running = queue_.running_on(name) != nullptr;
+  h.view.queued = 0;
+  h.parts = std::move(report->parts);
+  h.has_classes = true;
+  // The fleet's fingerprint: the pinned one, else the first host's to report. A host whose
+  // fingerprint differs is never given a prompt (placement leaves it out), with the difference
+  // named.
+  if (fleet_fingerprint_.empty()) {
+    fleet_fingerprint_ = h.view.fingerprint;
+    fleet_parts_ = h.parts;
+    spdlog::info("gateway: the fleet's fingerprint is {}'s, {}", name, fleet_fingerprint_);
+  } else if (fleet_parts_.empty() && h.view.fingerprint == fleet_fingerprint_) {
+    // A pinned fingerprint's parts, from the first host that has it: the hosts refused before
+    // can now be told what differs.
+    fleet_parts_ = h.parts;
+    for (auto& [other, o] : hosts_)
+      if (o.has_classes) judge_fingerprint(other);
+  }
+  judge_fingerprint(name);
+  return true;
+}
+
+void gateway_api::judge_fingerprint(const std::string& name) {
+  host& h = hosts_.at(name);
+  std::string refusal;
+  if (h.view.fingerprint != fleet_fingerprint_)
+    refusal = fleet_parts_.empty()
+                  ? "its fingerprint " + h.view.fingerprint + " is not the fleet's " + fleet_fingerprint_
+                  : "its packs or envs differ from the fleet's: " +
+                        fleet::fingerprint_difference(fleet_parts_, h.parts);
+  if (refusal != h.refusal && !refusal.empty())
+    spdlog::warn("gateway: {} is refused: {}", name, printable(refusal));
+  h.refusal = std::move(refusal);
 }
 
 void gateway_api::check_hosts() {
@@ -135,17 +200,14 @@ void gateway_api::check_hosts() {
     if (h.checking) continue;
     h.checking = true;
     h.link->request(
-        "GET", "/system_stats", {},
+        "GET", "/orch/fleet/host", {},
         [this, name](result<host_answer> a) {
           if (stopped_) return;
           host& checked = hosts_.at(name);
           checked.checking = false;
-          if (const auto stats = json_of(a)) {
-            read_host_facts(checked.view, nullptr, *stats);
-          } else if (checked.stream_open) {
-            host_lost(name, "it stopped answering (" +
-                                (a ? "HTTP " + std::to_string(a->status) : a.err().message) + ")");
-          }
+          if (!checked.stream_open) return;
+          if (!take_report(name, a))
+            host_lost(name, "it stopped answering (" + checked.last_error + ")");
         },
         std::chrono::seconds(5));
   }
@@ -234,7 +296,7 @@ void gateway_api::schedule() {
   const auto tick = now_tick();
   for (const auto& p : queue_.pending()) {
     if (views.empty()) break;
-    const auto d = fleet::place(views, "", p.needs, waiting, tick, options_.policy);
+    const auto d = fleet::place(views, fleet_fingerprint_, p.needs, waiting, tick, options_.policy);
     note(p.prompt_id, d);
     if (d.kind != fleet::placement_kind::run) continue;
     for (auto& v : views)

@@ -41,6 +41,7 @@ result<std::uint16_t> gateway_server::start() {
   gateway_options options;
   options.secret = secret_;
   options.history_size = config_.history_size;
+  options.fingerprint = config_.fingerprint;
   http_ = std::make_unique<serve::http_server>(
       io_, limits_, [this](const serve::http_request& r) { return routes_.answer(r); },
       [this](const serve::http_request& r) { return routes_.at_once(r); },

@@ -1,6 +1,7 @@
 #include "orch/gateway/host_link.hpp"
 
 #include <future>
+#include <stdexcept>
 #include <utility>
 
 #include <boost/asio/co_spawn.hpp>
@@ -76,7 +77,15 @@ static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state
   state->ws.set_option(websocket::stream_base::decorator([secret](websocket::request_type& req) {
     if (secret) req.set(http::field::authorization, bearer(*secret));
   }));
-  co_await state->ws.async_handshake(host, "/ws?clientId=" + client_id, use_awaitable);
+  websocket::response_type answer;
+  try {
+    co_await state->ws.async_handshake(answer, host, "/ws?clientId=" + client_id, use_awaitable);
+  } catch (const boost::system::system_error& e) {
+    // The host's status says why (a 401: the secrets differ), which Beast's error does not.
+    if (answer.result_int() == 0) throw;
+    throw std::runtime_error("the WebSocket upgrade was answered HTTP " +
+                             std::to_string(answer.result_int()) + " (" + e.what() + ")");
+  }
   lowest.expires_never();  // a host may be silent while a node runs
   state->ws.read_message_max(max_answer_bytes);
   on_open();

@@ -69,27 +69,48 @@ class gateway_process {
   unsigned short port_ = 0;
 };
 
+// The fleet's secret: every host is started with it and the gateway sends it.
+const std::string fleet_secret = "gateway-test-secret-0123456789abcdefghijklmnopqrstuvwxyz";
+
 class gateway_test : public serve_test {
  protected:
   void SetUp() override {
     serve_test::SetUp();
-    std::string fleet;
+    secret_ = dir_ / "fleet.secret";
+    write(secret_, fleet_secret + "\n");
+    fs::permissions(secret_, fs::perms::owner_read | fs::perms::owner_write);
     for (int i = 0; i < 3; ++i) {
-      hosts_.push_back(serve());
+      hosts_.push_back(host());
       ASSERT_NE(hosts_.back()->port(), 0);
-      fleet += "[[host]]\nurl = \"http://127.0.0.1:" + std::to_string(hosts_.back()->port()) +
-               "\"\n\n";
     }
+    start_gateway(fleet_file(hosts_));
+    // Until every host is up at the gateway (its stream open and its report read).
+    ASSERT_TRUE(wait_until([&] { return up_hosts().size() == 3; }));
+  }
+  std::unique_ptr<serve_process> host(const orch::runtime_testing::deployment_options& o = {}) {
+    return serve({"--fleet-secret-file", secret_.string()}, o);
+  }
+  // A fleet file naming `hosts` (and `gateway_lines` in [gateway], after the secret's).
+  std::string fleet_file(const std::vector<std::unique_ptr<serve_process>>& hosts,
+                         const std::string& gateway_lines = {},
+                         const std::string& secret_file = "fleet.secret") const {
+    std::string fleet = "[gateway]\nsecret_file = \"" + secret_file + "\"\n" + gateway_lines + "\n";
+    for (const auto& h : hosts)
+      fleet += "[[host]]\nurl = \"http://127.0.0.1:" + std::to_string(h->port()) + "\"\n\n";
+    return fleet;
+  }
+  void start_gateway(const std::string& fleet) {
+    gateway_.reset();
     write(dir_ / "fleet.toml", fleet);
     gateway_ = std::make_unique<gateway_process>((dir_ / "fleet.toml").string());
     ASSERT_NE(gateway_->port(), 0) << "the gateway did not print its 'listening on' line";
-    // Until every host is up at the gateway (its stream open and its classes read).
-    ASSERT_TRUE(wait_until([&] {
-      const json fleet_doc = gateway_->get("/orch/fleet").json();
-      int up = 0;
-      for (const auto& h : fleet_doc["hosts"]) up += h["up"].get<bool>() ? 1 : 0;
-      return up == 3;
-    }));
+  }
+  std::set<std::string> up_hosts() const {
+    std::set<std::string> up;
+    const json fleet_doc = gateway_->get("/orch/fleet").json();
+    for (const auto& h : fleet_doc["hosts"])
+      if (h["up"].get<bool>()) up.insert(h["name"].get<std::string>());
+    return up;
   }
   void TearDown() override {
     gateway_.reset();
@@ -144,6 +165,7 @@ class gateway_test : public serve_test {
     return types;
   }
 
+  fs::path secret_;
   std::vector<std::unique_ptr<serve_process>> hosts_;
   std::unique_ptr<gateway_process> gateway_;
 };
@@ -288,19 +310,11 @@ TEST_F(gateway_test, hosts_the_ray_driver_reports_come_and_go_and_the_driver_sto
                 "done\n"
                 "echo stopped > '" + (dir_ / "driver-stopped").string() + "'\n");
   fs::permissions(driver, fs::perms::owner_all);
-  write(dir_ / "fleet.secret", "a-secret\n");
   write(dir_ / "ray-fleet.toml", "[gateway]\nsecret_file = \"fleet.secret\"\n\n[ray]\n"
                                  "address = \"127.0.0.1:6379\"\npython = \"stand-in-driver.sh\"\n"
                                  "hosts = 3\ndeployment = \"deployment.toml\"\n");
   gateway_ = std::make_unique<gateway_process>((dir_ / "ray-fleet.toml").string());
   ASSERT_NE(gateway_->port(), 0);
-  const auto up_hosts = [&] {
-    std::set<std::string> up;
-    const json fleet_doc = gateway_->get("/orch/fleet").json();
-    for (const auto& h : fleet_doc["hosts"])
-      if (h["up"].get<bool>()) up.insert(h["name"].get<std::string>());
-    return up;
-  };
   ASSERT_TRUE(wait_until([&] { return up_hosts().size() == 3; }));
   std::ifstream args_file(dir_ / "driver-args");
   std::string args;
@@ -324,6 +338,54 @@ TEST_F(gateway_test, hosts_the_ray_driver_reports_come_and_go_and_the_driver_sto
   stopped >> said;
   EXPECT_EQ(said, "stopped") << "the driver did not see the end of its input";
   EXPECT_NE(::kill(driver_pid, 0), 0) << "the driver outlived the gateway";
+}
+
+TEST_F(gateway_test, a_gateway_without_the_fleets_secret_gets_no_host_and_says_why) {
+  write(dir_ / "wrong.secret", "not-the-fleet-secret-0123456789abcdefghijklmnopqrstuvwxyz\n");
+  fs::permissions(dir_ / "wrong.secret", fs::perms::owner_read | fs::perms::owner_write);
+  start_gateway(fleet_file(hosts_, {}, "wrong.secret"));
+  json fleet_doc;
+  ASSERT_TRUE(wait_until([&] {
+    fleet_doc = gateway_->get("/orch/fleet").json();
+    for (const auto& h : fleet_doc["hosts"])
+      if (!h["error"].is_string()) return false;
+    return fleet_doc["hosts"].size() == 3;
+  })) << fleet_doc.dump();
+  for (const auto& h : fleet_doc["hosts"]) {
+    EXPECT_FALSE(h["up"].get<bool>());
+    EXPECT_NE(h["error"].get<std::string>().find("HTTP 401"), std::string::npos) << h.dump();
+  }
+  // Its prompts wait: no host is up to run them.
+  const std::string id = queue_at_gateway(quick_prompt, "c");
+  EXPECT_EQ(gateway_->get("/queue").json()["queue_pending"][0][1], id);
+}
+
+TEST_F(gateway_test, a_host_whose_deployment_differs_is_refused_naming_the_difference) {
+  const auto report = orch::testing::request(hosts_[0]->port(), http::verb::get, "/orch/fleet/host",
+                                             {}, "application/json", false,
+                                             {{"Authorization", "Bearer " + fleet_secret}});
+  ASSERT_EQ(report.status, 200u) << report.body;
+  const std::string fingerprint = report.json()["fingerprint"];
+  orch::runtime_testing::deployment_options other;
+  other.capacity = "1GiB";
+  hosts_.push_back(host(other));
+  ASSERT_NE(hosts_.back()->port(), 0);
+  start_gateway(fleet_file(hosts_, "fingerprint = \"" + fingerprint + "\"\n"));
+  json odd;
+  ASSERT_TRUE(wait_until([&] {
+    const json fleet_doc = gateway_->get("/orch/fleet").json();
+    for (const auto& h : fleet_doc["hosts"])
+      if (h["name"] == "host-3") odd = h;
+    return up_hosts().size() == 4 && odd["refused"].is_string() &&
+           odd["refused"].get<std::string>().find("differ") != std::string::npos;
+  })) << odd.dump();
+  EXPECT_NE(odd["refused"].get<std::string>().find("deployment"), std::string::npos) << odd.dump();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(queue_at_gateway(quick_prompt, "c"));
+  for (const auto& id : ids) {
+    EXPECT_EQ(finished_at_gateway(id)["status"]["status_str"], "success") << id;
+    EXPECT_NE(host_of(id), "host-3") << id;
+  }
 }
 
 TEST_F(gateway_test, a_host_killed_mid_prompt_ends_that_prompt_naming_it_and_the_rest_finish) {

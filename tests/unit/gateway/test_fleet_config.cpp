@@ -59,6 +59,18 @@ TEST(fleet_config, gateway_keys_are_read_and_paths_are_relative_to_the_file) {
   EXPECT_EQ(*l.config->secret_file, std::filesystem::path("/fleets/fleet.secret"));
 }
 
+TEST(fleet_config, a_pinned_fingerprint_is_read_and_one_that_is_none_is_refused) {
+  const std::string fp = "sha256:" + std::string(64, 'a');
+  const auto l = parse("[gateway]\nfingerprint = \"" + fp + "\"\n[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(l.config.has_value());
+  EXPECT_EQ(l.config->fingerprint, fp);
+  const auto d = only_error(
+      parse("[gateway]\nfingerprint = \"sha256:ABC\"\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.fingerprint");
+  EXPECT_EQ(d.where.line, 2u);
+  EXPECT_NE(d.fix.find("/orch/fleet/host"), std::string::npos) << d.fix;
+}
+
 TEST(fleet_config, ray_is_read_with_its_defaults) {
   const auto l = parse(
       "[gateway]\nsecret_file = \"s\"\n[ray]\naddress = \"127.0.0.1:6379\"\n"

@@ -9,6 +9,7 @@
 //   port = 8188
 //   secret_file = "fleet.secret" # sent to every host as "Authorization: Bearer <secret>"
 //   history_size = 10000
+//   fingerprint = "sha256:..."   # pinned; default: the first host's to report
 //
 //   [[host]]
 //   url = "http://127.0.0.1:8190"
@@ -55,6 +56,9 @@ struct fleet_config {
   std::uint16_t port = 8188;
   std::optional<std::filesystem::path> secret_file;  // relative paths: to the fleet file
   std::size_t history_size = 10000;                  // ComfyUI's MAXIMUM_HISTORY_SIZE
+  // The fleet's fingerprint, pinned ("sha256:<64 hex>", a host's GET /orch/fleet/host);
+  // empty: the first host's to report.
+  std::string fingerprint;
   std::vector<static_host> hosts;                    // [[host]]
   std::optional<ray_hosts> ray;                      // [ray]
 };

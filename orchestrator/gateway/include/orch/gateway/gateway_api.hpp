@@ -33,6 +33,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
+#include "orch/fleet/host_report.hpp"
 #include "orch/fleet/placement.hpp"
 #include "orch/gateway/fleet_queue.hpp"
 #include "orch/gateway/host_link.hpp"
@@ -47,8 +48,11 @@ struct gateway_options {
   std::size_t history_size = serve::prompt_queue::default_history_size;
   serve::queue_limits limits;
   fleet::placement_policy policy;
-  // How often each host is asked whether it answers (/system_stats, which also refreshes its
-  // free device memory), and a host whose stream ended is connected again.
+  // The fleet's fingerprint, as the operator pins it; empty: the first host's to report.
+  std::string fingerprint;
+  // How often each host is asked whether it answers (GET /orch/fleet/host, its report, which
+  // also refreshes its resident models and free device memory), and a host whose stream ended
+  // is connected again.
   std::chrono::milliseconds check_period{1000};
 };
 
@@ -75,14 +79,17 @@ class gateway_api {
 
  private:
   struct host {
-    fleet::host_view view;  // view.up: listed, its stream open and its classes known
+    fleet::host_view view;  // view.up: listed, its stream open and its report read
     std::string url;
     std::unique_ptr<host_link> link;
     bool listed = false;       // its source says it is up
     bool connecting = false;   // its stream is being opened
     bool stream_open = false;
-    bool has_classes = false;  // its /object_info has been read
-    bool reading_facts = false;  // its /object_info is being read
+    bool has_classes = false;  // its report has been read
+    bool reading_facts = false;  // its report is being read
+    fleet::fingerprint_parts parts;  // its fingerprint's parts, from its report
+    std::string refusal;     // why its fingerprint is not the fleet's; empty: it is
+    std::string last_error;  // why its report could not be read, last time; empty: it could
     bool checking = false;     // a /system_stats check is on its way
   };
   struct decision {
@@ -107,6 +114,11 @@ class gateway_api {
   // Hosts, scheduling and events (gateway_hosts.cpp).
   void connect(const std::string& name);
   void read_facts(const std::string& name);
+  // Takes a host's answer to GET /orch/fleet/host into its view; false (and last_error) when
+  // there is no report in it.
+  bool take_report(const std::string& name, const result<host_answer>& a);
+  // Sets the host's refusal from its fingerprint against the fleet's (empty: it is the fleet's).
+  void judge_fingerprint(const std::string& name);
   void check_hosts();
   void host_lost(const std::string& name, const std::string& why);
   void on_host_message(const std::string& name, const std::string& text);
@@ -125,6 +137,8 @@ class gateway_api {
   gateway_options options_;
   fleet_queue queue_;
   std::map<std::string, host> hosts_;  // by name
+  std::string fleet_fingerprint_;        // pinned, else the first host's to report
+  fleet::fingerprint_parts fleet_parts_;  // its parts, for naming a difference
   // Prompts whose events a host relays, to the client that queued them (kept until their
   // `executing` for no node).
   std::map<std::string, std::string> relay_;
