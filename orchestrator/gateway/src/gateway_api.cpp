@@ -314,7 +314,9 @@ json gateway_api::fleet_document() const {
                      {"error", h.last_error.empty() ? json() : json(h.last_error)},
                      {"node_class_names", h.view.node_classes},
                      {"last_used", h.view.last_used},
-                     {"running", r != nullptr ? json(r->prompt.prompt_id) : json()}});
+                     {"pid", h.pid != 0 ? json(h.pid) : json()},
+                     {"running", r != nullptr ? json(r->prompt.prompt_id) : json()},
+                     {"running_node_started", r != nullptr && r->node_started}});
   }
   json decisions = json::array();
   for (const auto& d : decisions_)

@@ -68,6 +68,7 @@ void gateway_api::on_host_event(const host_event& e) {
   host& h = hosts_[e.host];
   h.view.name = e.host;
   h.url = "http://" + e.address + ":" + std::to_string(e.port);
+  h.pid = e.pid;
   if (h.stream_open) host_lost(e.host, "it came up again at " + h.url);
   if (h.link) h.link->close_events();
   h.link = std::make_unique<host_link>(io_, e.address, e.port, options_.secret);

@@ -60,6 +60,7 @@ std::optional<host_event> driver_event(const std::string& line, std::string& why
     }
     e.address = at.host;
     e.port = at.port;
+    if (m.contains("pid") && m["pid"].is_number_integer()) e.pid = m["pid"].get<long>();
     return e;
   }
   if (event == "error") {

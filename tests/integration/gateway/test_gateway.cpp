@@ -316,6 +316,8 @@ TEST_F(gateway_test, hosts_the_ray_driver_reports_come_and_go_and_the_driver_sto
   gateway_ = std::make_unique<gateway_process>((dir_ / "ray-fleet.toml").string());
   ASSERT_NE(gateway_->port(), 0);
   ASSERT_TRUE(wait_until([&] { return up_hosts().size() == 3; }));
+  const json fleet_doc = gateway_->get("/orch/fleet").json();
+  for (const auto& h : fleet_doc["hosts"]) EXPECT_EQ(h["pid"], 1) << h.dump();  // the driver's
   std::ifstream args_file(dir_ / "driver-args");
   std::string args;
   std::getline(args_file, args);

@@ -81,6 +81,7 @@ class gateway_api {
   struct host {
     fleet::host_view view;  // view.up: listed, its stream open and its report read
     std::string url;
+    long pid = 0;  // serve's process id on its node, when its source says it
     std::unique_ptr<host_link> link;
     bool listed = false;       // its source says it is up
     bool connecting = false;   // its stream is being opened

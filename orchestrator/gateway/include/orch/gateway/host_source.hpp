@@ -34,6 +34,7 @@ struct host_event {
   std::string address;
   std::uint16_t port = 0;
   std::string reason;  // host_down: why
+  long pid = 0;        // host_up from Ray: serve's process id on its node (0: not known)
 };
 
 class host_source {
