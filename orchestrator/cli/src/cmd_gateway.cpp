@@ -48,8 +48,7 @@ int gateway(const gateway_flags& flags) {
     std::cerr << "comfy-orch gateway: " << port.err().message << '\n';
     code = exit_failure;
   } else if (!signals.interrupted()) {
-    std::cout << "comfy-orch gateway: listening on http://" << listen << ":" << *port
-              << std::endl;
+    std::cout << "comfy-orch gateway: listening on http://" << listen << ":" << *port << std::endl;
     std::unique_lock lock(mutex);
     stop_requested.wait(lock, [&] { return signals.interrupted(); });
   }

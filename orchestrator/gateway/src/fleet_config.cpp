@@ -23,8 +23,8 @@ class table_reader {
       : t_(t), prefix_(std::move(prefix)), file_(file), diags_(diags) {
     for (const auto& [key, node] : t)
       if (!known.contains(std::string(key.str())))
-        diags_.error(manifests::position_of(file_, node, &t_), key_of(key.str()),
-                     "unknown key", "remove it, or spell one of: " + list(known));
+        diags_.error(manifests::position_of(file_, node, &t_), key_of(key.str()), "unknown key",
+                     "remove it, or spell one of: " + list(known));
   }
 
   std::optional<std::string> text(const char* key) {
@@ -41,8 +41,7 @@ class table_reader {
     if (n == nullptr) return std::nullopt;
     if (const auto* i = n->as_integer(); i != nullptr && i->get() >= low && i->get() <= high)
       return i->get();
-    wrong(key, *n,
-          "an integer from " + std::to_string(low) + " to " + std::to_string(high));
+    wrong(key, *n, "an integer from " + std::to_string(low) + " to " + std::to_string(high));
     return std::nullopt;
   }
 
@@ -160,8 +159,8 @@ void read_hosts(const toml::array& hosts, const std::string& file, manifests::di
     const std::string prefix = "host[" + std::to_string(i) + "]";
     const auto* t = hosts.get(i)->as_table();
     if (t == nullptr) {
-      diags.error(manifests::position_of(file, *hosts.get(i), &hosts), prefix,
-                  "expected a table", "write each host as [[host]] with url = \"http://HOST:PORT\"");
+      diags.error(manifests::position_of(file, *hosts.get(i), &hosts), prefix, "expected a table",
+                  "write each host as [[host]] with url = \"http://HOST:PORT\"");
       continue;
     }
     table_reader r(*t, prefix, file, diags, {"url"});
@@ -214,8 +213,7 @@ std::optional<fleet_config> read(const toml::table& root, const fs::path& file,
                 "keep [ray] (Ray starts the hosts) or the [[host]] list (hosts already "
                 "running), not both");
   else if (!has_ray && !has_hosts)
-    diags.error({name, 1, 0}, "ray",
-                "the file names no hosts",
+    diags.error({name, 1, 0}, "ray", "the file names no hosts",
                 "add [ray] (Ray starts the hosts) or [[host]] entries with url = "
                 "\"http://HOST:PORT\" (hosts already running)");
   // Hosts Ray starts listen where Ray's nodes are: they answer only the fleet's secret
@@ -231,7 +229,8 @@ std::optional<fleet_config> read(const toml::table& root, const fs::path& file,
 
 }  // namespace
 
-std::optional<fleet_config> parse_fleet_config(const std::string& text, const fs::path& display_name,
+std::optional<fleet_config> parse_fleet_config(const std::string& text,
+                                               const fs::path& display_name,
                                                manifests::diagnostics& diags) {
   auto root = manifests::parse_toml_text(text, display_name.string(), diags);
   if (!root) return std::nullopt;

@@ -42,11 +42,10 @@ double fleet_queue::next_number(bool front) {
 }
 
 void fleet_queue::insert_pending(fleet_prompt p) {
-  const auto at = std::upper_bound(pending_.begin(), pending_.end(), p,
-                                   [](const fleet_prompt& a, const fleet_prompt& b) {
-                                     return a.number < b.number ||
-                                            (a.number == b.number && a.sequence < b.sequence);
-                                   });
+  const auto at = std::upper_bound(
+      pending_.begin(), pending_.end(), p, [](const fleet_prompt& a, const fleet_prompt& b) {
+        return a.number < b.number || (a.number == b.number && a.sequence < b.sequence);
+      });
   pending_.insert(at, std::move(p));
 }
 
@@ -96,15 +95,14 @@ void fleet_queue::finish(const std::string& prompt_id, const json& outputs, cons
                 {"status", status},
                 {"meta", meta.is_object() ? meta : json::object()}};
   running_.erase(it);
-  const std::size_t bytes =
-      2 * entry.dump(-1, ' ', false, json::error_handler_t::replace).size();
+  const std::size_t bytes = 2 * entry.dump(-1, ' ', false, json::error_handler_t::replace).size();
   if (auto old = by_id_.find(prompt_id); old != by_id_.end()) {
     history_bytes_ -= old->second->bytes;
     history_.erase(old->second);
     by_id_.erase(old);
   }
-  while (!history_.empty() && (history_.size() >= history_size_ ||
-                               history_bytes_ + bytes > limits_.max_history_bytes)) {
+  while (!history_.empty() &&
+         (history_.size() >= history_size_ || history_bytes_ + bytes > limits_.max_history_bytes)) {
     history_bytes_ -= history_.front().bytes;
     by_id_.erase(history_.front().id);
     history_.pop_front();
@@ -124,8 +122,8 @@ void fleet_queue::clear_pending() {
 
 std::size_t fleet_queue::delete_pending(const std::vector<std::string>& ids) {
   const std::unordered_set<std::string> doomed(ids.begin(), ids.end());
-  const std::size_t removed = std::erase_if(
-      pending_, [&](const fleet_prompt& p) { return doomed.contains(p.prompt_id); });
+  const std::size_t removed =
+      std::erase_if(pending_, [&](const fleet_prompt& p) { return doomed.contains(p.prompt_id); });
   if (removed > 0) changed();
   return removed;
 }
@@ -143,9 +141,9 @@ nlohmann::ordered_json fleet_queue::history(std::optional<std::size_t> max_items
   // ComfyUI: without an offset, the newest max_items; with one, max_items from there.
   std::int64_t first = offset;
   if (first < 0)
-    first = max_items ? static_cast<std::int64_t>(history_.size()) -
-                            static_cast<std::int64_t>(*max_items)
-                      : 0;
+    first = max_items
+                ? static_cast<std::int64_t>(history_.size()) - static_cast<std::int64_t>(*max_items)
+                : 0;
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   std::int64_t i = 0;
   std::size_t taken = 0;

@@ -19,7 +19,9 @@ using serve::json_reply;
 
 namespace {
 
-http_reply empty_ok() { return {200, "application/json", ""}; }
+http_reply empty_ok() {
+  return {200, "application/json", ""};
+}
 
 http_reply bad_request(const std::string& message) {
   return json_reply({{"error", message}}, 400);
@@ -101,8 +103,9 @@ json gateway_api::status_message(bool with_sid, const std::string& sid) const {
 }
 
 std::vector<std::string> gateway_api::greeting(const std::string& sid) {
-  return {on_io([&] { return status_message(true, sid); })
-              .dump(-1, ' ', false, json::error_handler_t::replace)};
+  return {on_io([&] {
+            return status_message(true, sid);
+          }).dump(-1, ' ', false, json::error_handler_t::replace)};
 }
 
 void gateway_api::add_routes(serve::route_table& table) {
@@ -111,26 +114,30 @@ void gateway_api::add_routes(serve::route_table& table) {
   table.add({.method = "POST", .path = "/prompt", .answer = [this](request r) {
                return post_prompt(r);
              }});
-  table.add({.method = "GET", .path = "/prompt", .answer = [this](request) {
-               return json_reply(
-                   {{"exec_info", {{"queue_remaining", on_io([&] { return queue_.remaining(); })}}}});
-             }});
+  table.add(
+      {.method = "GET", .path = "/prompt", .answer = [this](request) {
+         return json_reply(
+             {{"exec_info", {{"queue_remaining", on_io([&] { return queue_.remaining(); })}}}});
+       }});
   table.add({.method = "GET", .path = "/queue", .answer = [this](request) {
                return json_reply(on_io([&] { return queue_.queue_json(); }));
              }});
-  table.add({.method = "POST", .path = "/queue", .answer = [this](request r) {
-               return post_queue(r);
-             }});
+  table.add(
+      {.method = "POST", .path = "/queue", .answer = [this](request r) { return post_queue(r); }});
   table.add({.method = "GET", .path = "/history", .subpaths = true, .answer = [this](request r) {
                return history(r);
              }});
   table.add({.method = "POST", .path = "/history", .answer = [this](request r) {
                return post_history(r);
              }});
-  table.add({.method = "GET", .path = "/object_info", .subpaths = true,
-             .answer = [this](request r) { return object_info(r); }});
-  table.add({.method = "POST", .path = "/interrupt", .where = io_thread,
-             .answer = [this](request r) { return interrupt(r); }});
+  table.add(
+      {.method = "GET", .path = "/object_info", .subpaths = true, .answer = [this](request r) {
+         return object_info(r);
+       }});
+  table.add(
+      {.method = "POST", .path = "/interrupt", .where = io_thread, .answer = [this](request r) {
+         return interrupt(r);
+       }});
   table.add({.method = "GET", .path = "/orch/fleet", .answer = [this](request) {
                return json_reply(on_io([&] { return fleet_document(); }));
              }});
@@ -143,7 +150,8 @@ http_reply gateway_api::post_prompt(const http_request& req) {
   if (!body->is_object())
     return prompt_refused("invalid_prompt", "Invalid prompt", "the request body is not an object");
   const auto prompt = body->find("prompt");
-  if (prompt == body->end()) return prompt_refused("no_prompt", "No prompt provided", "No prompt provided");
+  if (prompt == body->end())
+    return prompt_refused("no_prompt", "No prompt provided", "No prompt provided");
   if (!prompt->is_object())
     return prompt_refused("invalid_prompt", "Invalid prompt", "the prompt is not an object");
   fleet_prompt item;
@@ -158,7 +166,8 @@ http_reply gateway_api::post_prompt(const http_request& req) {
   } else {
     item.prompt_id = uuid4();
   }
-  if (auto it = body->find("extra_data"); it != body->end() && it->is_object()) item.extra_data = *it;
+  if (auto it = body->find("extra_data"); it != body->end() && it->is_object())
+    item.extra_data = *it;
   for (const char* secret : {"auth_token_comfy_org", "api_key_comfy_org"})
     item.extra_data.erase(secret);  // never stored (serve's rule)
   if (auto it = body->find("client_id"); it != body->end() && it->is_string())

@@ -4,8 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "orch/gateway/gateway_api.hpp"
 #include "orch/fleet/host_report.hpp"
+#include "orch/gateway/gateway_api.hpp"
 #include "orch/support/untrusted_text.hpp"
 
 namespace orch::gateway {
@@ -84,7 +84,8 @@ void gateway_api::connect(const std::string& name) {
   h.connecting = true;
   // The stream first, so that no event of a prompt given to it is missed.
   h.link->open_events(
-      client_id(), [this, name] {
+      client_id(),
+      [this, name] {
         host& opened = hosts_.at(name);
         opened.connecting = false;
         opened.stream_open = true;
@@ -178,10 +179,10 @@ void gateway_api::judge_fingerprint(const std::string& name) {
   host& h = hosts_.at(name);
   std::string refusal;
   if (h.view.fingerprint != fleet_fingerprint_)
-    refusal = fleet_parts_.empty()
-                  ? "its fingerprint " + h.view.fingerprint + " is not the fleet's " + fleet_fingerprint_
-                  : "its packs or envs differ from the fleet's: " +
-                        fleet::fingerprint_difference(fleet_parts_, h.parts);
+    refusal = fleet_parts_.empty() ? "its fingerprint " + h.view.fingerprint +
+                                         " is not the fleet's " + fleet_fingerprint_
+                                   : "its packs or envs differ from the fleet's: " +
+                                         fleet::fingerprint_difference(fleet_parts_, h.parts);
   if (refusal != h.refusal && !refusal.empty())
     spdlog::warn("gateway: {} is refused: {}", name, printable(refusal));
   h.refusal = std::move(refusal);
@@ -227,8 +228,10 @@ void gateway_api::host_lost(const std::string& name, const std::string& why) {
     const std::string id = r->prompt.prompt_id;
     if (!r->node_started) {
       // No node of it ran: nothing it did can have had an effect, so it runs again elsewhere.
-      spdlog::warn("gateway: prompt {} goes back to the queue: {} was lost before any node of "
-                   "it ran", id, name);
+      spdlog::warn(
+          "gateway: prompt {} goes back to the queue: {} was lost before any node of "
+          "it ran",
+          id, name);
       relay_.erase(id);
       queue_.requeue(id);
     } else {
@@ -258,9 +261,9 @@ void gateway_api::fail_running(const std::string& prompt_id, const std::string& 
   if (!client.empty()) {
     server_.send(client, json{{"type", "execution_error"}, {"data", data}}.dump(
                              -1, ' ', false, json::error_handler_t::replace));
-    server_.send(client, json{{"type", "executing"},
-                              {"data", {{"node", nullptr}, {"prompt_id", prompt_id}}}}
-                             .dump());
+    server_.send(
+        client, json{{"type", "executing"}, {"data", {{"node", nullptr}, {"prompt_id", prompt_id}}}}
+                    .dump());
   }
   queue_.finish(prompt_id, json::object(),
                 {{"status_str", "error"},
@@ -351,7 +354,8 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   const json& data = m.contains("data") ? m["data"] : json();
   if (!data.is_object()) return;
   const auto id_field = data.find("prompt_id");
-  if (id_field == data.end() || !id_field->is_string()) return;  // the host's status: the gateway has its own
+  if (id_field == data.end() || !id_field->is_string())
+    return;  // the host's status: the gateway has its own
   const std::string id = id_field->get<std::string>();
   const auto relay = relay_.find(id);
   if (relay == relay_.end()) return;
@@ -378,15 +382,17 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
         const auto body = json_of(a);
         const json entry = body && body->contains(prompt_id) ? (*body)[prompt_id] : json();
         if (entry.is_null() && a && tries_left > 0) {
-          auto timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(25));
+          auto timer =
+              std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(25));
           timer->async_wait([this, timer, prompt_id, name, tries_left](boost::system::error_code) {
             if (!stopped_) fetch_history(prompt_id, name, tries_left - 1);
           });
           return;
         }
         if (entry.is_null()) {
-          fail_running(prompt_id, "comfy_orch.HostLost",
-                       "host " + name + " ended the prompt but its history entry could not be read");
+          fail_running(
+              prompt_id, "comfy_orch.HostLost",
+              "host " + name + " ended the prompt but its history entry could not be read");
         } else {
           std::vector<std::string> outputs;
           if (const auto& item = entry["prompt"]; item.is_array() && item.size() > 4)

@@ -3,8 +3,8 @@
 #include <future>
 #include <utility>
 
-#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include "orch/gateway/errc.hpp"
 

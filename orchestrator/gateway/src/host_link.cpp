@@ -30,7 +30,9 @@ using asio::use_awaitable;
 // /object_info of many packs, stays far below it.
 constexpr std::size_t max_answer_bytes = std::size_t{64} << 20;
 
-std::string bearer(const std::string& secret) { return "Bearer " + secret; }
+std::string bearer(const std::string& secret) {
+  return "Bearer " + secret;
+}
 
 asio::awaitable<host_answer> exchange(tcp::endpoint at, std::string method, std::string target,
                                       std::string body, std::optional<std::string> secret,
@@ -67,10 +69,11 @@ struct host_link::stream_state {
 
 // The event stream's coroutine: its arguments by value, as a coroutine's frame keeps them (a
 // lambda's captures would die with the lambda, before the frame).
-static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state> state, tcp::endpoint at,
-                                  std::string host, std::optional<std::string> secret,
-                                  std::string client_id, std::function<void()> on_open,
-                                  std::function<void(std::string)> on_message) {
+static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state> state,
+                                         tcp::endpoint at, std::string host,
+                                         std::optional<std::string> secret, std::string client_id,
+                                         std::function<void()> on_open,
+                                         std::function<void(std::string)> on_message) {
   auto& lowest = beast::get_lowest_layer(state->ws);
   lowest.expires_after(std::chrono::seconds(10));
   co_await lowest.async_connect(at, use_awaitable);
@@ -150,16 +153,16 @@ void host_link::open_events(std::string client_id, std::function<void()> on_open
                  read_events(state, at, host, secret_, std::move(client_id), std::move(on_open),
                              std::move(on_message)),
                  [state, on_closed = std::move(on_closed)](std::exception_ptr e) {
-    if (state->closed_by_us) return;
-    std::string why = "closed";
-    try {
-      if (e) std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      why = x.what();
-    } catch (...) {
-    }
-    on_closed(why);
-  });
+                   if (state->closed_by_us) return;
+                   std::string why = "closed";
+                   try {
+                     if (e) std::rethrow_exception(e);
+                   } catch (const std::exception& x) {
+                     why = x.what();
+                   } catch (...) {
+                   }
+                   on_closed(why);
+                 });
 }
 
 void host_link::close_events() {

@@ -10,9 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "orch/gateway/errc.hpp"
 #include "orch/process/install_layout.hpp"
@@ -25,7 +25,8 @@ namespace orch::gateway {
 status static_host_source::start(boost::asio::io_context& io, event_handler on_event) {
   boost::asio::post(io, [hosts = hosts_, on_event = std::move(on_event)] {
     for (std::size_t i = 0; i < hosts.size(); ++i)
-      on_event({host_event::kind::up, "host-" + std::to_string(i), hosts[i].host, hosts[i].port, {}});
+      on_event(
+          {host_event::kind::up, "host-" + std::to_string(i), hosts[i].host, hosts[i].port, {}});
   });
   return ok_status();
 }
@@ -37,7 +38,8 @@ std::optional<host_event> driver_event(const std::string& line, std::string& why
     return std::nullopt;
   }
   const std::string event = m.value("event", std::string());
-  const std::string host = m.contains("host") && m["host"].is_string() ? m["host"].get<std::string>() : "";
+  const std::string host =
+      m.contains("host") && m["host"].is_string() ? m["host"].get<std::string>() : "";
   if (event == "host_up" || event == "host_down") {
     if (host.empty()) {
       why = event + " without a host";
@@ -53,7 +55,8 @@ std::optional<host_event> driver_event(const std::string& line, std::string& why
       return e;
     }
     static_host at;
-    const std::string url = m.contains("url") && m["url"].is_string() ? m["url"].get<std::string>() : "";
+    const std::string url =
+        m.contains("url") && m["url"].is_string() ? m["url"].get<std::string>() : "";
     if (!parse_host_url(url, at)) {
       why = "host_up of " + host + " without an http://HOST:PORT url";
       return std::nullopt;
@@ -136,15 +139,15 @@ status ray_host_source::start(boost::asio::io_context& io, event_handler on_even
     ::close(err[0]);
     return error{gateway_errc::driver_failed,
                  "cannot start the Ray driver " + ray_.python.string() + ": " +
-                     std::strerror(spawned) + "\n  fix: [ray] python names the interpreter of the "
+                     std::strerror(spawned) +
+                     "\n  fix: [ray] python names the interpreter of the "
                      "venv Ray is installed in (the README's set-up makes .deps/ray)"};
   }
   stdin_fd_ = in[1];
   spdlog::info("gateway: the Ray driver runs as pid {} ({} hosts on {})", pid_, ray_.hosts,
                ray_.address);
-  events_ = std::thread([this, fd = out[0], &io, on_event = std::move(on_event)] {
-    read_events(fd, io, on_event);
-  });
+  events_ = std::thread(
+      [this, fd = out[0], &io, on_event = std::move(on_event)] { read_events(fd, io, on_event); });
   log_ = std::thread([this, fd = err[0]] { read_log(fd); });
   return ok_status();
 }
@@ -201,8 +204,8 @@ void ray_host_source::read_events(int fd, boost::asio::io_context& io, event_han
         } else if (why.rfind("the Ray driver failed", 0) == 0) {
           spdlog::error("gateway: {}", printable(why));
         } else if (!line.empty()) {
-          spdlog::warn("gateway: the Ray driver said {} ({}): ignored", printable(line.substr(0, 200)),
-                       why);
+          spdlog::warn("gateway: the Ray driver said {} ({}): ignored",
+                       printable(line.substr(0, 200)), why);
         }
       },
       [](const std::string& start) {
@@ -210,8 +213,9 @@ void ray_host_source::read_events(int fd, boost::asio::io_context& io, event_han
                      max_line_bytes, printable(start));
       });
   if (!stop_requested_.load())
-    spdlog::error("gateway: the Ray driver's output ended: no host will come or go until the "
-                  "gateway restarts");
+    spdlog::error(
+        "gateway: the Ray driver's output ended: no host will come or go until the "
+        "gateway restarts");
 }
 
 void ray_host_source::read_log(int fd) {

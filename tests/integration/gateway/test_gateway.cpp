@@ -139,7 +139,8 @@ class gateway_test : public serve_test {
   // The host the gateway gave `prompt_id` to, from its placement decisions ("" if none).
   std::string host_of(const std::string& prompt_id) const {
     std::string host;
-    const json fleet_doc = gateway_->get("/orch/fleet").json();  // not a range over a temporary's member
+    const json fleet_doc =
+        gateway_->get("/orch/fleet").json();  // not a range over a temporary's member
     for (const auto& d : fleet_doc["decisions"])
       if (d["prompt_id"] == prompt_id && d["decision"] == "run") host = d["host"];
     return host;
@@ -182,7 +183,8 @@ TEST_F(gateway_test, prompts_run_on_several_hosts_and_each_client_hears_its_own_
   }
   const auto heard_by_alice = events_of(alice, alices);
   const auto heard_by_bob = events_of(bob, bobs);
-  for (const auto& [heard, ids] : {std::pair{heard_by_alice, alices}, std::pair{heard_by_bob, bobs}}) {
+  for (const auto& [heard, ids] :
+       {std::pair{heard_by_alice, alices}, std::pair{heard_by_bob, bobs}}) {
     ASSERT_EQ(heard.size(), ids.size());
     for (const auto& id : ids) {
       ASSERT_TRUE(heard.count(id)) << id;
@@ -202,8 +204,8 @@ TEST_F(gateway_test, prompts_run_on_several_hosts_and_each_client_hears_its_own_
       EXPECT_EQ(entry["prompt"][1], id);
       hosts_used.insert(host_of(id));
     }
-  EXPECT_GE(hosts_used.size(), 2u) << "every prompt ran on one host: "
-                                   << gateway_->get("/orch/fleet").body;
+  EXPECT_GE(hosts_used.size(), 2u)
+      << "every prompt ran on one host: " << gateway_->get("/orch/fleet").body;
   EXPECT_EQ(gateway_->get("/history").json().size(), 6u);
 }
 
@@ -232,7 +234,8 @@ TEST_F(gateway_test, the_queue_shows_running_prompts_and_front_and_delete_work_o
   for (const auto& id : {first, later}) EXPECT_FALSE(finished_at_gateway(id).is_null()) << id;
   for (const auto& id : long_ones) EXPECT_FALSE(finished_at_gateway(id).is_null()) << id;
   EXPECT_TRUE(gateway_history_of(doomed).is_null());
-  EXPECT_TRUE(wait_until([&] { return gateway_->get("/prompt").json()["exec_info"]["queue_remaining"] == 0; }));
+  EXPECT_TRUE(wait_until(
+      [&] { return gateway_->get("/prompt").json()["exec_info"]["queue_remaining"] == 0; }));
 }
 
 TEST_F(gateway_test, a_prompt_naming_a_class_no_host_has_is_refused_naming_it) {
@@ -243,8 +246,10 @@ TEST_F(gateway_test, a_prompt_naming_a_class_no_host_has_is_refused_naming_it) {
   const json body = r.json();
   EXPECT_EQ(body["error"]["type"], "missing_node_type");
   EXPECT_NE(body["error"]["message"].get<std::string>().find("NoSuchNodeAnywhere"),
-            std::string::npos) << r.body;
-  EXPECT_EQ(body["error"]["extra_info"]["orch_missing_classes"], json::array({"NoSuchNodeAnywhere"}));
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(body["error"]["extra_info"]["orch_missing_classes"],
+            json::array({"NoSuchNodeAnywhere"}));
   EXPECT_TRUE(body["node_errors"].is_object());
   EXPECT_EQ(gateway_->get("/prompt").json()["exec_info"]["queue_remaining"], 0);
 }
@@ -287,7 +292,8 @@ TEST_F(gateway_test, interrupt_of_a_prompt_stops_it_on_its_host_and_leaves_the_o
 // up in the driver's JSON lines (with a line that is no event and one past the line cap among
 // them), writes to its stderr, says host-1 is down when the test asks, and stops at the end of
 // its stdin. Ray itself is not started here: the driver's own tests are Ray's side.
-TEST_F(gateway_test, hosts_the_ray_driver_reports_come_and_go_and_the_driver_stops_with_the_gateway) {
+TEST_F(gateway_test,
+       hosts_the_ray_driver_reports_come_and_go_and_the_driver_stops_with_the_gateway) {
   gateway_.reset();  // the fixture's, over the [[host]] list
   const fs::path driver = dir_ / "stand-in-driver.sh";
   std::string ups;
@@ -295,24 +301,38 @@ TEST_F(gateway_test, hosts_the_ray_driver_reports_come_and_go_and_the_driver_sto
     ups += "echo '{\"event\":\"host_up\",\"host\":\"host-" + std::to_string(i) +
            "\",\"node_id\":\"n\",\"node_ip\":\"127.0.0.1\",\"url\":\"http://127.0.0.1:" +
            std::to_string(hosts_[i]->port()) + "\",\"pid\":1,\"restarts\":0}'\n";
-  write(driver, "#!/bin/bash\n"
-                "echo \"$@\" > '" + (dir_ / "driver-args").string() + "'\n"
-                "echo $$ > '" + (dir_ / "driver-pid").string() + "'\n"
-                "echo 'not an event'\n"
-                "head -c 70000 /dev/zero | tr '\\0' x; echo\n"
-                "echo 'starting 3 hosts' >&2\n" + ups +
-                "while true; do\n"
-                "  if read -t 0.05 line; then continue; elif [ $? -le 128 ]; then break; fi\n"
-                "  if [ -f '" + (dir_ / "down").string() + "' ]; then\n"
-                "    rm '" + (dir_ / "down").string() + "'\n"
-                "    echo '{\"event\":\"host_down\",\"host\":\"host-1\",\"node_id\":\"n\",\"reason\":\"node removed\"}'\n"
-                "  fi\n"
-                "done\n"
-                "echo stopped > '" + (dir_ / "driver-stopped").string() + "'\n");
+  write(driver,
+        "#!/bin/bash\n"
+        "echo \"$@\" > '" +
+            (dir_ / "driver-args").string() +
+            "'\n"
+            "echo $$ > '" +
+            (dir_ / "driver-pid").string() +
+            "'\n"
+            "echo 'not an event'\n"
+            "head -c 70000 /dev/zero | tr '\\0' x; echo\n"
+            "echo 'starting 3 hosts' >&2\n" +
+            ups +
+            "while true; do\n"
+            "  if read -t 0.05 line; then continue; elif [ $? -le 128 ]; then break; fi\n"
+            "  if [ -f '" +
+            (dir_ / "down").string() +
+            "' ]; then\n"
+            "    rm '" +
+            (dir_ / "down").string() +
+            "'\n"
+            "    echo "
+            "'{\"event\":\"host_down\",\"host\":\"host-1\",\"node_id\":\"n\",\"reason\":\"node "
+            "removed\"}'\n"
+            "  fi\n"
+            "done\n"
+            "echo stopped > '" +
+            (dir_ / "driver-stopped").string() + "'\n");
   fs::permissions(driver, fs::perms::owner_all);
-  write(dir_ / "ray-fleet.toml", "[gateway]\nsecret_file = \"fleet.secret\"\n\n[ray]\n"
-                                 "address = \"127.0.0.1:6379\"\npython = \"stand-in-driver.sh\"\n"
-                                 "hosts = 3\ndeployment = \"deployment.toml\"\n");
+  write(dir_ / "ray-fleet.toml",
+        "[gateway]\nsecret_file = \"fleet.secret\"\n\n[ray]\n"
+        "address = \"127.0.0.1:6379\"\npython = \"stand-in-driver.sh\"\n"
+        "hosts = 3\ndeployment = \"deployment.toml\"\n");
   gateway_ = std::make_unique<gateway_process>((dir_ / "ray-fleet.toml").string());
   ASSERT_NE(gateway_->port(), 0);
   ASSERT_TRUE(wait_until([&] { return up_hosts().size() == 3; }));
@@ -321,10 +341,11 @@ TEST_F(gateway_test, hosts_the_ray_driver_reports_come_and_go_and_the_driver_sto
   std::ifstream args_file(dir_ / "driver-args");
   std::string args;
   std::getline(args_file, args);
-  EXPECT_EQ(args, "-m comfy_orch.fleet.driver --ray-address 127.0.0.1:6379 --hosts 3 --deployment " +
-                      (dir_ / "deployment.toml").string() + " --comfy-orch " +
-                      std::string(ORCH_TEST_COMFY_ORCH) + " --resource comfy_orch_host --secret-file " +
-                      (dir_ / "fleet.secret").string());
+  EXPECT_EQ(args,
+            "-m comfy_orch.fleet.driver --ray-address 127.0.0.1:6379 --hosts 3 --deployment " +
+                (dir_ / "deployment.toml").string() + " --comfy-orch " +
+                std::string(ORCH_TEST_COMFY_ORCH) + " --resource comfy_orch_host --secret-file " +
+                (dir_ / "fleet.secret").string());
   const std::string id = queue_at_gateway(quick_prompt, "r");
   EXPECT_EQ(finished_at_gateway(id)["status"]["status_str"], "success");
 

@@ -86,8 +86,8 @@ TEST(fleet_config, ray_is_read_with_its_defaults) {
 }
 
 TEST(fleet_config, a_fleet_ray_starts_needs_the_secret) {
-  const auto d = only_error(parse(
-      "[ray]\naddress = \"a:1\"\npython = \"p\"\ndeployment = \"d.toml\"\n"));
+  const auto d =
+      only_error(parse("[ray]\naddress = \"a:1\"\npython = \"p\"\ndeployment = \"d.toml\"\n"));
   EXPECT_EQ(d.key, "gateway.secret_file");
   EXPECT_EQ(d.where.line, 1u);
   EXPECT_NE(d.fix.find("secret_file"), std::string::npos) << d.fix;
@@ -102,17 +102,17 @@ TEST(fleet_config, a_file_without_hosts_is_refused_saying_how_to_name_them) {
 }
 
 TEST(fleet_config, ray_and_a_host_list_together_are_refused) {
-  const auto d = only_error(parse(
-      "[ray]\naddress = \"a:1\"\npython = \"p\"\ndeployment = \"d.toml\"\n\n[[host]]\n"
-      "url = \"http://127.0.0.1:8190\"\n"));
+  const auto d = only_error(
+      parse("[ray]\naddress = \"a:1\"\npython = \"p\"\ndeployment = \"d.toml\"\n\n[[host]]\n"
+            "url = \"http://127.0.0.1:8190\"\n"));
   EXPECT_EQ(d.key, "host");
   EXPECT_EQ(d.where.line, 6u);
   EXPECT_NE(d.message.find("both"), std::string::npos) << d.message;
 }
 
 TEST(fleet_config, a_host_url_that_is_no_http_address_names_its_line_and_key) {
-  const auto d = only_error(parse(
-      "[[host]]\nurl = \"http://127.0.0.1:8190\"\n\n[[host]]\nurl = \"https://b:1/x\"\n"));
+  const auto d = only_error(
+      parse("[[host]]\nurl = \"http://127.0.0.1:8190\"\n\n[[host]]\nurl = \"https://b:1/x\"\n"));
   EXPECT_EQ(d.where.file, "/fleets/fleet.toml");
   EXPECT_EQ(d.where.line, 5u);
   EXPECT_EQ(d.key, "host[1].url");
@@ -120,8 +120,8 @@ TEST(fleet_config, a_host_url_that_is_no_http_address_names_its_line_and_key) {
 }
 
 TEST(fleet_config, a_host_named_twice_is_refused) {
-  const auto d = only_error(
-      parse("[[host]]\nurl = \"http://a:1\"\n[[host]]\nurl = \"http://a:1/\"\n"));
+  const auto d =
+      only_error(parse("[[host]]\nurl = \"http://a:1\"\n[[host]]\nurl = \"http://a:1/\"\n"));
   EXPECT_EQ(d.key, "host[1].url");
   EXPECT_EQ(d.where.line, 4u);
 }
@@ -186,13 +186,9 @@ TEST(fleet_config, the_secret_loses_one_trailing_newline_and_may_not_be_empty) {
   ASSERT_GE(fd, 0);
   ::close(fd);
   std::string why;
-  {
-    std::ofstream(tmpl) << "s3cret\n\n";
-  }
+  { std::ofstream(tmpl) << "s3cret\n\n"; }
   EXPECT_EQ(read_fleet_secret(tmpl, why), std::optional<std::string>("s3cret\n"));
-  {
-    std::ofstream(tmpl) << "\n";
-  }
+  { std::ofstream(tmpl) << "\n"; }
   EXPECT_FALSE(read_fleet_secret(tmpl, why).has_value());
   EXPECT_NE(why.find("empty"), std::string::npos) << why;
   std::filesystem::remove(tmpl);

@@ -42,12 +42,12 @@ struct static_host {
 };
 
 struct ray_hosts {
-  std::string address;                    // the Ray cluster's (ray start --address)
-  std::filesystem::path python;           // the interpreter of the venv Ray is installed in
-  unsigned hosts = 1;                     // how many serve hosts the driver keeps up
+  std::string address;                       // the Ray cluster's (ray start --address)
+  std::filesystem::path python;              // the interpreter of the venv Ray is installed in
+  unsigned hosts = 1;                        // how many serve hosts the driver keeps up
   std::string resource = "comfy_orch_host";  // the custom resource a host actor asks for
-  std::filesystem::path deployment;       // the deployment every host serves
-  std::filesystem::path comfy_orch;       // comfy-orch on the nodes; empty: this executable
+  std::filesystem::path deployment;          // the deployment every host serves
+  std::filesystem::path comfy_orch;          // comfy-orch on the nodes; empty: this executable
 };
 
 struct fleet_config {
@@ -59,8 +59,8 @@ struct fleet_config {
   // The fleet's fingerprint, pinned ("sha256:<64 hex>", a host's GET /orch/fleet/host);
   // empty: the first host's to report.
   std::string fingerprint;
-  std::vector<static_host> hosts;                    // [[host]]
-  std::optional<ray_hosts> ray;                      // [ray]
+  std::vector<static_host> hosts;  // [[host]]
+  std::optional<ray_hosts> ray;    // [ray]
 };
 
 // Reads `file`. Every problem goes to `diags` (file, line, key, message, fix); nullopt when

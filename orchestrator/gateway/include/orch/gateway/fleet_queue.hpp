@@ -29,12 +29,12 @@ namespace orch::gateway {
 struct fleet_prompt {
   double number = 0;
   std::string prompt_id;
-  nlohmann::json document;                                // the API prompt as posted
+  nlohmann::json document;                               // the API prompt as posted
   nlohmann::json extra_data = nlohmann::json::object();  // client_id included
   // ComfyUI's outputs_to_execute: empty until its host validated it (from the host's history).
   std::vector<std::string> outputs;
-  fleet::prompt_needs needs;  // what placement is asked about
-  std::size_t bytes = 0;      // the /prompt body's size, for serve's pending caps
+  fleet::prompt_needs needs;   // what placement is asked about
+  std::size_t bytes = 0;       // the /prompt body's size, for serve's pending caps
   std::uint64_t sequence = 0;  // order queued, for equal numbers
 
   // ComfyUI's queue item: [number, prompt_id, prompt, extra_data, outputs_to_execute].

@@ -83,15 +83,15 @@ class gateway_api {
     std::string url;
     long pid = 0;  // serve's process id on its node, when its source says it
     std::unique_ptr<host_link> link;
-    bool listed = false;       // its source says it is up
-    bool connecting = false;   // its stream is being opened
+    bool listed = false;      // its source says it is up
+    bool connecting = false;  // its stream is being opened
     bool stream_open = false;
-    bool has_classes = false;  // its report has been read
-    bool reading_facts = false;  // its report is being read
+    bool has_classes = false;        // its report has been read
+    bool reading_facts = false;      // its report is being read
     fleet::fingerprint_parts parts;  // its fingerprint's parts, from its report
-    std::string refusal;     // why its fingerprint is not the fleet's; empty: it is
-    std::string last_error;  // why its report could not be read, last time; empty: it could
-    bool checking = false;     // a /system_stats check is on its way
+    std::string refusal;             // why its fingerprint is not the fleet's; empty: it is
+    std::string last_error;          // why its report could not be read, last time; empty: it could
+    bool checking = false;           // a /system_stats check is on its way
   };
   struct decision {
     std::string prompt_id;
@@ -137,13 +137,13 @@ class gateway_api {
   serve::http_server& server_;
   gateway_options options_;
   fleet_queue queue_;
-  std::map<std::string, host> hosts_;  // by name
-  std::string fleet_fingerprint_;        // pinned, else the first host's to report
+  std::map<std::string, host> hosts_;     // by name
+  std::string fleet_fingerprint_;         // pinned, else the first host's to report
   fleet::fingerprint_parts fleet_parts_;  // its parts, for naming a difference
   // Prompts whose events a host relays, to the client that queued them (kept until their
   // `executing` for no node).
   std::map<std::string, std::string> relay_;
-  std::deque<decision> decisions_;  // the newest 100
+  std::deque<decision> decisions_;                  // the newest 100
   std::map<std::string, std::string> last_reason_;  // a waiting prompt's last noted reason
   boost::asio::steady_timer check_timer_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
