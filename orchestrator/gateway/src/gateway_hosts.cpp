@@ -330,7 +330,9 @@ void gateway_api::send_to_host(const std::string& prompt_id, const std::string& 
   hosts_.at(name).link->request(
       "POST", "/prompt", body.dump(-1, ' ', false, json::error_handler_t::replace),
       [this, prompt_id, name](result<host_answer> a) {
-        if (stopped_ || queue_.running(prompt_id) == nullptr) return;
+        // Not when the prompt has since gone back to the queue, or to another host.
+        const running_prompt* now = queue_.running(prompt_id);
+        if (stopped_ || now == nullptr || now->host != name) return;
         if (!a) {
           // Never reached the host: nothing of it ran.
           host_lost(name, a.err().message);
@@ -378,7 +380,8 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
   hosts_.at(name).link->request(
       "GET", "/history/" + prompt_id, {},
       [this, prompt_id, name, tries_left](result<host_answer> a) {
-        if (stopped_ || queue_.running(prompt_id) == nullptr) return;
+        const running_prompt* r = queue_.running(prompt_id);
+        if (stopped_ || r == nullptr || r->host != name) return;
         const auto body = json_of(a);
         const json entry = body && body->contains(prompt_id) ? (*body)[prompt_id] : json();
         if (entry.is_null() && a && tries_left > 0) {

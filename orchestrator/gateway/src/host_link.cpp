@@ -85,7 +85,7 @@ static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state
     co_await state->ws.async_handshake(answer, host, "/ws?clientId=" + client_id, use_awaitable);
   } catch (const boost::system::system_error& e) {
     // The host's status says why (a 401: the secrets differ), which Beast's error does not.
-    if (answer.result_int() == 0) throw;
+    if (e.code() != websocket::error::upgrade_declined) throw;
     throw std::runtime_error("the WebSocket upgrade was answered HTTP " +
                              std::to_string(answer.result_int()) + " (" + e.what() + ")");
   }

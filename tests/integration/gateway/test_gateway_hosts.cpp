@@ -129,6 +129,35 @@ TEST_F(gateway_test, a_host_whose_deployment_differs_is_refused_naming_the_diffe
   }
 }
 
+// A host that stops answering (SIGSTOP: its connections accepted, nothing answered) while its
+// prompt was on its way, before any node of it ran: the prompt goes back to the queue at its
+// place and runs on another host, and its client hears no error.
+TEST_F(gateway_test, a_prompt_whose_host_stops_answering_before_any_node_ran_runs_elsewhere) {
+  ws_client client(gateway_->port(), "s");
+  for (auto& h : hosts_) ::kill(h->pid(), SIGSTOP);
+  const std::string id = queue_at_gateway(quick_prompt, "s");
+  std::string first;
+  ASSERT_TRUE(wait_until([&] { return !(first = host_of(id)).empty(); }));
+  // Every host is found not answering, and the prompt is pending again.
+  ASSERT_TRUE(wait_until([&] {
+    const json q = gateway_->get("/queue").json();
+    return up_hosts().empty() && q["queue_pending"].size() == 1 && q["queue_pending"][0][1] == id;
+  }));
+  const auto index = static_cast<std::size_t>(std::stoi(first.substr(first.find('-') + 1)));
+  ::kill(hosts_[index]->pid(), SIGKILL);
+  hosts_[index].reset();
+  for (auto& h : hosts_)
+    if (h) ::kill(h->pid(), SIGCONT);
+  const json entry = finished_at_gateway(id);
+  ASSERT_FALSE(entry.is_null());
+  EXPECT_EQ(entry["status"]["status_str"], "success") << entry.dump();
+  EXPECT_NE(host_of(id), first);
+  const auto heard = events_of(client, {id});
+  ASSERT_TRUE(heard.count(id));
+  EXPECT_FALSE(serve_test::heard(heard.at(id), "execution_error"));
+  EXPECT_TRUE(serve_test::heard(heard.at(id), "execution_success"));
+}
+
 TEST_F(gateway_test, a_host_killed_mid_prompt_ends_that_prompt_naming_it_and_the_rest_finish) {
   ws_client client(gateway_->port(), "k");
   std::vector<std::string> running;
