@@ -38,5 +38,7 @@ void add_plugins_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 // `comfy-orch serve <deployment> [--listen A] [--port N]` (docs/serve.md).
 void add_serve_command(CLI::App& app);
+// `comfy-orch gateway <fleet.toml> [--listen A] [--port N]` (docs/fleet.md, "The gateway").
+void add_gateway_command(CLI::App& app);
 
 }  // namespace orch::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   orch::cli::add_diverge_command(app);
   orch::cli::add_doctor_command(app);
   orch::cli::add_envs_command(app);
+  orch::cli::add_gateway_command(app);
   orch::cli::add_gc_command(app);
   orch::cli::add_install_command(app);
   orch::cli::add_launch_command(app);

@@ -53,9 +53,9 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
-const std::vector<std::string> commands = {"diverge", "doctor",  "envs",   "gc",     "install",
-                                           "launch",  "ls",      "plan",   "plugins", "report",
-                                           "run",     "serve",   "status", "top",    "validate"};
+const std::vector<std::string> commands = {
+    "diverge", "doctor",  "envs", "gateway", "gc",     "install", "launch",  "ls",
+    "plan",    "plugins", "report", "run",   "serve",  "status",  "top",     "validate"};
 
 // `comfy-orch --help` lists its commands as git, cargo and kubectl list theirs: each on one line
 // of its own, the whole a screen. What a command does, in paragraphs, is its own --help.

@@ -1,0 +1,83 @@
+// fleet_config: the gateway's fleet file (docs/fleet.md, "The gateway"), strict TOML read with
+// toml++ as the deployment is (manifests/toml_source.hpp): every problem names its file, line
+// and key, and says what to do. Hosts come from exactly one of two places: [ray], which has the
+// Ray driver start one `comfy-orch serve` a host, or [[host]] entries, hosts already running at
+// fixed addresses (a fixed set of machines; the seam the gateway's own tests use).
+//
+//   [gateway]
+//   listen = "127.0.0.1"         # loopback unless told otherwise (docs/security.md)
+//   port = 8188
+//   secret_file = "fleet.secret" # sent to every host as "Authorization: Bearer <secret>"
+//   history_size = 10000
+//   fingerprint = "sha256:..."   # pinned; default: the first host's to report
+//
+//   [[host]]
+//   url = "http://127.0.0.1:8190"
+//
+//   # or
+//   [ray]
+//   address = "127.0.0.1:6379"
+//   python = ".deps/ray/bin/python"
+//   hosts = 3
+//   resource = "comfy_orch_host"
+//   deployment = "deployment.toml"
+//   comfy_orch = "/usr/local/bin/comfy-orch"   # on the nodes; default: this executable
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "orch/manifests/diagnostic.hpp"
+
+namespace orch::gateway {
+
+struct static_host {
+  std::string url;   // "http://HOST:PORT", as written
+  std::string host;  // its address
+  std::uint16_t port = 0;
+};
+
+struct ray_hosts {
+  std::string address;                       // the Ray cluster's (ray start --address)
+  std::filesystem::path python;              // the interpreter of the venv Ray is installed in
+  unsigned hosts = 1;                        // how many serve hosts the driver keeps up
+  std::string resource = "comfy_orch_host";  // the custom resource a host actor asks for
+  std::filesystem::path deployment;          // the deployment every host serves
+  std::filesystem::path comfy_orch;          // comfy-orch on the nodes; empty: this executable
+};
+
+struct fleet_config {
+  std::filesystem::path file;
+  std::string listen = "127.0.0.1";
+  std::uint16_t port = 8188;
+  std::optional<std::filesystem::path> secret_file;  // relative paths: to the fleet file
+  std::size_t history_size = 10000;                  // ComfyUI's MAXIMUM_HISTORY_SIZE
+  // The fleet's fingerprint, pinned ("sha256:<64 hex>", a host's GET /orch/fleet/host);
+  // empty: the first host's to report.
+  std::string fingerprint;
+  std::vector<static_host> hosts;  // [[host]]
+  std::optional<ray_hosts> ray;    // [ray]
+};
+
+// Reads `file`. Every problem goes to `diags` (file, line, key, message, fix); nullopt when
+// there was an error. Relative paths in it are taken relative to the file's directory.
+std::optional<fleet_config> load_fleet_config(const std::filesystem::path& file,
+                                              manifests::diagnostics& diags);
+
+// The same from text, `display_name` standing for the file (tests).
+std::optional<fleet_config> parse_fleet_config(const std::string& text,
+                                               const std::filesystem::path& display_name,
+                                               manifests::diagnostics& diags);
+
+// "http://HOST:PORT" (a trailing "/" at most) as `out`'s address and port; false for any other.
+bool parse_host_url(const std::string& url, static_host& out);
+
+// The secret's text: the file's content with one trailing newline stripped (as serve reads its
+// --fleet-secret-file). Errors: the file unreadable, or empty.
+std::optional<std::string> read_fleet_secret(const std::filesystem::path& file, std::string& why);
+
+}  // namespace orch::gateway

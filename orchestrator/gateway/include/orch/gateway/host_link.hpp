@@ -1,0 +1,74 @@
+// host_link: how the gateway talks to one `comfy-orch serve` host (docs/fleet.md, "The gateway"):
+// an HTTP request at a time, and the host's WebSocket event stream. Boost.Beast over TCP, all of
+// it asynchronous on the gateway's io_context, so that the io thread, which schedules, never
+// waits on a host. Every request and the WebSocket's handshake carry the fleet secret as
+// "Authorization: Bearer <secret>" when the fleet has one (serve --fleet-secret-file). Each
+// request has a deadline (connect, write and read together); the event stream has none, since a
+// host may say nothing for as long as a node runs, and ends when the host closes it or dies.
+// Binary frames of the stream (previews) are dropped: the gateway relays text events only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "orch/support/result.hpp"
+
+namespace orch::gateway {
+
+struct host_answer {
+  unsigned status = 0;
+  std::string body;
+};
+
+class host_link {
+ public:
+  // `address` and `port`: where the host's HTTP listens. `secret`: the fleet's, or nullopt.
+  host_link(boost::asio::io_context& io, std::string address, std::uint16_t port,
+            std::optional<std::string> secret);
+  ~host_link();  // close_events()
+  host_link(const host_link&) = delete;
+  host_link& operator=(const host_link&) = delete;
+
+  using answer_handler = std::function<void(result<host_answer>)>;
+  // One request (`method` GET or POST, `target` its path and query, a JSON `body` for a POST);
+  // `done` runs on the io thread with the answer, whatever its status, or host_unreachable. From
+  // any thread. `done` may run after this link is gone: it must not reach the link through a
+  // raw pointer.
+  void request(std::string method, std::string target, std::string body, answer_handler done,
+               std::chrono::milliseconds deadline = std::chrono::seconds(10));
+
+  // Opens /ws?clientId=`client_id` on the io thread: `on_open` once the handshake is done, each
+  // text message to `on_message`, then `on_closed` once (with why) when the stream ends for any
+  // reason but close_events(). A link holds one stream at a time; opening another closes the
+  // first (silently).
+  void open_events(std::string client_id, std::function<void()> on_open,
+                   std::function<void(std::string)> on_message,
+                   std::function<void(std::string)> on_closed);
+  // Closes the stream, without calling its on_closed. On the io thread.
+  void close_events();
+
+  const std::string& address() const noexcept { return address_; }
+  std::uint16_t port() const noexcept { return port_; }
+
+  struct stream_state;  // one event stream (host_link.cpp)
+
+ private:
+  boost::asio::io_context& io_;
+  std::string address_;
+  std::uint16_t port_;
+  std::optional<std::string> secret_;
+  std::shared_ptr<stream_state> stream_;
+};
+
+// A request to `address`:`port` made and waited for on the calling thread, which must not be
+// the io thread of `link`'s io_context (it runs there): for answers a waiting thread proxies.
+result<host_answer> request_and_wait(host_link& link, std::string method, std::string target,
+                                     std::string body = {});
+
+}  // namespace orch::gateway

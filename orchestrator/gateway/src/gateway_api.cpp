@@ -1,0 +1,346 @@
+#include "orch/gateway/gateway_api.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "orch/executor/prompt.hpp"
+#include "orch/fleet/prompt_needs.hpp"
+#include "orch/serve/json_reply.hpp"
+
+namespace orch::gateway {
+
+using nlohmann::json;
+using serve::http_reply;
+using serve::http_request;
+using serve::json_reply;
+
+namespace {
+
+http_reply empty_ok() {
+  return {200, "application/json", ""};
+}
+
+http_reply bad_request(const std::string& message) {
+  return json_reply({{"error", message}}, 400);
+}
+
+// ComfyUI's {"error": {type, message, details, extra_info}, "node_errors": {}}.
+http_reply prompt_refused(const std::string& type, const std::string& message,
+                          const std::string& details, json extra_info = json::object(),
+                          unsigned status = 400) {
+  return json_reply({{"error",
+                      {{"type", type},
+                       {"message", message},
+                       {"details", details},
+                       {"extra_info", std::move(extra_info)}}},
+                     {"node_errors", json::object()}},
+                    status);
+}
+
+// A random (version 4) UUID, as ComfyUI's prompt ids are (serve's uuid4, which is private to
+// serve).
+std::string uuid4() {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  const std::uint64_t a = gen();
+  const std::uint64_t b = gen();
+  char out[37];
+  std::snprintf(out, sizeof out, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(b & 0xffffffffffffull));
+  return out;
+}
+
+// Python's truth of body[key] (serve's flag()).
+bool flag(const json& body, const char* key) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return false;
+  if (it->is_boolean()) return it->get<bool>();
+  if (it->is_number()) return it->get<double>() != 0;
+  return !it->empty() && !(it->is_string() && it->get<std::string>().empty());
+}
+
+std::vector<std::string> ids_of(const json& body) {
+  std::vector<std::string> ids;
+  if (auto it = body.find("delete"); it != body.end() && it->is_array())
+    for (const auto& id : *it)
+      if (id.is_string()) ids.push_back(id.get<std::string>());
+  return ids;
+}
+
+std::optional<json> object_body(const http_request& req) {
+  auto body = executor::parse_bounded_json(req.body.empty() ? std::string("{}") : req.body);
+  if (!body || !body->is_object()) return std::nullopt;
+  return std::move(*body);
+}
+
+}  // namespace
+
+std::string gateway_api::client_id() {
+  return "orch-gateway-" + std::to_string(::getpid());
+}
+
+gateway_api::gateway_api(boost::asio::io_context& io, serve::http_server& server,
+                         gateway_options options)
+    : io_(io),
+      server_(server),
+      options_(std::move(options)),
+      queue_(options_.history_size, options_.limits),
+      fleet_fingerprint_(options_.fingerprint),
+      check_timer_(io) {
+  queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
+}
+
+gateway_api::~gateway_api() = default;
+
+json gateway_api::status_message(bool with_sid, const std::string& sid) const {
+  json data = {{"status", {{"exec_info", {{"queue_remaining", queue_.remaining()}}}}}};
+  if (with_sid) data["sid"] = sid;
+  return {{"type", "status"}, {"data", data}};
+}
+
+std::vector<std::string> gateway_api::greeting(const std::string& sid) {
+  return {on_io([&] {
+            return status_message(true, sid);
+          }).dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+void gateway_api::add_routes(serve::route_table& table) {
+  using enum serve::answered_on;
+  using request = const http_request&;
+  table.add({.method = "POST", .path = "/prompt", .answer = [this](request r) {
+               return post_prompt(r);
+             }});
+  table.add(
+      {.method = "GET", .path = "/prompt", .answer = [this](request) {
+         return json_reply(
+             {{"exec_info", {{"queue_remaining", on_io([&] { return queue_.remaining(); })}}}});
+       }});
+  table.add({.method = "GET", .path = "/queue", .answer = [this](request) {
+               return json_reply(on_io([&] { return queue_.queue_json(); }));
+             }});
+  table.add(
+      {.method = "POST", .path = "/queue", .answer = [this](request r) { return post_queue(r); }});
+  table.add({.method = "GET", .path = "/history", .subpaths = true, .answer = [this](request r) {
+               return history(r);
+             }});
+  table.add({.method = "POST", .path = "/history", .answer = [this](request r) {
+               return post_history(r);
+             }});
+  table.add(
+      {.method = "GET", .path = "/object_info", .subpaths = true, .answer = [this](request r) {
+         return object_info(r);
+       }});
+  table.add(
+      {.method = "POST", .path = "/interrupt", .where = io_thread, .answer = [this](request r) {
+         return interrupt(r);
+       }});
+  table.add({.method = "GET", .path = "/orch/fleet", .answer = [this](request) {
+               return json_reply(on_io([&] { return fleet_document(); }));
+             }});
+}
+
+http_reply gateway_api::post_prompt(const http_request& req) {
+  std::vector<std::string> order;
+  auto body = executor::parse_bounded_json(req.body, &order);
+  if (!body) return prompt_refused("invalid_prompt", "Invalid prompt", body.err().message);
+  if (!body->is_object())
+    return prompt_refused("invalid_prompt", "Invalid prompt", "the request body is not an object");
+  const auto prompt = body->find("prompt");
+  if (prompt == body->end())
+    return prompt_refused("no_prompt", "No prompt provided", "No prompt provided");
+  if (!prompt->is_object())
+    return prompt_refused("invalid_prompt", "Invalid prompt", "the prompt is not an object");
+  fleet_prompt item;
+  item.bytes = req.body.size();
+  if (auto it = body->find("prompt_id"); it != body->end() && !it->is_null()) {
+    // The host checks it is a canonical UUID as serve does; the gateway needs it a string.
+    if (!it->is_string() || it->get<std::string>().size() != 36)
+      return prompt_refused("invalid_prompt_id", "prompt_id must be a valid UUID",
+                            "prompt_id must be a UUID string in canonical lowercase hyphenated "
+                            "form; omit it to let the server generate one");
+    item.prompt_id = it->get<std::string>();
+  } else {
+    item.prompt_id = uuid4();
+  }
+  if (auto it = body->find("extra_data"); it != body->end() && it->is_object())
+    item.extra_data = *it;
+  for (const char* secret : {"auth_token_comfy_org", "api_key_comfy_org"})
+    item.extra_data.erase(secret);  // never stored (serve's rule)
+  if (auto it = body->find("client_id"); it != body->end() && it->is_string())
+    item.extra_data["client_id"] = *it;
+  auto needs = fleet::prompt_needs_of(*prompt, item.prompt_id);
+  if (!needs.needs) return prompt_refused("invalid_prompt", "Invalid prompt", needs.error);
+  item.document = *prompt;
+  item.needs = std::move(*needs.needs);
+  std::optional<double> number;
+  if (auto it = body->find("number"); it != body->end()) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()))
+      return bad_request("number must be a finite number");
+    number = it->get<double>();
+  }
+  const bool front = flag(*body, "front");
+  return on_io([&]() -> http_reply {
+    if (auto full = queue_.full_for(item.bytes))
+      return prompt_refused("queue_full", "The queue is full", *full, json::object(), 503);
+    // Refused only once some host has said which classes it has: before, the prompt waits.
+    std::vector<fleet::host_view> views;
+    bool known = false;
+    for (const auto& [_, h] : hosts_) {
+      views.push_back(h.view);
+      known = known || h.has_classes;
+    }
+    if (known) {
+      const auto p =
+          fleet::place(views, fleet_fingerprint_, item.needs, {}, now_tick(), options_.policy);
+      if (p.kind == fleet::placement_kind::refused) {
+        note(item.prompt_id, p);
+        std::string first = p.missing_classes.empty() ? std::string() : p.missing_classes.front();
+        std::string node_id;
+        for (const auto& [id, node] : item.document.items())
+          if (node.is_object() && node.value("class_type", std::string()) == first) node_id = id;
+        return prompt_refused(
+            "missing_node_type",
+            "Node '" + first + "' not found. The custom node may not be installed.",
+            "Node ID '#" + node_id + "'; " + p.reason,
+            {{"node_id", node_id},
+             {"class_type", first},
+             {"node_title", first},
+             {"orch_missing_classes", p.missing_classes},
+             {"orch_placement", p.reason}});
+      }
+    }
+    item.number = number ? *number : queue_.next_number(front);
+    item.extra_data["create_time"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count();
+    item.needs.queued_at = now_tick();
+    json answer = {{"prompt_id", item.prompt_id},
+                   {"number", queue_number(item.number)},
+                   {"node_errors", json::object()}};
+    queue_.put(std::move(item));
+    schedule();
+    return json_reply(answer);
+  });
+}
+
+http_reply gateway_api::post_queue(const http_request& req) {
+  auto body = object_body(req);
+  if (!body) return bad_request("the body must be a JSON object");
+  on_io([&] {
+    if (flag(*body, "clear")) queue_.clear_pending();
+    if (body->contains("delete")) queue_.delete_pending(ids_of(*body));
+    return 0;
+  });
+  return empty_ok();
+}
+
+http_reply gateway_api::history(const http_request& req) {
+  const std::string path = serve::route_path(req.path);
+  if (path.size() > 9) return json_reply(on_io([&] { return queue_.history_of(path.substr(9)); }));
+  std::optional<std::size_t> max_items;
+  std::int64_t offset = -1;
+  try {
+    if (auto it = req.query.find("max_items"); it != req.query.end())
+      max_items = static_cast<std::size_t>(std::stoull(it->second));
+    if (auto it = req.query.find("offset"); it != req.query.end()) offset = std::stoll(it->second);
+  } catch (const std::exception&) {
+    return bad_request("max_items and offset must be integers");
+  }
+  const auto text = on_io([&] {
+    return queue_.history(max_items, offset).dump(-1, ' ', false, json::error_handler_t::replace);
+  });
+  return {200, "application/json", text};
+}
+
+http_reply gateway_api::post_history(const http_request& req) {
+  auto body = object_body(req);
+  if (!body) return bad_request("the body must be a JSON object");
+  on_io([&] {
+    if (flag(*body, "clear")) queue_.clear_history();
+    if (body->contains("delete")) queue_.delete_history(ids_of(*body));
+    return 0;
+  });
+  return empty_ok();
+}
+
+http_reply gateway_api::object_info(const http_request& req) {
+  // Every host of the fleet carries the same packs (its fingerprint): any host that is up
+  // answers for all, on the waiting thread, never on the io or the API thread.
+  const std::string target = req.target.empty() ? req.path : req.target;
+  http_reply later;
+  later.later = [this, target]() -> http_reply {
+    host_link* link = on_io([&]() -> host_link* {
+      for (auto& [_, h] : hosts_)
+        if (h.view.up && h.refusal.empty()) return h.link.get();
+      return nullptr;
+    });
+    if (link == nullptr)
+      return json_reply({{"error", "no host of the fleet is up to answer /object_info"}}, 503);
+    auto answer = request_and_wait(*link, "GET", target);
+    if (!answer) return json_reply({{"error", answer.err().message}}, 502);
+    return {answer->status, "application/json", std::move(answer->body)};
+  };
+  return later;
+}
+
+http_reply gateway_api::interrupt(const http_request& req) {
+  // ComfyUI: with a prompt_id, only that prompt, while it runs; without, what runs (here,
+  // every running prompt: the fleet runs several).
+  std::optional<std::string> only;
+  if (auto body = object_body(req))
+    if (auto it = body->find("prompt_id"); it != body->end() && it->is_string())
+      only = it->get<std::string>();
+  on_io([&] {
+    for (const auto& [id, r] : queue_.running()) {
+      if (only && *only != id) continue;
+      const auto h = hosts_.find(r.host);
+      if (h == hosts_.end() || !h->second.link) continue;
+      h->second.link->request("POST", "/interrupt", json{{"prompt_id", id}}.dump(),
+                              [](result<host_answer>) {});
+    }
+    return 0;
+  });
+  return empty_ok();
+}
+
+json gateway_api::fleet_document() const {
+  json hosts = json::array();
+  for (const auto& [name, h] : hosts_) {
+    const auto* r = queue_.running_on(name);
+    hosts.push_back({{"name", name},
+                     {"url", h.url},
+                     {"up", h.view.up},
+                     {"listed", h.listed},
+                     {"node_classes", h.view.node_classes.size()},
+                     {"resident_models", h.view.resident_models},
+                     {"free_device_bytes", h.view.free_device_bytes},
+                     {"fingerprint", h.view.fingerprint},
+                     {"refused", h.refusal.empty() ? json() : json(h.refusal)},
+                     {"error", h.last_error.empty() ? json() : json(h.last_error)},
+                     {"node_class_names", h.view.node_classes},
+                     {"last_used", h.view.last_used},
+                     {"pid", h.pid != 0 ? json(h.pid) : json()},
+                     {"running", r != nullptr ? json(r->prompt.prompt_id) : json()},
+                     {"running_node_started", r != nullptr && r->node_started}});
+  }
+  json decisions = json::array();
+  for (const auto& d : decisions_)
+    decisions.push_back({{"prompt_id", d.prompt_id},
+                         {"decision", fleet::to_string(d.placement.kind)},
+                         {"host", d.placement.host},
+                         {"loads", d.placement.loads},
+                         {"missing_classes", d.placement.missing_classes},
+                         {"reason", d.placement.reason},
+                         {"tick", d.tick}});
+  return {{"hosts", hosts},
+          {"fingerprint", fleet_fingerprint_},
+          {"decisions", decisions},
+          {"queue_remaining", queue_.remaining()},
+          {"client_id", client_id()}};
+}
+
+}  // namespace orch::gateway

@@ -1,0 +1,85 @@
+#include "orch/gateway/gateway_server.hpp"
+
+#include <future>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+
+#include "orch/gateway/errc.hpp"
+
+namespace orch::gateway {
+
+result<std::unique_ptr<gateway_server>> gateway_server::prepare(fleet_config config,
+                                                                serve::http_limits limits) {
+  std::optional<std::string> secret;
+  if (config.secret_file) {
+    std::string why;
+    secret = read_fleet_secret(*config.secret_file, why);
+    if (!secret)
+      return error{gateway_errc::invalid_config,
+                   config.file.string() + ": [gateway] secret_file: " + why +
+                       "\n  fix: write the fleet's secret in it (the same file every host's "
+                       "`serve --fleet-secret-file` reads)"};
+  }
+  return std::unique_ptr<gateway_server>(
+      new gateway_server(std::move(config), std::move(limits), std::move(secret)));
+}
+
+gateway_server::gateway_server(fleet_config config, serve::http_limits limits,
+                               std::optional<std::string> secret)
+    : config_(std::move(config)), limits_(std::move(limits)), secret_(std::move(secret)) {}
+
+gateway_server::~gateway_server() {
+  stop();
+}
+
+result<std::uint16_t> gateway_server::start() {
+  started_ = true;
+  work_.emplace(io_.get_executor());
+  io_thread_ = std::thread([this] { io_.run(); });
+  gateway_options options;
+  options.secret = secret_;
+  options.history_size = config_.history_size;
+  options.fingerprint = config_.fingerprint;
+  http_ = std::make_unique<serve::http_server>(
+      io_, limits_, [this](const serve::http_request& r) { return routes_.answer(r); },
+      [this](const serve::http_request& r) { return routes_.at_once(r); },
+      [this](const std::string& sid) { return api_->greeting(sid); });
+  api_ = std::make_unique<gateway_api>(io_, *http_, std::move(options));
+  api_->add_routes(routes_);
+  auto port = http_->listen(config_.listen, config_.port);
+  if (!port)
+    return error{gateway_errc::listen_failed,
+                 port.err().message +
+                     "\n  fix: choose another --port (0 picks a free one) or --listen address"};
+  if (config_.ray)
+    source_ = std::make_unique<ray_host_source>(*config_.ray, config_.secret_file);
+  else
+    source_ = std::make_unique<static_host_source>(config_.hosts);
+  boost::asio::post(io_, [this] { api_->start(); });
+  if (auto started = source_->start(io_, [this](const host_event& e) { api_->on_host_event(e); });
+      !started)
+    return started.err();
+  return *port;
+}
+
+void gateway_server::stop() {
+  if (stopped_ || !started_) return;
+  stopped_ = true;
+  if (source_) source_->stop();
+  http_->stop();  // the API thread is joined: no route runs from here on
+  std::promise<void> done;
+  boost::asio::post(io_, [&] {
+    api_->stop();
+    done.set_value();
+  });
+  done.get_future().wait();
+  work_.reset();
+  io_.stop();
+  if (io_thread_.joinable()) io_thread_.join();
+  api_.reset();
+  http_.reset();
+}
+
+}  // namespace orch::gateway

@@ -1,0 +1,185 @@
+#include "orch/gateway/host_link.hpp"
+
+#include <future>
+#include <stdexcept>
+#include <utility>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "orch/gateway/errc.hpp"
+
+namespace orch::gateway {
+
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using asio::use_awaitable;
+
+// The largest answer or event read from a host: a /history entry of large `ui` outputs, or an
+// /object_info of many packs, stays far below it.
+constexpr std::size_t max_answer_bytes = std::size_t{64} << 20;
+
+std::string bearer(const std::string& secret) {
+  return "Bearer " + secret;
+}
+
+asio::awaitable<host_answer> exchange(tcp::endpoint at, std::string method, std::string target,
+                                      std::string body, std::optional<std::string> secret,
+                                      std::chrono::milliseconds deadline) {
+  beast::tcp_stream stream(co_await asio::this_coro::executor);
+  stream.expires_after(deadline);  // connect, write and read together
+  co_await stream.async_connect(at, use_awaitable);
+  http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+  req.set(http::field::host, at.address().to_string() + ":" + std::to_string(at.port()));
+  if (secret) req.set(http::field::authorization, bearer(*secret));
+  if (method == "POST") {
+    req.set(http::field::content_type, "application/json");
+    req.body() = std::move(body);
+    req.prepare_payload();
+  }
+  co_await http::async_write(stream, req, use_awaitable);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(max_answer_bytes);
+  co_await http::async_read(stream, buffer, parser, use_awaitable);
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  co_return host_answer{static_cast<unsigned>(parser.get().result_int()),
+                        std::move(parser.get().body())};
+}
+
+}  // namespace
+
+struct host_link::stream_state {
+  explicit stream_state(asio::io_context& io) : ws(io) {}
+  websocket::stream<beast::tcp_stream> ws;
+  bool closed_by_us = false;
+};
+
+// The event stream's coroutine: its arguments by value, as a coroutine's frame keeps them (a
+// lambda's captures would die with the lambda, before the frame).
+static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state> state,
+                                         tcp::endpoint at, std::string host,
+                                         std::optional<std::string> secret, std::string client_id,
+                                         std::function<void()> on_open,
+                                         std::function<void(std::string)> on_message) {
+  auto& lowest = beast::get_lowest_layer(state->ws);
+  lowest.expires_after(std::chrono::seconds(10));
+  co_await lowest.async_connect(at, use_awaitable);
+  state->ws.set_option(websocket::stream_base::decorator([secret](websocket::request_type& req) {
+    if (secret) req.set(http::field::authorization, bearer(*secret));
+  }));
+  websocket::response_type answer;
+  try {
+    co_await state->ws.async_handshake(answer, host, "/ws?clientId=" + client_id, use_awaitable);
+  } catch (const boost::system::system_error& e) {
+    // The host's status says why (a 401: the secrets differ), which Beast's error does not.
+    if (e.code() != websocket::error::upgrade_declined) throw;
+    throw std::runtime_error("the WebSocket upgrade was answered HTTP " +
+                             std::to_string(answer.result_int()) + " (" + e.what() + ")");
+  }
+  lowest.expires_never();  // a host may be silent while a node runs
+  state->ws.read_message_max(max_answer_bytes);
+  on_open();
+  for (;;) {
+    beast::flat_buffer buffer;
+    co_await state->ws.async_read(buffer, use_awaitable);
+    if (!state->ws.got_text()) continue;  // previews: dropped
+    on_message(beast::buffers_to_string(buffer.data()));
+  }
+}
+
+host_link::host_link(asio::io_context& io, std::string address, std::uint16_t port,
+                     std::optional<std::string> secret)
+    : io_(io), address_(std::move(address)), port_(port), secret_(std::move(secret)) {}
+
+host_link::~host_link() {
+  close_events();
+}
+
+void host_link::request(std::string method, std::string target, std::string body,
+                        answer_handler done, std::chrono::milliseconds deadline) {
+  beast::error_code ec;
+  const auto addr = asio::ip::make_address(address_, ec);
+  if (ec) {
+    asio::post(io_, [done = std::move(done), a = address_] {
+      done(error{gateway_errc::host_unreachable, "no IP address: " + a});
+    });
+    return;
+  }
+  const std::string where = "http://" + address_ + ":" + std::to_string(port_) + target;
+  asio::co_spawn(io_,
+                 exchange(tcp::endpoint(addr, port_), std::move(method), std::move(target),
+                          std::move(body), secret_, deadline),
+                 [done = std::move(done), where](std::exception_ptr e, host_answer a) {
+                   if (!e) return done(std::move(a));
+                   std::string why = "failed";
+                   try {
+                     std::rethrow_exception(e);
+                   } catch (const std::exception& x) {
+                     why = x.what();
+                   } catch (...) {
+                   }
+                   done(error{gateway_errc::host_unreachable, where + ": " + why});
+                 });
+}
+
+void host_link::open_events(std::string client_id, std::function<void()> on_open,
+                            std::function<void(std::string)> on_message,
+                            std::function<void(std::string)> on_closed) {
+  close_events();
+  auto state = std::make_shared<stream_state>(io_);
+  stream_ = state;
+  beast::error_code ec;
+  const auto addr = asio::ip::make_address(address_, ec);
+  if (ec) {
+    asio::post(io_, [on_closed, a = address_] { on_closed("no IP address: " + a); });
+    return;
+  }
+  const tcp::endpoint at(addr, port_);
+  const std::string host = address_ + ":" + std::to_string(port_);
+  asio::co_spawn(io_,
+                 read_events(state, at, host, secret_, std::move(client_id), std::move(on_open),
+                             std::move(on_message)),
+                 [state, on_closed = std::move(on_closed)](std::exception_ptr e) {
+                   if (state->closed_by_us) return;
+                   std::string why = "closed";
+                   try {
+                     if (e) std::rethrow_exception(e);
+                   } catch (const std::exception& x) {
+                     why = x.what();
+                   } catch (...) {
+                   }
+                   on_closed(why);
+                 });
+}
+
+void host_link::close_events() {
+  if (!stream_) return;
+  stream_->closed_by_us = true;
+  beast::error_code ignored;
+  beast::get_lowest_layer(stream_->ws).socket().close(ignored);
+  stream_.reset();
+}
+
+result<host_answer> request_and_wait(host_link& link, std::string method, std::string target,
+                                     std::string body) {
+  auto promise = std::make_shared<std::promise<result<host_answer>>>();
+  auto answer = promise->get_future();
+  link.request(std::move(method), std::move(target), std::move(body),
+               [promise](result<host_answer> a) { promise->set_value(std::move(a)); });
+  return answer.get();
+}
+
+}  // namespace orch::gateway

@@ -1,0 +1,258 @@
+#include "orch/gateway/host_source.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+#include <nlohmann/json.hpp>
+
+#include "orch/gateway/errc.hpp"
+#include "orch/process/install_layout.hpp"
+#include "orch/process/python_environment.hpp"
+#include "orch/process/worker_environment.hpp"
+#include "orch/support/untrusted_text.hpp"
+
+namespace orch::gateway {
+
+status static_host_source::start(boost::asio::io_context& io, event_handler on_event) {
+  boost::asio::post(io, [hosts = hosts_, on_event = std::move(on_event)] {
+    for (std::size_t i = 0; i < hosts.size(); ++i)
+      on_event(
+          {host_event::kind::up, "host-" + std::to_string(i), hosts[i].host, hosts[i].port, {}});
+  });
+  return ok_status();
+}
+
+std::optional<host_event> driver_event(const std::string& line, std::string& why) {
+  const auto m = nlohmann::json::parse(line, nullptr, false);
+  if (m.is_discarded() || !m.is_object()) {
+    why = "not a JSON object";
+    return std::nullopt;
+  }
+  const std::string event = m.value("event", std::string());
+  const std::string host =
+      m.contains("host") && m["host"].is_string() ? m["host"].get<std::string>() : "";
+  if (event == "host_up" || event == "host_down") {
+    if (host.empty()) {
+      why = event + " without a host";
+      return std::nullopt;
+    }
+    host_event e;
+    e.host = host;
+    if (event == "host_down") {
+      e.what = host_event::kind::down;
+      e.reason = "Ray reports it down";
+      if (m.contains("reason") && m["reason"].is_string())
+        e.reason += ": " + m["reason"].get<std::string>();
+      return e;
+    }
+    static_host at;
+    const std::string url =
+        m.contains("url") && m["url"].is_string() ? m["url"].get<std::string>() : "";
+    if (!parse_host_url(url, at)) {
+      why = "host_up of " + host + " without an http://HOST:PORT url";
+      return std::nullopt;
+    }
+    e.address = at.host;
+    e.port = at.port;
+    if (m.contains("pid") && m["pid"].is_number_integer()) e.pid = m["pid"].get<long>();
+    return e;
+  }
+  if (event == "error") {
+    why = "the Ray driver failed: " + m.value("message", std::string("(no message)"));
+    return std::nullopt;
+  }
+  why = "an event the gateway does not know: " + event;
+  return std::nullopt;
+}
+
+std::vector<std::string> ray_host_source::command() const {
+  std::vector<std::string> args = {ray_.python.string(),
+                                   "-m",
+                                   "comfy_orch.fleet.driver",
+                                   "--ray-address",
+                                   ray_.address,
+                                   "--hosts",
+                                   std::to_string(ray_.hosts),
+                                   "--deployment",
+                                   ray_.deployment.string(),
+                                   "--comfy-orch",
+                                   ray_.comfy_orch.string(),
+                                   "--resource",
+                                   ray_.resource};
+  if (secret_file_) {
+    args.push_back("--secret-file");
+    args.push_back(secret_file_->string());
+  }
+  return args;
+}
+
+status ray_host_source::start(boost::asio::io_context& io, event_handler on_event) {
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return error{gateway_errc::driver_failed, std::strerror(errno)};
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(in[0]);
+    ::close(in[1]);
+    return error{gateway_errc::driver_failed, std::strerror(errno)};
+  }
+  // Ray's interpreter, with the comfy_orch package of this install ahead of nothing else:
+  // the one rule for a Python process's environment (python_environment.hpp), then its path.
+  auto env = process::current_environment();
+  process::scrub_python_environment(env);
+  env["PYTHONPATH"] = process::this_install_layout().python_package_root.string();
+  const auto envp_text = process::to_envp(env);
+  std::vector<char*> envp;
+  for (const auto& e : envp_text) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  auto args = command();
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);  // a group of its own: stop() signals all it started
+  const int spawned = ::posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (spawned != 0) {
+    pid_ = 0;
+    ::close(in[1]);
+    ::close(out[0]);
+    ::close(err[0]);
+    return error{gateway_errc::driver_failed,
+                 "cannot start the Ray driver " + ray_.python.string() + ": " +
+                     std::strerror(spawned) +
+                     "\n  fix: [ray] python names the interpreter of the "
+                     "venv Ray is installed in (the README's set-up makes .deps/ray)"};
+  }
+  stdin_fd_ = in[1];
+  spdlog::info("gateway: the Ray driver runs as pid {} ({} hosts on {})", pid_, ray_.hosts,
+               ray_.address);
+  events_ = std::thread(
+      [this, fd = out[0], &io, on_event = std::move(on_event)] { read_events(fd, io, on_event); });
+  log_ = std::thread([this, fd = err[0]] { read_log(fd); });
+  return ok_status();
+}
+
+namespace {
+
+// Reads `fd` a line at a time until end of file or `stopping`, each line (without its newline)
+// to `line`; a line past `max` bytes is dropped, and `too_long` told its first bytes.
+template <typename Line, typename TooLong>
+void read_lines(int fd, const std::atomic<bool>& stopping, std::size_t max, Line line,
+                TooLong too_long) {
+  std::string pending;
+  bool dropping = false;
+  char buffer[8192];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 200);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) {
+      if (stopping.load()) break;
+      continue;
+    }
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      const char c = buffer[i];
+      if (c == '\n') {
+        if (!dropping) line(pending);
+        pending.clear();
+        dropping = false;
+      } else if (!dropping) {
+        pending.push_back(c);
+        if (pending.size() > max) {
+          too_long(pending.substr(0, 80));
+          pending.clear();
+          dropping = true;
+        }
+      }
+    }
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+void ray_host_source::read_events(int fd, boost::asio::io_context& io, event_handler on_event) {
+  read_lines(
+      fd, stopping_, max_line_bytes,
+      [&](const std::string& line) {
+        std::string why;
+        if (auto e = driver_event(line, why)) {
+          boost::asio::post(io, [on_event, e = std::move(*e)] { on_event(e); });
+        } else if (why.rfind("the Ray driver failed", 0) == 0) {
+          spdlog::error("gateway: {}", printable(why));
+        } else if (!line.empty()) {
+          spdlog::warn("gateway: the Ray driver said {} ({}): ignored",
+                       printable(line.substr(0, 200)), why);
+        }
+      },
+      [](const std::string& start) {
+        spdlog::warn("gateway: the Ray driver wrote a line of more than {} bytes ({}...): dropped",
+                     max_line_bytes, printable(start));
+      });
+  if (!stop_requested_.load())
+    spdlog::error(
+        "gateway: the Ray driver's output ended: no host will come or go until the "
+        "gateway restarts");
+}
+
+void ray_host_source::read_log(int fd) {
+  read_lines(
+      fd, stopping_, max_line_bytes,
+      [](const std::string& line) { spdlog::info("ray driver: {}", printable(line)); },
+      [](const std::string&) {});
+}
+
+void ray_host_source::stop() {
+  if (pid_ == 0) return;
+  stop_requested_.store(true);
+  // End of file on its stdin: it stops its hosts and exits; then its group is made sure of.
+  if (stdin_fd_ >= 0) ::close(stdin_fd_);
+  stdin_fd_ = -1;
+  int st = 0;
+  const auto wait_for = [&](std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  bool reaped = wait_for(stop_grace_);
+  if (!reaped) {
+    spdlog::warn("gateway: the Ray driver did not stop within {} ms of its end of input: SIGTERM",
+                 stop_grace_.count());
+    ::kill(-pid_, SIGTERM);
+    reaped = wait_for(std::chrono::seconds(5));
+  }
+  ::kill(-pid_, SIGKILL);  // whatever it left in its group
+  if (!reaped) ::waitpid(pid_, &st, 0);
+  stopping_.store(true);
+  if (events_.joinable()) events_.join();
+  if (log_.joinable()) log_.join();
+  pid_ = 0;
+}
+
+}  // namespace orch::gateway

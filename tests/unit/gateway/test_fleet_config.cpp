@@ -1,0 +1,199 @@
+// The fleet file (fleet_config.hpp): what it reads, and that every problem names the file, the
+// line and the key, and says what to do.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+
+#include "orch/gateway/fleet_config.hpp"
+
+namespace orch::gateway {
+namespace {
+
+struct loaded {
+  std::optional<fleet_config> config;
+  manifests::diagnostics diags;
+};
+
+loaded parse(const std::string& text) {
+  loaded l;
+  l.config = parse_fleet_config(text, "/fleets/fleet.toml", l.diags);
+  return l;
+}
+
+// The only error of `l`, which must have failed.
+manifests::diagnostic only_error(const loaded& l) {
+  EXPECT_FALSE(l.config.has_value());
+  EXPECT_EQ(l.diags.count(manifests::severity::error), 1u);
+  for (const auto& d : l.diags.items())
+    if (d.level == manifests::severity::error) return d;
+  return {};
+}
+
+TEST(fleet_config, static_hosts_are_read_with_the_gateway_defaults) {
+  const auto l = parse(
+      "[[host]]\nurl = \"http://127.0.0.1:8190\"\n\n[[host]]\nurl = \"http://10.0.0.2:8188/\"\n");
+  ASSERT_TRUE(l.config.has_value());
+  EXPECT_EQ(l.config->listen, "127.0.0.1");
+  EXPECT_EQ(l.config->port, 8188);
+  EXPECT_EQ(l.config->history_size, 10000u);
+  EXPECT_FALSE(l.config->secret_file.has_value());
+  ASSERT_EQ(l.config->hosts.size(), 2u);
+  EXPECT_EQ(l.config->hosts[0].host, "127.0.0.1");
+  EXPECT_EQ(l.config->hosts[0].port, 8190);
+  EXPECT_EQ(l.config->hosts[1].host, "10.0.0.2");
+  EXPECT_EQ(l.config->hosts[1].port, 8188);
+  EXPECT_FALSE(l.config->ray.has_value());
+}
+
+TEST(fleet_config, gateway_keys_are_read_and_paths_are_relative_to_the_file) {
+  const auto l = parse(
+      "[gateway]\nlisten = \"0.0.0.0\"\nport = 9000\nsecret_file = \"fleet.secret\"\n"
+      "history_size = 50\n\n[[host]]\nurl = \"http://127.0.0.1:8190\"\n");
+  ASSERT_TRUE(l.config.has_value());
+  EXPECT_EQ(l.config->listen, "0.0.0.0");
+  EXPECT_EQ(l.config->port, 9000);
+  EXPECT_EQ(l.config->history_size, 50u);
+  EXPECT_EQ(*l.config->secret_file, std::filesystem::path("/fleets/fleet.secret"));
+}
+
+TEST(fleet_config, a_pinned_fingerprint_is_read_and_one_that_is_none_is_refused) {
+  const std::string fp = "sha256:" + std::string(64, 'a');
+  const auto l = parse("[gateway]\nfingerprint = \"" + fp + "\"\n[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(l.config.has_value());
+  EXPECT_EQ(l.config->fingerprint, fp);
+  const auto d = only_error(
+      parse("[gateway]\nfingerprint = \"sha256:ABC\"\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.fingerprint");
+  EXPECT_EQ(d.where.line, 2u);
+  EXPECT_NE(d.fix.find("/orch/fleet/host"), std::string::npos) << d.fix;
+}
+
+TEST(fleet_config, ray_is_read_with_its_defaults) {
+  const auto l = parse(
+      "[gateway]\nsecret_file = \"s\"\n[ray]\naddress = \"127.0.0.1:6379\"\n"
+      "python = \".deps/ray/bin/python\"\nhosts = 3\ndeployment = \"deployment.toml\"\n");
+  ASSERT_TRUE(l.config.has_value());
+  ASSERT_TRUE(l.config->ray.has_value());
+  EXPECT_EQ(l.config->ray->address, "127.0.0.1:6379");
+  EXPECT_EQ(l.config->ray->python, std::filesystem::path("/fleets/.deps/ray/bin/python"));
+  EXPECT_EQ(l.config->ray->hosts, 3u);
+  EXPECT_EQ(l.config->ray->resource, "comfy_orch_host");
+  EXPECT_EQ(l.config->ray->deployment, std::filesystem::path("/fleets/deployment.toml"));
+  EXPECT_FALSE(l.config->ray->comfy_orch.empty());  // this executable
+}
+
+TEST(fleet_config, a_fleet_ray_starts_needs_the_secret) {
+  const auto d =
+      only_error(parse("[ray]\naddress = \"a:1\"\npython = \"p\"\ndeployment = \"d.toml\"\n"));
+  EXPECT_EQ(d.key, "gateway.secret_file");
+  EXPECT_EQ(d.where.line, 1u);
+  EXPECT_NE(d.fix.find("secret_file"), std::string::npos) << d.fix;
+}
+
+TEST(fleet_config, a_file_without_hosts_is_refused_saying_how_to_name_them) {
+  const auto d = only_error(parse("[gateway]\nport = 8188\n"));
+  EXPECT_EQ(d.where.file, "/fleets/fleet.toml");
+  EXPECT_EQ(d.where.line, 1u);
+  EXPECT_EQ(d.key, "ray");
+  EXPECT_NE(d.fix.find("[[host]]"), std::string::npos) << d.fix;
+}
+
+TEST(fleet_config, ray_and_a_host_list_together_are_refused) {
+  const auto d = only_error(
+      parse("[ray]\naddress = \"a:1\"\npython = \"p\"\ndeployment = \"d.toml\"\n\n[[host]]\n"
+            "url = \"http://127.0.0.1:8190\"\n"));
+  EXPECT_EQ(d.key, "host");
+  EXPECT_EQ(d.where.line, 6u);
+  EXPECT_NE(d.message.find("both"), std::string::npos) << d.message;
+}
+
+TEST(fleet_config, a_host_url_that_is_no_http_address_names_its_line_and_key) {
+  const auto d = only_error(
+      parse("[[host]]\nurl = \"http://127.0.0.1:8190\"\n\n[[host]]\nurl = \"https://b:1/x\"\n"));
+  EXPECT_EQ(d.where.file, "/fleets/fleet.toml");
+  EXPECT_EQ(d.where.line, 5u);
+  EXPECT_EQ(d.key, "host[1].url");
+  EXPECT_NE(d.fix.find("http://HOST:PORT"), std::string::npos) << d.fix;
+}
+
+TEST(fleet_config, a_host_named_twice_is_refused) {
+  const auto d =
+      only_error(parse("[[host]]\nurl = \"http://a:1\"\n[[host]]\nurl = \"http://a:1/\"\n"));
+  EXPECT_EQ(d.key, "host[1].url");
+  EXPECT_EQ(d.where.line, 4u);
+}
+
+TEST(fleet_config, a_missing_url_names_the_host) {
+  const auto l = parse("[[host]]\nurl = \"http://a:1\"\n[[host]]\n");
+  const auto d = only_error(l);
+  EXPECT_EQ(d.key, "host[1].url");
+  EXPECT_EQ(d.where.line, 3u);
+}
+
+TEST(fleet_config, a_wrong_type_names_the_key_and_what_it_should_be) {
+  const auto d = only_error(parse("[gateway]\nport = \"8188\"\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.port");
+  EXPECT_EQ(d.where.line, 2u);
+  EXPECT_NE(d.message.find("integer"), std::string::npos) << d.message;
+}
+
+TEST(fleet_config, a_port_out_of_range_is_refused) {
+  const auto d = only_error(parse("[gateway]\nport = 70000\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.port");
+  EXPECT_EQ(d.where.line, 2u);
+}
+
+TEST(fleet_config, an_unknown_key_names_the_keys_it_could_be) {
+  const auto d = only_error(parse("[gateway]\nprot = 1\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.prot");
+  EXPECT_EQ(d.where.line, 2u);
+  EXPECT_NE(d.fix.find("port"), std::string::npos) << d.fix;
+}
+
+TEST(fleet_config, an_unknown_table_is_refused) {
+  const auto d = only_error(parse("[hosts]\nurl = 1\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "hosts");
+  EXPECT_EQ(d.where.line, 1u);
+}
+
+TEST(fleet_config, ray_without_its_address_python_and_deployment_names_each) {
+  const auto l = parse("[gateway]\nsecret_file = \"s\"\n[ray]\nhosts = 2\n");
+  ASSERT_FALSE(l.config.has_value());
+  std::set<std::string> keys;
+  for (const auto& d : l.diags.items()) {
+    EXPECT_EQ(d.where.file, "/fleets/fleet.toml");
+    EXPECT_EQ(d.where.line, 3u) << d.format();
+    EXPECT_FALSE(d.fix.empty()) << d.format();
+    keys.insert(d.key);
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"ray.address", "ray.python", "ray.deployment"}));
+}
+
+TEST(fleet_config, a_syntax_error_names_its_line) {
+  const auto l = parse("[[host]]\nurl = \"http://a:1\n");
+  ASSERT_FALSE(l.config.has_value());
+  ASSERT_FALSE(l.diags.items().empty());
+  EXPECT_EQ(l.diags.items()[0].where.file, "/fleets/fleet.toml");
+  EXPECT_EQ(l.diags.items()[0].where.line, 2u);
+}
+
+TEST(fleet_config, the_secret_loses_one_trailing_newline_and_may_not_be_empty) {
+  char tmpl[] = "/tmp/orch-fleet-secret-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::string why;
+  { std::ofstream(tmpl) << "s3cret\n\n"; }
+  EXPECT_EQ(read_fleet_secret(tmpl, why), std::optional<std::string>("s3cret\n"));
+  { std::ofstream(tmpl) << "\n"; }
+  EXPECT_FALSE(read_fleet_secret(tmpl, why).has_value());
+  EXPECT_NE(why.find("empty"), std::string::npos) << why;
+  std::filesystem::remove(tmpl);
+  EXPECT_FALSE(read_fleet_secret(tmpl, why).has_value());
+}
+
+}  // namespace
+}  // namespace orch::gateway
