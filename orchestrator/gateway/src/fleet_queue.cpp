@@ -4,19 +4,14 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "orch/serve/serve_request_fields.hpp"
+
 namespace orch::gateway {
 
 using nlohmann::json;
 
-json queue_number(double number) {
-  // serve's rule (serve_request_fields.cpp): its counter's numbers are whole.
-  if (std::floor(number) == number && std::abs(number) < 9.0e15)
-    return static_cast<std::int64_t>(number);
-  return number;
-}
-
 json fleet_prompt::to_json() const {
-  return json::array({queue_number(number), prompt_id, document, extra_data, outputs});
+  return json::array({serve::queue_number(number), prompt_id, document, extra_data, outputs});
 }
 
 std::string fleet_prompt::client_id() const {

@@ -4,11 +4,11 @@
 
 #include <chrono>
 #include <cmath>
-#include <random>
 
 #include "orch/executor/prompt.hpp"
 #include "orch/fleet/prompt_needs.hpp"
 #include "orch/serve/json_reply.hpp"
+#include "orch/serve/serve_request_fields.hpp"
 
 namespace orch::gateway {
 
@@ -38,37 +38,6 @@ http_reply prompt_refused(const std::string& type, const std::string& message,
                        {"extra_info", std::move(extra_info)}}},
                      {"node_errors", json::object()}},
                     status);
-}
-
-// A random (version 4) UUID, as ComfyUI's prompt ids are (serve's uuid4, which is private to
-// serve).
-std::string uuid4() {
-  static thread_local std::mt19937_64 gen{std::random_device{}()};
-  const std::uint64_t a = gen();
-  const std::uint64_t b = gen();
-  char out[37];
-  std::snprintf(out, sizeof out, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
-                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
-                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
-                static_cast<unsigned long long>(b & 0xffffffffffffull));
-  return out;
-}
-
-// Python's truth of body[key] (serve's flag()).
-bool flag(const json& body, const char* key) {
-  const auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return false;
-  if (it->is_boolean()) return it->get<bool>();
-  if (it->is_number()) return it->get<double>() != 0;
-  return !it->empty() && !(it->is_string() && it->get<std::string>().empty());
-}
-
-std::vector<std::string> ids_of(const json& body) {
-  std::vector<std::string> ids;
-  if (auto it = body.find("delete"); it != body.end() && it->is_array())
-    for (const auto& id : *it)
-      if (id.is_string()) ids.push_back(id.get<std::string>());
-  return ids;
 }
 
 std::optional<json> object_body(const http_request& req) {
@@ -156,16 +125,13 @@ http_reply gateway_api::post_prompt(const http_request& req) {
     return prompt_refused("invalid_prompt", "Invalid prompt", "the prompt is not an object");
   fleet_prompt item;
   item.bytes = req.body.size();
-  if (auto it = body->find("prompt_id"); it != body->end() && !it->is_null()) {
-    // The host checks it is a canonical UUID as serve does; the gateway needs it a string.
-    if (!it->is_string() || it->get<std::string>().size() != 36)
-      return prompt_refused("invalid_prompt_id", "prompt_id must be a valid UUID",
-                            "prompt_id must be a UUID string in canonical lowercase hyphenated "
-                            "form; omit it to let the server generate one");
-    item.prompt_id = it->get<std::string>();
-  } else {
-    item.prompt_id = uuid4();
-  }
+  bool bad_id = false;
+  auto id = serve::prompt_id_of(*body, bad_id);
+  if (bad_id)
+    return prompt_refused("invalid_prompt_id", "prompt_id must be a valid UUID",
+                          "prompt_id must be a UUID string in canonical lowercase hyphenated "
+                          "form; omit it to let the server generate one");
+  item.prompt_id = id ? std::move(*id) : serve::uuid4();
   if (auto it = body->find("extra_data"); it != body->end() && it->is_object())
     item.extra_data = *it;
   for (const char* secret : {"auth_token_comfy_org", "api_key_comfy_org"})
@@ -178,11 +144,10 @@ http_reply gateway_api::post_prompt(const http_request& req) {
   item.needs = std::move(*needs.needs);
   std::optional<double> number;
   if (auto it = body->find("number"); it != body->end()) {
-    if (!it->is_number() || !std::isfinite(it->get<double>()))
-      return bad_request("number must be a finite number");
-    number = it->get<double>();
+    number = serve::number_of(*it);  // ComfyUI's float(): "3" is 3
+    if (!number || !std::isfinite(*number)) return bad_request("number must be a finite number");
   }
-  const bool front = flag(*body, "front");
+  const bool front = serve::flag(*body, "front");
   return on_io([&]() -> http_reply {
     if (auto full = queue_.full_for(item.bytes))
       return prompt_refused("queue_full", "The queue is full", *full, json::object(), 503);
@@ -219,7 +184,7 @@ http_reply gateway_api::post_prompt(const http_request& req) {
                                          .count();
     item.needs.queued_at = now_tick();
     json answer = {{"prompt_id", item.prompt_id},
-                   {"number", queue_number(item.number)},
+                   {"number", serve::queue_number(item.number)},
                    {"node_errors", json::object()}};
     queue_.put(std::move(item));
     schedule();
@@ -231,8 +196,8 @@ http_reply gateway_api::post_queue(const http_request& req) {
   auto body = object_body(req);
   if (!body) return bad_request("the body must be a JSON object");
   on_io([&] {
-    if (flag(*body, "clear")) queue_.clear_pending();
-    if (body->contains("delete")) queue_.delete_pending(ids_of(*body));
+    if (serve::flag(*body, "clear")) queue_.clear_pending();
+    if (body->contains("delete")) queue_.delete_pending(serve::ids_of(*body));
     return 0;
   });
   return empty_ok();
@@ -260,8 +225,8 @@ http_reply gateway_api::post_history(const http_request& req) {
   auto body = object_body(req);
   if (!body) return bad_request("the body must be a JSON object");
   on_io([&] {
-    if (flag(*body, "clear")) queue_.clear_history();
-    if (body->contains("delete")) queue_.delete_history(ids_of(*body));
+    if (serve::flag(*body, "clear")) queue_.clear_history();
+    if (body->contains("delete")) queue_.delete_history(serve::ids_of(*body));
     return 0;
   });
   return empty_ok();

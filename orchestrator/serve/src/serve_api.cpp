@@ -20,7 +20,7 @@
 #include "orch/support/untrusted_text.hpp"
 #include "serve_events.hpp"
 #include "serve_json_streams.hpp"
-#include "serve_request_fields.hpp"
+#include "orch/serve/serve_request_fields.hpp"
 
 namespace orch::serve {
 

@@ -5,7 +5,7 @@
 #include "orch/serve/json_reply.hpp"
 #include "orch/serve/serve_api.hpp"
 #include "orch/serve/serve_jobs.hpp"
-#include "serve_request_fields.hpp"
+#include "orch/serve/serve_request_fields.hpp"
 
 namespace orch::serve {
 

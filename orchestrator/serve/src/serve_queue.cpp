@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "serve_request_fields.hpp"
+#include "orch/serve/serve_request_fields.hpp"
 
 namespace orch::serve {
 

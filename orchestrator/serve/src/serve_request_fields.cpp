@@ -1,4 +1,4 @@
-#include "serve_request_fields.hpp"
+#include "orch/serve/serve_request_fields.hpp"
 
 #include <cmath>
 #include <cstdint>

@@ -21,55 +21,15 @@ namespace orch::serve_testing {
 
 namespace fs = std::filesystem;
 
-// A `comfy-orch gateway FLEET --port 0` child, its port read from its "listening on" line.
-class gateway_process {
+// A `comfy-orch gateway FLEET --port 0` child, its port read from its "listening on" line, and
+// stopped with SIGTERM as an operator stops it (its Ray driver, if any, stops with it).
+class gateway_process : public orch::testing::serve_process {
  public:
-  explicit gateway_process(const std::string& fleet) {
-    std::vector<std::string> args = {ORCH_TEST_COMFY_ORCH, "gateway", fleet, "--port", "0"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int out[2];
-    if (::pipe(out) != 0) return;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = 0;
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
-    out_ = ::fdopen(out[0], "r");
-    char line[512];
-    if (pid_ != 0 && out_ != nullptr && std::fgets(line, sizeof line, out_) != nullptr) {
-      const std::string l(line);
-      const auto colon = l.rfind(':');
-      if (l.find("listening on http://") != std::string::npos && colon != std::string::npos)
-        port_ = static_cast<unsigned short>(std::stoi(l.substr(colon + 1)));
-    }
-  }
+  explicit gateway_process(const std::string& fleet)
+      : serve_process(ORCH_TEST_COMFY_ORCH, "gateway", fleet, {}) {}
   ~gateway_process() {
-    if (pid_ != 0) {
-      ::kill(pid_, SIGTERM);
-      int st = 0;
-      ::waitpid(pid_, &st, 0);
-    }
-    if (out_ != nullptr) std::fclose(out_);
+    if (pid() != 0) stop();
   }
-  gateway_process(const gateway_process&) = delete;
-  gateway_process& operator=(const gateway_process&) = delete;
-
-  unsigned short port() const { return port_; }
-  orch::testing::reply get(const std::string& target) const {
-    return orch::testing::request(port_, http::verb::get, target);
-  }
-  orch::testing::reply post(const std::string& target, const json& body) const {
-    return orch::testing::request(port_, http::verb::post, target, body.dump());
-  }
-
- private:
-  pid_t pid_ = 0;
-  FILE* out_ = nullptr;
-  unsigned short port_ = 0;
 };
 
 // The fleet's secret: every host is started with it and the gateway sends it.

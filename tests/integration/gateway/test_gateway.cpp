@@ -89,6 +89,20 @@ TEST_F(gateway_test, a_prompt_naming_a_class_no_host_has_is_refused_naming_it) {
   EXPECT_EQ(gateway_->get("/prompt").json()["exec_info"]["queue_remaining"], 0);
 }
 
+// The gateway reads a prompt's fields as serve does (serve_request_fields.hpp): a prompt_id that
+// is no canonical UUID is refused at once, not queued for its host to refuse, and a number may be
+// a string, as ComfyUI's float() takes it.
+TEST_F(gateway_test, a_prompt_id_that_is_no_canonical_uuid_is_refused_and_a_number_may_be_text) {
+  const json p = {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", 1}}}}}};
+  const auto upper = gateway_->post(
+      "/prompt", {{"prompt", p}, {"prompt_id", "6F9619FF-8B86-D011-B42D-00C04FC964FF"}});
+  EXPECT_EQ(upper.status, 400u) << upper.body;
+  EXPECT_EQ(upper.json()["error"]["type"], "invalid_prompt_id") << upper.body;
+  const auto numbered = gateway_->post("/prompt", {{"prompt", p}, {"number", "7"}});
+  EXPECT_EQ(numbered.status, 200u) << numbered.body;
+  EXPECT_EQ(numbered.json()["number"], 7) << numbered.body;
+}
+
 TEST_F(gateway_test, object_info_is_a_hosts_answer) {
   const auto all = gateway_->get("/object_info");
   ASSERT_EQ(all.status, 200u);

@@ -83,8 +83,12 @@ class serve_process {
  public:
   // Starts `comfy-orch serve <deployment> --port 0 <extra...>`; port() is 0 if it did not come up.
   serve_process(const std::string& binary, const std::string& deployment,
-                std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {binary, "serve", deployment, "--port", "0"};
+                std::vector<std::string> extra = {})
+      : serve_process(binary, "serve", deployment, std::move(extra)) {}
+  // The same for another command that prints serve's 'listening on' line (`gateway`).
+  serve_process(const std::string& binary, const std::string& command, const std::string& file,
+                std::vector<std::string> extra) {
+    std::vector<std::string> args = {binary, command, file, "--port", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());

@@ -115,7 +115,4 @@ class fleet_queue {
   std::function<void(std::size_t)> on_change_;
 };
 
-// A queue number as ComfyUI's JSON has it: an integer where it is whole, else the float sent.
-nlohmann::json queue_number(double number);
-
 }  // namespace orch::gateway
