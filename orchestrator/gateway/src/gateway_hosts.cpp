@@ -203,7 +203,7 @@ void gateway_api::check_hosts() {
     h.checking = true;
     h.link->request(
         "GET", "/orch/fleet/host", {},
-        [this, name](result<host_answer> a) {
+        [this, name = std::string(name)](result<host_answer> a) {
           if (stopped_) return;
           host& checked = hosts_.at(name);
           checked.checking = false;
