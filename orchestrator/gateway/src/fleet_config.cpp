@@ -243,21 +243,4 @@ std::optional<fleet_config> load_fleet_config(const fs::path& file, manifests::d
   return read(*root, file, diags);
 }
 
-std::optional<std::string> read_fleet_secret(const fs::path& file, std::string& why) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    why = "cannot read the fleet secret " + file.string();
-    return std::nullopt;
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  std::string secret = s.str();
-  if (!secret.empty() && secret.back() == '\n') secret.pop_back();
-  if (secret.empty()) {
-    why = "the fleet secret " + file.string() + " is empty";
-    return std::nullopt;
-  }
-  return secret;
-}
-
 }  // namespace orch::gateway

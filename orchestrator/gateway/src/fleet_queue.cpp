@@ -61,10 +61,16 @@ const running_prompt* fleet_queue::running_on(const std::string& host) const {
   return nullptr;
 }
 
+bool fleet_queue::holds(const std::string& prompt_id) const {
+  return running_.count(prompt_id) != 0 ||
+         std::any_of(pending_.begin(), pending_.end(),
+                     [&](const fleet_prompt& p) { return p.prompt_id == prompt_id; });
+}
+
 bool fleet_queue::take(const std::string& prompt_id, const std::string& host) {
   const auto it = std::find_if(pending_.begin(), pending_.end(),
                                [&](const fleet_prompt& p) { return p.prompt_id == prompt_id; });
-  if (it == pending_.end()) return false;
+  if (it == pending_.end() || running_.count(prompt_id) != 0) return false;
   running_.emplace(prompt_id, running_prompt{std::move(*it), host, false});
   pending_.erase(it);
   changed();

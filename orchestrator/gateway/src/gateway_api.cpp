@@ -126,12 +126,12 @@ http_reply gateway_api::post_prompt(const http_request& req) {
   fleet_prompt item;
   item.bytes = req.body.size();
   bool bad_id = false;
-  auto id = serve::prompt_id_of(*body, bad_id);
+  auto client_prompt_id = serve::prompt_id_of(*body, bad_id);
   if (bad_id)
     return prompt_refused("invalid_prompt_id", "prompt_id must be a valid UUID",
                           "prompt_id must be a UUID string in canonical lowercase hyphenated "
                           "form; omit it to let the server generate one");
-  item.prompt_id = id ? std::move(*id) : serve::uuid4();
+  item.prompt_id = client_prompt_id ? std::move(*client_prompt_id) : serve::uuid4();
   if (auto it = body->find("extra_data"); it != body->end() && it->is_object())
     item.extra_data = *it;
   for (const char* secret : {"auth_token_comfy_org", "api_key_comfy_org"})
@@ -151,6 +151,10 @@ http_reply gateway_api::post_prompt(const http_request& req) {
   return on_io([&]() -> http_reply {
     if (auto full = queue_.full_for(item.bytes))
       return prompt_refused("queue_full", "The queue is full", *full, json::object(), 503);
+    if (queue_.holds(item.prompt_id))
+      return prompt_refused("invalid_prompt_id", "prompt_id is already queued or running",
+                            "prompt " + item.prompt_id +
+                                " waits or runs; omit prompt_id to let the server make one");
     // Refused only once some host has said which classes it has: before, the prompt waits.
     std::vector<fleet::host_view> views;
     bool known = false;
@@ -238,14 +242,17 @@ http_reply gateway_api::object_info(const http_request& req) {
   const std::string target = req.target.empty() ? req.path : req.target;
   http_reply later;
   later.later = [this, target]() -> http_reply {
-    host_link* link = on_io([&]() -> host_link* {
+    // Where a host listens, copied on the io thread: its link may be replaced there (the host
+    // restarted) while this waits, so this asks through a link of its own, with no stream.
+    const auto where = on_io([&]() -> std::optional<std::pair<std::string, std::uint16_t>> {
       for (auto& [_, h] : hosts_)
-        if (h.view.up && h.refusal.empty()) return h.link.get();
-      return nullptr;
+        if (h.view.up && h.refusal.empty()) return std::pair(h.link->address(), h.link->port());
+      return std::nullopt;
     });
-    if (link == nullptr)
+    if (!where)
       return json_reply({{"error", "no host of the fleet is up to answer /object_info"}}, 503);
-    auto answer = request_and_wait(*link, "GET", target);
+    host_link link(io_, where->first, where->second, options_.secret);
+    auto answer = request_and_wait(link, "GET", target);
     if (!answer) return json_reply({{"error", answer.err().message}}, 502);
     return {answer->status, "application/json", std::move(answer->body)};
   };

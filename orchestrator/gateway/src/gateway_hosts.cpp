@@ -1,9 +1,11 @@
 // gateway_api's hosts: their streams and checks, scheduling, the event relay, a prompt's end and
 // a host lost (gateway_api.hpp).
+#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
 
+#include "orch/executor/prompt.hpp"
 #include "orch/fleet/host_report.hpp"
 #include "orch/gateway/gateway_api.hpp"
 #include "orch/support/untrusted_text.hpp"
@@ -16,11 +18,18 @@ namespace {
 
 constexpr std::size_t max_decisions = 100;
 
+// A host's text, parsed as a client's is (nested at most executor::max_prompt_depth, never a
+// throw): a host is another machine, and JSON nested deep enough would overflow the stack of
+// whatever copies or frees it.
+std::optional<json> parsed_from_host(const std::string& text) {
+  auto parsed = executor::parse_bounded_json(text);
+  if (!parsed) return std::nullopt;
+  return std::move(*parsed);
+}
+
 std::optional<json> json_of(const result<host_answer>& a) {
   if (!a || a->status != 200) return std::nullopt;
-  auto parsed = json::parse(a->body, nullptr, false);
-  if (parsed.is_discarded()) return std::nullopt;
-  return parsed;
+  return parsed_from_host(a->body);
 }
 
 std::int64_t unix_ms_now() {
@@ -312,9 +321,15 @@ void gateway_api::schedule() {
   }
   for (const auto& [prompt_id, name] : runs) {
     hosts_.at(name).view.last_used = tick;
-    queue_.take(prompt_id, name);
-    send_to_host(prompt_id, name);
+    if (queue_.take(prompt_id, name)) send_to_host(prompt_id, name);
   }
+  // The reasons of prompts no longer waiting (deleted, cleared) go: a client queuing and
+  // deleting in a loop would grow them without end.
+  std::erase_if(last_reason_, [this](const auto& entry) {
+    const auto& pending = queue_.pending();
+    return std::none_of(pending.begin(), pending.end(),
+                        [&](const fleet_prompt& p) { return p.prompt_id == entry.first; });
+  });
 }
 
 void gateway_api::send_to_host(const std::string& prompt_id, const std::string& name) {
@@ -351,10 +366,12 @@ void gateway_api::send_to_host(const std::string& prompt_id, const std::string& 
 
 void gateway_api::on_host_message(const std::string& name, const std::string& text) {
   if (stopped_) return;
-  const json m = json::parse(text, nullptr, false);
-  if (m.is_discarded() || !m.is_object()) return;
-  const json& data = m.contains("data") ? m["data"] : json();
-  if (!data.is_object()) return;
+  const auto parsed = parsed_from_host(text);
+  if (!parsed || !parsed->is_object()) return;
+  const json& m = *parsed;
+  const auto data_field = m.find("data");
+  if (data_field == m.end() || !data_field->is_object()) return;
+  const json& data = *data_field;
   const auto id_field = data.find("prompt_id");
   if (id_field == data.end() || !id_field->is_string())
     return;  // the host's status: the gateway has its own
@@ -363,8 +380,11 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   if (relay == relay_.end()) return;
   running_prompt* r = queue_.running(id);
   if (r == nullptr || r->host != name) return;
-  const std::string type = m.value("type", std::string());
-  const bool end = type == "executing" && data.contains("node") && data["node"].is_null();
+  const auto type_field = m.find("type");
+  if (type_field == m.end() || !type_field->is_string()) return;
+  const std::string& type = type_field->get_ref<const std::string&>();
+  const auto node = data.find("node");
+  const bool end = type == "executing" && node != data.end() && node->is_null();
   if (type == "executing" && !end) r->node_started = true;
   if (!relay->second.empty()) server_.send(relay->second, text);
   if (end) {
@@ -383,8 +403,11 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
         const running_prompt* r = queue_.running(prompt_id);
         if (stopped_ || r == nullptr || r->host != name) return;
         const auto body = json_of(a);
-        const json entry = body && body->contains(prompt_id) ? (*body)[prompt_id] : json();
-        if (entry.is_null() && a && tries_left > 0) {
+        const json* found = nullptr;
+        if (body && body->is_object())
+          if (const auto it = body->find(prompt_id); it != body->end() && it->is_object())
+            found = &*it;
+        if (found == nullptr && a && tries_left > 0) {
           auto timer =
               std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(25));
           timer->async_wait([this, timer, prompt_id, name, tries_left](boost::system::error_code) {
@@ -392,18 +415,24 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
           });
           return;
         }
-        if (entry.is_null()) {
+        if (found == nullptr) {
           fail_running(
               prompt_id, "comfy_orch.HostLost",
               "host " + name + " ended the prompt but its history entry could not be read");
         } else {
+          // The entry is the host's: each field is taken only in the shape ComfyUI gives it.
+          const json& entry = *found;
+          const auto object_field = [&](const char* key) {
+            const auto it = entry.find(key);
+            return it != entry.end() && it->is_object() ? *it : json::object();
+          };
           std::vector<std::string> outputs;
-          if (const auto& item = entry["prompt"]; item.is_array() && item.size() > 4)
-            for (const auto& o : item[4])
+          if (const auto item = entry.find("prompt");
+              item != entry.end() && item->is_array() && item->size() > 4 && (*item)[4].is_array())
+            for (const auto& o : (*item)[4])
               if (o.is_string()) outputs.push_back(o.get<std::string>());
-          queue_.finish(prompt_id, entry.value("outputs", json::object()),
-                        entry.value("status", json::object()), entry.value("meta", json::object()),
-                        std::move(outputs));
+          queue_.finish(prompt_id, object_field("outputs"), object_field("status"),
+                        object_field("meta"), std::move(outputs));
         }
         schedule();
       });

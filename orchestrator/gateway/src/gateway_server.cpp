@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 
 #include "orch/gateway/errc.hpp"
+#include "orch/serve/fleet_auth.hpp"
 
 namespace orch::gateway {
 
@@ -14,13 +15,14 @@ result<std::unique_ptr<gateway_server>> gateway_server::prepare(fleet_config con
                                                                 serve::http_limits limits) {
   std::optional<std::string> secret;
   if (config.secret_file) {
-    std::string why;
-    secret = read_fleet_secret(*config.secret_file, why);
-    if (!secret)
+    // Read with the hosts' own checks (mode 600, 32 to 4096 printable bytes): what the gateway
+    // sends is what `serve --fleet-secret-file` would accept, and nothing a header cannot carry.
+    auto read = serve::fleet_secret::read(*config.secret_file);
+    if (!read)
       return error{gateway_errc::invalid_config,
-                   config.file.string() + ": [gateway] secret_file: " + why +
-                       "\n  fix: write the fleet's secret in it (the same file every host's "
-                       "`serve --fleet-secret-file` reads)"};
+                   config.file.string() + ": [gateway] secret_file: " + read.err().message +
+                       "\n  (the same file every host's `serve --fleet-secret-file` reads)"};
+    secret = read->value();
   }
   return std::unique_ptr<gateway_server>(
       new gateway_server(std::move(config), std::move(limits), std::move(secret)));

@@ -26,9 +26,12 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using asio::use_awaitable;
 
-// The largest answer or event read from a host: a /history entry of large `ui` outputs, or an
+// The largest answer read from a host: a /history entry of large `ui` outputs, or an
 // /object_info of many packs, stays far below it.
 constexpr std::size_t max_answer_bytes = std::size_t{64} << 20;
+// The largest event: serve's own cap on what waits for one WebSocket client (its
+// --max-ws-queue-bytes default), so a larger one would cut the client it is relayed to anyway.
+constexpr std::size_t max_event_bytes = std::size_t{8} << 20;
 
 std::string bearer(const std::string& secret) {
   return "Bearer " + secret;
@@ -90,11 +93,15 @@ static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state
                              std::to_string(answer.result_int()) + " (" + e.what() + ")");
   }
   lowest.expires_never();  // a host may be silent while a node runs
-  state->ws.read_message_max(max_answer_bytes);
+  state->ws.read_message_max(max_event_bytes);
+  // A handshake or read that had completed when close_events() was called still resumes here
+  // with success: nothing is said of a stream the gateway has let go.
+  if (state->closed_by_us) co_return;
   on_open();
   for (;;) {
     beast::flat_buffer buffer;
     co_await state->ws.async_read(buffer, use_awaitable);
+    if (state->closed_by_us) co_return;
     if (!state->ws.got_text()) continue;  // previews: dropped
     on_message(beast::buffers_to_string(buffer.data()));
   }

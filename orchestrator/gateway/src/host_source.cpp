@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <regex>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
@@ -32,17 +33,23 @@ status static_host_source::start(boost::asio::io_context& io, event_handler on_e
 }
 
 std::optional<host_event> driver_event(const std::string& line, std::string& why) {
+  // The driver's line is read like anything from outside: a field is taken only as a string.
   const auto m = nlohmann::json::parse(line, nullptr, false);
   if (m.is_discarded() || !m.is_object()) {
     why = "not a JSON object";
     return std::nullopt;
   }
-  const std::string event = m.value("event", std::string());
-  const std::string host =
-      m.contains("host") && m["host"].is_string() ? m["host"].get<std::string>() : "";
+  const auto text = [&m](const char* key) {
+    const auto it = m.find(key);
+    return it != m.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const std::string event = text("event");
+  const std::string host = text("host");
   if (event == "host_up" || event == "host_down") {
-    if (host.empty()) {
-      why = event + " without a host";
+    // The driver names its hosts host-0 .. host-N-1: anything else is not one of the fleet's.
+    static const std::regex host_name("host-[0-9]{1,6}");
+    if (!std::regex_match(host, host_name)) {
+      why = event + " without a host named host-<n>";
       return std::nullopt;
     }
     host_event e;
@@ -50,13 +57,11 @@ std::optional<host_event> driver_event(const std::string& line, std::string& why
     if (event == "host_down") {
       e.what = host_event::kind::down;
       e.reason = "Ray reports it down";
-      if (m.contains("reason") && m["reason"].is_string())
-        e.reason += ": " + m["reason"].get<std::string>();
+      if (const std::string reason = text("reason"); !reason.empty()) e.reason += ": " + reason;
       return e;
     }
     static_host at;
-    const std::string url =
-        m.contains("url") && m["url"].is_string() ? m["url"].get<std::string>() : "";
+    const std::string url = text("url");
     if (!parse_host_url(url, at)) {
       why = "host_up of " + host + " without an http://HOST:PORT url";
       return std::nullopt;
@@ -67,10 +72,11 @@ std::optional<host_event> driver_event(const std::string& line, std::string& why
     return e;
   }
   if (event == "error") {
-    why = "the Ray driver failed: " + m.value("message", std::string("(no message)"));
+    const std::string message = text("message");
+    why = "the Ray driver failed: " + (message.empty() ? std::string("(no message)") : message);
     return std::nullopt;
   }
-  why = "an event the gateway does not know: " + event;
+  why = "an event the gateway does not know: " + printable(event.substr(0, 64));
   return std::nullopt;
 }
 
@@ -98,10 +104,15 @@ std::vector<std::string> ray_host_source::command() const {
 status ray_host_source::start(boost::asio::io_context& io, event_handler on_event) {
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return error{gateway_errc::driver_failed, std::strerror(errno)};
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(in[0]);
-    ::close(in[1]);
-    return error{gateway_errc::driver_failed, std::strerror(errno)};
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    const int failed = errno;
+    for (const int fd : in) ::close(fd);
+    return error{gateway_errc::driver_failed, std::strerror(failed)};
+  }
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    const int failed = errno;
+    for (const int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+    return error{gateway_errc::driver_failed, std::strerror(failed)};
   }
   // Ray's interpreter, with the comfy_orch package of this install ahead of nothing else:
   // the one rule for a Python process's environment (python_environment.hpp), then its path.
@@ -122,6 +133,9 @@ status ray_host_source::start(boost::asio::io_context& io, event_handler on_even
   posix_spawn_file_actions_adddup2(&actions, in[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  // Nothing else of the gateway's: Asio's sockets (the listener, clients, hosts) are not
+  // close-on-exec, and a driver holding the listener would keep the port after the gateway.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);

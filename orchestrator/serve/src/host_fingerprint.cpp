@@ -61,7 +61,9 @@ json git_commit(const fs::path& dir) {
 }
 
 std::string hash_of(const json& canonical) {
-  return "sha256:" + support::sha256_hex(canonical.dump());
+  // replace: a part read from disk (a git HEAD, an ABI tag) need not be UTF-8.
+  return "sha256:" +
+         support::sha256_hex(canonical.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 json deployment_settings(const runtime::prepared_deployment& p) {

@@ -24,7 +24,10 @@ from typing import Any
 import ray
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-LISTENING = "listening on "  # serve's line once it accepts connections (docs/serve.md)
+# serve's own line once it accepts connections (docs/serve.md), from its first character: a
+# log line that quotes a client's request path can hold the words too, and the fleet's secret
+# goes to the URL taken from it.
+LISTENING = "comfy-orch serve: listening on "
 STOP_GRACE_S = 10.0  # serve's graceful stop ends its workers' calls; past this, SIGKILL
 EXIT_DELAY_S = 1.0  # time for wait()'s answer to leave before the actor exits
 LOG_TAIL = 40
@@ -90,9 +93,8 @@ class host_actor:
             print("[%s] %s" % (socket.gethostname(), line), file=sys.stderr, flush=True)
             with self._lock:
                 self._log.append(line)
-                at = line.find(LISTENING)
-                if self._url is None and at >= 0:
-                    self._url = line[at + len(LISTENING):].strip()
+                if self._url is None and line.startswith(LISTENING):
+                    self._url = line[len(LISTENING):].strip()
                     self._lock.notify_all()
         code = process.wait()
         with self._lock:

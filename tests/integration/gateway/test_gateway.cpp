@@ -90,9 +90,9 @@ TEST_F(gateway_test, a_prompt_naming_a_class_no_host_has_is_refused_naming_it) {
 }
 
 // The gateway reads a prompt's fields as serve does (serve_request_fields.hpp): a prompt_id that
-// is no canonical UUID is refused at once, not queued for its host to refuse, and a number may be
-// a string, as ComfyUI's float() takes it.
-TEST_F(gateway_test, a_prompt_id_that_is_no_canonical_uuid_is_refused_and_a_number_may_be_text) {
+// is no canonical UUID, or one a waiting or running prompt has, is refused at once, and a number
+// may be a string, as ComfyUI's float() takes it.
+TEST_F(gateway_test, a_prompt_id_that_is_no_canonical_uuid_or_is_taken_is_refused_and_a_number_may_be_text) {
   const json p = {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", 1}}}}}};
   const auto upper = gateway_->post(
       "/prompt", {{"prompt", p}, {"prompt_id", "6F9619FF-8B86-D011-B42D-00C04FC964FF"}});
@@ -101,6 +101,15 @@ TEST_F(gateway_test, a_prompt_id_that_is_no_canonical_uuid_is_refused_and_a_numb
   const auto numbered = gateway_->post("/prompt", {{"prompt", p}, {"number", "7"}});
   EXPECT_EQ(numbered.status, 200u) << numbered.body;
   EXPECT_EQ(numbered.json()["number"], 7) << numbered.body;
+  // One prompt_id names one prompt: a second prompt under the id of one that waits or runs would
+  // have run that one again on another host.
+  const std::string id = "6f9619ff-8b86-4011-b42d-00c04fc964ff";
+  const json slow = {{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", 60000}}}}}};
+  EXPECT_EQ(gateway_->post("/prompt", {{"prompt", slow}, {"prompt_id", id}}).status, 200u);
+  const auto again = gateway_->post("/prompt", {{"prompt", p}, {"prompt_id", id}});
+  EXPECT_EQ(again.status, 400u) << again.body;
+  EXPECT_EQ(again.json()["error"]["type"], "invalid_prompt_id") << again.body;
+  EXPECT_EQ(gateway_->post("/interrupt", {{"prompt_id", id}}).status, 200u);
 }
 
 TEST_F(gateway_test, object_info_is_a_hosts_answer) {

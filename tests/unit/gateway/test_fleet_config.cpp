@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "orch/gateway/fleet_config.hpp"
+#include "orch/gateway/gateway_server.hpp"
 
 namespace orch::gateway {
 namespace {
@@ -180,19 +182,38 @@ TEST(fleet_config, a_syntax_error_names_its_line) {
   EXPECT_EQ(l.diags.items()[0].where.line, 2u);
 }
 
-TEST(fleet_config, the_secret_loses_one_trailing_newline_and_may_not_be_empty) {
-  char tmpl[] = "/tmp/orch-fleet-secret-XXXXXX";
-  const int fd = ::mkstemp(tmpl);
-  ASSERT_GE(fd, 0);
-  ::close(fd);
-  std::string why;
-  { std::ofstream(tmpl) << "s3cret\n\n"; }
-  EXPECT_EQ(read_fleet_secret(tmpl, why), std::optional<std::string>("s3cret\n"));
-  { std::ofstream(tmpl) << "\n"; }
-  EXPECT_FALSE(read_fleet_secret(tmpl, why).has_value());
-  EXPECT_NE(why.find("empty"), std::string::npos) << why;
-  std::filesystem::remove(tmpl);
-  EXPECT_FALSE(read_fleet_secret(tmpl, why).has_value());
+// The gateway reads its secret with the hosts' own checks (serve::fleet_secret::read): a file
+// others may read, or a secret a header cannot carry, is refused naming the fleet file and the
+// secret's; a good one loses one trailing newline, as serve reads it.
+TEST(fleet_config, the_gateway_reads_its_secret_with_the_hosts_checks) {
+  char dir[] = "/tmp/orch-fleet-secret-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::filesystem::path secret = std::filesystem::path(dir) / "fleet.secret";
+  const auto prepared = [&](const std::string& content, std::filesystem::perms mode) {
+    { std::ofstream(secret) << content; }
+    std::filesystem::permissions(secret, mode);
+    manifests::diagnostics diags;
+    auto config = parse_fleet_config("[gateway]\nsecret_file = \"" + secret.string() +
+                                         "\"\n[[host]]\nurl = \"http://127.0.0.1:1\"\n",
+                                     "/fleets/fleet.toml", diags);
+    EXPECT_TRUE(config.has_value()) << diags.items().size();
+    return gateway_server::prepare(std::move(*config), {});
+  };
+  const std::string good(40, 'k');
+  const auto owner = std::filesystem::perms::owner_read | std::filesystem::perms::owner_write;
+  EXPECT_TRUE(prepared(good + "\n", owner));
+  const auto world = prepared(good, owner | std::filesystem::perms::others_read);
+  ASSERT_FALSE(world);
+  EXPECT_NE(world.err().message.find("/fleets/fleet.toml: [gateway] secret_file"),
+            std::string::npos)
+      << world.err().message;
+  EXPECT_NE(world.err().message.find("chmod 600"), std::string::npos) << world.err().message;
+  const auto injected = prepared(good + "\r\nX-Injected: 1", owner);
+  ASSERT_FALSE(injected);
+  EXPECT_NE(injected.err().message.find("a byte an HTTP header cannot carry"), std::string::npos)
+      << injected.err().message;
+  EXPECT_FALSE(prepared("short", owner));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -76,8 +76,4 @@ std::optional<fleet_config> parse_fleet_config(const std::string& text,
 // "http://HOST:PORT" (a trailing "/" at most) as `out`'s address and port; false for any other.
 bool parse_host_url(const std::string& url, static_host& out);
 
-// The secret's text: the file's content with one trailing newline stripped (as serve reads its
-// --fleet-secret-file). Errors: the file unreadable, or empty.
-std::optional<std::string> read_fleet_secret(const std::filesystem::path& file, std::string& why);
-
 }  // namespace orch::gateway

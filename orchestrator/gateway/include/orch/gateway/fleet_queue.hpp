@@ -66,6 +66,8 @@ class fleet_queue {
   // In the order they run: (number, order queued).
   const std::vector<fleet_prompt>& pending() const noexcept { return pending_; }
   const std::map<std::string, running_prompt>& running() const noexcept { return running_; }
+  // Whether a prompt of this id waits or runs: a client's prompt_id may not name one twice.
+  bool holds(const std::string& prompt_id) const;
   running_prompt* running(const std::string& prompt_id);
   // The prompt running on `host`, or nullptr.
   const running_prompt* running_on(const std::string& host) const;

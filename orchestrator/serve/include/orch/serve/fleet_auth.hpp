@@ -40,6 +40,8 @@ class fleet_secret {
   // The token is compared in time that depends on the secret's length alone, never on where
   // the first wrong byte is.
   std::optional<fleet_refusal> judge(std::span<const std::string_view> authorization) const;
+  // The secret itself, for the gateway that sends it (never to be logged).
+  const std::string& value() const noexcept { return secret_; }
 
  private:
   explicit fleet_secret(std::string secret) : secret_(std::move(secret)) {}
