@@ -1,5 +1,6 @@
 // `comfy-orch gateway`'s hosts (gateway_fixture.hpp): the Ray driver's source, the fleet secret,
 // a host whose fingerprint differs, and a host killed mid-prompt.
+#include "../cli/command_runner.hpp"
 #include "gateway_fixture.hpp"
 
 namespace orch::serve_testing {
@@ -207,6 +208,37 @@ TEST_F(gateway_test, a_host_killed_mid_prompt_ends_that_prompt_naming_it_and_the
       EXPECT_FALSE(h["up"].get<bool>());
     }
   hosts_[static_cast<std::size_t>(index)].reset();  // reaped
+}
+
+// A host is another machine, and what it sends is untrusted (hostile_host.py): an event nested
+// 100,000 deep, an event whose type is a number, a prompt's event nested as deep, and a history
+// entry that is no object. The gateway goes on answering, ends that host's prompt with an error
+// naming the host, and its client hears so.
+TEST_F(gateway_test, a_hostile_host_cannot_bring_the_gateway_down) {
+  const fs::path port_file = dir_ / "hostile.port";
+  const auto started = orch::testing::run_command(
+      "/usr/bin/python3 '" + std::string(ORCH_TEST_HOSTILE_HOST) + "' '" + port_file.string() +
+      "' > '" + (dir_ / "hostile.log").string() + "' 2>&1 & echo $!");
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  const pid_t hostile = static_cast<pid_t>(std::stol(started.out));
+  ASSERT_TRUE(wait_until([&] { return fs::exists(port_file); }));
+  std::ifstream in(port_file);
+  std::string port;
+  in >> port;
+  start_gateway("[gateway]\nsecret_file = \"fleet.secret\"\n\n[[host]]\nurl = \"http://127.0.0.1:" +
+                port + "\"\n");
+  ASSERT_TRUE(wait_until([&] { return up_hosts().size() == 1; }));
+  ws_client client(gateway_->port(), "c");
+  ASSERT_TRUE(client.next());
+  const std::string id =
+      queue_at_gateway({{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", 1}}}}}}, "c");
+  const json entry = finished_at_gateway(id);
+  EXPECT_EQ(entry["status"]["status_str"], "error") << entry.dump();
+  EXPECT_NE(entry.dump().find("host-0 ended the prompt but its history entry could not be read"),
+            std::string::npos)
+      << entry.dump();
+  EXPECT_EQ(gateway_->get("/queue").status, 200u) << "the gateway still answers";
+  ::kill(hostile, SIGKILL);
 }
 
 }  // namespace

@@ -1,0 +1,85 @@
+"""A fleet host that attacks its gateway (test_gateway_hosts.cpp): it reports itself as a host
+should, and then sends what a broken or hostile machine can. Its WebSocket sends an event nested
+100,000 deep (a recursive copy or free of it overflows a stack), an event whose type is a number,
+and, for each prompt it is given, the events of a prompt that ends and then a history entry that is
+no object. The gateway must go on answering, and end the prompt with an error naming the host.
+
+Usage: hostile_host.py PORT_FILE (the port it listens on is written there once it listens).
+"""
+import asyncio
+import json
+import os
+import sys
+
+from aiohttp import web
+
+DEPTH = 100_000
+REPORT = {
+    "name": "hostile",
+    "fingerprint": "sha256:" + "0" * 64,
+    "fingerprint_parts": {"comfy-orch": "hostile"},
+    "node_classes": ["TestSleep"],
+    "resident_models": [],
+    "free_device_bytes": 1 << 30,
+    "running": False,
+    "queued": 0,
+}
+streams = []
+
+
+async def report(_request):
+    return web.json_response(REPORT)
+
+
+async def events(request):
+    ws = web.WebSocketResponse(max_msg_size=0)
+    await ws.prepare(request)
+    streams.append(ws)
+    await ws.send_str(json.dumps({"type": "status", "data": {"status": {}}}))
+    await ws.send_str('{"type": "status", "data": ' + "[" * DEPTH + "]" * DEPTH + "}")
+    await ws.send_str(json.dumps({"type": 1, "data": {"prompt_id": "none"}}))
+    async for _ in ws:
+        pass
+    return ws
+
+
+async def prompt(request):
+    body = await request.json()
+    prompt_id = body["prompt_id"]
+
+    async def run():
+        await asyncio.sleep(0.1)
+        for ws in streams:
+            await ws.send_str(json.dumps({"type": "execution_start",
+                                          "data": {"prompt_id": prompt_id}}))
+            await ws.send_str('{"type": "progress", "data": {"prompt_id": "%s", "value": %s}}'
+                              % (prompt_id, "[" * DEPTH + "]" * DEPTH))
+            await ws.send_str(json.dumps({"type": "executing",
+                                          "data": {"node": None, "prompt_id": prompt_id}}))
+
+    asyncio.get_running_loop().create_task(run())
+    return web.json_response({"prompt_id": prompt_id, "number": 0, "node_errors": {}})
+
+
+async def history(request):
+    return web.json_response({request.match_info["prompt_id"]: 1})
+
+
+async def main():
+    app = web.Application()
+    app.router.add_get("/orch/fleet/host", report)
+    app.router.add_get("/ws", events)
+    app.router.add_post("/prompt", prompt)
+    app.router.add_get("/history/{prompt_id}", history)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(str(port))
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    await asyncio.Event().wait()
+
+
+asyncio.run(main())
