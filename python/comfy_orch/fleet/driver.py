@@ -34,7 +34,9 @@ from typing import Any, TextIO
 
 NAMESPACE = "comfy-orch-fleet"  # the host actors' names are unique in it
 RETRY_S = 0.5  # between asking a host that is going down or restarting for its URL again
-STOP_TIMEOUT_S = 30.0  # hang guard on the hosts' stop() at the end
+# Hang guard on the hosts' stop() at the end: past each host's own grace (STOP_GRACE_S, 10 s, then
+# SIGKILL), within the 20 s the gateway gives the driver to stop (host_source.hpp).
+STOP_TIMEOUT_S = 15.0
 PROBE_TIMEOUT_S = 10.0
 
 
