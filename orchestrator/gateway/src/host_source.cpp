@@ -176,14 +176,13 @@ void read_lines(int fd, const std::atomic<bool>& stopping, std::size_t max, Line
   std::string pending;
   bool dropping = false;
   char buffer[8192];
-  for (;;) {
+  // `stopping` is asked every turn, not only when the pipe is quiet: whatever else holds its
+  // write end (a child the driver left outside its group) could keep it busy for ever.
+  while (!stopping.load()) {
     pollfd p{fd, POLLIN, 0};
     const int ready = ::poll(&p, 1, 200);
     if (ready < 0 && errno != EINTR) break;
-    if (ready <= 0) {
-      if (stopping.load()) break;
-      continue;
-    }
+    if (ready <= 0) continue;
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) break;
