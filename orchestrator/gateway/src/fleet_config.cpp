@@ -103,7 +103,8 @@ namespace {
 void read_gateway(const toml::table& t, const std::string& file, manifests::diagnostics& diags,
                   fleet_config& c) {
   table_reader r(t, "gateway", file, diags,
-                 {"listen", "port", "secret_file", "history_size", "fingerprint"});
+                 {"listen", "port", "secret_file", "history_size", "fingerprint", "placement",
+                  "pressure_window_ms"});
   if (auto v = r.text("listen")) c.listen = *v;
   if (auto v = r.integer("port", 0, 65535)) c.port = static_cast<std::uint16_t>(*v);
   if (auto v = r.text("secret_file")) c.secret_file = relative_to(c.file, *v);
@@ -118,6 +119,16 @@ void read_gateway(const toml::table& t, const std::string& file, manifests::diag
               "write the \"sha256:...\" (64 lower-case hex digits) a host of the fleet reports "
               "at GET /orch/fleet/host, or leave it out to take the first host's");
   }
+  if (auto v = r.text("placement")) {
+    if (*v == "round_robin")
+      c.round_robin = true;
+    else if (*v != "resident")
+      r.error("placement", "\"" + *v + "\" is no placement",
+              "write \"resident\" (the default: prompts go where their models are) or "
+              "\"round_robin\" (the baseline, for measuring)");
+  }
+  if (auto v = r.integer("pressure_window_ms", 0, 3600000))
+    c.pressure_window_ms = static_cast<std::uint64_t>(*v);
 }
 
 void read_ray(const toml::table& t, const std::string& file, manifests::diagnostics& diags,

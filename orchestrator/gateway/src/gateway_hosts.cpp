@@ -120,19 +120,21 @@ void gateway_api::read_facts(const std::string& name) {
   host& reading = hosts_.at(name);
   if (reading.reading_facts) return;
   reading.reading_facts = true;
-  reading.link->request("GET", "/orch/fleet/host", {}, [this, name](result<host_answer> a) {
+  const std::uint64_t asked = ++reading.reports_asked;
+  reading.link->request("GET", "/orch/fleet/host", {}, [this, name, asked](result<host_answer> a) {
     if (stopped_) return;
     host& h = hosts_.at(name);
     h.reading_facts = false;
     if (!h.stream_open) return;  // the next check connects again
-    if (!take_report(name, a)) return;
+    if (!take_report(name, a, asked)) return;
     spdlog::info("gateway: {} serves {} node classes, fingerprint {}", name,
                  h.view.node_classes.size(), h.view.fingerprint);
     schedule();
   });
 }
 
-bool gateway_api::take_report(const std::string& name, const result<host_answer>& a) {
+bool gateway_api::take_report(const std::string& name, const result<host_answer>& a,
+                              std::uint64_t asked) {
   host& h = hosts_.at(name);
   std::string error;
   std::optional<fleet::host_report> report;
@@ -154,6 +156,10 @@ bool gateway_api::take_report(const std::string& name, const result<host_answer>
     return false;
   }
   h.last_error.clear();
+  // A report asked before the one last taken says less: it answers that the host is there, and
+  // no more (one read before a prompt ended lacks the models the prompt loaded).
+  if (asked < h.report_taken) return true;
+  h.report_taken = asked;
   // What the gateway knows better than the host's last report: whether it is up to the gateway,
   // when it last gave it a prompt, and whether it runs one of the gateway's (a report read just
   // before a prompt ended would keep the host busy until the next).
@@ -210,14 +216,15 @@ void gateway_api::check_hosts() {
     }
     if (h.checking) continue;
     h.checking = true;
+    const std::uint64_t asked = ++h.reports_asked;
     h.link->request(
         "GET", "/orch/fleet/host", {},
-        [this, name = std::string(name)](result<host_answer> a) {
+        [this, name = std::string(name), asked](result<host_answer> a) {
           if (stopped_) return;
           host& checked = hosts_.at(name);
           checked.checking = false;
           if (!checked.stream_open) return;
-          if (!take_report(name, a))
+          if (!take_report(name, a, asked))
             host_lost(name, "it stopped answering (" + checked.last_error + ")");
         },
         std::chrono::seconds(5));
@@ -309,7 +316,10 @@ void gateway_api::schedule() {
   const auto tick = now_tick();
   for (const auto& p : queue_.pending()) {
     if (views.empty()) break;
-    const auto d = fleet::place(views, fleet_fingerprint_, p.needs, waiting, tick, options_.policy);
+    const auto d =
+        options_.round_robin
+            ? round_robin_.pick(views, fleet_fingerprint_, p.needs)
+            : fleet::place(views, fleet_fingerprint_, p.needs, waiting, tick, options_.policy);
     note(p.prompt_id, d);
     if (d.kind != fleet::placement_kind::run) continue;
     for (auto& v : views)
@@ -431,11 +441,39 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
               item != entry.end() && item->is_array() && item->size() > 4 && (*item)[4].is_array())
             for (const auto& o : (*item)[4])
               if (o.is_string()) outputs.push_back(o.get<std::string>());
-          queue_.finish(prompt_id, object_field("outputs"), object_field("status"),
-                        object_field("meta"), std::move(outputs));
+          // The host's report is read again before the prompt ends at the gateway: the models
+          // it loaded are then resident in the host's view when the prompt's client, or the
+          // queue, places the next prompt (the periodic check could be a second away).
+          auto finish = [this, prompt_id, outputs = std::move(outputs),
+                         fields = json{{"outputs", object_field("outputs")},
+                                       {"status", object_field("status")},
+                                       {"meta", object_field("meta")}}]() mutable {
+            if (queue_.running(prompt_id) == nullptr) return;
+            queue_.finish(prompt_id, std::move(fields["outputs"]), std::move(fields["status"]),
+                          std::move(fields["meta"]), std::move(outputs));
+            schedule();
+          };
+          read_report_then(name, std::move(finish));
+          return;
         }
         schedule();
       });
+}
+
+void gateway_api::read_report_then(const std::string& name, std::function<void()> then) {
+  host& h = hosts_.at(name);
+  const std::uint64_t asked = ++h.reports_asked;
+  h.link->request(
+      "GET", "/orch/fleet/host", {},
+      [this, name, asked, then = std::move(then)](result<host_answer> a) {
+        if (stopped_) return;
+        host& read = hosts_.at(name);
+        // A report that cannot be read leaves the view as it was: the periodic check decides
+        // whether the host is lost.
+        if (read.stream_open) take_report(name, a, asked);
+        then();
+      },
+      std::chrono::seconds(5));
 }
 
 }  // namespace orch::gateway

@@ -44,6 +44,10 @@ result<std::uint16_t> gateway_server::start() {
   options.secret = secret_;
   options.history_size = config_.history_size;
   options.fingerprint = config_.fingerprint;
+  options.round_robin = config_.round_robin;
+  // The gateway's clock counts milliseconds: SwarmUI's 10 s of pressure a waiting prompt.
+  options.policy.pressure_window = config_.pressure_window_ms;
+  options.policy.ticks_per_waiting_prompt = 10'000;
   http_ = std::make_unique<serve::http_server>(
       io_, limits_, [this](const serve::http_request& r) { return routes_.answer(r); },
       [this](const serve::http_request& r) { return routes_.at_once(r); },

@@ -73,6 +73,24 @@ TEST(fleet_config, a_pinned_fingerprint_is_read_and_one_that_is_none_is_refused)
   EXPECT_NE(d.fix.find("/orch/fleet/host"), std::string::npos) << d.fix;
 }
 
+TEST(fleet_config, placement_and_its_window_are_read_and_an_unknown_placement_is_refused) {
+  const auto defaults = parse("[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(defaults.config.has_value());
+  EXPECT_FALSE(defaults.config->round_robin);
+  EXPECT_EQ(defaults.config->pressure_window_ms, 1500u);
+  const auto l = parse(
+      "[gateway]\nplacement = \"round_robin\"\npressure_window_ms = 0\n[[host]]\nurl = "
+      "\"http://a:1\"\n");
+  ASSERT_TRUE(l.config.has_value());
+  EXPECT_TRUE(l.config->round_robin);
+  EXPECT_EQ(l.config->pressure_window_ms, 0u);
+  const auto d =
+      only_error(parse("[gateway]\nplacement = \"fastest\"\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.placement");
+  EXPECT_EQ(d.where.line, 2u);
+  EXPECT_NE(d.fix.find("round_robin"), std::string::npos) << d.fix;
+}
+
 TEST(fleet_config, ray_is_read_with_its_defaults) {
   const auto l = parse(
       "[gateway]\nsecret_file = \"s\"\n[ray]\naddress = \"127.0.0.1:6379\"\n"

@@ -10,6 +10,8 @@
 //   secret_file = "fleet.secret" # sent to every host as "Authorization: Bearer <secret>"
 //   history_size = 10000
 //   fingerprint = "sha256:..."   # pinned; default: the first host's to report
+//   placement = "resident"       # or "round_robin", the baseline placement is measured against
+//   pressure_window_ms = 1500    # SwarmUI's: how long a busy warm host is waited for
 //
 //   [[host]]
 //   url = "http://127.0.0.1:8190"
@@ -59,6 +61,12 @@ struct fleet_config {
   // The fleet's fingerprint, pinned ("sha256:<64 hex>", a host's GET /orch/fleet/host);
   // empty: the first host's to report.
   std::string fingerprint;
+  // "resident" (orch::fleet::place, docs/fleet.md "Placement") or "round_robin" (the baseline
+  // it is measured against: the next free capable host, whatever it holds).
+  bool round_robin = false;
+  // How long a model's waiting prompts wait for its busy warm hosts before a free cold host loads
+  // it (placement's pressure window, in the gateway's clock of milliseconds).
+  std::uint64_t pressure_window_ms = 1500;
   std::vector<static_host> hosts;  // [[host]]
   std::optional<ray_hosts> ray;    // [ray]
 };

@@ -48,6 +48,7 @@ struct gateway_options {
   std::size_t history_size = serve::prompt_queue::default_history_size;
   serve::queue_limits limits;
   fleet::placement_policy policy;
+  bool round_robin = false;  // place with the baseline, fleet::round_robin, instead
   // The fleet's fingerprint, as the operator pins it; empty: the first host's to report.
   std::string fingerprint;
   // How often each host is asked whether it answers (GET /orch/fleet/host, its report, which
@@ -91,7 +92,9 @@ class gateway_api {
     fleet::fingerprint_parts parts;  // its fingerprint's parts, from its report
     std::string refusal;             // why its fingerprint is not the fleet's; empty: it is
     std::string last_error;          // why its report could not be read, last time; empty: it could
-    bool checking = false;           // a /system_stats check is on its way
+    bool checking = false;           // a periodic check is on its way
+    std::uint64_t reports_asked = 0;  // GET /orch/fleet/host requests sent, numbered
+    std::uint64_t report_taken = 0;   // the number of the newest report taken into its view
   };
   struct decision {
     std::string prompt_id;
@@ -117,7 +120,11 @@ class gateway_api {
   void read_facts(const std::string& name);
   // Takes a host's answer to GET /orch/fleet/host into its view; false (and last_error) when
   // there is no report in it.
-  bool take_report(const std::string& name, const result<host_answer>& a);
+  // `asked` is the request's number (host::reports_asked): a report older than the view's is
+  // proof the host answers, and no more.
+  bool take_report(const std::string& name, const result<host_answer>& a, std::uint64_t asked);
+  // Reads the host's report into its view, then runs `then` (whether or not it could be read).
+  void read_report_then(const std::string& name, std::function<void()> then);
   // Sets the host's refusal from its fingerprint against the fleet's (empty: it is the fleet's).
   void judge_fingerprint(const std::string& name);
   void check_hosts();
@@ -143,6 +150,7 @@ class gateway_api {
   // Prompts whose events a host relays, to the client that queued them (kept until their
   // `executing` for no node).
   std::map<std::string, std::string> relay_;
+  fleet::round_robin round_robin_;                  // when options_.round_robin
   std::deque<decision> decisions_;                  // the newest 100
   std::map<std::string, std::string> last_reason_;  // a waiting prompt's last noted reason
   boost::asio::steady_timer check_timer_;
