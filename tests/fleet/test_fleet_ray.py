@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fleet_gateway import LOOPBACK, alive, listening_addresses  # noqa: E402
 from ray_cluster import ray_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,15 +113,6 @@ def http_get(url: str) -> tuple[int, bytes]:
         return answer.status, answer.read()
 
 
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie (its parent may be gone and not reaped it)."""
-    try:
-        stat = Path("/proc/%d/stat" % pid).read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
 def wait_gone(pid: int) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while alive(pid):
@@ -179,23 +171,9 @@ def test_driver_brings_up_one_host_per_node_each_answering_object_info(
         assert status == 200 and "ImageChecksum" in json.loads(body)
 
 
-def listening_addresses() -> set[str]:
-    """The local addresses of every listening TCP socket in this network namespace."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for row in Path(table).read_text().splitlines()[1:]:
-            fields = row.split()
-            if fields[3] == "0A":  # TCP_LISTEN
-                found.add(fields[1].rsplit(":", 1)[0])
-    return found
-
-
 def test_nothing_listens_beyond_loopback(fleet: fleet_state) -> None:
-    # 127.0.0.1, ::1 and ::ffff:127.0.0.1, as /proc/net/tcp{,6} write them
-    loopback = {"0100007F", "00000000000000000000000001000000",
-                "0000000000000000FFFF00000100007F"}
     assert fleet.up, "needs the hosts up"
-    assert listening_addresses() <= loopback
+    assert listening_addresses() <= LOOPBACK
 
 
 def test_killed_serve_is_reported_down_then_up_again_with_a_new_process(
