@@ -101,7 +101,7 @@ std::vector<std::string> ray_host_source::command() const {
   return args;
 }
 
-status ray_host_source::start(boost::asio::io_context& io, event_handler on_event) {
+result<ray_host_source::driver_run> ray_host_source::spawn() const {
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return error{gateway_errc::driver_failed, std::strerror(errno)};
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -140,14 +140,14 @@ status ray_host_source::start(boost::asio::io_context& io, event_handler on_even
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attr, 0);  // a group of its own: stop() signals all it started
-  const int spawned = ::posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), envp.data());
+  driver_run run;
+  const int spawned = ::posix_spawn(&run.pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
   if (spawned != 0) {
-    pid_ = 0;
     ::close(in[1]);
     ::close(out[0]);
     ::close(err[0]);
@@ -157,12 +157,25 @@ status ray_host_source::start(boost::asio::io_context& io, event_handler on_even
                      "\n  fix: [ray] python names the interpreter of the "
                      "venv Ray is installed in (the README's set-up makes .deps/ray)"};
   }
-  stdin_fd_ = in[1];
-  spdlog::info("gateway: the Ray driver runs as pid {} ({} hosts on {})", pid_, ray_.hosts,
+  run.stdin_fd = in[1];
+  run.out_fd = out[0];
+  run.err_fd = err[0];
+  spdlog::info("gateway: the Ray driver runs as pid {} ({} hosts on {})", run.pid, ray_.hosts,
                ray_.address);
-  events_ = std::thread(
-      [this, fd = out[0], &io, on_event = std::move(on_event)] { read_events(fd, io, on_event); });
-  log_ = std::thread([this, fd = err[0]] { read_log(fd); });
+  return run;
+}
+
+status ray_host_source::start(boost::asio::io_context& io, event_handler on_event) {
+  auto run = spawn();
+  if (!run) return run.err();
+  {
+    std::lock_guard lock(mutex_);
+    pid_ = run->pid;
+    stdin_fd_ = run->stdin_fd;
+  }
+  supervisor_ = std::thread([this, first = *run, &io, on_event = std::move(on_event)] {
+    supervise(first, io, on_event);
+  });
   return ok_status();
 }
 
@@ -207,12 +220,17 @@ void read_lines(int fd, const std::atomic<bool>& stopping, std::size_t max, Line
 
 }  // namespace
 
-void ray_host_source::read_events(int fd, boost::asio::io_context& io, event_handler on_event) {
+void ray_host_source::read_events(int fd, boost::asio::io_context& io,
+                                  const event_handler& on_event, std::set<std::string>& up) {
   read_lines(
       fd, stopping_, max_line_bytes,
       [&](const std::string& line) {
         std::string why;
         if (auto e = driver_event(line, why)) {
+          if (e->what == host_event::kind::up)
+            up.insert(e->host);
+          else
+            up.erase(e->host);
           boost::asio::post(io, [on_event, e = std::move(*e)] { on_event(e); });
         } else if (why.rfind("the Ray driver failed", 0) == 0) {
           spdlog::error("gateway: {}", printable(why));
@@ -225,47 +243,115 @@ void ray_host_source::read_events(int fd, boost::asio::io_context& io, event_han
         spdlog::warn("gateway: the Ray driver wrote a line of more than {} bytes ({}...): dropped",
                      max_line_bytes, printable(start));
       });
-  if (!stop_requested_.load())
-    spdlog::error(
-        "gateway: the Ray driver's output ended: no host will come or go until the "
-        "gateway restarts");
 }
 
-void ray_host_source::read_log(int fd) {
-  read_lines(
-      fd, stopping_, max_line_bytes,
-      [](const std::string& line) { spdlog::info("ray driver: {}", printable(line)); },
-      [](const std::string&) {});
+namespace {
+
+std::string exit_text(int st) {
+  if (WIFEXITED(st)) return "exited with code " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return "was killed by signal " + std::to_string(WTERMSIG(st));
+  return "ended";
+}
+
+}  // namespace
+
+int ray_host_source::reap(const driver_run& run, std::thread& log) {
+  // Its stdout has ended: it is exiting, or it closed it and lives on until stop() signals its
+  // group. Either way this is the one place it is waited for.
+  int st = 0;
+  while (::waitpid(run.pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  ::kill(-run.pid, SIGKILL);  // whatever it left in its group
+  // Its stderr ends with it (its last lines say why it exited), unless something outside its
+  // group holds the pipe: then stop() ends the reader.
+  log.join();
+  ::close(run.stdin_fd);
+  return st;
+}
+
+bool ray_host_source::pause(std::chrono::milliseconds d) {
+  std::unique_lock lock(mutex_);
+  return !changed_.wait_for(lock, d, [this] { return stop_requested_.load(); });
+}
+
+void ray_host_source::supervise(driver_run run, boost::asio::io_context& io,
+                                const event_handler& on_event) {
+  auto backoff = first_restart_;
+  while (true) {
+    const auto began = std::chrono::steady_clock::now();
+    std::thread log([this, fd = run.err_fd] {
+      read_lines(
+          fd, stopping_, max_line_bytes,
+          [](const std::string& line) { spdlog::info("ray driver: {}", printable(line)); },
+          [](const std::string&) {});
+    });
+    std::set<std::string> up;
+    read_events(run.out_fd, io, on_event, up);
+    const int st = reap(run, log);
+    {
+      std::lock_guard lock(mutex_);
+      pid_ = 0;
+      stdin_fd_ = -1;
+    }
+    if (stop_requested_.load()) break;
+    // Its actors were not detached: its hosts ended with it.
+    const std::string why = "the Ray driver " + exit_text(st);
+    for (const auto& name : up)
+      boost::asio::post(io, [on_event, e = host_event{host_event::kind::down, name, {}, 0, why, 0}] {
+        on_event(e);
+      });
+    if (std::chrono::steady_clock::now() - began > std::chrono::minutes(1)) backoff = first_restart_;
+    std::optional<driver_run> next;
+    while (!next) {
+      spdlog::error("gateway: {}; starting it again in {} ms", why, backoff.count());
+      if (!pause(backoff)) break;
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, longest_restart);
+      auto spawned = spawn();
+      if (spawned)
+        next = *spawned;
+      else
+        spdlog::error("gateway: {}", spawned.err().message);
+    }
+    if (!next) break;
+    std::lock_guard lock(mutex_);
+    run = *next;
+    pid_ = run.pid;
+    stdin_fd_ = run.stdin_fd;
+    // stop() came while it started: it sees the end of its input at once.
+    if (stop_requested_.load()) {
+      ::close(run.stdin_fd);
+      run.stdin_fd = stdin_fd_ = -1;
+    }
+  }
+  std::lock_guard lock(mutex_);
+  done_ = true;
+  changed_.notify_all();
 }
 
 void ray_host_source::stop() {
-  if (pid_ == 0) return;
-  stop_requested_.store(true);
-  // End of file on its stdin: it stops its hosts and exits; then its group is made sure of.
-  if (stdin_fd_ >= 0) ::close(stdin_fd_);
-  stdin_fd_ = -1;
-  int st = 0;
-  const auto wait_for = [&](std::chrono::milliseconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+  if (!supervisor_.joinable()) return;
+  pid_t pid = 0;
+  {
+    std::lock_guard lock(mutex_);
+    stop_requested_.store(true);
+    // End of file on its stdin: it stops its hosts and exits, and the supervisor reaps it.
+    if (stdin_fd_ >= 0) ::close(stdin_fd_);
+    stdin_fd_ = -1;
+    pid = pid_;
+    changed_.notify_all();
+  }
+  const auto reaped_within = [this](std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, limit, [this] { return done_; });
   };
-  bool reaped = wait_for(stop_grace_);
-  if (!reaped) {
+  if (!reaped_within(stop_grace_) && pid > 0) {
     spdlog::warn("gateway: the Ray driver did not stop within {} ms of its end of input: SIGTERM",
                  stop_grace_.count());
-    ::kill(-pid_, SIGTERM);
-    reaped = wait_for(std::chrono::seconds(5));
+    ::kill(-pid, SIGTERM);
+    if (!reaped_within(std::chrono::seconds(5))) ::kill(-pid, SIGKILL);
   }
-  ::kill(-pid_, SIGKILL);  // whatever it left in its group
-  if (!reaped) ::waitpid(pid_, &st, 0);
-  stopping_.store(true);
-  if (events_.joinable()) events_.join();
-  if (log_.joinable()) log_.join();
-  pid_ = 0;
+  stopping_.store(true);  // the readers stop, whoever else holds the driver's pipes
+  supervisor_.join();
 }
 
 }  // namespace orch::gateway

@@ -10,11 +10,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,16 +70,28 @@ class static_host_source final : public host_source {
 // dies however it dies). Its stdout is read a line at a time, each line at most
 // `max_line_bytes` (a longer one is dropped with a warning), each a JSON event: host_up
 // {"host", "url", ...}, host_down {"host", "reason"}, error {"message"} (fatal: the driver exits
-// 1); its stderr goes to the log. stop() closes its stdin, waits `stop_grace` for it to stop its
-// hosts and exit, then kills its group, and reaps it.
+// 1); its stderr goes to the log.
+//
+// A driver that exits on its own (its Ray head went away, it failed) is reaped at once, each
+// host it had said up is reported down (its actors ended with it), and it is started again
+// after `first_restart`, doubling to 30 s while it keeps failing within a minute: the hosts come
+// back when Ray does, and the gateway, its queue and its clients never stop. stop() closes the
+// running driver's stdin, waits `stop_grace` for it to stop its hosts and exit, then kills its
+// group, and reaps it.
 class ray_host_source final : public host_source {
  public:
   static constexpr std::size_t max_line_bytes = std::size_t{64} << 10;
+  static constexpr std::chrono::seconds longest_restart{30};
 
   ray_host_source(ray_hosts ray, std::optional<std::filesystem::path> secret_file,
-                  std::chrono::milliseconds stop_grace = std::chrono::seconds(20))
-      : ray_(std::move(ray)), secret_file_(std::move(secret_file)), stop_grace_(stop_grace) {}
+                  std::chrono::milliseconds stop_grace = std::chrono::seconds(20),
+                  std::chrono::milliseconds first_restart = std::chrono::seconds(1))
+      : ray_(std::move(ray)),
+        secret_file_(std::move(secret_file)),
+        stop_grace_(stop_grace),
+        first_restart_(first_restart) {}
   ~ray_host_source() override { stop(); }
+
   status start(boost::asio::io_context& io, event_handler on_event) override;
   void stop() override;
 
@@ -84,17 +99,37 @@ class ray_host_source final : public host_source {
   std::vector<std::string> command() const;
 
  private:
-  void read_events(int fd, boost::asio::io_context& io, event_handler on_event);
-  void read_log(int fd);
+  struct driver_run {
+    pid_t pid = 0;
+    int stdin_fd = -1;  // the write end of its stdin
+    int out_fd = -1;    // the read ends of its stdout and stderr
+    int err_fd = -1;
+  };
+  result<driver_run> spawn() const;
+  // Runs on its own thread from start() to stop(): reads each run of the driver, reaps it,
+  // and starts the next.
+  void supervise(driver_run run, boost::asio::io_context& io, const event_handler& on_event);
+  // Reads one run's stdout until its end (or stop), delivering its events; `up` keeps the hosts
+  // it says are up.
+  void read_events(int fd, boost::asio::io_context& io, const event_handler& on_event,
+                   std::set<std::string>& up);
+  // Waits for the run to exit, then makes sure of what it left in its group; its wait status.
+  int reap(const driver_run& run, std::thread& log);
+  // Sleeps `d`, or less when stop() is called; false then.
+  bool pause(std::chrono::milliseconds d);
 
   ray_hosts ray_;
   std::optional<std::filesystem::path> secret_file_;
   std::chrono::milliseconds stop_grace_;
+  std::chrono::milliseconds first_restart_;
+  std::mutex mutex_;  // guards the running driver's pid and stdin, and done_
+  std::condition_variable changed_;
   pid_t pid_ = 0;
   int stdin_fd_ = -1;
+  bool done_ = false;                        // the supervisor has reaped its last run
   std::atomic<bool> stop_requested_{false};  // the driver's end is expected
   std::atomic<bool> stopping_{false};        // the readers stop, its output or not
-  std::thread events_, log_;
+  std::thread supervisor_;
 };
 
 // One JSON line of the driver as a host event; nullopt for a line that is none (`why` says what
