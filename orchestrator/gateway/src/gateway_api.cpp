@@ -270,9 +270,16 @@ http_reply gateway_api::interrupt(const http_request& req) {
     for (const auto& [id, r] : queue_.running()) {
       if (only && *only != id) continue;
       const auto h = hosts_.find(r.host);
-      if (h == hosts_.end() || !h->second.link) continue;
+      // One interrupt on its way to a host at a time: a client that repeats /interrupt in a
+      // loop asks the host once, and the gateway's requests to it stay bounded.
+      if (h == hosts_.end() || !h->second.link || h->second.interrupting) continue;
+      h->second.interrupting = true;
       h->second.link->request("POST", "/interrupt", json{{"prompt_id", id}}.dump(),
-                              [](result<host_answer>) {});
+                              [this, name = r.host](result<host_answer>) {
+                                if (stopped_) return;
+                                if (const auto it = hosts_.find(name); it != hosts_.end())
+                                  it->second.interrupting = false;
+                              });
     }
     return 0;
   });

@@ -93,6 +93,7 @@ class gateway_api {
     std::string refusal;             // why its fingerprint is not the fleet's; empty: it is
     std::string last_error;          // why its report could not be read, last time; empty: it could
     bool checking = false;           // a periodic check is on its way
+    bool interrupting = false;       // a POST /interrupt is on its way
     std::uint64_t reports_asked = 0;  // GET /orch/fleet/host requests sent, numbered
     std::uint64_t report_taken = 0;   // the number of the newest report taken into its view
   };
