@@ -108,8 +108,11 @@ class ray_cluster:
             self.stop()
             raise
 
-    def _start(self, name: str, extra: list[str], capacity: int) -> node:
+    def _start(self, name: str, extra: list[str], capacity: int, gpus: int = 0) -> node:
+        # GPUs a node declares are Ray's to hand out (num_gpus, CUDA_VISIBLE_DEVICES): none need
+        # exist.
         command = [self._ray, "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                   "--num-gpus=%d" % gpus,
                    "--resources=%s" % json.dumps({self._resource: capacity}),
                    "--disable-usage-stats", *extra]
         started = node(name, command, self._env)
@@ -117,9 +120,11 @@ class ray_cluster:
         started.wait_ready()
         return started
 
-    def add_worker(self) -> node:
+    def add_worker(self, gpus: int = 0, capacity: int | None = None) -> node:
+        """A worker node that offers `capacity` hosts (default the cluster's) and declares
+        `gpus` GPUs."""
         return self._start("worker-%d" % (len(self.nodes)), ["--address=%s" % self.address],
-                           self._host_capacity)
+                           self._host_capacity if capacity is None else capacity, gpus)
 
     def left(self) -> list[int]:
         """The live processes of the nodes' sessions."""

@@ -217,6 +217,37 @@ def test_driver_stops_every_serve_and_exits_0_at_stdin_end(fleet: fleet_state) -
                for line in fleet.driver.lines)
 
 
+def serve_environment(pid: int) -> dict[str, str]:
+    raw = Path("/proc/%d/environ" % pid).read_bytes()
+    return dict(e.split("=", 1) for e in raw.decode(errors="replace").split("\0") if "=" in e)
+
+
+def test_hosts_given_gpus_serve_each_with_its_own_cuda_visible_devices(
+        fleet: fleet_state, tmp_path: Path) -> None:
+    # A node that declares two GPUs and room for two hosts; the nodes before it have none, so
+    # both hosts must land there, one GPU each.
+    fleet.cluster.add_worker(gpus=2, capacity=2)
+    the_driver = driver(["--ray-address", fleet.cluster.address, "--hosts", "2",
+                         "--gpus-per-host", "1", "--deployment", str(write_deployment(tmp_path)),
+                         "--comfy-orch", comfy_orch()], tmp_path / "driver.stderr")
+    try:
+        ups = [the_driver.next(lambda e: e["event"] == "host_up", "host_up") for _ in range(2)]
+        assert len({e["node_id"] for e in ups}) == 1, ups
+        assert sorted(e["gpus"] for e in ups) == ["0", "1"], ups
+        for e in ups:
+            assert serve_environment(e["pid"])["CUDA_VISIBLE_DEVICES"] == e["gpus"]
+            assert http_get(e["url"] + "/object_info")[0] == 200
+        assert the_driver.process.stdin is not None
+        the_driver.process.stdin.close()
+        assert the_driver.ended() == 0
+        for e in ups:
+            wait_gone(e["pid"])
+    finally:
+        if the_driver.process.poll() is None:
+            the_driver.process.kill()
+            the_driver.process.wait()
+
+
 def test_unreachable_ray_address_is_an_error_line_naming_it_and_exit_1(
         tmp_path: Path) -> None:
     address = "127.0.0.1:9"  # discard: nothing listens there in this namespace

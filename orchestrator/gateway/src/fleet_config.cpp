@@ -134,7 +134,8 @@ void read_gateway(const toml::table& t, const std::string& file, manifests::diag
 void read_ray(const toml::table& t, const std::string& file, manifests::diagnostics& diags,
               fleet_config& c) {
   table_reader r(t, "ray", file, diags,
-                 {"address", "python", "hosts", "resource", "deployment", "comfy_orch"});
+                 {"address", "python", "hosts", "resource", "gpus_per_host", "deployment",
+                  "comfy_orch"});
   ray_hosts ray;
   const auto address = r.text("address");
   const auto python = r.text("python");
@@ -150,6 +151,7 @@ void read_ray(const toml::table& t, const std::string& file, manifests::diagnost
             "write deployment = \"deployment.toml\", the same file on every node");
   if (auto v = r.integer("hosts", 1, 4096)) ray.hosts = static_cast<unsigned>(*v);
   if (auto v = r.text("resource")) ray.resource = *v;
+  if (auto v = r.integer("gpus_per_host", 0, 64)) ray.gpus_per_host = static_cast<unsigned>(*v);
   if (address) ray.address = *address;
   if (python) ray.python = relative_to(c.file, *python);
   if (deployment) ray.deployment = relative_to(c.file, *deployment);

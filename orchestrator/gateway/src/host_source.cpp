@@ -94,6 +94,10 @@ std::vector<std::string> ray_host_source::command() const {
                                    ray_.comfy_orch.string(),
                                    "--resource",
                                    ray_.resource};
+  if (ray_.gpus_per_host > 0) {
+    args.push_back("--gpus-per-host");
+    args.push_back(std::to_string(ray_.gpus_per_host));
+  }
   if (secret_file_) {
     args.push_back("--secret-file");
     args.push_back(secret_file_->string());

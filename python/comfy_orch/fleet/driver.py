@@ -1,13 +1,15 @@
 """The fleet's driver (docs/fleet.md, "The Ray side"):
 
     python -m comfy_orch.fleet.driver --ray-address ADDR --hosts N --deployment PATH
-        --comfy-orch PATH [--secret-file PATH] [--resource NAME]
+        --comfy-orch PATH [--secret-file PATH] [--resource NAME] [--gpus-per-host G]
 
-connects to a running Ray cluster, creates the host actors host-0 .. host-N-1 (one per node that
-has the resource, comfy_orch_host unless --resource says otherwise) and writes one JSON object
+connects to a running Ray cluster, creates the host actors host-0 .. host-N-1 (one per unit of
+the resource a node offers, comfy_orch_host unless --resource says otherwise; with
+--gpus-per-host, each also takes G of the node's GPUs, and Ray sets its CUDA_VISIBLE_DEVICES,
+which its serve inherits) and writes one JSON object
 per line to stdout, flushed, and nothing else there:
 
-    {"event": "host_up", "host", "node_id", "node_ip", "url", "pid", "restarts"}
+    {"event": "host_up", "host", "node_id", "node_ip", "url", "pid", "gpus", "restarts"}
     {"event": "host_down", "host", "node_id", "reason"}
     {"event": "error", "message"}       (fatal: the driver then exits 1)
 
@@ -91,9 +93,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--secret-file", help="passed to serve as --fleet-secret-file")
     p.add_argument("--resource", default="comfy_orch_host",
                    help="the custom resource a node offers one unit of per host it may run")
+    p.add_argument("--gpus-per-host", type=int, default=0,
+                   help="GPUs Ray gives each host (CUDA_VISIBLE_DEVICES); default none")
     args = p.parse_args(argv)
     if args.hosts < 1:
         p.error("--hosts must be at least 1")
+    if args.gpus_per_host < 0:
+        p.error("--gpus-per-host must be 0 or more")
     return args
 
 
@@ -147,7 +153,7 @@ class fleet:
                                               os.path.abspath(args.deployment),
                                               None if args.secret_file is None
                                               else os.path.abspath(args.secret_file),
-                                              args.resource)
+                                              args.resource, args.gpus_per_host)
             except ValueError as e:  # the name is taken: another driver in this namespace
                 raise fatal("cannot create %s in Ray namespace %s: %s" % (
                     name, NAMESPACE, first_line(e))) from e
@@ -203,7 +209,7 @@ class fleet:
             h.up, h.ever_up, h.node_id = True, True, value["node_id"]
             self._out.emit(event="host_up", host=h.name, node_id=value["node_id"],
                            node_ip=value["node_ip"], url=value["url"], pid=value["pid"],
-                           restarts=h.restarts)
+                           gpus=value["gpus"], restarts=h.restarts)
         h.pending, h.kind = h.actor.wait.remote(), "wait"
 
     def _down(self, h: host, reason: str) -> None:

@@ -134,11 +134,12 @@ class host_actor:
             return self._url
 
     def describe(self) -> dict[str, Any]:
-        """Where this host is: host name, Ray node id, node IP, serve's URL and pid (url()'s
-        errors)."""
+        """Where this host is: host name, Ray node id, node IP, serve's URL and pid, and the
+        CUDA_VISIBLE_DEVICES serve inherited ("" when Ray gave it no GPU) (url()'s errors)."""
         url = self.url()
         return {"host_name": socket.gethostname(), "node_id": self._node_id,
-                "node_ip": self._node_ip, "url": url, "pid": self._pid}
+                "node_ip": self._node_ip, "url": url, "pid": self._pid,
+                "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
     def wait(self) -> int:
         """Blocks until serve exits; its exit code (negative: the signal that ended it)."""
@@ -179,12 +180,15 @@ class host_actor:
 
 
 def start_host(name: str, comfy_orch: str, deployment: str, secret_file: str | None,
-               resource: str) -> Any:
+               resource: str, gpus: int = 0) -> Any:
     """Creates the actor `name` (its ActorHandle): one per node that has one unit of `resource`
     (num_cpus=0, so it takes no CPU from the node's tasks), spread over the nodes, restarted by
     Ray without end when its process or node dies; its calls are not retried (a wait() or stop()
-    that an actor's death interrupted is answered by the driver, not replayed)."""
+    that an actor's death interrupted is answered by the driver, not replayed). With `gpus`, it
+    also takes that many of its node's GPUs: Ray sets the actor's CUDA_VISIBLE_DEVICES to them,
+    and serve, started from it, inherits it."""
     options = ray.remote(host_actor).options(
-        name=name, num_cpus=0, resources={resource: 1}, max_restarts=-1, max_task_retries=0,
+        name=name, num_cpus=0, num_gpus=gpus, resources={resource: 1}, max_restarts=-1,
+        max_task_retries=0,
         max_concurrency=4, scheduling_strategy="SPREAD")
     return options.remote(comfy_orch, deployment, secret_file)

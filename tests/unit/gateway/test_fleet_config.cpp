@@ -4,12 +4,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "orch/gateway/fleet_config.hpp"
 #include "orch/gateway/gateway_server.hpp"
+#include "orch/gateway/host_source.hpp"
 
 namespace orch::gateway {
 namespace {
@@ -103,6 +105,27 @@ TEST(fleet_config, ray_is_read_with_its_defaults) {
   EXPECT_EQ(l.config->ray->resource, "comfy_orch_host");
   EXPECT_EQ(l.config->ray->deployment, std::filesystem::path("/fleets/deployment.toml"));
   EXPECT_FALSE(l.config->ray->comfy_orch.empty());  // this executable
+  EXPECT_EQ(l.config->ray->gpus_per_host, 0u);
+}
+
+TEST(fleet_config, gpus_per_host_reaches_the_drivers_command_line) {
+  const std::string ray =
+      "[gateway]\nsecret_file = \"s\"\n[ray]\naddress = \"127.0.0.1:6379\"\n"
+      "python = \"p\"\ndeployment = \"d.toml\"\n";
+  const auto plain = parse(ray);
+  ASSERT_TRUE(plain.config.has_value());
+  const auto without = ray_host_source(*plain.config->ray, std::nullopt).command();
+  EXPECT_EQ(std::find(without.begin(), without.end(), "--gpus-per-host"), without.end());
+  const auto l = parse(ray + "gpus_per_host = 1\n");
+  ASSERT_TRUE(l.config.has_value());
+  EXPECT_EQ(l.config->ray->gpus_per_host, 1u);
+  const auto args = ray_host_source(*l.config->ray, std::nullopt).command();
+  const auto flag = std::find(args.begin(), args.end(), "--gpus-per-host");
+  ASSERT_NE(flag, args.end());
+  ASSERT_NE(flag + 1, args.end());
+  EXPECT_EQ(*(flag + 1), "1");
+  const auto d = only_error(parse(ray + "gpus_per_host = -1\n"));
+  EXPECT_EQ(d.key, "ray.gpus_per_host");
 }
 
 TEST(fleet_config, a_fleet_ray_starts_needs_the_secret) {

@@ -22,6 +22,7 @@
 //   python = ".deps/ray/bin/python"
 //   hosts = 3
 //   resource = "comfy_orch_host"
+//   gpus_per_host = 1            # Ray gives each host its GPU (CUDA_VISIBLE_DEVICES); default 0
 //   deployment = "deployment.toml"
 //   comfy_orch = "/usr/local/bin/comfy-orch"   # on the nodes; default: this executable
 #pragma once
@@ -48,6 +49,9 @@ struct ray_hosts {
   std::filesystem::path python;              // the interpreter of the venv Ray is installed in
   unsigned hosts = 1;                        // how many serve hosts the driver keeps up
   std::string resource = "comfy_orch_host";  // the custom resource a host actor asks for
+  // GPUs Ray gives each host (its actor's num_gpus; Ray sets CUDA_VISIBLE_DEVICES, which serve
+  // inherits, so "cuda:0" is the host's own card); 0: none asked for.
+  unsigned gpus_per_host = 0;
   std::filesystem::path deployment;          // the deployment every host serves
   std::filesystem::path comfy_orch;          // comfy-orch on the nodes; empty: this executable
 };
