@@ -188,6 +188,42 @@ TEST_F(gateway_live_test, a_host_with_hostile_live_views_leaves_the_gateway_answ
   ::kill(hostile, SIGKILL);
 }
 
+// `top --url` at the gateway, under tmux: every host's processes in one table, each row named
+// host/process, refreshed: a host killed shows on the second line as not answering.
+TEST_F(gateway_live_test, top_at_the_gateway_shows_every_hosts_rows_and_a_host_that_went_down) {
+  if (run_command("command -v tmux").exit_code != 0)
+    GTEST_SKIP() << "tmux is not installed (scripts/install-deps installs it)";
+  const std::string session = "orch-top-gateway-" + std::to_string(::getpid());
+  const fs::path exit_file = dir_ / "top-exit";
+  const auto started = run_command(
+      "tmux new-session -d -s " + session + " -x 220 -y 40 \"TERM=xterm-256color LANG=C.UTF-8 '" +
+      std::string(ORCH_TEST_COMFY_ORCH) + "' top --interval-ms 200 --url " + url() +
+      "; echo \\$? > '" + exit_file.string() + "'; sleep 30\"");
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  auto wait_for = [&](const std::vector<std::string>& texts) {
+    std::string pane;
+    const bool seen = wait_until([&] {
+      pane = run_command("tmux capture-pane -p -t " + session).out;
+      for (const auto& t : texts)
+        if (pane.find(t) == std::string::npos) return false;
+      return true;
+    });
+    EXPECT_TRUE(seen) << pane;
+    return pane;
+  };
+  wait_for({"PROCESS", "host-0/host", "host-1/host", "host-2/host"});
+  ::kill(hosts_[1]->pid(), SIGKILL);
+  const std::string screen = wait_for({"did not answer: host-1 (down", "host-2/host"});
+  EXPECT_EQ(screen.find("host-1/host"), std::string::npos) << screen;
+  run_command("tmux send-keys -t " + session + " q");
+  std::string status;
+  wait_until(
+      [&] { return !(status = orch::testing::slurp(exit_file)).empty() && status.back() == '\n'; });
+  EXPECT_EQ(status, "0\n") << "top did not quit cleanly";
+  run_command("tmux kill-session -t " + session);
+  hosts_[1].reset();  // reaped
+}
+
 // A port nothing listens on: one the kernel gave and was closed again.
 unsigned short closed_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
