@@ -106,6 +106,20 @@ TEST_F(gateway_live_test, status_diverge_and_metrics_at_the_gateway_cover_every_
   EXPECT_EQ(keys_of(timeline.json()["hosts"]), three) << timeline.body;
   EXPECT_EQ(gateway_->get("/orch/timeline?since=%1b").status, 400u);
   EXPECT_EQ(gateway_->get("/orch/timeline?since=12parsecs").status, 400u);
+
+  // --url at a host itself: it answers only with the fleet's secret, and then as a serve does.
+  const std::string host = "http://127.0.0.1:" + std::to_string(hosts_[0]->port());
+  const auto refused = cli("status --url " + host);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find(host + "/orch/status answered HTTP 401"), std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("--fleet-secret-file"), std::string::npos) << refused.err;
+  const auto own =
+      cli("status --json --url " + host + " --fleet-secret-file '" + secret_.string() + "'");
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+  const json one = json::parse(own.out, nullptr, false);
+  EXPECT_TRUE(one["processes"].is_array()) << own.out;
+  EXPECT_FALSE(one.contains("hosts")) << own.out;
 }
 
 TEST_F(gateway_live_test, a_host_killed_is_listed_down_while_the_others_answer) {
