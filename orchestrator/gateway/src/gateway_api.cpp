@@ -110,6 +110,7 @@ void gateway_api::add_routes(serve::route_table& table) {
   table.add({.method = "GET", .path = "/orch/fleet", .answer = [this](request) {
                return json_reply(on_io([&] { return fleet_document(); }));
              }});
+  add_live_routes(table);
 }
 
 http_reply gateway_api::post_prompt(const http_request& req) {

@@ -235,6 +235,7 @@ void gateway_api::host_lost(const std::string& name, const std::string& why) {
   host& h = hosts_.at(name);
   const bool was_up = h.view.up;
   h.view.up = false;  // its node classes stay known: a refusal counts hosts up or not
+  h.down_reason = why;
   // Its stream goes too: the next check opens it again, and the host is up once it answers.
   h.stream_open = false;
   h.connecting = false;

@@ -26,9 +26,6 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using asio::use_awaitable;
 
-// The largest answer read from a host: a /history entry of large `ui` outputs, or an
-// /object_info of many packs, stays far below it.
-constexpr std::size_t max_answer_bytes = std::size_t{64} << 20;
 // The largest event: serve's own cap on what waits for one WebSocket client (its
 // --max-ws-queue-bytes default), so a larger one would cut the client it is relayed to anyway.
 constexpr std::size_t max_event_bytes = std::size_t{8} << 20;
@@ -39,7 +36,7 @@ std::string bearer(const std::string& secret) {
 
 asio::awaitable<host_answer> exchange(tcp::endpoint at, std::string method, std::string target,
                                       std::string body, std::optional<std::string> secret,
-                                      std::chrono::milliseconds deadline) {
+                                      std::chrono::milliseconds deadline, std::size_t max_bytes) {
   beast::tcp_stream stream(co_await asio::this_coro::executor);
   stream.expires_after(deadline);  // connect, write and read together
   co_await stream.async_connect(at, use_awaitable);
@@ -54,7 +51,14 @@ asio::awaitable<host_answer> exchange(tcp::endpoint at, std::string method, std:
   co_await http::async_write(stream, req, use_awaitable);
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
-  parser.body_limit(max_answer_bytes);
+  parser.body_limit(max_bytes);
+  // The header first, its length checked here: Boost 1.74's response parser loses its
+  // body_limit error when the header and the start of the body arrive in one read (it enters the
+  // body state before it checks the length, and goes on parsing), so the cap alone held only
+  // when the answer came in pieces.
+  co_await http::async_read_header(stream, buffer, parser, use_awaitable);
+  if (const auto length = parser.content_length(); length && *length > max_bytes)
+    throw boost::system::system_error(http::error::body_limit);
   co_await http::async_read(stream, buffer, parser, use_awaitable);
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -116,7 +120,8 @@ host_link::~host_link() {
 }
 
 void host_link::request(std::string method, std::string target, std::string body,
-                        answer_handler done, std::chrono::milliseconds deadline) {
+                        answer_handler done, std::chrono::milliseconds deadline,
+                        std::size_t max_bytes) {
   beast::error_code ec;
   const auto addr = asio::ip::make_address(address_, ec);
   if (ec) {
@@ -128,7 +133,7 @@ void host_link::request(std::string method, std::string target, std::string body
   const std::string where = "http://" + address_ + ":" + std::to_string(port_) + target;
   asio::co_spawn(io_,
                  exchange(tcp::endpoint(addr, port_), std::move(method), std::move(target),
-                          std::move(body), secret_, deadline),
+                          std::move(body), secret_, deadline, max_bytes),
                  [done = std::move(done), where](std::exception_ptr e, host_answer a) {
                    if (!e) return done(std::move(a));
                    std::string why = "failed";

@@ -3,6 +3,10 @@ should, and then sends what a broken or hostile machine can. Its WebSocket sends
 100,000 deep (a recursive copy or free of it overflows a stack), an event whose type is a number,
 and, for each prompt it is given, the events of a prompt that ends and then a history entry that is
 no object. The gateway must go on answering, and end the prompt with an error naming the host.
+Its live views (test_gateway_live.cpp) are as hostile: a status past the gateway's 16 MiB cap, a
+diverge document nested 100,000 deep, a timeline that is no JSON, and a /metrics text of good
+samples among lines out of the format (a label of its own named host, a family of another type
+than the real hosts', a 1 MiB line, control characters, the gateway's own family).
 
 Usage: hostile_host.py PORT_FILE (the port it listens on is written there once it listens).
 """
@@ -65,12 +69,50 @@ async def history(request):
     return web.json_response({request.match_info["prompt_id"]: 1})
 
 
+async def huge_status(_request):
+    return web.Response(text='{"processes": ["' + "x" * (20 << 20) + '"]}',
+                        content_type="application/json")
+
+
+async def nested_diverge(_request):
+    return web.Response(text='{"divergent": true, "differences": ' + "[" * DEPTH + "]" * DEPTH
+                        + "}", content_type="application/json")
+
+
+async def broken_timeline(_request):
+    return web.Response(text="{not json", content_type="application/json")
+
+
+METRICS = "\n".join([
+    "# HELP comfy_orch_calls_total Calls, as a host says",
+    "# TYPE comfy_orch_calls_total counter",
+    'comfy_orch_calls_total{process="hostile"} 7',
+    'comfy_orch_calls_total{process="hostile",host="host-0"} 1',
+    "# TYPE comfy_orch_budget_bytes counter",
+    "comfy_orch_budget_bytes 1",
+    'comfy_orch_calls_total{process="' + "y" * (1 << 20) + '"} 1',
+    'comfy_orch_calls_total{process="\x1b]0;owned\x07"} 2',
+    "comfy_orch_gateway_hosts_up 1000",
+    "comfy_orch_calls_total{process=} 1",
+    "}{ 1",
+    "",
+])
+
+
+async def metrics(_request):
+    return web.Response(text=METRICS, content_type="text/plain")
+
+
 async def main():
     app = web.Application()
     app.router.add_get("/orch/fleet/host", report)
     app.router.add_get("/ws", events)
     app.router.add_post("/prompt", prompt)
     app.router.add_get("/history/{prompt_id}", history)
+    app.router.add_get("/orch/status", huge_status)
+    app.router.add_get("/orch/diverge", nested_diverge)
+    app.router.add_get("/orch/timeline", broken_timeline)
+    app.router.add_get("/metrics", metrics)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -96,6 +96,7 @@ class gateway_api {
     bool interrupting = false;       // a POST /interrupt is on its way
     std::uint64_t reports_asked = 0;  // GET /orch/fleet/host requests sent, numbered
     std::uint64_t report_taken = 0;   // the number of the newest report taken into its view
+    std::string down_reason;         // why it was last lost; empty: never
   };
   struct decision {
     std::string prompt_id;
@@ -115,6 +116,18 @@ class gateway_api {
   // Runs `fn` on the io thread and returns what it returned: at once there, else waiting.
   template <typename Fn>
   auto on_io(Fn fn) -> decltype(fn());
+
+  // The live views across the hosts (gateway_live.cpp): each host that is up asked at once on
+  // the io thread, waited for on the waiting thread with a bound.
+  struct host_reply {
+    std::string host;
+    std::optional<host_answer> answer;  // nullopt: not asked (down) or no answer
+    std::string error;                  // why there is no answer
+  };
+  void add_live_routes(serve::route_table& table);
+  std::vector<host_reply> ask_every_host(const std::string& target, std::size_t max_bytes);
+  serve::http_reply live_document(const std::string& target, bool with_divergent);
+  serve::http_reply fleet_metrics();
 
   // Hosts, scheduling and events (gateway_hosts.cpp).
   void connect(const std::string& name);

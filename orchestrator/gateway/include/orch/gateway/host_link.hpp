@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +21,10 @@
 #include "orch/support/result.hpp"
 
 namespace orch::gateway {
+
+// The largest answer read from a host unless a request asks for less: a /history entry of large
+// `ui` outputs, or an /object_info of many packs, stays far below it.
+inline constexpr std::size_t max_host_answer_bytes = std::size_t{64} << 20;
 
 struct host_answer {
   unsigned status = 0;
@@ -39,9 +44,11 @@ class host_link {
   // One request (`method` GET or POST, `target` its path and query, a JSON `body` for a POST);
   // `done` runs on the io thread with the answer, whatever its status, or host_unreachable. From
   // any thread. `done` may run after this link is gone: it must not reach the link through a
-  // raw pointer.
+  // raw pointer. An answer whose body passes `max_bytes` is host_unreachable ("body limit
+  // exceeded").
   void request(std::string method, std::string target, std::string body, answer_handler done,
-               std::chrono::milliseconds deadline = std::chrono::seconds(10));
+               std::chrono::milliseconds deadline = std::chrono::seconds(10),
+               std::size_t max_bytes = max_host_answer_bytes);
 
   // Opens /ws?clientId=`client_id` on the io thread: `on_open` once the handshake is done, each
   // text message to `on_message`, then `on_closed` once (with why) when the stream ends for any
