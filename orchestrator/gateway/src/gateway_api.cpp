@@ -287,6 +287,14 @@ http_reply gateway_api::interrupt(const http_request& req) {
   return empty_ok();
 }
 
+json gateway_api::placement_summary() const {
+  json summary = fleet_document();
+  for (auto& h : summary["hosts"]) h.erase("node_class_names");
+  auto& decisions = summary["decisions"];
+  if (decisions.size() > 10) decisions.erase(decisions.begin(), decisions.end() - 10);
+  return summary;
+}
+
 json gateway_api::fleet_document() const {
   json hosts = json::array();
   for (const auto& [name, h] : hosts_) {

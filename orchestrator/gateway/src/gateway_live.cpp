@@ -187,6 +187,9 @@ http_reply gateway_api::live_document(const std::string& target, bool with_diver
     }
     json out = {{"hosts", std::move(hosts)}, {"unanswered", std::move(unanswered)}};
     if (with_divergent) out["divergent"] = divergent;
+    // The status says where prompts go, too: each host's models and prompt, and why the newest
+    // went where they went.
+    if (target == "/orch/status") out["fleet"] = on_io([this] { return placement_summary(); });
     return json_reply(out);
   };
   return later;

@@ -80,6 +80,17 @@ TEST_F(gateway_live_test, status_diverge_and_metrics_at_the_gateway_cover_every_
     EXPECT_NE(text.out.find("== " + h + " =="), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("PROCESS"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("3 hosts answered"), std::string::npos) << text.out;
+  // Where prompts went and why, and each host's models and prompt.
+  ASSERT_TRUE(status["fleet"]["hosts"].is_array()) << status.dump();
+  EXPECT_EQ(status["fleet"]["hosts"].size(), 3u) << status.dump();
+  EXPECT_FALSE(status["fleet"]["hosts"][0].contains("node_class_names")) << status.dump();
+  EXPECT_FALSE(status["fleet"]["decisions"].empty()) << status.dump();
+  EXPECT_LE(status["fleet"]["decisions"].size(), 10u);
+  EXPECT_NE(text.out.find("== fleet =="), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("host-0  up  models: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("recent placements:"), std::string::npos) << text.out;
+  const std::string last = status["fleet"]["decisions"].back()["reason"];
+  EXPECT_NE(text.out.find(last), std::string::npos) << text.out;
 
   // Diverge across the hosts answers, each host's document by its name.
   const auto diverge = cli("diverge --url " + url() + " --json");

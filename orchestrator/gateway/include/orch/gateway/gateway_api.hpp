@@ -112,6 +112,9 @@ class gateway_api {
   serve::http_reply object_info(const serve::http_request& req);
   serve::http_reply interrupt(const serve::http_request& req);
   nlohmann::json fleet_document() const;
+  // fleet_document() for `comfy-orch status --url`: each host without its node classes, and the
+  // newest ten decisions.
+  nlohmann::json placement_summary() const;
   nlohmann::json status_message(bool with_sid, const std::string& sid) const;
   // Runs `fn` on the io thread and returns what it returned: at once there, else waiting.
   template <typename Fn>

@@ -2,7 +2,8 @@
 // terminal text of `comfy-orch status` and `comfy-orch diverge --url`: a section per host, each
 // as live_text.hpp writes one serve's document, then the hosts that did not answer and why. A
 // gateway's document is {"hosts": {"host-0": <serve's document>, ...}, "unanswered": {"host-1":
-// "why"}} (diverge's also "divergent"); a serve's has no "hosts".
+// "why"}} (diverge's also "divergent"; status's also "fleet", the gateway's placement summary,
+// printed first); a serve's has no "hosts".
 #pragma once
 
 #include <string>
