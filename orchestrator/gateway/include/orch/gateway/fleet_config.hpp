@@ -10,6 +10,8 @@
 //   secret_file = "fleet.secret" # sent to every host as "Authorization: Bearer <secret>"
 //   history_size = 10000
 //   fingerprint = "sha256:..."   # pinned; default: the first host's to report
+//   state_file = "fleet.gateway-state.sqlite"  # the queue and history across a restart; this
+//                                # default: beside the fleet file, named after it
 //
 //   [[host]]
 //   url = "http://127.0.0.1:8190"
@@ -59,6 +61,9 @@ struct fleet_config {
   // The fleet's fingerprint, pinned ("sha256:<64 hex>", a host's GET /orch/fleet/host);
   // empty: the first host's to report.
   std::string fingerprint;
+  // Where the queue and history are kept across a restart (gateway_state.hpp); relative paths:
+  // to the fleet file. Default: beside the fleet file, "<its stem>.gateway-state.sqlite".
+  std::filesystem::path state_file;
   std::vector<static_host> hosts;  // [[host]]
   std::optional<ray_hosts> ray;    // [ray]
 };

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@
 #include "orch/fleet/host_report.hpp"
 #include "orch/fleet/placement.hpp"
 #include "orch/gateway/fleet_queue.hpp"
+#include "orch/gateway/gateway_state.hpp"
 #include "orch/gateway/host_link.hpp"
 #include "orch/gateway/host_source.hpp"
 #include "orch/serve/route_table.hpp"
@@ -54,11 +56,17 @@ struct gateway_options {
   // also refreshes its resident models and free device memory), and a host whose stream ended
   // is connected again.
   std::chrono::milliseconds check_period{1000};
+  // How long a prompt may stay in doubt (running_prompt::in_doubt) on a host that neither
+  // answers nor is known gone, before it ends with comfy_orch.HostLost.
+  std::chrono::milliseconds in_doubt_limit{std::chrono::minutes(10)};
 };
 
 class gateway_api {
  public:
-  gateway_api(boost::asio::io_context& io, serve::http_server& server, gateway_options options);
+  // `state` (nullptr: nothing is kept across a restart) holds the queue and history `stored` was
+  // read from; every change is written there.
+  gateway_api(boost::asio::io_context& io, serve::http_server& server, gateway_options options,
+              std::unique_ptr<gateway_state> state = nullptr, const stored_state& stored = {});
   ~gateway_api();
   gateway_api(const gateway_api&) = delete;
   gateway_api& operator=(const gateway_api&) = delete;
@@ -74,8 +82,10 @@ class gateway_api {
   // thread.
   void stop();
 
-  // The WebSocket client id the gateway uses at its hosts: orch-gateway-<pid>.
-  static std::string client_id();
+  // The WebSocket client id the gateway uses at its hosts: orch-gateway-<its id>, the id kept in
+  // its state (the same after a restart, so that the events of a prompt given to a host before
+  // it are heard after it); without a state, orch-gateway-<pid>.
+  const std::string& client_id() const noexcept { return client_id_; }
 
  private:
   struct host {
@@ -92,6 +102,7 @@ class gateway_api {
     std::string refusal;             // why its fingerprint is not the fleet's; empty: it is
     std::string last_error;          // why its report could not be read, last time; empty: it could
     bool checking = false;           // a /system_stats check is on its way
+    bool probing = false;            // probe_gone's request is on its way
   };
   struct decision {
     std::string prompt_id;
@@ -121,10 +132,25 @@ class gateway_api {
   // Sets the host's refusal from its fingerprint against the fleet's (empty: it is the fleet's).
   void judge_fingerprint(const std::string& name);
   void check_hosts();
-  void host_lost(const std::string& name, const std::string& why);
+  // `gone`: its process is known to be gone (its source says so, or nothing listens at its
+  // address), so a prompt sent to it that no node of which had started may run elsewhere;
+  // otherwise such a prompt is in doubt there until it answers again.
+  void host_lost(const std::string& name, const std::string& why, bool gone = false);
   void on_host_message(const std::string& name, const std::string& text);
   void schedule();
-  void send_to_host(const std::string& prompt_id, const std::string& name);
+  void send_to_host(const std::string& prompt_id, const std::string& name, int tries_left = 2);
+  // A prompt in doubt on a host that answers again (running_prompt::in_doubt): the host's queue
+  // and history say whether it has it; one it never got is sent to it again (serve refuses a
+  // prompt_id it holds, so a POST that did arrive is never run twice); one a node of which had
+  // started that the host no longer knows ends with comfy_orch.HostLost (gateway_hosts.cpp).
+  void settle(const std::string& prompt_id, const std::string& name, int tries_left = 2);
+  // Prompts in doubt on hosts that are known gone, or past options_.in_doubt_limit.
+  void settle_lost(const std::string& name, bool gone, const std::string& why);
+  // Whether host `name` is known not to run (nothing listens at its address): a prompt in doubt
+  // there can run elsewhere.
+  void probe_gone(const std::string& name);
+  // The end of a prompt its host answered with `a` (GET /history/<id>); false: no entry in it.
+  bool take_history(const std::string& prompt_id, const result<host_answer>& a);
   void fetch_history(const std::string& prompt_id, const std::string& name, int tries_left);
   // The prompt ends with ComfyUI's execution_error of `exception_type`, sent to its client and
   // put in the history.
@@ -136,6 +162,8 @@ class gateway_api {
   boost::asio::io_context& io_;
   serve::http_server& server_;
   gateway_options options_;
+  std::unique_ptr<gateway_state> state_;
+  std::string client_id_;
   fleet_queue queue_;
   std::map<std::string, host> hosts_;     // by name
   std::string fleet_fingerprint_;         // pinned, else the first host's to report
@@ -143,6 +171,7 @@ class gateway_api {
   // Prompts whose events a host relays, to the client that queued them (kept until their
   // `executing` for no node).
   std::map<std::string, std::string> relay_;
+  std::set<std::string> settling_;                  // prompts settle() asks a host about now
   std::deque<decision> decisions_;                  // the newest 100
   std::map<std::string, std::string> last_reason_;  // a waiting prompt's last noted reason
   boost::asio::steady_timer check_timer_;
