@@ -4,6 +4,7 @@
 // with the same queue and history, and every prompt runs once; prompts that ended at their hosts
 // while it was down are taken from the hosts' histories; a prompt whose host stops answering
 // after it was sent stays that host's and runs there once, never on another host too.
+#include "../cli/command_runner.hpp"
 #include "gateway_fixture.hpp"
 
 namespace orch::serve_testing {
@@ -147,6 +148,36 @@ TEST_F(gateway_test, a_prompt_whose_host_stops_answering_after_it_was_sent_runs_
   EXPECT_EQ(host_of(id), first) << "the prompt was given to another host as well";
   for (std::size_t i = 0; i < hosts_.size(); ++i)
     EXPECT_EQ(host_ran(*hosts_[i], id), i == index) << "host-" << i;
+}
+
+// A host that reads a prompt and runs it, but whose answer is lost (dropping_host.py: the
+// connection dropped after the request was read). The gateway does not send it again: it asks the
+// host, which has it, and takes its end; the host saw one POST of it.
+TEST_F(gateway_test, a_prompt_whose_post_lost_its_answer_is_asked_about_not_sent_again) {
+  const fs::path port_file = dir_ / "dropping.port";
+  const fs::path posts = dir_ / "dropping.posts";
+  const auto started = orch::testing::run_command(
+      "/usr/bin/python3 '" + std::string(ORCH_TEST_DROPPING_HOST) + "' '" + port_file.string() +
+      "' '" + posts.string() + "' > '" + (dir_ / "dropping.log").string() + "' 2>&1 & echo $!");
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  const pid_t dropping = static_cast<pid_t>(std::stol(started.out));
+  ASSERT_TRUE(wait_until([&] { return fs::exists(port_file); }));
+  std::ifstream in(port_file);
+  std::string port;
+  in >> port;
+  start_gateway("[gateway]\nsecret_file = \"fleet.secret\"\n\n[[host]]\nurl = \"http://127.0.0.1:" +
+                port + "\"\n");
+  ASSERT_TRUE(wait_until([&] { return up_hosts().size() == 1; }));
+  const std::string id =
+      queue_at_gateway({{"1", {{"class_type", "TestSleep"}, {"inputs", {{"ms", 1}}}}}}, "c");
+  const json entry = finished_at_gateway(id);
+  ::kill(dropping, SIGKILL);
+  ASSERT_FALSE(entry.is_null());
+  EXPECT_EQ(entry["status"]["status_str"], "success") << entry.dump();
+  std::ifstream sent(posts);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(sent, line);) lines.push_back(line);
+  EXPECT_EQ(lines, std::vector<std::string>{id}) << "the prompt was sent more than once";
 }
 
 }  // namespace
