@@ -167,10 +167,12 @@ http_reply gateway_api::post_prompt(const http_request& req) {
   return on_io([&]() -> http_reply {
     if (auto full = queue_.full_for(item.bytes))
       return prompt_refused("queue_full", "The queue is full", *full, json::object(), 503);
-    if (queue_.holds(item.prompt_id))
-      return prompt_refused("invalid_prompt_id", "prompt_id is already queued or running",
+    // As serve refuses one it holds or ran: the gateway's hosts would refuse it.
+    if (queue_.holds(item.prompt_id) || !queue_.history_of(item.prompt_id).empty())
+      return prompt_refused("invalid_prompt_id",
+                            "prompt_id is already queued, running or in the history",
                             "prompt " + item.prompt_id +
-                                " waits or runs; omit prompt_id to let the server make one");
+                                " waits, runs or ran; omit prompt_id to let the server make one");
     // Refused only once some host has said which classes it has: before, the prompt waits.
     std::vector<fleet::host_view> views;
     bool known = false;

@@ -375,7 +375,7 @@ void gateway_api::schedule() {
   });
 }
 
-void gateway_api::send_to_host(const std::string& prompt_id, const std::string& name,
+void gateway_api::send_to_host(const std::string& prompt_id, const std::string& name, bool again,
                                int tries_left) {
   running_prompt* r = queue_.running(prompt_id);
   if (r == nullptr) return;
@@ -388,7 +388,7 @@ void gateway_api::send_to_host(const std::string& prompt_id, const std::string& 
                      {"extra_data", extra}};
   hosts_.at(name).link->request(
       "POST", "/prompt", body.dump(-1, ' ', false, json::error_handler_t::replace),
-      [this, prompt_id, name, tries_left](result<host_answer> a) {
+      [this, prompt_id, name, again, tries_left](result<host_answer> a) {
         // Not when the prompt has since gone back to the queue, or to another host.
         const running_prompt* now = queue_.running(prompt_id);
         if (stopped_ || now == nullptr || now->host != name) return;
@@ -398,7 +398,7 @@ void gateway_api::send_to_host(const std::string& prompt_id, const std::string& 
           host_lost(name, a.err().message, a.err().code == gateway_errc::host_not_listening);
           return;
         }
-        if (a->status == 400 && a->body.find("\"prompt_id_known\"") != std::string::npos) {
+        if (again && a->status == 400 && a->body.find("\"prompt_id_known\"") != std::string::npos) {
           // The host has it already (an earlier POST of it came after all): asked again what
           // it has, never run twice.
           queue_.set_in_doubt(prompt_id, true);
@@ -551,7 +551,7 @@ void gateway_api::settle(const std::string& prompt_id, const std::string& name, 
               }
               spdlog::info("gateway: {} never got prompt {}: sent again", name, prompt_id);
               queue_.set_in_doubt(prompt_id, false);
-              send_to_host(prompt_id, name, tries_left);
+              send_to_host(prompt_id, name, true, tries_left);
             });
       });
 }

@@ -138,7 +138,10 @@ class gateway_api {
   void host_lost(const std::string& name, const std::string& why, bool gone = false);
   void on_host_message(const std::string& name, const std::string& text);
   void schedule();
-  void send_to_host(const std::string& prompt_id, const std::string& name, int tries_left = 2);
+  // `again`: settle sends it a second time, and a host that answers prompt_id_known got the first
+  // (asked again); on a first send that answer is a refusal (the id was used before).
+  void send_to_host(const std::string& prompt_id, const std::string& name, bool again = false,
+                    int tries_left = 2);
   // A prompt in doubt on a host that answers again (running_prompt::in_doubt): the host's queue
   // and history say whether it has it; one it never got is sent to it again (serve refuses a
   // prompt_id it holds, so a POST that did arrive is never run twice); one a node of which had
