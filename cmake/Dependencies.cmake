@@ -6,6 +6,8 @@ find_package(tomlplusplus 3 REQUIRED)
 find_package(spdlog 1.10 REQUIRED)
 find_package(nlohmann_json 3.11 REQUIRED)
 find_package(CLI11 2 REQUIRED)
+# The gateway's state across a restart (orchestrator/gateway/src/gateway_state.cpp).
+find_package(SQLite3 REQUIRED)
 # serve's image codec (orchestrator/serve/include/orch/serve/image_codec.hpp): libpng,
 # libjpeg-turbo and libwebp (with its demuxer, for animated files and ICC profiles), and zlib for
 # PNG text chunks. libwebp ships no CMake package, so the four are found through pkg-config.

@@ -104,10 +104,17 @@ void read_gateway(const toml::table& t, const std::string& file, manifests::diag
                   fleet_config& c) {
   table_reader r(t, "gateway", file, diags,
                  {"listen", "port", "secret_file", "history_size", "fingerprint", "placement",
-                  "pressure_window_ms"});
+                  "pressure_window_ms", "state_file"});
   if (auto v = r.text("listen")) c.listen = *v;
   if (auto v = r.integer("port", 0, 65535)) c.port = static_cast<std::uint16_t>(*v);
   if (auto v = r.text("secret_file")) c.secret_file = relative_to(c.file, *v);
+  if (auto v = r.text("state_file")) {
+    if (v->back() == '/')
+      r.error("state_file", "\"" + *v + "\" names a directory",
+              "write the path of a file, e.g. state_file = \"gateway-state.sqlite\"");
+    else
+      c.state_file = relative_to(c.file, *v);
+  }
   if (auto v = r.integer("history_size", 0, 1000000)) c.history_size = static_cast<std::size_t>(*v);
   if (auto v = r.text("fingerprint")) {
     const bool hex = v->size() == 71 && v->rfind("sha256:", 0) == 0 &&
@@ -200,6 +207,9 @@ std::optional<fleet_config> read(const toml::table& root, const fs::path& file,
   const auto errors_before = diags.count(manifests::severity::error);
   fleet_config c;
   c.file = file;
+  // Beside the fleet file, named after it: the same fleet file finds the same state again, and
+  // two fleets in one directory do not share one.
+  c.state_file = file.parent_path() / (file.stem().string() + ".gateway-state.sqlite");
   for (const auto& [key, node] : root) {
     const std::string k(key.str());
     if (k == "gateway" && node.is_table())

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <unordered_set>
 
+#include <spdlog/spdlog.h>
+
+#include "orch/fleet/prompt_needs.hpp"
 #include "orch/serve/serve_request_fields.hpp"
 
 namespace orch::gateway {
@@ -17,6 +20,49 @@ json fleet_prompt::to_json() const {
 std::string fleet_prompt::client_id() const {
   const auto it = extra_data.find("client_id");
   return it != extra_data.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+namespace {
+
+stored_prompt stored(const fleet_prompt& p, const std::optional<std::string>& host,
+                     bool node_started) {
+  return {p.prompt_id, p.number, p.sequence, p.document,  p.extra_data,
+          p.outputs,   p.bytes,  host,       node_started};
+}
+
+}  // namespace
+
+void fleet_queue::kept(const status& s) const {
+  if (!s) spdlog::error("gateway: {}", s.err().message);
+}
+
+void fleet_queue::restore(const stored_state& from) {
+  counter_ = from.counter;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& s : from.prompts) {
+    fleet_prompt p;
+    p.number = s.number;
+    p.prompt_id = s.prompt_id;
+    p.document = s.document;
+    p.extra_data = s.extra_data;
+    p.outputs = s.outputs;
+    p.bytes = s.bytes;
+    p.sequence = s.sequence;
+    // Its needs, as when it was queued (it was accepted then: the rule has not changed).
+    if (auto needs = fleet::prompt_needs_of(p.document, p.prompt_id); needs.needs)
+      p.needs = std::move(*needs.needs);
+    sequence_ = std::max(sequence_, s.sequence + 1);
+    if (s.host) {
+      running_.emplace(s.prompt_id,
+                       running_prompt{std::move(p), *s.host, s.node_started, true, now});
+    } else {
+      insert_pending(std::move(p));
+    }
+  }
+  std::vector<std::string> dropped;
+  for (const auto& h : from.history) add_history(h.prompt_id, h.entry, h.bytes, dropped);
+  if (state_ != nullptr && !dropped.empty()) kept(state_->remove_history(dropped));
+  changed();
 }
 
 std::optional<std::string> fleet_queue::full_for(std::size_t bytes) const {
@@ -44,10 +90,14 @@ void fleet_queue::insert_pending(fleet_prompt p) {
   pending_.insert(at, std::move(p));
 }
 
-void fleet_queue::put(fleet_prompt p) {
+status fleet_queue::put(fleet_prompt p) {
   p.sequence = sequence_++;
+  if (state_ != nullptr)
+    if (auto written = state_->put(stored(p, std::nullopt, false), counter_); !written)
+      return written;
   insert_pending(std::move(p));
   changed();
+  return ok_status();
 }
 
 running_prompt* fleet_queue::running(const std::string& prompt_id) {
@@ -71,7 +121,8 @@ bool fleet_queue::take(const std::string& prompt_id, const std::string& host) {
   const auto it = std::find_if(pending_.begin(), pending_.end(),
                                [&](const fleet_prompt& p) { return p.prompt_id == prompt_id; });
   if (it == pending_.end() || running_.count(prompt_id) != 0) return false;
-  running_.emplace(prompt_id, running_prompt{std::move(*it), host, false});
+  if (state_ != nullptr) kept(state_->set_host(prompt_id, host, false));
+  running_.emplace(prompt_id, running_prompt{std::move(*it), host, false, false, {}});
   pending_.erase(it);
   changed();
   return true;
@@ -80,9 +131,24 @@ bool fleet_queue::take(const std::string& prompt_id, const std::string& host) {
 void fleet_queue::requeue(const std::string& prompt_id) {
   const auto it = running_.find(prompt_id);
   if (it == running_.end()) return;
+  if (state_ != nullptr) kept(state_->set_host(prompt_id, std::nullopt, false));
   insert_pending(std::move(it->second.prompt));  // its own number and sequence: its place
   running_.erase(it);
   changed();
+}
+
+void fleet_queue::node_started(const std::string& prompt_id) {
+  const auto it = running_.find(prompt_id);
+  if (it == running_.end() || it->second.node_started) return;
+  it->second.node_started = true;
+  if (state_ != nullptr) kept(state_->set_host(prompt_id, it->second.host, true));
+}
+
+void fleet_queue::set_in_doubt(const std::string& prompt_id, bool in_doubt) {
+  const auto it = running_.find(prompt_id);
+  if (it == running_.end() || it->second.in_doubt == in_doubt) return;
+  it->second.in_doubt = in_doubt;
+  if (in_doubt) it->second.in_doubt_since = std::chrono::steady_clock::now();
 }
 
 void fleet_queue::finish(const std::string& prompt_id, const json& outputs, const json& status,
@@ -97,6 +163,17 @@ void fleet_queue::finish(const std::string& prompt_id, const json& outputs, cons
                 {"meta", meta.is_object() ? meta : json::object()}};
   running_.erase(it);
   const std::size_t bytes = 2 * entry.dump(-1, ' ', false, json::error_handler_t::replace).size();
+  std::vector<std::string> dropped;
+  const bool kept_entry = history_size_ > 0;
+  stored_history written{kept_entry ? prompt_id : std::string(),
+                         kept_entry ? entry : json::object(), bytes};
+  add_history(prompt_id, std::move(entry), bytes, dropped);
+  if (state_ != nullptr) kept(state_->finish(prompt_id, written, dropped));
+  changed();
+}
+
+void fleet_queue::add_history(const std::string& prompt_id, json entry, std::size_t bytes,
+                              std::vector<std::string>& dropped) {
   if (auto old = by_id_.find(prompt_id); old != by_id_.end()) {
     history_bytes_ -= old->second->bytes;
     history_.erase(old->second);
@@ -106,6 +183,7 @@ void fleet_queue::finish(const std::string& prompt_id, const json& outputs, cons
          (history_.size() >= history_size_ || history_bytes_ + bytes > limits_.max_history_bytes)) {
     history_bytes_ -= history_.front().bytes;
     by_id_.erase(history_.front().id);
+    dropped.push_back(history_.front().id);
     history_.pop_front();
   }
   if (history_size_ > 0) {
@@ -113,16 +191,20 @@ void fleet_queue::finish(const std::string& prompt_id, const json& outputs, cons
     history_bytes_ += bytes;
     by_id_[prompt_id] = std::prev(history_.end());
   }
-  changed();
 }
 
 void fleet_queue::clear_pending() {
+  if (state_ != nullptr) kept(state_->remove_pending());
   pending_.clear();
   changed();
 }
 
 std::size_t fleet_queue::delete_pending(const std::vector<std::string>& ids) {
   const std::unordered_set<std::string> doomed(ids.begin(), ids.end());
+  std::vector<std::string> removed_ids;
+  for (const auto& p : pending_)
+    if (doomed.contains(p.prompt_id)) removed_ids.push_back(p.prompt_id);
+  if (state_ != nullptr && !removed_ids.empty()) kept(state_->remove_prompts(removed_ids));
   const std::size_t removed =
       std::erase_if(pending_, [&](const fleet_prompt& p) { return doomed.contains(p.prompt_id); });
   if (removed > 0) changed();
@@ -164,12 +246,19 @@ json fleet_queue::history_of(const std::string& prompt_id) const {
 }
 
 void fleet_queue::clear_history() {
+  if (state_ != nullptr) kept(state_->clear_history());
   history_.clear();
   by_id_.clear();
   history_bytes_ = 0;
 }
 
 void fleet_queue::delete_history(const std::vector<std::string>& ids) {
+  if (state_ != nullptr) {
+    std::vector<std::string> known;
+    for (const auto& id : ids)
+      if (by_id_.count(id) != 0) known.push_back(id);
+    if (!known.empty()) kept(state_->remove_history(known));
+  }
   for (const auto& id : ids)
     if (auto it = by_id_.find(id); it != by_id_.end()) {
       history_bytes_ -= it->second->bytes;

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 
+#include <spdlog/spdlog.h>
+
 #include "orch/executor/prompt.hpp"
 #include "orch/fleet/prompt_needs.hpp"
 #include "orch/serve/json_reply.hpp"
@@ -48,18 +50,32 @@ std::optional<json> object_body(const http_request& req) {
 
 }  // namespace
 
-std::string gateway_api::client_id() {
-  return "orch-gateway-" + std::to_string(::getpid());
-}
-
 gateway_api::gateway_api(boost::asio::io_context& io, serve::http_server& server,
-                         gateway_options options)
+                         gateway_options options, std::unique_ptr<gateway_state> state,
+                         const stored_state& stored)
     : io_(io),
       server_(server),
       options_(std::move(options)),
+      state_(std::move(state)),
+      client_id_("orch-gateway-" + (state_ != nullptr && !stored.gateway_id.empty()
+                                        ? stored.gateway_id
+                                        : std::to_string(::getpid()))),
       queue_(options_.history_size, options_.limits),
       fleet_fingerprint_(options_.fingerprint),
       check_timer_(io) {
+  if (state_ != nullptr) {
+    queue_.keep_in(state_.get());
+    queue_.restore(stored);
+    // The prompts its hosts ran for it before: their events go to their clients again once
+    // their hosts answer (settle).
+    for (const auto& [id, r] : queue_.running()) relay_[id] = r.prompt.client_id();
+    if (queue_.remaining() > 0 || queue_.history_size() > 0)
+      spdlog::info(
+          "gateway: {} holds {} pending prompts, {} given to hosts before a restart, {} history "
+          "entries",
+          state_->file().string(), queue_.pending().size(), queue_.running().size(),
+          queue_.history_size());
+  }
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
 }
 
@@ -152,10 +168,12 @@ http_reply gateway_api::post_prompt(const http_request& req) {
   return on_io([&]() -> http_reply {
     if (auto full = queue_.full_for(item.bytes))
       return prompt_refused("queue_full", "The queue is full", *full, json::object(), 503);
-    if (queue_.holds(item.prompt_id))
-      return prompt_refused("invalid_prompt_id", "prompt_id is already queued or running",
+    // As serve refuses one it holds or ran: the gateway's hosts would refuse it.
+    if (queue_.holds(item.prompt_id) || !queue_.history_of(item.prompt_id).empty())
+      return prompt_refused("invalid_prompt_id",
+                            "prompt_id is already queued, running or in the history",
                             "prompt " + item.prompt_id +
-                                " waits or runs; omit prompt_id to let the server make one");
+                                " waits, runs or ran; omit prompt_id to let the server make one");
     // Refused only once some host has said which classes it has: before, the prompt waits.
     std::vector<fleet::host_view> views;
     bool known = false;
@@ -191,7 +209,10 @@ http_reply gateway_api::post_prompt(const http_request& req) {
     json answer = {{"prompt_id", item.prompt_id},
                    {"number", serve::queue_number(item.number)},
                    {"node_errors", json::object()}};
-    queue_.put(std::move(item));
+    // Kept in the state before it is acknowledged: a restart after the answer loses nothing.
+    if (auto put = queue_.put(std::move(item)); !put)
+      return prompt_refused("queue_unavailable", "The prompt could not be queued",
+                            put.err().message, json::object(), 503);
     schedule();
     return json_reply(answer);
   });

@@ -7,6 +7,7 @@
 
 #include "orch/executor/prompt.hpp"
 #include "orch/fleet/host_report.hpp"
+#include "orch/gateway/errc.hpp"
 #include "orch/gateway/gateway_api.hpp"
 #include "orch/support/untrusted_text.hpp"
 
@@ -70,7 +71,7 @@ void gateway_api::on_host_event(const host_event& e) {
     const auto it = hosts_.find(e.host);
     if (it == hosts_.end()) return;
     it->second.listed = false;
-    host_lost(e.host, e.reason.empty() ? "its source reported it down" : e.reason);
+    host_lost(e.host, e.reason.empty() ? "its source reported it down" : e.reason, true);
     if (it->second.link) it->second.link->close_events();
     return;
   }
@@ -78,7 +79,8 @@ void gateway_api::on_host_event(const host_event& e) {
   h.view.name = e.host;
   h.url = "http://" + e.address + ":" + std::to_string(e.port);
   h.pid = e.pid;
-  if (h.stream_open) host_lost(e.host, "it came up again at " + h.url);
+  // Its source started it again: the process it ran before is gone.
+  if (h.stream_open) host_lost(e.host, "it came up again at " + h.url, true);
   if (h.link) h.link->close_events();
   h.link = std::make_unique<host_link>(io_, e.address, e.port, options_.secret);
   h.listed = true;
@@ -129,6 +131,9 @@ void gateway_api::read_facts(const std::string& name) {
     if (!take_report(name, a, asked)) return;
     spdlog::info("gateway: {} serves {} node classes, fingerprint {}", name,
                  h.view.node_classes.size(), h.view.fingerprint);
+    // It answers again: whether it has the prompt left in doubt with it is asked now.
+    if (const auto* r = queue_.running_on(name); r != nullptr && r->in_doubt)
+      settle(r->prompt.prompt_id, name);
     schedule();
   });
 }
@@ -204,6 +209,34 @@ void gateway_api::judge_fingerprint(const std::string& name) {
 }
 
 void gateway_api::check_hosts() {
+  // Prompts in doubt on hosts that do not answer: ended past the limit, else moved on at once
+  // when nothing listens where their host was.
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> lost_hosts;
+  std::vector<std::string> asked;
+  std::vector<std::pair<std::string, std::string>> answering;  // prompt, host
+  for (const auto& [id, r] : queue_.running()) {
+    if (!r.in_doubt) continue;
+    if (now - r.in_doubt_since > options_.in_doubt_limit) {
+      lost_hosts.push_back(r.host);
+      continue;
+    }
+    const auto h = hosts_.find(r.host);
+    if (h == hosts_.end()) continue;
+    if (h->second.view.up)
+      answering.emplace_back(id, r.host);
+    else
+      asked.push_back(r.host);
+  }
+  for (const auto& name : lost_hosts)
+    settle_lost(
+        name, false,
+        "it did not answer for " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::seconds>(options_.in_doubt_limit).count()) +
+            " s");
+  for (const auto& name : asked) probe_gone(name);
+  for (const auto& [id, name] : answering) settle(id, name);
   for (auto& [name, h] : hosts_) {
     if (!h.listed) continue;
     if (!h.stream_open) {
@@ -231,7 +264,7 @@ void gateway_api::check_hosts() {
   }
 }
 
-void gateway_api::host_lost(const std::string& name, const std::string& why) {
+void gateway_api::host_lost(const std::string& name, const std::string& why, bool gone) {
   host& h = hosts_.at(name);
   const bool was_up = h.view.up;
   h.view.up = false;  // its node classes stay known: a refusal counts hosts up or not
@@ -243,8 +276,18 @@ void gateway_api::host_lost(const std::string& name, const std::string& why) {
   if (was_up) spdlog::warn("gateway: {} is down: {}", name, printable(why));
   if (const auto* r = queue_.running_on(name)) {
     const std::string id = r->prompt.prompt_id;
-    if (!r->node_started) {
-      // No node of it ran: nothing it did can have had an effect, so it runs again elsewhere.
+    if (!r->node_started && !gone) {
+      // Its POST may be in the host's socket, or queued there: a host that does not answer may
+      // be stopped or cut off, not gone, and would run it when it answers again. It stays the
+      // host's, in doubt, until the host says (settle) or is known gone (probe_gone).
+      if (!r->in_doubt)
+        spdlog::warn(
+            "gateway: prompt {} waits for {} to answer again or be known gone: it may have it", id,
+            name);
+      queue_.set_in_doubt(id, true);
+    } else if (!r->node_started) {
+      // No node of it ran, and the host is gone: nothing it did can have had an effect, so it
+      // runs again elsewhere.
       spdlog::warn(
           "gateway: prompt {} goes back to the queue: {} was lost before any node of "
           "it ran",
@@ -343,7 +386,8 @@ void gateway_api::schedule() {
   });
 }
 
-void gateway_api::send_to_host(const std::string& prompt_id, const std::string& name) {
+void gateway_api::send_to_host(const std::string& prompt_id, const std::string& name, bool again,
+                               int tries_left) {
   running_prompt* r = queue_.running(prompt_id);
   if (r == nullptr) return;
   relay_[prompt_id] = r->prompt.client_id();
@@ -355,15 +399,24 @@ void gateway_api::send_to_host(const std::string& prompt_id, const std::string& 
                      {"extra_data", extra}};
   hosts_.at(name).link->request(
       "POST", "/prompt", body.dump(-1, ' ', false, json::error_handler_t::replace),
-      [this, prompt_id, name](result<host_answer> a) {
+      [this, prompt_id, name, again, tries_left](result<host_answer> a) {
         // Not when the prompt has since gone back to the queue, or to another host.
         const running_prompt* now = queue_.running(prompt_id);
         if (stopped_ || now == nullptr || now->host != name) return;
         if (!a) {
-          // Never reached the host: nothing of it ran.
-          host_lost(name, a.err().message);
+          // Refused: it never reached the host, whose process is gone. Else it may have (a
+          // timeout after it was sent, a connection cut): host_lost leaves it in doubt there.
+          host_lost(name, a.err().message, a.err().code == gateway_errc::host_not_listening);
           return;
         }
+        if (again && a->status == 400 && a->body.find("\"prompt_id_known\"") != std::string::npos) {
+          // The host has it already (an earlier POST of it came after all): asked again what
+          // it has, never run twice.
+          queue_.set_in_doubt(prompt_id, true);
+          if (tries_left > 0) settle(prompt_id, name, tries_left - 1);
+          return;
+        }
+        if (a->status == 200) queue_.set_in_doubt(prompt_id, false);  // a late answer
         if (a->status != 200) {
           spdlog::warn("gateway: {} refused prompt {}: HTTP {} {}", name, prompt_id, a->status,
                        printable(a->body.substr(0, 2000)));
@@ -396,7 +449,9 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   const std::string& type = type_field->get_ref<const std::string&>();
   const auto node = data.find("node");
   const bool end = type == "executing" && node != data.end() && node->is_null();
-  if (type == "executing" && !end) r->node_started = true;
+  if (type == "executing" && !end) queue_.node_started(id);
+  // An event does not settle a prompt in doubt: a host greets a client that connects again with
+  // the last progress of its prompt (progress_state), ended or not; settle asks.
   if (!relay->second.empty()) server_.send(relay->second, text);
   if (end) {
     relay_.erase(relay);
@@ -413,12 +468,19 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
       [this, prompt_id, name, tries_left](result<host_answer> a) {
         const running_prompt* r = queue_.running(prompt_id);
         if (stopped_ || r == nullptr || r->host != name) return;
-        const auto body = json_of(a);
-        const json* found = nullptr;
-        if (body && body->is_object())
-          if (const auto it = body->find(prompt_id); it != body->end() && it->is_object())
-            found = &*it;
-        if (found == nullptr && a && tries_left > 0) {
+        if (auto entry = history_entry(prompt_id, a)) {
+          // The host's report is read again before the prompt ends at the gateway: the models
+          // it loaded are then resident in the host's view when the prompt's client, or the
+          // queue, places the next prompt (the periodic check could be a second away).
+          read_report_then(name, [this, prompt_id, name, entry = std::move(*entry)] {
+            const running_prompt* now = queue_.running(prompt_id);
+            if (now == nullptr || now->host != name) return;
+            finish_from_entry(prompt_id, entry);
+            schedule();
+          });
+          return;
+        }
+        if (a && tries_left > 0) {
           auto timer =
               std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(25));
           timer->async_wait([this, timer, prompt_id, name, tries_left](boost::system::error_code) {
@@ -426,37 +488,8 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
           });
           return;
         }
-        if (found == nullptr) {
-          fail_running(
-              prompt_id, "comfy_orch.HostLost",
-              "host " + name + " ended the prompt but its history entry could not be read");
-        } else {
-          // The entry is the host's: each field is taken only in the shape ComfyUI gives it.
-          const json& entry = *found;
-          const auto object_field = [&](const char* key) {
-            const auto it = entry.find(key);
-            return it != entry.end() && it->is_object() ? *it : json::object();
-          };
-          std::vector<std::string> outputs;
-          if (const auto item = entry.find("prompt");
-              item != entry.end() && item->is_array() && item->size() > 4 && (*item)[4].is_array())
-            for (const auto& o : (*item)[4])
-              if (o.is_string()) outputs.push_back(o.get<std::string>());
-          // The host's report is read again before the prompt ends at the gateway: the models
-          // it loaded are then resident in the host's view when the prompt's client, or the
-          // queue, places the next prompt (the periodic check could be a second away).
-          auto finish = [this, prompt_id, outputs = std::move(outputs),
-                         fields = json{{"outputs", object_field("outputs")},
-                                       {"status", object_field("status")},
-                                       {"meta", object_field("meta")}}]() mutable {
-            if (queue_.running(prompt_id) == nullptr) return;
-            queue_.finish(prompt_id, std::move(fields["outputs"]), std::move(fields["status"]),
-                          std::move(fields["meta"]), std::move(outputs));
-            schedule();
-          };
-          read_report_then(name, std::move(finish));
-          return;
-        }
+        fail_running(prompt_id, "comfy_orch.HostLost",
+                     "host " + name + " ended the prompt but its history entry could not be read");
         schedule();
       });
 }
@@ -475,6 +508,133 @@ void gateway_api::read_report_then(const std::string& name, std::function<void()
         then();
       },
       std::chrono::seconds(5));
+}
+
+std::optional<json> gateway_api::history_entry(const std::string& prompt_id,
+                                               const result<host_answer>& a) {
+  auto body = json_of(a);
+  if (!body || !body->is_object()) return std::nullopt;
+  const auto it = body->find(prompt_id);
+  if (it == body->end() || !it->is_object()) return std::nullopt;
+  return std::move(*it);
+}
+
+bool gateway_api::take_history(const std::string& prompt_id, const result<host_answer>& a) {
+  auto entry = history_entry(prompt_id, a);
+  if (!entry) return false;
+  finish_from_entry(prompt_id, *entry);
+  return true;
+}
+
+void gateway_api::finish_from_entry(const std::string& prompt_id, const json& entry) {
+  // The entry is the host's: each field is taken only in the shape ComfyUI gives it.
+  const auto object_field = [&](const char* key) {
+    const auto it = entry.find(key);
+    return it != entry.end() && it->is_object() ? *it : json::object();
+  };
+  std::vector<std::string> outputs;
+  if (const auto item = entry.find("prompt");
+      item != entry.end() && item->is_array() && item->size() > 4 && (*item)[4].is_array())
+    for (const auto& o : (*item)[4])
+      if (o.is_string()) outputs.push_back(o.get<std::string>());
+  relay_.erase(prompt_id);
+  queue_.finish(prompt_id, object_field("outputs"), object_field("status"), object_field("meta"),
+                std::move(outputs));
+}
+
+void gateway_api::settle(const std::string& prompt_id, const std::string& name, int tries_left) {
+  // Its queue first, then its history: a prompt that ends between the two is in the second, and
+  // one whose late POST comes between them is refused when sent again (prompt_id_known), then
+  // asked about again. One question at a time a prompt; one that gets no answer is asked again
+  // at the next check (check_hosts).
+  const auto still_in_doubt = [this, prompt_id, name] {
+    const running_prompt* r = queue_.running(prompt_id);
+    return !stopped_ && r != nullptr && r->host == name && r->in_doubt;
+  };
+  if (!still_in_doubt() || !settling_.insert(prompt_id).second) return;
+  const auto unanswered = [this, prompt_id, name](const std::string& asked,
+                                                  const result<host_answer>& a) {
+    settling_.erase(prompt_id);
+    spdlog::warn("gateway: {} did not say whether it has prompt {} ({}: {}); asked again", name,
+                 prompt_id, asked, !a ? a.err().message : "HTTP " + std::to_string(a->status));
+  };
+  hosts_.at(name).link->request(
+      "GET", "/queue", {},
+      [this, prompt_id, name, tries_left, still_in_doubt, unanswered](result<host_answer> a) {
+        if (!still_in_doubt()) return (void)settling_.erase(prompt_id);
+        const auto q = json_of(a);
+        if (!q || !q->is_object()) return unanswered("GET /queue", a);
+        for (const char* part : {"queue_running", "queue_pending"})
+          if (const auto items = q->find(part); items != q->end() && items->is_array())
+            for (const auto& item : *items)
+              if (item.is_array() && item.size() > 1 && item[1] == prompt_id) {
+                spdlog::info("gateway: {} has prompt {}: its events follow", name, prompt_id);
+                settling_.erase(prompt_id);
+                queue_.set_in_doubt(prompt_id, false);
+                return;
+              }
+        hosts_.at(name).link->request(
+            "GET", "/history/" + prompt_id, {},
+            [this, prompt_id, name, tries_left, still_in_doubt, unanswered](result<host_answer> h) {
+              if (!still_in_doubt()) return (void)settling_.erase(prompt_id);
+              if (!h || h->status != 200) return unanswered("GET /history", h);
+              settling_.erase(prompt_id);
+              if (take_history(prompt_id, h)) {
+                spdlog::info("gateway: {} had run prompt {}: its entry is taken", name, prompt_id);
+                schedule();
+                return;
+              }
+              const running_prompt* r = queue_.running(prompt_id);
+              if (r->node_started) {
+                fail_running(prompt_id, "comfy_orch.HostLost",
+                             "host " + name + " (" + hosts_.at(name).url +
+                                 ") no longer knows this prompt, which it had started: it "
+                                 "restarted while it ran it");
+                schedule();
+                return;
+              }
+              spdlog::info("gateway: {} never got prompt {}: sent again", name, prompt_id);
+              queue_.set_in_doubt(prompt_id, false);
+              send_to_host(prompt_id, name, true, tries_left);
+            });
+      });
+}
+
+void gateway_api::settle_lost(const std::string& name, bool gone, const std::string& why) {
+  const auto* r = queue_.running_on(name);
+  if (r == nullptr || !r->in_doubt) return;
+  const std::string id = r->prompt.prompt_id;
+  const auto h = hosts_.find(name);
+  const std::string url = h != hosts_.end() ? " (" + h->second.url + ")" : std::string();
+  if (gone && !r->node_started) {
+    spdlog::warn(
+        "gateway: prompt {} goes back to the queue: {} is gone ({}), and no node of it "
+        "had started",
+        id, name, printable(why));
+    relay_.erase(id);
+    queue_.requeue(id);
+  } else {
+    fail_running(
+        id, "comfy_orch.HostLost",
+        "host " + name + url + " was lost while it held this prompt: " + why +
+            (gone ? std::string() : "; it may yet run it there, so it is not run elsewhere"));
+  }
+  schedule();
+}
+
+void gateway_api::probe_gone(const std::string& name) {
+  host& h = hosts_.at(name);
+  if (h.probing || !h.link) return;
+  h.probing = true;
+  h.link->request(
+      "GET", "/orch/fleet/host", {},
+      [this, name](result<host_answer> a) {
+        if (stopped_) return;
+        hosts_.at(name).probing = false;
+        if (!a && a.err().code == gateway_errc::host_not_listening)
+          settle_lost(name, true, "nothing listens at its address: " + a.err().message);
+      },
+      std::chrono::seconds(2));
 }
 
 }  // namespace orch::gateway

@@ -24,13 +24,23 @@ result<std::unique_ptr<gateway_server>> gateway_server::prepare(fleet_config con
                        "\n  (the same file every host's `serve --fleet-secret-file` reads)"};
     secret = read->value();
   }
-  return std::unique_ptr<gateway_server>(
-      new gateway_server(std::move(config), std::move(limits), std::move(secret)));
+  auto state = gateway_state::open(config.state_file);
+  if (!state) return state.err();
+  auto stored = (*state)->load();
+  if (!stored) return stored.err();
+  return std::unique_ptr<gateway_server>(new gateway_server(std::move(config), std::move(limits),
+                                                            std::move(secret), std::move(*state),
+                                                            std::move(*stored)));
 }
 
 gateway_server::gateway_server(fleet_config config, serve::http_limits limits,
-                               std::optional<std::string> secret)
-    : config_(std::move(config)), limits_(std::move(limits)), secret_(std::move(secret)) {}
+                               std::optional<std::string> secret,
+                               std::unique_ptr<gateway_state> state, stored_state stored)
+    : config_(std::move(config)),
+      limits_(std::move(limits)),
+      secret_(std::move(secret)),
+      state_(std::move(state)),
+      stored_(std::move(stored)) {}
 
 gateway_server::~gateway_server() {
   stop();
@@ -52,7 +62,8 @@ result<std::uint16_t> gateway_server::start() {
       io_, limits_, [this](const serve::http_request& r) { return routes_.answer(r); },
       [this](const serve::http_request& r) { return routes_.at_once(r); },
       [this](const std::string& sid) { return api_->greeting(sid); });
-  api_ = std::make_unique<gateway_api>(io_, *http_, std::move(options));
+  api_ = std::make_unique<gateway_api>(io_, *http_, std::move(options), std::move(state_), stored_);
+  stored_ = {};  // the queue holds it now
   api_->add_routes(routes_);
   auto port = http_->listen(config_.listen, config_.port);
   if (!port)

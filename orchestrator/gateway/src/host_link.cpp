@@ -131,20 +131,27 @@ void host_link::request(std::string method, std::string target, std::string body
     return;
   }
   const std::string where = "http://" + address_ + ":" + std::to_string(port_) + target;
-  asio::co_spawn(io_,
-                 exchange(tcp::endpoint(addr, port_), std::move(method), std::move(target),
-                          std::move(body), secret_, deadline, max_bytes),
-                 [done = std::move(done), where](std::exception_ptr e, host_answer a) {
-                   if (!e) return done(std::move(a));
-                   std::string why = "failed";
-                   try {
-                     std::rethrow_exception(e);
-                   } catch (const std::exception& x) {
-                     why = x.what();
-                   } catch (...) {
-                   }
-                   done(error{gateway_errc::host_unreachable, where + ": " + why});
-                 });
+  asio::co_spawn(
+      io_,
+      exchange(tcp::endpoint(addr, port_), std::move(method), std::move(target), std::move(body),
+               secret_, deadline, max_bytes),
+      [done = std::move(done), where](std::exception_ptr e, host_answer a) {
+        if (!e) return done(std::move(a));
+        std::string why = "failed";
+        try {
+          std::rethrow_exception(e);
+        } catch (const boost::system::system_error& x) {
+          // Nothing listens there: the request was never sent, and the host's
+          // process is gone (a stopped one still accepts connections).
+          if (x.code() == asio::error::connection_refused)
+            return done(error{gateway_errc::host_not_listening, where + ": " + x.what()});
+          why = x.what();
+        } catch (const std::exception& x) {
+          why = x.what();
+        } catch (...) {
+        }
+        done(error{gateway_errc::host_unreachable, where + ": " + why});
+      });
 }
 
 void host_link::open_events(std::string client_id, std::function<void()> on_open,

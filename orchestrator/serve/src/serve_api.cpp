@@ -296,7 +296,13 @@ http_reply comfy_api::queue_validated(queued_prompt item) {
   item.extra_data["create_time"] = std::chrono::duration_cast<std::chrono::milliseconds>(
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count();
-  queue_.put(std::move(item));
+  // A prompt_id this host holds or ran is refused, not run again: a gateway whose POST went
+  // unanswered sends it again (docs/fleet.md, "A prompt in doubt"), and the first may have come.
+  const std::string id = item.prompt_id;
+  if (!queue_.put_new(std::move(item)))
+    return prompt_refused(
+        "prompt_id_known", "prompt_id is already queued, running or in the history",
+        "prompt " + id + " is known here; omit prompt_id to let the server make one");
   // After this handler's answer is on its way: the prompt's events follow it.
   boost::asio::post(host_.io(), [this] { start_next(); });
   return json_reply(answer);

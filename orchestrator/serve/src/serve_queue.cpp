@@ -59,6 +59,22 @@ void prompt_queue::put(queued_prompt p) {
   p.text = std::make_shared<const std::string>(
       p.to_json().dump(-1, ' ', false, json::error_handler_t::replace));
   std::unique_lock lock(mutex_);
+  insert_pending(std::move(p), lock);
+}
+
+bool prompt_queue::put_new(queued_prompt p) {
+  p.text = std::make_shared<const std::string>(
+      p.to_json().dump(-1, ' ', false, json::error_handler_t::replace));
+  std::unique_lock lock(mutex_);
+  const auto same = [&](const queued_prompt& q) { return q.prompt_id == p.prompt_id; };
+  if (by_id_.count(p.prompt_id) != 0 || (running_ && same(*running_)) ||
+      std::any_of(pending_.begin(), pending_.end(), same))
+    return false;
+  insert_pending(std::move(p), lock);
+  return true;
+}
+
+void prompt_queue::insert_pending(queued_prompt p, std::unique_lock<std::mutex>& lock) {
   p.sequence = sequence_++;
   const auto at = std::upper_bound(pending_.begin(), pending_.end(), p, [](const auto& a,
                                                                            const auto& b) {

@@ -110,6 +110,11 @@ TEST_F(gateway_test, a_prompt_id_that_is_no_canonical_uuid_or_is_taken_is_refuse
   EXPECT_EQ(again.status, 400u) << again.body;
   EXPECT_EQ(again.json()["error"]["type"], "invalid_prompt_id") << again.body;
   EXPECT_EQ(gateway_->post("/interrupt", {{"prompt_id", id}}).status, 200u);
+  // Nor one that ran: its host would refuse it (serve's prompt_id_known).
+  ASSERT_FALSE(finished_at_gateway(id).is_null());
+  const auto ran = gateway_->post("/prompt", {{"prompt", p}, {"prompt_id", id}});
+  EXPECT_EQ(ran.status, 400u) << ran.body;
+  EXPECT_EQ(ran.json()["error"]["type"], "invalid_prompt_id") << ran.body;
 }
 
 TEST_F(gateway_test, object_info_is_a_hosts_answer) {

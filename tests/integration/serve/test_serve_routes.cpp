@@ -165,6 +165,10 @@ TEST_F(serve_test, number_front_and_prompt_id_are_read_as_comfyui_reads_them) {
   ASSERT_EQ(r.status, 200u) << r.body;
   EXPECT_EQ(r.json()["number"], 7);
   EXPECT_EQ(r.json()["prompt_id"], id);
+  // An id it holds or ran is refused, not run twice (a gateway's second POST of a prompt).
+  r = sent({{"prompt_id", id}});
+  ASSERT_EQ(r.status, 400u) << r.body;
+  EXPECT_EQ(r.json()["error"]["type"], "prompt_id_known") << r.body;
   for (const json& bad : {json(42), json("not-a-uuid"),
                           json("0B5D1C2E-7F3A-4C1B-9E2D-1A2B3C4D5E6F"), json("{" + id + "}")}) {
     r = sent({{"prompt_id", bad}});

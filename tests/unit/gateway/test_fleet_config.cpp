@@ -63,6 +63,23 @@ TEST(fleet_config, gateway_keys_are_read_and_paths_are_relative_to_the_file) {
   EXPECT_EQ(*l.config->secret_file, std::filesystem::path("/fleets/fleet.secret"));
 }
 
+TEST(fleet_config, the_state_file_is_beside_the_fleet_file_unless_named) {
+  const auto l = parse("[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(l.config.has_value());
+  EXPECT_EQ(l.config->state_file, std::filesystem::path("/fleets/fleet.gateway-state.sqlite"));
+  const auto named =
+      parse("[gateway]\nstate_file = \"state/g.sqlite\"\n[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(named.config.has_value());
+  EXPECT_EQ(named.config->state_file, std::filesystem::path("/fleets/state/g.sqlite"));
+  const auto d = only_error(parse("[gateway]\nstate_file = 3\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.state_file");
+  EXPECT_EQ(d.where.line, 2u);
+  const auto dir =
+      only_error(parse("[gateway]\nstate_file = \"state/\"\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(dir.key, "gateway.state_file");
+  EXPECT_NE(dir.message.find("directory"), std::string::npos) << dir.message;
+}
+
 TEST(fleet_config, a_pinned_fingerprint_is_read_and_one_that_is_none_is_refused) {
   const std::string fp = "sha256:" + std::string(64, 'a');
   const auto l = parse("[gateway]\nfingerprint = \"" + fp + "\"\n[[host]]\nurl = \"http://a:1\"\n");
@@ -234,9 +251,10 @@ TEST(fleet_config, the_gateway_reads_its_secret_with_the_hosts_checks) {
     { std::ofstream(secret) << content; }
     std::filesystem::permissions(secret, mode);
     manifests::diagnostics diags;
-    auto config = parse_fleet_config("[gateway]\nsecret_file = \"" + secret.string() +
-                                         "\"\n[[host]]\nurl = \"http://127.0.0.1:1\"\n",
-                                     "/fleets/fleet.toml", diags);
+    auto config =
+        parse_fleet_config("[gateway]\nsecret_file = \"" + secret.string() + "\"\nstate_file = \"" +
+                               dir + "/state.sqlite\"\n[[host]]\nurl = \"http://127.0.0.1:1\"\n",
+                           "/fleets/fleet.toml", diags);
     EXPECT_TRUE(config.has_value()) << diags.items().size();
     return gateway_server::prepare(std::move(*config), {});
   };

@@ -27,9 +27,9 @@ std::vector<std::string> pending_ids(const fleet_queue& q) {
 
 TEST(fleet_queue, numbers_count_up_and_front_is_negated) {
   fleet_queue q;
-  q.put(prompt(q, "a"));
-  q.put(prompt(q, "b"));
-  q.put(prompt(q, "c", /*front=*/true));
+  EXPECT_TRUE(q.put(prompt(q, "a")));
+  EXPECT_TRUE(q.put(prompt(q, "b")));
+  EXPECT_TRUE(q.put(prompt(q, "c", /*front=*/true)));
   EXPECT_EQ(pending_ids(q), (std::vector<std::string>{"c", "a", "b"}));
   EXPECT_EQ(q.pending()[0].number, -2);
   const json queue = q.queue_json();
@@ -44,14 +44,14 @@ TEST(fleet_queue, equal_numbers_keep_the_order_they_were_queued) {
   auto a = prompt(q, "a");
   auto b = prompt(q, "b");
   b.number = a.number = 7;
-  q.put(std::move(a));
-  q.put(std::move(b));
+  EXPECT_TRUE(q.put(std::move(a)));
+  EXPECT_TRUE(q.put(std::move(b)));
   EXPECT_EQ(pending_ids(q), (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(fleet_queue, any_pending_prompt_may_be_taken_and_several_run_at_once) {
   fleet_queue q;
-  for (const char* id : {"a", "b", "c"}) q.put(prompt(q, id));
+  for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(q.put(prompt(q, id)));
   EXPECT_TRUE(q.take("b", "host-1"));
   EXPECT_TRUE(q.take("a", "host-0"));
   EXPECT_FALSE(q.take("b", "host-2"));  // no longer pending
@@ -66,7 +66,7 @@ TEST(fleet_queue, any_pending_prompt_may_be_taken_and_several_run_at_once) {
 
 TEST(fleet_queue, a_requeued_prompt_goes_back_to_its_own_place) {
   fleet_queue q;
-  for (const char* id : {"a", "b", "c"}) q.put(prompt(q, id));
+  for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(q.put(prompt(q, id)));
   ASSERT_TRUE(q.take("a", "host-0"));
   q.running("a")->node_started = false;
   q.requeue("a");
@@ -76,7 +76,7 @@ TEST(fleet_queue, a_requeued_prompt_goes_back_to_its_own_place) {
 
 TEST(fleet_queue, delete_and_clear_touch_only_pending_prompts) {
   fleet_queue q;
-  for (const char* id : {"a", "b", "c", "d"}) q.put(prompt(q, id));
+  for (const char* id : {"a", "b", "c", "d"}) EXPECT_TRUE(q.put(prompt(q, id)));
   ASSERT_TRUE(q.take("a", "host-0"));
   EXPECT_EQ(q.delete_pending({"a", "c"}), 1u);
   EXPECT_EQ(pending_ids(q), (std::vector<std::string>{"b", "d"}));
@@ -89,8 +89,8 @@ TEST(fleet_queue, every_change_says_how_many_remain) {
   fleet_queue q;
   std::vector<std::size_t> seen;
   q.on_change([&](std::size_t n) { seen.push_back(n); });
-  q.put(prompt(q, "a"));
-  q.put(prompt(q, "b"));
+  EXPECT_TRUE(q.put(prompt(q, "a")));
+  EXPECT_TRUE(q.put(prompt(q, "b")));
   ASSERT_TRUE(q.take("a", "host-0"));
   q.finish("a", json::object(), {{"status_str", "success"}}, json::object());
   EXPECT_EQ(seen, (std::vector<std::size_t>{1, 2, 2, 1}));
@@ -98,8 +98,8 @@ TEST(fleet_queue, every_change_says_how_many_remain) {
 
 TEST(fleet_queue, a_finished_prompt_is_in_the_history_with_the_gateways_number_and_client) {
   fleet_queue q;
-  q.put(prompt(q, "x"));
-  q.put(prompt(q, "a", false, "alice"));
+  EXPECT_TRUE(q.put(prompt(q, "x")));
+  EXPECT_TRUE(q.put(prompt(q, "a", false, "alice")));
   ASSERT_TRUE(q.take("a", "host-2"));
   q.finish("a", {{"4", {{"images", json::array()}}}},
            {{"status_str", "success"}, {"completed", true}}, json::object(), {"4"});
@@ -117,7 +117,7 @@ TEST(fleet_queue, a_finished_prompt_is_in_the_history_with_the_gateways_number_a
 TEST(fleet_queue, the_history_keeps_the_newest_entries_up_to_its_size) {
   fleet_queue q(2);
   for (const char* id : {"a", "b", "c"}) {
-    q.put(prompt(q, id));
+    EXPECT_TRUE(q.put(prompt(q, id)));
     ASSERT_TRUE(q.take(id, "host-0"));
     q.finish(id, json::object(), json::object(), json::object());
   }
@@ -139,7 +139,7 @@ TEST(fleet_queue, a_full_queue_says_why) {
   limits.max_pending = 1;
   fleet_queue q(10, limits);
   EXPECT_FALSE(q.full_for(10).has_value());
-  q.put(prompt(q, "a"));
+  EXPECT_TRUE(q.put(prompt(q, "a")));
   ASSERT_TRUE(q.full_for(10).has_value());
   EXPECT_NE(q.full_for(10)->find("1 prompts are pending"), std::string::npos);
 }

@@ -23,6 +23,22 @@ std::string take_id(prompt_queue& q) {
   return p ? p->prompt_id : std::string("<none>");
 }
 
+// A gateway sends a prompt again when its first POST went unanswered (docs/fleet.md, "A prompt in
+// doubt"): an id that waits, runs or ran is refused, so it runs once.
+TEST(serve_queue, put_new_refuses_an_id_pending_running_or_in_the_history) {
+  prompt_queue q;
+  EXPECT_TRUE(q.put_new(item("a", 0)));
+  EXPECT_FALSE(q.put_new(item("a", 1)));  // pending
+  EXPECT_EQ(take_id(q), "a");
+  EXPECT_FALSE(q.put_new(item("a", 2)));  // running
+  q.finish({}, {});
+  EXPECT_FALSE(q.put_new(item("a", 3)));  // in the history
+  EXPECT_TRUE(q.put_new(item("b", 4)));
+  EXPECT_EQ(q.remaining(), 1u);
+  q.delete_history({"a"});
+  EXPECT_TRUE(q.put_new(item("a", 5)));  // no longer known
+}
+
 TEST(serve_queue, runs_the_lowest_number_first_front_first_and_ties_in_arrival_order) {
   prompt_queue q;
   q.put(item("a", q.next_number(false)));  // 0

@@ -5,10 +5,15 @@ namespace orch::gateway::gateway_errc {
 
 // A host did not answer: no connection, a timeout, a broken answer (host_link.hpp).
 inline constexpr const char* host_unreachable = "host_unreachable";
+// Nothing listens at a host's address (its connection was refused): no request reached it.
+inline constexpr const char* host_not_listening = "host_not_listening";
 // A host answered with an HTTP status that is not 200 (its status and body in the message).
 inline constexpr const char* host_refused = "host_refused";
 // The fleet file or the secret cannot be used (fleet_config.hpp).
 inline constexpr const char* invalid_config = "invalid_config";
+// The gateway's state file cannot be used: no SQLite database, another program's, held by
+// another gateway, or a write failed (gateway_state.hpp).
+inline constexpr const char* state_unusable = "state_unusable";
 // The address cannot be bound.
 inline constexpr const char* listen_failed = "listen_failed";
 // The Ray driver could not be started, or said it failed (host_source.hpp).

@@ -12,6 +12,8 @@
 //   fingerprint = "sha256:..."   # pinned; default: the first host's to report
 //   placement = "resident"       # or "round_robin", the baseline placement is measured against
 //   pressure_window_ms = 1500    # SwarmUI's: how long a busy warm host is waited for
+//   state_file = "fleet.gateway-state.sqlite"  # the queue and history across a restart; this
+//                                # default: beside the fleet file, named after it
 //
 //   [[host]]
 //   url = "http://127.0.0.1:8190"
@@ -71,6 +73,9 @@ struct fleet_config {
   // How long a model's waiting prompts wait for its busy warm hosts before a free cold host loads
   // it (placement's pressure window, in the gateway's clock of milliseconds).
   std::uint64_t pressure_window_ms = 1500;
+  // Where the queue and history are kept across a restart (gateway_state.hpp); relative paths:
+  // to the fleet file. Default: beside the fleet file, "<its stem>.gateway-state.sqlite".
+  std::filesystem::path state_file;
   std::vector<static_host> hosts;  // [[host]]
   std::optional<ray_hosts> ray;    // [ray]
 };

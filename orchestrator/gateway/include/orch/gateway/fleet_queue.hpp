@@ -6,9 +6,12 @@
 // place (its host died before any node of it ran). Finished prompts go to a history capped as
 // serve caps it (serve::queue_limits: entries and bytes, the oldest dropped first); the caps on
 // pending prompts are serve's too. The shapes of /queue and /history are ComfyUI's, as serve's.
-// Owned by the gateway's io thread: not thread safe.
+// Given a gateway_state (gateway_state.hpp), every change is written through to it as it is made
+// (a prompt before put() returns, so before its POST is answered), and restore() takes the queue
+// and history back from it after a restart. Owned by the gateway's io thread: not thread safe.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -22,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "orch/fleet/placement.hpp"
+#include "orch/gateway/gateway_state.hpp"
 #include "orch/serve/serve_queue.hpp"
 
 namespace orch::gateway {
@@ -46,6 +50,11 @@ struct running_prompt {
   fleet_prompt prompt;
   std::string host;           // the host it was given to
   bool node_started = false;  // an `executing` for one of its nodes came from the host
+  // Whether the host has it is not known: the host was lost after the prompt was sent (its POST
+  // may be in the host's socket), or the gateway restarted. It stays the host's until the host
+  // answers again and says (gateway_hosts.cpp, `settle`), or is known gone.
+  bool in_doubt = false;
+  std::chrono::steady_clock::time_point in_doubt_since{};
 };
 
 class fleet_queue {
@@ -54,6 +63,13 @@ class fleet_queue {
                        serve::queue_limits limits = {})
       : history_size_(history_size), limits_(limits) {}
 
+  // From here on every change is written to `state` (nullptr: none). Not owned.
+  void keep_in(gateway_state* state) { state_ = state; }
+  // The queue and history as `stored` holds them (after a restart): prompts given to a host run
+  // there again, in doubt; the history's caps are applied (and the entries they drop removed
+  // from the state).
+  void restore(const stored_state& stored);
+
   // Called after every change of the pending or running prompts with how many remain.
   void on_change(std::function<void(std::size_t)> fn) { on_change_ = std::move(fn); }
 
@@ -61,7 +77,8 @@ class fleet_queue {
   std::optional<std::string> full_for(std::size_t bytes) const;
   // ComfyUI's counter, negated for `front`.
   double next_number(bool front);
-  void put(fleet_prompt p);
+  // Written to the state first: an error (the state could not be written) leaves it unqueued.
+  status put(fleet_prompt p);
 
   // In the order they run: (number, order queued).
   const std::vector<fleet_prompt>& pending() const noexcept { return pending_; }
@@ -75,6 +92,10 @@ class fleet_queue {
   bool take(const std::string& prompt_id, const std::string& host);
   // Running prompt `prompt_id` goes back to pending, at its own number and place.
   void requeue(const std::string& prompt_id);
+  // An `executing` for one of its nodes came from its host.
+  void node_started(const std::string& prompt_id);
+  // Whether its host has it is (not) known (running_prompt::in_doubt).
+  void set_in_doubt(const std::string& prompt_id, bool in_doubt);
   // Running prompt `prompt_id` ended: its history entry is {prompt, outputs, status, meta}, its
   // prompt item the gateway's (its number and client), `outputs_to_execute` as its host had it.
   void finish(const std::string& prompt_id, const nlohmann::json& outputs,
@@ -99,6 +120,9 @@ class fleet_queue {
  private:
   void changed();
   void insert_pending(fleet_prompt p);
+  void add_history(const std::string& prompt_id, nlohmann::json entry, std::size_t bytes,
+                   std::vector<std::string>& dropped);
+  void kept(const status& s) const;  // a write to the state that failed is logged
 
   std::vector<fleet_prompt> pending_;  // sorted by (number, sequence)
   std::map<std::string, running_prompt> running_;
@@ -115,6 +139,7 @@ class fleet_queue {
   double counter_ = 0;
   std::uint64_t sequence_ = 0;
   std::function<void(std::size_t)> on_change_;
+  gateway_state* state_ = nullptr;
 };
 
 }  // namespace orch::gateway

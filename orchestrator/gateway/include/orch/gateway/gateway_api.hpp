@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@
 #include "orch/fleet/host_report.hpp"
 #include "orch/fleet/placement.hpp"
 #include "orch/gateway/fleet_queue.hpp"
+#include "orch/gateway/gateway_state.hpp"
 #include "orch/gateway/host_link.hpp"
 #include "orch/gateway/host_source.hpp"
 #include "orch/serve/route_table.hpp"
@@ -55,11 +57,17 @@ struct gateway_options {
   // also refreshes its resident models and free device memory), and a host whose stream ended
   // is connected again.
   std::chrono::milliseconds check_period{1000};
+  // How long a prompt may stay in doubt (running_prompt::in_doubt) on a host that neither
+  // answers nor is known gone, before it ends with comfy_orch.HostLost.
+  std::chrono::milliseconds in_doubt_limit{std::chrono::minutes(10)};
 };
 
 class gateway_api {
  public:
-  gateway_api(boost::asio::io_context& io, serve::http_server& server, gateway_options options);
+  // `state` (nullptr: nothing is kept across a restart) holds the queue and history `stored` was
+  // read from; every change is written there.
+  gateway_api(boost::asio::io_context& io, serve::http_server& server, gateway_options options,
+              std::unique_ptr<gateway_state> state = nullptr, const stored_state& stored = {});
   ~gateway_api();
   gateway_api(const gateway_api&) = delete;
   gateway_api& operator=(const gateway_api&) = delete;
@@ -75,8 +83,10 @@ class gateway_api {
   // thread.
   void stop();
 
-  // The WebSocket client id the gateway uses at its hosts: orch-gateway-<pid>.
-  static std::string client_id();
+  // The WebSocket client id the gateway uses at its hosts: orch-gateway-<its id>, the id kept in
+  // its state (the same after a restart, so that the events of a prompt given to a host before
+  // it are heard after it); without a state, orch-gateway-<pid>.
+  const std::string& client_id() const noexcept { return client_id_; }
 
  private:
   struct host {
@@ -97,6 +107,7 @@ class gateway_api {
     std::uint64_t reports_asked = 0;  // GET /orch/fleet/host requests sent, numbered
     std::uint64_t report_taken = 0;   // the number of the newest report taken into its view
     std::string down_reason;         // why it was last lost; empty: never
+    bool probing = false;            // probe_gone's request is on its way
   };
   struct decision {
     std::string prompt_id;
@@ -145,10 +156,33 @@ class gateway_api {
   // Sets the host's refusal from its fingerprint against the fleet's (empty: it is the fleet's).
   void judge_fingerprint(const std::string& name);
   void check_hosts();
-  void host_lost(const std::string& name, const std::string& why);
+  // `gone`: its process is known to be gone (its source says so, or nothing listens at its
+  // address), so a prompt sent to it that no node of which had started may run elsewhere;
+  // otherwise such a prompt is in doubt there until it answers again.
+  void host_lost(const std::string& name, const std::string& why, bool gone = false);
   void on_host_message(const std::string& name, const std::string& text);
   void schedule();
-  void send_to_host(const std::string& prompt_id, const std::string& name);
+  // `again`: settle sends it a second time, and a host that answers prompt_id_known got the first
+  // (asked again); on a first send that answer is a refusal (the id was used before).
+  void send_to_host(const std::string& prompt_id, const std::string& name, bool again = false,
+                    int tries_left = 2);
+  // A prompt in doubt on a host that answers again (running_prompt::in_doubt): the host's queue
+  // and history say whether it has it; one it never got is sent to it again (serve refuses a
+  // prompt_id it holds, so a POST that did arrive is never run twice); one a node of which had
+  // started that the host no longer knows ends with comfy_orch.HostLost (gateway_hosts.cpp).
+  void settle(const std::string& prompt_id, const std::string& name, int tries_left = 2);
+  // Prompts in doubt on hosts that are known gone, or past options_.in_doubt_limit.
+  void settle_lost(const std::string& name, bool gone, const std::string& why);
+  // Whether host `name` is known not to run (nothing listens at its address): a prompt in doubt
+  // there can run elsewhere.
+  void probe_gone(const std::string& name);
+  // The prompt's entry in its host's answer `a` to GET /history/<id>; nullopt: none there.
+  static std::optional<nlohmann::json> history_entry(const std::string& prompt_id,
+                                                     const result<host_answer>& a);
+  // The prompt ends at the gateway with its host's history entry.
+  void finish_from_entry(const std::string& prompt_id, const nlohmann::json& entry);
+  // Both: the end of a prompt its host answered with `a`; false: no entry in it.
+  bool take_history(const std::string& prompt_id, const result<host_answer>& a);
   void fetch_history(const std::string& prompt_id, const std::string& name, int tries_left);
   // The prompt ends with ComfyUI's execution_error of `exception_type`, sent to its client and
   // put in the history.
@@ -160,6 +194,8 @@ class gateway_api {
   boost::asio::io_context& io_;
   serve::http_server& server_;
   gateway_options options_;
+  std::unique_ptr<gateway_state> state_;
+  std::string client_id_;
   fleet_queue queue_;
   std::map<std::string, host> hosts_;     // by name
   std::string fleet_fingerprint_;         // pinned, else the first host's to report
@@ -168,6 +204,7 @@ class gateway_api {
   // `executing` for no node).
   std::map<std::string, std::string> relay_;
   fleet::round_robin round_robin_;                  // when options_.round_robin
+  std::set<std::string> settling_;                  // prompts settle() asks a host about now
   std::deque<decision> decisions_;                  // the newest 100
   std::map<std::string, std::string> last_reason_;  // a waiting prompt's last noted reason
   boost::asio::steady_timer check_timer_;

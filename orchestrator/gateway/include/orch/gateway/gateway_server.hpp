@@ -16,6 +16,7 @@
 
 #include "orch/gateway/fleet_config.hpp"
 #include "orch/gateway/gateway_api.hpp"
+#include "orch/gateway/gateway_state.hpp"
 #include "orch/gateway/host_source.hpp"
 #include "orch/serve/route_table.hpp"
 #include "orch/serve/serve_http.hpp"
@@ -24,8 +25,9 @@ namespace orch::gateway {
 
 class gateway_server {
  public:
-  // Reads the fleet secret (when the config names one) and makes the parts; nothing listens
-  // yet. Errors: invalid_config (the secret unreadable or empty).
+  // Reads the fleet secret (when the config names one), opens the state file (config.state_file:
+  // the queue and history of the gateway that ran before on it) and makes the parts; nothing
+  // listens yet. Errors: invalid_config (the secret unreadable or empty), state_unusable.
   static result<std::unique_ptr<gateway_server>> prepare(fleet_config config,
                                                          serve::http_limits limits = {});
   ~gateway_server();  // stop()
@@ -43,11 +45,14 @@ class gateway_server {
   const fleet_config& config() const noexcept { return config_; }
 
  private:
-  gateway_server(fleet_config config, serve::http_limits limits, std::optional<std::string> secret);
+  gateway_server(fleet_config config, serve::http_limits limits, std::optional<std::string> secret,
+                 std::unique_ptr<gateway_state> state, stored_state stored);
 
   fleet_config config_;
   serve::http_limits limits_;
   std::optional<std::string> secret_;
+  std::unique_ptr<gateway_state> state_;  // handed to api_ at start()
+  stored_state stored_;
   boost::asio::io_context io_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::thread io_thread_;

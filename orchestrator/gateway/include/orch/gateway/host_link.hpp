@@ -42,7 +42,9 @@ class host_link {
 
   using answer_handler = std::function<void(result<host_answer>)>;
   // One request (`method` GET or POST, `target` its path and query, a JSON `body` for a POST);
-  // `done` runs on the io thread with the answer, whatever its status, or host_unreachable. From
+  // `done` runs on the io thread with the answer, whatever its status, or host_not_listening (its
+  // connection was refused: the request never left) or host_unreachable (it may have reached the
+  // host). From
   // any thread. `done` may run after this link is gone: it must not reach the link through a
   // raw pointer. An answer whose body passes `max_bytes` is host_unreachable ("body limit
   // exceeded").

@@ -70,6 +70,10 @@ class prompt_queue {
   // Gives the prompt its number (ComfyUI's counter, negated for `front`) unless it has one.
   double next_number(bool front);
   void put(queued_prompt p);
+  // put(), unless a prompt of its id is pending, running or in the history: false then, and
+  // nothing queued. Checked and queued under one lock, so that of two POSTs of one prompt_id
+  // (a gateway sending again a prompt whose first POST went unanswered) one runs.
+  bool put_new(queued_prompt p);
   // The next prompt, now running; empty when none is pending or once stop() was called.
   std::optional<queued_prompt> try_take();
   // The running prompt is done: its history entry is {prompt, outputs, status, meta}.
@@ -120,6 +124,7 @@ class prompt_queue {
 
  private:
   void changed(std::unique_lock<std::mutex>& lock);
+  void insert_pending(queued_prompt p, std::unique_lock<std::mutex>& lock);  // under mutex_
 
   mutable std::mutex mutex_;
   std::vector<queued_prompt> pending_;  // sorted by (number, sequence)
