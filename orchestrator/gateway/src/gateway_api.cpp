@@ -59,7 +59,10 @@ gateway_api::gateway_api(boost::asio::io_context& io, serve::http_server& server
       options_(std::move(options)),
       queue_(options_.history_size, options_.limits),
       fleet_fingerprint_(options_.fingerprint),
-      check_timer_(io) {
+      check_timer_(io),
+      web_(serve::frontend_files(options_.frontend_root), serve::user_data(options_.user_directory),
+           options_.max_upload, serve::workflow_templates(serve::installed_workflow_templates())),
+      own_files_(options_.frontend_root) {
   queue_.on_change([this](std::size_t) { server_.send("", status_message(false, "").dump()); });
 }
 
@@ -72,9 +75,25 @@ json gateway_api::status_message(bool with_sid, const std::string& sid) const {
 }
 
 std::vector<std::string> gateway_api::greeting(const std::string& sid) {
-  return {on_io([&] {
-            return status_message(true, sid);
-          }).dump(-1, ' ', false, json::error_handler_t::replace)};
+  return on_io([&] {
+    std::vector<std::string> out = {
+        status_message(true, sid).dump(-1, ' ', false, json::error_handler_t::replace)};
+    // As serve greets a client that connects again while its prompt runs: the node running and
+    // the prompt's progress, as its host last sent them.
+    for (auto it = live_.begin(); it != live_.end();) {
+      const running_prompt* r = queue_.running(it->first);
+      if (r == nullptr) {  // it ended without its `executing` for no node (its host lost)
+        it = live_.erase(it);
+        continue;
+      }
+      if (r->prompt.client_id() == sid) {
+        if (!it->second.executing.empty()) out.push_back(it->second.executing);
+        if (!it->second.progress.empty()) out.push_back(it->second.progress);
+      }
+      ++it;
+    }
+    return out;
+  });
 }
 
 void gateway_api::add_routes(serve::route_table& table) {
@@ -110,6 +129,7 @@ void gateway_api::add_routes(serve::route_table& table) {
   table.add({.method = "GET", .path = "/orch/fleet", .answer = [this](request) {
                return json_reply(on_io([&] { return fleet_document(); }));
              }});
+  add_frontend_routes(table);  // last: its fallback proxies what no route answers
 }
 
 http_reply gateway_api::post_prompt(const http_request& req) {
@@ -267,16 +287,20 @@ http_reply gateway_api::interrupt(const http_request& req) {
     if (auto it = body->find("prompt_id"); it != body->end() && it->is_string())
       only = it->get<std::string>();
   on_io([&] {
-    for (const auto& [id, r] : queue_.running()) {
-      if (only && *only != id) continue;
-      const auto h = hosts_.find(r.host);
-      if (h == hosts_.end() || !h->second.link) continue;
-      h->second.link->request("POST", "/interrupt", json{{"prompt_id", id}}.dump(),
-                              [](result<host_answer>) {});
-    }
+    interrupt_running([&](const std::string& id) { return !only || *only == id; });
     return 0;
   });
   return empty_ok();
+}
+
+void gateway_api::interrupt_running(const std::function<bool(const std::string&)>& which) {
+  for (const auto& [id, r] : queue_.running()) {
+    if (!which(id)) continue;
+    const auto h = hosts_.find(r.host);
+    if (h == hosts_.end() || !h->second.link) continue;
+    h->second.link->request("POST", "/interrupt", json{{"prompt_id", id}}.dump(),
+                            [](result<host_answer>) {});
+  }
 }
 
 json gateway_api::fleet_document() const {

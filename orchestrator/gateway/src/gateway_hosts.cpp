@@ -386,8 +386,12 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   const auto node = data.find("node");
   const bool end = type == "executing" && node != data.end() && node->is_null();
   if (type == "executing" && !end) r->node_started = true;
+  // What a client that connects again mid-prompt is greeted with (greeting()).
+  if (type == "executing" && !end) live_[id].executing = text;
+  if (type == "progress_state") live_[id].progress = text;
   if (!relay->second.empty()) server_.send(relay->second, text);
   if (end) {
+    live_.erase(id);
     relay_.erase(relay);
     fetch_history(id, name, 200);
   }

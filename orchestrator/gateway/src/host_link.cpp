@@ -58,8 +58,9 @@ asio::awaitable<host_answer> exchange(tcp::endpoint at, std::string method, std:
   co_await http::async_read(stream, buffer, parser, use_awaitable);
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  const std::string content_type(parser.get()[http::field::content_type]);
   co_return host_answer{static_cast<unsigned>(parser.get().result_int()),
-                        std::move(parser.get().body())};
+                        std::move(parser.get().body()), content_type};
 }
 
 }  // namespace

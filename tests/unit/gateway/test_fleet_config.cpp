@@ -61,6 +61,20 @@ TEST(fleet_config, gateway_keys_are_read_and_paths_are_relative_to_the_file) {
   EXPECT_EQ(*l.config->secret_file, std::filesystem::path("/fleets/fleet.secret"));
 }
 
+TEST(fleet_config, the_user_directory_is_user_beside_the_file_unless_named) {
+  const auto defaulted = parse("[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(defaulted.config.has_value());
+  EXPECT_EQ(defaulted.config->user_directory, std::filesystem::path("/fleets/user"));
+  const auto named =
+      parse("[gateway]\nuser_directory = \"frontend-users\"\n[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(named.config.has_value());
+  EXPECT_EQ(named.config->user_directory, std::filesystem::path("/fleets/frontend-users"));
+  const auto d = only_error(parse("[gateway]\nport = 1\nuser_directory = 3\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.user_directory");
+  EXPECT_EQ(d.where.line, 3u);
+  EXPECT_NE(d.fix.find("user_directory"), std::string::npos) << d.fix;
+}
+
 TEST(fleet_config, a_pinned_fingerprint_is_read_and_one_that_is_none_is_refused) {
   const std::string fp = "sha256:" + std::string(64, 'a');
   const auto l = parse("[gateway]\nfingerprint = \"" + fp + "\"\n[[host]]\nurl = \"http://a:1\"\n");

@@ -10,6 +10,8 @@
 //   secret_file = "fleet.secret" # sent to every host as "Authorization: Bearer <secret>"
 //   history_size = 10000
 //   fingerprint = "sha256:..."   # pinned; default: the first host's to report
+//   user_directory = "user"      # the frontend's user data and settings (ComfyUI's
+//                                # --user-directory); default: "user" beside the fleet file
 //
 //   [[host]]
 //   url = "http://127.0.0.1:8190"
@@ -59,6 +61,10 @@ struct fleet_config {
   // The fleet's fingerprint, pinned ("sha256:<64 hex>", a host's GET /orch/fleet/host);
   // empty: the first host's to report.
   std::string fingerprint;
+  // The official frontend's user data and settings at the gateway (ComfyUI's --user-directory:
+  // the default user's files are in its default/); relative paths: to the fleet file; default:
+  // "user" beside the fleet file.
+  std::filesystem::path user_directory;
   std::vector<static_host> hosts;  // [[host]]
   std::optional<ray_hosts> ray;    // [ray]
 };

@@ -13,12 +13,16 @@
 // io thread never blocks); /object_info, proxied to a host, waits on http_server's waiting
 // thread.
 //
-// Its members are split by concept over two sources: gateway_api.cpp (the routes) and
-// gateway_hosts.cpp (the hosts, scheduling, the event relay, a host lost).
+// Its members are split by concept over sources: gateway_api.cpp (the routes) and
+// gateway_hosts.cpp (the hosts, scheduling, the event relay, a host lost); the official
+// frontend's routes and what depends on the packs, proxied to a host, in gateway_frontend.cpp;
+// /free and /system_stats over every host in gateway_devices.cpp; the jobs API over the queue in
+// gateway_jobs.cpp.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <deque>
 #include <functional>
 #include <future>
@@ -38,6 +42,7 @@
 #include "orch/gateway/fleet_queue.hpp"
 #include "orch/gateway/host_link.hpp"
 #include "orch/gateway/host_source.hpp"
+#include "orch/serve/frontend_routes.hpp"
 #include "orch/serve/route_table.hpp"
 #include "orch/serve/serve_http.hpp"
 
@@ -54,6 +59,12 @@ struct gateway_options {
   // also refreshes its resident models and free device memory), and a host whose stream ended
   // is connected again.
   std::chrono::milliseconds check_period{1000};
+  // The official frontend the gateway serves at / (nullopt: none, / says how to get it), and
+  // ComfyUI's user directory for its user data and settings ([gateway] user_directory).
+  std::optional<std::filesystem::path> frontend_root;
+  std::filesystem::path user_directory = "user";
+  // The largest upload, which /features and the WebSocket's feature_flags announce.
+  std::size_t max_upload = std::size_t{8} << 20;
 };
 
 class gateway_api {
@@ -64,7 +75,8 @@ class gateway_api {
   gateway_api& operator=(const gateway_api&) = delete;
 
   void add_routes(serve::route_table& table);
-  // What a WebSocket client hears first: ComfyUI's status message with its sid.
+  // What a WebSocket client hears first: ComfyUI's status message with its sid, then, as serve
+  // sends them, the running node of its prompt and the prompt's progress.
   std::vector<std::string> greeting(const std::string& sid);
   // A host_source's event. On the io thread.
   void on_host_event(const host_event& e);
@@ -108,6 +120,28 @@ class gateway_api {
   serve::http_reply interrupt(const serve::http_request& req);
   nlohmann::json fleet_document() const;
   nlohmann::json status_message(bool with_sid, const std::string& sid) const;
+
+  // The frontend's routes and the packs' (gateway_frontend.cpp). Added last: its fallback
+  // proxies to a host whatever no route of the gateway answers.
+  void add_frontend_routes(serve::route_table& table);
+  std::optional<serve::http_reply> pack_route(const serve::http_request& req);
+  serve::http_reply extensions_list();
+  // `method` `target` answered by a host that is up and the fleet's, on the waiting thread:
+  // every such host carries the same packs.
+  serve::http_reply proxied(std::string method, std::string target, std::string body = {});
+  // Where each host that is up and the fleet's listens, by name: copied on the io thread, as a
+  // host's link may be replaced there (the host restarted) while a waiting thread asks it.
+  std::vector<std::pair<std::string, std::pair<std::string, std::uint16_t>>> answering_hosts();
+  // /free and /system_stats (gateway_devices.cpp): every answering host asked at once, on the
+  // waiting thread.
+  serve::http_reply free(const serve::http_request& req);
+  serve::http_reply system_stats();
+  std::vector<std::pair<std::string, result<host_answer>>> ask_every_host(
+      const std::string& method, const std::string& target, const std::string& body);
+  // The jobs API over the gateway's queue (gateway_jobs.cpp).
+  std::optional<serve::http_reply> jobs(const serve::http_request& req);
+  // Tells the host of each running prompt `which` accepts to interrupt it.
+  void interrupt_running(const std::function<bool(const std::string&)>& which);
   // Runs `fn` on the io thread and returns what it returned: at once there, else waiting.
   template <typename Fn>
   auto on_io(Fn fn) -> decltype(fn());
@@ -143,9 +177,18 @@ class gateway_api {
   // Prompts whose events a host relays, to the client that queued them (kept until their
   // `executing` for no node).
   std::map<std::string, std::string> relay_;
+  // Each running prompt's last `executing` for a node and `progress_state`, as its host sent
+  // them: what greeting() sends its client when it connects again.
+  struct live_prompt {
+    std::string executing;
+    std::string progress;
+  };
+  std::map<std::string, live_prompt> live_;
   std::deque<decision> decisions_;                  // the newest 100
   std::map<std::string, std::string> last_reason_;  // a waiting prompt's last noted reason
   boost::asio::steady_timer check_timer_;
+  serve::frontend_routes web_;       // the frontend's files, user data, templates, "none here"
+  serve::frontend_files own_files_;  // the frontend's own core extensions (its extensions/)
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   bool stopped_ = false;
 };

@@ -24,6 +24,7 @@ namespace orch::gateway {
 struct host_answer {
   unsigned status = 0;
   std::string body;
+  std::string content_type;  // its Content-Type, as sent (untrusted): empty when none
 };
 
 class host_link {
