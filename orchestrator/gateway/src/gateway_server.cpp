@@ -53,6 +53,16 @@ gateway_server::~gateway_server() {
 }
 
 result<std::uint16_t> gateway_server::start() {
+  // The frontend's user directory is made now, so that one the gateway cannot make stops it at
+  // once rather than losing a user's settings later.
+  std::error_code ec;
+  std::filesystem::create_directories(config_.user_directory / "default", ec);
+  if (ec)
+    return error{gateway_errc::invalid_config,
+                 config_.file.string() + ": [gateway] user_directory: cannot make " +
+                     (config_.user_directory / "default").string() + ": " + ec.message() +
+                     "\n  fix: point user_directory at a directory the gateway may create and "
+                     "write (the frontend's user data and settings are kept there)"};
   started_ = true;
   work_.emplace(io_.get_executor());
   io_thread_ = std::thread([this] { io_.run(); });

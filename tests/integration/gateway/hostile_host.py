@@ -3,6 +3,9 @@ should, and then sends what a broken or hostile machine can. Its WebSocket sends
 100,000 deep (a recursive copy or free of it overflows a stack), an event whose type is a number,
 and, for each prompt it is given, the events of a prompt that ends and then a history entry that is
 no object. The gateway must go on answering, and end the prompt with an error naming the host.
+What the gateway proxies or gathers from it is as hostile: an /extensions list naming a path
+outside /extensions/, a /system_stats of 10,000 devices (one with a name of 100 KiB, one with no
+name), and a /free answered with JSON nested 100,000 deep.
 
 Usage: hostile_host.py PORT_FILE (the port it listens on is written there once it listens).
 """
@@ -65,12 +68,31 @@ async def history(request):
     return web.json_response({request.match_info["prompt_id"]: 1})
 
 
+async def extensions(_request):
+    return web.json_response(["/extensions/hostile/a.js", "/etc/passwd"])
+
+
+async def system_stats(_request):
+    devices = [{"name": "dev%d" % i, "type": "sim", "index": i, "vram_total": 1}
+               for i in range(10_000)]
+    devices[0] = {"name": "x" * 100_000, "type": "sim"}
+    devices[1] = {"type": "sim"}
+    return web.json_response({"system": {"comfyui_version": "hostile"}, "devices": devices})
+
+
+async def free(_request):
+    return web.Response(text="[" * DEPTH + "]" * DEPTH, content_type="application/json")
+
+
 async def main():
     app = web.Application()
     app.router.add_get("/orch/fleet/host", report)
     app.router.add_get("/ws", events)
     app.router.add_post("/prompt", prompt)
     app.router.add_get("/history/{prompt_id}", history)
+    app.router.add_get("/extensions", extensions)
+    app.router.add_get("/system_stats", system_stats)
+    app.router.add_post("/free", free)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

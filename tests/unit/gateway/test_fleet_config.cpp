@@ -230,5 +230,25 @@ TEST(fleet_config, the_gateway_reads_its_secret_with_the_hosts_checks) {
   std::filesystem::remove_all(dir);
 }
 
+// A user directory the gateway cannot make stops it at start, naming the key.
+TEST(fleet_config, a_user_directory_that_cannot_be_made_stops_the_gateway_naming_it) {
+  char dir[] = "/tmp/orch-fleet-users-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::filesystem::path file = std::filesystem::path(dir) / "a-file";
+  { std::ofstream(file) << "not a directory\n"; }
+  manifests::diagnostics diags;
+  auto config = parse_fleet_config("[gateway]\nuser_directory = \"a-file/users\"\n[[host]]\n"
+                                   "url = \"http://127.0.0.1:1\"\n",
+                                   std::filesystem::path(dir) / "fleet.toml", diags);
+  ASSERT_TRUE(config.has_value());
+  auto server = gateway_server::prepare(std::move(*config), {});
+  ASSERT_TRUE(server);
+  const auto started = (*server)->start();
+  ASSERT_FALSE(started);
+  EXPECT_NE(started.err().message.find("fleet.toml: [gateway] user_directory"), std::string::npos)
+      << started.err().message;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace orch::gateway

@@ -113,6 +113,12 @@ const posted = page.waitForResponse((r) => r.url().endsWith('/api/prompt') &&
 await page.getByRole('button', { name: 'Run', exact: true }).first().click();
 const queued = await (await posted).json();
 check(typeof queued.prompt_id === 'string', 'Run queued the workflow: ' + JSON.stringify(queued));
+// Mid-prompt, for the screenshot: the page has heard a node of it running part-way.
+const partWay = (m) => m.type === 'progress_state' && m.data?.prompt_id === queued.prompt_id &&
+  Object.values(m.data.nodes).some((n) => n.state === 'running' && n.value > 0);
+for (const until = Date.now() + 180000; Date.now() < until && !ws.some(partWay);)
+  await page.waitForTimeout(100);
+await shot('2-running');
 // The prompt's end, as the page hears it (relayed by the gateway with its prompt id); the bound
 // is a hang guard.
 const deadline = Date.now() + 180000;
@@ -120,7 +126,7 @@ while (Date.now() < deadline &&
        !ws.some((m) => m.type === 'executing' && m.data?.prompt_id === queued.prompt_id &&
                        m.data.node === null))
   await page.waitForTimeout(200);
-await shot('2-finished');
+await shot('3-finished');
 const fleet = await page.evaluate(async () => (await fetch('/orch/fleet')).json());
 const ranOn = fleet.decisions.filter((d) => d.prompt_id === queued.prompt_id &&
                                             d.decision === 'run').map((d) => d.host).pop();
@@ -147,7 +153,7 @@ await page.waitForFunction(() => [...document.images].some(
   null, { timeout: 30000 })
   .then(() => check(true, 'the output image shows in the page'))
   .catch(() => fail('the output image never appeared in the page'));
-await shot('3-output');
+await shot('4-output');
 
 // 3. The queue panel's jobs API lists the finished job, under the gateway's id.
 const jobs = await page.evaluate(async () =>
@@ -162,7 +168,7 @@ await open();
 const zoom = await page.evaluate(
   () => window.app.extensionManager.setting.get('Comfy.Graph.ZoomSpeed'));
 check(zoom === 1.3, 'a changed setting is kept across a reload (' + zoom + ')');
-await shot('4-reloaded');
+await shot('5-reloaded');
 
 await browser.close();
 console.log(`external requests refused: ${external.length}`);

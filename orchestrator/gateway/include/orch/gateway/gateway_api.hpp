@@ -22,8 +22,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
