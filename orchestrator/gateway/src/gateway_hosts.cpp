@@ -373,8 +373,18 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   if (data_field == m.end() || !data_field->is_object()) return;
   const json& data = *data_field;
   const auto id_field = data.find("prompt_id");
-  if (id_field == data.end() || !id_field->is_string())
-    return;  // the host's status: the gateway has its own
+  if (id_field == data.end() || !id_field->is_string()) {
+    // A message of no prompt: the host's status (the gateway has its own), or a pack's own
+    // (a node's PromptServer.send_sync to its prompt's client, the gateway here), which goes to
+    // the client of the one prompt the host runs, as serve sends it to that prompt's client.
+    const auto type_field = m.find("type");
+    if (type_field == m.end() || !type_field->is_string() || *type_field == "status") return;
+    const running_prompt* r = queue_.running_on(name);
+    if (r == nullptr) return;
+    const auto relay = relay_.find(r->prompt.prompt_id);
+    if (relay != relay_.end() && !relay->second.empty()) server_.send(relay->second, text);
+    return;
+  }
   const std::string id = id_field->get<std::string>();
   const auto relay = relay_.find(id);
   if (relay == relay_.end()) return;

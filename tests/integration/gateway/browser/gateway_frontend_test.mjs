@@ -7,7 +7,7 @@
 // What a person does at the gateway's address: open the page (its frontend, the packs' scripts
 // from /extensions and their node classes from a host), load the serve browser test's workflow
 // and press Run; the prompt lands on the host that is not busy, and the page shows the sampler's
-// progress and the output image (/api/view at the gateway); the queue panel's jobs API lists it;
+// progress, the pack's own messages and route, and the output image (/api/view at the gateway); the queue panel's jobs API lists it;
 // a changed setting outlives a reload (the gateway's user directory). Screenshots go to OUT_DIR.
 import { readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -108,6 +108,8 @@ await command('Comfy.Canvas.FitView');
 const previewLoaded = page.waitForResponse(
   (r) => r.url().includes('/api/view?') && r.url().includes('browser_preview_'),
   { timeout: 180000 }).catch(() => null);
+const swatchLoaded = page.waitForResponse(
+  (r) => r.url().includes('/api/browserdemo/swatch?'), { timeout: 180000 }).catch(() => null);
 const posted = page.waitForResponse((r) => r.url().endsWith('/api/prompt') &&
                                            r.request().method() === 'POST');
 await page.getByRole('button', { name: 'Run', exact: true }).first().click();
@@ -143,6 +145,15 @@ for (const [type, what] of [['SimSampler', 'the sampler'], ['BrowserSteps', 'the
   check(states.some((m) => m.data.nodes[id]?.state === 'finished'),
         `progress_state showed ${what} finished`);
 }
+// The pack's own message (its node's send_sync, relayed to the page by the gateway) reached the
+// pack's script, which fetched a swatch from the pack's own route (proxied to a host).
+const stepCount = workflow.nodes.find((n) => n.type === 'BrowserSteps').widgets_values[0];
+const heard = await page.evaluate(() => window.orchBrowserDemo.status.length);
+check(heard === stepCount, `the pack's script heard its node's ${heard} of ${stepCount} steps`);
+const swatch = await swatchLoaded;
+check(swatch !== null && swatch.status() === 200,
+      'the pack\'s script fetched its swatch from the pack\'s route through the gateway' +
+      (swatch ? ` (answered ${swatch.status()} ${swatch.headers()['content-type']})` : ''));
 // The output image, from the gateway's /view (its copy of the host's output).
 const view = await previewLoaded;
 check(view !== null && view.status() === 200 && view.headers()['content-type'] === 'image/png',
