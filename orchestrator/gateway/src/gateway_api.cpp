@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "orch/executor/prompt.hpp"
 #include "orch/fleet/prompt_needs.hpp"
@@ -229,7 +230,22 @@ http_reply gateway_api::post_queue(const http_request& req) {
 
 http_reply gateway_api::history(const http_request& req) {
   const std::string path = serve::route_path(req.path);
-  if (path.size() > 9) return json_reply(on_io([&] { return queue_.history_of(path.substr(9)); }));
+  if (path.size() > 9) {
+    const std::string id = path.substr(9);
+    if (!on_io([&] { return ending_.contains(id); }))
+      return json_reply(on_io([&] { return queue_.history_of(id); }));
+    // Its outcome is known and its entry on its way from its host: answered once it is here
+    // (or the prompt is no longer running), from the waiting thread, within 10 s.
+    http_reply later;
+    later.later = [this, id] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (std::chrono::steady_clock::now() < until &&
+             on_io([&] { return ending_.contains(id) && queue_.running(id) != nullptr; }))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return json_reply(on_io([&] { return queue_.history_of(id); }));
+    };
+    return later;
+  }
   std::optional<std::size_t> max_items;
   std::int64_t offset = -1;
   try {

@@ -100,7 +100,12 @@ void gateway_api::connect(const std::string& name) {
         opened.stream_open = true;
         read_facts(name);
       },
-      [this, name](const std::string& text) { on_host_message(name, text); },
+      [this, name](const std::string& text, bool binary) {
+        if (binary)
+          on_host_frame(name, text);
+        else
+          on_host_message(name, text);
+      },
       [this, name](const std::string& why) {
         host& closed = hosts_.at(name);
         const bool was_open = closed.stream_open;
@@ -253,6 +258,7 @@ void gateway_api::host_lost(const std::string& name, const std::string& why) {
 
 void gateway_api::fail_running(const std::string& prompt_id, const std::string& exception_type,
                                const std::string& message) {
+  ending_.erase(prompt_id);
   running_prompt* r = queue_.running(prompt_id);
   if (r == nullptr) return;
   const std::string client = r->prompt.client_id();
@@ -397,14 +403,21 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   const bool end = type == "executing" && node != data.end() && node->is_null();
   if (type == "executing" && !end) r->node_started = true;
   // What a client that connects again mid-prompt is greeted with (greeting()).
+  if (type == "execution_success" || type == "execution_error" ||
+      type == "execution_interrupted")
+    ending_.insert(id);
   if (type == "executing" && !end) live_[id].executing = text;
   if (type == "progress_state") live_[id].progress = text;
-  if (!relay->second.empty()) server_.send(relay->second, text);
   if (end) {
+    // ComfyUI writes a prompt's history before its `executing` for no node, and clients read
+    // the history when they hear it (the saintno SDK): held until the entry is in the gateway's.
+    if (!relay->second.empty()) ended_[id] = {relay->second, text};
     live_.erase(id);
     relay_.erase(relay);
     fetch_history(id, name, 200);
+    return;
   }
+  if (!relay->second.empty()) server_.send(relay->second, text);
 }
 
 void gateway_api::fetch_history(const std::string& prompt_id, const std::string& name,
@@ -414,8 +427,12 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
   hosts_.at(name).link->request(
       "GET", "/history/" + prompt_id, {},
       [this, prompt_id, name, tries_left](result<host_answer> a) {
+        ending_.erase(prompt_id);
         const running_prompt* r = queue_.running(prompt_id);
-        if (stopped_ || r == nullptr || r->host != name) return;
+        if (stopped_ || r == nullptr || r->host != name) {
+          ended_.erase(prompt_id);
+          return;
+        }
         const auto body = json_of(a);
         const json* found = nullptr;
         if (body && body->is_object())
@@ -430,6 +447,7 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
           return;
         }
         if (found == nullptr) {
+          ended_.erase(prompt_id);  // fail_running sends its own
           fail_running(
               prompt_id, "comfy_orch.HostLost",
               "host " + name + " ended the prompt but its history entry could not be read");
@@ -447,6 +465,10 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
               if (o.is_string()) outputs.push_back(o.get<std::string>());
           queue_.finish(prompt_id, object_field("outputs"), object_field("status"),
                         object_field("meta"), std::move(outputs));
+          if (const auto held = ended_.find(prompt_id); held != ended_.end()) {
+            server_.send(held->second.first, held->second.second);
+            ended_.erase(held);
+          }
         }
         schedule();
       });

@@ -7,8 +7,9 @@
 // What a person does at the gateway's address: open the page (its frontend, the packs' scripts
 // from /extensions and their node classes from a host), load the serve browser test's workflow
 // and press Run; the prompt lands on the host that is not busy, and the page shows the sampler's
-// progress, the pack's own messages and route, and the output image (/api/view at the gateway); the queue panel's jobs API lists it;
-// a changed setting outlives a reload (the gateway's user directory). Screenshots go to OUT_DIR.
+// progress, its live previews, the pack's own messages and route, and the output image
+// (/api/view at the gateway); the queue panel's jobs API lists it; a changed setting outlives a
+// reload (the gateway's user directory). Screenshots go to OUT_DIR.
 import { readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -108,6 +109,16 @@ await command('Comfy.Canvas.FitView');
 const previewLoaded = page.waitForResponse(
   (r) => r.url().includes('/api/view?') && r.url().includes('browser_preview_'),
   { timeout: 180000 }).catch(() => null);
+// What the frontend makes of the host's binary frames, relayed by the gateway: previews (with
+// their metadata, as the page asked) and progress texts.
+await page.evaluate(() => {
+  const seen = { previews: [], texts: [] };
+  window.orchGatewaySaw = seen;
+  window.app.api.addEventListener('b_preview_with_metadata', ({ detail }) =>
+    seen.previews.push({ node: String(detail.displayNodeId), size: detail.blob.size }));
+  window.app.api.addEventListener('progress_text', ({ detail }) =>
+    seen.texts.push({ node: String(detail.nodeId), text: detail.text }));
+});
 const swatchLoaded = page.waitForResponse(
   (r) => r.url().includes('/api/browserdemo/swatch?'), { timeout: 180000 }).catch(() => null);
 const posted = page.waitForResponse((r) => r.url().endsWith('/api/prompt') &&
@@ -154,6 +165,12 @@ const swatch = await swatchLoaded;
 check(swatch !== null && swatch.status() === 200,
       'the pack\'s script fetched its swatch from the pack\'s route through the gateway' +
       (swatch ? ` (answered ${swatch.status()} ${swatch.headers()['content-type']})` : ''));
+const saw = await page.evaluate(() => window.orchGatewaySaw);
+const stepsNode = String(workflow.nodes.find((n) => n.type === 'BrowserSteps').id);
+check(saw.previews.some((p) => p.node === stepsNode && p.size > 0),
+      `the Python node's live previews reached the page (${saw.previews.length})`);
+check(saw.texts.some((t) => t.node === stepsNode && t.text.length > 0),
+      `its progress texts reached the page (${saw.texts.length})`);
 // The output image, from the gateway's /view (its copy of the host's output).
 const view = await previewLoaded;
 check(view !== null && view.status() === 200 && view.headers()['content-type'] === 'image/png',

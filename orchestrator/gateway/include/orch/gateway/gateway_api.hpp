@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,9 @@ class gateway_api {
   void check_hosts();
   void host_lost(const std::string& name, const std::string& why);
   void on_host_message(const std::string& name, const std::string& text);
+  // A binary frame from a host (gateway_previews.cpp): a preview or a progress text, to the
+  // client of the prompt it belongs to.
+  void on_host_frame(const std::string& name, const std::string& frame);
   void schedule();
   void send_to_host(const std::string& prompt_id, const std::string& name);
   void fetch_history(const std::string& prompt_id, const std::string& name, int tries_left);
@@ -184,6 +188,13 @@ class gateway_api {
     std::string progress;
   };
   std::map<std::string, live_prompt> live_;
+  // Each prompt's `executing` for no node, to its client, held until its history entry is in
+  // the gateway's (ComfyUI's order): prompt id -> (client, the message).
+  std::map<std::string, std::pair<std::string, std::string>> ended_;
+  // Running prompts whose host has sent their outcome (execution_success, _error or
+  // _interrupted): a client may read the history at once (the saintno SDK does, at the last
+  // output's `executed`), so GET /history/{id} of one waits for its entry.
+  std::set<std::string> ending_;
   std::deque<decision> decisions_;                  // the newest 100
   std::map<std::string, std::string> last_reason_;  // a waiting prompt's last noted reason
   boost::asio::steady_timer check_timer_;
