@@ -402,10 +402,11 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   const auto node = data.find("node");
   const bool end = type == "executing" && node != data.end() && node->is_null();
   if (type == "executing" && !end) r->node_started = true;
-  // What a client that connects again mid-prompt is greeted with (greeting()).
+  // Its outcome: GET /history/{id} now waits for its entry.
   if (type == "execution_success" || type == "execution_error" ||
       type == "execution_interrupted")
     ending_.insert(id);
+  // What a client that connects again mid-prompt is greeted with (greeting()).
   if (type == "executing" && !end) live_[id].executing = text;
   if (type == "progress_state") live_[id].progress = text;
   if (end) {
@@ -427,9 +428,9 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
   hosts_.at(name).link->request(
       "GET", "/history/" + prompt_id, {},
       [this, prompt_id, name, tries_left](result<host_answer> a) {
-        ending_.erase(prompt_id);
         const running_prompt* r = queue_.running(prompt_id);
         if (stopped_ || r == nullptr || r->host != name) {
+          ending_.erase(prompt_id);
           ended_.erase(prompt_id);
           return;
         }
@@ -446,6 +447,7 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
           });
           return;
         }
+        ending_.erase(prompt_id);
         if (found == nullptr) {
           ended_.erase(prompt_id);  // fail_running sends its own
           fail_running(
