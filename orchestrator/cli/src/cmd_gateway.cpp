@@ -72,7 +72,9 @@ void add_gateway_command(CLI::App& app) {
       "gateway's prompt id, and its events come back to the client that queued it. A prompt no "
       "host can run gets ComfyUI's 400; a host lost mid-prompt ends that prompt with "
       "execution_error (comfy_orch.HostLost), or queues it again when none of its nodes had "
-      "started. GET /orch/fleet shows each host and why each recent prompt went where it went. "
+      "started. The official frontend opens at its address, with the user's settings kept at the "
+      "gateway; /free, /system_stats and the jobs API answer for every host. GET /orch/fleet "
+      "shows each host and why each recent prompt went where it went. "
       "Binds loopback unless --listen says otherwise. Prints 'listening on http://ADDR:PORT' "
       "once it accepts connections. SIGINT/SIGTERM/SIGHUP stop it; exit 0.");
   auto flags = std::make_shared<gateway_flags>();

@@ -104,7 +104,7 @@ void read_gateway(const toml::table& t, const std::string& file, manifests::diag
                   fleet_config& c) {
   table_reader r(t, "gateway", file, diags,
                  {"listen", "port", "secret_file", "history_size", "fingerprint", "placement",
-                  "pressure_window_ms", "state_file"});
+                  "pressure_window_ms", "state_file", "user_directory"});
   if (auto v = r.text("listen")) c.listen = *v;
   if (auto v = r.integer("port", 0, 65535)) c.port = static_cast<std::uint16_t>(*v);
   if (auto v = r.text("secret_file")) c.secret_file = relative_to(c.file, *v);
@@ -116,6 +116,7 @@ void read_gateway(const toml::table& t, const std::string& file, manifests::diag
       c.state_file = relative_to(c.file, *v);
   }
   if (auto v = r.integer("history_size", 0, 1000000)) c.history_size = static_cast<std::size_t>(*v);
+  if (auto v = r.text("user_directory")) c.user_directory = relative_to(c.file, *v);
   if (auto v = r.text("fingerprint")) {
     const bool hex = v->size() == 71 && v->rfind("sha256:", 0) == 0 &&
                      v->find_first_not_of("0123456789abcdef", 7) == std::string::npos;
@@ -247,6 +248,7 @@ std::optional<fleet_config> read(const toml::table& root, const fs::path& file,
                 "write [gateway] secret_file = \"fleet.secret\", a file only the operator can read "
                 "holding a long random secret (e.g. `openssl rand -hex 32`)");
   if (diags.count(manifests::severity::error) > errors_before) return std::nullopt;
+  if (c.user_directory.empty()) c.user_directory = relative_to(c.file, "user");
   return c;
 }
 

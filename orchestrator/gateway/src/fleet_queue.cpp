@@ -245,6 +245,11 @@ json fleet_queue::history_of(const std::string& prompt_id) const {
   return out;
 }
 
+void fleet_queue::visit_history(
+    const std::function<void(const std::string&, const json&)>& fn) const {
+  for (const auto& h : history_) fn(h.id, h.entry);
+}
+
 void fleet_queue::clear_history() {
   if (state_ != nullptr) kept(state_->clear_history());
   history_.clear();

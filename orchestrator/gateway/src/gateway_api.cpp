@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -62,7 +63,10 @@ gateway_api::gateway_api(boost::asio::io_context& io, serve::http_server& server
                                         : std::to_string(::getpid()))),
       queue_(options_.history_size, options_.limits),
       fleet_fingerprint_(options_.fingerprint),
-      check_timer_(io) {
+      check_timer_(io),
+      web_(serve::frontend_files(options_.frontend_root), serve::user_data(options_.user_directory),
+           options_.max_upload, serve::workflow_templates(serve::installed_workflow_templates())),
+      own_files_(options_.frontend_root) {
   if (state_ != nullptr) {
     queue_.keep_in(state_.get());
     queue_.restore(stored);
@@ -88,9 +92,25 @@ json gateway_api::status_message(bool with_sid, const std::string& sid) const {
 }
 
 std::vector<std::string> gateway_api::greeting(const std::string& sid) {
-  return {on_io([&] {
-            return status_message(true, sid);
-          }).dump(-1, ' ', false, json::error_handler_t::replace)};
+  return on_io([&] {
+    std::vector<std::string> out = {
+        status_message(true, sid).dump(-1, ' ', false, json::error_handler_t::replace)};
+    // As serve greets a client that connects again while its prompt runs: the node running and
+    // the prompt's progress, as its host last sent them.
+    for (auto it = live_.begin(); it != live_.end();) {
+      const running_prompt* r = queue_.running(it->first);
+      if (r == nullptr) {  // it ended without its `executing` for no node (its host lost)
+        it = live_.erase(it);
+        continue;
+      }
+      if (r->prompt.client_id() == sid) {
+        if (!it->second.executing.empty()) out.push_back(it->second.executing);
+        if (!it->second.progress.empty()) out.push_back(it->second.progress);
+      }
+      ++it;
+    }
+    return out;
+  });
 }
 
 void gateway_api::add_routes(serve::route_table& table) {
@@ -127,6 +147,7 @@ void gateway_api::add_routes(serve::route_table& table) {
                return json_reply(on_io([&] { return fleet_document(); }));
              }});
   add_live_routes(table);
+  add_frontend_routes(table);  // last: its fallback proxies what no route answers
 }
 
 http_reply gateway_api::post_prompt(const http_request& req) {
@@ -231,7 +252,22 @@ http_reply gateway_api::post_queue(const http_request& req) {
 
 http_reply gateway_api::history(const http_request& req) {
   const std::string path = serve::route_path(req.path);
-  if (path.size() > 9) return json_reply(on_io([&] { return queue_.history_of(path.substr(9)); }));
+  if (path.size() > 9) {
+    const std::string id = path.substr(9);
+    if (!on_io([&] { return ending_.contains(id); }))
+      return json_reply(on_io([&] { return queue_.history_of(id); }));
+    // Its outcome is known and its entry on its way from its host: answered once it is here
+    // (or the prompt is no longer running), from the waiting thread, within 10 s.
+    http_reply later;
+    later.later = [this, id] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (std::chrono::steady_clock::now() < until &&
+             on_io([&] { return ending_.contains(id) && queue_.running(id) != nullptr; }))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return json_reply(on_io([&] { return queue_.history_of(id); }));
+    };
+    return later;
+  }
   std::optional<std::size_t> max_items;
   std::int64_t offset = -1;
   try {
@@ -289,20 +325,7 @@ http_reply gateway_api::interrupt(const http_request& req) {
     if (auto it = body->find("prompt_id"); it != body->end() && it->is_string())
       only = it->get<std::string>();
   on_io([&] {
-    for (const auto& [id, r] : queue_.running()) {
-      if (only && *only != id) continue;
-      const auto h = hosts_.find(r.host);
-      // One interrupt on its way to a host at a time: a client that repeats /interrupt in a
-      // loop asks the host once, and the gateway's requests to it stay bounded.
-      if (h == hosts_.end() || !h->second.link || h->second.interrupting) continue;
-      h->second.interrupting = true;
-      h->second.link->request("POST", "/interrupt", json{{"prompt_id", id}}.dump(),
-                              [this, name = r.host](result<host_answer>) {
-                                if (stopped_) return;
-                                if (const auto it = hosts_.find(name); it != hosts_.end())
-                                  it->second.interrupting = false;
-                              });
-    }
+    interrupt_running([&](const std::string& id) { return !only || *only == id; });
     return 0;
   });
   return empty_ok();
@@ -314,6 +337,23 @@ json gateway_api::placement_summary() const {
   auto& decisions = summary["decisions"];
   if (decisions.size() > 10) decisions.erase(decisions.begin(), decisions.end() - 10);
   return summary;
+}
+
+void gateway_api::interrupt_running(const std::function<bool(const std::string&)>& which) {
+  for (const auto& [id, r] : queue_.running()) {
+    if (!which(id)) continue;
+    const auto h = hosts_.find(r.host);
+    // One interrupt on its way to a host at a time: a client that repeats /interrupt in a loop
+    // asks the host once, and the gateway's requests to it stay bounded.
+    if (h == hosts_.end() || !h->second.link || h->second.interrupting) continue;
+    h->second.interrupting = true;
+    h->second.link->request("POST", "/interrupt", json{{"prompt_id", id}}.dump(),
+                            [this, name = r.host](result<host_answer>) {
+                              if (stopped_) return;
+                              if (const auto it = hosts_.find(name); it != hosts_.end())
+                                it->second.interrupting = false;
+                            });
+  }
 }
 
 json gateway_api::fleet_document() const {

@@ -102,7 +102,12 @@ void gateway_api::connect(const std::string& name) {
         opened.stream_open = true;
         read_facts(name);
       },
-      [this, name](const std::string& text) { on_host_message(name, text); },
+      [this, name](const std::string& text, bool binary) {
+        if (binary)
+          on_host_frame(name, text);
+        else
+          on_host_message(name, text);
+      },
       [this, name](const std::string& why) {
         host& closed = hosts_.at(name);
         const bool was_open = closed.stream_open;
@@ -304,6 +309,9 @@ void gateway_api::host_lost(const std::string& name, const std::string& why, boo
 
 void gateway_api::fail_running(const std::string& prompt_id, const std::string& exception_type,
                                const std::string& message) {
+  ending_.erase(prompt_id);
+  ended_.erase(prompt_id);  // it sends its own end
+  live_.erase(prompt_id);
   running_prompt* r = queue_.running(prompt_id);
   if (r == nullptr) return;
   const std::string client = r->prompt.client_id();
@@ -437,8 +445,18 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   if (data_field == m.end() || !data_field->is_object()) return;
   const json& data = *data_field;
   const auto id_field = data.find("prompt_id");
-  if (id_field == data.end() || !id_field->is_string())
-    return;  // the host's status: the gateway has its own
+  if (id_field == data.end() || !id_field->is_string()) {
+    // A message of no prompt: the host's status (the gateway has its own), or a pack's own
+    // (a node's PromptServer.send_sync to its prompt's client, the gateway here), which goes to
+    // the client of the one prompt the host runs, as serve sends it to that prompt's client.
+    const auto type_field = m.find("type");
+    if (type_field == m.end() || !type_field->is_string() || *type_field == "status") return;
+    const running_prompt* r = queue_.running_on(name);
+    if (r == nullptr) return;
+    const auto relay = relay_.find(r->prompt.prompt_id);
+    if (relay != relay_.end() && !relay->second.empty()) server_.send(relay->second, text);
+    return;
+  }
   const std::string id = id_field->get<std::string>();
   const auto relay = relay_.find(id);
   if (relay == relay_.end()) return;
@@ -452,11 +470,23 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   if (type == "executing" && !end) queue_.node_started(id);
   // An event does not settle a prompt in doubt: a host greets a client that connects again with
   // the last progress of its prompt (progress_state), ended or not; settle asks.
-  if (!relay->second.empty()) server_.send(relay->second, text);
+  // Its outcome: GET /history/{id} now waits for its entry.
+  if (type == "execution_success" || type == "execution_error" ||
+      type == "execution_interrupted")
+    ending_.insert(id);
+  // What a client that connects again mid-prompt is greeted with (greeting()).
+  if (type == "executing" && !end) live_[id].executing = text;
+  if (type == "progress_state") live_[id].progress = text;
   if (end) {
+    // ComfyUI writes a prompt's history before its `executing` for no node, and clients read
+    // the history when they hear it (the saintno SDK): held until the entry is in the gateway's.
+    if (!relay->second.empty()) ended_[id] = {relay->second, text};
+    live_.erase(id);
     relay_.erase(relay);
     fetch_history(id, name, 200);
+    return;
   }
+  if (!relay->second.empty()) server_.send(relay->second, text);
 }
 
 void gateway_api::fetch_history(const std::string& prompt_id, const std::string& name,
@@ -467,14 +497,22 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
       "GET", "/history/" + prompt_id, {},
       [this, prompt_id, name, tries_left](result<host_answer> a) {
         const running_prompt* r = queue_.running(prompt_id);
-        if (stopped_ || r == nullptr || r->host != name) return;
+        if (stopped_ || r == nullptr || r->host != name) {
+          ending_.erase(prompt_id);
+          ended_.erase(prompt_id);
+          return;
+        }
         if (auto entry = history_entry(prompt_id, a)) {
           // The host's report is read again before the prompt ends at the gateway: the models
           // it loaded are then resident in the host's view when the prompt's client, or the
           // queue, places the next prompt (the periodic check could be a second away).
           read_report_then(name, [this, prompt_id, name, entry = std::move(*entry)] {
             const running_prompt* now = queue_.running(prompt_id);
-            if (now == nullptr || now->host != name) return;
+            if (now == nullptr || now->host != name) {
+              ending_.erase(prompt_id);
+              ended_.erase(prompt_id);
+              return;
+            }
             finish_from_entry(prompt_id, entry);
             schedule();
           });
@@ -540,6 +578,12 @@ void gateway_api::finish_from_entry(const std::string& prompt_id, const json& en
   relay_.erase(prompt_id);
   queue_.finish(prompt_id, object_field("outputs"), object_field("status"), object_field("meta"),
                 std::move(outputs));
+  ending_.erase(prompt_id);
+  // Its `executing` for no node, held until now (ComfyUI's order: the history first).
+  if (const auto held = ended_.find(prompt_id); held != ended_.end()) {
+    server_.send(held->second.first, held->second.second);
+    ended_.erase(held);
+  }
 }
 
 void gateway_api::settle(const std::string& prompt_id, const std::string& name, int tries_left) {

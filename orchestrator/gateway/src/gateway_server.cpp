@@ -7,9 +7,25 @@
 #include <boost/asio/post.hpp>
 
 #include "orch/gateway/errc.hpp"
+#include "orch/process/install_layout.hpp"
 #include "orch/serve/fleet_auth.hpp"
 
 namespace orch::gateway {
+
+namespace {
+
+// The official frontend installed beside comfy-orch (install_layout.hpp), when it is there, as
+// serve finds it without --front-end-root.
+std::optional<std::filesystem::path> installed_frontend() {
+  std::error_code ec;
+  if (const auto dir = process::this_install_layout().frontend_directory;
+      std::filesystem::is_regular_file(dir / "index.html", ec))
+    return dir;
+  spdlog::warn("gateway: no frontend is installed beside comfy-orch: GET / says how to get it");
+  return std::nullopt;
+}
+
+}  // namespace
 
 result<std::unique_ptr<gateway_server>> gateway_server::prepare(fleet_config config,
                                                                 serve::http_limits limits) {
@@ -47,6 +63,16 @@ gateway_server::~gateway_server() {
 }
 
 result<std::uint16_t> gateway_server::start() {
+  // The frontend's user directory is made now, so that one the gateway cannot make stops it at
+  // once rather than losing a user's settings later.
+  std::error_code ec;
+  std::filesystem::create_directories(config_.user_directory / "default", ec);
+  if (ec)
+    return error{gateway_errc::invalid_config,
+                 config_.file.string() + ": [gateway] user_directory: cannot make " +
+                     (config_.user_directory / "default").string() + ": " + ec.message() +
+                     "\n  fix: point user_directory at a directory the gateway may create and "
+                     "write (the frontend's user data and settings are kept there)"};
   started_ = true;
   work_.emplace(io_.get_executor());
   io_thread_ = std::thread([this] { io_.run(); });
@@ -58,6 +84,11 @@ result<std::uint16_t> gateway_server::start() {
   // The gateway's clock counts milliseconds: SwarmUI's 10 s of pressure a waiting prompt.
   options.policy.pressure_window = config_.pressure_window_ms;
   options.policy.ticks_per_waiting_prompt = 10'000;
+  options.frontend_root = installed_frontend();
+  options.user_directory = config_.user_directory;
+  // What the WebSocket's feature_flags announce too (http_server's rule for an upload).
+  options.max_upload = limits_.body_rule_for ? limits_.body_rule_for("POST", "/upload/image").limit
+                                             : limits_.max_body;
   http_ = std::make_unique<serve::http_server>(
       io_, limits_, [this](const serve::http_request& r) { return routes_.answer(r); },
       [this](const serve::http_request& r) { return routes_.at_once(r); },

@@ -62,8 +62,9 @@ asio::awaitable<host_answer> exchange(tcp::endpoint at, std::string method, std:
   co_await http::async_read(stream, buffer, parser, use_awaitable);
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  const std::string content_type(parser.get()[http::field::content_type]);
   co_return host_answer{static_cast<unsigned>(parser.get().result_int()),
-                        std::move(parser.get().body())};
+                        std::move(parser.get().body()), content_type};
 }
 
 }  // namespace
@@ -80,7 +81,7 @@ static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state
                                          tcp::endpoint at, std::string host,
                                          std::optional<std::string> secret, std::string client_id,
                                          std::function<void()> on_open,
-                                         std::function<void(std::string)> on_message) {
+                                         std::function<void(std::string, bool)> on_message) {
   auto& lowest = beast::get_lowest_layer(state->ws);
   lowest.expires_after(std::chrono::seconds(10));
   co_await lowest.async_connect(at, use_awaitable);
@@ -96,6 +97,11 @@ static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state
     throw std::runtime_error("the WebSocket upgrade was answered HTTP " +
                              std::to_string(answer.result_int()) + " (" + e.what() + ")");
   }
+  // ComfyUI's one exchange on the socket: previews with their metadata, which name their
+  // prompt, so that the gateway can relay them to its client.
+  const std::string flags =
+      R"({"type": "feature_flags", "data": {"supports_preview_metadata": true}})";
+  co_await state->ws.async_write(asio::buffer(flags), use_awaitable);
   lowest.expires_never();  // a host may be silent while a node runs
   state->ws.read_message_max(max_event_bytes);
   // A handshake or read that had completed when close_events() was called still resumes here
@@ -106,8 +112,7 @@ static asio::awaitable<void> read_events(std::shared_ptr<host_link::stream_state
     beast::flat_buffer buffer;
     co_await state->ws.async_read(buffer, use_awaitable);
     if (state->closed_by_us) co_return;
-    if (!state->ws.got_text()) continue;  // previews: dropped
-    on_message(beast::buffers_to_string(buffer.data()));
+    on_message(beast::buffers_to_string(buffer.data()), !state->ws.got_text());
   }
 }
 
@@ -155,7 +160,7 @@ void host_link::request(std::string method, std::string target, std::string body
 }
 
 void host_link::open_events(std::string client_id, std::function<void()> on_open,
-                            std::function<void(std::string)> on_message,
+                            std::function<void(std::string, bool)> on_message,
                             std::function<void(std::string)> on_closed) {
   close_events();
   auto state = std::make_shared<stream_state>(io_);

@@ -4,7 +4,10 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "orch/executor/prompt.hpp"
 #include "orch/serve/errc.hpp"
+#include "orch/serve/json_reply.hpp"
+#include "orch/serve/serve_request_fields.hpp"
 #include "orch/support/ascii_lower.hpp"
 
 namespace orch::serve {
@@ -275,6 +278,49 @@ json jobs_page(std::vector<json> jobs, const jobs_query& q) {
             {"limit", q.limit ? json(*q.limit) : json(nullptr)},
             {"total", total},
             {"has_more", q.offset + (to - from) < total}}}};
+}
+
+json queued_job(const std::string& id, bool running, double number, const json& extra_data) {
+  json job = {{"id", id},
+              {"status", running ? "in_progress" : "pending"},
+              {"priority", queue_number(number)},
+              {"outputs_count", 0},
+              {"previewable_outputs_count", 0}};
+  put_job_metadata(job, extra_data);
+  return job;
+}
+
+std::optional<http_reply> answer_jobs(const http_request& req, const jobs_source& source) {
+  const auto& s = req.segments;
+  if (s.size() < 2 || s[0] != "api" || s[1] != "jobs") return std::nullopt;
+  const bool get = req.method == "GET", post = req.method == "POST";
+  if (s.size() == 2 && get) {
+    auto query = parse_jobs_query(req.query);
+    if (!query) return json_reply({{"error", query.err().message}}, 400);
+    return json_reply(jobs_page(source.all(), *query));
+  }
+  if (s.size() == 3 && get) {
+    auto job = source.one(s[2]);
+    return job ? json_reply(*job) : json_reply({{"error", "Job not found"}}, 404);
+  }
+  if (s.size() == 4 && post && s[3] == "cancel" && s[2] != "cancel")
+    return json_reply({{"cancelled", source.cancel({s[2]})}});
+  if (s.size() == 3 && post && s[2] == "cancel") {
+    auto body = executor::parse_bounded_json(req.body);
+    if (!body) return json_reply({{"error", "Request body must be valid JSON"}}, 400);
+    const json ids = body->is_object() ? body->value("job_ids", json()) : json();
+    if (!ids.is_array()) return json_reply({{"error", "job_ids must be a list"}}, 400);
+    json invalid = json::array();
+    for (const auto& id : ids)
+      if (!id.is_string() || !canonical_uuid(id.get_ref<const std::string&>()))
+        invalid.push_back(id.is_string() ? id : json(id.dump()));
+    if (!invalid.empty())
+      return json_reply(
+          {{"error", "job_ids contains invalid id(s)"}, {"invalid_ids", std::move(invalid)}},
+          400);
+    return json_reply({{"cancelled", source.cancel(ids.get<std::vector<std::string>>())}});
+  }
+  return std::nullopt;
 }
 
 }  // namespace orch::serve

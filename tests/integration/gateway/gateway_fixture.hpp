@@ -42,6 +42,7 @@ class gateway_test : public serve_test {
     secret_ = dir_ / "fleet.secret";
     write(secret_, fleet_secret + "\n");
     fs::permissions(secret_, fs::perms::owner_read | fs::perms::owner_write);
+    before_hosts();
     for (int i = 0; i < 3; ++i) {
       hosts_.push_back(host());
       ASSERT_NE(hosts_.back()->port(), 0);
@@ -50,6 +51,8 @@ class gateway_test : public serve_test {
     // Until every host is up at the gateway (its stream open and its report read).
     ASSERT_TRUE(wait_until([&] { return up_hosts().size() == 3; }));
   }
+  // What a test's fixture writes into dir_ before the hosts start (a pack's web directory).
+  virtual void before_hosts() {}
   std::unique_ptr<serve_process> host(const orch::runtime_testing::deployment_options& o = {}) {
     return serve({"--fleet-secret-file", secret_.string()}, o);
   }

@@ -7,6 +7,9 @@ Its live views (test_gateway_live.cpp) are as hostile: a status past the gateway
 diverge document nested 100,000 deep, a timeline that is no JSON, and a /metrics text of good
 samples among lines out of the format (a label of its own named host, a family of another type
 than the real hosts', a 1 MiB line, control characters, the gateway's own family).
+What the gateway proxies or gathers from it is as hostile: an /extensions list naming a path
+outside /extensions/, a /system_stats of 10,000 devices (one with a name of 100 KiB, one with no
+name), and a /free answered with JSON nested 100,000 deep.
 
 Usage: hostile_host.py PORT_FILE (the port it listens on is written there once it listens).
 """
@@ -101,6 +104,20 @@ METRICS = "\n".join([
 
 async def metrics(_request):
     return web.Response(text=METRICS, content_type="text/plain")
+async def extensions(_request):
+    return web.json_response(["/extensions/hostile/a.js", "/etc/passwd"])
+
+
+async def system_stats(_request):
+    devices = [{"name": "dev%d" % i, "type": "sim", "index": i, "vram_total": 1}
+               for i in range(10_000)]
+    devices[0] = {"name": "x" * 100_000, "type": "sim"}
+    devices[1] = {"type": "sim"}
+    return web.json_response({"system": {"comfyui_version": "hostile"}, "devices": devices})
+
+
+async def free(_request):
+    return web.Response(text="[" * DEPTH + "]" * DEPTH, content_type="application/json")
 
 
 async def main():
@@ -113,6 +130,9 @@ async def main():
     app.router.add_get("/orch/diverge", nested_diverge)
     app.router.add_get("/orch/timeline", broken_timeline)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/extensions", extensions)
+    app.router.add_get("/system_stats", system_stats)
+    app.router.add_post("/free", free)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

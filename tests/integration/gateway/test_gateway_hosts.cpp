@@ -214,7 +214,9 @@ TEST_F(gateway_test, a_host_killed_mid_prompt_ends_that_prompt_naming_it_and_the
 // A host is another machine, and what it sends is untrusted (hostile_host.py): an event nested
 // 100,000 deep, an event whose type is a number, a prompt's event nested as deep, and a history
 // entry that is no object. The gateway goes on answering, ends that host's prompt with an error
-// naming the host, and its client hears so.
+// naming the host, and its client hears so; an /extensions list with a path outside
+// /extensions/ is refused naming the host, /system_stats takes 64 of its 10,000 devices and none
+// with a name of 100 KiB, and its /free answer nested 100,000 deep is an error of that host.
 TEST_F(gateway_test, a_hostile_host_cannot_bring_the_gateway_down) {
   const fs::path port_file = dir_ / "hostile.port";
   const auto started = orch::testing::run_command(
@@ -239,6 +241,16 @@ TEST_F(gateway_test, a_hostile_host_cannot_bring_the_gateway_down) {
             std::string::npos)
       << entry.dump();
   EXPECT_EQ(gateway_->get("/queue").status, 200u) << "the gateway still answers";
+  // What it proxies or gathers from the host is taken only in ComfyUI's shapes, capped.
+  const auto listed = gateway_->get("/extensions");
+  EXPECT_EQ(listed.status, 502u) << listed.body;
+  EXPECT_NE(listed.body.find("host-0"), std::string::npos) << listed.body;
+  const json stats = gateway_->get("/system_stats").json();
+  EXPECT_EQ(stats["devices"].size(), 64u);
+  for (const auto& d : stats["devices"])
+    EXPECT_LT(d["name"].get<std::string>().size(), 300u);
+  const json freed = gateway_->post("/free", {{"free_memory", true}}).json();
+  EXPECT_TRUE(freed["orch_hosts"]["host-0"].contains("error")) << freed.dump();
   ::kill(hostile, SIGKILL);
 }
 

@@ -80,6 +80,20 @@ TEST(fleet_config, the_state_file_is_beside_the_fleet_file_unless_named) {
   EXPECT_NE(dir.message.find("directory"), std::string::npos) << dir.message;
 }
 
+TEST(fleet_config, the_user_directory_is_user_beside_the_file_unless_named) {
+  const auto defaulted = parse("[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(defaulted.config.has_value());
+  EXPECT_EQ(defaulted.config->user_directory, std::filesystem::path("/fleets/user"));
+  const auto named =
+      parse("[gateway]\nuser_directory = \"frontend-users\"\n[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(named.config.has_value());
+  EXPECT_EQ(named.config->user_directory, std::filesystem::path("/fleets/frontend-users"));
+  const auto d = only_error(parse("[gateway]\nport = 1\nuser_directory = 3\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.user_directory");
+  EXPECT_EQ(d.where.line, 3u);
+  EXPECT_NE(d.fix.find("user_directory"), std::string::npos) << d.fix;
+}
+
 TEST(fleet_config, a_pinned_fingerprint_is_read_and_one_that_is_none_is_refused) {
   const std::string fp = "sha256:" + std::string(64, 'a');
   const auto l = parse("[gateway]\nfingerprint = \"" + fp + "\"\n[[host]]\nurl = \"http://a:1\"\n");
@@ -272,6 +286,26 @@ TEST(fleet_config, the_gateway_reads_its_secret_with_the_hosts_checks) {
   EXPECT_NE(injected.err().message.find("a byte an HTTP header cannot carry"), std::string::npos)
       << injected.err().message;
   EXPECT_FALSE(prepared("short", owner));
+  std::filesystem::remove_all(dir);
+}
+
+// A user directory the gateway cannot make stops it at start, naming the key.
+TEST(fleet_config, a_user_directory_that_cannot_be_made_stops_the_gateway_naming_it) {
+  char dir[] = "/tmp/orch-fleet-users-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::filesystem::path file = std::filesystem::path(dir) / "a-file";
+  { std::ofstream(file) << "not a directory\n"; }
+  manifests::diagnostics diags;
+  auto config = parse_fleet_config("[gateway]\nuser_directory = \"a-file/users\"\n[[host]]\n"
+                                   "url = \"http://127.0.0.1:1\"\n",
+                                   std::filesystem::path(dir) / "fleet.toml", diags);
+  ASSERT_TRUE(config.has_value());
+  auto server = gateway_server::prepare(std::move(*config), {});
+  ASSERT_TRUE(server);
+  const auto started = (*server)->start();
+  ASSERT_FALSE(started);
+  EXPECT_NE(started.err().message.find("fleet.toml: [gateway] user_directory"), std::string::npos)
+      << started.err().message;
   std::filesystem::remove_all(dir);
 }
 

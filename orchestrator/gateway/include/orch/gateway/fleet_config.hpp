@@ -14,6 +14,8 @@
 //   pressure_window_ms = 1500    # SwarmUI's: how long a busy warm host is waited for
 //   state_file = "fleet.gateway-state.sqlite"  # the queue and history across a restart; this
 //                                # default: beside the fleet file, named after it
+//   user_directory = "user"      # the frontend's user data and settings (ComfyUI's
+//                                # --user-directory); default: "user" beside the fleet file
 //
 //   [[host]]
 //   url = "http://127.0.0.1:8190"
@@ -76,6 +78,10 @@ struct fleet_config {
   // Where the queue and history are kept across a restart (gateway_state.hpp); relative paths:
   // to the fleet file. Default: beside the fleet file, "<its stem>.gateway-state.sqlite".
   std::filesystem::path state_file;
+  // The official frontend's user data and settings at the gateway (ComfyUI's --user-directory:
+  // the default user's files are in its default/); relative paths: to the fleet file; default:
+  // "user" beside the fleet file.
+  std::filesystem::path user_directory;
   std::vector<static_host> hosts;  // [[host]]
   std::optional<ray_hosts> ray;    // [ray]
 };

@@ -113,6 +113,10 @@ class fleet_queue {
   // the order they finished (serve's rule, prompt_queue::history_items).
   nlohmann::ordered_json history(std::optional<std::size_t> max_items, std::int64_t offset) const;
   nlohmann::json history_of(const std::string& prompt_id) const;  // {} when unknown
+  // Calls `fn` with each history entry's id and entry, oldest first: what the jobs API
+  // summarises without copying the history.
+  void visit_history(
+      const std::function<void(const std::string&, const nlohmann::json&)>& fn) const;
   void clear_history();
   void delete_history(const std::vector<std::string>& ids);
   std::size_t history_size() const noexcept { return history_.size(); }

@@ -13,13 +13,17 @@
 // io thread never blocks); /object_info, proxied to a host, waits on http_server's waiting
 // thread.
 //
-// Its members are split by concept over two sources: gateway_api.cpp (the routes) and
-// gateway_hosts.cpp (the hosts, scheduling, the event relay, a host lost).
+// Its members are split by concept over sources: gateway_api.cpp (the routes) and
+// gateway_hosts.cpp (the hosts, scheduling, the event relay, a host lost); the official
+// frontend's routes and what depends on the packs, proxied to a host, in gateway_frontend.cpp;
+// /free and /system_stats over every host in gateway_devices.cpp; the jobs API over the queue in
+// gateway_jobs.cpp.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
@@ -40,6 +44,7 @@
 #include "orch/gateway/gateway_state.hpp"
 #include "orch/gateway/host_link.hpp"
 #include "orch/gateway/host_source.hpp"
+#include "orch/serve/frontend_routes.hpp"
 #include "orch/serve/route_table.hpp"
 #include "orch/serve/serve_http.hpp"
 
@@ -60,6 +65,12 @@ struct gateway_options {
   // How long a prompt may stay in doubt (running_prompt::in_doubt) on a host that neither
   // answers nor is known gone, before it ends with comfy_orch.HostLost.
   std::chrono::milliseconds in_doubt_limit{std::chrono::minutes(10)};
+  // The official frontend the gateway serves at / (nullopt: none, / says how to get it), and
+  // ComfyUI's user directory for its user data and settings ([gateway] user_directory).
+  std::optional<std::filesystem::path> frontend_root;
+  std::filesystem::path user_directory = "user";
+  // The largest upload, which /features and the WebSocket's feature_flags announce.
+  std::size_t max_upload = std::size_t{8} << 20;
 };
 
 class gateway_api {
@@ -73,7 +84,8 @@ class gateway_api {
   gateway_api& operator=(const gateway_api&) = delete;
 
   void add_routes(serve::route_table& table);
-  // What a WebSocket client hears first: ComfyUI's status message with its sid.
+  // What a WebSocket client hears first: ComfyUI's status message with its sid, then, as serve
+  // sends them, the running node of its prompt and the prompt's progress.
   std::vector<std::string> greeting(const std::string& sid);
   // A host_source's event. On the io thread.
   void on_host_event(const host_event& e);
@@ -127,6 +139,28 @@ class gateway_api {
   // newest ten decisions.
   nlohmann::json placement_summary() const;
   nlohmann::json status_message(bool with_sid, const std::string& sid) const;
+
+  // The frontend's routes and the packs' (gateway_frontend.cpp). Added last: its fallback
+  // proxies to a host whatever no route of the gateway answers.
+  void add_frontend_routes(serve::route_table& table);
+  std::optional<serve::http_reply> pack_route(const serve::http_request& req);
+  serve::http_reply extensions_list();
+  // `method` `target` answered by a host that is up and the fleet's, on the waiting thread:
+  // every such host carries the same packs.
+  serve::http_reply proxied(std::string method, std::string target, std::string body = {});
+  // Where each host that is up and the fleet's listens, by name: copied on the io thread, as a
+  // host's link may be replaced there (the host restarted) while a waiting thread asks it.
+  std::vector<std::pair<std::string, std::pair<std::string, std::uint16_t>>> answering_hosts();
+  // /free and /system_stats (gateway_devices.cpp): every answering host asked at once, on the
+  // waiting thread.
+  serve::http_reply free(const serve::http_request& req);
+  serve::http_reply system_stats();
+  std::vector<std::pair<std::string, result<host_answer>>> ask_every_host(
+      const std::string& method, const std::string& target, const std::string& body);
+  // The jobs API over the gateway's queue (gateway_jobs.cpp).
+  std::optional<serve::http_reply> jobs(const serve::http_request& req);
+  // Tells the host of each running prompt `which` accepts to interrupt it.
+  void interrupt_running(const std::function<bool(const std::string&)>& which);
   // Runs `fn` on the io thread and returns what it returned: at once there, else waiting.
   template <typename Fn>
   auto on_io(Fn fn) -> decltype(fn());
@@ -161,6 +195,9 @@ class gateway_api {
   // otherwise such a prompt is in doubt there until it answers again.
   void host_lost(const std::string& name, const std::string& why, bool gone = false);
   void on_host_message(const std::string& name, const std::string& text);
+  // A binary frame from a host (gateway_previews.cpp): a preview or a progress text, to the
+  // client of the prompt it belongs to.
+  void on_host_frame(const std::string& name, const std::string& frame);
   void schedule();
   // `again`: settle sends it a second time, and a host that answers prompt_id_known got the first
   // (asked again); on a first send that answer is a refusal (the id was used before).
@@ -205,9 +242,25 @@ class gateway_api {
   std::map<std::string, std::string> relay_;
   fleet::round_robin round_robin_;                  // when options_.round_robin
   std::set<std::string> settling_;                  // prompts settle() asks a host about now
+  // Each running prompt's last `executing` for a node and `progress_state`, as its host sent
+  // them: what greeting() sends its client when it connects again.
+  struct live_prompt {
+    std::string executing;
+    std::string progress;
+  };
+  std::map<std::string, live_prompt> live_;
+  // Each prompt's `executing` for no node, to its client, held until its history entry is in
+  // the gateway's (ComfyUI's order): prompt id -> (client, the message).
+  std::map<std::string, std::pair<std::string, std::string>> ended_;
+  // Running prompts whose host has sent their outcome (execution_success, _error or
+  // _interrupted): a client may read the history at once (the saintno SDK does, at the last
+  // output's `executed`), so GET /history/{id} of one waits for its entry.
+  std::set<std::string> ending_;
   std::deque<decision> decisions_;                  // the newest 100
   std::map<std::string, std::string> last_reason_;  // a waiting prompt's last noted reason
   boost::asio::steady_timer check_timer_;
+  serve::frontend_routes web_;       // the frontend's files, user data, templates, "none here"
+  serve::frontend_files own_files_;  // the frontend's own core extensions (its extensions/)
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   bool stopped_ = false;
 };

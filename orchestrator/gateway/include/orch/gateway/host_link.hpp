@@ -5,7 +5,8 @@
 // "Authorization: Bearer <secret>" when the fleet has one (serve --fleet-secret-file). Each
 // request has a deadline (connect, write and read together); the event stream has none, since a
 // host may say nothing for as long as a node runs, and ends when the host closes it or dies.
-// Binary frames of the stream (previews) are dropped: the gateway relays text events only.
+// The stream asks the host for ComfyUI's previews with metadata (its feature_flags), whose
+// frames name their prompt.
 #pragma once
 
 #include <chrono>
@@ -29,6 +30,7 @@ inline constexpr std::size_t max_host_answer_bytes = std::size_t{64} << 20;
 struct host_answer {
   unsigned status = 0;
   std::string body;
+  std::string content_type;  // its Content-Type, as sent (untrusted): empty when none
 };
 
 class host_link {
@@ -53,11 +55,11 @@ class host_link {
                std::size_t max_bytes = max_host_answer_bytes);
 
   // Opens /ws?clientId=`client_id` on the io thread: `on_open` once the handshake is done, each
-  // text message to `on_message`, then `on_closed` once (with why) when the stream ends for any
-  // reason but close_events(). A link holds one stream at a time; opening another closes the
-  // first (silently).
+  // message to `on_message` (`binary`: a binary frame, a preview or a progress text), then
+  // `on_closed` once (with why) when the stream ends for any reason but close_events(). A link
+  // holds one stream at a time; opening another closes the first (silently).
   void open_events(std::string client_id, std::function<void()> on_open,
-                   std::function<void(std::string)> on_message,
+                   std::function<void(std::string, bool binary)> on_message,
                    std::function<void(std::string)> on_closed);
   // Closes the stream, without calling its on_closed. On the io thread.
   void close_events();

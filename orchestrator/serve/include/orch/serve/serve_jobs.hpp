@@ -11,9 +11,14 @@
 //   POST /api/jobs/{id}/cancel        {"cancelled": bool}: a pending one dequeued, the running
 //                                      one interrupted, anything else a no-op
 //   POST /api/jobs/cancel             {"job_ids": [...]}, each id a canonical UUID
+//
+// The routes read their jobs from a jobs_source: serve's one-machine queue (serve_api_jobs.cpp)
+// or the gateway's queue for a fleet (orchestrator/gateway/src/gateway_jobs.cpp), so that both
+// answer the same API with the same code.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "orch/serve/serve_http.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::serve {
@@ -50,5 +56,26 @@ nlohmann::json job_of_history(const std::string& id, const nlohmann::json& entry
 
 // The jobs `query` selects from every job given, sorted and paged: GET /api/jobs's answer.
 nlohmann::json jobs_page(std::vector<nlohmann::json> jobs, const jobs_query& query);
+
+// A pending or running prompt as a job of the list, from its parts (no copy of its prompt).
+nlohmann::json queued_job(const std::string& id, bool running, double number,
+                          const nlohmann::json& extra_data);
+
+// Where the jobs API reads its jobs and cancels them. Each is called on the thread that answers
+// the request.
+struct jobs_source {
+  // Every job, summarised: queued_job's for those waiting or running, job_of_history's (without
+  // detail) for those that ended.
+  std::function<std::vector<nlohmann::json>()> all;
+  // One job in detail (job_of_history or job_of_queue_item with `detail`), or nullopt.
+  std::function<std::optional<nlohmann::json>(const std::string& id)> one;
+  // ComfyUI's cancel_job for each id (a pending one dequeued, a running one interrupted, any
+  // other left alone): whether any was cancelled.
+  std::function<bool(const std::vector<std::string>& ids)> cancel;
+};
+
+// The jobs API's answer to `req` from `source`, or nullopt when `req` is none of its routes
+// (ComfyUI registers them under /api only).
+std::optional<http_reply> answer_jobs(const http_request& req, const jobs_source& source);
 
 }  // namespace orch::serve
