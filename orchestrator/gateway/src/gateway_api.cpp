@@ -57,6 +57,7 @@ gateway_api::gateway_api(boost::asio::io_context& io, serve::http_server& server
     : io_(io),
       server_(server),
       options_(std::move(options)),
+      files_(options_.files),
       queue_(options_.history_size, options_.limits),
       fleet_fingerprint_(options_.fingerprint),
       check_timer_(io) {
@@ -110,6 +111,7 @@ void gateway_api::add_routes(serve::route_table& table) {
   table.add({.method = "GET", .path = "/orch/fleet", .answer = [this](request) {
                return json_reply(on_io([&] { return fleet_document(); }));
              }});
+  add_file_routes(table);
 }
 
 http_reply gateway_api::post_prompt(const http_request& req) {
@@ -297,7 +299,8 @@ json gateway_api::fleet_document() const {
                      {"last_used", h.view.last_used},
                      {"pid", h.pid != 0 ? json(h.pid) : json()},
                      {"running", r != nullptr ? json(r->prompt.prompt_id) : json()},
-                     {"running_node_started", r != nullptr && r->node_started}});
+                     {"running_node_started", r != nullptr && r->node_started},
+                     {"inputs_sent", h.inputs_sent}});
   }
   json decisions = json::array();
   for (const auto& d : decisions_)

@@ -98,6 +98,10 @@ void gateway_api::connect(const std::string& name) {
         host& opened = hosts_.at(name);
         opened.connecting = false;
         opened.stream_open = true;
+        // Perhaps another serve than before (restarted at the same address): what the last
+        // one was sent is not known to be there.
+        opened.inputs_held.clear();
+        ++opened.serve_generation;
         read_facts(name);
       },
       [this, name](const std::string& text) { on_host_message(name, text); },
@@ -321,7 +325,7 @@ void gateway_api::schedule() {
   }
   for (const auto& [prompt_id, name] : runs) {
     hosts_.at(name).view.last_used = tick;
-    if (queue_.take(prompt_id, name)) send_to_host(prompt_id, name);
+    if (queue_.take(prompt_id, name)) send_inputs(prompt_id, name);
   }
   // The reasons of prompts no longer waiting (deleted, cleared) go: a client queuing and
   // deleting in a loop would grow them without end.
@@ -332,7 +336,7 @@ void gateway_api::schedule() {
   });
 }
 
-void gateway_api::send_to_host(const std::string& prompt_id, const std::string& name) {
+void gateway_api::post_to_host(const std::string& prompt_id, const std::string& name) {
   running_prompt* r = queue_.running(prompt_id);
   if (r == nullptr) return;
   relay_[prompt_id] = r->prompt.client_id();
@@ -419,23 +423,29 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
           fail_running(
               prompt_id, "comfy_orch.HostLost",
               "host " + name + " ended the prompt but its history entry could not be read");
-        } else {
-          // The entry is the host's: each field is taken only in the shape ComfyUI gives it.
-          const json& entry = *found;
-          const auto object_field = [&](const char* key) {
-            const auto it = entry.find(key);
-            return it != entry.end() && it->is_object() ? *it : json::object();
-          };
-          std::vector<std::string> outputs;
-          if (const auto item = entry.find("prompt");
-              item != entry.end() && item->is_array() && item->size() > 4 && (*item)[4].is_array())
-            for (const auto& o : (*item)[4])
-              if (o.is_string()) outputs.push_back(o.get<std::string>());
-          queue_.finish(prompt_id, object_field("outputs"), object_field("status"),
-                        object_field("meta"), std::move(outputs));
+          schedule();
+          return;
         }
-        schedule();
+        // Its outputs are copied before the entry is in the history: /history never names a
+        // file the gateway's /view cannot give.
+        copy_outputs(prompt_id, name, *found);
       });
+}
+
+void gateway_api::finish_prompt(const std::string& prompt_id, const json& entry) {
+  // The entry is the host's: each field is taken only in the shape ComfyUI gives it.
+  const auto object_field = [&](const char* key) {
+    const auto it = entry.find(key);
+    return it != entry.end() && it->is_object() ? *it : json::object();
+  };
+  std::vector<std::string> outputs;
+  if (const auto item = entry.find("prompt");
+      item != entry.end() && item->is_array() && item->size() > 4 && (*item)[4].is_array())
+    for (const auto& o : (*item)[4])
+      if (o.is_string()) outputs.push_back(o.get<std::string>());
+  queue_.finish(prompt_id, object_field("outputs"), object_field("status"), object_field("meta"),
+                std::move(outputs));
+  schedule();
 }
 
 }  // namespace orch::gateway

@@ -8,6 +8,7 @@
 
 #include "orch/gateway/errc.hpp"
 #include "orch/serve/fleet_auth.hpp"
+#include "orch/serve/serve_files.hpp"
 
 namespace orch::gateway {
 
@@ -37,6 +38,15 @@ gateway_server::~gateway_server() {
 }
 
 result<std::uint16_t> gateway_server::start() {
+  // The gateway's file store, made before anything starts, as serve makes its directories.
+  if (auto made = serve::create_file_directories(
+          {config_.input_directory, config_.output_directory, config_.temp_directory,
+           config_.user_directory});
+      !made)
+    return error{gateway_errc::invalid_config,
+                 config_.file.string() + ": [gateway]: " + made.err().message +
+                     "\n  fix: create it, or point [gateway] input_directory, output_directory or "
+                     "temp_directory at a directory the gateway can write"};
   started_ = true;
   work_.emplace(io_.get_executor());
   io_thread_ = std::thread([this] { io_.run(); });
@@ -44,6 +54,10 @@ result<std::uint16_t> gateway_server::start() {
   options.secret = secret_;
   options.history_size = config_.history_size;
   options.fingerprint = config_.fingerprint;
+  options.files = {config_.input_directory, config_.output_directory, config_.temp_directory,
+                   config_.user_directory};
+  options.max_output_file_bytes = config_.max_output_file_bytes;
+  options.max_outputs_per_prompt = config_.max_outputs_per_prompt;
   http_ = std::make_unique<serve::http_server>(
       io_, limits_, [this](const serve::http_request& r) { return routes_.answer(r); },
       [this](const serve::http_request& r) { return routes_.at_once(r); },

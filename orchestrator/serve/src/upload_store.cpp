@@ -70,6 +70,32 @@ int rename_noreplace(int dir, const std::string& from, const std::string& to) {
 
 }  // namespace
 
+result<std::pair<std::string, ipc::unique_fd>> create_temporary_file(int dir) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::string temp = temporary_name();
+    ipc::unique_fd fd(
+        ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (fd) return std::pair(std::move(temp), std::move(fd));
+    if (errno != EEXIST) return errno_error(serve_errc::file_io_failed, "creating a file for the upload");
+  }
+  return error{serve_errc::file_io_failed, "no free temporary name for the upload"};
+}
+
+status replace_with_temporary(int dir, const std::string& temp, const std::string& name) {
+  struct stat st {};
+  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+    ::unlinkat(dir, temp.c_str(), 0);
+    return error{serve_errc::bad_path, "'" + name + "' is a directory"};
+  }
+  if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
+    const int e = errno;
+    ::unlinkat(dir, temp.c_str(), 0);
+    errno = e;
+    return errno_error(serve_errc::file_io_failed, "storing the file as '" + name + "'");
+  }
+  return ok_status();
+}
+
 std::string numbered_name(const std::string& name, unsigned n) {
   auto dot = name.rfind('.');
   if (dot != std::string::npos && name.find_first_not_of('.') >= dot) dot = std::string::npos;
@@ -94,16 +120,10 @@ result<std::optional<std::string>> stored_duplicate(int dir, const std::string& 
 
 result<std::string> store_upload(int dir, const std::string& name, std::string_view data,
                                  bool overwrite, same_bytes duplicates) {
-  std::string temp;
-  ipc::unique_fd fd;
-  for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
-    temp = temporary_name();
-    fd.reset(
-        ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!fd && errno != EEXIST)
-      return errno_error(serve_errc::file_io_failed, "creating a file for the upload");
-  }
-  if (!fd) return error{serve_errc::file_io_failed, "no free temporary name for the upload"};
+  auto created = create_temporary_file(dir);
+  if (!created) return created.err();
+  std::string temp = std::move(created->first);
+  ipc::unique_fd fd = std::move(created->second);
   // From here on the temporary file goes, whatever happens.
   struct remove_temp {
     int dir;
@@ -118,12 +138,8 @@ result<std::string> store_upload(int dir, const std::string& name, std::string_v
     return errno_error(serve_errc::file_io_failed, "writing the upload");
 
   if (overwrite) {
-    struct stat st {};
-    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-      return error{serve_errc::bad_path, "'" + name + "' is a directory"};
-    if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0)
-      return errno_error(serve_errc::file_io_failed, "storing the upload as '" + name + "'");
-    cleanup.armed = false;
+    cleanup.armed = false;  // replace_with_temporary removes it when it fails
+    if (auto replaced = replace_with_temporary(dir, temp, name); !replaced) return replaced.err();
     return name;
   }
   unsigned races = 0;  // names that were free at the stat and taken at the rename

@@ -13,8 +13,10 @@
 // io thread never blocks); /object_info, proxied to a host, waits on http_server's waiting
 // thread.
 //
-// Its members are split by concept over two sources: gateway_api.cpp (the routes) and
-// gateway_hosts.cpp (the hosts, scheduling, the event relay, a host lost).
+// Its members are split by concept over three sources: gateway_api.cpp (the routes),
+// gateway_hosts.cpp (the hosts, scheduling, the event relay, a host lost) and gateway_files.cpp
+// (the gateway's file store: /view and the uploads, the input files a prompt names sent to its
+// host before it, and the outputs its history names copied from its host after it).
 #pragma once
 
 #include <chrono>
@@ -25,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +42,7 @@
 #include "orch/gateway/host_link.hpp"
 #include "orch/gateway/host_source.hpp"
 #include "orch/serve/route_table.hpp"
+#include "orch/serve/serve_files.hpp"
 #include "orch/serve/serve_http.hpp"
 
 namespace orch::gateway {
@@ -54,6 +58,10 @@ struct gateway_options {
   // also refreshes its resident models and free device memory), and a host whose stream ended
   // is connected again.
   std::chrono::milliseconds check_period{1000};
+  // The gateway's file store (fleet_config.hpp): uploads, and the outputs copied from the hosts.
+  serve::file_directories files;
+  std::uint64_t max_output_file_bytes = std::uint64_t{4} << 30;
+  std::size_t max_outputs_per_prompt = 10000;
 };
 
 class gateway_api {
@@ -92,6 +100,13 @@ class gateway_api {
     std::string refusal;             // why its fingerprint is not the fleet's; empty: it is
     std::string last_error;          // why its report could not be read, last time; empty: it could
     bool checking = false;           // a /system_stats check is on its way
+    // The input files this host's serve has been sent ("<subfolder/name> <sha256>"), forgotten
+    // when its stream opens again (its serve may be another, with other files), and how many
+    // were sent in all. `serve_generation` counts its streams opened, so that an upload
+    // answered after the host came back is not taken for the new serve's.
+    std::set<std::string> inputs_held;
+    std::uint64_t inputs_sent = 0;
+    std::uint64_t serve_generation = 0;
   };
   struct decision {
     std::string prompt_id;
@@ -124,8 +139,24 @@ class gateway_api {
   void host_lost(const std::string& name, const std::string& why);
   void on_host_message(const std::string& name, const std::string& text);
   void schedule();
-  void send_to_host(const std::string& prompt_id, const std::string& name);
   void fetch_history(const std::string& prompt_id, const std::string& name, int tries_left);
+
+  // Files (gateway_files.cpp).
+  void add_file_routes(serve::route_table& table);
+  // Sends the prompt's input files (input_files_of) that the host lacks, one at a time, then
+  // POSTs the prompt (post_to_host); a file that cannot be sent ends the prompt with an error
+  // naming the host and the file.
+  void send_inputs(const std::string& prompt_id, const std::string& name);
+  void post_to_host(const std::string& prompt_id, const std::string& name);
+  // Copies every output file of the host's history `entry` into the gateway's store, one at a
+  // time, then puts the entry in the history (finish_prompt); a file that cannot be copied ends
+  // the prompt with an error naming the host and the file.
+  void copy_outputs(const std::string& prompt_id, const std::string& name, nlohmann::json entry);
+  struct input_send;   // a prompt's input files on their way to its host
+  struct output_copy;  // a prompt's output files on their way from its host
+  void send_next_input(std::shared_ptr<input_send> send);
+  void copy_next_output(std::shared_ptr<output_copy> copy);
+  void finish_prompt(const std::string& prompt_id, const nlohmann::json& entry);
   // The prompt ends with ComfyUI's execution_error of `exception_type`, sent to its client and
   // put in the history.
   void fail_running(const std::string& prompt_id, const std::string& exception_type,
@@ -136,6 +167,7 @@ class gateway_api {
   boost::asio::io_context& io_;
   serve::http_server& server_;
   gateway_options options_;
+  serve::file_routes files_;  // serve's /view and uploads, over the gateway's store
   fleet_queue queue_;
   std::map<std::string, host> hosts_;     // by name
   std::string fleet_fingerprint_;         // pinned, else the first host's to report

@@ -14,7 +14,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "orch/ipc/unique_fd.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::serve {
@@ -38,6 +40,17 @@ result<std::string> store_upload(int dir, const std::string& name, std::string_v
 // first. Errors: file_io_failed.
 result<std::optional<std::string>> stored_duplicate(int dir, const std::string& name,
                                                     std::string_view data);
+
+// A new empty file of `dir` under a hidden temporary name (`.upload-<random>.tmp`, made with
+// O_EXCL | O_NOFOLLOW, mode 0644), for a writer that then renames it into place as store_upload
+// does (the gateway's copies of its hosts' outputs): its name and its descriptor, open for
+// writing. Errors: file_io_failed.
+result<std::pair<std::string, ipc::unique_fd>> create_temporary_file(int dir);
+
+// Renames the temporary file `temp` of `dir` to `name`, replacing a file there (never following
+// a symlink: the rename acts on the name itself), or removes it. Errors: bad_path (a directory
+// holds the name), file_io_failed.
+status replace_with_temporary(int dir, const std::string& temp, const std::string& name);
 
 // ComfyUI's `stem (n).ext` for the n-th other name of `name` (os.path.splitext's split: the last
 // '.' that is not leading).

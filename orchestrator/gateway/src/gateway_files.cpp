@@ -1,0 +1,369 @@
+// gateway_api's files (gateway_api.hpp; docs/fleet.md, "Files across hosts"): the gateway keeps
+// its own input, output and temp directories and answers /view, /upload/image and /upload/mask
+// over them with serve's own routes (serve_files.hpp). A prompt's input files go to its host
+// before the prompt, each once per host's serve (by name and SHA-256); a prompt's output files
+// come from its host after it, before its history entry is published. Everything a host names
+// is untrusted: its files land only inside the gateway's directories (confined_path.hpp), each
+// within a byte cap, and a prompt's entry names at most a capped number of them.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+#include "orch/gateway/gateway_api.hpp"
+#include "orch/serve/confined_path.hpp"
+#include "orch/serve/upload_store.hpp"
+#include "orch/support/sha256.hpp"
+#include "orch/support/untrusted_text.hpp"
+
+namespace orch::gateway {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The largest input file sent to a host: serve's own upload cap (--max-upload's default), past
+// which the host would refuse it anyway.
+constexpr std::size_t max_input_file_bytes = std::size_t{64} << 20;
+// The most input files one prompt sends: a prompt names far fewer; each costs a read and a hash.
+constexpr std::size_t max_inputs_per_prompt = 1000;
+
+// RFC 3986's percent-encoding of everything but the unreserved characters: for a query's value
+// and RFC 5987's filename*.
+std::string percent_encoded(std::string_view text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+  }
+  return out;
+}
+
+bool strip_suffix(std::string& text, std::string_view suffix) {
+  if (text.size() <= suffix.size() ||
+      text.compare(text.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  text.resize(text.size() - suffix.size());
+  return true;
+}
+
+std::string joined(const std::vector<std::string>& components) {
+  std::string out;
+  for (const auto& c : components) out += (out.empty() ? "" : "/") + c;
+  return out;
+}
+
+struct input_file {
+  std::string subfolder;  // '/'-separated, as the upload's subfolder field
+  std::string name;
+  std::string bytes;
+  std::string key;  // "<subfolder/name> <sha256>": what a host holds
+};
+
+// The input files a prompt names. The rule: a node's input whose value is a string (a link is
+// an array) names an input file when, without ComfyUI's trailing " [input]", it is a relative
+// path ("x.png", "sub/x.png") of a regular file in the gateway's input directory, reached
+// without a symlink. A value annotated " [output]" or " [temp]" names another directory's file,
+// which the host made itself; any other string names no file of the store and is left alone.
+// Each file once, however many inputs name it. Errors: a file past max_input_file_bytes, or
+// more than max_inputs_per_prompt files (the message says which).
+result<std::vector<input_file>> input_files_of(const json& prompt, const fs::path& root) {
+  std::vector<input_file> files;
+  std::set<std::string> seen;
+  for (const auto& [node_id, node] : prompt.items()) {
+    if (!node.is_object()) continue;
+    const auto inputs = node.find("inputs");
+    if (inputs == node.end() || !inputs->is_object()) continue;
+    for (const auto& [input, value] : inputs->items()) {
+      if (!value.is_string()) continue;
+      std::string text = value.get<std::string>();
+      if (strip_suffix(text, " [output]") || strip_suffix(text, " [temp]")) continue;
+      strip_suffix(text, " [input]");
+      auto components = serve::relative_components(text);
+      if (!components || components->empty()) continue;
+      const std::string path = joined(*components);
+      if (seen.contains(path)) continue;
+      const std::string name = components->back();
+      components->pop_back();
+      auto dir = serve::open_confined_directory(root, *components, false);
+      if (!dir) continue;
+      auto file = serve::open_confined_file(dir->get(), name);
+      if (!file) continue;
+      seen.insert(path);
+      if (files.size() == max_inputs_per_prompt)
+        return error{"too_many_inputs", "the prompt names more than " +
+                                            std::to_string(max_inputs_per_prompt) +
+                                            " input files"};
+      auto bytes = serve::read_at_most(file->get(), max_input_file_bytes);
+      if (!bytes)
+        return error{"input_too_large", "input file '" + path + "' (node " + node_id + ", input " +
+                                            input + ") holds more than " +
+                                            std::to_string(max_input_file_bytes >> 20) +
+                                            " MiB, the most a host takes as an upload"};
+      std::string key = path + " " + support::sha256_hex(*bytes);
+      files.push_back({joined(*components), name, std::move(*bytes), std::move(key)});
+    }
+  }
+  return files;
+}
+
+// The body of an /upload/image that puts `f` in the host's input directory, replacing what is
+// there. The boundary is random, so that no file's bytes can hold it on purpose.
+std::pair<std::string, std::string> upload_body(const input_file& f) {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  static const char* hex = "0123456789abcdef";
+  std::string boundary = "orch-gateway-";  // and 32 hex digits: within RFC 2046's 70
+  for (int i = 0; i < 32; ++i) boundary += hex[gen() & 15];
+  std::string body;
+  body.reserve(f.bytes.size() + 1024);
+  body += "--" + boundary +
+          "\r\nContent-Disposition: form-data; name=\"image\"; filename*=UTF-8''" +
+          percent_encoded(f.name) + "\r\nContent-Type: application/octet-stream\r\n\r\n";
+  body += f.bytes;
+  body += "\r\n";
+  const std::pair<std::string, std::string> fields[] = {
+      {"subfolder", f.subfolder}, {"type", "input"}, {"overwrite", "true"}};
+  for (const auto& [field, value] : fields)
+    body += "--" + boundary + "\r\nContent-Disposition: form-data; name=\"" + field +
+            "\"\r\n\r\n" + value + "\r\n";
+  body += "--" + boundary + "--\r\n";
+  return {"multipart/form-data; boundary=" + boundary, std::move(body)};
+}
+
+struct output_file {
+  std::string type;  // output or temp
+  std::string subfolder;
+  std::string filename;
+  std::string shown() const { return (subfolder.empty() ? "" : subfolder + "/") + filename; }
+};
+
+// The files a history entry's outputs name, in ComfyUI's shape: outputs[node][kind] is a list
+// of {filename, subfolder, type}; those of type output or temp are the host's files (an input
+// was the gateway's to begin with). Each once. Errors: more than `cap` files; a file whose name
+// is no plain file name or whose subfolder leaves its directory (the message names it).
+result<std::vector<output_file>> output_files_of(const json& entry, std::size_t cap) {
+  std::vector<output_file> files;
+  std::set<std::string> seen;
+  const auto outputs = entry.find("outputs");
+  if (outputs == entry.end() || !outputs->is_object()) return files;
+  for (const auto& [node_id, node] : outputs->items()) {
+    if (!node.is_object()) continue;
+    for (const auto& [kind, list] : node.items()) {
+      if (!list.is_array()) continue;
+      for (const auto& item : list) {
+        if (!item.is_object()) continue;
+        const auto filename = item.find("filename");
+        const auto type = item.find("type");
+        if (filename == item.end() || !filename->is_string() || type == item.end() ||
+            !type->is_string())
+          continue;
+        output_file f{type->get<std::string>(), "", filename->get<std::string>()};
+        if (f.type != "output" && f.type != "temp") continue;
+        if (const auto sub = item.find("subfolder"); sub != item.end() && sub->is_string())
+          f.subfolder = sub->get<std::string>();
+        auto subfolder = serve::relative_components(f.subfolder);
+        if (!serve::plain_file_name(f.filename) || !subfolder)
+          return error{"bad_path", "its output file '" + f.shown() + "' (node " + node_id +
+                                       ") leaves the " + f.type + " directory"};
+        f.subfolder = joined(*subfolder);
+        if (!seen.insert(f.type + "/" + f.shown()).second) continue;
+        if (files.size() == cap)
+          return error{"too_many_outputs",
+                       "its history entry names more than " + std::to_string(cap) +
+                           " output files (the gateway's [gateway] max_outputs_per_prompt)"};
+        files.push_back(std::move(f));
+      }
+    }
+  }
+  return files;
+}
+
+}  // namespace
+
+struct gateway_api::input_send {
+  std::string prompt_id;
+  std::string host;
+  std::uint64_t generation = 0;  // the host's serve_generation when the sending began
+  std::vector<input_file> files;
+  std::size_t next = 0;
+};
+
+struct gateway_api::output_copy {
+  std::string prompt_id;
+  std::string host;
+  json entry;
+  std::vector<output_file> files;
+  std::size_t next = 0;
+};
+
+void gateway_api::add_file_routes(serve::route_table& table) {
+  using request = const serve::http_request&;
+  // serve's own: the gateway's store is a serve's input, output and temp directories.
+  table.add({.method = "GET", .path = "/view", .answer = [this](request r) {
+               return files_.view(r);
+             }});
+  table.add(
+      {.method = "POST", .path = "/upload/image", .upload = true, .answer = [this](request r) {
+         return files_.upload_image(r);
+       }});
+  table.add({.method = "POST", .path = "/upload/mask", .upload = true, .answer = [this](request r) {
+               return files_.upload_mask(r);
+             }});
+}
+
+void gateway_api::send_inputs(const std::string& prompt_id, const std::string& name) {
+  const running_prompt* r = queue_.running(prompt_id);
+  if (r == nullptr) return;
+  auto files = input_files_of(r->prompt.document, options_.files.input);
+  if (!files) {
+    fail_running(prompt_id, "comfy_orch.InputNotSent",
+                 "the prompt's input files could not be sent to host " + name + ": " +
+                     files.err().message);
+    schedule();
+    return;
+  }
+  host& h = hosts_.at(name);
+  auto send = std::make_shared<input_send>();
+  send->prompt_id = prompt_id;
+  send->host = name;
+  send->generation = h.serve_generation;
+  for (auto& f : *files)
+    if (!h.inputs_held.contains(f.key)) send->files.push_back(std::move(f));
+  send_next_input(std::move(send));
+}
+
+void gateway_api::send_next_input(std::shared_ptr<input_send> send) {
+  const running_prompt* r = queue_.running(send->prompt_id);
+  if (stopped_ || r == nullptr || r->host != send->host) return;  // gone back, or ended
+  if (send->next == send->files.size()) {
+    post_to_host(send->prompt_id, send->host);
+    return;
+  }
+  const input_file& f = send->files[send->next];
+  auto [content_type, body] = upload_body(f);
+  hosts_.at(send->host)
+      .link->request(
+          "POST", "/upload/image", std::move(body),
+          [this, send](result<host_answer> a) {
+            const running_prompt* now = queue_.running(send->prompt_id);
+            if (stopped_ || now == nullptr || now->host != send->host) return;
+            host& h = hosts_.at(send->host);
+            const input_file& sent = send->files[send->next];
+            const std::string path =
+                (sent.subfolder.empty() ? "" : sent.subfolder + "/") + sent.name;
+            if (!a) {
+              // Never reached the host: nothing of the prompt ran there.
+              host_lost(send->host, a.err().message);
+              return;
+            }
+            if (a->status != 200) {
+              fail_running(send->prompt_id, "comfy_orch.InputNotSent",
+                           "host " + send->host + " (" + h.url + ") refused input file '" + path +
+                               "' (HTTP " + std::to_string(a->status) +
+                               "): " + a->body.substr(0, 2000));
+              schedule();
+              return;
+            }
+            if (h.serve_generation == send->generation) {
+              h.inputs_held.insert(sent.key);
+              ++h.inputs_sent;
+            }
+            ++send->next;
+            send_next_input(send);
+          },
+          std::chrono::seconds(60), std::move(content_type));
+}
+
+void gateway_api::copy_outputs(const std::string& prompt_id, const std::string& name,
+                               json entry) {
+  auto files = output_files_of(entry, options_.max_outputs_per_prompt);
+  if (!files) {
+    spdlog::warn("gateway: {}: prompt {}: {}", name, prompt_id, printable(files.err().message));
+    fail_running(prompt_id, "comfy_orch.OutputNotCopied",
+                 "host " + name + " (" + hosts_.at(name).url + ") ended the prompt, but " +
+                     files.err().message + "; nothing of it was copied");
+    schedule();
+    return;
+  }
+  auto copy = std::make_shared<output_copy>();
+  copy->prompt_id = prompt_id;
+  copy->host = name;
+  copy->entry = std::move(entry);
+  copy->files = std::move(*files);
+  copy_next_output(std::move(copy));
+}
+
+void gateway_api::copy_next_output(std::shared_ptr<output_copy> copy) {
+  const running_prompt* r = queue_.running(copy->prompt_id);
+  if (stopped_ || r == nullptr || r->host != copy->host) return;
+  if (copy->next == copy->files.size()) {
+    finish_prompt(copy->prompt_id, copy->entry);
+    return;
+  }
+  host& h = hosts_.at(copy->host);
+  const output_file& f = copy->files[copy->next];
+  const auto failed = [this, copy, url = h.url](const std::string& file, const std::string& why) {
+    spdlog::warn("gateway: {}: prompt {}: output file '{}' not copied: {}", copy->host,
+                 copy->prompt_id, printable(file), printable(why));
+    fail_running(copy->prompt_id, "comfy_orch.OutputNotCopied",
+                 "host " + copy->host + " (" + url + ") ended the prompt, but its output file '" +
+                     file + "' could not be copied to the gateway: " + why);
+    schedule();
+  };
+  const fs::path& root = f.type == "temp" ? options_.files.temp : options_.files.output;
+  auto subfolder = serve::relative_components(f.subfolder);  // checked by output_files_of
+  auto dir = serve::open_confined_directory(root, subfolder ? *subfolder : std::vector<std::string>{},
+                                            true);
+  if (!dir) return failed(f.shown(), dir.err().message);
+  auto temp = serve::create_temporary_file(dir->get());
+  if (!temp) return failed(f.shown(), temp.err().message);
+  // The directory and the temporary file live as long as the download.
+  struct target {
+    ipc::unique_fd dir;
+    std::string temp;
+    ipc::unique_fd file;
+    ~target() {
+      if (!temp.empty()) ::unlinkat(dir.get(), temp.c_str(), 0);
+    }
+  };
+  auto at = std::make_shared<target>();
+  at->dir = std::move(*dir);
+  at->temp = std::move(temp->first);
+  at->file = std::move(temp->second);
+  const int fd = at->file.get();
+  h.link->download(
+      "/view?filename=" + percent_encoded(f.filename) + "&subfolder=" +
+          percent_encoded(f.subfolder) + "&type=" + f.type,
+      fd, options_.max_output_file_bytes,
+      [this, copy, at, failed](result<host_link::download_answer> a) {
+        const running_prompt* now = queue_.running(copy->prompt_id);
+        if (stopped_ || now == nullptr || now->host != copy->host) return;
+        const output_file& got = copy->files[copy->next];
+        if (!a) return failed(got.shown(), a.err().message);
+        if (a->status != 200)
+          return failed(got.shown(), "its /view answered HTTP " + std::to_string(a->status) +
+                                         ": " + printable(a->refusal));
+        at->file.reset();
+        const std::string written = std::exchange(at->temp, std::string());
+        if (auto placed = serve::replace_with_temporary(at->dir.get(), written, got.filename);
+            !placed)
+          return failed(got.shown(), placed.err().message);
+        ++copy->next;
+        copy_next_output(copy);
+      });
+}
+
+}  // namespace orch::gateway
