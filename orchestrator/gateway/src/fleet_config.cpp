@@ -103,10 +103,10 @@ namespace {
 
 void read_gateway(const toml::table& t, const std::string& file, manifests::diagnostics& diags,
                   fleet_config& c) {
-  table_reader r(t, "gateway", file, diags,
-                 {"listen", "port", "secret_file", "history_size", "fingerprint",
-                  "input_directory", "output_directory", "temp_directory", "max_output_file",
-                  "max_outputs_per_prompt"});
+  table_reader r(
+      t, "gateway", file, diags,
+      {"listen", "port", "secret_file", "history_size", "fingerprint", "input_directory",
+       "output_directory", "temp_directory", "max_output_file", "max_outputs_per_prompt"});
   if (auto v = r.text("listen")) c.listen = *v;
   if (auto v = r.integer("port", 0, 65535)) c.port = static_cast<std::uint16_t>(*v);
   if (auto v = r.text("secret_file")) c.secret_file = relative_to(c.file, *v);

@@ -2,18 +2,21 @@
 // its own input, output and temp directories and answers /view, /upload/image and /upload/mask
 // over them with serve's own routes (serve_files.hpp). A prompt's input files go to its host
 // before the prompt, each once per host's serve (by name and SHA-256); a prompt's output files
-// come from its host after it, before its history entry is published. Everything a host names
+// come from its host after it, before its history entry is published, and those an `executed`
+// event names before that event reaches the client. Everything a host names
 // is untrusted: its files land only inside the gateway's directories (confined_path.hpp), each
 // within a byte cap, and a prompt's entry names at most a capped number of them.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <random>
 
 #include <spdlog/spdlog.h>
 
+#include "orch/executor/prompt.hpp"
 #include "orch/gateway/gateway_api.hpp"
 #include "orch/serve/confined_path.hpp"
 #include "orch/serve/upload_store.hpp"
@@ -32,6 +35,9 @@ namespace {
 constexpr std::size_t max_input_file_bytes = std::size_t{64} << 20;
 // The most input files one prompt sends: a prompt names far fewer; each costs a read and a hash.
 constexpr std::size_t max_inputs_per_prompt = 1000;
+// The most bytes of events held behind a copy: past it, they go on without waiting (a host that
+// floods events while its file crawls must not grow the gateway without end).
+constexpr std::size_t max_held_event_bytes = std::size_t{64} << 20;
 
 // RFC 3986's percent-encoding of everything but the unreserved characters: for a query's value
 // and RFC 5987's filename*.
@@ -105,8 +111,7 @@ result<std::vector<input_file>> input_files_of(const json& prompt, const fs::pat
       seen.insert(path);
       if (files.size() == max_inputs_per_prompt)
         return error{"too_many_inputs", "the prompt names more than " +
-                                            std::to_string(max_inputs_per_prompt) +
-                                            " input files"};
+                                            std::to_string(max_inputs_per_prompt) + " input files"};
       auto bytes = serve::read_at_most(file->get(), max_input_file_bytes);
       if (!bytes)
         return error{"input_too_large", "input file '" + path + "' (node " + node_id + ", input " +
@@ -137,8 +142,8 @@ std::pair<std::string, std::string> upload_body(const input_file& f) {
   const std::pair<std::string, std::string> fields[] = {
       {"subfolder", f.subfolder}, {"type", "input"}, {"overwrite", "true"}};
   for (const auto& [field, value] : fields)
-    body += "--" + boundary + "\r\nContent-Disposition: form-data; name=\"" + field +
-            "\"\r\n\r\n" + value + "\r\n";
+    body += "--" + boundary + "\r\nContent-Disposition: form-data; name=\"" + field + "\"\r\n\r\n" +
+            value + "\r\n";
   body += "--" + boundary + "--\r\n";
   return {"multipart/form-data; boundary=" + boundary, std::move(body)};
 }
@@ -148,46 +153,58 @@ struct output_file {
   std::string subfolder;
   std::string filename;
   std::string shown() const { return (subfolder.empty() ? "" : subfolder + "/") + filename; }
+  std::string key() const { return type + "/" + shown(); }
 };
 
-// The files a history entry's outputs name, in ComfyUI's shape: outputs[node][kind] is a list
+// Adds the files one node's output names to `files`, in ComfyUI's shape: output[kind] is a list
 // of {filename, subfolder, type}; those of type output or temp are the host's files (an input
-// was the gateway's to begin with). Each once. Errors: more than `cap` files; a file whose name
-// is no plain file name or whose subfolder leaves its directory (the message names it).
-result<std::vector<output_file>> output_files_of(const json& entry, std::size_t cap) {
-  std::vector<output_file> files;
-  std::set<std::string> seen;
-  const auto outputs = entry.find("outputs");
-  if (outputs == entry.end() || !outputs->is_object()) return files;
-  for (const auto& [node_id, node] : outputs->items()) {
-    if (!node.is_object()) continue;
-    for (const auto& [kind, list] : node.items()) {
-      if (!list.is_array()) continue;
-      for (const auto& item : list) {
-        if (!item.is_object()) continue;
-        const auto filename = item.find("filename");
-        const auto type = item.find("type");
-        if (filename == item.end() || !filename->is_string() || type == item.end() ||
-            !type->is_string())
-          continue;
-        output_file f{type->get<std::string>(), "", filename->get<std::string>()};
-        if (f.type != "output" && f.type != "temp") continue;
-        if (const auto sub = item.find("subfolder"); sub != item.end() && sub->is_string())
-          f.subfolder = sub->get<std::string>();
-        auto subfolder = serve::relative_components(f.subfolder);
-        if (!serve::plain_file_name(f.filename) || !subfolder)
-          return error{"bad_path", "its output file '" + f.shown() + "' (node " + node_id +
-                                       ") leaves the " + f.type + " directory"};
-        f.subfolder = joined(*subfolder);
-        if (!seen.insert(f.type + "/" + f.shown()).second) continue;
-        if (files.size() == cap)
-          return error{"too_many_outputs",
-                       "its history entry names more than " + std::to_string(cap) +
-                           " output files (the gateway's [gateway] max_outputs_per_prompt)"};
-        files.push_back(std::move(f));
-      }
+// was the gateway's to begin with). Each once, and none in `skip` (copied already). Errors: more
+// than `cap` files in all; a file whose name is no plain file name or whose subfolder leaves its
+// directory (the message names it).
+status add_node_files(const std::string& node_id, const json& node, std::size_t cap,
+                      const std::set<std::string>& skip, std::vector<output_file>& files) {
+  if (!node.is_object()) return ok_status();
+  for (const auto& [kind, list] : node.items()) {
+    if (!list.is_array()) continue;
+    for (const auto& item : list) {
+      if (!item.is_object()) continue;
+      const auto filename = item.find("filename");
+      const auto type = item.find("type");
+      if (filename == item.end() || !filename->is_string() || type == item.end() ||
+          !type->is_string())
+        continue;
+      output_file f{type->get<std::string>(), "", filename->get<std::string>()};
+      if (f.type != "output" && f.type != "temp") continue;
+      if (const auto sub = item.find("subfolder"); sub != item.end() && sub->is_string())
+        f.subfolder = sub->get<std::string>();
+      auto subfolder = serve::relative_components(f.subfolder);
+      if (!serve::plain_file_name(f.filename) || !subfolder)
+        return error{"bad_path", "its output file '" + f.shown() + "' (node " + node_id +
+                                     ") leaves the " + f.type + " directory"};
+      f.subfolder = joined(*subfolder);
+      if (skip.contains(f.key()) ||
+          std::any_of(files.begin(), files.end(),
+                      [&](const output_file& o) { return o.key() == f.key(); }))
+        continue;
+      if (files.size() == cap)
+        return error{"too_many_outputs",
+                     "it names more than " + std::to_string(cap) +
+                         " output files (the gateway's [gateway] max_outputs_per_prompt)"};
+      files.push_back(std::move(f));
     }
   }
+  return ok_status();
+}
+
+// The files a history entry's outputs name (outputs[node] is a node's output), but those in
+// `skip`. As add_node_files.
+result<std::vector<output_file>> output_files_of(const json& entry, std::size_t cap,
+                                                 const std::set<std::string>& skip) {
+  std::vector<output_file> files;
+  const auto outputs = entry.find("outputs");
+  if (outputs == entry.end() || !outputs->is_object()) return files;
+  for (const auto& [node_id, node] : outputs->items())
+    if (auto added = add_node_files(node_id, node, cap, skip, files); !added) return added.err();
   return files;
 }
 
@@ -204,17 +221,18 @@ struct gateway_api::input_send {
 struct gateway_api::output_copy {
   std::string prompt_id;
   std::string host;
-  json entry;
   std::vector<output_file> files;
   std::size_t next = 0;
+  // Once every file is copied (nullopt), or one could not be (why, naming the file); not when
+  // the prompt has left the host meanwhile.
+  std::function<void(std::optional<std::string>)> done;
 };
 
 void gateway_api::add_file_routes(serve::route_table& table) {
   using request = const serve::http_request&;
   // serve's own: the gateway's store is a serve's input, output and temp directories.
-  table.add({.method = "GET", .path = "/view", .answer = [this](request r) {
-               return files_.view(r);
-             }});
+  table.add(
+      {.method = "GET", .path = "/view", .answer = [this](request r) { return files_.view(r); }});
   table.add(
       {.method = "POST", .path = "/upload/image", .upload = true, .answer = [this](request r) {
          return files_.upload_image(r);
@@ -229,9 +247,9 @@ void gateway_api::send_inputs(const std::string& prompt_id, const std::string& n
   if (r == nullptr) return;
   auto files = input_files_of(r->prompt.document, options_.files.input);
   if (!files) {
-    fail_running(prompt_id, "comfy_orch.InputNotSent",
-                 "the prompt's input files could not be sent to host " + name + ": " +
-                     files.err().message);
+    fail_running(
+        prompt_id, "comfy_orch.InputNotSent",
+        "the prompt's input files could not be sent to host " + name + ": " + files.err().message);
     schedule();
     return;
   }
@@ -287,9 +305,11 @@ void gateway_api::send_next_input(std::shared_ptr<input_send> send) {
           std::chrono::seconds(60), std::move(content_type));
 }
 
-void gateway_api::copy_outputs(const std::string& prompt_id, const std::string& name,
-                               json entry) {
-  auto files = output_files_of(entry, options_.max_outputs_per_prompt);
+void gateway_api::copy_outputs(const std::string& prompt_id, const std::string& name, json entry) {
+  const auto known = prompt_files_.find(prompt_id);
+  auto files = output_files_of(
+      entry, options_.max_outputs_per_prompt,
+      known == prompt_files_.end() ? std::set<std::string>{} : known->second.copied);
   if (!files) {
     spdlog::warn("gateway: {}: prompt {}: {}", name, prompt_id, printable(files.err().message));
     fail_running(prompt_id, "comfy_orch.OutputNotCopied",
@@ -301,32 +321,32 @@ void gateway_api::copy_outputs(const std::string& prompt_id, const std::string& 
   auto copy = std::make_shared<output_copy>();
   copy->prompt_id = prompt_id;
   copy->host = name;
-  copy->entry = std::move(entry);
   copy->files = std::move(*files);
+  copy->done = [this, prompt_id, name, url = hosts_.at(name).url,
+                entry = std::move(entry)](std::optional<std::string> failed) {
+    if (!failed) return finish_prompt(prompt_id, entry);
+    fail_running(prompt_id, "comfy_orch.OutputNotCopied",
+                 "host " + name + " (" + url + ") ended the prompt, but " + *failed);
+    schedule();
+  };
   copy_next_output(std::move(copy));
 }
 
 void gateway_api::copy_next_output(std::shared_ptr<output_copy> copy) {
   const running_prompt* r = queue_.running(copy->prompt_id);
   if (stopped_ || r == nullptr || r->host != copy->host) return;
-  if (copy->next == copy->files.size()) {
-    finish_prompt(copy->prompt_id, copy->entry);
-    return;
-  }
+  if (copy->next == copy->files.size()) return copy->done(std::nullopt);
   host& h = hosts_.at(copy->host);
   const output_file& f = copy->files[copy->next];
-  const auto failed = [this, copy, url = h.url](const std::string& file, const std::string& why) {
+  const auto failed = [copy](const std::string& file, const std::string& why) {
     spdlog::warn("gateway: {}: prompt {}: output file '{}' not copied: {}", copy->host,
                  copy->prompt_id, printable(file), printable(why));
-    fail_running(copy->prompt_id, "comfy_orch.OutputNotCopied",
-                 "host " + copy->host + " (" + url + ") ended the prompt, but its output file '" +
-                     file + "' could not be copied to the gateway: " + why);
-    schedule();
+    copy->done("its output file '" + file + "' could not be copied to the gateway: " + why);
   };
   const fs::path& root = f.type == "temp" ? options_.files.temp : options_.files.output;
   auto subfolder = serve::relative_components(f.subfolder);  // checked by output_files_of
-  auto dir = serve::open_confined_directory(root, subfolder ? *subfolder : std::vector<std::string>{},
-                                            true);
+  auto dir = serve::open_confined_directory(
+      root, subfolder ? *subfolder : std::vector<std::string>{}, true);
   if (!dir) return failed(f.shown(), dir.err().message);
   auto temp = serve::create_temporary_file(dir->get());
   if (!temp) return failed(f.shown(), temp.err().message);
@@ -345,8 +365,8 @@ void gateway_api::copy_next_output(std::shared_ptr<output_copy> copy) {
   at->file = std::move(temp->second);
   const int fd = at->file.get();
   h.link->download(
-      "/view?filename=" + percent_encoded(f.filename) + "&subfolder=" +
-          percent_encoded(f.subfolder) + "&type=" + f.type,
+      "/view?filename=" + percent_encoded(f.filename) +
+          "&subfolder=" + percent_encoded(f.subfolder) + "&type=" + f.type,
       fd, options_.max_output_file_bytes,
       [this, copy, at, failed](result<host_link::download_answer> a) {
         const running_prompt* now = queue_.running(copy->prompt_id);
@@ -354,16 +374,100 @@ void gateway_api::copy_next_output(std::shared_ptr<output_copy> copy) {
         const output_file& got = copy->files[copy->next];
         if (!a) return failed(got.shown(), a.err().message);
         if (a->status != 200)
-          return failed(got.shown(), "its /view answered HTTP " + std::to_string(a->status) +
-                                         ": " + printable(a->refusal));
+          return failed(got.shown(), "its /view answered HTTP " + std::to_string(a->status) + ": " +
+                                         printable(a->refusal));
         at->file.reset();
         const std::string written = std::exchange(at->temp, std::string());
         if (auto placed = serve::replace_with_temporary(at->dir.get(), written, got.filename);
             !placed)
           return failed(got.shown(), placed.err().message);
+        prompt_files_[copy->prompt_id].copied.insert(got.key());
         ++copy->next;
         copy_next_output(copy);
       });
+}
+
+void gateway_api::forget_files(const std::string& prompt_id) {
+  prompt_files_.erase(prompt_id);
+}
+
+void gateway_api::relay_event(const std::string& name, const std::string& prompt_id,
+                              const std::string& text) {
+  prompt_files& pf = prompt_files_[prompt_id];
+  if (pf.copying) {
+    if (pf.held_bytes + text.size() <= max_held_event_bytes) {
+      pf.held.push_back(text);
+      pf.held_bytes += text.size();
+      return;
+    }
+    // Past the cap: what waited goes now, in order, and this event after it; the copy goes on.
+    pf.copying = false;
+    relay_held(name, prompt_id);
+    if (pf.copying) {  // a held `executed` began another copy: this waits behind it
+      pf.held.push_back(text);
+      pf.held_bytes += text.size();
+      return;
+    }
+  }
+  // The event was read by on_host_message (its shape checked there); read again for what
+  // matters here.
+  const auto parsed = executor::parse_bounded_json(text);
+  if (!parsed || !parsed->is_object()) return;
+  const std::string type = parsed->value("type", std::string());
+  const json& data = (*parsed)["data"];
+  const auto client = relay_.find(prompt_id);
+  if (client == relay_.end()) return;
+  if (type == "executed" && !pf.copying) {
+    std::vector<output_file> files;
+    const std::string node = data.contains("node") && data["node"].is_string()
+                                 ? data["node"].get<std::string>()
+                                 : std::string("?");
+    // A bad name or too many files is left to the history's copy, which ends the prompt.
+    if (const auto output = data.find("output");
+        output != data.end() &&
+        add_node_files(node, *output, options_.max_outputs_per_prompt, pf.tried, files) &&
+        !files.empty()) {
+      pf.copying = true;
+      pf.held.push_front(text);
+      pf.held_bytes += text.size();
+      // Tried once here: this event, relayed from the held ones after the copy, starts no other.
+      for (const auto& f : files) pf.tried.insert(f.key());
+      auto copy = std::make_shared<output_copy>();
+      copy->prompt_id = prompt_id;
+      copy->host = name;
+      copy->files = std::move(files);
+      copy->done = [this, prompt_id, name](std::optional<std::string>) {
+        const auto it = prompt_files_.find(prompt_id);
+        if (it == prompt_files_.end()) return;
+        // Copied or not, the event goes on: a file not copied (not in `copied`) is tried again
+        // with the history entry, which ends the prompt naming it if it still cannot be.
+        it->second.copying = false;
+        relay_held(name, prompt_id);
+      };
+      copy_next_output(std::move(copy));
+      return;
+    }
+  }
+  if (!client->second.empty()) server_.send(client->second, text);
+  const auto node = data.find("node");
+  if (type == "executing" && node != data.end() && node->is_null()) {
+    relay_.erase(client);
+    fetch_history(prompt_id, name, 200);
+  }
+}
+
+void gateway_api::relay_held(const std::string& name, const std::string& prompt_id) {
+  for (;;) {
+    const auto it = prompt_files_.find(prompt_id);
+    const running_prompt* r = queue_.running(prompt_id);
+    if (stopped_ || it == prompt_files_.end() || r == nullptr || r->host != name) return;
+    prompt_files& pf = it->second;
+    if (pf.copying || pf.held.empty()) return;
+    std::string text = std::move(pf.held.front());
+    pf.held.pop_front();
+    pf.held_bytes -= text.size();
+    relay_event(name, prompt_id, text);
+  }
 }
 
 }  // namespace orch::gateway

@@ -246,6 +246,7 @@ void gateway_api::host_lost(const std::string& name, const std::string& why) {
           "it ran",
           id, name);
       relay_.erase(id);
+      forget_files(id);
       queue_.requeue(id);
     } else {
       fail_running(id, "comfy_orch.HostLost",
@@ -271,6 +272,7 @@ void gateway_api::fail_running(const std::string& prompt_id, const std::string& 
                      {"current_outputs", json::object()},
                      {"timestamp", unix_ms_now()}};
   relay_.erase(prompt_id);
+  forget_files(prompt_id);
   if (!client.empty()) {
     server_.send(client, json{{"type", "execution_error"}, {"data", data}}.dump(
                              -1, ' ', false, json::error_handler_t::replace));
@@ -389,12 +391,9 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   const std::string& type = type_field->get_ref<const std::string&>();
   const auto node = data.find("node");
   const bool end = type == "executing" && node != data.end() && node->is_null();
+  // At once, whatever waits to be relayed: the rule for a host lost reads it.
   if (type == "executing" && !end) r->node_started = true;
-  if (!relay->second.empty()) server_.send(relay->second, text);
-  if (end) {
-    relay_.erase(relay);
-    fetch_history(id, name, 200);
-  }
+  relay_event(name, id, text);
 }
 
 void gateway_api::fetch_history(const std::string& prompt_id, const std::string& name,
@@ -443,6 +442,7 @@ void gateway_api::finish_prompt(const std::string& prompt_id, const json& entry)
       item != entry.end() && item->is_array() && item->size() > 4 && (*item)[4].is_array())
     for (const auto& o : (*item)[4])
       if (o.is_string()) outputs.push_back(o.get<std::string>());
+  forget_files(prompt_id);
   queue_.finish(prompt_id, object_field("outputs"), object_field("status"), object_field("meta"),
                 std::move(outputs));
   schedule();

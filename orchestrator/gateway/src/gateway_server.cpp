@@ -39,9 +39,8 @@ gateway_server::~gateway_server() {
 
 result<std::uint16_t> gateway_server::start() {
   // The gateway's file store, made before anything starts, as serve makes its directories.
-  if (auto made = serve::create_file_directories(
-          {config_.input_directory, config_.output_directory, config_.temp_directory,
-           config_.user_directory});
+  if (auto made = serve::create_file_directories({config_.input_directory, config_.output_directory,
+                                                  config_.temp_directory, config_.user_directory});
       !made)
     return error{gateway_errc::invalid_config,
                  config_.file.string() + ": [gateway]: " + made.err().message +

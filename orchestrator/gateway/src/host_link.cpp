@@ -103,8 +103,7 @@ asio::awaitable<host_link::download_answer> fetch_to(tcp::endpoint at, std::stri
   stream.expires_after(idle_deadline);
   // A Content-Length past the cap is refused here, before a byte of the body is read.
   beast::error_code ec;
-  co_await http::async_read_header(stream, buffer, parser,
-                                   asio::redirect_error(use_awaitable, ec));
+  co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
   if (ec == http::error::body_limit)
     throw too_large("its body passes the cap of " + std::to_string(max_bytes) + " bytes");
   if (ec) throw boost::system::system_error(ec);
@@ -215,8 +214,8 @@ void host_link::request(std::string method, std::string target, std::string body
                  });
 }
 
-void host_link::download(std::string target, int fd, std::uint64_t max_bytes,
-                         download_handler done, std::chrono::milliseconds idle_deadline) {
+void host_link::download(std::string target, int fd, std::uint64_t max_bytes, download_handler done,
+                         std::chrono::milliseconds idle_deadline) {
   beast::error_code ec;
   const auto addr = asio::ip::make_address(address_, ec);
   if (ec) {

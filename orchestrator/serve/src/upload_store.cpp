@@ -76,7 +76,8 @@ result<std::pair<std::string, ipc::unique_fd>> create_temporary_file(int dir) {
     ipc::unique_fd fd(
         ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (fd) return std::pair(std::move(temp), std::move(fd));
-    if (errno != EEXIST) return errno_error(serve_errc::file_io_failed, "creating a file for the upload");
+    if (errno != EEXIST)
+      return errno_error(serve_errc::file_io_failed, "creating a file for the upload");
   }
   return error{serve_errc::file_io_failed, "no free temporary name for the upload"};
 }

@@ -18,9 +18,7 @@ using orch::testing::slurp;
 
 class gateway_files : public gateway_test {
  protected:
-  fs::path host_files(std::size_t index) const {
-    return dir_ / ("host-" + std::to_string(index));
-  }
+  fs::path host_files(std::size_t index) const { return dir_ / ("host-" + std::to_string(index)); }
   // Host `index` with its own input/ and output/ (not part of the fingerprint: the fleet takes
   // them), which the test pack's nodes find through ORCH_TEST_HOST_FILES, passed down from the
   // host's environment to its workers.
@@ -42,7 +40,8 @@ class gateway_files : public gateway_test {
   std::map<std::string, std::uint64_t> inputs_sent() const {
     std::map<std::string, std::uint64_t> sent;
     const json fleet_doc = gateway_->get("/orch/fleet").json();
-    for (const auto& h : fleet_doc["hosts"]) sent[h["name"]] = h["inputs_sent"].get<std::uint64_t>();
+    for (const auto& h : fleet_doc["hosts"])
+      sent[h["name"]] = h["inputs_sent"].get<std::uint64_t>();
     return sent;
   }
   static json load_prompt(const std::string& image) {
@@ -104,9 +103,10 @@ TEST_F(gateway_files, an_upload_goes_to_each_host_that_runs_a_prompt_naming_it_o
 }
 
 TEST_F(gateway_files, an_output_is_copied_to_the_gateway_and_outlives_its_host) {
-  const json prompt = {{"1",
-                        {{"class_type", "TestSaveOutput"},
-                         {"inputs", {{"filename_prefix", "saved"}, {"bytes", 300000}, {"seed", 7}}}}}};
+  const json prompt = {
+      {"1",
+       {{"class_type", "TestSaveOutput"},
+        {"inputs", {{"filename_prefix", "saved"}, {"bytes", 300000}, {"seed", 7}}}}}};
   const std::string id = queue_at_gateway(prompt, "o");
   const json entry = finished_at_gateway(id);
   ASSERT_EQ(entry["status"]["status_str"], "success") << entry.dump();
@@ -132,6 +132,36 @@ TEST_F(gateway_files, an_output_is_copied_to_the_gateway_and_outlives_its_host) 
   EXPECT_EQ(gateway_history_of(id)["outputs"], entry["outputs"]);
 }
 
+// A client reads a node's images as soon as its `executed` event names them, while the prompt
+// still runs (here, a 3 s sleep after the save): the event reaches it once the file is at the
+// gateway.
+TEST_F(gateway_files, an_output_is_at_the_gateway_when_its_executed_event_arrives) {
+  ws_client client(gateway_->port(), "e");
+  const json prompt = {
+      {"1",
+       {{"class_type", "TestSaveOutput"},
+        {"inputs", {{"filename_prefix", "live"}, {"bytes", 3000}, {"seed", 3}}}}},
+      {"2", {{"class_type", "TestSleep"}, {"inputs", {{"ms", json::array({"1", 0})}}}}}};
+  const std::string id = queue_at_gateway(prompt, "e");
+  json executed;
+  while (executed.is_null()) {
+    auto m = client.next();
+    ASSERT_TRUE(m.has_value()) << "no executed event for the save";
+    if ((*m)["type"] == "executed" && (*m)["data"]["prompt_id"] == id &&
+        (*m)["data"]["node"] == "1")
+      executed = (*m)["data"];
+  }
+  ASSERT_EQ(executed["output"]["images"][0]["filename"], "live_3.png") << executed.dump();
+  const auto viewed = gateway_->get("/view?filename=live_3.png&type=output");
+  ASSERT_EQ(viewed.status, 200u) << viewed.body;
+  EXPECT_TRUE(gateway_history_of(id).is_null()) << "the prompt still sleeps";
+  const std::string host = host_of(id);
+  EXPECT_TRUE(viewed.body == slurp(host_files(index_of(host)) / "output" / "live_3.png"));
+  const json entry = finished_at_gateway(id);
+  EXPECT_EQ(entry["status"]["status_str"], "success") << entry.dump();
+  EXPECT_EQ(entry["outputs"]["1"]["images"][0]["filename"], "live_3.png");
+}
+
 // A host is untrusted (hostile_host.py): its history entry names a file that would leave the
 // gateway's output directory, a file past [gateway] max_output_file, and more files than
 // max_outputs_per_prompt. Each prompt ends with an error naming the host and why; nothing is
@@ -148,11 +178,12 @@ TEST_F(gateway_files, a_hostile_hosts_outputs_stay_inside_the_gateways_directori
   std::string port;
   in >> port;
   const fs::path store = dir_ / "store";
-  start_gateway("[gateway]\nsecret_file = \"fleet.secret\"\noutput_directory = \"store/output\"\n"
-                "input_directory = \"store/input\"\ntemp_directory = \"store/temp\"\n"
-                "max_output_file = \"1MiB\"\nmax_outputs_per_prompt = 3\n\n[[host]]\nurl = "
-                "\"http://127.0.0.1:" +
-                port + "\"\n");
+  start_gateway(
+      "[gateway]\nsecret_file = \"fleet.secret\"\noutput_directory = \"store/output\"\n"
+      "input_directory = \"store/input\"\ntemp_directory = \"store/temp\"\n"
+      "max_output_file = \"1MiB\"\nmax_outputs_per_prompt = 3\n\n[[host]]\nurl = "
+      "\"http://127.0.0.1:" +
+      port + "\"\n");
   ASSERT_TRUE(wait_until([&] { return up_hosts().size() == 1; }));
   const auto run = [&](int kind) {
     const std::string id =

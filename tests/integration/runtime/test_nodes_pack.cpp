@@ -214,8 +214,8 @@ orch_node_status load_input_node(orch_node_context* ctx, const orch_value* in, o
 // As SaveImage: writes `bytes` bytes (a pattern of `seed`) as <prefix>_<seed>.png in the host's
 // output directory and names it in its ui, {"images": [{filename, subfolder, type}]}.
 orch_node_status save_output_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
-  const std::string name = std::string(in[0].s != nullptr ? in[0].s : "out") + "_" +
-                           std::to_string(in[2].i) + ".png";
+  const std::string name =
+      std::string(in[0].s != nullptr ? in[0].s : "out") + "_" + std::to_string(in[2].i) + ".png";
   std::string bytes(static_cast<std::size_t>(in[1].i), '\0');
   std::uint64_t x = static_cast<std::uint64_t>(in[2].i) * 0x9e3779b97f4a7c15ull + 1;
   for (auto& c : bytes) {
@@ -253,9 +253,10 @@ const orch_node_input checked_input[] = {
     {"value", "INT", req | ORCH_INPUT_HAS_MIN | ORCH_INPUT_HAS_MAX, 0, 0, 100, int_value(1)}};
 const orch_node_input ckpt_input[] = {{"ckpt_name", "STRING", ORCH_INPUT_REQUIRED, 0, 0, 0, {}}};
 const orch_node_input load_input[] = {{"image", "STRING", ORCH_INPUT_REQUIRED, 0, 0, 0, {}}};
-const orch_node_input save_inputs[] = {{"filename_prefix", "STRING", ORCH_INPUT_REQUIRED, 0, 0, 0, {}},
-                                       {"bytes", "INT", req, 0, 0, 0, int_value(64)},
-                                       {"seed", "INT", req, 0, 0, 0, int_value(0)}};
+const orch_node_input save_inputs[] = {
+    {"filename_prefix", "STRING", ORCH_INPUT_REQUIRED, 0, 0, 0, {}},
+    {"bytes", "INT", req, 0, 0, 0, int_value(64)},
+    {"seed", "INT", req, 0, 0, 0, int_value(0)}};
 const char* const int_output[] = {"INT"};
 const char* const blob_output[] = {"BLOB"};
 

@@ -148,14 +148,32 @@ class gateway_api {
   // naming the host and the file.
   void send_inputs(const std::string& prompt_id, const std::string& name);
   void post_to_host(const std::string& prompt_id, const std::string& name);
-  // Copies every output file of the host's history `entry` into the gateway's store, one at a
-  // time, then puts the entry in the history (finish_prompt); a file that cannot be copied ends
-  // the prompt with an error naming the host and the file.
+  // Copies every output file of the host's history `entry` not copied yet into the gateway's
+  // store, one at a time, then puts the entry in the history (finish_prompt); a file that cannot
+  // be copied ends the prompt with an error naming the host and the file.
   void copy_outputs(const std::string& prompt_id, const std::string& name, nlohmann::json entry);
+  // A running prompt's event from its host, in order: an `executed` event that names output
+  // files is sent to the client once they are copied (a client asks /view for them at once),
+  // and the events after it wait behind it; the `executing` for no node ends the relay and reads
+  // the host's history entry.
+  void relay_event(const std::string& name, const std::string& prompt_id, const std::string& text);
+  // Sends the events that waited behind a copy, until the next copy.
+  void relay_held(const std::string& name, const std::string& prompt_id);
+  void forget_files(const std::string& prompt_id);
   struct input_send;   // a prompt's input files on their way to its host
   struct output_copy;  // a prompt's output files on their way from its host
   void send_next_input(std::shared_ptr<input_send> send);
   void copy_next_output(std::shared_ptr<output_copy> copy);
+  // A running prompt's files in flight: the events held behind a copy (at most
+  // max_held_event_bytes; past it they are sent without waiting), and the output files copied.
+  struct prompt_files {
+    std::deque<std::string> held;
+    std::size_t held_bytes = 0;
+    bool copying = false;
+    std::set<std::string> copied;  // "<type>/<subfolder/name>"
+    std::set<std::string> tried;   // the same, of the copies its `executed` events began
+  };
+  std::map<std::string, prompt_files> prompt_files_;  // by prompt id
   void finish_prompt(const std::string& prompt_id, const nlohmann::json& entry);
   // The prompt ends with ComfyUI's execution_error of `exception_type`, sent to its client and
   // put in the history.
