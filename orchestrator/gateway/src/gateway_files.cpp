@@ -156,41 +156,47 @@ struct output_file {
   std::string key() const { return type + "/" + shown(); }
 };
 
-// Adds the files one node's output names to `files`, in ComfyUI's shape: output[kind] is a list
-// of {filename, subfolder, type}; those of type output or temp are the host's files (an input
-// was the gateway's to begin with). Each once, and none in `skip` (copied already). Errors: more
-// than `cap` files in all; a file whose name is no plain file name or whose subfolder leaves its
-// directory (the message names it).
+// The file one item of a node's output names ({filename, subfolder, type}), its subfolder
+// written as confined_path reads it; nullopt for an item that names no file of the host's
+// output or temp directory (an input was the gateway's to begin with). Errors: bad_path, a
+// name that is no plain file name or a subfolder that leaves its directory (the message names
+// it).
+result<std::optional<output_file>> output_file_of(const json& item, const std::string& node_id) {
+  if (!item.is_object()) return std::optional<output_file>();
+  const auto filename = item.find("filename");
+  const auto type = item.find("type");
+  if (filename == item.end() || !filename->is_string() || type == item.end() || !type->is_string())
+    return std::optional<output_file>();
+  output_file f{type->get<std::string>(), "", filename->get<std::string>()};
+  if (f.type != "output" && f.type != "temp") return std::optional<output_file>();
+  if (const auto sub = item.find("subfolder"); sub != item.end() && sub->is_string())
+    f.subfolder = sub->get<std::string>();
+  auto subfolder = serve::relative_components(f.subfolder);
+  if (!serve::plain_file_name(f.filename) || !subfolder)
+    return error{"bad_path", "its output file '" + f.shown() + "' (node " + node_id +
+                                 ") leaves the " + f.type + " directory"};
+  f.subfolder = joined(*subfolder);
+  return std::optional(std::move(f));
+}
+
+// Adds the files one node's output names to `files` (ComfyUI's shape: output[kind] is a list of
+// items), each once (`listed` holds their keys), and none in `skip`. Errors: as output_file_of,
+// and more than `cap` files in all.
 status add_node_files(const std::string& node_id, const json& node, std::size_t cap,
-                      const std::set<std::string>& skip, std::vector<output_file>& files) {
+                      const std::set<std::string>& skip, std::set<std::string>& listed,
+                      std::vector<output_file>& files) {
   if (!node.is_object()) return ok_status();
   for (const auto& [kind, list] : node.items()) {
     if (!list.is_array()) continue;
     for (const auto& item : list) {
-      if (!item.is_object()) continue;
-      const auto filename = item.find("filename");
-      const auto type = item.find("type");
-      if (filename == item.end() || !filename->is_string() || type == item.end() ||
-          !type->is_string())
-        continue;
-      output_file f{type->get<std::string>(), "", filename->get<std::string>()};
-      if (f.type != "output" && f.type != "temp") continue;
-      if (const auto sub = item.find("subfolder"); sub != item.end() && sub->is_string())
-        f.subfolder = sub->get<std::string>();
-      auto subfolder = serve::relative_components(f.subfolder);
-      if (!serve::plain_file_name(f.filename) || !subfolder)
-        return error{"bad_path", "its output file '" + f.shown() + "' (node " + node_id +
-                                     ") leaves the " + f.type + " directory"};
-      f.subfolder = joined(*subfolder);
-      if (skip.contains(f.key()) ||
-          std::any_of(files.begin(), files.end(),
-                      [&](const output_file& o) { return o.key() == f.key(); }))
-        continue;
+      auto f = output_file_of(item, node_id);
+      if (!f) return f.err();
+      if (!*f || skip.contains((*f)->key()) || !listed.insert((*f)->key()).second) continue;
       if (files.size() == cap)
         return error{"too_many_outputs",
                      "it names more than " + std::to_string(cap) +
                          " output files (the gateway's [gateway] max_outputs_per_prompt)"};
-      files.push_back(std::move(f));
+      files.push_back(std::move(**f));
     }
   }
   return ok_status();
@@ -201,11 +207,32 @@ status add_node_files(const std::string& node_id, const json& node, std::size_t 
 result<std::vector<output_file>> output_files_of(const json& entry, std::size_t cap,
                                                  const std::set<std::string>& skip) {
   std::vector<output_file> files;
+  std::set<std::string> listed;
   const auto outputs = entry.find("outputs");
   if (outputs == entry.end() || !outputs->is_object()) return files;
   for (const auto& [node_id, node] : outputs->items())
-    if (auto added = add_node_files(node_id, node, cap, skip, files); !added) return added.err();
+    if (auto added = add_node_files(node_id, node, cap, skip, listed, files); !added)
+      return added.err();
   return files;
+}
+
+// Gives each item of a node's output that names a file stored under another name at the
+// gateway (`stored`, by key: its name was taken by other bytes) that name. Whether any changed.
+bool rename_stored(json& node, const std::map<std::string, std::string>& stored) {
+  bool changed = false;
+  if (stored.empty() || !node.is_object()) return false;
+  for (auto& [kind, list] : node.items()) {
+    if (!list.is_array()) continue;
+    for (auto& item : list) {
+      auto f = output_file_of(item, "");
+      if (!f || !*f) continue;
+      if (const auto it = stored.find((*f)->key()); it != stored.end()) {
+        item["filename"] = it->second;
+        changed = true;
+      }
+    }
+  }
+  return changed;
 }
 
 }  // namespace
@@ -323,8 +350,15 @@ void gateway_api::copy_outputs(const std::string& prompt_id, const std::string& 
   copy->host = name;
   copy->files = std::move(*files);
   copy->done = [this, prompt_id, name, url = hosts_.at(name).url,
-                entry = std::move(entry)](std::optional<std::string> failed) {
-    if (!failed) return finish_prompt(prompt_id, entry);
+                entry = std::move(entry)](std::optional<std::string> failed) mutable {
+    if (!failed) {
+      // The names the gateway stored them under, where another file had the host's name.
+      if (const auto pf = prompt_files_.find(prompt_id);
+          pf != prompt_files_.end() && entry.contains("outputs") && entry["outputs"].is_object())
+        for (auto& [node_id, node] : entry["outputs"].items())
+          rename_stored(node, pf->second.stored);
+      return finish_prompt(prompt_id, entry);
+    }
     fail_running(prompt_id, "comfy_orch.OutputNotCopied",
                  "host " + name + " (" + url + ") ended the prompt, but " + *failed);
     schedule();
@@ -364,27 +398,32 @@ void gateway_api::copy_next_output(std::shared_ptr<output_copy> copy) {
   at->temp = std::move(temp->first);
   at->file = std::move(temp->second);
   const int fd = at->file.get();
-  h.link->download(
-      "/view?filename=" + percent_encoded(f.filename) +
-          "&subfolder=" + percent_encoded(f.subfolder) + "&type=" + f.type,
-      fd, options_.max_output_file_bytes,
-      [this, copy, at, failed](result<host_link::download_answer> a) {
-        const running_prompt* now = queue_.running(copy->prompt_id);
-        if (stopped_ || now == nullptr || now->host != copy->host) return;
-        const output_file& got = copy->files[copy->next];
-        if (!a) return failed(got.shown(), a.err().message);
-        if (a->status != 200)
-          return failed(got.shown(), "its /view answered HTTP " + std::to_string(a->status) + ": " +
-                                         printable(a->refusal));
-        at->file.reset();
-        const std::string written = std::exchange(at->temp, std::string());
-        if (auto placed = serve::replace_with_temporary(at->dir.get(), written, got.filename);
-            !placed)
-          return failed(got.shown(), placed.err().message);
-        prompt_files_[copy->prompt_id].copied.insert(got.key());
-        ++copy->next;
-        copy_next_output(copy);
-      });
+  h.link->download("/view?filename=" + percent_encoded(f.filename) +
+                       "&subfolder=" + percent_encoded(f.subfolder) + "&type=" + f.type,
+                   fd, options_.max_output_file_bytes,
+                   [this, copy, at, failed](result<host_link::download_answer> a) {
+                     const running_prompt* now = queue_.running(copy->prompt_id);
+                     if (stopped_ || now == nullptr || now->host != copy->host) return;
+                     const output_file& got = copy->files[copy->next];
+                     if (!a) return failed(got.shown(), a.err().message);
+                     if (a->status != 200)
+                       return failed(got.shown(), "its /view answered HTTP " +
+                                                      std::to_string(a->status) + ": " +
+                                                      printable(a->refusal));
+                     at->file.reset();
+                     const std::string written = std::exchange(at->temp, std::string());
+                     // Never over another file: each host numbers its outputs from its own
+                     // directory, so two hosts name different images alike (ComfyUI_00001_.png);
+                     // the later is stored under the next free `stem (N).ext` and the prompt's
+                     // entry and events name it so.
+                     auto placed = serve::place_temporary(at->dir.get(), written, got.filename);
+                     if (!placed) return failed(got.shown(), placed.err().message);
+                     prompt_files& pf = prompt_files_[copy->prompt_id];
+                     pf.copied.insert(got.key());
+                     if (*placed != got.filename) pf.stored[got.key()] = *placed;
+                     ++copy->next;
+                     copy_next_output(copy);
+                   });
 }
 
 void gateway_api::forget_files(const std::string& prompt_id) {
@@ -413,19 +452,25 @@ void gateway_api::relay_event(const std::string& name, const std::string& prompt
   // matters here.
   const auto parsed = executor::parse_bounded_json(text);
   if (!parsed || !parsed->is_object()) return;
-  const std::string type = parsed->value("type", std::string());
-  const json& data = (*parsed)["data"];
+  const auto data_field = parsed->find("data");
+  const auto type_field = parsed->find("type");
+  if (data_field == parsed->end() || !data_field->is_object() || type_field == parsed->end() ||
+      !type_field->is_string())
+    return;
+  const std::string& type = type_field->get_ref<const std::string&>();
+  const json& data = *data_field;
   const auto client = relay_.find(prompt_id);
   if (client == relay_.end()) return;
   if (type == "executed" && !pf.copying) {
     std::vector<output_file> files;
+    std::set<std::string> listed;
     const std::string node = data.contains("node") && data["node"].is_string()
                                  ? data["node"].get<std::string>()
                                  : std::string("?");
     // A bad name or too many files is left to the history's copy, which ends the prompt.
     if (const auto output = data.find("output");
         output != data.end() &&
-        add_node_files(node, *output, options_.max_outputs_per_prompt, pf.tried, files) &&
+        add_node_files(node, *output, options_.max_outputs_per_prompt, pf.tried, listed, files) &&
         !files.empty()) {
       pf.copying = true;
       pf.held.push_front(text);
@@ -445,6 +490,14 @@ void gateway_api::relay_event(const std::string& name, const std::string& prompt
         relay_held(name, prompt_id);
       };
       copy_next_output(std::move(copy));
+      return;
+    }
+  }
+  if (type == "executed" && !pf.stored.empty() && data.contains("output")) {
+    json renamed = *parsed;
+    if (rename_stored(renamed["data"]["output"], pf.stored)) {
+      if (!client->second.empty())
+        server_.send(client->second, renamed.dump(-1, ' ', false, json::error_handler_t::replace));
       return;
     }
   }

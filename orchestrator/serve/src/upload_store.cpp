@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <random>
 
 #include "orch/ipc/unique_fd.hpp"
@@ -39,6 +40,19 @@ status write_all(int fd, std::string_view data) {
   return ok_status();
 }
 
+// Reads up to `size` bytes (fewer only at the end of the file); -1 on an error.
+ssize_t read_full(int fd, char* buf, std::size_t size) {
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, buf + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  return static_cast<ssize_t>(got);
+}
+
 // Whether `dir/name` is a regular file (not a symlink) holding exactly `data`.
 bool holds(int dir, const std::string& name, std::string_view data) {
   auto fd = open_confined_file(dir, name);
@@ -56,6 +70,23 @@ bool holds(int dir, const std::string& name, std::string_view data) {
     at += static_cast<std::size_t>(n);
   }
   return true;
+}
+
+// Whether the regular files `a` and `b` of `dir` (not through a symlink) hold the same bytes.
+bool same_bytes_in(int dir, const std::string& a, const std::string& b) {
+  auto fa = open_confined_file(dir, a);
+  auto fb = open_confined_file(dir, b);
+  if (!fa || !fb) return false;
+  struct stat sa {}, sb {};
+  if (::fstat(fa->get(), &sa) != 0 || ::fstat(fb->get(), &sb) != 0 || sa.st_size != sb.st_size)
+    return false;
+  char x[65536], y[65536];
+  for (;;) {
+    const auto n = read_full(fa->get(), x, sizeof x);
+    if (n < 0 || read_full(fb->get(), y, static_cast<std::size_t>(n)) != n) return false;
+    if (n == 0) return true;
+    if (std::memcmp(x, y, static_cast<std::size_t>(n)) != 0) return false;
+  }
 }
 
 // Moves `from` to the absent name `to`: 0, or the errno (EEXIST when `to` appeared meanwhile).
@@ -82,19 +113,33 @@ result<std::pair<std::string, ipc::unique_fd>> create_temporary_file(int dir) {
   return error{serve_errc::file_io_failed, "no free temporary name for the upload"};
 }
 
-status replace_with_temporary(int dir, const std::string& temp, const std::string& name) {
-  struct stat st {};
-  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
-    ::unlinkat(dir, temp.c_str(), 0);
-    return error{serve_errc::bad_path, "'" + name + "' is a directory"};
+result<std::string> place_temporary(int dir, const std::string& temp, const std::string& name) {
+  struct remove_temp {
+    int dir;
+    const std::string& name;
+    ~remove_temp() { ::unlinkat(dir, name.c_str(), 0); }  // ENOENT once renamed: harmless
+  } cleanup{dir, temp};
+  unsigned races = 0;
+  for (unsigned n = 0; n <= max_numbered;) {
+    const std::string candidate = n == 0 ? name : numbered_name(name, n);
+    struct stat st {};
+    if (::fstatat(dir, candidate.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISREG(st.st_mode) && same_bytes_in(dir, temp, candidate)) return candidate;
+      ++n;
+      continue;
+    }
+    if (errno != ENOENT)
+      return errno_error(serve_errc::file_io_failed, "stat('" + candidate + "')");
+    const int e = rename_noreplace(dir, temp, candidate);
+    if (e == 0) return candidate;
+    if (e != EEXIST) {
+      errno = e;
+      return errno_error(serve_errc::file_io_failed, "storing the file as '" + candidate + "'");
+    }
+    if (++races > 8) ++n;
   }
-  if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
-    const int e = errno;
-    ::unlinkat(dir, temp.c_str(), 0);
-    errno = e;
-    return errno_error(serve_errc::file_io_failed, "storing the file as '" + name + "'");
-  }
-  return ok_status();
+  return error{serve_errc::file_io_failed, "every name from '" + name + "' to '" +
+                                                 numbered_name(name, max_numbered) + "' is taken"};
 }
 
 std::string numbered_name(const std::string& name, unsigned n) {
@@ -139,8 +184,12 @@ result<std::string> store_upload(int dir, const std::string& name, std::string_v
     return errno_error(serve_errc::file_io_failed, "writing the upload");
 
   if (overwrite) {
-    cleanup.armed = false;  // replace_with_temporary removes it when it fails
-    if (auto replaced = replace_with_temporary(dir, temp, name); !replaced) return replaced.err();
+    struct stat st {};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+      return error{serve_errc::bad_path, "'" + name + "' is a directory"};
+    if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0)
+      return errno_error(serve_errc::file_io_failed, "storing the upload as '" + name + "'");
+    cleanup.armed = false;
     return name;
   }
   unsigned races = 0;  // names that were free at the stat and taken at the rename

@@ -132,6 +132,29 @@ TEST_F(gateway_files, an_output_is_copied_to_the_gateway_and_outlives_its_host) 
   EXPECT_EQ(gateway_history_of(id)["outputs"], entry["outputs"]);
 }
 
+// Hosts number their outputs from their own directories, so two name different images alike:
+// at the gateway the second is stored under ComfyUI's next free name, which its entry names.
+TEST_F(gateway_files, outputs_of_one_name_with_other_bytes_are_each_kept) {
+  const auto save = [](int bytes) {
+    return json{{"1",
+                 {{"class_type", "TestSaveOutput"},
+                  {"inputs", {{"filename_prefix", "dup"}, {"bytes", bytes}, {"seed", 1}}}}}};
+  };
+  const std::string first = queue_at_gateway(save(1000), "d");
+  const json first_entry = finished_at_gateway(first);
+  const std::string second = queue_at_gateway(save(2000), "d");
+  const json second_entry = finished_at_gateway(second);
+  ASSERT_EQ(first_entry["status"]["status_str"], "success") << first_entry.dump();
+  ASSERT_EQ(second_entry["status"]["status_str"], "success") << second_entry.dump();
+  EXPECT_EQ(first_entry["outputs"]["1"]["images"][0]["filename"], "dup_1.png");
+  EXPECT_EQ(second_entry["outputs"]["1"]["images"][0]["filename"], "dup_1 (1).png");
+  EXPECT_EQ(gateway_->get("/view?filename=dup_1.png").body.size(), 1000u);
+  EXPECT_EQ(gateway_->get("/view?filename=dup_1%20(1).png").body.size(), 2000u);
+  // The same bytes again: kept once, under the name they have.
+  const std::string third = queue_at_gateway(save(1000), "d");
+  EXPECT_EQ(finished_at_gateway(third)["outputs"]["1"]["images"][0]["filename"], "dup_1.png");
+}
+
 // A client reads a node's images as soon as its `executed` event names them, while the prompt
 // still runs (here, a 3 s sleep after the save): the event reaches it once the file is at the
 // gateway.

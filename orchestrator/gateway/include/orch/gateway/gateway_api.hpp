@@ -172,6 +172,8 @@ class gateway_api {
     bool copying = false;
     std::set<std::string> copied;  // "<type>/<subfolder/name>"
     std::set<std::string> tried;   // the same, of the copies its `executed` events began
+    // The name a file was stored under where its own was taken by other bytes, by key.
+    std::map<std::string, std::string> stored;
   };
   std::map<std::string, prompt_files> prompt_files_;  // by prompt id
   void finish_prompt(const std::string& prompt_id, const nlohmann::json& entry);

@@ -47,10 +47,12 @@ result<std::optional<std::string>> stored_duplicate(int dir, const std::string& 
 // writing. Errors: file_io_failed.
 result<std::pair<std::string, ipc::unique_fd>> create_temporary_file(int dir);
 
-// Renames the temporary file `temp` of `dir` to `name`, replacing a file there (never following
-// a symlink: the rename acts on the name itself), or removes it. Errors: bad_path (a directory
-// holds the name), file_io_failed.
-status replace_with_temporary(int dir, const std::string& temp, const std::string& name);
+// Puts the written temporary file `temp` of `dir` in place as store_upload does without
+// `overwrite`: under `name` when it is free, else under the name of the first of `name`,
+// `stem (1).ext`, ... whose file holds the same bytes (the temporary is removed), else under the
+// first free one (claimed without replacing a file that appears meanwhile). The temporary is gone
+// afterwards in every case. The name it is stored under. Errors: file_io_failed.
+result<std::string> place_temporary(int dir, const std::string& temp, const std::string& name);
 
 // ComfyUI's `stem (n).ext` for the n-th other name of `name` (os.path.splitext's split: the last
 // '.' that is not leading).
