@@ -467,11 +467,13 @@ void gateway_api::relay_event(const std::string& name, const std::string& prompt
     const std::string node = data.contains("node") && data["node"].is_string()
                                  ? data["node"].get<std::string>()
                                  : std::string("?");
-    // A bad name or too many files is left to the history's copy, which ends the prompt.
+    // A bad name, or more files than a prompt's entry may name (its events together, so that a
+    // host cannot have the gateway copy without end while the prompt runs), is left to the
+    // history's copy, which ends the prompt.
+    const std::size_t cap = options_.max_outputs_per_prompt;
     if (const auto output = data.find("output");
-        output != data.end() &&
-        add_node_files(node, *output, options_.max_outputs_per_prompt, pf.tried, listed, files) &&
-        !files.empty()) {
+        output != data.end() && add_node_files(node, *output, cap, pf.tried, listed, files) &&
+        !files.empty() && pf.tried.size() + files.size() <= cap) {
       pf.copying = true;
       pf.held.push_front(text);
       pf.held_bytes += text.size();
