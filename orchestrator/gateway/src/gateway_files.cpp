@@ -75,9 +75,31 @@ std::string joined(const std::vector<std::string>& components) {
 struct input_file {
   std::string subfolder;  // '/'-separated, as the upload's subfolder field
   std::string name;
-  std::string bytes;
   std::string key;  // "<subfolder/name> <sha256>": what a host holds
+  std::string path() const { return (subfolder.empty() ? "" : subfolder + "/") + name; }
 };
+
+// The bytes of the input file `subfolder`/`name` of the store, and its key. Read when the prompt
+// is placed (for the key) and again when it is sent, never kept between: a prompt naming many
+// large files holds one at a time. Errors: not_found (gone meanwhile), input_too_large.
+result<std::pair<std::string, std::string>> read_input(const fs::path& root,
+                                                       const std::string& subfolder,
+                                                       const std::string& name) {
+  auto components = serve::relative_components(subfolder);
+  if (!components) return components.err();
+  auto dir = serve::open_confined_directory(root, *components, false);
+  if (!dir) return dir.err();
+  auto file = serve::open_confined_file(dir->get(), name);
+  if (!file) return file.err();
+  auto bytes = serve::read_at_most(file->get(), max_input_file_bytes);
+  const std::string path = (subfolder.empty() ? "" : subfolder + "/") + name;
+  if (!bytes)
+    return error{"input_too_large", "input file '" + path + "' holds more than " +
+                                        std::to_string(max_input_file_bytes >> 20) +
+                                        " MiB, the most a host takes as an upload"};
+  std::string key = path + " " + support::sha256_hex(*bytes);
+  return std::pair(std::move(*bytes), std::move(key));
+}
 
 // The input files a prompt names. The rule: a node's input whose value is a string (a link is
 // an array) names an input file when, without ComfyUI's trailing " [input]", it is a relative
@@ -106,20 +128,16 @@ result<std::vector<input_file>> input_files_of(const json& prompt, const fs::pat
       components->pop_back();
       auto dir = serve::open_confined_directory(root, *components, false);
       if (!dir) continue;
-      auto file = serve::open_confined_file(dir->get(), name);
-      if (!file) continue;
+      if (!serve::open_confined_file(dir->get(), name)) continue;
       seen.insert(path);
       if (files.size() == max_inputs_per_prompt)
         return error{"too_many_inputs", "the prompt names more than " +
                                             std::to_string(max_inputs_per_prompt) + " input files"};
-      auto bytes = serve::read_at_most(file->get(), max_input_file_bytes);
-      if (!bytes)
-        return error{"input_too_large", "input file '" + path + "' (node " + node_id + ", input " +
-                                            input + ") holds more than " +
-                                            std::to_string(max_input_file_bytes >> 20) +
-                                            " MiB, the most a host takes as an upload"};
-      std::string key = path + " " + support::sha256_hex(*bytes);
-      files.push_back({joined(*components), name, std::move(*bytes), std::move(key)});
+      auto read = read_input(root, joined(*components), name);
+      if (!read)
+        return error{read.err().code,
+                     read.err().message + " (node " + node_id + ", input " + input + ")"};
+      files.push_back({joined(*components), name, std::move(read->second)});
     }
   }
   return files;
@@ -127,17 +145,17 @@ result<std::vector<input_file>> input_files_of(const json& prompt, const fs::pat
 
 // The body of an /upload/image that puts `f` in the host's input directory, replacing what is
 // there. The boundary is random, so that no file's bytes can hold it on purpose.
-std::pair<std::string, std::string> upload_body(const input_file& f) {
+std::pair<std::string, std::string> upload_body(const input_file& f, const std::string& bytes) {
   static thread_local std::mt19937_64 gen{std::random_device{}()};
   static const char* hex = "0123456789abcdef";
   std::string boundary = "orch-gateway-";  // and 32 hex digits: within RFC 2046's 70
   for (int i = 0; i < 32; ++i) boundary += hex[gen() & 15];
   std::string body;
-  body.reserve(f.bytes.size() + 1024);
+  body.reserve(bytes.size() + 1024);
   body += "--" + boundary +
           "\r\nContent-Disposition: form-data; name=\"image\"; filename*=UTF-8''" +
           percent_encoded(f.name) + "\r\nContent-Type: application/octet-stream\r\n\r\n";
-  body += f.bytes;
+  body += bytes;
   body += "\r\n";
   const std::pair<std::string, std::string> fields[] = {
       {"subfolder", f.subfolder}, {"type", "input"}, {"overwrite", "true"}};
@@ -297,8 +315,17 @@ void gateway_api::send_next_input(std::shared_ptr<input_send> send) {
     post_to_host(send->prompt_id, send->host);
     return;
   }
-  const input_file& f = send->files[send->next];
-  auto [content_type, body] = upload_body(f);
+  input_file& f = send->files[send->next];
+  auto read = read_input(options_.files.input, f.subfolder, f.name);
+  if (!read) {
+    fail_running(send->prompt_id, "comfy_orch.InputNotSent",
+                 "input file '" + f.path() + "' could not be sent to host " + send->host + ": " +
+                     read.err().message);
+    schedule();
+    return;
+  }
+  f.key = std::move(read->second);  // its bytes now, should it have been uploaded again since
+  auto [content_type, body] = upload_body(f, read->first);
   hosts_.at(send->host)
       .link->request(
           "POST", "/upload/image", std::move(body),
@@ -307,8 +334,7 @@ void gateway_api::send_next_input(std::shared_ptr<input_send> send) {
             if (stopped_ || now == nullptr || now->host != send->host) return;
             host& h = hosts_.at(send->host);
             const input_file& sent = send->files[send->next];
-            const std::string path =
-                (sent.subfolder.empty() ? "" : sent.subfolder + "/") + sent.name;
+            const std::string path = sent.path();
             if (!a) {
               // Never reached the host: nothing of the prompt ran there.
               host_lost(send->host, a.err().message);
