@@ -64,8 +64,9 @@ int gateway(const gateway_flags& flags) {
 void add_gateway_command(CLI::App& app) {
   auto* cmd = add_command(
       app, "gateway", "Serve ComfyUI's API for a fleet of serve hosts, with one queue",
-      "Answer ComfyUI's API (POST /prompt, /queue, /history, /object_info, /interrupt and the "
-      "WebSocket /ws) once for several `comfy-orch serve` hosts: those FLEET.toml's [[host]] "
+      "Answer ComfyUI's API (POST /prompt, /queue, /history, /object_info, /interrupt, /view, "
+      "/upload/image, /upload/mask and the WebSocket /ws) once for several `comfy-orch serve` "
+      "hosts: those FLEET.toml's [[host]] "
       "list names, or those its [ray] section has the Ray driver start (docs/fleet.md, \"The "
       "gateway\"). The queue stays at the gateway; each prompt goes to "
       "a free host that has all of its node classes (the fleet's placement rule), under the "
@@ -73,8 +74,11 @@ void add_gateway_command(CLI::App& app) {
       "host can run gets ComfyUI's 400; a host lost mid-prompt ends that prompt with "
       "execution_error (comfy_orch.HostLost), or queues it again when none of its nodes had "
       "started. The official frontend opens at its address, with the user's settings kept at the "
-      "gateway; /free, /system_stats and the jobs API answer for every host. GET /orch/fleet "
-      "shows each host and why each recent prompt went where it went. "
+      "gateway; /free, /system_stats and the jobs API answer for every host. Uploads are kept at "
+      "the gateway and sent to each host that runs a prompt naming them, once by content hash; "
+      "each prompt's outputs are copied from its host to the gateway's output directory, so /view "
+      "and /history answer after the host is gone. GET /orch/fleet shows each host and why each "
+      "recent prompt went where it went. "
       "Binds loopback unless --listen says otherwise. Prints 'listening on http://ADDR:PORT' "
       "once it accepts connections. SIGINT/SIGTERM/SIGHUP stop it; exit 0.");
   auto flags = std::make_shared<gateway_flags>();

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "orch/manifests/toml_source.hpp"
+#include "orch/manifests/units.hpp"
 
 namespace orch::gateway {
 
@@ -104,7 +105,9 @@ void read_gateway(const toml::table& t, const std::string& file, manifests::diag
                   fleet_config& c) {
   table_reader r(t, "gateway", file, diags,
                  {"listen", "port", "secret_file", "history_size", "fingerprint", "placement",
-                  "pressure_window_ms", "state_file", "user_directory"});
+                  "pressure_window_ms", "state_file", "user_directory", "input_directory",
+                  "output_directory", "temp_directory", "max_output_file",
+                  "max_outputs_per_prompt"});
   if (auto v = r.text("listen")) c.listen = *v;
   if (auto v = r.integer("port", 0, 65535)) c.port = static_cast<std::uint16_t>(*v);
   if (auto v = r.text("secret_file")) c.secret_file = relative_to(c.file, *v);
@@ -117,6 +120,20 @@ void read_gateway(const toml::table& t, const std::string& file, manifests::diag
   }
   if (auto v = r.integer("history_size", 0, 1000000)) c.history_size = static_cast<std::size_t>(*v);
   if (auto v = r.text("user_directory")) c.user_directory = relative_to(c.file, *v);
+  if (auto v = r.text("input_directory")) c.input_directory = relative_to(c.file, *v);
+  if (auto v = r.text("output_directory")) c.output_directory = relative_to(c.file, *v);
+  if (auto v = r.text("temp_directory")) c.temp_directory = relative_to(c.file, *v);
+  if (auto v = r.text("max_output_file")) {
+    const auto bytes = manifests::parse_size(*v);
+    if (bytes && *bytes > 0)
+      c.max_output_file_bytes = *bytes;
+    else
+      r.error("max_output_file", "\"" + *v + "\" is no size",
+              "write a size such as \"4GiB\" or \"512MiB\": the most bytes one output file a host "
+              "names may hold");
+  }
+  if (auto v = r.integer("max_outputs_per_prompt", 1, 1000000))
+    c.max_outputs_per_prompt = static_cast<std::size_t>(*v);
   if (auto v = r.text("fingerprint")) {
     const bool hex = v->size() == 71 && v->rfind("sha256:", 0) == 0 &&
                      v->find_first_not_of("0123456789abcdef", 7) == std::string::npos;
@@ -211,6 +228,11 @@ std::optional<fleet_config> read(const toml::table& root, const fs::path& file,
   // Beside the fleet file, named after it: the same fleet file finds the same state again, and
   // two fleets in one directory do not share one.
   c.state_file = file.parent_path() / (file.stem().string() + ".gateway-state.sqlite");
+  // A deployment's defaults: input/, output/, temp/ beside the file.
+  const fs::path base = fs::absolute(file).parent_path();
+  c.input_directory = base / "input";
+  c.output_directory = base / "output";
+  c.temp_directory = base / "temp";
   for (const auto& [key, node] : root) {
     const std::string k(key.str());
     if (k == "gateway" && node.is_table())
@@ -249,6 +271,8 @@ std::optional<fleet_config> read(const toml::table& root, const fs::path& file,
                 "holding a long random secret (e.g. `openssl rand -hex 32`)");
   if (diags.count(manifests::severity::error) > errors_before) return std::nullopt;
   if (c.user_directory.empty()) c.user_directory = relative_to(c.file, "user");
+  for (auto* dir : {&c.input_directory, &c.output_directory, &c.temp_directory, &c.user_directory})
+    *dir = fs::absolute(*dir).lexically_normal();
   return c;
 }
 

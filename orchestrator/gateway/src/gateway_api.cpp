@@ -61,6 +61,7 @@ gateway_api::gateway_api(boost::asio::io_context& io, serve::http_server& server
       client_id_("orch-gateway-" + (state_ != nullptr && !stored.gateway_id.empty()
                                         ? stored.gateway_id
                                         : std::to_string(::getpid()))),
+      files_(options_.files),
       queue_(options_.history_size, options_.limits),
       fleet_fingerprint_(options_.fingerprint),
       check_timer_(io),
@@ -147,6 +148,7 @@ void gateway_api::add_routes(serve::route_table& table) {
                return json_reply(on_io([&] { return fleet_document(); }));
              }});
   add_live_routes(table);
+  add_file_routes(table);
   add_frontend_routes(table);  // last: its fallback proxies what no route answers
 }
 
@@ -374,7 +376,8 @@ json gateway_api::fleet_document() const {
                      {"last_used", h.view.last_used},
                      {"pid", h.pid != 0 ? json(h.pid) : json()},
                      {"running", r != nullptr ? json(r->prompt.prompt_id) : json()},
-                     {"running_node_started", r != nullptr && r->node_started}});
+                     {"running_node_started", r != nullptr && r->node_started},
+                     {"inputs_sent", h.inputs_sent}});
   }
   json decisions = json::array();
   for (const auto& d : decisions_)

@@ -100,6 +100,10 @@ void gateway_api::connect(const std::string& name) {
         host& opened = hosts_.at(name);
         opened.connecting = false;
         opened.stream_open = true;
+        // Perhaps another serve than before (restarted at the same address): what the last
+        // one was sent is not known to be there.
+        opened.inputs_held.clear();
+        ++opened.serve_generation;
         read_facts(name);
       },
       [this, name](const std::string& text, bool binary) {
@@ -298,6 +302,7 @@ void gateway_api::host_lost(const std::string& name, const std::string& why, boo
           "it ran",
           id, name);
       relay_.erase(id);
+      forget_files(id);
       queue_.requeue(id);
     } else {
       fail_running(id, "comfy_orch.HostLost",
@@ -326,6 +331,7 @@ void gateway_api::fail_running(const std::string& prompt_id, const std::string& 
                      {"current_outputs", json::object()},
                      {"timestamp", unix_ms_now()}};
   relay_.erase(prompt_id);
+  forget_files(prompt_id);
   if (!client.empty()) {
     server_.send(client, json{{"type", "execution_error"}, {"data", data}}.dump(
                              -1, ' ', false, json::error_handler_t::replace));
@@ -383,7 +389,7 @@ void gateway_api::schedule() {
   }
   for (const auto& [prompt_id, name] : runs) {
     hosts_.at(name).view.last_used = tick;
-    if (queue_.take(prompt_id, name)) send_to_host(prompt_id, name);
+    if (queue_.take(prompt_id, name)) send_inputs(prompt_id, name);
   }
   // The reasons of prompts no longer waiting (deleted, cleared) go: a client queuing and
   // deleting in a loop would grow them without end.
@@ -477,16 +483,8 @@ void gateway_api::on_host_message(const std::string& name, const std::string& te
   // What a client that connects again mid-prompt is greeted with (greeting()).
   if (type == "executing" && !end) live_[id].executing = text;
   if (type == "progress_state") live_[id].progress = text;
-  if (end) {
-    // ComfyUI writes a prompt's history before its `executing` for no node, and clients read
-    // the history when they hear it (the saintno SDK): held until the entry is in the gateway's.
-    if (!relay->second.empty()) ended_[id] = {relay->second, text};
-    live_.erase(id);
-    relay_.erase(relay);
-    fetch_history(id, name, 200);
-    return;
-  }
-  if (!relay->second.empty()) server_.send(relay->second, text);
+  // Relayed in order, an `executed` naming files once they are copied (gateway_files.cpp).
+  relay_event(name, id, text);
 }
 
 void gateway_api::fetch_history(const std::string& prompt_id, const std::string& name,
@@ -503,19 +501,9 @@ void gateway_api::fetch_history(const std::string& prompt_id, const std::string&
           return;
         }
         if (auto entry = history_entry(prompt_id, a)) {
-          // The host's report is read again before the prompt ends at the gateway: the models
-          // it loaded are then resident in the host's view when the prompt's client, or the
-          // queue, places the next prompt (the periodic check could be a second away).
-          read_report_then(name, [this, prompt_id, name, entry = std::move(*entry)] {
-            const running_prompt* now = queue_.running(prompt_id);
-            if (now == nullptr || now->host != name) {
-              ending_.erase(prompt_id);
-              ended_.erase(prompt_id);
-              return;
-            }
-            finish_from_entry(prompt_id, entry);
-            schedule();
-          });
+          // Its outputs are copied before the entry is in the history: /history never names a
+          // file the gateway's /view cannot give (copy_outputs, then finish_prompt).
+          copy_outputs(prompt_id, name, std::move(*entry));
           return;
         }
         if (a && tries_left > 0) {
@@ -557,11 +545,21 @@ std::optional<json> gateway_api::history_entry(const std::string& prompt_id,
   return std::move(*it);
 }
 
-bool gateway_api::take_history(const std::string& prompt_id, const result<host_answer>& a) {
-  auto entry = history_entry(prompt_id, a);
-  if (!entry) return false;
-  finish_from_entry(prompt_id, *entry);
-  return true;
+void gateway_api::finish_prompt(const std::string& prompt_id, const std::string& name,
+                                json entry) {
+  // The host's report is read again before the prompt ends at the gateway: the models it loaded
+  // are then resident in the host's view when the prompt's client, or the queue, places the next
+  // prompt (the periodic check could be a second away).
+  read_report_then(name, [this, prompt_id, name, entry = std::move(entry)] {
+    const running_prompt* now = queue_.running(prompt_id);
+    if (now == nullptr || now->host != name) {
+      ending_.erase(prompt_id);
+      ended_.erase(prompt_id);
+      return;
+    }
+    finish_from_entry(prompt_id, entry);
+    schedule();
+  });
 }
 
 void gateway_api::finish_from_entry(const std::string& prompt_id, const json& entry) {
@@ -623,9 +621,9 @@ void gateway_api::settle(const std::string& prompt_id, const std::string& name, 
               if (!still_in_doubt()) return (void)settling_.erase(prompt_id);
               if (!h || h->status != 200) return unanswered("GET /history", h);
               settling_.erase(prompt_id);
-              if (take_history(prompt_id, h)) {
+              if (auto entry = history_entry(prompt_id, h)) {
                 spdlog::info("gateway: {} had run prompt {}: its entry is taken", name, prompt_id);
-                schedule();
+                copy_outputs(prompt_id, name, std::move(*entry));
                 return;
               }
               const running_prompt* r = queue_.running(prompt_id);
@@ -639,7 +637,7 @@ void gateway_api::settle(const std::string& prompt_id, const std::string& name, 
               }
               spdlog::info("gateway: {} never got prompt {}: sent again", name, prompt_id);
               queue_.set_in_doubt(prompt_id, false);
-              send_to_host(prompt_id, name, true, tries_left);
+              send_inputs(prompt_id, name, true, tries_left);
             });
       });
 }

@@ -9,6 +9,7 @@
 #include "orch/gateway/errc.hpp"
 #include "orch/process/install_layout.hpp"
 #include "orch/serve/fleet_auth.hpp"
+#include "orch/serve/serve_files.hpp"
 
 namespace orch::gateway {
 
@@ -63,16 +64,23 @@ gateway_server::~gateway_server() {
 }
 
 result<std::uint16_t> gateway_server::start() {
-  // The frontend's user directory is made now, so that one the gateway cannot make stops it at
-  // once rather than losing a user's settings later.
-  std::error_code ec;
-  std::filesystem::create_directories(config_.user_directory / "default", ec);
-  if (ec)
-    return error{gateway_errc::invalid_config,
-                 config_.file.string() + ": [gateway] user_directory: cannot make " +
-                     (config_.user_directory / "default").string() + ": " + ec.message() +
-                     "\n  fix: point user_directory at a directory the gateway may create and "
-                     "write (the frontend's user data and settings are kept there)"};
+  // The gateway's file store and the frontend's user directory, made before anything starts as
+  // serve makes its directories: one the gateway cannot make stops it at once, naming its key,
+  // rather than losing an upload, an output or a user's settings later.
+  const std::pair<const char*, std::filesystem::path> directories[] = {
+      {"input_directory", config_.input_directory},
+      {"output_directory", config_.output_directory},
+      {"temp_directory", config_.temp_directory},
+      {"user_directory", config_.user_directory / "default"}};
+  for (const auto& [key, dir] : directories) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir, ec))
+      return error{gateway_errc::invalid_config,
+                   config_.file.string() + ": [gateway] " + key + ": cannot make " + dir.string() +
+                       (ec ? ": " + ec.message() : std::string(": not a directory")) +
+                       "\n  fix: point " + key + " at a directory the gateway may create and write"};
+  }
   started_ = true;
   work_.emplace(io_.get_executor());
   io_thread_ = std::thread([this] { io_.run(); });
@@ -89,6 +97,10 @@ result<std::uint16_t> gateway_server::start() {
   // What the WebSocket's feature_flags announce too (http_server's rule for an upload).
   options.max_upload = limits_.body_rule_for ? limits_.body_rule_for("POST", "/upload/image").limit
                                              : limits_.max_body;
+  options.files = {config_.input_directory, config_.output_directory, config_.temp_directory,
+                   config_.user_directory};
+  options.max_output_file_bytes = config_.max_output_file_bytes;
+  options.max_outputs_per_prompt = config_.max_outputs_per_prompt;
   http_ = std::make_unique<serve::http_server>(
       io_, limits_, [this](const serve::http_request& r) { return routes_.answer(r); },
       [this](const serve::http_request& r) { return routes_.at_once(r); },

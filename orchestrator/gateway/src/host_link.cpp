@@ -1,13 +1,20 @@
 #include "orch/gateway/host_link.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -36,7 +43,8 @@ std::string bearer(const std::string& secret) {
 
 asio::awaitable<host_answer> exchange(tcp::endpoint at, std::string method, std::string target,
                                       std::string body, std::optional<std::string> secret,
-                                      std::chrono::milliseconds deadline, std::size_t max_bytes) {
+                                      std::chrono::milliseconds deadline, std::size_t max_bytes,
+                                      std::string body_type) {
   beast::tcp_stream stream(co_await asio::this_coro::executor);
   stream.expires_after(deadline);  // connect, write and read together
   co_await stream.async_connect(at, use_awaitable);
@@ -44,7 +52,7 @@ asio::awaitable<host_answer> exchange(tcp::endpoint at, std::string method, std:
   req.set(http::field::host, at.address().to_string() + ":" + std::to_string(at.port()));
   if (secret) req.set(http::field::authorization, bearer(*secret));
   if (method == "POST") {
-    req.set(http::field::content_type, "application/json");
+    req.set(http::field::content_type, body_type);
     req.body() = std::move(body);
     req.prepare_payload();
   }
@@ -65,6 +73,69 @@ asio::awaitable<host_answer> exchange(tcp::endpoint at, std::string method, std:
   const std::string content_type(parser.get()[http::field::content_type]);
   co_return host_answer{static_cast<unsigned>(parser.get().result_int()),
                         std::move(parser.get().body()), content_type};
+}
+
+// The body's cap passed (a download's): told apart from a broken answer.
+struct too_large : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void write_all(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(std::string("writing the file: ") + std::strerror(errno));
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+asio::awaitable<host_link::download_answer> fetch_to(tcp::endpoint at, std::string target, int fd,
+                                                     std::uint64_t max_bytes,
+                                                     std::optional<std::string> secret,
+                                                     std::chrono::milliseconds idle_deadline) {
+  beast::tcp_stream stream(co_await asio::this_coro::executor);
+  stream.expires_after(idle_deadline);
+  co_await stream.async_connect(at, use_awaitable);
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, at.address().to_string() + ":" + std::to_string(at.port()));
+  if (secret) req.set(http::field::authorization, bearer(*secret));
+  stream.expires_after(idle_deadline);
+  co_await http::async_write(stream, req, use_awaitable);
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(max_bytes);
+  stream.expires_after(idle_deadline);
+  // A Content-Length past the cap is refused here, before a byte of the body is read.
+  beast::error_code ec;
+  co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+  if (ec == http::error::body_limit)
+    throw too_large("its body passes the cap of " + std::to_string(max_bytes) + " bytes");
+  if (ec) throw boost::system::system_error(ec);
+  host_link::download_answer answer;
+  answer.status = static_cast<unsigned>(parser.get().result_int());
+  constexpr std::size_t refusal_bytes = 1024;
+  std::vector<char> piece(std::size_t{1} << 16);
+  while (!parser.is_done()) {
+    parser.get().body().data = piece.data();
+    parser.get().body().size = piece.size();
+    stream.expires_after(idle_deadline);  // an idle deadline: a large file takes its time
+    co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    if (ec == http::error::body_limit)
+      throw too_large("its body passes the cap of " + std::to_string(max_bytes) + " bytes");
+    if (ec && ec != http::error::need_buffer) throw boost::system::system_error(ec);
+    const std::size_t got = piece.size() - parser.get().body().size;
+    if (answer.status != 200) {
+      answer.refusal.append(piece.data(), std::min(got, refusal_bytes - answer.refusal.size()));
+      if (answer.refusal.size() >= refusal_bytes) break;
+      continue;
+    }
+    write_all(fd, piece.data(), got);
+    answer.bytes += got;
+  }
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  co_return answer;
 }
 
 }  // namespace
@@ -126,7 +197,7 @@ host_link::~host_link() {
 
 void host_link::request(std::string method, std::string target, std::string body,
                         answer_handler done, std::chrono::milliseconds deadline,
-                        std::size_t max_bytes) {
+                        std::size_t max_bytes, std::string content_type) {
   beast::error_code ec;
   const auto addr = asio::ip::make_address(address_, ec);
   if (ec) {
@@ -139,7 +210,7 @@ void host_link::request(std::string method, std::string target, std::string body
   asio::co_spawn(
       io_,
       exchange(tcp::endpoint(addr, port_), std::move(method), std::move(target), std::move(body),
-               secret_, deadline, max_bytes),
+               secret_, deadline, max_bytes, std::move(content_type)),
       [done = std::move(done), where](std::exception_ptr e, host_answer a) {
         if (!e) return done(std::move(a));
         std::string why = "failed";
@@ -157,6 +228,37 @@ void host_link::request(std::string method, std::string target, std::string body
         }
         done(error{gateway_errc::host_unreachable, where + ": " + why});
       });
+}
+
+void host_link::download(std::string target, int fd, std::uint64_t max_bytes, download_handler done,
+                         std::chrono::milliseconds idle_deadline) {
+  beast::error_code ec;
+  const auto addr = asio::ip::make_address(address_, ec);
+  if (ec) {
+    asio::post(io_, [done = std::move(done), a = address_] {
+      done(error{gateway_errc::host_unreachable, "no IP address: " + a});
+    });
+    return;
+  }
+  const std::string where = "http://" + address_ + ":" + std::to_string(port_) + target;
+  asio::co_spawn(io_,
+                 fetch_to(tcp::endpoint(addr, port_), std::move(target), fd, max_bytes, secret_,
+                          idle_deadline),
+                 [done = std::move(done), where](std::exception_ptr e, download_answer a) {
+                   if (!e) return done(std::move(a));
+                   std::string why = "failed";
+                   const char* code = gateway_errc::host_unreachable;
+                   try {
+                     std::rethrow_exception(e);
+                   } catch (const too_large& x) {
+                     why = x.what();
+                     code = gateway_errc::answer_too_large;
+                   } catch (const std::exception& x) {
+                     why = x.what();
+                   } catch (...) {
+                   }
+                   done(error{code, where + ": " + why});
+                 });
 }
 
 void host_link::open_events(std::string client_id, std::function<void()> on_open,

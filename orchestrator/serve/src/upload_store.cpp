@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <random>
 
 #include "orch/ipc/unique_fd.hpp"
@@ -39,6 +40,19 @@ status write_all(int fd, std::string_view data) {
   return ok_status();
 }
 
+// Reads up to `size` bytes (fewer only at the end of the file); -1 on an error.
+ssize_t read_full(int fd, char* buf, std::size_t size) {
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, buf + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  return static_cast<ssize_t>(got);
+}
+
 // Whether `dir/name` is a regular file (not a symlink) holding exactly `data`.
 bool holds(int dir, const std::string& name, std::string_view data) {
   auto fd = open_confined_file(dir, name);
@@ -58,6 +72,23 @@ bool holds(int dir, const std::string& name, std::string_view data) {
   return true;
 }
 
+// Whether the regular files `a` and `b` of `dir` (not through a symlink) hold the same bytes.
+bool same_bytes_in(int dir, const std::string& a, const std::string& b) {
+  auto fa = open_confined_file(dir, a);
+  auto fb = open_confined_file(dir, b);
+  if (!fa || !fb) return false;
+  struct stat sa {}, sb {};
+  if (::fstat(fa->get(), &sa) != 0 || ::fstat(fb->get(), &sb) != 0 || sa.st_size != sb.st_size)
+    return false;
+  char x[65536], y[65536];
+  for (;;) {
+    const auto n = read_full(fa->get(), x, sizeof x);
+    if (n < 0 || read_full(fb->get(), y, static_cast<std::size_t>(n)) != n) return false;
+    if (n == 0) return true;
+    if (std::memcmp(x, y, static_cast<std::size_t>(n)) != 0) return false;
+  }
+}
+
 // Moves `from` to the absent name `to`: 0, or the errno (EEXIST when `to` appeared meanwhile).
 int rename_noreplace(int dir, const std::string& from, const std::string& to) {
   if (::renameat2(dir, from.c_str(), dir, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
@@ -69,6 +100,47 @@ int rename_noreplace(int dir, const std::string& from, const std::string& to) {
 }
 
 }  // namespace
+
+result<std::pair<std::string, ipc::unique_fd>> create_temporary_file(int dir) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::string temp = temporary_name();
+    ipc::unique_fd fd(
+        ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (fd) return std::pair(std::move(temp), std::move(fd));
+    if (errno != EEXIST)
+      return errno_error(serve_errc::file_io_failed, "creating a file for the upload");
+  }
+  return error{serve_errc::file_io_failed, "no free temporary name for the upload"};
+}
+
+result<std::string> place_temporary(int dir, const std::string& temp, const std::string& name) {
+  struct remove_temp {
+    int dir;
+    const std::string& name;
+    ~remove_temp() { ::unlinkat(dir, name.c_str(), 0); }  // ENOENT once renamed: harmless
+  } cleanup{dir, temp};
+  unsigned races = 0;
+  for (unsigned n = 0; n <= max_numbered;) {
+    const std::string candidate = n == 0 ? name : numbered_name(name, n);
+    struct stat st {};
+    if (::fstatat(dir, candidate.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISREG(st.st_mode) && same_bytes_in(dir, temp, candidate)) return candidate;
+      ++n;
+      continue;
+    }
+    if (errno != ENOENT)
+      return errno_error(serve_errc::file_io_failed, "stat('" + candidate + "')");
+    const int e = rename_noreplace(dir, temp, candidate);
+    if (e == 0) return candidate;
+    if (e != EEXIST) {
+      errno = e;
+      return errno_error(serve_errc::file_io_failed, "storing the file as '" + candidate + "'");
+    }
+    if (++races > 8) ++n;
+  }
+  return error{serve_errc::file_io_failed, "every name from '" + name + "' to '" +
+                                                 numbered_name(name, max_numbered) + "' is taken"};
+}
 
 std::string numbered_name(const std::string& name, unsigned n) {
   auto dot = name.rfind('.');
@@ -94,16 +166,10 @@ result<std::optional<std::string>> stored_duplicate(int dir, const std::string& 
 
 result<std::string> store_upload(int dir, const std::string& name, std::string_view data,
                                  bool overwrite, same_bytes duplicates) {
-  std::string temp;
-  ipc::unique_fd fd;
-  for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
-    temp = temporary_name();
-    fd.reset(
-        ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!fd && errno != EEXIST)
-      return errno_error(serve_errc::file_io_failed, "creating a file for the upload");
-  }
-  if (!fd) return error{serve_errc::file_io_failed, "no free temporary name for the upload"};
+  auto created = create_temporary_file(dir);
+  if (!created) return created.err();
+  std::string temp = std::move(created->first);
+  ipc::unique_fd fd = std::move(created->second);
   // From here on the temporary file goes, whatever happens.
   struct remove_temp {
     int dir;

@@ -43,8 +43,8 @@ class gateway_test : public serve_test {
     write(secret_, fleet_secret + "\n");
     fs::permissions(secret_, fs::perms::owner_read | fs::perms::owner_write);
     before_hosts();
-    for (int i = 0; i < 3; ++i) {
-      hosts_.push_back(host());
+    for (std::size_t i = 0; i < 3; ++i) {
+      hosts_.push_back(start_host(i));
       ASSERT_NE(hosts_.back()->port(), 0);
     }
     start_gateway(fleet_file(hosts_));
@@ -56,6 +56,8 @@ class gateway_test : public serve_test {
   std::unique_ptr<serve_process> host(const orch::runtime_testing::deployment_options& o = {}) {
     return serve({"--fleet-secret-file", secret_.string()}, o);
   }
+  // The fixture's host `index` (a test may give each its own deployment: test_gateway_files.cpp).
+  virtual std::unique_ptr<serve_process> start_host(std::size_t /*index*/) { return host(); }
   // A fleet file naming `hosts` (and `gateway_lines` in [gateway], after the secret's).
   std::string fleet_file(const std::vector<std::unique_ptr<serve_process>>& hosts,
                          const std::string& gateway_lines = {},

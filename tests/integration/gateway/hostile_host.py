@@ -1,8 +1,11 @@
 """A fleet host that attacks its gateway (test_gateway_hosts.cpp): it reports itself as a host
 should, and then sends what a broken or hostile machine can. Its WebSocket sends an event nested
 100,000 deep (a recursive copy or free of it overflows a stack), an event whose type is a number,
-and, for each prompt it is given, the events of a prompt that ends and then a history entry that is
-no object. The gateway must go on answering, and end the prompt with an error naming the host.
+and, for each prompt it is given, the events of a prompt that ends and then a history entry chosen
+by the prompt's TestSleep `ms` (test_gateway_files.cpp): 1, an entry that is no object; 2, outputs
+naming a file `../../escaped-<prompt id>` (its /view gives bytes for any name); 3, a file whose
+/view streams 4 MiB without a Content-Length; 4, five files. The gateway must go on answering,
+write nothing outside its directories, and end the prompt with an error naming the host.
 Its live views (test_gateway_live.cpp) are as hostile: a status past the gateway's 16 MiB cap, a
 diverge document nested 100,000 deep, a timeline that is no JSON, and a /metrics text of good
 samples among lines out of the format (a label of its own named host, a family of another type
@@ -32,6 +35,7 @@ REPORT = {
     "queued": 0,
 }
 streams = []
+kinds = {}  # prompt id: its TestSleep's ms
 
 
 async def report(_request):
@@ -53,6 +57,7 @@ async def events(request):
 async def prompt(request):
     body = await request.json()
     prompt_id = body["prompt_id"]
+    kinds[prompt_id] = body["prompt"]["1"]["inputs"]["ms"]
 
     async def run():
         await asyncio.sleep(0.1)
@@ -68,8 +73,37 @@ async def prompt(request):
     return web.json_response({"prompt_id": prompt_id, "number": 0, "node_errors": {}})
 
 
+def image(filename):
+    return {"filename": filename, "subfolder": "", "type": "output"}
+
+
 async def history(request):
-    return web.json_response({request.match_info["prompt_id"]: 1})
+    prompt_id = request.match_info["prompt_id"]
+    kind = kinds.get(prompt_id, 1)
+    if kind == 1:
+        return web.json_response({prompt_id: 1})
+    if kind == 2:
+        images = [image("../../escaped-" + prompt_id)]
+    elif kind == 3:
+        images = [image("huge.png")]
+    else:
+        images = [image("many-%d.png" % i) for i in range(5)]
+    return web.json_response({prompt_id: {
+        "prompt": [0, prompt_id, {}, {}, ["1"]],
+        "outputs": {"1": {"images": images}},
+        "status": {"status_str": "success", "completed": True, "messages": []},
+        "meta": {}}})
+
+
+async def view(request):
+    if request.query.get("filename") != "huge.png":
+        return web.Response(body=b"escaped")
+    response = web.StreamResponse()
+    await response.prepare(request)  # chunked: no Content-Length to refuse it by
+    for _ in range(64):
+        await response.write(b"\0" * 65536)
+    await response.write_eof()
+    return response
 
 
 async def huge_status(_request):
@@ -133,6 +167,7 @@ async def main():
     app.router.add_get("/extensions", extensions)
     app.router.add_get("/system_stats", system_stats)
     app.router.add_post("/free", free)
+    app.router.add_get("/view", view)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

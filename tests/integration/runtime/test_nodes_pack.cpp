@@ -1,11 +1,16 @@
 // A native pack for the runtime's tests and benchmarks only: nodes that sleep (watching the
-// interruption flag), fail with a typed error, crash the worker, or do nothing at all.
+// interruption flag), fail with a typed error, crash the worker, or do nothing at all; and two
+// that stand for ComfyUI's LoadImage and SaveImage, for the gateway's files (a native node is not
+// told serve's input and output directories: these read them from ORCH_TEST_HOST_FILES).
 #include <sys/resource.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -181,6 +186,53 @@ orch_node_status cast_node(orch_node_context* ctx, const orch_value* in, orch_va
   return ORCH_NODE_OK;
 }
 
+// The directory whose input/ and output/ are this host's (ORCH_TEST_HOST_FILES), or "".
+std::string host_files() {
+  const char* dir = std::getenv("ORCH_TEST_HOST_FILES");
+  return dir != nullptr ? dir : "";
+}
+
+// As LoadImage: `image` names a file of the host's input directory ("x.png", "sub/x.png", or
+// "x.png [input]"); it fails naming the file when it is not there. Its output: the file's size.
+orch_node_status load_input_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  std::string name = in[0].s != nullptr ? in[0].s : "";
+  const std::string annotation = " [input]";
+  if (name.size() > annotation.size() &&
+      name.compare(name.size() - annotation.size(), annotation.size(), annotation) == 0)
+    name.resize(name.size() - annotation.size());
+  std::ifstream file(host_files() + "/input/" + name, std::ios::binary);
+  if (!file) {
+    ctx->api->fail(ctx, "file_not_found", ("no input file " + name + " on this host").c_str());
+    return ORCH_NODE_ERROR;
+  }
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = static_cast<std::int64_t>(bytes.size());
+  return ORCH_NODE_OK;
+}
+
+// As SaveImage: writes `bytes` bytes (a pattern of `seed`) as <prefix>_<seed>.png in the host's
+// output directory and names it in its ui, {"images": [{filename, subfolder, type}]}.
+orch_node_status save_output_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  const std::string name =
+      std::string(in[0].s != nullptr ? in[0].s : "out") + "_" + std::to_string(in[2].i) + ".png";
+  std::string bytes(static_cast<std::size_t>(in[1].i), '\0');
+  std::uint64_t x = static_cast<std::uint64_t>(in[2].i) * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& c : bytes) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  std::ofstream(host_files() + "/output/" + name, std::ios::binary) << bytes;
+  const std::string ui =
+      R"({"images": [{"filename": ")" + name + R"(", "subfolder": "", "type": "output"}]})";
+  if (ORCH_NODE_API_HAS(ctx->api, ui)) ctx->api->ui(ctx, ui.c_str());
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = in[1].i;
+  return ORCH_NODE_OK;
+}
+
 orch_value int_value(std::int64_t v) {
   orch_value x{};
   x.kind = ORCH_VALUE_INT;
@@ -200,6 +252,11 @@ const orch_node_input cast_inputs[] = {{"mib", "INT", req, 0, 0, 0, int_value(16
 const orch_node_input checked_input[] = {
     {"value", "INT", req | ORCH_INPUT_HAS_MIN | ORCH_INPUT_HAS_MAX, 0, 0, 100, int_value(1)}};
 const orch_node_input ckpt_input[] = {{"ckpt_name", "STRING", ORCH_INPUT_REQUIRED, 0, 0, 0, {}}};
+const orch_node_input load_input[] = {{"image", "STRING", ORCH_INPUT_REQUIRED, 0, 0, 0, {}}};
+const orch_node_input save_inputs[] = {
+    {"filename_prefix", "STRING", ORCH_INPUT_REQUIRED, 0, 0, 0, {}},
+    {"bytes", "INT", req, 0, 0, 0, int_value(64)},
+    {"seed", "INT", req, 0, 0, 0, int_value(0)}};
 const char* const int_output[] = {"INT"};
 const char* const blob_output[] = {"BLOB"};
 
@@ -229,6 +286,11 @@ const orch_node_class classes[] = {
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestCheckpointLoader"),
      "Checkpoint Loader", "test", ckpt_input, 1, 1, int_output, &checkpoint_node, nullptr, nullptr,
      nullptr},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestLoadInput"), "Load Input", "test",
+     load_input, 1, 1, int_output, &load_input_node, nullptr, nullptr, nullptr},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE | ORCH_NODE_NOT_IDEMPOTENT,
+     NAME("TestSaveOutput"), "Save Output", "test", save_inputs, 3, 1, int_output,
+     &save_output_node, nullptr, nullptr, nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes,
                            sizeof(classes) / sizeof(classes[0]), 0};

@@ -220,6 +220,36 @@ TEST(fleet_config, a_port_out_of_range_is_refused) {
   EXPECT_EQ(d.where.line, 2u);
 }
 
+// The file store (docs/fleet.md, "Files across hosts"): beside the fleet file unless told, as a
+// deployment's input/ and output/ are; the caps on what a host's outputs may be.
+TEST(fleet_config, the_file_store_and_its_caps_are_read_with_their_defaults) {
+  const auto defaults = parse("[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(defaults.config.has_value());
+  EXPECT_EQ(defaults.config->input_directory, std::filesystem::path("/fleets/input"));
+  EXPECT_EQ(defaults.config->output_directory, std::filesystem::path("/fleets/output"));
+  EXPECT_EQ(defaults.config->temp_directory, std::filesystem::path("/fleets/temp"));
+  EXPECT_EQ(defaults.config->max_output_file_bytes, std::uint64_t{4} << 30);
+  EXPECT_EQ(defaults.config->max_outputs_per_prompt, 10000u);
+  const auto l = parse(
+      "[gateway]\ninput_directory = \"in\"\noutput_directory = \"/data/out\"\n"
+      "temp_directory = \"../tmp\"\nmax_output_file = \"512MiB\"\nmax_outputs_per_prompt = 7\n"
+      "[[host]]\nurl = \"http://a:1\"\n");
+  ASSERT_TRUE(l.config.has_value());
+  EXPECT_EQ(l.config->input_directory, std::filesystem::path("/fleets/in"));
+  EXPECT_EQ(l.config->output_directory, std::filesystem::path("/data/out"));
+  EXPECT_EQ(l.config->temp_directory, std::filesystem::path("/tmp"));
+  EXPECT_EQ(l.config->max_output_file_bytes, std::uint64_t{512} << 20);
+  EXPECT_EQ(l.config->max_outputs_per_prompt, 7u);
+  const auto d = only_error(
+      parse("[gateway]\nport = 1\nmax_output_file = \"lots\"\n[[host]]\nurl = \"http://a:1\"\n"));
+  EXPECT_EQ(d.key, "gateway.max_output_file");
+  EXPECT_EQ(d.where.line, 3u);
+  EXPECT_NE(d.fix.find("4GiB"), std::string::npos) << d.fix;
+  EXPECT_EQ(only_error(parse("[gateway]\nmax_outputs_per_prompt = 0\n[[host]]\nurl = \"http://a:1\"\n"))
+                .key,
+            "gateway.max_outputs_per_prompt");
+}
+
 TEST(fleet_config, an_unknown_key_names_the_keys_it_could_be) {
   const auto d = only_error(parse("[gateway]\nprot = 1\n[[host]]\nurl = \"http://a:1\"\n"));
   EXPECT_EQ(d.key, "gateway.prot");

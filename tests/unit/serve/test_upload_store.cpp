@@ -69,6 +69,29 @@ TEST_F(upload_store_test, a_taken_name_gets_the_next_number_unless_it_holds_the_
   EXPECT_EQ(t_.listing("in"), "x (1).png,x (2).png,x.png");
 }
 
+// The gateway's copy of a host's output (place_temporary): a file written under a temporary name
+// is placed as an upload is without overwrite, and no temporary file is left in any case.
+TEST_F(upload_store_test, a_written_temporary_file_is_placed_as_an_upload_without_overwrite) {
+  const auto placed = [&](const std::string& data) {
+    auto temp = orch::serve::create_temporary_file(dir_.get());
+    EXPECT_TRUE(temp.ok());
+    if (!temp.ok()) return std::string();
+    EXPECT_EQ(::write(temp->second.get(), data.data(), data.size()),
+              static_cast<ssize_t>(data.size()));
+    temp->second.reset();
+    auto r = orch::serve::place_temporary(dir_.get(), temp->first, "x.png");
+    EXPECT_TRUE(r.ok()) << r.err().message;
+    return r.ok() ? *r : std::string();
+  };
+  EXPECT_EQ(placed("one"), "x.png");
+  EXPECT_EQ(placed("two"), "x (1).png");
+  EXPECT_EQ(placed("one"), "x.png");  // the same bytes: kept once
+  EXPECT_EQ(placed("two"), "x (1).png");
+  EXPECT_EQ(t_.read("in/x.png"), "one");
+  EXPECT_EQ(t_.read("in/x (1).png"), "two");
+  EXPECT_EQ(t_.listing("in"), "x (1).png,x.png");
+}
+
 // /upload/mask looks for the bytes it received, then stores others under a name of their own.
 TEST_F(upload_store_test, a_duplicate_is_found_before_the_first_free_name_and_can_be_passed_over) {
   EXPECT_EQ(store("x.png", "one", false), "x.png");

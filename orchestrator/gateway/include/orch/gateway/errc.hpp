@@ -9,6 +9,8 @@ inline constexpr const char* host_unreachable = "host_unreachable";
 inline constexpr const char* host_not_listening = "host_not_listening";
 // A host answered with an HTTP status that is not 200 (its status and body in the message).
 inline constexpr const char* host_refused = "host_refused";
+// A host's answer is larger than the gateway takes (host_link::download's cap).
+inline constexpr const char* answer_too_large = "answer_too_large";
 // The fleet file or the secret cannot be used (fleet_config.hpp).
 inline constexpr const char* invalid_config = "invalid_config";
 // The gateway's state file cannot be used: no SQLite database, another program's, held by

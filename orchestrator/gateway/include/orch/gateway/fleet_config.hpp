@@ -16,6 +16,11 @@
 //                                # default: beside the fleet file, named after it
 //   user_directory = "user"      # the frontend's user data and settings (ComfyUI's
 //                                # --user-directory); default: "user" beside the fleet file
+//   input_directory = "input"    # uploads, sent on to the hosts that need them
+//   output_directory = "output"  # every prompt's outputs, copied from its host
+//   temp_directory = "temp"      # its temp outputs (previews), copied likewise
+//   max_output_file = "4GiB"     # the most one output file copied from a host may hold
+//   max_outputs_per_prompt = 10000
 //
 //   [[host]]
 //   url = "http://127.0.0.1:8190"
@@ -82,6 +87,16 @@ struct fleet_config {
   // the default user's files are in its default/); relative paths: to the fleet file; default:
   // "user" beside the fleet file.
   std::filesystem::path user_directory;
+  // The gateway's own file store (docs/fleet.md, "Files across hosts"); relative paths: to the
+  // fleet file, whose directory holds input/, output/, temp/ (and user/) by default, as a
+  // deployment's does.
+  std::filesystem::path input_directory;
+  std::filesystem::path output_directory;
+  std::filesystem::path temp_directory;
+  // A host is untrusted: the most bytes one output file it names may hold, and the most files one
+  // prompt's history entry may name, before the prompt ends with an error naming the host.
+  std::uint64_t max_output_file_bytes = std::uint64_t{4} << 30;
+  std::size_t max_outputs_per_prompt = 10000;
   std::vector<static_host> hosts;  // [[host]]
   std::optional<ray_hosts> ray;    // [ray]
 };

@@ -13,8 +13,10 @@
 // io thread never blocks); /object_info, proxied to a host, waits on http_server's waiting
 // thread.
 //
-// Its members are split by concept over sources: gateway_api.cpp (the routes) and
-// gateway_hosts.cpp (the hosts, scheduling, the event relay, a host lost); the official
+// Its members are split by concept over sources: gateway_api.cpp (the routes),
+// gateway_hosts.cpp (the hosts, scheduling, the event relay, a host lost), gateway_files.cpp
+// (the gateway's file store: /view and the uploads, the input files a prompt names sent to its
+// host before it, and the outputs its history names copied from its host after it); the official
 // frontend's routes and what depends on the packs, proxied to a host, in gateway_frontend.cpp;
 // /free and /system_stats over every host in gateway_devices.cpp; the jobs API over the queue in
 // gateway_jobs.cpp.
@@ -46,6 +48,7 @@
 #include "orch/gateway/host_source.hpp"
 #include "orch/serve/frontend_routes.hpp"
 #include "orch/serve/route_table.hpp"
+#include "orch/serve/serve_files.hpp"
 #include "orch/serve/serve_http.hpp"
 
 namespace orch::gateway {
@@ -71,6 +74,10 @@ struct gateway_options {
   std::filesystem::path user_directory = "user";
   // The largest upload, which /features and the WebSocket's feature_flags announce.
   std::size_t max_upload = std::size_t{8} << 20;
+  // The gateway's file store (fleet_config.hpp): uploads, and the outputs copied from the hosts.
+  serve::file_directories files;
+  std::uint64_t max_output_file_bytes = std::uint64_t{4} << 30;
+  std::size_t max_outputs_per_prompt = 10000;
 };
 
 class gateway_api {
@@ -120,6 +127,13 @@ class gateway_api {
     std::uint64_t report_taken = 0;   // the number of the newest report taken into its view
     std::string down_reason;         // why it was last lost; empty: never
     bool probing = false;            // probe_gone's request is on its way
+    // The input files this host's serve has been sent ("<subfolder/name> <sha256>"), forgotten
+    // when its stream opens again (its serve may be another, with other files), and how many
+    // were sent in all. `serve_generation` counts its streams opened, so that an upload
+    // answered after the host came back is not taken for the new serve's.
+    std::set<std::string> inputs_held;
+    std::uint64_t inputs_sent = 0;
+    std::uint64_t serve_generation = 0;
   };
   struct decision {
     std::string prompt_id;
@@ -216,11 +230,48 @@ class gateway_api {
   // The prompt's entry in its host's answer `a` to GET /history/<id>; nullopt: none there.
   static std::optional<nlohmann::json> history_entry(const std::string& prompt_id,
                                                      const result<host_answer>& a);
-  // The prompt ends at the gateway with its host's history entry.
+  // The prompt ends at the gateway with its host's history entry (its outputs copied): the
+  // host's report is read again first (the models it loaded are warm for the next prompt), then
+  // finish_from_entry.
+  void finish_prompt(const std::string& prompt_id, const std::string& name, nlohmann::json entry);
   void finish_from_entry(const std::string& prompt_id, const nlohmann::json& entry);
-  // Both: the end of a prompt its host answered with `a`; false: no entry in it.
-  bool take_history(const std::string& prompt_id, const result<host_answer>& a);
   void fetch_history(const std::string& prompt_id, const std::string& name, int tries_left);
+
+  // Files (gateway_files.cpp).
+  void add_file_routes(serve::route_table& table);
+  // Sends the prompt's input files (input_files_of) that the host lacks, one at a time, then
+  // POSTs the prompt (send_to_host, with `again` and `tries_left`); a file that cannot be sent
+  // ends the prompt with an error naming the host and the file.
+  void send_inputs(const std::string& prompt_id, const std::string& name, bool again = false,
+                   int tries_left = 2);
+  // Copies every output file of the host's history `entry` not copied yet into the gateway's
+  // store, one at a time, then puts the entry in the history (finish_prompt); a file that cannot
+  // be copied ends the prompt with an error naming the host and the file.
+  void copy_outputs(const std::string& prompt_id, const std::string& name, nlohmann::json entry);
+  // A running prompt's event from its host, in order: an `executed` event that names output
+  // files is sent to the client once they are copied (a client asks /view for them at once),
+  // and the events after it wait behind it; the `executing` for no node ends the relay and reads
+  // the host's history entry.
+  void relay_event(const std::string& name, const std::string& prompt_id, const std::string& text);
+  // Sends the events that waited behind a copy, until the next copy.
+  void relay_held(const std::string& name, const std::string& prompt_id);
+  void forget_files(const std::string& prompt_id);
+  struct input_send;   // a prompt's input files on their way to its host
+  struct output_copy;  // a prompt's output files on their way from its host
+  void send_next_input(std::shared_ptr<input_send> send);
+  void copy_next_output(std::shared_ptr<output_copy> copy);
+  // A running prompt's files in flight: the events held behind a copy (at most
+  // max_held_event_bytes; past it they are sent without waiting), and the output files copied.
+  struct prompt_files {
+    std::deque<std::string> held;
+    std::size_t held_bytes = 0;
+    bool copying = false;
+    std::set<std::string> copied;  // "<type>/<subfolder/name>"
+    std::set<std::string> tried;   // the same, of the copies its `executed` events began
+    // The name a file was stored under where its own was taken by other bytes, by key.
+    std::map<std::string, std::string> stored;
+  };
+  std::map<std::string, prompt_files> prompt_files_;  // by prompt id
   // The prompt ends with ComfyUI's execution_error of `exception_type`, sent to its client and
   // put in the history.
   void fail_running(const std::string& prompt_id, const std::string& exception_type,
@@ -233,6 +284,7 @@ class gateway_api {
   gateway_options options_;
   std::unique_ptr<gateway_state> state_;
   std::string client_id_;
+  serve::file_routes files_;  // serve's /view and uploads, over the gateway's store
   fleet_queue queue_;
   std::map<std::string, host> hosts_;     // by name
   std::string fleet_fingerprint_;         // pinned, else the first host's to report

@@ -34,9 +34,10 @@ class gateway_server {
   gateway_server(const gateway_server&) = delete;
   gateway_server& operator=(const gateway_server&) = delete;
 
-  // Starts the io thread, listens on the config's address and port, and starts the host
-  // source (the [[host]] list, or the Ray driver). Once only. The bound port. Errors:
-  // listen_failed, driver_failed.
+  // Makes the file store's directories, starts the io thread, listens on the config's address
+  // and port, and starts the host source (the [[host]] list, or the Ray driver). Once only. The
+  // bound port. Errors: invalid_config (a directory cannot be made), listen_failed,
+  // driver_failed.
   result<std::uint16_t> start();
   // The source stops, the listener and its connections close, the hosts' streams close, the
   // io thread ends. Idempotent; not on the io thread.

@@ -43,16 +43,31 @@ class host_link {
   host_link& operator=(const host_link&) = delete;
 
   using answer_handler = std::function<void(result<host_answer>)>;
-  // One request (`method` GET or POST, `target` its path and query, a JSON `body` for a POST);
-  // `done` runs on the io thread with the answer, whatever its status, or host_not_listening (its
-  // connection was refused: the request never left) or host_unreachable (it may have reached the
-  // host). From
-  // any thread. `done` may run after this link is gone: it must not reach the link through a
-  // raw pointer. An answer whose body passes `max_bytes` is host_unreachable ("body limit
-  // exceeded").
+  // One request (`method` GET or POST, `target` its path and query, a `body` of `content_type`
+  // for a POST); `done` runs on the io thread with the answer, whatever its status, or
+  // host_not_listening (its connection was refused: the request never left) or
+  // host_unreachable (it may have reached the host). From any thread. `done` may run after this
+  // link is gone: it must not reach the link through a raw pointer. An answer whose body passes
+  // `max_bytes` is host_unreachable ("body limit exceeded").
   void request(std::string method, std::string target, std::string body, answer_handler done,
                std::chrono::milliseconds deadline = std::chrono::seconds(10),
-               std::size_t max_bytes = max_host_answer_bytes);
+               std::size_t max_bytes = max_host_answer_bytes,
+               std::string content_type = "application/json");
+
+  // GET `target` with the answer's body written to `fd` (the caller's open file, which must stay
+  // open until `done` runs) as it arrives, a piece at a time: a file of any size within
+  // `max_bytes` takes no more memory than a piece. The host must send a piece within
+  // `idle_deadline` of the last. `done` runs on the io thread: the status and the bytes written
+  // (for a status other than 200, its body's first KiB is in `refusal` and nothing is written),
+  // or host_unreachable, or answer_too_large when the body passes `max_bytes`. As request().
+  struct download_answer {
+    unsigned status = 0;
+    std::uint64_t bytes = 0;
+    std::string refusal;
+  };
+  using download_handler = std::function<void(result<download_answer>)>;
+  void download(std::string target, int fd, std::uint64_t max_bytes, download_handler done,
+                std::chrono::milliseconds idle_deadline = std::chrono::seconds(30));
 
   // Opens /ws?clientId=`client_id` on the io thread: `on_open` once the handshake is done, each
   // message to `on_message` (`binary`: a binary frame, a preview or a progress text), then

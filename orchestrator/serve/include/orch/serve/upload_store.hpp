@@ -14,7 +14,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "orch/ipc/unique_fd.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::serve {
@@ -38,6 +40,19 @@ result<std::string> store_upload(int dir, const std::string& name, std::string_v
 // first. Errors: file_io_failed.
 result<std::optional<std::string>> stored_duplicate(int dir, const std::string& name,
                                                     std::string_view data);
+
+// A new empty file of `dir` under a hidden temporary name (`.upload-<random>.tmp`, made with
+// O_EXCL | O_NOFOLLOW, mode 0644), for a writer that then renames it into place as store_upload
+// does (the gateway's copies of its hosts' outputs): its name and its descriptor, open for
+// writing. Errors: file_io_failed.
+result<std::pair<std::string, ipc::unique_fd>> create_temporary_file(int dir);
+
+// Puts the written temporary file `temp` of `dir` in place as store_upload does without
+// `overwrite`: under `name` when it is free, else under the name of the first of `name`,
+// `stem (1).ext`, ... whose file holds the same bytes (the temporary is removed), else under the
+// first free one (claimed without replacing a file that appears meanwhile). The temporary is gone
+// afterwards in every case. The name it is stored under. Errors: file_io_failed.
+result<std::string> place_temporary(int dir, const std::string& temp, const std::string& name);
 
 // ComfyUI's `stem (n).ext` for the n-th other name of `name` (os.path.splitext's split: the last
 // '.' that is not leading).
