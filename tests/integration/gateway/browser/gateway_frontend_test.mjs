@@ -176,9 +176,14 @@ const view = await previewLoaded;
 check(view !== null && view.status() === 200 && view.headers()['content-type'] === 'image/png',
       'the output image is fetched from the gateway\'s /api/view' +
       (view ? ` (answered ${view.status()})` : ' (never asked)'));
-await page.waitForFunction(() => [...document.images].some(
-  (i) => i.src.includes('browser_preview_') && i.complete && i.naturalWidth > 0),
-  null, { timeout: 30000 })
+// Shown where the page shows it: the preview node's image on the canvas (node.imgs, drawn by
+// the graph), or an <img> of the queue panel (which shows the busy host's job here).
+const outputShown = () => {
+  const loaded = (i) => i.src.includes('browser_preview_') && i.complete && i.naturalWidth > 0;
+  return window.app.graph._nodes.some((n) => (n.imgs || []).some(loaded)) ||
+         [...document.images].some(loaded);
+};
+await page.waitForFunction(outputShown, null, { timeout: 30000 })
   .then(() => check(true, 'the output image shows in the page'))
   .catch(() => fail('the output image never appeared in the page'));
 await shot('4-output');
