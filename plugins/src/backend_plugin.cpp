@@ -40,7 +40,7 @@ constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_HIP;
 constexpr uint64_t plugin_caps = ORCH_CAP_VMM | ORCH_CAP_HOST_REGISTER;
 const orch_backend_api* backend() { return hip_backend_api(); }
 const void* extension() { return nullptr; }
-const char* driver_summary() { return nullptr; }
+const char* driver_summary() { return hip_runtime_summary(); }
 #else
 #error "define one ORCH_PLUGIN_BACKEND_*"
 #endif

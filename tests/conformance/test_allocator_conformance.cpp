@@ -160,8 +160,8 @@ TYPED_TEST_P(device_allocator_conformance, growth_reclaims_through_the_pager_fir
 }
 
 TYPED_TEST_P(device_allocator_conformance, growth_that_cannot_fit_answers_oom_retryable) {
-  // The driver's own OOM ends the growth: a card with more than the scenario's 1 GiB would go on
-  // committing past the pager's budget (the stand-in has exactly 1 GiB).
+  // The driver's own OOM ends the growth: on a device larger than the scenario's 1 GiB (a card,
+  // the driver stand-ins' 8 GiB) the growth goes on past the pager's budget and succeeds.
   uint64_t total = 0;
   const orch_backend_api* backend = this->pager_api_->backend(this->pager_);
   ASSERT_EQ(backend->device_total_mem(this->pager_api_->device(this->pager_), &total), ORCH_OK);

@@ -80,25 +80,30 @@ std::unique_ptr<plugins::plugin_library> load_logged(const char* path) {
   return std::move(*lib);
 }
 
-// The stand-in's controls, from the same file the backend loaded (dlopen hands back its handle).
+// A stand-in's controls, from the same file the backend loaded (dlopen hands back its handle).
 struct standin {
-  void* lib = ::dlopen(ORCH_TEST_STANDIN_CUDA, RTLD_NOW | RTLD_LOCAL);
+  explicit standin(const char* file = ORCH_TEST_STANDIN_CUDA, std::string prefix = "orch_standin_cuda_")
+      : lib(::dlopen(file, RTLD_NOW | RTLD_LOCAL)), prefix_(std::move(prefix)) {}
+  void* lib;
   template <typename F>
   F fn(const char* name) const {
-    return reinterpret_cast<F>(::dlsym(lib, name));
+    return reinterpret_cast<F>(::dlsym(lib, (prefix_ + name).c_str()));
   }
   void fail(const char* entry, int status, int count = 1) const {
-    fn<orch_standin_fail_fn>("orch_standin_cuda_fail")(entry, status, count);
+    fn<orch_standin_fail_fn>("fail")(entry, status, count);
   }
-  void lose_device() const { fn<orch_standin_lose_device_fn>("orch_standin_cuda_lose_device")(); }
+  void lose_device() const { fn<orch_standin_lose_device_fn>("lose_device")(); }
   orch_standin_stats stats() const {
     orch_standin_stats s{};
-    fn<orch_standin_stats_fn>("orch_standin_cuda_stats")(&s);
+    fn<orch_standin_stats_fn>("stats")(&s);
     return s;
   }
   int requested(const char* entry) const {
-    return fn<orch_standin_requested_version_fn>("orch_standin_cuda_requested_version")(entry);
+    return fn<orch_standin_requested_version_fn>("requested_version")(entry);
   }
+
+ private:
+  std::string prefix_;
 };
 
 env_list driver_env(int version) {
@@ -400,6 +405,110 @@ TEST(cuda_faults, a_lost_device_answers_device_error_and_closes_cleanly) {
   });
   EXPECT_EQ(r.code, 0) << r.output;
 }
+
+
+// ---- hip ----------------------------------------------------------------------------------------
+
+#ifdef ORCH_TEST_STANDIN_HIP
+constexpr int hip_launch_failure = 719;  // hipErrorLaunchFailure
+
+standin hip_standin() { return standin(ORCH_TEST_STANDIN_HIP, "orch_standin_hip_"); }
+
+env_list runtime_env(int version) {
+  return {{"ORCH_HIP_RUNTIME", ORCH_TEST_STANDIN_HIP},
+          {"ORCH_STANDIN_HIP_VERSION", std::to_string(version)}};
+}
+
+TEST(hip_runtime, a_rocm_6_runtime_is_taken_and_runs_the_round_trip) {
+  const child_result r = in_child(runtime_env(60200000), [] {
+    auto lib = load_logged(ORCH_TEST_PLUGIN_BACKEND_HIP);
+    CHILD_CHECK(lib != nullptr);
+    const orch_backend_api* be = lib->table().backend_api;
+    int32_t count = 0;
+    CHILD_CHECK(be->device_count(&count) == ORCH_OK && count == 1);
+    orch_device_config c{sizeof(orch_device_config), 0, -1, 0};
+    orch_device* dev = nullptr;
+    CHILD_CHECK(be->device_open(&c, &dev) == ORCH_OK);
+    uint32_t major = 0;
+    uint32_t minor = 0;
+    CHILD_CHECK(be->runtime_version(dev, &major, &minor) == ORCH_OK && major == 6 && minor == 2);
+    uint64_t va = 0;
+    uint64_t handle = 0;
+    CHILD_CHECK(be->va_reserve(dev, 2 * MiB, &va) == ORCH_OK);
+    CHILD_CHECK(be->phys_create(dev, 2 * MiB, &handle) == ORCH_OK);
+    CHILD_CHECK(be->map(dev, va, 2 * MiB, handle) == ORCH_OK);
+    CHILD_CHECK(be->synchronize(dev) == ORCH_OK);
+    CHILD_CHECK(be->unmap(dev, va, 2 * MiB) == ORCH_OK);
+    CHILD_CHECK(be->phys_release(dev, handle) == ORCH_OK);
+    CHILD_CHECK(be->va_free(dev, va, 2 * MiB) == ORCH_OK);
+    const orch_standin_stats s = hip_standin().stats();
+    CHILD_CHECK(s.created_bytes == 0 && s.reservations == 0 && s.syncs == 1);
+    be->device_close(dev);
+    return 0;
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("ROCm 6.2"), std::string::npos) << r.output;
+}
+
+// The VMM calls the backend uses work from ROCm 6.0: an older runtime is refused by name.
+TEST(hip_runtime, a_rocm_5_runtime_is_refused_naming_what_it_found_and_what_it_needs) {
+  const child_result r = in_child(runtime_env(50200000), [] {
+    auto lib = load_logged(ORCH_TEST_PLUGIN_BACKEND_HIP);
+    CHILD_CHECK(lib != nullptr);
+    int32_t count = 0;
+    CHILD_CHECK(lib->table().backend_api->device_count(&count) == ORCH_DEVICE_ERROR);
+    return 0;
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("ROCm 5.2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ROCm 6.0"), std::string::npos) << r.output;
+}
+
+// Where Debian's ROCm 5.2 runtime is the only one installed (as on the project's machines), the
+// backend searching the system finds it and refuses it by name rather than reporting no device.
+TEST(hip_runtime, the_systems_rocm_5_runtime_is_refused_by_name) {
+  const child_result probe = in_child({}, [] {
+    void* six = ::dlopen("libamdhip64.so.6", RTLD_NOW | RTLD_LOCAL);
+    void* five = ::dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_LOCAL);
+    return six == nullptr && five != nullptr ? 0 : 1;
+  });
+  if (probe.code != 0) GTEST_SKIP() << "needs ROCm 5's runtime installed and no ROCm 6 one";
+  const child_result r = in_child({}, [] {
+    ::unsetenv("ORCH_HIP_RUNTIME");
+    auto lib = load_logged(ORCH_TEST_PLUGIN_BACKEND_HIP);
+    CHILD_CHECK(lib != nullptr);
+    int32_t count = 0;
+    CHILD_CHECK(lib->table().backend_api->device_count(&count) == ORCH_DEVICE_ERROR);
+    return 0;
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("ROCm 5."), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("needs ROCm 6.0"), std::string::npos) << r.output;
+}
+
+TEST(hip_faults, a_failed_synchronisation_before_eviction_frees_nothing_and_reaches_the_host) {
+  const child_result r = in_child(runtime_env(60200000), [] {
+    auto lib = load_logged(ORCH_TEST_PLUGIN_PAGER_HIP);
+    CHILD_CHECK(lib != nullptr);
+    const orch_pager_api* api = lib->table().pager_api;
+    orch_pager_config c = cuda_pager_config();
+    orch_pager* pager = nullptr;
+    CHILD_CHECK(api->device_open(&c, &pager) == ORCH_OK);
+    orch_region* region = nullptr;
+    if (fill_region(api, pager, &region) != 0) return 1;
+    const standin d = hip_standin();
+    const uint64_t mapped = d.stats().mapped_bytes;
+    d.fail("hipDeviceSynchronize", hip_launch_failure);
+    uint64_t freed = 0;
+    CHILD_CHECK(api->reclaim(pager, 4 * page, 0, &freed) == ORCH_DEVICE_ERROR);
+    CHILD_CHECK(freed == 0 && d.stats().unsafe_frees == 0 && d.stats().mapped_bytes == mapped);
+    lib->shutdown();
+    return 0;
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("synchronize failed"), std::string::npos) << r.output;
+}
+#endif
 
 }  // namespace
 }  // namespace orch::test

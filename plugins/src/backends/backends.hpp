@@ -19,6 +19,8 @@ const char* cuda_driver_summary() noexcept;
 #endif
 #ifdef ORCH_WITH_HIP_BACKEND
 const orch_backend_api* hip_backend_api() noexcept;
+// The ROCm runtime the hip backend took (version and file), or what it found and why it refused.
+const char* hip_runtime_summary() noexcept;
 #endif
 
 }  // namespace orch::plugin_detail
