@@ -22,6 +22,7 @@ typedef struct orch_standin_stats {
   uint64_t failed_syncs;    /* synchronisations that failed */
   uint64_t unsafe_frees;
   uint64_t creates;         /* cuMemCreate / hipMemCreate calls that succeeded */
+  uint64_t releases;        /* cuMemRelease / hipMemRelease calls that succeeded */
 } orch_standin_stats;
 
 /* The next `count` calls of `entry` (its base name: "cuCtxSynchronize", "cuMemCreate",

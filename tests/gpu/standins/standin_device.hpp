@@ -97,6 +97,7 @@ class device_model {
   outcome release(uint64_t h) {
     auto it = allocations_.find(h);
     if (it == allocations_.end() || it->second.released) return outcome::invalid;
+    ++stats_.releases;
     if (it->second.maps > 0) {
       // The driver frees it when its last mapping goes (cuMemRelease's documented rule).
       it->second.released = true;
