@@ -114,6 +114,8 @@ env_list driver_env(int version) {
 constexpr int cuda_launch_failed = 719;   // CUDA_ERROR_LAUNCH_FAILED
 constexpr int cuda_out_of_memory = 2;     // CUDA_ERROR_OUT_OF_MEMORY
 
+orch_pager_config cuda_pager_config();
+
 // ---- driver versions ----------------------------------------------------------------------------
 
 class cuda_driver_version : public ::testing::TestWithParam<int> {};
@@ -223,8 +225,23 @@ TEST(cuda_driver, a_driver_older_than_12_0_is_refused_naming_both_versions) {
     return 0;
   });
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("CUDA 11.8"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("12.0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CUDA 11.8 driver found; the cuda backend needs CUDA 12.0"),
+            std::string::npos)
+      << r.output;
+}
+
+// The pager, which a worker opens first, says the same when its device cannot be opened.
+TEST(cuda_driver, the_pager_names_the_driver_it_refused) {
+  const child_result r = in_child(driver_env(11080), [] {
+    auto lib = load_logged(ORCH_TEST_PLUGIN_PAGER_CUDA);
+    CHILD_CHECK(lib != nullptr);
+    orch_pager_config c = cuda_pager_config();
+    orch_pager* pager = nullptr;
+    CHILD_CHECK(lib->table().pager_api->device_open(&c, &pager) == ORCH_DEVICE_ERROR);
+    return 0;
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("device 0: CUDA 11.8 driver found"), std::string::npos) << r.output;
 }
 
 // ---- faults -------------------------------------------------------------------------------------

@@ -89,14 +89,14 @@ class proc_lookup {
 };
 
 // The field's type must be the prototype of `symbol` at `version`: a mismatch does not compile.
-#define ORCH_CUDA_RESOLVE(lookup, d, field, symbol, ver)                                  \
+#define ORCH_CUDA_RESOLVE(lookup, d, field, symbol, ver)                                     \
   [&] {                                                                                      \
-    static_assert(std::is_same_v<decltype(d.field), PFN_##symbol##_v##ver>);             \
-    if ((lookup).resolve(#symbol, ver, d.field)) return true;                           \
+    static_assert(std::is_same_v<decltype(d.field), PFN_##symbol##_v##ver>);                 \
+    if ((lookup).resolve(#symbol, ver, d.field)) return true;                                \
     std::snprintf(d.summary, sizeof d.summary,                                               \
                   "CUDA %d.%d driver lacks %s (CUDA %d.%d): the cuda backend cannot use it", \
-                  d.version / 1000, d.version % 1000 / 10, #symbol, (ver) / 1000,        \
-                  (ver) % 1000 / 10);                                                    \
+                  d.version / 1000, d.version % 1000 / 10, #symbol, (ver) / 1000,            \
+                  (ver) % 1000 / 10);                                                        \
     return false;                                                                            \
   }()
 
