@@ -230,6 +230,23 @@ TEST(cuda_driver, a_driver_older_than_12_0_is_refused_naming_both_versions) {
       << r.output;
 }
 
+// A driver without an entry point the backend needs (virtual memory management, on a platform
+// that lacks it) is named with the CUDA version that introduced it.
+TEST(cuda_driver, a_driver_lacking_an_entry_point_is_refused_naming_it) {
+  env_list env = driver_env(12040);
+  env.emplace_back("ORCH_STANDIN_CUDA_HIDE", "cuMemCreate");
+  const child_result r = in_child(env, [] {
+    auto lib = load_logged(ORCH_TEST_PLUGIN_BACKEND_CUDA);
+    CHILD_CHECK(lib != nullptr);
+    int32_t count = 0;
+    CHILD_CHECK(lib->table().backend_api->device_count(&count) == ORCH_DEVICE_ERROR);
+    return 0;
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("CUDA 12.4 driver lacks cuMemCreate (CUDA 10.2)"), std::string::npos)
+      << r.output;
+}
+
 // The pager, which a worker opens first, says the same when its device cannot be opened.
 TEST(cuda_driver, the_pager_names_the_driver_it_refused) {
   const child_result r = in_child(driver_env(11080), [] {

@@ -13,7 +13,7 @@
 //
 // The driver version is $ORCH_STANDIN_CUDA_VERSION (12000, 12040, 12080, 13000; default 12000),
 // the device count $ORCH_STANDIN_CUDA_DEVICES (default 1), its memory $ORCH_STANDIN_CUDA_MEMORY
-// bytes (default 8 GiB). Faults come through standin_control.h. Never installed: the backend is
+// bytes (default 8 GiB), the entry points it lacks $ORCH_STANDIN_CUDA_HIDE. Faults come through standin_control.h. Never installed: the backend is
 // pointed at this file by $ORCH_CUDA_DRIVER.
 #include <cuda.h>
 
@@ -346,6 +346,15 @@ const std::vector<entry>& entries() {
   return table;
 }
 
+// $ORCH_STANDIN_CUDA_HIDE: entry points this driver lacks (comma-separated), as a platform
+// without virtual memory management answers for cuMemCreate.
+bool hidden(const char* symbol) {
+  const char* list = std::getenv("ORCH_STANDIN_CUDA_HIDE");
+  if (list == nullptr) return false;
+  const std::string all = std::string(",") + list + ",";
+  return all.find(std::string(",") + symbol + ",") != std::string::npos;
+}
+
 CUresult get_proc(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                   CUdriverProcAddressQueryResult* status) {
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -361,7 +370,7 @@ CUresult get_proc(const char* symbol, void** pfn, int cuda_version, cuuint64_t f
   bool exists = false;
   const entry* best = nullptr;
   for (const entry& e : entries()) {
-    if (std::strcmp(e.name, symbol) != 0 || e.version > s.version) continue;
+    if (std::strcmp(e.name, symbol) != 0 || e.version > s.version || hidden(symbol)) continue;
     exists = true;
     if (e.version <= cuda_version && (best == nullptr || e.version > best->version)) best = &e;
   }
