@@ -120,7 +120,8 @@ void load_runtime(hip_driver& d) {
       d.ok = true;
       return;
     }
-    dlclose(lib);
+    // A refused runtime stays loaded: it has run its initialisers, and unloading it would strand
+    // what they allocated (LeakSanitizer reports it) and any exit handler they registered.
     d = hip_driver{};
   }
   if (found.empty())
