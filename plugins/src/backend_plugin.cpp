@@ -1,6 +1,7 @@
 // Entry point of the backend plugins (cpu, sim, cuda, hip): one source, the backend chosen at
 // compile time by ORCH_PLUGIN_BACKEND_*. The table is static and only orch_plugin_query is
 // exported (plugins/exports/plugin.map).
+#include <mutex>
 #include <type_traits>
 
 #include "backends/backends.hpp"
@@ -16,12 +17,14 @@ using namespace orch::plugin_detail;
 constexpr const char* plugin_name = "sim-backend";
 constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_SIM;
 constexpr uint64_t plugin_caps = ORCH_CAP_VMM | ORCH_CAP_SIM_CONTROL;
+const char* driver_summary() { return nullptr; }
 const orch_backend_api* backend() { return sim_backend_api(); }
 const void* extension() { return sim_control_api(); }
 #elif defined(ORCH_PLUGIN_BACKEND_CPU)
 constexpr const char* plugin_name = "cpu-backend";
 constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CPU;
 constexpr uint64_t plugin_caps = 0;
+const char* driver_summary() { return nullptr; }
 const orch_backend_api* backend() { return cpu_backend_api(); }
 const void* extension() { return nullptr; }
 #elif defined(ORCH_PLUGIN_BACKEND_CUDA)
@@ -30,12 +33,14 @@ constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CUDA;
 constexpr uint64_t plugin_caps = ORCH_CAP_VMM | ORCH_CAP_HOST_REGISTER;
 const orch_backend_api* backend() { return cuda_backend_api(); }
 const void* extension() { return nullptr; }
+const char* driver_summary() { return cuda_driver_summary(); }
 #elif defined(ORCH_PLUGIN_BACKEND_HIP)
 constexpr const char* plugin_name = "hip-backend";
 constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_HIP;
 constexpr uint64_t plugin_caps = ORCH_CAP_VMM | ORCH_CAP_HOST_REGISTER;
 const orch_backend_api* backend() { return hip_backend_api(); }
 const void* extension() { return nullptr; }
+const char* driver_summary() { return hip_runtime_summary(); }
 #else
 #error "define one ORCH_PLUGIN_BACKEND_*"
 #endif
@@ -105,12 +110,32 @@ constexpr auto gate_up(orch_status (*T::*)(A...)) -> orch_status (*)(A...) {
 #define ORCH_GATE_DEVICE(T, field) gate_device<&T::field>(&T::field)
 #define ORCH_GATE_UP(T, field) gate_up<&T::field>(&T::field)
 
+// The driver a GPU backend found, or why it found none it can use: said once, when a caller
+// first asks for devices (info when usable, a warning naming what is needed when not).
+void announce_driver(orch_status st) {
+  static std::once_flag once;
+  const char* summary = driver_summary();
+  if (summary == nullptr) return;
+  std::call_once(once, [&] {
+    g_host.log(st == ORCH_OK ? ORCH_LOG_INFO : ORCH_LOG_WARN, "%s", summary);
+  });
+}
+
+orch_status device_count(int32_t* count) {
+  if (!g_life.up()) return ORCH_NOT_INITIALISED;
+  const orch_status st = backend()->device_count(count);
+  announce_driver(st);
+  return st;
+}
+
 orch_status device_open_unguarded(const orch_device_config* config, orch_device** out) {
   if (out == nullptr) return ORCH_INVALID;
   auto lock = g_handles.exclusive();
   if (!g_life.up()) return ORCH_NOT_INITIALISED;
   orch_device* d = nullptr;
-  if (const orch_status st = backend()->device_open(config, &d); st != ORCH_OK) return st;
+  const orch_status opened = backend()->device_open(config, &d);
+  announce_driver(opened);
+  if (opened != ORCH_OK) return opened;
   try {
     g_handles.add_locked(d, device_handle);
   } catch (...) {
@@ -141,7 +166,7 @@ const orch_backend_api& gated_backend() {
   static const B api{
       .struct_size = raw.struct_size,
       .reserved0 = 0,
-      .device_count = ORCH_GATE_UP(B, device_count),
+      .device_count = device_count,
       .device_open = device_open,
       .device_close = device_close,
       .device_total_mem = ORCH_GATE_DEVICE(B, device_total_mem),

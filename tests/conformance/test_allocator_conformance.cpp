@@ -160,6 +160,12 @@ TYPED_TEST_P(device_allocator_conformance, growth_reclaims_through_the_pager_fir
 }
 
 TYPED_TEST_P(device_allocator_conformance, growth_that_cannot_fit_answers_oom_retryable) {
+  // The driver's own OOM ends the growth: on a device larger than the scenario's 1 GiB (a card,
+  // the driver stand-ins' 8 GiB) the growth goes on past the pager's budget and succeeds.
+  uint64_t total = 0;
+  const orch_backend_api* backend = this->pager_api_->backend(this->pager_);
+  ASSERT_EQ(backend->device_total_mem(this->pager_api_->device(this->pager_), &total), ORCH_OK);
+  if (total > 1 * GiB) GTEST_SKIP() << "needs a device of the scenario's 1 GiB";
   orch_region* r = nullptr;
   ASSERT_EQ(this->pager_api_->region_create(this->pager_, 32 * page, &r, nullptr), ORCH_OK);
   for (uint64_t p = 0; p < 23; ++p)  // pinned: nothing can be reclaimed
@@ -201,7 +207,7 @@ TYPED_TEST_P(device_allocator_conformance,
   EXPECT_EQ(this->stats().largest_buffer, 48 * MiB);
   EXPECT_EQ(this->stats().resets, 1u);
   EXPECT_EQ(this->external(), 0u);
-  if (this->env_->is_sim()) {
+  if (this->env_->has_controls()) {
     EXPECT_EQ(this->env_->counters().process_used_bytes, 0u);
   }
 }

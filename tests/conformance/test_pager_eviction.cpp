@@ -40,16 +40,15 @@ TYPED_TEST_P(pager_conformance, miss_check_stops_at_the_faulting_regions_own_wat
 // A driver OOM while mapping reclaims once and retries once (§4.2); a second OOM on the retry
 // is an error, as in aimdo ("VRAM Allocation failed").
 TYPED_TEST_P(pager_conformance, driver_oom_reclaims_once_then_retries_once) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
-  const orch_sim_api* sim = this->env_->sim();
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
   orch_region* older = this->region(4 * page);
   ASSERT_EQ(this->fault(older, 0, 4), ORCH_OK);
   this->unpin(older, 0, 4);
   orch_region* newer = this->region(4 * page);
-  ASSERT_EQ(sim->inject_fault(this->env_->control(), ORCH_SIM_FAULT_CREATE_OOM, 1), ORCH_OK);
+  ASSERT_EQ(this->env_->inject_fault(ORCH_SIM_FAULT_CREATE_OOM, 1), ORCH_OK);
   EXPECT_EQ(this->fault(newer, 0, 1), ORCH_OK);
   EXPECT_EQ(this->info(older).resident_pages, 3u);  // one page reclaimed for the retry
-  ASSERT_EQ(sim->inject_fault(this->env_->control(), ORCH_SIM_FAULT_CREATE_OOM, 2), ORCH_OK);
+  ASSERT_EQ(this->env_->inject_fault(ORCH_SIM_FAULT_CREATE_OOM, 2), ORCH_OK);
   EXPECT_EQ(this->fault(newer, 1, 1), ORCH_DEVICE_ERROR);
   EXPECT_EQ(this->info(older).resident_pages, 2u);
   EXPECT_EQ(this->info(newer).resident_pages, 1u);
@@ -59,7 +58,7 @@ TYPED_TEST_P(pager_conformance, driver_oom_reclaims_once_then_retries_once) {
 // page and the driver still answers OOM, the fault frees again and retries, where aimdo counts
 // the budget's free as the retry's and answers error 2 ("Fault failed: 2", ComfyUI #12943).
 TYPED_TEST_P(pager_conformance, driver_oom_after_a_budget_free_reclaims_again_and_maps) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
   this->start(2 * GiB, 128 * MiB);
   ORCH_RETURN_IF_SKIPPED();
   orch_region* b = this->region(40 * page);
@@ -76,8 +75,7 @@ TYPED_TEST_P(pager_conformance, driver_oom_after_a_budget_free_reclaims_again_an
   ASSERT_EQ(this->api_->budget_deficit(this->pager_, page, &deficit), ORCH_OK);
   ASSERT_GT(deficit, 0);  // page 32 starts with a budget-triggered free
   const uint64_t resident_b = this->info(b).resident_pages;
-  ASSERT_EQ(this->env_->sim()->inject_fault(this->env_->control(), ORCH_SIM_FAULT_CREATE_OOM, 1),
-            ORCH_OK);
+  ASSERT_EQ(this->env_->inject_fault(ORCH_SIM_FAULT_CREATE_OOM, 1), ORCH_OK);
   EXPECT_EQ(this->fault(a, 32, 1), ORCH_OK);
   EXPECT_EQ(this->stats().errors, 0u);
   EXPECT_EQ(this->info(a).resident_pages, 33u);

@@ -16,7 +16,7 @@ TYPED_TEST_SUITE_P(pager_conformance);
 // As aimdo's vbar_free (§2.1, §4.8): destroying a region with resident pages syncs before
 // freeing them and again after.
 TYPED_TEST_P(pager_conformance, region_destroy_syncs_before_and_after_freeing) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
   orch_region* r = this->region(8 * page);
   ASSERT_EQ(this->fault(r, 0, 4), ORCH_OK);
   this->unpin(r, 0, 2);  // two pinned pages are freed too
@@ -33,15 +33,13 @@ TYPED_TEST_P(pager_conformance, region_destroy_syncs_before_and_after_freeing) {
 
 // §6.7 (12): a non-OOM backend error answers DEVICE_ERROR and leaves the state consistent.
 TYPED_TEST_P(pager_conformance, backend_error_returns_device_error_and_state_stays_consistent) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
-  const orch_sim_api* sim = this->env_->sim();
-  orch_device* dev = this->env_->control();
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
   orch_region* r = this->region(32 * page);
   ASSERT_EQ(this->fault(r, 0, 2), ORCH_OK);
   this->unpin(r, 0, 2);
-  ASSERT_EQ(sim->inject_fault(dev, ORCH_SIM_FAULT_DEVICE_ERROR, 1), ORCH_OK);
+  ASSERT_EQ(this->env_->inject_fault(ORCH_SIM_FAULT_DEVICE_ERROR, 1), ORCH_OK);
   EXPECT_EQ(this->fault(r, 2, 2), ORCH_DEVICE_ERROR);
-  ASSERT_EQ(sim->inject_fault(dev, ORCH_SIM_FAULT_MAP, 1), ORCH_OK);
+  ASSERT_EQ(this->env_->inject_fault(ORCH_SIM_FAULT_MAP, 1), ORCH_OK);
   EXPECT_EQ(this->fault(r, 2, 2), ORCH_DEVICE_ERROR);
   EXPECT_EQ(this->stats().errors, 2u);
   EXPECT_EQ(this->info(r).resident_pages, 2u);
@@ -62,7 +60,7 @@ TYPED_TEST_P(pager_conformance, second_init_and_double_shutdown_are_harmless) {
   orch_pager* p = nullptr;
   orch_pager_config c = pager_config(*this->env_);
   EXPECT_EQ(this->api_->device_open(&c, &p), ORCH_NOT_INITIALISED);
-  if (this->env_->is_sim()) {
+  if (this->env_->has_controls()) {
     EXPECT_EQ(this->env_->counters().process_used_bytes, 0u);
   }
   ASSERT_EQ(t.init(nullptr), ORCH_OK);
@@ -121,14 +119,14 @@ TYPED_TEST_P(pager_conformance, concurrent_fault_and_reclaim_keep_the_books_exac
   EXPECT_FALSE(bad.load());
   EXPECT_EQ(this->info(r).pinned_pages, 0u);
   EXPECT_EQ(this->resident(), this->info(r).resident_pages * page);
-  if (this->env_->is_sim()) {
+  if (this->env_->has_controls()) {
     EXPECT_EQ(this->env_->counters().process_used_bytes, this->resident());
   }
 }
 
 // Sync discipline (§4.8): the hit path never synchronises; an eviction pass syncs twice.
 TYPED_TEST_P(pager_conformance, hit_path_never_syncs_and_eviction_syncs_twice) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
   orch_region* r = this->region(32 * page);
   ASSERT_EQ(this->fault(r, 0, 4), ORCH_OK);
   this->unpin(r, 0, 4);

@@ -69,6 +69,9 @@ orch_status cast_allocator::open(const orch_allocator_config& config, uint32_t s
 cast_allocator::~cast_allocator() {
   reset();
   std::lock_guard lock(mutex_);
+  // Tensors torch never freed: left mapped, as everything else, when the device cannot say it is
+  // done with them.
+  if (!torch_.empty() && !sync_before_free_locked("tensors' blocks at close")) return;
   for (auto& [ptr, block] : torch_) {
     backend_->unmap(device_, block.va, block.size);
     backend_->phys_release(device_, block.handle);
@@ -118,9 +121,22 @@ orch_status cast_allocator::grow_locked(buffer& b) {
   return ORCH_OK;
 }
 
-void cast_allocator::release_locked(buffer& b) noexcept {
-  if (b.reserved == 0) return;
-  if (!b.handles.empty()) backend_->synchronize(device_);  // the stream may still read it
+// The device must be done with memory before it is unmapped: a failed synchronisation leaves it
+// mapped and is said to the host (docs/gpu.md, "Driver statuses").
+bool cast_allocator::sync_before_free_locked(const char* what) noexcept {
+  const orch_status st = backend_->synchronize(device_);
+  if (st == ORCH_OK) return true;
+  if (host_ != nullptr)
+    host_->log(ORCH_LOG_ERROR,
+               "device %d: synchronize failed (status %d) before freeing %s: it stays mapped, as "
+               "the device may still read it",
+               ordinal_, static_cast<int>(st), what);
+  return false;
+}
+
+orch_status cast_allocator::release_locked(buffer& b) noexcept {
+  if (b.reserved == 0) return ORCH_OK;
+  if (!b.handles.empty() && !sync_before_free_locked("a cast buffer")) return ORCH_DEVICE_ERROR;
   for (size_t i = 0; i < b.handles.size(); ++i) {
     backend_->unmap(device_, b.va + i * chunk_, chunk_);
     backend_->phys_release(device_, b.handles[i]);
@@ -130,6 +146,7 @@ void cast_allocator::release_locked(buffer& b) noexcept {
   if (host_ != nullptr && b.committed > 0)
     host_->report_release(ORCH_RELEASE_RESET, ordinal_, b.committed);
   b = buffer{};
+  return ORCH_OK;
 }
 
 void cast_allocator::note_committed_locked() noexcept {
@@ -165,7 +182,7 @@ orch_status cast_allocator::cast_buffer(uint32_t stream, uint64_t size, uint64_t
     if (b.reserved != 0) {
       ++stats_.replaced;
       if (b.committed > replace_threshold_) {
-        release_locked(b);
+        if (const orch_status st = release_locked(b); st != ORCH_OK) return st;
       } else {
         retired_.push_back(b);
         b = buffer{};
@@ -194,12 +211,17 @@ orch_status cast_allocator::reset() {
   std::lock_guard lock(mutex_);
   std::free(per_call_);
   per_call_ = nullptr;
-  for (buffer& b : buffers_) release_locked(b);
-  for (buffer& b : retired_) release_locked(b);
-  retired_.clear();
+  orch_status result = ORCH_OK;
+  for (buffer& b : buffers_)
+    if (release_locked(b) != ORCH_OK) result = ORCH_DEVICE_ERROR;
+  // A retired buffer that could not be freed stays retired, for the next reset.
+  size_t kept = 0;
+  for (buffer& b : retired_)
+    if (release_locked(b) != ORCH_OK) retired_[kept++] = b;
+  retired_.resize(kept);
   ++stats_.resets;
   note_committed_locked();
-  return ORCH_OK;
+  return result;
 }
 
 orch_status cast_allocator::stats(orch_cast_stats* out) {
@@ -252,8 +274,8 @@ void cast_allocator::torch_free(void* ptr) noexcept {
     return;
   }
   const torch_block block = it->second;
+  if (!sync_before_free_locked("a tensor's block")) return;  // kept: torch may free it again
   torch_.erase(it);
-  backend_->synchronize(device_);
   backend_->unmap(device_, block.va, block.size);
   backend_->phys_release(device_, block.handle);
   backend_->va_free(device_, block.va, block.size);

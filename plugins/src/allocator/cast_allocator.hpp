@@ -54,7 +54,10 @@ class cast_allocator {
   cast_allocator() = default;
   orch_status commit_locked(uint64_t va, uint64_t size, uint64_t* handle) noexcept;
   orch_status grow_locked(buffer& b);  // may throw std::bad_alloc (callers are guarded)
-  void release_locked(buffer& b) noexcept;
+  // Frees b once the device is done with it; DEVICE_ERROR, b kept whole, when the
+  // synchronisation fails (the stream may still read it).
+  orch_status release_locked(buffer& b) noexcept;
+  bool sync_before_free_locked(const char* what) noexcept;
   void note_committed_locked() noexcept;
   // Through the pager when there is one (it reclaims and accounts); nothing without.
   void reclaim(uint64_t bytes, uint32_t flags) noexcept;

@@ -14,9 +14,13 @@ const orch_backend_api* sim_backend_api() noexcept;
 const orch_sim_api* sim_control_api() noexcept;
 #ifdef ORCH_WITH_CUDA_BACKEND
 const orch_backend_api* cuda_backend_api() noexcept;
+// The driver the cuda backend found (version and file), or why it found none it can use.
+const char* cuda_driver_summary() noexcept;
 #endif
 #ifdef ORCH_WITH_HIP_BACKEND
 const orch_backend_api* hip_backend_api() noexcept;
+// The ROCm runtime the hip backend took (version and file), or what it found and why it refused.
+const char* hip_runtime_summary() noexcept;
 #endif
 
 }  // namespace orch::plugin_detail

@@ -2,13 +2,16 @@
 // libamdhip64, loaded at run time with dlopen, resolved with dlsym (docs/references.md, aimdo §1.4:
 // aimdo's src-hip/dispatch.c does the same). It uses the HIP virtual memory API
 // (hipMemAddressReserve / hipMemCreate / hipMemMap / hipMemSetAccess), which the headers declare
-// from ROCm 5.2 (HIP_VERSION 5.2); at run time the driver must implement it (ROCm 6.x for real
-// VMM support, see docs/plugin-abi.md).
+// from ROCm 5.2 (HIP_VERSION 5.2); at run time the runtime must implement it, so the backend
+// takes the newest runtime of ROCm 6.0 or later and refuses an older one by name (docs/gpu.md).
 #define __HIP_PLATFORM_AMD__ 1
 #include <dlfcn.h>
 #include <hip/hip_runtime_api.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "backends.hpp"
 #include "vmm_backend.hpp"
@@ -41,7 +44,9 @@ struct hip_driver {
   hipError_t (*synchronize)() = nullptr;  // hipDeviceSynchronize
   hipError_t (*host_register)(void*, size_t, unsigned) = nullptr;
   hipError_t (*host_unregister)(void*) = nullptr;
+  int version = 0;
   bool ok = false;
+  char summary[256] = "no ROCm runtime reached yet";  // what was found, or why it was refused
 };
 
 template <typename F>
@@ -50,6 +55,83 @@ bool resolve(void* lib, const char* name, F& out) {
   if (p == nullptr) return false;
   out = reinterpret_cast<F>(p);
   return true;
+}
+
+// HIP_VERSION's encoding on AMD: major * 10000000 + minor * 100000 + patch (60241134 is 6.2).
+constexpr int oldest_runtime = 60000000;  // ROCm 6.0: the virtual memory calls work from there
+int major_of(int v) { return v / 10000000; }
+int minor_of(int v) { return v / 100000 % 100; }
+
+// Resolves every entry point of an opened runtime; false names the first one missing.
+bool resolve_all(hip_driver& d, const char*& missing) {
+  void* l = d.lib;
+  const auto need = [&](const char* name, auto& out) {
+    if (resolve(l, name, out)) return true;
+    missing = name;
+    return false;
+  };
+  return need("hipInit", d.init) && need("hipGetDeviceCount", d.device_count) &&
+         need("hipSetDevice", d.set_device) && need("hipGetDevice", d.get_device) &&
+         need("hipDeviceTotalMem", d.device_total_mem) && need("hipMemGetInfo", d.mem_get_info) &&
+         need("hipMemAddressReserve", d.address_reserve) &&
+         need("hipMemAddressFree", d.address_free) && need("hipMemCreate", d.mem_create) &&
+         need("hipMemRelease", d.mem_release) && need("hipMemMap", d.mem_map) &&
+         need("hipMemUnmap", d.mem_unmap) && need("hipMemSetAccess", d.mem_set_access) &&
+         need("hipMemGetAllocationGranularity", d.granularity) &&
+         need("hipDeviceSynchronize", d.synchronize) &&
+         need("hipHostRegister", d.host_register) && need("hipHostUnregister", d.host_unregister);
+}
+
+// The newest ROCm runtime that has what the backend needs (>= 6.0, every entry point): Debian
+// installs ROCm 5.2's as libamdhip64.so beside a ROCm 6 one, so the unversioned name alone would
+// take the old one. $ORCH_HIP_RUNTIME names the one file to use instead: the tests' stand-in.
+void load_runtime(hip_driver& d) {
+  const char* path = std::getenv("ORCH_HIP_RUNTIME");
+  const bool named = path != nullptr && *path != '\0';
+  const char* const system[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so",
+                                "libamdhip64.so.5"};
+  const char* const* first = named ? &path : system;
+  const size_t count = named ? 1 : sizeof system / sizeof system[0];
+  std::string found;  // what was tried and refused, for the message
+  for (size_t i = 0; i < count; ++i) {
+    void* lib = dlopen(first[i], RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) continue;
+    d = hip_driver{};
+    d.lib = lib;
+    int v = 0;
+    const char* missing = nullptr;
+    if (!resolve(lib, "hipRuntimeGetVersion", d.runtime_get_version) ||
+        d.runtime_get_version(&v) != hipSuccess) {
+      found += std::string(found.empty() ? "" : ", ") + first[i] + " (no version)";
+    } else if (v < oldest_runtime) {
+      found += std::string(found.empty() ? "" : ", ") + "ROCm " + std::to_string(major_of(v)) +
+               "." + std::to_string(minor_of(v)) + " (" + first[i] + ")";
+    } else if (!resolve_all(d, missing)) {
+      found += std::string(found.empty() ? "" : ", ") + first[i] + " (no " + missing + ")";
+    } else {
+      d.version = v;
+      if (const hipError_t rc = d.init(0); rc != hipSuccess) {
+        std::snprintf(d.summary, sizeof d.summary, "ROCm %d.%d runtime (%s): hipInit failed (%d)",
+                      major_of(v), minor_of(v), first[i], static_cast<int>(rc));
+        return;  // the runtime is right; its devices are not there
+      }
+      std::snprintf(d.summary, sizeof d.summary, "ROCm %d.%d runtime (%s)", major_of(v),
+                    minor_of(v), first[i]);
+      d.ok = true;
+      return;
+    }
+    // A refused runtime stays loaded: it has run its initialisers, and unloading it would strand
+    // what they allocated (LeakSanitizer reports it) and any exit handler they registered.
+    d = hip_driver{};
+  }
+  if (found.empty())
+    std::snprintf(d.summary, sizeof d.summary, "no ROCm runtime (%s not found)",
+                  named ? path : "libamdhip64.so.7, .so.6, .so, .so.5");
+  else
+    std::snprintf(d.summary, sizeof d.summary,
+                  "no ROCm runtime the hip backend can use: found %s; it needs ROCm %d.%d or newer "
+                  "(its virtual memory calls): install ROCm 6",
+                  found.c_str(), major_of(oldest_runtime), minor_of(oldest_runtime));
 }
 
 struct hip_traits {
@@ -67,30 +149,7 @@ struct hip_traits {
   static const hip_driver& driver() {
     static hip_driver d;
     static std::once_flag once;
-    std::call_once(once, [] {
-      for (const char* name : {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"}) {
-        d.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-        if (d.lib != nullptr) break;
-      }
-      if (d.lib == nullptr) return;
-      void* l = d.lib;
-      d.ok = resolve(l, "hipInit", d.init) && resolve(l, "hipGetDeviceCount", d.device_count) &&
-             resolve(l, "hipRuntimeGetVersion", d.runtime_get_version) &&
-             resolve(l, "hipSetDevice", d.set_device) &&
-             resolve(l, "hipGetDevice", d.get_device) &&
-             resolve(l, "hipDeviceTotalMem", d.device_total_mem) &&
-             resolve(l, "hipMemGetInfo", d.mem_get_info) &&
-             resolve(l, "hipMemAddressReserve", d.address_reserve) &&
-             resolve(l, "hipMemAddressFree", d.address_free) &&
-             resolve(l, "hipMemCreate", d.mem_create) &&
-             resolve(l, "hipMemRelease", d.mem_release) && resolve(l, "hipMemMap", d.mem_map) &&
-             resolve(l, "hipMemUnmap", d.mem_unmap) &&
-             resolve(l, "hipMemSetAccess", d.mem_set_access) &&
-             resolve(l, "hipMemGetAllocationGranularity", d.granularity) &&
-             resolve(l, "hipDeviceSynchronize", d.synchronize) &&
-             resolve(l, "hipHostRegister", d.host_register) &&
-             resolve(l, "hipHostUnregister", d.host_unregister) && d.init(0) == hipSuccess;
-    });
+    std::call_once(once, [] { load_runtime(d); });
     return d;
   }
 
@@ -151,16 +210,17 @@ struct hip_traits {
     return d.device_total_mem(bytes, ordinal);
   }
 
-  // HIP_VERSION's encoding on AMD: major * 10000000 + minor * 100000 + patch (60241134 is 6.2).
   static result runtime_version(const hip_driver& d, int* v) { return d.runtime_get_version(v); }
   static void decode_version(int v, uint32_t* major, uint32_t* minor) {
-    *major = static_cast<uint32_t>(v / 10000000);
-    *minor = static_cast<uint32_t>(v / 100000 % 100);
+    *major = static_cast<uint32_t>(major_of(v));
+    *minor = static_cast<uint32_t>(minor_of(v));
   }
 };
 
 }  // namespace
 
 const orch_backend_api* hip_backend_api() noexcept { return vmm_backend<hip_traits>::api(); }
+
+const char* hip_runtime_summary() noexcept { return hip_traits::driver().summary; }
 
 }  // namespace orch::plugin_detail

@@ -212,10 +212,11 @@ void pager_device::destroy_region(pager_region* r) noexcept {
   device_lock lock(*this);
   const bool had_pages = r->resident_ > 0;
   if (had_pages) sync_locked();
+  // After a failed synchronisation the pages and the address range stay mapped (free_page_locked).
   for (uint64_t i = 0; i < r->nr_pages_; ++i)
     if (const uint64_t old = r->pages_[i].word.exchange(0); (old & page_word::resident) != 0)
       free_page_locked(*r, i, old, ORCH_RELEASE_TARGETED);
-  backend_->va_free(device_, r->base_, r->nr_pages_ * options_.page_size);
+  if (!sync_failed_ || !had_pages) backend_->va_free(device_, r->base_, r->nr_pages_ * options_.page_size);
   if (had_pages) sync_locked();
   drop_hit_pins(&r->pages_[0], &r->pages_[0] + r->nr_pages_);
   priority_.erase(r->position_);
@@ -271,10 +272,12 @@ orch_status pager_device::fault(pager_region* r, uint64_t offset, uint64_t size,
   device_lock lock(*this);
   ++stats_.faults;
   if (newly_mapped != nullptr) *newly_mapped = 0;
+  if (sync_failed_) return ORCH_DEVICE_ERROR;  // sync_locked: nothing is mapped or freed now
   // A hit path that backed out of an eviction race may have left pages for this (its unpin).
   if (end <= r->nr_pages_) release_above_watermark_locked(*r, first, end);
   // 1. The stopgap: react to a polled spike even when no allocation hook ran.
   free_pages_locked(deficit_locked(0));
+  if (sync_failed_) return ORCH_DEVICE_ERROR;
   // 2. The fast path: above the watermark (or past the clamp) nothing is mapped.
   if (end > r->watermark_.load(std::memory_order_relaxed)) return oom_locked();
   const auto above = [&] { return end > r->watermark_.load(std::memory_order_relaxed); };
@@ -290,6 +293,7 @@ orch_status pager_device::fault(pager_region* r, uint64_t offset, uint64_t size,
     if (!checked) {
       checked = true;
       rationalise_locked(*r, i, end);
+      if (sync_failed_) return ORCH_DEVICE_ERROR;
       if (above()) return oom_locked();
     }
     // A budget-triggered free and, after a driver OOM, a second one before the retry: aimdo
@@ -297,11 +301,13 @@ orch_status pager_device::fault(pager_region* r, uint64_t offset, uint64_t size,
     // where this maps the page (docs/design-changes.md).
     if (deficit_locked(page) > 0) {
       free_pages_locked(static_cast<int64_t>(page));
+      if (sync_failed_) return ORCH_DEVICE_ERROR;
       if (above()) return oom_locked();
     }
     orch_status st = map_page_locked(*r, i);
     if (st == ORCH_OOM_RETRYABLE) {
       free_pages_locked(static_cast<int64_t>(page));
+      if (sync_failed_) return ORCH_DEVICE_ERROR;
       if (above()) return oom_locked();
       st = map_page_locked(*r, i);  // one retry, budget not re-checked; any failure is an error
     }
@@ -339,7 +345,8 @@ orch_status pager_device::unpin(pager_region* r, uint64_t offset, uint64_t size)
   const uint64_t first = offset / page;
   const uint64_t end = std::min(ceil_div(offset + size, page), r->nr_pages_);
   const bool above = end > r->watermark_.load(std::memory_order_relaxed);
-  if (above) sync_locked();
+  // Pages above the watermark are freed as their last pin goes, only after the device is done.
+  const bool may_free = !above || sync_locked();
   for (uint64_t i = first; i < end; ++i) {
     page_slot& p = r->pages_[i];
     uint64_t w = p.word.load();
@@ -359,12 +366,12 @@ orch_status pager_device::unpin(pager_region* r, uint64_t offset, uint64_t size)
     if (page_word::pins(w) != 1) continue;
     // Evicted while in use: the watermark already passed it, so it goes now (unless a hit path
     // pinned it again meanwhile: then that pin's unpin frees it).
-    if (i >= r->watermark_.load(std::memory_order_relaxed))
+    if (may_free && i >= r->watermark_.load(std::memory_order_relaxed))
       if (const uint64_t old = claim_locked(p); old != 0)
         free_page_locked(*r, i, old, ORCH_RELEASE_UNPIN);
   }
   if (above) sync_locked();
-  return ORCH_OK;
+  return sync_status_locked();
 }
 
 }  // namespace orch::plugin_detail

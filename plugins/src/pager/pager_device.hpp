@@ -233,7 +233,13 @@ class pager_device {
   void free_page_locked(pager_region& r, uint64_t index, uint64_t old, uint32_t reason) noexcept;
   uint64_t pinned_pages_locked(const pager_region& r,
                                const hit_pin_snapshot& records) const noexcept;
-  void sync_locked() noexcept;
+  // Waits for the device's work. False once a synchronisation has failed: the device may still
+  // be reading any page, so none is freed from then on, and every call that would free or map
+  // one answers ORCH_DEVICE_ERROR (a hit, which does neither, still answers) (the worker is restarted; docs/gpu.md, "Driver statuses").
+  bool sync_locked() noexcept;
+  orch_status sync_status_locked() const noexcept {
+    return sync_failed_ ? ORCH_DEVICE_ERROR : ORCH_OK;
+  }
   bool lower_one_locked(pager_region& r, bool& synced) noexcept;
   uint64_t free_pages_locked(int64_t bytes) noexcept;
   bool evict_step_locked(bool& synced, bool& freed) noexcept;
@@ -259,6 +265,7 @@ class pager_device {
   bool poll_failure_logged_ = false;
   bool lowering_any_ = false;  // some region's lowering_ is set (device_lock ends it)
   orch_pager_stats stats_{};
+  bool sync_failed_ = false;  // sticky: see sync_locked
   // What the hit path reads instead of taking the mutex (publish_gate_locked): the stopgap
   // `free(deficit(0))` is a no-op while the process-wide simple headroom is at most
   // fast_headroom_limit_ and no poll is due (now - poll_last_ns_ < poll_interval_ns_). A torn

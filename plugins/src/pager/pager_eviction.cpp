@@ -39,8 +39,10 @@ void pager_device::free_page_locked(pager_region& r, uint64_t index, uint64_t ol
                                     uint32_t reason) noexcept {
   page_slot& p = r.pages_[index];
   const uint64_t size = options_.page_size;
-  if (backend_->unmap(device_, r.base_ + index * size, size) != ORCH_OK ||
-      backend_->phys_release(device_, p.handle) != ORCH_OK) {
+  // After a failed synchronisation (only a region's destruction gets here then) the page is left
+  // mapped: the device may still read it, and a dead device's memory goes with its context.
+  if (!sync_failed_ && (backend_->unmap(device_, r.base_ + index * size, size) != ORCH_OK ||
+                        backend_->phys_release(device_, p.handle) != ORCH_OK)) {
     if (host_ != nullptr)
       host_->log(ORCH_LOG_ERROR, "device %d: releasing page %llu failed; page dropped",
                  options_.ordinal, static_cast<unsigned long long>(index));
@@ -55,7 +57,20 @@ void pager_device::free_page_locked(pager_region& r, uint64_t index, uint64_t ol
   if (host_ != nullptr) host_->report_release(reason, options_.ordinal, size);
 }
 
-void pager_device::sync_locked() noexcept { backend_->synchronize(device_); }
+bool pager_device::sync_locked() noexcept {
+  if (sync_failed_) return false;
+  const orch_status st = backend_->synchronize(device_);
+  if (st == ORCH_OK) return true;
+  sync_failed_ = true;
+  ++stats_.errors;
+  if (host_ != nullptr)
+    host_->log(ORCH_LOG_ERROR,
+               "device %d: synchronize failed (status %d): no page is freed while the device may "
+               "still read it, and this pager refuses every further miss and eviction; restart "
+               "the worker",
+               options_.ordinal, static_cast<int>(st));
+  return false;
+}
 
 // Lowers r's watermark by one page. The watermark drops across absent and pinned pages; only a
 // resident, unpinned page is freed (§4.4). A pinned page is freed at unpin.
@@ -68,7 +83,13 @@ bool pager_device::lower_one_locked(pager_region& r, bool& synced) noexcept {
   const uint64_t old = claim_locked(r.pages_[index]);
   if (old == 0) return false;
   if (!synced) {
-    sync_locked();  // the device must be done with a page before it is freed (§4.8)
+    // The device must be done with a page before it is freed (§4.8). When it cannot say so the
+    // page stays, resident and mapped, and the watermark goes back above it.
+    if (!sync_locked()) {
+      r.pages_[index].word.store(old);
+      r.watermark_.store(index + 1);
+      return false;
+    }
     synced = true;
   }
   free_page_locked(r, index, old, ORCH_RELEASE_EVICT);
@@ -84,7 +105,8 @@ uint64_t pager_device::free_pages_locked(int64_t bytes) noexcept {
   bool synced = false;
   for (auto it = priority_.rbegin(); it != priority_.rend() && freed < need; ++it) {
     pager_region& r = **it;
-    while (freed < need && r.watermark_.load(std::memory_order_relaxed) > r.limit_)
+    while (!sync_failed_ && freed < need &&
+           r.watermark_.load(std::memory_order_relaxed) > r.limit_)
       if (lower_one_locked(r, synced)) ++freed;
   }
   if (synced) sync_locked();
@@ -93,6 +115,7 @@ uint64_t pager_device::free_pages_locked(int64_t bytes) noexcept {
 
 // One watermark step on the lowest-priority region that can still move.
 bool pager_device::evict_step_locked(bool& synced, bool& freed) noexcept {
+  if (sync_failed_) return false;
   for (auto it = priority_.rbegin(); it != priority_.rend(); ++it) {
     pager_region& r = **it;
     if (r.watermark_.load(std::memory_order_relaxed) > r.limit_) {
@@ -155,7 +178,10 @@ void pager_device::release_above_watermark_locked(pager_region& r, uint64_t firs
     const uint64_t old = claim_locked(r.pages_[i]);
     if (old == 0) continue;
     if (!synced) {
-      sync_locked();
+      if (!sync_locked()) {  // as lower_one_locked: the page stays
+        r.pages_[i].word.store(old);
+        return;
+      }
       synced = true;
     }
     free_page_locked(r, i, old, ORCH_RELEASE_UNPIN);
@@ -170,7 +196,7 @@ orch_status pager_device::release_above_watermark(pager_region* r, uint64_t offs
   const uint64_t first = offset / options_.page_size;
   release_above_watermark_locked(
       *r, first, std::min(ceil_div(offset + size, options_.page_size), r->nr_pages_));
-  return ORCH_OK;
+  return sync_status_locked();
 }
 
 // ---- watermark family (§4.5) ------------------------------------------------------------------
@@ -183,9 +209,9 @@ orch_status pager_device::set_watermark(pager_region* r, uint64_t bytes) {
     return ORCH_OK;
   }
   bool synced = false;
-  while (r->watermark_.load(std::memory_order_relaxed) > target)
+  while (!sync_failed_ && r->watermark_.load(std::memory_order_relaxed) > target)
     lower_one_locked(*r, synced);  // syncs only before (§4.8)
-  return ORCH_OK;
+  return sync_status_locked();
 }
 
 orch_status pager_device::set_watermark_limit(pager_region* r, uint64_t bytes) {
@@ -205,11 +231,11 @@ orch_status pager_device::evict(pager_region* r, uint64_t bytes, uint64_t* freed
   const uint64_t need = ceil_div(bytes, options_.page_size);
   uint64_t pages = 0;
   bool synced = false;
-  while (pages < need && r->watermark_ > r->limit_)
+  while (!sync_failed_ && pages < need && r->watermark_ > r->limit_)
     if (lower_one_locked(*r, synced)) ++pages;
   if (synced) sync_locked();
   if (freed != nullptr) *freed = pages * options_.page_size;
-  return ORCH_OK;
+  return sync_status_locked();
 }
 
 orch_status pager_device::reclaim(uint64_t bytes, uint32_t flags, uint64_t* freed) {
@@ -228,7 +254,7 @@ orch_status pager_device::reclaim(uint64_t bytes, uint32_t flags, uint64_t* free
       (flags & ORCH_RECLAIM_DEFICIT) != 0 ? deficit_locked(bytes) : signed_request(bytes);
   const uint64_t pages = free_pages_locked(target);
   if (freed != nullptr) *freed = pages * options_.page_size;
-  return ORCH_OK;
+  return sync_status_locked();
 }
 
 // ---- queries ----------------------------------------------------------------------------------

@@ -20,12 +20,15 @@ using namespace orch::plugin_detail;
 #if defined(ORCH_PLUGIN_BACKEND_SIM)
 constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_SIM;
 const orch_backend_api* backend_api() { return sim_backend_api(); }
+const char* driver_summary() { return nullptr; }
 #elif defined(ORCH_PLUGIN_BACKEND_CUDA)
 constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_CUDA;
 const orch_backend_api* backend_api() { return cuda_backend_api(); }
+const char* driver_summary() { return cuda_driver_summary(); }
 #elif defined(ORCH_PLUGIN_BACKEND_HIP)
 constexpr orch_backend_kind plugin_backend = ORCH_BACKEND_HIP;
 const orch_backend_api* backend_api() { return hip_backend_api(); }
+const char* driver_summary() { return hip_runtime_summary(); }
 #else
 #error "define one ORCH_PLUGIN_BACKEND_* (sim, cuda or hip)"
 #endif
@@ -104,8 +107,12 @@ orch_status device_open_unguarded(const orch_pager_config* config, orch_pager** 
   o.pressure_source = config->pressure_source;
   orch_device_config dc{sizeof(orch_device_config), config->ordinal, config->sim_fd, 0};
   pager_device* d = nullptr;
-  if (const orch_status st = pager_device::open(backend_api(), dc, o, &g_host, &d); st != ORCH_OK)
+  if (const orch_status st = pager_device::open(backend_api(), dc, o, &g_host, &d); st != ORCH_OK) {
+    // Why the device could not be opened, when it is the driver (docs/gpu.md, "Driver versions").
+    if (const char* why = driver_summary(); why != nullptr && st == ORCH_DEVICE_ERROR)
+      g_host.log(ORCH_LOG_WARN, "device %d: %s", config->ordinal, why);
     return st;
+  }
   try {
     g_handles.add_locked(d, pager_handle);
   } catch (...) {
