@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "orch/executor/prompt.hpp"
+#include "orch/gateway/errc.hpp"
 #include "orch/gateway/gateway_api.hpp"
 #include "orch/serve/confined_path.hpp"
 #include "orch/serve/upload_store.hpp"
@@ -94,7 +95,7 @@ result<std::pair<std::string, std::string>> read_input(const fs::path& root,
   auto bytes = serve::read_at_most(file->get(), max_input_file_bytes);
   const std::string path = (subfolder.empty() ? "" : subfolder + "/") + name;
   if (!bytes)
-    return error{"input_too_large", "input file '" + path + "' holds more than " +
+    return error{gateway_errc::input_too_large, "input file '" + path + "' holds more than " +
                                         std::to_string(max_input_file_bytes >> 20) +
                                         " MiB, the most a host takes as an upload"};
   std::string key = path + " " + support::sha256_hex(*bytes);
@@ -131,7 +132,7 @@ result<std::vector<input_file>> input_files_of(const json& prompt, const fs::pat
       if (!serve::open_confined_file(dir->get(), name)) continue;
       seen.insert(path);
       if (files.size() == max_inputs_per_prompt)
-        return error{"too_many_inputs", "the prompt names more than " +
+        return error{gateway_errc::too_many_inputs, "the prompt names more than " +
                                             std::to_string(max_inputs_per_prompt) + " input files"};
       auto read = read_input(root, joined(*components), name);
       if (!read)
@@ -176,7 +177,7 @@ struct output_file {
 
 // The file one item of a node's output names ({filename, subfolder, type}), its subfolder
 // written as confined_path reads it; nullopt for an item that names no file of the host's
-// output or temp directory (an input was the gateway's to begin with). Errors: bad_path, a
+// output or temp directory (an input was the gateway's to begin with). Errors: bad_output_path, a
 // name that is no plain file name or a subfolder that leaves its directory (the message names
 // it).
 result<std::optional<output_file>> output_file_of(const json& item, const std::string& node_id) {
@@ -191,7 +192,7 @@ result<std::optional<output_file>> output_file_of(const json& item, const std::s
     f.subfolder = sub->get<std::string>();
   auto subfolder = serve::relative_components(f.subfolder);
   if (!serve::plain_file_name(f.filename) || !subfolder)
-    return error{"bad_path", "its output file '" + f.shown() + "' (node " + node_id +
+    return error{gateway_errc::bad_output_path, "its output file '" + f.shown() + "' (node " + node_id +
                                  ") leaves the " + f.type + " directory"};
   f.subfolder = joined(*subfolder);
   return std::optional(std::move(f));
@@ -211,7 +212,7 @@ status add_node_files(const std::string& node_id, const json& node, std::size_t 
       if (!f) return f.err();
       if (!*f || skip.contains((*f)->key()) || !listed.insert((*f)->key()).second) continue;
       if (files.size() == cap)
-        return error{"too_many_outputs",
+        return error{gateway_errc::too_many_outputs,
                      "it names more than " + std::to_string(cap) +
                          " output files (the gateway's [gateway] max_outputs_per_prompt)"};
       files.push_back(std::move(**f));

@@ -195,46 +195,44 @@ host_link::~host_link() {
   close_events();
 }
 
+namespace {
+
+// Why a request to `where` failed, from its coroutine's exception: a refused connection is
+// host_not_listening (the request never left, and the host's process is gone: a stopped one
+// still accepts connections), an answer past its cap answer_too_large, anything else
+// host_unreachable.
+error failure_of(std::exception_ptr e, const std::string& where) {
+  std::string why = "failed";
+  const char* code = gateway_errc::host_unreachable;
+  try {
+    std::rethrow_exception(e);
+  } catch (const too_large& x) {
+    why = x.what();
+    code = gateway_errc::answer_too_large;
+  } catch (const boost::system::system_error& x) {
+    why = x.what();
+    if (x.code() == asio::error::connection_refused) code = gateway_errc::host_not_listening;
+  } catch (const std::exception& x) {
+    why = x.what();
+  } catch (...) {
+  }
+  return error{code, where + ": " + why};
+}
+
+}  // namespace
+
+std::optional<boost::asio::ip::tcp::endpoint> host_link::endpoint() const {
+  beast::error_code ec;
+  const auto addr = asio::ip::make_address(address_, ec);
+  if (ec) return std::nullopt;
+  return tcp::endpoint(addr, port_);
+}
+
 void host_link::request(std::string method, std::string target, std::string body,
                         answer_handler done, std::chrono::milliseconds deadline,
                         std::size_t max_bytes, std::string content_type) {
-  beast::error_code ec;
-  const auto addr = asio::ip::make_address(address_, ec);
-  if (ec) {
-    asio::post(io_, [done = std::move(done), a = address_] {
-      done(error{gateway_errc::host_unreachable, "no IP address: " + a});
-    });
-    return;
-  }
-  const std::string where = "http://" + address_ + ":" + std::to_string(port_) + target;
-  asio::co_spawn(
-      io_,
-      exchange(tcp::endpoint(addr, port_), std::move(method), std::move(target), std::move(body),
-               secret_, deadline, max_bytes, std::move(content_type)),
-      [done = std::move(done), where](std::exception_ptr e, host_answer a) {
-        if (!e) return done(std::move(a));
-        std::string why = "failed";
-        try {
-          std::rethrow_exception(e);
-        } catch (const boost::system::system_error& x) {
-          // Nothing listens there: the request was never sent, and the host's
-          // process is gone (a stopped one still accepts connections).
-          if (x.code() == asio::error::connection_refused)
-            return done(error{gateway_errc::host_not_listening, where + ": " + x.what()});
-          why = x.what();
-        } catch (const std::exception& x) {
-          why = x.what();
-        } catch (...) {
-        }
-        done(error{gateway_errc::host_unreachable, where + ": " + why});
-      });
-}
-
-void host_link::download(std::string target, int fd, std::uint64_t max_bytes, download_handler done,
-                         std::chrono::milliseconds idle_deadline) {
-  beast::error_code ec;
-  const auto addr = asio::ip::make_address(address_, ec);
-  if (ec) {
+  const auto at = endpoint();
+  if (!at) {
     asio::post(io_, [done = std::move(done), a = address_] {
       done(error{gateway_errc::host_unreachable, "no IP address: " + a});
     });
@@ -242,22 +240,29 @@ void host_link::download(std::string target, int fd, std::uint64_t max_bytes, do
   }
   const std::string where = "http://" + address_ + ":" + std::to_string(port_) + target;
   asio::co_spawn(io_,
-                 fetch_to(tcp::endpoint(addr, port_), std::move(target), fd, max_bytes, secret_,
-                          idle_deadline),
+                 exchange(*at, std::move(method), std::move(target), std::move(body), secret_,
+                          deadline, max_bytes, std::move(content_type)),
+                 [done = std::move(done), where](std::exception_ptr e, host_answer a) {
+                   if (!e) return done(std::move(a));
+                   done(failure_of(e, where));
+                 });
+}
+
+void host_link::download(std::string target, int fd, std::uint64_t max_bytes, download_handler done,
+                         std::chrono::milliseconds idle_deadline) {
+  const auto at = endpoint();
+  if (!at) {
+    asio::post(io_, [done = std::move(done), a = address_] {
+      done(error{gateway_errc::host_unreachable, "no IP address: " + a});
+    });
+    return;
+  }
+  const std::string where = "http://" + address_ + ":" + std::to_string(port_) + target;
+  asio::co_spawn(io_,
+                 fetch_to(*at, std::move(target), fd, max_bytes, secret_, idle_deadline),
                  [done = std::move(done), where](std::exception_ptr e, download_answer a) {
                    if (!e) return done(std::move(a));
-                   std::string why = "failed";
-                   const char* code = gateway_errc::host_unreachable;
-                   try {
-                     std::rethrow_exception(e);
-                   } catch (const too_large& x) {
-                     why = x.what();
-                     code = gateway_errc::answer_too_large;
-                   } catch (const std::exception& x) {
-                     why = x.what();
-                   } catch (...) {
-                   }
-                   done(error{code, where + ": " + why});
+                   done(failure_of(e, where));
                  });
 }
 
@@ -267,13 +272,12 @@ void host_link::open_events(std::string client_id, std::function<void()> on_open
   close_events();
   auto state = std::make_shared<stream_state>(io_);
   stream_ = state;
-  beast::error_code ec;
-  const auto addr = asio::ip::make_address(address_, ec);
-  if (ec) {
+  const auto endpoint_of_host = endpoint();
+  if (!endpoint_of_host) {
     asio::post(io_, [on_closed, a = address_] { on_closed("no IP address: " + a); });
     return;
   }
-  const tcp::endpoint at(addr, port_);
+  const tcp::endpoint at = *endpoint_of_host;
   const std::string host = address_ + ":" + std::to_string(port_);
   asio::co_spawn(io_,
                  read_events(state, at, host, secret_, std::move(client_id), std::move(on_open),

@@ -11,6 +11,14 @@ inline constexpr const char* host_not_listening = "host_not_listening";
 inline constexpr const char* host_refused = "host_refused";
 // A host's answer is larger than the gateway takes (host_link::download's cap).
 inline constexpr const char* answer_too_large = "answer_too_large";
+// A prompt's input file is larger than the gateway sends a host, or it names more input files
+// than it may (gateway_files.cpp).
+inline constexpr const char* input_too_large = "input_too_large";
+inline constexpr const char* too_many_inputs = "too_many_inputs";
+// A host's history names an output file outside the gateway's store, or more files than a
+// prompt may have (gateway_files.cpp).
+inline constexpr const char* bad_output_path = "bad_output_path";
+inline constexpr const char* too_many_outputs = "too_many_outputs";
 // The fleet file or the secret cannot be used (fleet_config.hpp).
 inline constexpr const char* invalid_config = "invalid_config";
 // The gateway's state file cannot be used: no SQLite database, another program's, held by

@@ -18,6 +18,7 @@
 #include <string>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 
 #include "orch/support/result.hpp"
 
@@ -85,6 +86,9 @@ class host_link {
   struct stream_state;  // one event stream (host_link.cpp)
 
  private:
+  // Where the host listens; nullopt when its address is no IP address.
+  std::optional<boost::asio::ip::tcp::endpoint> endpoint() const;
+
   boost::asio::io_context& io_;
   std::string address_;
   std::uint16_t port_;
