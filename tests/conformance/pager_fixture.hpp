@@ -2,7 +2,9 @@
 // the scenarios, at least the 15 of docs/references.md, aimdo §6.7, with the exact numbers of the
 // worked table in §5.3 (32 MiB pages, 256 MiB simple headroom). Instantiated for sim always and
 // for cuda and hip, which skip where no device exists. Scenarios that need the sim device's
-// controls (fault injection, the clock, other-process usage, backing store) skip elsewhere.
+// controls (fault injection, the clock, other-process usage, a second device) run on sim and on
+// the driver stand-ins (harness.hpp), and skip on a card; those that need the backing store run
+// on sim alone.
 //
 // This header holds the fixture; the scenarios are split by concept over test_pager_regions.cpp,
 // test_pager_eviction.cpp, test_pager_pressure.cpp and test_pager_lifecycle.cpp, all linked into
@@ -23,19 +25,28 @@ class pager_conformance : public ::testing::Test {
  protected:
   void SetUp() override { start(1 * GiB); }
 
-  // (Re)starts on a device of `capacity` bytes.
+  // (Re)starts on a device of `capacity` bytes (on a card or a stand-in, a larger device whose
+  // budget is capped at `capacity`).
   void start(uint64_t capacity, uint64_t extra = 0, uint32_t free_mode = ORCH_SIM_FREE_DEVICE,
              bool backing = false) {
     stop();
     env_ = std::make_unique<device_env>();
-    const std::string skip = env_->open(Target::get(), capacity, free_mode, backing);
+    std::string skip = env_->open(Target::get(), capacity, free_mode, backing);
+    if (skip.empty() && whole_device_) skip = env_->size_to_capacity();
     if (!skip.empty()) GTEST_SKIP() << skip;
-    lib_ = load(Target::get().pager_plugin);
+    lib_ = load(Target::get().pager_plugin, env_->lent_services());
     ASSERT_NE(lib_, nullptr);
     api_ = lib_->table().pager_api;
     orch_pager_config c = pager_config(*env_);
     c.extra_headroom = extra;
     ASSERT_EQ(api_->device_open(&c, &pager_), ORCH_OK);
+  }
+
+  // (Re)starts on a device of exactly `capacity` bytes, for a scenario whose numbers come from
+  // what a poll reads free on the device (device_env::size_to_capacity).
+  void start_on_whole_device(uint64_t capacity, uint64_t extra = 0) {
+    whole_device_ = true;
+    start(capacity, extra);
   }
 
   void stop() {
@@ -104,6 +115,7 @@ class pager_conformance : public ::testing::Test {
     return b;
   }
 
+  bool whole_device_ = false;
   std::unique_ptr<device_env> env_;
   std::unique_ptr<plugins::plugin_library> lib_;
   const orch_pager_api* api_ = nullptr;

@@ -1,6 +1,12 @@
 // Pager conformance, pressure from other processes (docs/references.md, aimdo §6.7, §5.3):
 // what the poll sees and when, a failing poll, the pressure-source selector, and the simple and
 // extra headroom. The fixture and the suite's conventions: pager_fixture.hpp.
+//
+// These scenarios drive the device's pressure controls (a failed poll, other processes' usage,
+// the clock), so they run where a device has them: on sim, and on the driver stand-ins (a failing
+// cuMemGetInfo / hipMemGetInfo, other usage that lowers what it reports, the harness's clock lent
+// to the pager as the host's). Their numbers are what a poll reads free, so each runs on a device
+// of exactly its capacity (start_on_whole_device).
 #include "pager_fixture.hpp"
 
 namespace orch::test {
@@ -12,12 +18,12 @@ TYPED_TEST_SUITE_P(pager_conformance);
 
 // A failing pressure poll keeps the budget on its last reading and poll() reports the error.
 TYPED_TEST_P(pager_conformance, a_failed_poll_keeps_the_last_reading) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
+  this->start_on_whole_device(1 * GiB);
+  ORCH_RETURN_IF_SKIPPED();
   int64_t before = 0;
   ASSERT_EQ(this->api_->budget_deficit(this->pager_, 0, &before), ORCH_OK);
-  ASSERT_EQ(this->env_->sim()->inject_fault(this->env_->control(), ORCH_SIM_FAULT_POLL,
-                                            ORCH_SIM_FAULT_ALWAYS),
-            ORCH_OK);
+  ASSERT_EQ(this->env_->inject_fault(ORCH_SIM_FAULT_POLL, ORCH_SIM_FAULT_ALWAYS), ORCH_OK);
   EXPECT_EQ(this->api_->poll(this->pager_), ORCH_DEVICE_ERROR);
   int64_t after = 0;
   ASSERT_EQ(this->api_->budget_deficit(this->pager_, 0, &after), ORCH_OK);
@@ -30,12 +36,12 @@ TYPED_TEST_P(pager_conformance, a_failed_poll_keeps_the_last_reading) {
 // (aimdo charges the whole request as deficit; docs/design-changes.md). Other usage that a poll
 // would have seen is not counted, and the request is not turned into a deficit.
 TYPED_TEST_P(pager_conformance, a_failed_first_poll_leaves_the_budget_on_the_simple_term) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
+  this->start_on_whole_device(1 * GiB);
+  ORCH_RETURN_IF_SKIPPED();
   // A reading would put the deficit of 300 MiB at 256 - 512 + 300 = 44 MiB.
-  ASSERT_EQ(this->env_->sim()->set_other_usage(this->env_->control(), 512 * MiB), ORCH_OK);
-  ASSERT_EQ(this->env_->sim()->inject_fault(this->env_->control(), ORCH_SIM_FAULT_POLL,
-                                            ORCH_SIM_FAULT_ALWAYS),
-            ORCH_OK);
+  ASSERT_EQ(this->env_->set_other_usage(512 * MiB), ORCH_OK);
+  ASSERT_EQ(this->env_->inject_fault(ORCH_SIM_FAULT_POLL, ORCH_SIM_FAULT_ALWAYS), ORCH_OK);
   int64_t deficit = 0;
   ASSERT_EQ(this->api_->budget_deficit(this->pager_, 300 * MiB, &deficit), ORCH_OK);
   EXPECT_EQ(deficit, static_cast<int64_t>(300 * MiB + 256 * MiB) - static_cast<int64_t>(GiB));
@@ -48,8 +54,10 @@ TYPED_TEST_P(pager_conformance, a_failed_first_poll_leaves_the_budget_on_the_sim
 
 // L4's pressure-source selector: with ORCH_PRESSURE_NONE other processes' usage is ignored.
 TYPED_TEST_P(pager_conformance, pressure_source_none_ignores_the_polled_term) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
-  ASSERT_EQ(this->env_->sim()->set_other_usage(this->env_->control(), 512 * MiB), ORCH_OK);
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
+  this->start_on_whole_device(1 * GiB);
+  ORCH_RETURN_IF_SKIPPED();
+  ASSERT_EQ(this->env_->set_other_usage(512 * MiB), ORCH_OK);
   int64_t polled = 0;
   ASSERT_EQ(this->api_->poll(this->pager_), ORCH_OK);
   ASSERT_EQ(this->api_->budget_deficit(this->pager_, 0, &polled), ORCH_OK);
@@ -63,12 +71,12 @@ TYPED_TEST_P(pager_conformance, pressure_source_none_ignores_the_polled_term) {
 // §6.7 (10): usage by another process is seen only once the poll interval has passed: 152 MiB
 // of deficit, 5 pages (§5.3).
 TYPED_TEST_P(pager_conformance, external_usage_is_seen_only_after_the_poll_interval) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
-  this->start(2 * GiB);
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
+  this->start_on_whole_device(2 * GiB);
   ORCH_RETURN_IF_SKIPPED();
-  const orch_sim_api* sim = this->env_->sim();
-  orch_device* dev = this->env_->control();
-  ASSERT_EQ(sim->set_clock(dev, 1000000000ull), ORCH_OK);
+  device_env& env = *this->env_;
+  orch_device* dev = env.control();
+  ASSERT_EQ(env.set_clock(1000000000ull), ORCH_OK);
   orch_region* r = this->region(64 * page);
   this->run_model(r, 64, 1);
   uint64_t freed = 0;
@@ -77,10 +85,10 @@ TYPED_TEST_P(pager_conformance, external_usage_is_seen_only_after_the_poll_inter
   uint64_t handle = 0;
   ASSERT_EQ(this->env_->backend()->phys_create(dev, 300 * MiB, &handle), ORCH_OK);
   ASSERT_EQ(this->api_->account_external(this->pager_, 300 * MiB), ORCH_OK);
-  ASSERT_EQ(sim->set_other_usage(dev, 300 * MiB), ORCH_OK);
+  ASSERT_EQ(env.set_other_usage(300 * MiB), ORCH_OK);
   this->run_model(r, 64, 1);  // same instant: the last poll is still current
   EXPECT_EQ(this->info(r).resident_pages, 42u);
-  ASSERT_EQ(sim->advance_clock(dev, 2000000000ull), ORCH_OK);
+  ASSERT_EQ(env.advance_clock(2000000000ull), ORCH_OK);
   ASSERT_EQ(this->fault(r, 0, 1), ORCH_OK);  // the fault's stopgap polls and evicts
   this->unpin(r, 0, 1);
   EXPECT_EQ(this->info(r).resident_pages, 37u);
@@ -90,11 +98,12 @@ TYPED_TEST_P(pager_conformance, external_usage_is_seen_only_after_the_poll_inter
 // §6.7 (11): other processes' usage counts inside the simple reserve; the extra headroom stays
 // actually free on top of both terms.
 TYPED_TEST_P(pager_conformance, simple_headroom_absorbs_other_usage_extra_headroom_does_not) {
-  if (!this->env_->is_sim()) GTEST_SKIP() << "needs the sim device's controls";
-  const auto steady = [this](uint64_t other, uint64_t extra) {
-    this->start(2 * GiB, extra);
+  if (!this->env_->has_controls()) GTEST_SKIP() << "needs the sim device's controls";
+  const auto steady = [this](uint64_t other, uint64_t extra) -> uint64_t {
+    this->start_on_whole_device(2 * GiB, extra);
+    if (this->IsSkipped() || this->HasFatalFailure()) return 0;
     EXPECT_EQ(this->api_->set_simple_headroom(512 * MiB), ORCH_OK);
-    EXPECT_EQ(this->env_->sim()->set_other_usage(this->env_->control(), other), ORCH_OK);
+    EXPECT_EQ(this->env_->set_other_usage(other), ORCH_OK);
     orch_region* r = this->region(64 * page);
     this->run_model(r, 64, 1);
     return this->info(r).resident_pages;

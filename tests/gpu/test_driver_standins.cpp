@@ -101,6 +101,17 @@ struct standin {
   int requested(const char* entry) const {
     return fn<orch_standin_requested_version_fn>("requested_version")(entry);
   }
+  int set_other_usage(int device, uint64_t bytes) const {
+    return fn<orch_standin_set_other_usage_fn>("set_other_usage")(device, bytes);
+  }
+  int set_memory(int device, uint64_t bytes) const {
+    return fn<orch_standin_set_memory_fn>("set_memory")(device, bytes);
+  }
+  orch_standin_memory memory(int device) const {
+    orch_standin_memory m{};
+    if (fn<orch_standin_memory_fn>("memory")(device, &m) != 0) m.total_bytes = UINT64_MAX;
+    return m;
+  }
 
  private:
   std::string prefix_;
@@ -409,6 +420,58 @@ TEST(cuda_faults, a_driver_out_of_memory_is_retryable) {
     CHILD_CHECK(be->phys_create(dev, 2 * MiB, &handle) == ORCH_OK);
     CHILD_CHECK(be->phys_release(dev, handle) == ORCH_OK);
     be->device_close(dev);
+    return 0;
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// The controls the conformance suites drive in place of the sim device's (harness.hpp): each
+// device's memory is its own; other processes' usage lowers what cuMemGetInfo reports free and
+// what cuMemCreate can take; a device is resized, never below what this process holds there; a
+// failed poll holds until cleared.
+TEST(cuda_controls, each_device_answers_for_its_own_memory_other_usage_and_a_failing_poll) {
+  env_list env = driver_env(12000);
+  env.emplace_back("ORCH_STANDIN_CUDA_DEVICES", "2");
+  env.emplace_back("ORCH_STANDIN_CUDA_MEMORY", std::to_string(64 * MiB));
+  const child_result r = in_child(env, [] {
+    auto lib = load_logged(ORCH_TEST_PLUGIN_BACKEND_CUDA);
+    CHILD_CHECK(lib != nullptr);
+    const orch_backend_api* be = lib->table().backend_api;
+    orch_device* dev[2] = {nullptr, nullptr};
+    for (int32_t i = 0; i < 2; ++i) {
+      orch_device_config c{sizeof(orch_device_config), i, -1, 0};
+      CHILD_CHECK(be->device_open(&c, &dev[i]) == ORCH_OK);
+    }
+    const standin d;
+    CHILD_CHECK(d.set_other_usage(0, 16 * MiB) == 0);
+    CHILD_CHECK(d.set_other_usage(2, 16 * MiB) == -1);  // no device 2
+    uint64_t free_bytes = 0;
+    uint64_t total = 0;
+    CHILD_CHECK(be->mem_get_info(dev[0], &free_bytes, &total) == ORCH_OK);
+    CHILD_CHECK(free_bytes == 48 * MiB && total == 64 * MiB);
+    CHILD_CHECK(be->mem_get_info(dev[1], &free_bytes, &total) == ORCH_OK);
+    CHILD_CHECK(free_bytes == 64 * MiB);
+    uint64_t h0 = 0;
+    uint64_t h1 = 0;
+    CHILD_CHECK(be->phys_create(dev[0], 50 * MiB, &h0) == ORCH_OOM_RETRYABLE);
+    CHILD_CHECK(be->phys_create(dev[0], 48 * MiB, &h0) == ORCH_OK);
+    CHILD_CHECK(be->phys_create(dev[1], 2 * MiB, &h1) == ORCH_OK);
+    CHILD_CHECK(d.memory(0).created_bytes == 48 * MiB && d.memory(0).other_bytes == 16 * MiB);
+    CHILD_CHECK(d.memory(1).created_bytes == 2 * MiB && d.memory(1).other_bytes == 0);
+    CHILD_CHECK(d.set_memory(0, 32 * MiB) == -1);  // it holds 48 MiB there
+    CHILD_CHECK(d.set_memory(1, 32 * MiB) == 0);
+    CHILD_CHECK(be->device_total_mem(dev[1], &total) == ORCH_OK && total == 32 * MiB);
+    CHILD_CHECK(d.set_memory(1, 0) == 0);  // back to the environment's size
+    CHILD_CHECK(be->device_total_mem(dev[1], &total) == ORCH_OK && total == 64 * MiB);
+    d.fail("cuMemGetInfo", 999, ORCH_STANDIN_ALWAYS);
+    CHILD_CHECK(be->mem_get_info(dev[1], &free_bytes, &total) == ORCH_DEVICE_ERROR);
+    CHILD_CHECK(be->mem_get_info(dev[1], &free_bytes, &total) == ORCH_DEVICE_ERROR);
+    d.fail("cuMemGetInfo", 0, 0);
+    CHILD_CHECK(be->mem_get_info(dev[1], &free_bytes, &total) == ORCH_OK);
+    CHILD_CHECK(be->phys_release(dev[0], h0) == ORCH_OK);
+    CHILD_CHECK(be->phys_release(dev[1], h1) == ORCH_OK);
+    CHILD_CHECK(d.memory(0).created_bytes == 0 && d.memory(1).created_bytes == 0);
+    for (orch_device* x : dev) be->device_close(x);
     return 0;
   });
   EXPECT_EQ(r.code, 0) << r.output;

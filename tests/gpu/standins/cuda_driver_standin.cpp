@@ -12,9 +12,10 @@
 //     CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND.
 //
 // The driver version is $ORCH_STANDIN_CUDA_VERSION (12000, 12040, 12080, 13000; default 12000),
-// the device count $ORCH_STANDIN_CUDA_DEVICES (default 1), its memory $ORCH_STANDIN_CUDA_MEMORY
-// bytes (default 8 GiB), the entry points it lacks $ORCH_STANDIN_CUDA_HIDE. Faults come through standin_control.h. Never installed: the backend is
-// pointed at this file by $ORCH_CUDA_DRIVER.
+// the device count $ORCH_STANDIN_CUDA_DEVICES (default 1), their memory $ORCH_STANDIN_CUDA_MEMORY
+// bytes each (default 8 GiB), the entry points it lacks $ORCH_STANDIN_CUDA_HIDE. Faults, other
+// processes' usage and a device's size come through standin_control.h. Never installed: the
+// backend is pointed at this file by $ORCH_CUDA_DRIVER.
 #include <cuda.h>
 
 #include <map>
@@ -42,7 +43,7 @@ struct driver_state {
   std::mutex mutex;
   int version = static_cast<int>(env_u64("ORCH_STANDIN_CUDA_VERSION", 12000));
   int32_t devices = static_cast<int32_t>(env_u64("ORCH_STANDIN_CUDA_DEVICES", 1));
-  device_model model{env_u64("ORCH_STANDIN_CUDA_MEMORY", 8ull << 30)};
+  device_model model{devices, env_u64("ORCH_STANDIN_CUDA_MEMORY", 8ull << 30)};
   bool initialised = false;
   std::vector<context> contexts = std::vector<context>(static_cast<size_t>(devices), {0, 0});
   std::map<std::string, int> requested;
@@ -124,7 +125,7 @@ CUresult CUDAAPI standin_cuDeviceTotalMem(size_t* bytes, CUdevice dev) {
   GATE("cuDeviceTotalMem");
   if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= s.devices) return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = s.model.total();
+  *bytes = s.model.total(dev);
   return CUDA_SUCCESS;
 }
 
@@ -133,7 +134,7 @@ CUresult CUDAAPI standin_cuDeviceTotalMem_v2000(unsigned int* bytes, CUdevice de
   GATE("cuDeviceTotalMem");
   if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= s.devices) return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = static_cast<unsigned int>(s.model.total());
+  *bytes = static_cast<unsigned int>(s.model.total(dev));
   return CUDA_SUCCESS;
 }
 
@@ -212,8 +213,9 @@ CUresult CUDAAPI standin_cuMemGetInfo(size_t* free_bytes, size_t* total) {
   GATE("cuMemGetInfo");
   NEEDS_CONTEXT();
   if (free_bytes == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *free_bytes = s.model.free_bytes();
-  *total = s.model.total();
+  const int32_t dev = ctx_stack.back()->device;  // the current context's device
+  *free_bytes = s.model.free_bytes(dev);
+  *total = s.model.total(dev);
   return CUDA_SUCCESS;
 }
 
@@ -221,8 +223,9 @@ CUresult CUDAAPI standin_cuMemGetInfo_v2000(unsigned int* free_bytes, unsigned i
   GATE("cuMemGetInfo");
   NEEDS_CONTEXT();
   if (free_bytes == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *free_bytes = static_cast<unsigned int>(s.model.free_bytes());
-  *total = static_cast<unsigned int>(s.model.total());
+  const int32_t dev = ctx_stack.back()->device;
+  *free_bytes = static_cast<unsigned int>(s.model.free_bytes(dev));
+  *total = static_cast<unsigned int>(s.model.total(dev));
   return CUDA_SUCCESS;
 }
 
@@ -249,7 +252,7 @@ CUresult CUDAAPI standin_cuMemCreate(CUmemGenericAllocationHandle* handle, size_
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_INVALID_VALUE;
   uint64_t h = 0;
-  const CUresult rc = to_cu(s.model.create(size, prop->location.id, s.devices, &h));
+  const CUresult rc = to_cu(s.model.create(size, prop->location.id, &h));
   if (rc == CUDA_SUCCESS) *handle = h;
   return rc;
 }
@@ -417,4 +420,19 @@ STANDIN_EXPORT int orch_standin_cuda_requested_version(const char* entry) {
   std::lock_guard lock(s.mutex);
   auto it = s.requested.find(entry);
   return it == s.requested.end() ? -1 : it->second;
+}
+STANDIN_EXPORT int orch_standin_cuda_set_other_usage(int device, uint64_t bytes) {
+  driver_state& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.model.set_other_usage(device, bytes) ? 0 : -1;
+}
+STANDIN_EXPORT int orch_standin_cuda_set_memory(int device, uint64_t bytes) {
+  driver_state& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.model.set_total(device, bytes) ? 0 : -1;
+}
+STANDIN_EXPORT int orch_standin_cuda_memory(int device, orch_standin_memory* out) {
+  driver_state& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.model.memory(device, out) ? 0 : -1;
 }

@@ -5,8 +5,9 @@
 //
 // The runtime's version is $ORCH_STANDIN_HIP_VERSION in HIP_VERSION's encoding (60200000 is 6.2,
 // the default; 50200000 is Debian's ROCm 5.2), its devices $ORCH_STANDIN_HIP_DEVICES (default 1),
-// their memory $ORCH_STANDIN_HIP_MEMORY bytes (default 8 GiB). The current device is per thread,
-// as HIP's is. Faults come through standin_control.h. Never installed: the backend is pointed at
+// their memory $ORCH_STANDIN_HIP_MEMORY bytes each (default 8 GiB). The current device is per
+// thread, as HIP's is. Faults, other processes' usage and a device's size come through
+// standin_control.h. Never installed: the backend is pointed at
 // this file by $ORCH_HIP_RUNTIME.
 #define __HIP_PLATFORM_AMD__ 1
 #include <hip/hip_runtime_api.h>
@@ -28,7 +29,7 @@ struct runtime_state {
   std::mutex mutex;
   int version = static_cast<int>(env_u64("ORCH_STANDIN_HIP_VERSION", 60200000));
   int devices = static_cast<int>(env_u64("ORCH_STANDIN_HIP_DEVICES", 1));
-  device_model model{env_u64("ORCH_STANDIN_HIP_MEMORY", 8ull << 30)};
+  device_model model{devices, env_u64("ORCH_STANDIN_HIP_MEMORY", 8ull << 30)};
   bool initialised = false;
 };
 
@@ -107,15 +108,16 @@ STANDIN_EXPORT hipError_t hipDeviceTotalMem(size_t* bytes, hipDevice_t device) {
   GATE("hipDeviceTotalMem");
   if (bytes == nullptr) return hipErrorInvalidValue;
   if (device < 0 || device >= s.devices) return hipErrorInvalidDevice;
-  *bytes = s.model.total();
+  *bytes = s.model.total(device);
   return hipSuccess;
 }
 
 STANDIN_EXPORT hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total) {
   GATE("hipMemGetInfo");
   if (free_bytes == nullptr || total == nullptr) return hipErrorInvalidValue;
-  *free_bytes = s.model.free_bytes();
-  *total = s.model.total();
+  if (!s.model.has(current_device)) return hipErrorInvalidDevice;
+  *free_bytes = s.model.free_bytes(current_device);
+  *total = s.model.total(current_device);
   return hipSuccess;
 }
 
@@ -158,7 +160,7 @@ STANDIN_EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t* handle, 
   if (prop->type != hipMemAllocationTypePinned || prop->location.type != hipMemLocationTypeDevice)
     return hipErrorInvalidValue;
   uint64_t h = 0;
-  const hipError_t rc = to_hip(s.model.create(size, prop->location.id, s.devices, &h));
+  const hipError_t rc = to_hip(s.model.create(size, prop->location.id, &h));
   // A handle is an opaque pointer to HIP: the stand-in's are small numbers, never dereferenced.
   if (rc == hipSuccess)
     *handle = reinterpret_cast<hipMemGenericAllocationHandle_t>(static_cast<uintptr_t>(h));
@@ -230,4 +232,19 @@ STANDIN_EXPORT void orch_standin_hip_stats(orch_standin_stats* out) {
   runtime_state& s = state();
   std::lock_guard lock(s.mutex);
   *out = s.model.stats();
+}
+STANDIN_EXPORT int orch_standin_hip_set_other_usage(int device, uint64_t bytes) {
+  runtime_state& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.model.set_other_usage(device, bytes) ? 0 : -1;
+}
+STANDIN_EXPORT int orch_standin_hip_set_memory(int device, uint64_t bytes) {
+  runtime_state& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.model.set_total(device, bytes) ? 0 : -1;
+}
+STANDIN_EXPORT int orch_standin_hip_memory(int device, orch_standin_memory* out) {
+  runtime_state& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.model.memory(device, out) ? 0 : -1;
 }

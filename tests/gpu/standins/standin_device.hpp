@@ -1,7 +1,8 @@
-// What both driver stand-ins keep of one device (docs/gpu.md, "The driver stand-ins"): address
+// What both driver stand-ins keep of their devices (docs/gpu.md, "The driver stand-ins"): address
 // reservations, physical allocations, mappings and host registrations, checked as the drivers
 // document them (sizes in granules, a map inside a reservation onto a range not already mapped,
-// unmap of whole mappings, release deferred while mapped), plus the faults a test injects. The
+// unmap of whole mappings, release deferred while mapped); each device's memory (its size, this
+// process's allocations, other processes' usage); and the faults a test injects. The
 // memory is bookkeeping over real host address space: a reservation is an mmap(PROT_NONE) range,
 // so every address handed out is unique and never dereferenceable; nothing is backed.
 #pragma once
@@ -15,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "standin_control.h"
 
@@ -34,20 +36,52 @@ class device_model {
  public:
   static constexpr uint64_t granule = 2ull << 20;
 
-  explicit device_model(uint64_t total) : total_(total) {}
+  // `devices` devices of `total` bytes each. Addresses are one space for all of them (as CUDA's
+  // unified addressing and HIP's are); memory is each device's own.
+  device_model(int32_t devices, uint64_t total)
+      : default_total_(total),
+        memory_(static_cast<size_t>(devices > 0 ? devices : 0), orch_standin_memory{total, 0, 0}) {}
 
-  uint64_t total() const { return total_; }
-  uint64_t free_bytes() const { return total_ - created_; }
+  int32_t devices() const { return static_cast<int32_t>(memory_.size()); }
+  bool has(int32_t device) const { return device >= 0 && device < devices(); }
+  // Callers check has(device) first.
+  uint64_t total(int32_t device) const { return at(device).total_bytes; }
+  // What the driver reports free: the device less this process's allocations and other
+  // processes' usage (subtractions only, so an "other" near UINT64_MAX cannot wrap).
+  uint64_t free_bytes(int32_t device) const {
+    const orch_standin_memory& m = at(device);
+    const uint64_t free = m.created_bytes < m.total_bytes ? m.total_bytes - m.created_bytes : 0;
+    return m.other_bytes < free ? free - m.other_bytes : 0;
+  }
+  bool memory(int32_t device, orch_standin_memory* out) const {
+    if (!has(device) || out == nullptr) return false;
+    *out = at(device);
+    return true;
+  }
+  bool set_other_usage(int32_t device, uint64_t bytes) {
+    if (!has(device)) return false;
+    at(device).other_bytes = bytes;
+    return true;
+  }
+  // 0: the size the driver started with.
+  bool set_total(int32_t device, uint64_t bytes) {
+    if (!has(device)) return false;
+    const uint64_t total = bytes == 0 ? default_total_ : bytes;
+    if (at(device).created_bytes > total) return false;
+    at(device).total_bytes = total;
+    return true;
+  }
 
   // Faults ----------------------------------------------------------------------------------
+  // count > 0: the next `count` calls; ORCH_STANDIN_ALWAYS (any count < 0): every call; 0 clears.
   void fail(const char* entry, int status, int count) {
     failures_[entry] = failure{status, count};
   }
   // The injected status for this call of `entry`, or 0 when it should run.
   int injected(const char* entry) {
     auto it = failures_.find(entry);
-    if (it == failures_.end() || it->second.count <= 0) return 0;
-    --it->second.count;
+    if (it == failures_.end() || it->second.count == 0) return 0;
+    if (it->second.count > 0) --it->second.count;
     return it->second.status;
   }
   bool lost = false;
@@ -83,13 +117,15 @@ class device_model {
     reservations_.erase(it);
     return outcome::ok;
   }
-  outcome create(uint64_t size, int32_t ordinal, int32_t devices, uint64_t* out) {
+  // On device `ordinal`: out of memory where the size exceeds what is free there, other
+  // processes' usage included (as on a card they share).
+  outcome create(uint64_t size, int32_t ordinal, uint64_t* out) {
     if (out == nullptr || size == 0 || size % granule != 0) return outcome::invalid;
-    if (ordinal < 0 || ordinal >= devices) return outcome::invalid;
-    if (size > total_ - created_) return outcome::oom;
+    if (!has(ordinal)) return outcome::invalid;
+    if (size > free_bytes(ordinal)) return outcome::oom;
     const uint64_t h = next_handle_++;
-    allocations_[h] = allocation{size, 0, false};
-    created_ += size;
+    allocations_[h] = allocation{size, 0, false, ordinal};
+    at(ordinal).created_bytes += size;
     ++stats_.creates;
     *out = h;
     return outcome::ok;
@@ -104,7 +140,7 @@ class device_model {
       if (unsafe_window_) ++stats_.unsafe_frees;
       return outcome::ok;
     }
-    created_ -= it->second.size;
+    at(it->second.device).created_bytes -= it->second.size;
     allocations_.erase(it);
     return outcome::ok;
   }
@@ -142,7 +178,7 @@ class device_model {
     for (auto m = first; m != it;) {
       auto a = allocations_.find(m->second.handle);
       if (a != allocations_.end() && --a->second.maps == 0 && a->second.released) {
-        created_ -= a->second.size;
+        at(a->second.device).created_bytes -= a->second.size;
         allocations_.erase(a);
       }
       mapped_ -= m->second.size;
@@ -166,7 +202,8 @@ class device_model {
 
   orch_standin_stats stats() const {
     orch_standin_stats s = stats_;
-    s.created_bytes = created_;
+    s.created_bytes = 0;
+    for (const orch_standin_memory& m : memory_) s.created_bytes += m.created_bytes;
     s.mapped_bytes = mapped_;
     s.reservations = reservations_.size();
     s.registered = registered_.size();
@@ -182,6 +219,7 @@ class device_model {
     uint64_t size;
     uint32_t maps;
     bool released;
+    int32_t device;
   };
   struct mapping {
     uint64_t size;
@@ -203,8 +241,13 @@ class device_model {
     return it->first + it->second.size > va;
   }
 
-  uint64_t total_;
-  uint64_t created_ = 0;
+  orch_standin_memory& at(int32_t device) { return memory_[static_cast<size_t>(device)]; }
+  const orch_standin_memory& at(int32_t device) const {
+    return memory_[static_cast<size_t>(device)];
+  }
+
+  uint64_t default_total_;
+  std::vector<orch_standin_memory> memory_;
   uint64_t mapped_ = 0;
   uint64_t next_handle_ = 1;
   bool unsafe_window_ = false;
