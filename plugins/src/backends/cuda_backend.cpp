@@ -50,7 +50,8 @@ struct cuda_driver {
   PFN_cuMemHostUnregister_v4000 host_unregister = nullptr;
   int version = 0;   // the driver's CUDA version (12080 is 12.8); 0 when none was reached
   bool ok = false;
-  char summary[192] = "no CUDA driver reached yet";  // what was found, or why it was refused
+  // What was found, or why it was refused, with room for the driver's path (up to PATH_MAX).
+  char summary[2048] = "no CUDA driver reached yet";
 
   CUresult synchronize() const { return ctx_synchronize(); }
 };

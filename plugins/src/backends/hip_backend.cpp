@@ -46,7 +46,9 @@ struct hip_driver {
   hipError_t (*host_unregister)(void*) = nullptr;
   int version = 0;
   bool ok = false;
-  char summary[256] = "no ROCm runtime reached yet";  // what was found, or why it was refused
+  // What was found, or why it was refused. Room for the paths it names (up to PATH_MAX each), and
+  // what to do comes before them, so that even a cut message says it.
+  char summary[2048] = "no ROCm runtime reached yet";
 };
 
 template <typename F>
@@ -129,9 +131,9 @@ void load_runtime(hip_driver& d) {
                   named ? path : "libamdhip64.so.7, .so.6, .so, .so.5");
   else
     std::snprintf(d.summary, sizeof d.summary,
-                  "no ROCm runtime the hip backend can use: found %s; it needs ROCm %d.%d or newer "
-                  "(its virtual memory calls): install ROCm 6",
-                  found.c_str(), major_of(oldest_runtime), minor_of(oldest_runtime));
+                  "no ROCm runtime the hip backend can use: it needs ROCm %d.%d or newer (its "
+                  "virtual memory calls): install ROCm 6; found %s",
+                  major_of(oldest_runtime), minor_of(oldest_runtime), found.c_str());
 }
 
 struct hip_traits {
