@@ -14,9 +14,11 @@
 // thread.
 //
 // Its members are split by concept over sources: gateway_api.cpp (the routes),
-// gateway_hosts.cpp (the hosts, scheduling, the event relay, a host lost), gateway_files.cpp
-// (the gateway's file store: /view and the uploads, the input files a prompt names sent to its
-// host before it, and the outputs its history names copied from its host after it); the official
+// gateway_hosts.cpp (the hosts, their reports, a host lost), gateway_prompts.cpp (scheduling, a
+// prompt sent to its host, the event relay, a prompt's end), gateway_in_doubt.cpp (a prompt whose
+// host stopped answering), gateway_files.cpp (the file store: /view and the uploads),
+// gateway_inputs.cpp (the input files a prompt names, sent to its host before it) and
+// gateway_outputs.cpp (the outputs its host made, copied after it); the official
 // frontend's routes and what depends on the packs, proxied to a host, in gateway_frontend.cpp;
 // /free and /system_stats over every host in gateway_devices.cpp; the jobs API over the queue in
 // gateway_jobs.cpp.
@@ -191,7 +193,8 @@ class gateway_api {
   serve::http_reply live_document(const std::string& target, bool with_divergent);
   serve::http_reply fleet_metrics();
 
-  // Hosts, scheduling and events (gateway_hosts.cpp).
+  // Hosts (gateway_hosts.cpp); scheduling and events (gateway_prompts.cpp); prompts in doubt
+  // (gateway_in_doubt.cpp).
   void connect(const std::string& name);
   void read_facts(const std::string& name);
   // Takes a host's answer to GET /orch/fleet/host into its view; false (and last_error) when
@@ -220,7 +223,7 @@ class gateway_api {
   // A prompt in doubt on a host that answers again (running_prompt::in_doubt): the host's queue
   // and history say whether it has it; one it never got is sent to it again (serve refuses a
   // prompt_id it holds, so a POST that did arrive is never run twice); one a node of which had
-  // started that the host no longer knows ends with comfy_orch.HostLost (gateway_hosts.cpp).
+  // started that the host no longer knows ends with comfy_orch.HostLost.
   void settle(const std::string& prompt_id, const std::string& name, int tries_left = 2);
   // Prompts in doubt on hosts that are known gone, or past options_.in_doubt_limit.
   void settle_lost(const std::string& name, bool gone, const std::string& why);
@@ -237,7 +240,7 @@ class gateway_api {
   void finish_from_entry(const std::string& prompt_id, const nlohmann::json& entry);
   void fetch_history(const std::string& prompt_id, const std::string& name, int tries_left);
 
-  // Files (gateway_files.cpp).
+  // Files (gateway_files.cpp, gateway_inputs.cpp, gateway_outputs.cpp).
   void add_file_routes(serve::route_table& table);
   // Sends the prompt's input files (input_files_of) that the host lacks, one at a time, then
   // POSTs the prompt (send_to_host, with `again` and `tries_left`); a file that cannot be sent
