@@ -1,7 +1,8 @@
-// Empty request/response round trip over the channel, p50 and p99, against its floor: a raw
-// socketpair round trip of the same number of bytes between two processes, measured three ways
-// (socket_floors.hpp) in the same interleaved blocks; the lowest is the floor. Target
-// (docs/performance.md): p50 ratio <= 1.5.
+// Empty request/response round trip over the channel and over a call lane's socket, p50 and p99,
+// against its floor: a raw socketpair round trip of the same number of bytes between two
+// processes, measured three ways (socket_floors.hpp) in the same interleaved blocks; the lowest is
+// the floor. Beside them, a futex doorbell over shared memory (doorbell_floor.hpp): what a lane
+// without a socket could reach. Target (docs/performance.md): p50 ratio <= 1.5.
 //
 //   bench_ipc_round_trip [iterations]     (default 20000 of each, after 2000 warm-up round trips,
 //                                          in blocks of 500, the order rotating per block)
@@ -15,8 +16,10 @@
 #include <memory>
 
 #include "bench_stats.hpp"
+#include "doorbell_floor.hpp"
 #include "interleaved_floors.hpp"
 #include "orch/ipc/channel.hpp"
+#include "orch/ipc/lane_socket.hpp"
 
 namespace {
 
@@ -38,6 +41,31 @@ pid_t start_channel_echo(int fd, int other) {
     });
     peer.reset();
     io.run();
+    ::_exit(0);
+  }
+  ::close(fd);
+  return child;
+}
+
+// The lane's echo process: reads each frame and answers it with an empty map, blocking, as a
+// worker's node thread reads its lane (without its poll of the doorbell).
+pid_t start_lane_echo(int fd, int other) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // Only its own end: a copy of the channel's or a floor's end would keep its echo from its
+    // end of file.
+    (void)other;
+    ::close_range(3, static_cast<unsigned>(fd) - 1, 0);
+    ::close_range(static_cast<unsigned>(fd) + 1, ~0U, 0);
+    lane_socket lane(unique_fd(fd), "echo", 0);
+    while (auto m = lane.receive(std::nullopt)) {
+      frame_header answer;
+      answer.type = m->header.type;
+      answer.flags = frame_flags::response;
+      answer.request_id = m->header.request_id;
+      if (!lane.send(answer, json::object(), lane_socket::clock::now() + std::chrono::seconds(10)))
+        break;
+    }
     ::_exit(0);
   }
   ::close(fd);
@@ -69,15 +97,41 @@ int main(int argc, char** argv) {
                      while (!done) io.run_one();
                      return micros(clock::now() - start);
                    }});
+  int lane_fds[2];
+  ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, lane_fds);
+  const pid_t lane_child = start_lane_echo(lane_fds[1], lane_fds[0]);
+  auto lane = std::make_shared<lane_socket>(unique_fd(lane_fds[0]), "bench", 0);
+  std::uint64_t lane_id = 0;
+  kinds.push_back({"lane socket request/response", [&] {
+                     const auto start = clock::now();
+                     frame_header h;
+                     h.type = static_cast<std::uint16_t>(message_type::ping);
+                     h.request_id = ++lane_id;
+                     const auto deadline = lane_socket::clock::now() + std::chrono::seconds(10);
+                     if (!lane->send(h, json::object(), deadline) || !lane->receive(deadline)) {
+                       std::fprintf(stderr, "bench: the lane's echo failed\n");
+                       std::exit(2);
+                     }
+                     return micros(clock::now() - start);
+                   }});
+  auto doorbell = std::make_shared<doorbell_floor>(std::chrono::microseconds(100));
+  kinds.push_back({"futex doorbell over shared memory", [doorbell] {
+                     return doorbell->round_trip_us();
+                   }});
   interleave(kinds, iterations, 500);
   host->close("benchmark done");
   io.run_for(std::chrono::milliseconds(50));
   ::waitpid(channel_child, nullptr, 0);
+  lane.reset();
+  ::waitpid(lane_child, nullptr, 0);
 
   std::printf("round trip between two processes, %zu-byte frames, %d samples of each\n",
               frame_bytes, iterations);
   const double floor50 = report_floors(kinds);
-  const double ch50 = report(kinds.back(), floor50);
+  const std::size_t n = kinds.size();
+  const double ch50 = report(kinds[n - 3], floor50);
+  report(kinds[n - 2], floor50);
+  report(kinds[n - 1], floor50);
   std::printf("  target: the channel's p50 <= 1.5x the floor; against blocking reads: %.2fx\n",
               ch50 / percentile(kinds.front().samples, 0.5));
   kinds.clear();  // closes each floor's socket and waits for its echo

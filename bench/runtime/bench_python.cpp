@@ -30,6 +30,7 @@
 #include "orch/ipc/frame.hpp"
 #include "orch/executor/executor.hpp"
 #include "orch/executor/prompt_validation.hpp"
+#include "orch/runtime/checked_call.hpp"
 #include "orch/support/logging.hpp"
 
 extern char** environ;
@@ -88,17 +89,43 @@ double call_us(runtime::host_runtime& h, const std::string& class_type) {
   });
 }
 
+// The same call on the env's call lane, from this thread (runtime::checked_call, as
+// liborch_host.so's callers make it); every one must have gone on the lane.
+double lane_call_us(runtime::host_runtime& h, const std::string& class_type) {
+  const std::string env = h.catalogue().find(class_type)->env;
+  const json body{{"node", "1"}, {"class_type", class_type}, {"epoch", 1},
+                  {"inputs", json::object()}};
+  const auto lane = h.workers().lane(env);
+  const auto before = lane->durations().count;
+  const auto t0 = clock_type::now();
+  auto c = runtime::checked_call(h, env, body, {});
+  const double t = us(clock_type::now() - t0);
+  if (!c.response || (*c.response)["status"] != "ok" || lane->durations().count != before + 1) {
+    std::fprintf(stderr, "bench: the empty call of %s failed or left the lane\n",
+                 class_type.c_str());
+    std::exit(2);
+  }
+  return t;
+}
+
 void bench_empty_calls(runtime::host_runtime& h, int calls) {
   using namespace bench_floors;
   std::vector<measured_kind> kinds = socket_floor_kinds(ipc::frame_header_size + 64);
-  kinds.push_back({"native worker's empty node call", [&] { return call_us(h, "TestEmpty"); }});
-  kinds.push_back({"Python worker's empty node call", [&] { return call_us(h, "PyEmpty"); }});
+  kinds.push_back({"native, router", [&] { return call_us(h, "TestEmpty"); }});
+  kinds.push_back({"Python, router", [&] { return call_us(h, "PyEmpty"); }});
+  kinds.push_back({"native, lane", [&] { return lane_call_us(h, "TestEmpty"); }});
+  kinds.push_back({"Python, lane", [&] { return lane_call_us(h, "PyEmpty"); }});
   interleave(kinds, calls, 100);
-  std::printf("empty node call through the router (%d samples of each)\n", calls);
+  std::printf("empty node call, through the router and on the call lane (%d samples of each)\n",
+              calls);
   const double floor50 = report_floors(kinds);
-  const double n50 = report(kinds[kinds.size() - 2], floor50);
-  const double p50 = report(kinds.back(), floor50);
-  std::printf("  ratio Python/native p50 %.2f (target <= 1.2)\n", p50 / n50);
+  const std::size_t n = kinds.size();
+  const double n50 = report(kinds[n - 4], floor50);
+  const double p50 = report(kinds[n - 3], floor50);
+  const double nl50 = report(kinds[n - 2], floor50);
+  const double pl50 = report(kinds[n - 1], floor50);
+  std::printf("  ratio Python/native p50: router %.2f, lane %.2f (target <= 1.2)\n", p50 / n50,
+              pl50 / nl50);
 }
 
 // One memcpy of `bytes` between two buffers already touched: the floor of writing an output.

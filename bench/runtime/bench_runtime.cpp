@@ -2,9 +2,11 @@
 //
 //   bench_runtime [calls] [cold_starts] [fleet]     (defaults 2000, 10, 32)
 //
-//   1. empty node call, host -> worker -> host through the router, against a ping on the same
-//      channel (the raw round trip); comfy-env is compared only when measured in the same run,
-//      never by dividing by a published figure (docs/performance.md);
+//   1. empty node call, host -> worker -> host, on the call lane from the caller's thread
+//      (checked_call, as liborch_host.so's callers make it) and through the router (the io
+//      thread's path), against the raw socket floors and a ping on the worker's channel; comfy-env
+//      is compared only when measured in the same run, never by dividing by a published figure
+//      (docs/performance.md, "Peers side by side");
 //   2. worker cold start (spawn to ready: handshake, plugins, pool mapping, node library), p50;
 //   3. `fleet` workers started together: wall time to all ready, host RSS growth per worker;
 //   4. tensor handoff between two packs: the consumer's call with a 256 MiB input against a
@@ -22,11 +24,13 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "doorbell_floor.hpp"
 #include "interleaved_floors.hpp"
 #include "orch/ipc/frame.hpp"
 #include "orch/executor/executor.hpp"
 #include "orch/executor/prompt_validation.hpp"
 #include "orch/manifests/inventory.hpp"
+#include "orch/runtime/checked_call.hpp"
 #include "orch/runtime/host_runtime.hpp"
 #include "orch/support/logging.hpp"
 
@@ -80,23 +84,49 @@ void bench_calls(int calls) {
   // The channel's frames: an empty ping's size stands for both (the floor moves a few bytes).
   const std::size_t frame_bytes = ipc::frame_header_size + ipc::encode_body(body).size();
   std::vector<measured_kind> kinds = socket_floor_kinds(frame_bytes);
+  // The moonshot's floor: a futex doorbell over shared memory, polled as long as the lane's
+  // worker polls (docs/performance.md, "The call path"); no socket floor, so not the floor.
+  auto doorbell = std::make_shared<doorbell_floor>(std::chrono::microseconds(100));
+  kinds.push_back({"futex doorbell over shared memory", [doorbell] {
+                     return doorbell->round_trip_us();
+                   }});
   kinds.push_back({"channel ping on the worker's channel", [&] {
                      return round_trip(*h, [&](auto finish) {
                        h->workers().ping(env, [finish](result<nlohmann::json>) { finish(); });
                      });
                    }});
-  kinds.push_back({"empty node call (supervisor::call)", [&] {
+  kinds.push_back({"empty node call (router, supervisor::call)", [&] {
                      return round_trip(*h, [&](auto finish) {
                        h->workers().call(env, body,
                                          [finish](result<nlohmann::json>) { finish(); });
                      });
                    }});
+  const auto lane = h->workers().lane(env);
+  const auto lane_calls_before = lane->durations().count;
+  kinds.push_back({"empty node call (lane, checked_call)", [&] {
+                     const auto t0 = clock_type::now();
+                     auto c = runtime::checked_call(*h, env, body, {});
+                     const double t = us(clock_type::now() - t0);
+                     if (!c.response || (*c.response)["status"] != "ok") {
+                       std::fprintf(stderr, "bench: the empty call failed\n");
+                       std::exit(2);
+                     }
+                     return t;
+                   }});
   interleave(kinds, calls, 100);
   std::printf("empty node call, host -> worker -> host (%d samples of each)\n", calls);
   const double floor50 = report_floors(kinds);
-  const double p50 = report(kinds[kinds.size() - 2], floor50);
-  const double c50 = report(kinds.back(), floor50);
-  std::printf("  ratio call/ping p50 %.2f\n", c50 / p50);
+  const double bell50 = report(kinds[kinds.size() - 4], floor50);
+  const double p50 = report(kinds[kinds.size() - 3], floor50);
+  const double c50 = report(kinds[kinds.size() - 2], floor50);
+  const double l50 = report(kinds.back(), floor50);
+  // Every lane sample must have gone on the lane: a fallback to the router would be measured
+  // under the lane's name.
+  const auto on_lane = lane->durations().count - lane_calls_before;
+  std::printf("  ratio router call/ping p50 %.2f; lane call/floor p50 %.2f, lane call/doorbell p50 "
+              "%.2f (%llu of %d lane samples went on the lane)\n",
+              c50 / p50, l50 / floor50, l50 / bell50, static_cast<unsigned long long>(on_lane),
+              calls + 100);
   h->shutdown();
 }
 

@@ -86,6 +86,8 @@ void channel::process_input() {
                                              header->body_length);
     read_begin_ += frame;
     dispatch(*header, body);  // handlers only post to the strand: the buffer stays put
+    ++frames_handled_;
+    if (options_.on_frame_handled) options_.on_frame_handled(frames_handled_);
   }
   read_more(need);
 }
@@ -167,7 +169,10 @@ status channel::send_locked(std::vector<std::uint8_t> frame, bool close_on_full)
     // (docs/performance.md, "serve"). Whatever the socket does not take is queued.
     const ssize_t n = ::send(socket_.native_handle(), frame.data(), frame.size(),
                              MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n == static_cast<ssize_t>(frame.size())) return ok_status();
+    if (n == static_cast<ssize_t>(frame.size())) {
+      frames_sent_.fetch_add(1, std::memory_order_release);
+      return ok_status();
+    }
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       const std::string why = std::strerror(errno);
       send_broken_ = true;  // nothing may follow the frame that was lost
@@ -179,10 +184,12 @@ status channel::send_locked(std::vector<std::uint8_t> frame, bool close_on_full)
     frame.erase(frame.begin(), frame.begin() + std::max<ssize_t>(n, 0));
     writing_ = true;
     queue_.push_back(std::move(frame));
+    frames_sent_.fetch_add(1, std::memory_order_release);
     asio::post(strand_, [self = shared_from_this()] { self->write_next(); });
     return ok_status();
   }
   queue_.push_back(std::move(frame));
+  frames_sent_.fetch_add(1, std::memory_order_release);
   return ok_status();
 }
 

@@ -3,6 +3,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/async_result.hpp>
@@ -40,6 +41,56 @@ struct pending_checked_call {
   }
 };
 
+// On the io thread, before anyone reads a call's answer: the leases of the blocks it returned
+// move to the host (supervisor_leases.cpp), and the producer's tensors must fit the blocks the
+// host holds for them: a lie is this node's error, not a crash in the next worker.
+void settle_answer(host_runtime& host, const std::string& env, const json& body,
+                   checked_call_result& c) {
+  result<json>& r = c.response;
+  if (r) c.handed = host.workers().hand_over_outputs(env, *r);
+  if (r && (*r)["status"] == "ok") {
+    const std::string producer = "node " + text_field(body, "node") + " (" +
+                                 text_field(body, "class_type") + ", env " + env + ")";
+    auto st = check_output_tensors((*r)["outputs"], host.memory().leases(), host_slot, producer);
+    if (!st) r = st.err();
+  }
+}
+
+// Whether settle_answer has anything to do: the answer returned a tensor or allocated a block.
+bool needs_settling(const json& response) {
+  const auto allocations = response.find("allocations");
+  if (allocations != response.end() && !allocations->empty()) return true;
+  const auto outputs = response.find("outputs");
+  return outputs != response.end() && !tensor_descriptors(*outputs).empty();
+}
+
+// Whether a call's inputs name a tensor: those are checked against the lease table, on the io
+// thread, before the call is sent.
+bool names_a_tensor(const json& body) {
+  const auto inputs = body.find("inputs");
+  if (inputs == body.end() || !inputs->is_object()) return false;
+  for (const auto& value : *inputs)
+    if (!tensor_descriptors(value).empty()) return true;
+  return false;
+}
+
+// The call on the env's lane (call_lane.hpp), written and answered on this thread, when the
+// lane is free and the call needs nothing of the io thread before it is sent; nullopt: the
+// router's path. An answer that moved blocks is settled on the io thread.
+std::optional<checked_call_result> call_on_lane(host_runtime& host, const std::string& env,
+                                                const json& body) {
+  if (host.stopped() || host.on_the_io_thread() || names_a_tensor(body)) return std::nullopt;
+  const auto lane = host.workers().lane(env);
+  if (!lane) return std::nullopt;
+  auto answer = lane->call(body);
+  if (!answer) return std::nullopt;
+  checked_call_result c{std::move(*answer), {}};
+  if (c.response && needs_settling(*c.response)) {
+    host.on_io_thread([&] { settle_answer(host, env, body, c); });
+  }
+  return c;
+}
+
 // On the io thread: checks the call's input tensors, sends it, and answers `call` with the
 // checked response (or the reason there is none).
 void start_checked_call(host_runtime& host, const std::vector<ipc::buffer_descriptor>& held,
@@ -53,18 +104,7 @@ void start_checked_call(host_runtime& host, const std::vector<ipc::buffer_descri
   host.workers().call(call->env, body, [&host, call](result<json> response) {
     // The supervisor has checked the body's shape (docs/protocol.md) before anything reads it.
     checked_call_result c{std::move(response), {}};
-    result<json>& r = c.response;
-    // Leases move on the io thread, before anyone sees the result (supervisor_leases.cpp).
-    if (r) c.handed = host.workers().hand_over_outputs(call->env, *r);
-    // Before any consumer sees them, the producer's tensors must fit the blocks the host holds
-    // for them: a lie is this node's error, not a crash in the next worker.
-    if (r && (*r)["status"] == "ok") {
-      const std::string producer = "node " + text_field(call->body, "node") + " (" +
-                                   text_field(call->body, "class_type") + ", env " + call->env +
-                                   ")";
-      auto st = check_output_tensors((*r)["outputs"], host.memory().leases(), host_slot, producer);
-      if (!st) r = st.err();
-    }
+    settle_answer(host, call->env, call->body, c);
     call->answer(std::move(c));
   });
 }
@@ -196,12 +236,23 @@ checked_call_result run_and_wait(host_runtime& host, Call call) {
 
 checked_call_result checked_call(host_runtime& host, const std::string& env, const json& body,
                                  const std::vector<ipc::buffer_descriptor>& held) {
+  if (auto c = call_on_lane(host, env, body)) return std::move(*c);
   return run_and_wait(host, [&] { return async_checked_call(host, env, body, held); });
 }
 
 checked_call_result call_with_retry(host_runtime& host, const std::string& env, const json& body,
                                     const std::vector<ipc::buffer_descriptor>& held) {
-  return run_and_wait(host, [&] { return async_call_with_retry(host, env, body, held); });
+  if (names_a_tensor(body) || host.on_the_io_thread()) {
+    return run_and_wait(host, [&] { return async_call_with_retry(host, env, body, held); });
+  }
+  // The same steps as async_call_with_retry, each call on the lane where it is free.
+  checked_call_result c = checked_call(host, env, body, held);
+  const std::uint64_t required = device_bytes_required(c);
+  if (required == 0) return c;
+  if (free_for_retry(host, env, body, required) == 0) return c;
+  checked_call_result again = checked_call(host, env, body, held);
+  again.handed.insert(again.handed.begin(), c.handed.begin(), c.handed.end());
+  return again;
 }
 
 }  // namespace orch::runtime

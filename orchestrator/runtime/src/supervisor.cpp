@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
 #include "orch/ipc/fd_passing.hpp"
@@ -100,9 +101,54 @@ void supervisor::start(worker_spec spec) {
   w->info.env = spec.env;
   w->web_name = std::to_string(workers_.size());  // short: a socket path has 107 bytes
   w->spec = std::move(spec);
+  w->lane = std::make_shared<call_lane>(w->spec.env, lane_handlers(w->spec.env));
+  {
+    std::lock_guard lock(lanes_mutex_);
+    lanes_[w->spec.env] = w->lane;
+  }
   worker& ref = *w;
   workers_[ref.spec.env] = std::move(w);
   spawn(ref);
+}
+
+std::shared_ptr<call_lane> supervisor::lane(const std::string& env) const {
+  std::lock_guard lock(lanes_mutex_);
+  auto it = lanes_.find(env);
+  return it == lanes_.end() ? nullptr : it->second;
+}
+
+call_lane::handlers supervisor::lane_handlers(const std::string& env) {
+  // Each posts to the io thread, where the worker's state lives; the supervisor may be gone by
+  // the time it runs (its alive_ flag says so).
+  auto on_io = [this, alive = std::weak_ptr<bool>(alive_), env](std::function<void(worker&)> fn) {
+    boost::asio::post(io_, [this, alive, env, fn = std::move(fn)] {
+      if (alive.expired()) return;
+      if (auto it = workers_.find(env); it != workers_.end()) fn(*it->second);
+    });
+  };
+  call_lane::handlers h;
+  h.lose = [this, on_io](std::uint32_t generation, std::string why) {
+    on_io([this, generation, why = std::move(why)](worker& w) { lose(w, generation, why); });
+  };
+  h.dispatch = [this, on_io] { on_io([this](worker& w) { dispatch(w); }); };
+  h.report_models = [this, on_io](std::uint32_t generation, json answer) {
+    on_io([this, generation, answer = std::move(answer)](worker& w) {
+      // Not for a worker lost since: its stand-ins went with it.
+      if (w.info.generation == generation && w.info.state == worker_state::ready)
+        report_models(w.spec.env, answer);
+    });
+  };
+  return h;
+}
+
+std::map<std::string, call_histogram> supervisor::call_durations() const {
+  std::map<std::string, call_histogram> out = call_durations_;
+  std::lock_guard lock(lanes_mutex_);
+  for (const auto& [env, lane] : lanes_) {
+    const call_histogram on_lane = lane->durations();
+    if (on_lane.count > 0) out[env].add(on_lane);
+  }
+  return out;
 }
 
 void supervisor::on_message(worker& w, std::uint32_t generation, ipc::message m) {
@@ -159,6 +205,7 @@ std::optional<int> supervisor::release_process(worker& w, std::chrono::milliseco
     w.channel.reset();
   }
   w.fd_socket.reset();
+  w.lane_end.reset();
   std::optional<int> status;
   if (w.info.pid > 0) {
     // A grace only for a worker that went away on its own: its exit status may say why.
@@ -197,6 +244,7 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
   if (w.info.generation != generation) return;
   const auto state = w.info.state;
   if (state == worker_state::stopping || state == worker_state::stopped) {
+    w.lane->close(generation, error{runtime_errc::shutting_down, "the host is shutting down"});
     w.answered_shutdown = true;
     return;
   }
@@ -210,6 +258,8 @@ void supervisor::lose(worker& w, std::uint32_t generation, const std::string& re
       w.info.last_error.find(reason) == std::string::npos) {
     w.info.last_error = what;
   }
+  // A call on the lane gets the loss as the router's call does (call_lane.hpp).
+  w.lane->close(generation, error{runtime_errc::worker_died, what});
   const pid_t pid = w.info.pid;
   const auto status = release_process(
       w, !was_ready && peer_gone ? exit_status_grace : std::chrono::milliseconds(0));
@@ -347,16 +397,16 @@ bool supervisor::shutdown_answered() const {
 std::set<std::string> supervisor::busy_envs() const {
   std::set<std::string> out;
   for (const auto& [env, w] : workers_)
-    if (w->in_flight) out.insert(env);
+    if (w->in_flight || w->lane->busy()) out.insert(env);
   return out;
 }
 
 std::size_t supervisor::kill_busy(const std::string& why) {
   std::size_t killed = 0;
   for (auto& [env, w] : workers_) {
-    if (!w->in_flight || w->info.pid <= 0) continue;
+    if ((!w->in_flight && !w->lane->busy()) || w->info.pid <= 0) continue;
     spdlog::warn("worker {}: still inside a call {}; killed", env, why);
-    // Its channel closes, and lose() fails the call.
+    // Its channel closes, and lose() fails the call, on either path.
     options_.launcher->signal_group(w->info.pid, SIGKILL);
     ++killed;
   }
@@ -371,11 +421,14 @@ void supervisor::finish_shutdown(std::chrono::milliseconds grace) noexcept {
   for (auto& [env, wptr] : workers_) {
     worker& w = *wptr;
     w.timer.cancel();
+    w.lane->close(w.info.generation,
+                  error{runtime_errc::shutting_down, "the host is shutting down"});
     if (w.channel) {
       w.channel->close("shutdown");
       w.channel.reset();
     }
     w.fd_socket.reset();
+    w.lane_end.reset();
     if (w.info.pid > 0) {
       const auto left =
           std::max(std::chrono::duration_cast<std::chrono::milliseconds>(end - clock::now()),

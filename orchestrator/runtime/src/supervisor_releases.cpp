@@ -20,6 +20,7 @@ void supervisor::report_models(const std::string& env, const json& body) {
     return;
   }
   on_models(env, body["models"], body["sequence"].get<std::uint64_t>());
+  if (auto it = workers_.find(env); it != workers_.end()) it->second->lane->models_applied(body["models"]);
 }
 
 std::uint64_t supervisor::device_bytes_required(const json& response) {

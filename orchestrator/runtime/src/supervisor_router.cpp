@@ -28,7 +28,10 @@ void supervisor::call(const std::string& env, json body, call_done done) {
 }
 
 void supervisor::dispatch(worker& w) {
-  if (w.info.state != worker_state::ready || w.in_flight || w.queue.empty()) return;
+  if (w.info.state != worker_state::ready || w.in_flight) return;
+  if (w.queue.empty()) return w.lane->release_from_router();
+  // While a call on the lane holds the worker, the queue waits: the lane's end dispatches it.
+  if (!w.lane->take_for_router()) return;
   w.in_flight = std::make_unique<queued_call>(std::move(w.queue.front()));
   w.queue.pop_front();
   const std::uint32_t generation = w.info.generation;
@@ -52,6 +55,9 @@ void supervisor::dispatch(worker& w) {
                          return;  // lose() answers the call with worker_died
                        }
                        auto call = std::move(wp->in_flight);
+                       // Free for the lane before the caller hears of the answer: its next call
+                       // may be on the lane (dispatch releases it too, later).
+                       if (wp->queue.empty()) wp->lane->release_from_router();
                        if (!r) {
                          call->done(r.err());
                        } else if (auto st = ipc::check_call_response(r->body); !st) {

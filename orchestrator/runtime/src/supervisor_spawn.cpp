@@ -73,6 +73,10 @@ void supervisor::spawn(worker& w) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     return fail_start(socketpair_failed(errno));
   ipc::unique_fd fds_host(fds[0]), fds_child(fds[1]);
+  int lane[2];  // the call lane (call_lane.hpp): opened once the worker's ready says it reads it
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, lane) != 0)
+    return fail_start(socketpair_failed(errno));
+  ipc::unique_fd lane_host(lane[0]), lane_child(lane[1]);
 
   // The worker follows the host's manager unless its pack or the operator set the variable or
   // comfy-env's alias for it (derived values are written only where absent).
@@ -178,13 +182,17 @@ void supervisor::spawn(worker& w) {
   for (std::size_t i = 0; i < memory_.pool().segment_count(); ++i) {
     pass.push_back(memory_.pool().segment(i).fd());
   }
+  pass.push_back(lane_child.get());  // last, flagged in the first byte (docs/protocol.md)
   const std::byte header[2] = {
-      std::byte{sim ? std::uint8_t{1} : std::uint8_t{0}},
+      std::byte{static_cast<std::uint8_t>((sim ? ipc::segments_flags::sim : 0) |
+                                          ipc::segments_flags::lane)},
       std::byte{static_cast<std::uint8_t>(memory_.pool().segment_count())}};
   if (auto st = ipc::send_fds(fds_host.get(), header, pass); !st) {
     return fail_start("cannot pass segments: " + st.err().message, /*peer_gone=*/true);
   }
   w.fd_socket = std::move(fds_host);
+  lane_child.reset();
+  w.lane_end = std::move(lane_host);
 
   ipc::channel::socket_type socket(io_);
   socket.assign(boost::asio::local::stream_protocol(), chan_host.release());
@@ -192,6 +200,9 @@ void supervisor::spawn(worker& w) {
   co.name = "host<->" + w.spec.env;
   co.generation = generation;
   co.accept_generation = generation;
+  co.on_frame_handled = [lane = w.lane, generation](std::uint64_t frames) {
+    lane->frames_handled(generation, frames);
+  };
   w.channel = ipc::channel::create(std::move(socket), co);
   std::weak_ptr<worker> weak = w.self;
   w.channel->start(
@@ -252,6 +263,15 @@ void supervisor::on_ready(worker& w, const ipc::message& m) {
   w.last_beat = memory_.control().block(w.info.slot).heartbeat.load(std::memory_order_acquire);
   w.last_beat_at = clock::now();
   w.channel->respond(m.header, json::object());
+  if (m.body.value("lane", false) && w.lane_end.valid()) {
+    ipc::control_segment& control = memory_.control();
+    const std::uint32_t slot = w.info.slot;
+    w.lane->open(std::make_unique<ipc::lane_socket>(std::move(w.lane_end), "host<->" + w.spec.env,
+                                                    w.info.generation),
+                 w.info.generation, [&control, slot] { control.ring_doorbell(slot); },
+                 &control.block(slot).lane_answers, w.spec.call_timeout);
+  }
+  w.lane_end.reset();
   spdlog::info("worker {}: ready (pid {}, generation {}, {} node classes)", w.spec.env, w.info.pid,
                w.info.generation, w.info.nodes.size());
   if (on_state) on_state(w.info);

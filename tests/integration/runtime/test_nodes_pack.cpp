@@ -45,6 +45,16 @@ orch_node_status sleep_node(orch_node_context* ctx, const orch_value* in, orch_v
   return ORCH_NODE_OK;
 }
 
+// Reports progress `count` times back to back, then returns `count`: the reports leave on the
+// channel just before the answer, so a host that let the answer overtake them would show it.
+orch_node_status progress_node(orch_node_context* ctx, const orch_value* in, orch_value* out) {
+  const auto count = static_cast<std::uint64_t>(in[0].i);
+  for (std::uint64_t i = 1; i <= count; ++i) ctx->api->progress(ctx, i, count);
+  out[0].kind = ORCH_VALUE_INT;
+  out[0].i = in[0].i;
+  return ORCH_NODE_OK;
+}
+
 // Sleeps `ms` without ever looking at interrupted(): a node that an interrupt cannot stop, so
 // only a forced shutdown ends the call.
 orch_node_status busy_node(orch_node_context*, const orch_value* in, orch_value* out) {
@@ -243,6 +253,7 @@ orch_value int_value(std::int64_t v) {
 constexpr std::uint32_t req = ORCH_INPUT_REQUIRED | ORCH_INPUT_HAS_DEFAULT;
 const orch_node_input ms_input[] = {{"ms", "INT", req, 0, 0, 0, int_value(100)},
                                     {"pin_mib", "INT", ORCH_INPUT_HAS_DEFAULT, 0, 0, 0, int_value(0)}};
+const orch_node_input count_input[] = {{"count", "INT", req, 0, 0, 0, int_value(20)}};
 const orch_node_input mib_input[] = {{"mib", "INT", req, 0, 0, 0, int_value(1)}};
 const orch_node_input blob_input[] = {{"blob", "BLOB", ORCH_INPUT_REQUIRED, 0, 0, 0, {}}};
 const orch_node_input pin_inputs[] = {{"mib", "INT", req, 0, 0, 0, int_value(4)},
@@ -291,6 +302,8 @@ const orch_node_class classes[] = {
     {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE | ORCH_NODE_NOT_IDEMPOTENT,
      NAME("TestSaveOutput"), "Save Output", "test", save_inputs, 3, 1, int_output,
      &save_output_node, nullptr, nullptr, nullptr},
+    {sizeof(orch_node_class), ORCH_NODE_OUTPUT_NODE, NAME("TestProgress"), "Progress", "test",
+     count_input, 1, 1, int_output, &progress_node, nullptr, nullptr, nullptr},
 };
 const orch_node_set set = {sizeof(orch_node_set), ORCH_NODES_ABI_MAJOR, classes,
                            sizeof(classes) / sizeof(classes[0]), 0};

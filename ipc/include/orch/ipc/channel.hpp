@@ -48,11 +48,10 @@ struct channel_options {
   std::size_t max_queue = 1024;               // outgoing frames queued behind the one in flight
   std::uint32_t generation = 0;               // stamped on every frame sent
   std::optional<std::uint32_t> accept_generation;  // when set, other generations are dropped
-};
-
-struct message {
-  frame_header header;
-  json body;
+  // Called on the strand once each frame received has been handled (its handler returned), with
+  // the count so far: a call lane's answer waits until the frames sent ahead of it on this
+  // channel were handled (docs/runtime.md, "The call lane").
+  std::function<void(std::uint64_t frames)> on_frame_handled;
 };
 
 class channel : public std::enable_shared_from_this<channel> {
@@ -85,6 +84,8 @@ class channel : public std::enable_shared_from_this<channel> {
   void close(std::string reason);
 
   const channel_options& options() const noexcept { return options_; }
+  // Frames this side has sent (accepted for sending, in order) so far.
+  std::uint64_t frames_sent() const noexcept { return frames_sent_.load(std::memory_order_acquire); }
 
  private:
   channel(socket_type socket, channel_options options);
@@ -137,6 +138,8 @@ class channel : public std::enable_shared_from_this<channel> {
   // frame is refused until shut() closes the socket, so the peer never sees one after a gap.
   bool send_broken_ = false;
   std::atomic<bool> closed_{false};
+  std::atomic<std::uint64_t> frames_sent_{0};  // written under send_mutex_
+  std::uint64_t frames_handled_ = 0;           // on the strand
   std::atomic<std::uint64_t> next_request_id_{1};
   std::unordered_map<std::uint64_t, pending_request> pending_;  // under send_mutex_
 };

@@ -13,6 +13,12 @@ inline constexpr const char* body_too_large = "body_too_large";
 inline constexpr const char* closed = "closed";  // this side closed the channel
 }  // namespace channel_errc
 
+// A call lane (lane_socket.hpp): a frame the lane's protocol has no place for.
+namespace lane_errc {
+inline constexpr const char* wrong_generation = "wrong_generation";
+inline constexpr const char* unexpected_frame = "unexpected_frame";
+}  // namespace lane_errc
+
 namespace frame_errc {
 inline constexpr const char* bad_magic = "bad_magic";
 inline constexpr const char* bad_version = "bad_version";

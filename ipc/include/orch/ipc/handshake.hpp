@@ -14,6 +14,13 @@
 
 namespace orch::ipc {
 
+// The first byte sent with the segments' fds at spawn (docs/protocol.md): which optional fds
+// are among them. The second byte is the number of pool segments.
+namespace segments_flags {
+inline constexpr std::uint8_t sim = 1u << 0;   // the sim device's memfd, after the slot's
+inline constexpr std::uint8_t lane = 1u << 1;  // the call lane's socket (lane_socket.hpp), last
+}  // namespace segments_flags
+
 // The host's memory settings that shape a worker's plugins (applied by what its manager and
 // protocol level can express: docs/memory-semantics.md).
 struct memory_settings {

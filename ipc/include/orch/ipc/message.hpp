@@ -18,6 +18,7 @@
 
 #include "orch/ipc/descriptor.hpp"
 #include "orch/ipc/errc.hpp"
+#include "orch/ipc/frame.hpp"
 #include "orch/support/result.hpp"
 
 namespace orch::ipc {
@@ -54,6 +55,12 @@ std::optional<message_type> known_type(std::uint16_t value) noexcept;
 inline constexpr std::size_t max_body_depth = 16;
 
 std::vector<std::uint8_t> encode_body(const json& body);
+
+// A frame as received: its header and its decoded body.
+struct message {
+  frame_header header;
+  json body;
+};
 
 // Decodes a body for a frame of `type` with `flags` (frame_flags). Requests and notifications
 // are checked against the catalogue; responses must be maps, and error responses must carry

@@ -22,6 +22,11 @@ struct call_histogram {
     ++count;
     sum_seconds += seconds;
   }
+  void add(const call_histogram& other) noexcept {
+    for (std::size_t i = 0; i < bounds.size(); ++i) buckets[i] += other.buckets[i];
+    count += other.count;
+    sum_seconds += other.sum_seconds;
+  }
 };
 
 }  // namespace orch::runtime

@@ -25,9 +25,12 @@
 //              handlers of a replaced generation are ignored;
 //   router     one call in flight per worker, the rest queued in order; every call has a
 //              deadline ([options] call_timeout or [workers] call_timeout); a call past it kills
-//              the worker (its state is unknown) and fails with "deadline_exceeded".
+//              the worker (its state is unknown) and fails with "deadline_exceeded";
+//   lane       a call from another thread may go on the worker's call lane instead, written and
+//              answered on that thread while the router has nothing out (call_lane.hpp); the
+//              rules above hold for it too.
 //
-// Threading: every member runs on the io_context's one thread (docs/runtime.md).
+// Threading: every member runs on the io_context's one thread (docs/runtime.md), but lane().
 #pragma once
 
 #include <sys/types.h>
@@ -39,6 +42,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -55,6 +59,7 @@
 #include "orch/plugins/applied_settings.hpp"
 #include "orch/process/process_launcher.hpp"
 #include "orch/process/worker_environment.hpp"
+#include "orch/runtime/call_lane.hpp"
 #include "orch/runtime/call_histogram.hpp"
 #include "orch/runtime/divergence_report.hpp"
 #include "orch/runtime/host_memory.hpp"
@@ -165,10 +170,11 @@ class supervisor {
 
   std::vector<worker_info> workers() const;
   const worker_info* find(const std::string& env) const;
-  // Node call durations per env, from the request sent to its answer, across restarts.
-  const std::map<std::string, call_histogram>& call_durations() const noexcept {
-    return call_durations_;
-  }
+  // Node call durations per env, from the request sent to its answer, across restarts, on
+  // either path.
+  std::map<std::string, call_histogram> call_durations() const;
+  // The call lane of `env` (call_lane.hpp), null for an env never started. Any thread.
+  std::shared_ptr<call_lane> lane(const std::string& env) const;
   const worker_spec* spec_of(const std::string& env) const;  // what the env's worker was given
   bool settled() const;  // no worker is starting or backing off
 
@@ -221,6 +227,8 @@ class supervisor {
     std::chrono::steady_clock::time_point last_beat_at;
     std::deque<queued_call> queue;
     std::unique_ptr<queued_call> in_flight;
+    std::shared_ptr<call_lane> lane;
+    ipc::unique_fd lane_end;  // this generation's host end, until its ready opens the lane
     restart_policy policy;  // what its losses lead to
     // Why this generation's start cannot succeed on a retry (an exec failure, the worker's
     // setup_failed, an exit status); empty: a loss like any other.
@@ -259,6 +267,8 @@ class supervisor {
   void check_heartbeats();
   nlohmann::json handshake_for(const worker& w) const;
   void report_models(const std::string& env, const nlohmann::json& body);
+  // What a call lane asks of the io thread (call_lane::handlers), for `env`.
+  call_lane::handlers lane_handlers(const std::string& env);
   // Sends a free_memory or evict request to `w`; `done` gets its receipt.
   void request_release(worker& w, ipc::message_type type, nlohmann::json body, call_done done);
   void report_divergence(worker& w);
@@ -273,6 +283,9 @@ class supervisor {
   // This supervisor's mark on its workers' environment (leftover_processes.hpp).
   std::string instance_;
   std::map<std::string, call_histogram> call_durations_;
+  // Every env's lane, for threads other than the io thread: filled by start() on the io thread.
+  mutable std::mutex lanes_mutex_;
+  std::map<std::string, std::shared_ptr<call_lane>> lanes_;
   boost::asio::steady_timer heartbeat_timer_;
   // Expires with the supervisor: a heartbeat tick already queued when it is destroyed sees it.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
