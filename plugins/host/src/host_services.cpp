@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
+#include <ctime>
 
 #include "orch/plugins/names.hpp"
 
@@ -16,10 +16,16 @@ void log_sink(void* /*ctx*/, int32_t level, const char* plugin, const char* mess
               message != nullptr ? message : "");
 }
 
+// CLOCK_MONOTONIC_COARSE: the one reader of this clock is the pager's poll throttle (a pressure
+// poll at most every 2 s, docs/plugin-abi.md), which a tick's resolution (1 to 4 ms) does not
+// move, and the pager's hit path reads it on every fault. The precise clock (std::chrono's
+// steady_clock, CLOCK_MONOTONIC) costs about 25 ns a read on the build VM, as much as the rest
+// of the hit together; the coarse one about 6 ns, a load of the kernel's last tick (vDSO)
+// (bench/plugins/pager-vs-aimdo; docs/performance.md, "The hit path against comfy-aimdo").
 uint64_t steady_ns(void* /*ctx*/) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 void release_sink(void* /*ctx*/, const orch_release_report* report) {

@@ -5,6 +5,7 @@
 #include "reader_grace.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <new>
 
 #include "region_table.hpp"
@@ -17,6 +18,9 @@ pager_device::pager_device(const orch_backend_api* backend, orch_device* device,
     : backend_(backend), device_(device), options_(options), total_(total), host_(host) {
   stats_.struct_size = sizeof stats_;
   if (host_ != nullptr) host_->clock_source(&host_clock_, &host_clock_ctx_);
+  backend_now_ = backend_->now_ns;
+  if (const uint64_t page = options_.page_size; page != 0 && (page & (page - 1)) == 0)
+    page_shift_ = std::countr_zero(page);
   publish_gate_locked();  // nobody else can see the device yet
 }
 
@@ -67,13 +71,6 @@ int64_t pager_device::usage_locked() const noexcept {
 
 uint64_t pager_device::now_ns() const noexcept {
   return fast_now_ns();
-}
-
-// Lock-free, so the hit path can read it: the backend's clock (sim's injectable one), else the
-// host's as lent at init, else CLOCK_MONOTONIC.
-uint64_t pager_device::fast_now_ns() const noexcept {
-  if (backend_->now_ns != nullptr) return backend_->now_ns(device_);
-  return host_clock_ != nullptr ? host_clock_(host_clock_ctx_) : monotonic_ns();
 }
 
 // The hit path's view of the stopgap `free(deficit(0))` (§4.2 step 1). deficit(0) is

@@ -221,7 +221,12 @@ class pager_device {
 
   int64_t capacity_locked() const noexcept;
   void publish_gate_locked() noexcept;
-  uint64_t fast_now_ns() const noexcept;
+  // Lock-free, so the hit path can read it: the backend's clock (sim's injectable one), else the
+  // host's as lent at init, else CLOCK_MONOTONIC. Inline: the hit path reads it on every fault.
+  uint64_t fast_now_ns() const noexcept {
+    if (backend_now_ != nullptr) return backend_now_(device_);
+    return host_clock_ != nullptr ? host_clock_(host_clock_ctx_) : monotonic_ns();
+  }
   void fold_counters_locked(page_slot& p) noexcept;
   void release_above_watermark_locked(pager_region& r, uint64_t first, uint64_t end) noexcept;
   int64_t usage_locked() const noexcept;
@@ -274,9 +279,14 @@ class pager_device {
   std::atomic<int64_t> fast_headroom_limit_{INT64_MIN};
   std::atomic<uint64_t> poll_last_ns_{0};
   std::atomic<uint64_t> poll_interval_ns_{0};
-  // The host clock as lent at init (host_link's own accessor takes a lock).
+  // The host clock as lent at init (host_link's own accessor takes a lock), and the backend's,
+  // both read once here so the hit path loads one pointer instead of the backend's table.
   uint64_t (*host_clock_)(void*) = nullptr;
   void* host_clock_ctx_ = nullptr;
+  uint64_t (*backend_now_)(orch_device*) = nullptr;
+  // log2 of the page size where it is a power of two (2 MiB granules, aimdo's 32 MiB), else -1:
+  // the hit path finds its pages by shift (pager_fast_path.cpp).
+  int page_shift_ = -1;
 };
 
 }  // namespace orch::plugin_detail

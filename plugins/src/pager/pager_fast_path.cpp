@@ -43,7 +43,6 @@
 // - Stats: a word hit adds to counters inside the same page word (no extra atomic), a recorded
 //   one to its thread's counter. The locked side folds them into the device's stats.
 #include <algorithm>
-#include <bit>
 
 #include "pager_device.hpp"
 #include "reader_grace.hpp"
@@ -53,19 +52,16 @@ namespace orch::plugin_detail {
 namespace {
 
 // The pages [first, end) a non-empty byte range touches (offset + size must not wrap). Page sizes
-// are powers of two in practice (2 MiB granules, aimdo's 32 MiB): shifts then, since the two
-// 64-bit divisions otherwise took a third of the hit path's time (perf, bench_plugins).
+// are powers of two in practice (2 MiB granules, aimdo's 32 MiB): shifts then, by the device's
+// page_shift_ worked out once, since the two 64-bit divisions otherwise took a third of the hit
+// path's time (perf, bench_plugins).
 struct page_span {
   uint64_t first;
   uint64_t end;
 };
-page_span pages_of(uint64_t offset, uint64_t size, uint64_t page) noexcept {
+page_span pages_of(uint64_t offset, uint64_t size, uint64_t page, int shift) noexcept {
   const uint64_t last = offset + size - 1;
-  // Not std::has_single_bit: without -mpopcnt that is a libgcc call, as slow as the division.
-  if (page != 0 && (page & (page - 1)) == 0) {
-    const int shift = std::countr_zero(page);
-    return {offset >> shift, (last >> shift) + 1};
-  }
+  if (shift >= 0) return {offset >> shift, (last >> shift) + 1};
   return {offset / page, last / page + 1};
 }
 
@@ -121,7 +117,7 @@ bool pager_device::fault_hit(thread_hit_pins& pins, pager_region& r, uint64_t of
                              uint64_t* sig, size_t sig_cap, size_t* sig_len,
                              uint64_t* newly_mapped) noexcept {
   if (size == 0 || offset + size < offset) return false;
-  const auto [first, end] = pages_of(offset, size, options_.page_size);
+  const auto [first, end] = pages_of(offset, size, options_.page_size, page_shift_);
   if (sig != nullptr && sig_cap < end - first) return false;
   // The stopgap would free nothing: no poll due, and deficit(0) <= 0 for the current headroom.
   const int64_t headroom = static_cast<int64_t>(
@@ -188,7 +184,7 @@ bool pager_device::fault_hit(thread_hit_pins& pins, pager_region& r, uint64_t of
 pager_device::unpin_result pager_device::unpin_hit(thread_hit_pins& pins, pager_region& r,
                                                    uint64_t offset, uint64_t size) noexcept {
   if (size == 0 || offset + size < offset) return unpin_result::locked;
-  const auto span = pages_of(offset, size, options_.page_size);
+  const auto span = pages_of(offset, size, options_.page_size, page_shift_);
   const uint64_t first = span.first;
   const uint64_t end = std::min(span.end, r.nr_pages_);
   if (first >= end) return unpin_result::locked;

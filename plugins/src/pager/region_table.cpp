@@ -6,21 +6,17 @@
 
 namespace orch::plugin_detail {
 
+namespace region_table_detail {
+entry g_table[table_size];
+}  // namespace region_table_detail
+
 namespace {
 
-// ComfyUI keeps one region per model and device; a process past this many live regions gets
-// ORCH_OOM_RETRYABLE from region_create.
-constexpr uint64_t table_size = 1u << 14;
-constexpr unsigned index_bits = 16;
+using region_table_detail::entry;
+using region_table_detail::g_table;
+using region_table_detail::index_bits;
+using region_table_detail::table_size;
 
-struct entry {
-  std::atomic<uint64_t> handle{0};  // the live handle, 0 when free
-  std::atomic<pager_region*> region{nullptr};
-  uint64_t generation = 0;  // under the registry's exclusive lock
-};
-
-// Static, so never freed while the plugin is loaded: a lookup can always read its entry.
-entry g_table[table_size];
 uint64_t g_cursor = 0;  // next entry to try; under the registry's exclusive lock
 
 }  // namespace
@@ -46,15 +42,6 @@ void unpublish_region(uint64_t handle) noexcept {
   if (index >= table_size) return;
   uint64_t expected = handle;
   g_table[index].handle.compare_exchange_strong(expected, 0);
-}
-
-pager_region* find_region(uint64_t handle) noexcept {
-  const uint64_t index = (handle & ((uint64_t{1} << index_bits) - 1)) - 1;
-  if (index >= table_size) return nullptr;
-  const entry& e = g_table[index];
-  // seq_cst: a reader_section without membarrier relies on it (reader_grace.hpp).
-  if (e.handle.load() != handle) return nullptr;
-  return e.region.load(std::memory_order_acquire);
 }
 
 }  // namespace orch::plugin_detail

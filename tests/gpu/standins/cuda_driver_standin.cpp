@@ -18,6 +18,8 @@
 // backend is pointed at this file by $ORCH_CUDA_DRIVER.
 #include <cuda.h>
 
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -308,6 +310,71 @@ CUresult CUDAAPI standin_cuMemHostUnregister(void* p) {
   return to_cu(s.model.host_unregister(p));
 }
 
+// The entry points comfy-aimdo (0.3.0 and later) resolves at init besides the ones above, so that
+// its shipped library runs on this driver beside the cuda backend (bench/plugins/
+// bench_pager_vs_aimdo.cpp). The queries answer what a plain discrete card would; what allocates
+// linear memory, copies or records events is not modelled and answers CUDA_ERROR_NOT_SUPPORTED
+// (nothing the benchmark's trace calls). Each has a body of its own, so none share an address:
+// aimdo patches the allocation entry points in place (funchook), one hook per function.
+CUresult CUDAAPI standin_cuGetErrorString(CUresult error, const char** text) {
+  if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *text = error == CUDA_SUCCESS ? "no error" : "an error of the CUDA driver stand-in";
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI standin_cuCtxGetDevice(CUdevice* dev) {
+  GATE("cuCtxGetDevice");
+  NEEDS_CONTEXT();
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *dev = ctx_stack.back()->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI standin_cuDeviceGetAttribute(int* value, CUdevice_attribute /*attribute*/,
+                                              CUdevice dev) {
+  GATE("cuDeviceGetAttribute");
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= s.devices) return CUDA_ERROR_INVALID_DEVICE;
+  *value = 0;  // a discrete card: not integrated, no attribute the stand-in models
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI standin_cuDeviceGetName(char* name, int length, CUdevice dev) {
+  GATE("cuDeviceGetName");
+  if (name == nullptr || length <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= s.devices) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, static_cast<size_t>(length), "CUDA driver stand-in %d", dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI standin_cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+  GATE("cuDeviceGetUuid");
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= s.devices) return CUDA_ERROR_INVALID_DEVICE;
+  std::memset(uuid, 0, sizeof *uuid);
+  uuid->bytes[0] = static_cast<char>(dev + 1);
+  return CUDA_SUCCESS;
+}
+
+#define STANDIN_NOT_MODELLED(name, ...)          \
+  CUresult CUDAAPI standin_##name(__VA_ARGS__) { \
+    GATE(#name);                                 \
+    return CUDA_ERROR_NOT_SUPPORTED;             \
+  }
+STANDIN_NOT_MODELLED(cuMemAlloc, CUdeviceptr*, size_t)
+STANDIN_NOT_MODELLED(cuMemFree, CUdeviceptr)
+STANDIN_NOT_MODELLED(cuMemAllocAsync, CUdeviceptr*, size_t, CUstream)
+STANDIN_NOT_MODELLED(cuMemFreeAsync, CUdeviceptr, CUstream)
+STANDIN_NOT_MODELLED(cuMemAllocHost, void**, size_t)
+STANDIN_NOT_MODELLED(cuMemFreeHost, void*)
+STANDIN_NOT_MODELLED(cuMemcpyHtoDAsync, CUdeviceptr, const void*, size_t, CUstream)
+STANDIN_NOT_MODELLED(cuMemcpyDtoHAsync, void*, CUdeviceptr, size_t, CUstream)
+STANDIN_NOT_MODELLED(cuEventCreate, CUevent*, unsigned int)
+STANDIN_NOT_MODELLED(cuEventRecord, CUevent, CUstream)
+STANDIN_NOT_MODELLED(cuEventSynchronize, CUevent)
+STANDIN_NOT_MODELLED(cuEventDestroy, CUevent)
+#undef STANDIN_NOT_MODELLED
+
 // One variant of a driver symbol: its base name, the CUDA version that introduced it.
 struct entry {
   const char* name;
@@ -345,6 +412,24 @@ const std::vector<entry>& entries() {
       ENTRY("cuMemHostRegister", 4000, standin_cuMemHostRegister),
       ENTRY("cuMemHostRegister", 6050, standin_cuMemHostRegister),
       ENTRY("cuMemHostUnregister", 4000, standin_cuMemHostUnregister),
+      // comfy-aimdo's (above)
+      ENTRY("cuGetErrorString", 6000, standin_cuGetErrorString),
+      ENTRY("cuCtxGetDevice", 2000, standin_cuCtxGetDevice),
+      ENTRY("cuDeviceGetAttribute", 2000, standin_cuDeviceGetAttribute),
+      ENTRY("cuDeviceGetName", 2000, standin_cuDeviceGetName),
+      ENTRY("cuDeviceGetUuid", 9020, standin_cuDeviceGetUuid),
+      ENTRY("cuMemAlloc", 3020, standin_cuMemAlloc),
+      ENTRY("cuMemFree", 3020, standin_cuMemFree),
+      ENTRY("cuMemAllocAsync", 11020, standin_cuMemAllocAsync),
+      ENTRY("cuMemFreeAsync", 11020, standin_cuMemFreeAsync),
+      ENTRY("cuMemAllocHost", 3020, standin_cuMemAllocHost),
+      ENTRY("cuMemFreeHost", 2000, standin_cuMemFreeHost),
+      ENTRY("cuMemcpyHtoDAsync", 3020, standin_cuMemcpyHtoDAsync),
+      ENTRY("cuMemcpyDtoHAsync", 3020, standin_cuMemcpyDtoHAsync),
+      ENTRY("cuEventCreate", 2000, standin_cuEventCreate),
+      ENTRY("cuEventRecord", 2000, standin_cuEventRecord),
+      ENTRY("cuEventSynchronize", 2000, standin_cuEventSynchronize),
+      ENTRY("cuEventDestroy", 4000, standin_cuEventDestroy),
   };
   return table;
 }

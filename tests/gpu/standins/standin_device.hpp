@@ -101,9 +101,18 @@ class device_model {
   outcome reserve(uint64_t size, uint64_t alignment, uint64_t* out) {
     if (out == nullptr || size == 0 || size % granule != 0) return outcome::invalid;
     if (alignment != 0 && (alignment & (alignment - 1)) != 0) return outcome::invalid;
-    void* p = ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // The driver's reservations start on the granule (or the alignment asked, if larger); mmap
+    // aligns only to the host page (a large one lands on 2 MiB on most kernels, not under
+    // valgrind), so reserve the slack and trim both ends.
+    const uint64_t align = alignment > granule ? alignment : granule;
+    void* p = ::mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
     if (p == MAP_FAILED) return outcome::oom;
-    const auto va = reinterpret_cast<uintptr_t>(p);
+    const auto start = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t va = (start + align - 1) & ~(uintptr_t{align} - 1);
+    if (va > start) ::munmap(p, va - start);
+    if (const uintptr_t tail = start + size + align - (va + size); tail != 0)
+      ::munmap(reinterpret_cast<void*>(va + size), tail);
     reservations_[va] = size;
     *out = va;
     return outcome::ok;
