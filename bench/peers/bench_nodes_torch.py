@@ -3,4 +3,4 @@ first, as a pack of ComfyUI nodes does."""
 
 import torch  # noqa: F401  (imported for its cost)
 
-from bench_nodes import echo, empty, node_classes  # noqa: F401
+from bench_nodes import add_one, echo, empty, node_classes  # noqa: F401

@@ -5,7 +5,8 @@ The caller runs under `valgrind --tool=callgrind` and its worker does not (no --
 the count is what the host side of a call executes (the process ComfyUI's would be), which load
 cannot move, while the worker runs at full speed. It is the difference between a run of `many`
 calls and one of `few`, divided by the calls between them, so that start-up and teardown cancel.
-Each run is this same script in --count-calls mode, with PYTHONHASHSEED fixed.
+Each run is peer_process.py in --count-calls mode (the caller's process of one runner, as in
+bench_peers' own runs), with PYTHONHASHSEED fixed.
 
 The worker is left out on purpose: comfy-orch's worker polls for its next call for a bounded
 time, and under valgrind (which runs one thread at a time, tens of times slower) the instructions
@@ -51,10 +52,3 @@ def per_call(script, build, names, progress):
     shutil.rmtree(scratch, ignore_errors=True)
     return counts
 
-
-def count_calls(runner, calls):
-    """--count-calls: start one worker without torch, make `calls` empty calls, stop."""
-    started = runner.start("bench_nodes", 1)
-    runner.first_calls(started, 1)
-    runner.time_empty(started, calls)
-    runner.stop(started)

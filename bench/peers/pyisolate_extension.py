@@ -17,3 +17,6 @@ class PeerExtension(ExtensionBase):
 
     async def echo(self, image):
         return self.nodes.echo(image)
+
+    async def add_one(self, image):
+        return self.nodes.add_one(image)
