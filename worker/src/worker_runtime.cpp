@@ -1,7 +1,5 @@
 #include "worker_runtime.hpp"
 
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,9 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <future>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -22,11 +18,10 @@
 
 #include "node_call.hpp"
 #include "node_library.hpp"
+#include "node_requests.hpp"
 #include "orch/ipc/channel.hpp"
 #include "orch/ipc/fd_passing.hpp"
 #include "orch/ipc/handshake.hpp"
-#include "orch/ipc/lane_socket.hpp"
-#include "orch/support/poll_until.hpp"
 #include "progress_reports.hpp"
 #include "worker_errc.hpp"
 #include "worker_memory.hpp"
@@ -37,24 +32,6 @@ namespace {
 using ipc::json;
 using ipc::message_type;
 using namespace std::chrono_literals;
-
-// How long the node thread polls for the next call before it sleeps: longer than the host takes
-// to send a next call back to back (tens of µs), far shorter than the gap between prompts.
-constexpr auto spin_before_sleep = 100us;
-
-// How long a frame on the lane may take to arrive whole once it began, and an answer to leave:
-// the host reads its lane while its call is out, so only a broken host takes longer.
-constexpr auto lane_frame_limit = 30s;
-
-// A request the node thread serves in order: node calls, and the host's free and evict requests
-// (queued with the calls, so a release never races a running node). A call that came on the
-// lane is answered there.
-struct pending_call {
-  message_type type = message_type::call;
-  ipc::frame_header header;
-  json body;
-  bool on_lane = false;
-};
 
 class runtime final : public started_worker {
  public:
@@ -102,15 +79,11 @@ class runtime final : public started_worker {
     for (std::size_t i = 0; i < pools; ++i) {
       pool_fds_.push_back(std::move(fds->fds[2 + (has_sim ? 1 : 0) + i]));
     }
-    wake_fd_ = ipc::unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!wake_fd_.valid()) {
-      spdlog::error("worker {}: eventfd failed: {}", options_.env_name, std::strerror(errno));
+    if (auto st = requests_.open(has_lane ? std::move(fds->fds.back()) : ipc::unique_fd(),
+                                 options_.generation);
+        !st) {
+      spdlog::error("worker {}: {}", options_.env_name, st.err().message);
       return ORCH_WORKER_EXIT_SETUP;
-    }
-    if (has_lane) {
-      lane_ = std::make_unique<ipc::lane_socket>(std::move(fds->fds.back()),
-                                                 std::string("worker ") + options_.env_name,
-                                                 options_.generation);
     }
 
     ipc::channel::socket_type socket(io_);
@@ -133,17 +106,11 @@ class runtime final : public started_worker {
     // channel gets a thread of its own.
     io_thread_ = std::thread([this] {
       io_.run();
-      {
-        std::lock_guard lock(mutex_);
-        stopping_ = true;
-        // A node still running when the host went away is abandoned: the process exits under
-        // it (busy_ is set under this lock when a call is taken).
-        if (busy_.load()) {
-          spdlog::warn("worker {}: exiting with a node still running", options_.env_name);
-          std::_Exit(exit_code_);
-        }
+      // A node still running when the host went away is abandoned: the process exits under it.
+      if (requests_.stop()) {
+        spdlog::warn("worker {}: exiting with a node still running", options_.env_name);
+        std::_Exit(exit_code_);
       }
-      wake_node_thread();
     });
     return ORCH_WORKER_EXIT_OK;
   }
@@ -216,18 +183,14 @@ class runtime final : public started_worker {
     }
     memory_->publish(0, 0);
     memory_->block().beat();
-    if (lane_) {
-      // The slot's doorbell counts on from its earlier owners; no call comes before our ready.
-      lane_calls_ = memory_->doorbell().load(std::memory_order_acquire);
-      doorbell_.store(&memory_->doorbell(), std::memory_order_release);
-    }
+    requests_.serve_lane(memory_->doorbell(), memory_->block().lane_answers);
     const auto interval =
         std::chrono::milliseconds(std::max<std::uint32_t>(settings_->heartbeat_ms, 4));
     beat_thread_ = std::thread([this, interval] { beat_loop(interval); });
     channel_->request(message_type::ready,
                       {{"nodes", nodes_->describe()},
                        {"plugins", memory_->describe_plugins()},
-                       {"lane", lane_ != nullptr}},
+                       {"lane", requests_.has_lane()}},
                       30s, [this](result<ipc::message> r2) {
                         if (!r2) {
                           spdlog::error("worker {}: ready refused: {}", options_.env_name,
@@ -272,7 +235,7 @@ class runtime final : public started_worker {
                                   {worker_errc::not_ready, "the worker is not set up yet"});
           break;
         }
-        enqueue({message_type::call, m.header, std::move(m.body)});
+        requests_.enqueue({message_type::call, m.header, std::move(m.body)});
         break;
       }
       case message_type::free_memory:
@@ -282,7 +245,7 @@ class runtime final : public started_worker {
                                   {worker_errc::not_ready, "the worker is not set up yet"});
           break;
         }
-        enqueue({static_cast<message_type>(m.header.type), m.header, std::move(m.body)});
+        requests_.enqueue({static_cast<message_type>(m.header.type), m.header, std::move(m.body)});
         break;
       case message_type::interrupt: {
         // Kept as an epoch, not a flag: the interrupt may overtake the call it is meant for.
@@ -306,161 +269,18 @@ class runtime final : public started_worker {
     }
   }
 
-  void enqueue(pending_call call) {
-    {
-      std::lock_guard lock(mutex_);
-      calls_queue_.push_back(std::move(call));
-    }
-    // Ordered with the node thread's `sleeping_` store then `queued_` load: one of the two
-    // threads sees the other's write, so a request never waits for a thread asleep.
-    queued_.fetch_add(1, std::memory_order_seq_cst);
-    if (sleeping_.load(std::memory_order_seq_cst)) wake_node_thread();
-  }
-
-  void wake_node_thread() {
-    const std::uint64_t one = 1;
-    if (wake_fd_.valid()) (void)!::write(wake_fd_.get(), &one, sizeof one);
-  }
-
   void on_close(const error& e) {
     spdlog::info("worker {}: channel closed ({}), exiting", options_.env_name, e.code);
     io_.stop();
   }
 
   void node_loop() {
-    while (auto call = next_request()) {
+    while (auto call = requests_.next()) {
       json response = call->type == message_type::call ? execute(call->body) : release(*call);
       // Every report of models is numbered, so the host can drop one that arrives late.
       if (response.contains("models")) response["sequence"] = ++reports_;
       memory_->publish(epoch_.load(), calls_.load());
-      busy_.store(false);
-      if (call->on_lane) {
-        answer_on_lane(call->header, std::move(response));
-      } else {
-        channel_->respond(call->header, std::move(response));
-      }
-    }
-  }
-
-  // The next request for the node thread, from the io thread's queue or the lane; nullopt once
-  // the worker stops. A short poll before sleeping: back-to-back calls then skip the wake-up,
-  // which dominates an empty call's cost (docs/performance.md, "Runtime"). It watches the
-  // queue's count and the lane's doorbell, which the host rings as it writes a call, so the poll
-  // makes no system call. Bounded in time, not in polls: 2000 yields were milliseconds of a core
-  // after every call, taken from the host and its clients whenever calls were not back to back
-  // (a prompt served over HTTP).
-  std::optional<pending_call> next_request() {
-    while (true) {
-      const std::atomic<std::uint64_t>* bell = doorbell_.load(std::memory_order_acquire);
-      // The host rings once per call it has written: a count ahead of ours is a call waiting.
-      auto lane_call_waiting = [&] {
-        return bell != nullptr && bell->load(std::memory_order_acquire) != lane_calls_;
-      };
-      poll_until([&] { return queued_.load(std::memory_order_acquire) != 0 || lane_call_waiting(); },
-                 spin_before_sleep);
-      if (auto call = take_queued()) return call;
-      if (lane_call_waiting()) {
-        if (auto call = take_from_lane()) return call;
-        continue;
-      }
-      {
-        std::lock_guard lock(mutex_);
-        if (stopping_) return std::nullopt;
-      }
-      // Asleep until the lane has a frame, the queue a request, or the worker stops.
-      sleeping_.store(true, std::memory_order_seq_cst);
-      short lane_events = 0;
-      if (queued_.load(std::memory_order_seq_cst) == 0) {
-        pollfd fds[2] = {{wake_fd_.get(), POLLIN, 0}, {lane_ ? lane_->fd() : -1, POLLIN, 0}};
-        if (::poll(fds, 2, -1) > 0) lane_events = fds[1].revents;
-        if (fds[0].revents != 0) {
-          std::uint64_t count = 0;
-          (void)!::read(wake_fd_.get(), &count, sizeof count);
-        }
-      }
-      sleeping_.store(false, std::memory_order_relaxed);
-      if (lane_events != 0) {
-        if (auto call = take_from_lane()) return call;
-      }
-    }
-  }
-
-  // The front of the io thread's queue, if any; marks the node thread busy.
-  std::optional<pending_call> take_queued() {
-    if (queued_.load(std::memory_order_acquire) == 0) return std::nullopt;
-    std::lock_guard lock(mutex_);
-    if (stopping_ || calls_queue_.empty()) return std::nullopt;
-    pending_call call = std::move(calls_queue_.front());
-    calls_queue_.pop_front();
-    queued_.fetch_sub(1, std::memory_order_release);
-    busy_.store(true);
-    return call;
-  }
-
-  // A call from the lane. The host uses the lane for calls only, one at a time; anything else on
-  // it, or a frame that breaks the protocol, shuts the lane, so the host's caller sees it closed
-  // at once (and loses this worker) instead of waiting for its deadline.
-  std::optional<pending_call> take_from_lane() {
-    auto frame = lane_->receive(std::chrono::steady_clock::now() + lane_frame_limit);
-    ++lane_calls_;
-    if (!frame) {
-      if (frame.err().code != ipc::channel_errc::peer_lost) {
-        spdlog::error("worker {}: call lane shut: {}", options_.env_name, frame.err().message);
-      }
-      return close_lane();
-    }
-    if (static_cast<message_type>(frame->header.type) != message_type::call ||
-        (frame->header.flags & ipc::frame_flags::response) != 0) {
-      spdlog::error("worker {}: call lane shut: a {} frame on it", options_.env_name,
-                    ipc::to_string(static_cast<message_type>(frame->header.type)));
-      return close_lane();
-    }
-    if (nodes_ == nullptr) {
-      answer_error_on_lane(frame->header, {worker_errc::not_ready, "the worker is not set up yet"});
-      return std::nullopt;
-    }
-    std::lock_guard lock(mutex_);
-    if (stopping_) return std::nullopt;
-    busy_.store(true);
-    return pending_call{message_type::call, frame->header, std::move(frame->body), true};
-  }
-
-  std::optional<pending_call> close_lane() {
-    lane_->shut_down();
-    lane_.reset();
-    doorbell_.store(nullptr, std::memory_order_release);
-    return std::nullopt;
-  }
-
-  // The answer goes with the count of frames this worker sent on its channel before it: the
-  // host handles them (progress, messages, lease notes) before its caller sees the answer.
-  void answer_on_lane(const ipc::frame_header& to, json response) {
-    if (!lane_) return;
-    response["channel_frames"] = channel_->frames_sent();
-    ipc::frame_header header;
-    header.type = to.type;
-    header.flags = ipc::frame_flags::response;
-    header.request_id = to.request_id;
-    auto st = lane_->send(header, response, std::chrono::steady_clock::now() + lane_frame_limit);
-    if (st) memory_->block().lane_answers.fetch_add(1, std::memory_order_release);
-    if (!st) {
-      if (st.err().code == ipc::channel_errc::body_too_large) {
-        // As on the channel: the caller still gets an answer rather than waiting for its deadline.
-        return answer_error_on_lane(to, {st.err().code, "response body over the cap"});
-      }
-      spdlog::error("worker {}: call lane shut: {}", options_.env_name, st.err().message);
-      close_lane();
-    }
-  }
-
-  void answer_error_on_lane(const ipc::frame_header& to, const error& e) {
-    ipc::frame_header header;
-    header.type = to.type;
-    header.flags = ipc::frame_flags::response | ipc::frame_flags::error;
-    header.request_id = to.request_id;
-    if (!lane_->send(header, ipc::error_body(e),
-                     std::chrono::steady_clock::now() + lane_frame_limit)) {
-      close_lane();
+      requests_.answer(*call, std::move(response), *channel_);
     }
   }
 
@@ -531,19 +351,7 @@ class runtime final : public started_worker {
   // The host's settings and whether the node set was supplied: both io thread only.
   std::optional<ipc::handshake_settings> settings_;
   bool nodes_supplied_ = false;
-  std::mutex mutex_;
-  std::deque<pending_call> calls_queue_;
-  bool stopping_ = false;
-  std::atomic<bool> busy_{false};
-  std::atomic<int> queued_{0};
-  // The node thread's wake-up while it sleeps (sleeping_): a request queued, the worker stopping.
-  ipc::unique_fd wake_fd_;
-  std::atomic<bool> sleeping_{false};
-  // The call lane (ipc/lane_socket.hpp): read and answered by the node thread only; null when the
-  // host gave none or it was shut. Its doorbell is set once the set-up is done.
-  std::unique_ptr<ipc::lane_socket> lane_;
-  std::atomic<const std::atomic<std::uint64_t>*> doorbell_{nullptr};
-  std::uint64_t lane_calls_ = 0;  // frames read from the lane: node thread, once set up
+  node_requests requests_{options_.env_name != nullptr ? options_.env_name : "worker"};  // the node thread's queue and call lane
   std::atomic<bool> heartbeat_stop_{false};
   std::atomic<std::uint64_t> interrupted_epoch_{0};
   std::atomic<std::uint64_t> epoch_{0};

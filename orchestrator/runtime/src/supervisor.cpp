@@ -15,7 +15,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
 #include "orch/ipc/fd_passing.hpp"
@@ -101,54 +100,10 @@ void supervisor::start(worker_spec spec) {
   w->info.env = spec.env;
   w->web_name = std::to_string(workers_.size());  // short: a socket path has 107 bytes
   w->spec = std::move(spec);
-  w->lane = std::make_shared<call_lane>(w->spec.env, lane_handlers(w->spec.env));
-  {
-    std::lock_guard lock(lanes_mutex_);
-    lanes_[w->spec.env] = w->lane;
-  }
+  w->lane = make_lane(w->spec.env);
   worker& ref = *w;
   workers_[ref.spec.env] = std::move(w);
   spawn(ref);
-}
-
-std::shared_ptr<call_lane> supervisor::lane(const std::string& env) const {
-  std::lock_guard lock(lanes_mutex_);
-  auto it = lanes_.find(env);
-  return it == lanes_.end() ? nullptr : it->second;
-}
-
-call_lane::handlers supervisor::lane_handlers(const std::string& env) {
-  // Each posts to the io thread, where the worker's state lives; the supervisor may be gone by
-  // the time it runs (its alive_ flag says so).
-  auto on_io = [this, alive = std::weak_ptr<bool>(alive_), env](std::function<void(worker&)> fn) {
-    boost::asio::post(io_, [this, alive, env, fn = std::move(fn)] {
-      if (alive.expired()) return;
-      if (auto it = workers_.find(env); it != workers_.end()) fn(*it->second);
-    });
-  };
-  call_lane::handlers h;
-  h.lose = [this, on_io](std::uint32_t generation, std::string why) {
-    on_io([this, generation, why = std::move(why)](worker& w) { lose(w, generation, why); });
-  };
-  h.dispatch = [this, on_io] { on_io([this](worker& w) { dispatch(w); }); };
-  h.report_models = [this, on_io](std::uint32_t generation, json answer) {
-    on_io([this, generation, answer = std::move(answer)](worker& w) {
-      // Not for a worker lost since: its stand-ins went with it.
-      if (w.info.generation == generation && w.info.state == worker_state::ready)
-        report_models(w.spec.env, answer);
-    });
-  };
-  return h;
-}
-
-std::map<std::string, call_histogram> supervisor::call_durations() const {
-  std::map<std::string, call_histogram> out = call_durations_;
-  std::lock_guard lock(lanes_mutex_);
-  for (const auto& [env, lane] : lanes_) {
-    const call_histogram on_lane = lane->durations();
-    if (on_lane.count > 0) out[env].add(on_lane);
-  }
-  return out;
 }
 
 void supervisor::on_message(worker& w, std::uint32_t generation, ipc::message m) {

@@ -267,7 +267,8 @@ class supervisor {
   void check_heartbeats();
   nlohmann::json handshake_for(const worker& w) const;
   void report_models(const std::string& env, const nlohmann::json& body);
-  // What a call lane asks of the io thread (call_lane::handlers), for `env`.
+  // `env`'s call lane, registered for lane(); and what it asks of the io thread.
+  std::shared_ptr<call_lane> make_lane(const std::string& env);
   call_lane::handlers lane_handlers(const std::string& env);
   // Sends a free_memory or evict request to `w`; `done` gets its receipt.
   void request_release(worker& w, ipc::message_type type, nlohmann::json body, call_done done);
