@@ -26,6 +26,7 @@
 #include "bench_support.hpp"
 #include "doorbell_floor.hpp"
 #include "interleaved_floors.hpp"
+#include "thread_figures.hpp"
 #include "orch/ipc/frame.hpp"
 #include "orch/executor/executor.hpp"
 #include "orch/executor/prompt_validation.hpp"
@@ -74,6 +75,34 @@ std::unique_ptr<host_runtime> start(const fs::path& file) {
   return bench::start_host(file, {ORCH_BENCH_WORKER, 64, {}, {}});
 }
 
+// One call through the router, from this thread (the io thread sends and reads it).
+void router_call(runtime::host_runtime& h, const std::string& env, const nlohmann::json& body) {
+  round_trip(h, [&](auto finish) {
+    h.workers().call(env, body, [finish](result<nlohmann::json>) { finish(); });
+  });
+}
+
+// What load cannot move: the context switches and the CPU time per call of every thread of the
+// host and its worker (the worker's poll for its next call included), over `calls` calls back
+// to back.
+template <typename Call>
+void report_counts(const char* path, int calls, Call call) {
+  const auto before = thread_figures_of(::getpid());
+  for (int i = 0; i < calls; ++i) call();
+  const auto delta = thread_figures_of(::getpid()) - before;
+  thread_figures sum;
+  for (const auto& entry : delta) {
+    sum.voluntary += entry.second.voluntary;
+    sum.involuntary += entry.second.involuntary;
+    sum.run_ns += entry.second.run_ns;
+  }
+  std::printf("  per call on the %s, %d calls: %.2f voluntary and %.2f involuntary switches, "
+              "%.1f us of CPU (host and worker)\n",
+              path, calls, static_cast<double>(sum.voluntary) / calls,
+              static_cast<double>(sum.involuntary) / calls,
+              static_cast<double>(sum.run_ns) / 1000.0 / calls);
+}
+
 void bench_calls(int calls) {
   using namespace bench_floors;
   temp_dir dir;
@@ -96,10 +125,9 @@ void bench_calls(int calls) {
                      });
                    }});
   kinds.push_back({"empty node call (router, supervisor::call)", [&] {
-                     return round_trip(*h, [&](auto finish) {
-                       h->workers().call(env, body,
-                                         [finish](result<nlohmann::json>) { finish(); });
-                     });
+                     const auto t0 = clock_type::now();
+                     router_call(*h, env, body);
+                     return us(clock_type::now() - t0);
                    }});
   const auto lane = h->workers().lane(env);
   const auto lane_calls_before = lane->durations().count;
@@ -127,6 +155,9 @@ void bench_calls(int calls) {
               "%.2f (%llu of %d lane samples went on the lane)\n",
               c50 / p50, l50 / floor50, l50 / bell50, static_cast<unsigned long long>(on_lane),
               calls + 100);
+  kinds.clear();  // the floors' echo processes go: only the host and its worker are counted
+  report_counts("router", calls, [&] { router_call(*h, env, body); });
+  report_counts("lane", calls, [&] { (void)runtime::checked_call(*h, env, body, {}); });
   h->shutdown();
 }
 

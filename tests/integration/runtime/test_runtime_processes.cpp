@@ -31,8 +31,8 @@ class runtime_processes : public runtime_test {};
 
 TEST_F(runtime_processes, every_native_pack_reports_its_node_classes_at_the_handshake) {
   ASSERT_NO_FATAL_FAILURE(start());
-  // ImageOps 3, SimSampler 2, the test pack 14.
-  EXPECT_EQ(host_->catalogue().size(), 19u);
+  // ImageOps 3, SimSampler 2, the test pack 15.
+  EXPECT_EQ(host_->catalogue().size(), 20u);
   const auto* sampler = host_->catalogue().find("SimSampler");
   ASSERT_NE(sampler, nullptr);
   EXPECT_EQ(sampler->outputs, std::vector<std::string>{"IMAGE"});
