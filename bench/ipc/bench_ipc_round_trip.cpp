@@ -115,9 +115,9 @@ int main(int argc, char** argv) {
                      return micros(clock::now() - start);
                    }});
   auto doorbell = std::make_shared<doorbell_floor>(std::chrono::microseconds(100));
-  kinds.push_back({"futex doorbell over shared memory", [doorbell] {
-                     return doorbell->round_trip_us();
-                   }});
+  kinds.push_back({"futex doorbell over shared memory",
+                   [doorbell] { return doorbell->round_trip_us(); }, [doorbell] { doorbell->pin(); },
+                   [doorbell] { doorbell->unpin(); }});
   interleave(kinds, iterations, 500);
   host->close("benchmark done");
   io.run_for(std::chrono::milliseconds(50));

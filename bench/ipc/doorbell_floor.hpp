@@ -3,7 +3,8 @@
 // when it sleeps; a side that waits polls its word for a moment and then sleeps in FUTEX_WAIT, as
 // a call lane over shared memory would. No socket, and no system call while both sides are
 // awake: what a lane without a socket could at best reach, the figure that decides whether one
-// is worth building.
+// is worth building. Placed as the polling socket floor is (socket_floors.hpp): the echo on the
+// second CPU, the measuring thread on the first while it measures (pin() ... unpin()).
 #pragma once
 
 #include <linux/close_range.h>
@@ -17,8 +18,10 @@
 #include <chrono>
 #include <cstdint>
 #include <new>
+#include <optional>
 
 #include "orch/support/poll_until.hpp"
+#include "socket_floors.hpp"
 
 namespace orch::bench_floors {
 
@@ -30,8 +33,14 @@ class doorbell_floor {
                      -1, 0);
     if (p == MAP_FAILED) return;
     words_ = new (p) words{};
+    const auto cpus = allowed_cpus();
+    if (cpus.size() >= 2) {
+      ours_ = cpus[0];
+      echo_cpu_ = cpus[1];
+    }
     child_ = ::fork();
     if (child_ == 0) {
+      if (echo_cpu_) pin_to(*echo_cpu_);
       // No descriptor of the parent's: a copy of a socket floor's end would keep its echo from
       // its end of file.
       ::close_range(3, ~0U, 0);
@@ -53,6 +62,18 @@ class doorbell_floor {
   }
 
   bool usable() const { return child_ > 0; }
+
+  // Pins the calling thread for a block of round trips.
+  void pin() {
+    if (!ours_) return;
+    saved_ = cpu_set_t{};
+    ::sched_getaffinity(0, sizeof *saved_, &*saved_);
+    pin_to(*ours_);
+  }
+  void unpin() {
+    if (saved_) ::sched_setaffinity(0, sizeof *saved_, &*saved_);
+    saved_.reset();
+  }
 
   // One round trip, in microseconds.
   double round_trip_us() {
@@ -98,6 +119,8 @@ class doorbell_floor {
   words* words_ = nullptr;
   pid_t child_ = -1;
   std::uint32_t sequence_ = 0;
+  std::optional<int> ours_, echo_cpu_;
+  std::optional<cpu_set_t> saved_;
 };
 
 }  // namespace orch::bench_floors

@@ -116,9 +116,9 @@ void bench_calls(int calls) {
   // The moonshot's floor: a futex doorbell over shared memory, polled as long as the lane's
   // worker polls (docs/performance.md, "The call path"); no socket floor, so not the floor.
   auto doorbell = std::make_shared<doorbell_floor>(std::chrono::microseconds(100));
-  kinds.push_back({"futex doorbell over shared memory", [doorbell] {
-                     return doorbell->round_trip_us();
-                   }});
+  kinds.push_back({"futex doorbell over shared memory",
+                   [doorbell] { return doorbell->round_trip_us(); }, [doorbell] { doorbell->pin(); },
+                   [doorbell] { doorbell->unpin(); }});
   kinds.push_back({"channel ping on the worker's channel", [&] {
                      return round_trip(*h, [&](auto finish) {
                        h->workers().ping(env, [finish](result<nlohmann::json>) { finish(); });

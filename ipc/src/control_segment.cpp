@@ -162,10 +162,6 @@ const slot_record& control_segment::record(std::uint32_t index) const noexcept {
   return rec(index);
 }
 
-void control_segment::ring_doorbell(std::uint32_t index) noexcept {
-  rec(index).doorbell.fetch_add(1, std::memory_order_release);
-}
-
 slot_counters& control_segment::counters(std::uint32_t index) const noexcept {
   assert(index < slot_count_ && slots_[index]);
   return *reinterpret_cast<slot_counters*>(slots_[index]->map.data());

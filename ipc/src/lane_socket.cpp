@@ -36,7 +36,7 @@ result<bool> lane_socket::wait(short events, std::optional<clock::time_point> de
   }
 }
 
-status lane_socket::send(frame_header header, const json& body, clock::time_point deadline) {
+result<std::span<const std::uint8_t>> lane_socket::encode(frame_header header, const json& body) {
   const std::vector<std::uint8_t> encoded = encode_body(body);
   if (encoded.size() > max_body_) {
     return error{channel_errc::body_too_large, "lane " + name_ + ": a body of " +
@@ -50,6 +50,15 @@ status lane_socket::send(frame_header header, const json& body, clock::time_poin
   out_.resize(frame_header_size + encoded.size());
   std::memcpy(out_.data(), head.data(), head.size());
   std::memcpy(out_.data() + frame_header_size, encoded.data(), encoded.size());
+  return std::span<const std::uint8_t>(out_);
+}
+
+status lane_socket::send(frame_header header, const json& body, clock::time_point deadline) {
+  if (auto frame = encode(header, body); !frame) return frame.err();
+  return send_encoded(deadline);
+}
+
+status lane_socket::send_encoded(clock::time_point deadline) {
   for (std::size_t sent = 0; sent < out_.size();) {
     const ssize_t n = ::send(fd_.get(), out_.data() + sent, out_.size() - sent,
                              MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -122,10 +131,34 @@ result<message> lane_socket::receive(std::optional<clock::time_point> deadline) 
 }
 
 result<message> lane_socket::take_frame(std::size_t frame_size, const frame_header& header) {
-  const std::span<const std::uint8_t> bytes(buffer_.data() + begin_ + frame_header_size,
-                                            header.body_length);
+  const std::span<const std::uint8_t> body(buffer_.data() + begin_ + frame_header_size,
+                                           header.body_length);
+  begin_ += frame_size;  // the buffer stays valid until the next receive
+  return finish_frame(header, body);
+}
+
+result<message> lane_socket::decode(std::span<const std::uint8_t> frame) const {
+  if (frame.size() < frame_header_size) {
+    return error{lane_errc::bad_box, "lane " + name_ + ": a frame of " +
+                                         std::to_string(frame.size()) +
+                                         " bytes is shorter than its header"};
+  }
+  header_bytes head{};
+  std::memcpy(head.data(), frame.data(), frame_header_size);
+  auto header = decode_header(head, max_body_);
+  if (!header) return header.err();
+  if (frame.size() != frame_header_size + header->body_length) {
+    return error{lane_errc::bad_box, "lane " + name_ + ": a frame of " +
+                                         std::to_string(frame.size()) +
+                                         " bytes whose header says " +
+                                         std::to_string(header->body_length) + " of body"};
+  }
+  return finish_frame(*header, frame.subspan(frame_header_size));
+}
+
+result<message> lane_socket::finish_frame(const frame_header& header,
+                                          std::span<const std::uint8_t> bytes) const {
   auto body = decode_body(header.type, header.flags, bytes);
-  begin_ += frame_size;
   if (!body) return body.err();
   if (header.generation != generation_) {
     return error{lane_errc::wrong_generation,

@@ -32,25 +32,20 @@ constexpr auto lane_frame_limit = 30s;
 
 }  // namespace
 
-status node_requests::open(ipc::unique_fd lane_fd, std::uint32_t generation) {
+status node_requests::open(lane_fds lane, std::uint32_t generation) {
   wake_fd_ = ipc::unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_fd_.valid()) {
     return error{worker_errc::not_ready, std::string("eventfd failed: ") + std::strerror(errno)};
   }
-  if (lane_fd.valid()) {
-    lane_ = std::make_unique<ipc::lane_socket>(std::move(lane_fd), "worker " + env_name_,
-                                               generation);
+  if (lane.socket.valid()) {
+    auto page = ipc::lane_memory::attach(std::move(lane.page));
+    if (!page) return page.err();
+    lane_ = std::make_unique<ipc::lane_endpoint>(
+        ipc::lane_socket(std::move(lane.socket), "worker " + env_name_, generation),
+        std::move(*page), std::move(lane.calls_wake), std::move(lane.answers_wake),
+        ipc::lane_side::worker);
   }
   return ok_status();
-}
-
-void node_requests::serve_lane(const std::atomic<std::uint64_t>& doorbell,
-                               std::atomic<std::uint64_t>& answers) {
-  if (!lane_) return;
-  // The slot's doorbell counts on from its earlier owners; no call comes before our ready.
-  lane_calls_ = doorbell.load(std::memory_order_acquire);
-  answers_ = &answers;
-  doorbell_.store(&doorbell, std::memory_order_release);
 }
 
 void node_requests::enqueue(pending_call call) {
@@ -82,15 +77,9 @@ void node_requests::wake() {
 
 std::optional<pending_call> node_requests::next() {
   while (true) {
-    const std::atomic<std::uint64_t>* bell = doorbell_.load(std::memory_order_acquire);
-    // The host rings once per call it has written, after writing it: a count ahead of ours is a
-    // call waiting. Ours may also be ahead for a moment: a call read while asleep on the socket,
-    // before its ring.
-    auto lane_call_waiting = [&] {
-      return bell != nullptr && bell->load(std::memory_order_acquire) > lane_calls_;
-    };
+    auto lane_call_waiting = [&] { return lane_ && lane_->waiting(); };
     poll_until([&] { return queued_.load(std::memory_order_acquire) != 0 || lane_call_waiting(); },
-               poll_before_sleep);
+               poll_before_sleep, [&] { return lane_ && lane_->shares_cpu(); });
     if (auto call = take_queued()) return call;
     if (lane_call_waiting()) {
       if (auto call = take_from_lane()) return call;
@@ -102,18 +91,26 @@ std::optional<pending_call> node_requests::next() {
     }
     // Asleep until the lane has a frame, the queue a request, or the worker stops.
     sleeping_.store(true, std::memory_order_seq_cst);
+    const bool lane_idle = !lane_ || lane_->begin_sleep();
     short lane_events = 0;
-    if (queued_.load(std::memory_order_seq_cst) == 0) {
-      pollfd fds[2] = {{wake_fd_.get(), POLLIN, 0}, {lane_ ? lane_->fd() : -1, POLLIN, 0}};
-      if (::poll(fds, 2, -1) > 0) lane_events = fds[1].revents;
-      if (fds[0].revents != 0) {
+    if (lane_idle && queued_.load(std::memory_order_seq_cst) == 0) {
+      pollfd fds[3] = {{wake_fd_.get(), POLLIN, 0},
+                       {lane_ ? lane_->fd() : -1, POLLIN, 0},
+                       {lane_ ? lane_->wake_fd() : -1, POLLIN, 0}};
+      if (::poll(fds, 3, -1) > 0) lane_events = fds[1].revents;
+      for (const int woken : {0, 2}) {
+        if (fds[woken].revents == 0) continue;
         std::uint64_t count = 0;
-        (void)!::read(wake_fd_.get(), &count, sizeof count);
+        (void)!::read(fds[woken].fd, &count, sizeof count);
       }
     }
     sleeping_.store(false, std::memory_order_relaxed);
-    if (lane_events != 0) {
-      if (auto call = take_from_lane()) return call;
+    if (!lane_) continue;
+    if (auto st = lane_->woke(lane_events != 0); !st) {
+      if (st.err().code != ipc::channel_errc::peer_lost) {
+        spdlog::error("worker {}: call lane shut: {}", env_name_, st.err().message);
+      }
+      close_lane();
     }
   }
 }
@@ -134,7 +131,6 @@ std::optional<pending_call> node_requests::take_queued() {
 // once (and loses this worker) instead of waiting for its deadline.
 std::optional<pending_call> node_requests::take_from_lane() {
   auto frame = lane_->receive(std::chrono::steady_clock::now() + lane_frame_limit);
-  ++lane_calls_;
   if (!frame) {
     if (frame.err().code != ipc::channel_errc::peer_lost) {
       spdlog::error("worker {}: call lane shut: {}", env_name_, frame.err().message);
@@ -149,7 +145,7 @@ std::optional<pending_call> node_requests::take_from_lane() {
     close_lane();
     return std::nullopt;
   }
-  if (answers_ == nullptr) {
+  if (!serving_lane_.load(std::memory_order_acquire)) {
     answer_error_on_lane(frame->header, {worker_errc::not_ready, "the worker is not set up yet"});
     return std::nullopt;
   }
@@ -162,7 +158,6 @@ std::optional<pending_call> node_requests::take_from_lane() {
 void node_requests::close_lane() {
   lane_->shut_down();
   lane_.reset();
-  doorbell_.store(nullptr, std::memory_order_release);
 }
 
 void node_requests::answer(const pending_call& call, nlohmann::json response,
@@ -182,17 +177,7 @@ void node_requests::answer_on_lane(const ipc::frame_header& to, nlohmann::json r
   header.type = to.type;
   header.flags = ipc::frame_flags::response;
   header.request_id = to.request_id;
-  auto st = lane_->send(header, response, std::chrono::steady_clock::now() + lane_frame_limit);
-  if (st) {
-    answers_->fetch_add(1, std::memory_order_release);
-    return;
-  }
-  if (st.err().code == ipc::channel_errc::body_too_large) {
-    // As on the channel: the caller still gets an answer rather than waiting for its deadline.
-    return answer_error_on_lane(to, {st.err().code, "response body over the cap"});
-  }
-  spdlog::error("worker {}: call lane shut: {}", env_name_, st.err().message);
-  close_lane();
+  send_on_lane(header, response);
 }
 
 void node_requests::answer_error_on_lane(const ipc::frame_header& to, const error& e) {
@@ -200,11 +185,19 @@ void node_requests::answer_error_on_lane(const ipc::frame_header& to, const erro
   header.type = to.type;
   header.flags = ipc::frame_flags::response | ipc::frame_flags::error;
   header.request_id = to.request_id;
-  if (!lane_->send(header, ipc::error_body(e), std::chrono::steady_clock::now() + lane_frame_limit)) {
-    close_lane();
-    return;
+  send_on_lane(header, ipc::error_body(e));
+}
+
+void node_requests::send_on_lane(const ipc::frame_header& header, const nlohmann::json& body) {
+  auto st = lane_->send(header, body, std::chrono::steady_clock::now() + lane_frame_limit);
+  if (st) return;
+  if (st.err().code == ipc::channel_errc::body_too_large &&
+      (header.flags & ipc::frame_flags::error) == 0) {
+    // As on the channel: the caller still gets an answer rather than waiting for its deadline.
+    return answer_error_on_lane(header, {st.err().code, "response body over the cap"});
   }
-  if (answers_ != nullptr) answers_->fetch_add(1, std::memory_order_release);
+  spdlog::error("worker {}: call lane shut: {}", env_name_, st.err().message);
+  close_lane();
 }
 
 }  // namespace orch::worker

@@ -63,10 +63,6 @@ class worker_memory {
   // delivers the answer. Set before the first call.
   void ask_grants_over(std::shared_ptr<ipc::channel> channel);
   ipc::control_block& block() noexcept { return control_->block(settings_.slot); }
-  // The call lane's doorbell in this worker's slot record (written by the host only).
-  const std::atomic<std::uint64_t>& doorbell() const noexcept {
-    return control_->record(settings_.slot).doorbell;
-  }
   const ipc::handshake_settings& settings() const noexcept { return settings_; }
   const plugins::manager_choice& manager() const noexcept { return manager_; }
   bool is_pager() const noexcept { return manager_.manager == plugins::memory_manager::pager; }

@@ -20,7 +20,7 @@ namespace {
 // late when the host is stopping.
 constexpr auto loss_decision_limit = std::chrono::seconds(10);
 
-// How long a caller polls the worker's count of answers before it sleeps on the lane's socket:
+// How long a caller polls the lane for its answer before it sleeps on the lane's socket:
 // an empty node's answer comes within a few us, and a wake-up from sleep costs 3 to 60 us on a
 // VM (docs/performance.md, "Floors"); a longer node costs the caller this much CPU once.
 constexpr auto answer_poll = std::chrono::microseconds(50);
@@ -32,14 +32,10 @@ constexpr const char* channel_frames_key = "channel_frames";
 
 call_lane::call_lane(std::string env, handlers h) : env_(std::move(env)), handlers_(std::move(h)) {}
 
-void call_lane::open(std::unique_ptr<ipc::lane_socket> socket, std::uint32_t generation,
-                     std::function<void()> ring_doorbell,
-                     const std::atomic<std::uint64_t>* answers,
+void call_lane::open(std::unique_ptr<ipc::lane_endpoint> endpoint, std::uint32_t generation,
                      std::chrono::milliseconds deadline) {
   std::lock_guard lock(mutex_);
-  socket_ = std::move(socket);
-  ring_doorbell_ = std::move(ring_doorbell);
-  answers_ = answers;
+  endpoint_ = std::move(endpoint);
   generation_ = generation;
   deadline_ = deadline;
   loss_.reset();
@@ -52,8 +48,8 @@ void call_lane::close(std::uint32_t generation, const error& why) {
   std::lock_guard lock(mutex_);
   if (generation != generation_ || loss_) return;
   loss_ = why;
-  if (socket_) socket_->shut_down();  // wakes a caller blocked on it; the fd stays its own
-  socket_.reset();
+  if (endpoint_) endpoint_->shut_down();  // wakes a caller asleep on it; the fd stays its own
+  endpoint_.reset();
   changed_.notify_all();
 }
 
@@ -95,19 +91,19 @@ call_histogram call_lane::durations() const {
 }
 
 std::optional<result<json>> call_lane::call(const json& body) {
-  std::shared_ptr<ipc::lane_socket> socket;
+  std::shared_ptr<ipc::lane_endpoint> endpoint;
   std::uint32_t generation = 0;
   clock_type::time_point deadline;
   {
     std::lock_guard lock(mutex_);
-    if (!socket_ || loss_ || router_holds_ || lane_busy_) return std::nullopt;
+    if (!endpoint_ || loss_ || router_holds_ || lane_busy_) return std::nullopt;
     lane_busy_ = true;
-    socket = socket_;
+    endpoint = endpoint_;
     generation = generation_;
     deadline = clock_type::now() + deadline_;
   }
   const auto sent = clock_type::now();
-  result<json> answer = exchange(*socket, generation, body, deadline);
+  result<json> answer = exchange(*endpoint, generation, body, deadline);
   {
     std::lock_guard lock(mutex_);
     durations_.observe(std::chrono::duration<double>(clock_type::now() - sent).count());
@@ -116,23 +112,18 @@ std::optional<result<json>> call_lane::call(const json& body) {
   return answer;
 }
 
-result<json> call_lane::exchange(ipc::lane_socket& socket, std::uint32_t generation,
+result<json> call_lane::exchange(ipc::lane_endpoint& endpoint, std::uint32_t generation,
                                  const json& body, clock_type::time_point deadline) {
   ipc::frame_header header;
   header.type = static_cast<std::uint16_t>(ipc::message_type::call);
   header.request_id = next_id_++;  // under lane_busy_: one caller at a time
-  const std::uint64_t answered = answers_->load(std::memory_order_acquire);
-  if (auto st = socket.send(header, body, deadline); !st) {
+  if (auto st = endpoint.send(header, body, deadline); !st) {
     if (st.err().code == ipc::channel_errc::body_too_large) return st.err();  // nothing sent
     return fail(generation, "could not be sent a call on its lane (" + st.err().message + ")");
   }
-  {
-    std::lock_guard lock(mutex_);
-    if (generation == generation_ && ring_doorbell_) ring_doorbell_();
-  }
-  // The worker's count moves once its answer is on the socket (or it is gone: the socket says).
-  poll_until([&] { return answers_->load(std::memory_order_acquire) != answered; }, answer_poll);
-  auto frame = socket.receive(deadline);
+  // Then asleep on the socket: a worker gone shuts it (the io thread's loss), or the deadline.
+  poll_until([&] { return endpoint.waiting(); }, answer_poll, [&] { return endpoint.shares_cpu(); });
+  auto frame = endpoint.receive(deadline);
   if (!frame) {
     if (frame.err().code == ipc::channel_errc::deadline_exceeded) {
       fail(generation, "did not answer a call within its deadline");
@@ -189,7 +180,7 @@ status call_lane::wait_for_frames(std::uint32_t generation, std::uint64_t frames
 error call_lane::fail(std::uint32_t generation, const std::string& why) {
   {
     std::lock_guard lock(mutex_);
-    if (generation == generation_ && socket_) socket_.reset();  // no lane call after a fault
+    if (generation == generation_ && endpoint_) endpoint_.reset();  // no lane call after a fault
   }
   if (handlers_.lose) handlers_.lose(generation, why);
   std::unique_lock lock(mutex_);

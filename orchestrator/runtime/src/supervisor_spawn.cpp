@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,6 +78,12 @@ void supervisor::spawn(worker& w) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, lane) != 0)
     return fail_start(socketpair_failed(errno));
   ipc::unique_fd lane_host(lane[0]), lane_child(lane[1]);
+  auto lane_page = ipc::lane_memory::create();
+  if (!lane_page) return fail_start("cannot make the call lane's page: " + lane_page.err().message);
+  ipc::unique_fd calls_wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  ipc::unique_fd answers_wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!calls_wake.valid() || !answers_wake.valid())
+    return fail_start(std::string("eventfd failed: ") + std::strerror(errno));
 
   // The worker follows the host's manager unless its pack or the operator set the variable or
   // comfy-env's alias for it (derived values are written only where absent).
@@ -182,7 +189,8 @@ void supervisor::spawn(worker& w) {
   for (std::size_t i = 0; i < memory_.pool().segment_count(); ++i) {
     pass.push_back(memory_.pool().segment(i).fd());
   }
-  pass.push_back(lane_child.get());  // last, flagged in the first byte (docs/protocol.md)
+  // Last, flagged in the first byte (docs/protocol.md).
+  pass.insert(pass.end(), {lane_child.get(), lane_page->fd(), calls_wake.get(), answers_wake.get()});
   const std::byte header[2] = {
       std::byte{static_cast<std::uint8_t>((sim ? ipc::segments_flags::sim : 0) |
                                           ipc::segments_flags::lane)},
@@ -192,7 +200,10 @@ void supervisor::spawn(worker& w) {
   }
   w.fd_socket = std::move(fds_host);
   lane_child.reset();
-  w.lane_end = std::move(lane_host);
+  lane_page->close_fd();
+  w.lane_end = std::make_unique<ipc::lane_endpoint>(
+      ipc::lane_socket(std::move(lane_host), "host<->" + w.spec.env, generation),
+      std::move(*lane_page), std::move(answers_wake), std::move(calls_wake), ipc::lane_side::host);
 
   ipc::channel::socket_type socket(io_);
   socket.assign(boost::asio::local::stream_protocol(), chan_host.release());
@@ -263,13 +274,8 @@ void supervisor::on_ready(worker& w, const ipc::message& m) {
   w.last_beat = memory_.control().block(w.info.slot).heartbeat.load(std::memory_order_acquire);
   w.last_beat_at = clock::now();
   w.channel->respond(m.header, json::object());
-  if (m.body.value("lane", false) && w.lane_end.valid()) {
-    ipc::control_segment& control = memory_.control();
-    const std::uint32_t slot = w.info.slot;
-    w.lane->open(std::make_unique<ipc::lane_socket>(std::move(w.lane_end), "host<->" + w.spec.env,
-                                                    w.info.generation),
-                 w.info.generation, [&control, slot] { control.ring_doorbell(slot); },
-                 &control.block(slot).lane_answers, w.spec.call_timeout);
+  if (m.body.value("lane", false) && w.lane_end) {
+    w.lane->open(std::move(w.lane_end), w.info.generation, w.spec.call_timeout);
   }
   w.lane_end.reset();
   spdlog::info("worker {}: ready (pid {}, generation {}, {} node classes)", w.spec.env, w.info.pid,

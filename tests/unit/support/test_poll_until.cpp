@@ -28,6 +28,18 @@ TEST(poll_until, gives_up_after_its_bound_when_the_condition_never_holds) {
   EXPECT_EQ(polls % 64, 0);
 }
 
+TEST(poll_until, on_a_crowded_cpu_yields_at_every_poll_and_still_keeps_its_bound) {
+  int polls = 0, asked = 0;
+  EXPECT_FALSE(orch::poll_until([&] { return ++polls < 0; }, 1ms, [&] { return ++asked > 0; }));
+  // Asked once before the first poll, then at each yield, i.e. after every poll but the last.
+  EXPECT_EQ(asked, polls);
+  // Not crowded: asked before the first poll and at each yield, once per 64 polls.
+  polls = asked = 0;
+  EXPECT_FALSE(orch::poll_until([&] { return ++polls < 0; }, 1ms, [&] { return ++asked < 0; }));
+  EXPECT_EQ(asked, polls / 64);
+  EXPECT_TRUE(orch::poll_until([&] { return true; }, 1h, [] { return true; }));
+}
+
 TEST(poll_until, sees_a_flag_another_thread_sets) {
   std::atomic<bool> flag{false};
   std::thread setter([&] { flag.store(true, std::memory_order_release); });

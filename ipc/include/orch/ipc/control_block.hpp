@@ -20,8 +20,8 @@
 namespace orch::ipc {
 
 inline constexpr std::uint32_t control_block_magic = 0x4b4c4243u;  // "CBLK"
-// 2: release and settings fields; 3: the largest cast buffer; 4: lane answers
-inline constexpr std::uint16_t control_block_version = 4;
+// 2: release and settings fields; 3: the largest cast buffer; 4: lane answers; 5: without them
+inline constexpr std::uint16_t control_block_version = 5;
 
 enum class memory_manager_kind : std::uint32_t { unknown = 0, pager = 1, ledger = 2 };
 enum class plugin_slot : std::uint32_t { pager = 0, allocator = 1, backend = 2 };
@@ -88,10 +88,6 @@ struct control_block {
   std::uint32_t padding[13];
 
   alignas(64) std::atomic<std::uint64_t> heartbeat;  // bumped by the owning process
-  // Bumped by the owner after each answer it wrote on its call lane: the host's caller polls it
-  // for a moment before it sleeps on the lane's socket (docs/runtime.md, "The call lane"). A
-  // hint the host never trusts: the socket is what the answer is read from.
-  std::atomic<std::uint64_t> lane_answers;
   alignas(64) std::atomic<std::uint64_t> stats_sequence;
   std::atomic<std::uint64_t> stats[stats_words];
 

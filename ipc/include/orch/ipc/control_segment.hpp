@@ -43,18 +43,15 @@
 namespace orch::ipc {
 
 inline constexpr std::uint32_t control_segment_magic = 0x4c54434fu;  // "OCTL"
-inline constexpr std::uint16_t control_segment_version = 4;  // 3: grants, per-slot memfds; 4: doorbell
+// 3: grants, per-slot memfds; 4: a call lane doorbell; 5: without it (the lane's own page)
+inline constexpr std::uint16_t control_segment_version = 5;
 
 // In the control memfd. Host only; read-only everywhere else.
 struct alignas(64) slot_record {
   std::atomic<std::uint64_t> pid;         // 0: free
   std::atomic<std::uint64_t> start_time;  // /proc/<pid>/stat field 22
   std::atomic<std::uint64_t> grant;       // bytes the owner may hold
-  // The call lane's doorbell: bumped by the host after it wrote a call on the owner's lane, so the
-  // owner's node thread, polling for its next call, sees it without a system call
-  // (docs/runtime.md, "The call lane"). A hint: the lane's socket is what the call is read from.
-  std::atomic<std::uint64_t> doorbell;
-  std::uint64_t padding[4];
+  std::uint64_t padding[5];
 };
 static_assert(std::is_standard_layout_v<slot_record> && sizeof(slot_record) == 64);
 
@@ -160,9 +157,6 @@ class control_segment {
   // Errors: "budget_exceeded" (nothing changed), or the grant limit's error.
   result<std::uint64_t> grow_grant(std::uint32_t index, std::uint64_t shortfall,
                                    std::uint64_t slack = 0);
-  // Host: rings slot `index`'s doorbell (slot_record::doorbell), after a call was written to its
-  // lane.
-  void ring_doorbell(std::uint32_t index) noexcept;
   // Host: takes back what slot `index` holds beyond its reservation; returns the bytes.
   std::uint64_t revoke_unused(std::uint32_t index) noexcept;
   void set_grant_limit(grant_limit limit) { limit_ = std::move(limit); }

@@ -17,6 +17,7 @@ inline constexpr const char* closed = "closed";  // this side closed the channel
 namespace lane_errc {
 inline constexpr const char* wrong_generation = "wrong_generation";
 inline constexpr const char* unexpected_frame = "unexpected_frame";
+inline constexpr const char* bad_box = "bad_box";  // a box whose length is not one frame's
 }  // namespace lane_errc
 
 namespace frame_errc {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,16 @@ class lane_socket {
   // that breaks the protocol, "wrong_generation".
   result<message> receive(std::optional<clock::time_point> deadline);
 
+  // The frame send() would write, encoded into this socket's own buffer (valid until its next
+  // encode or send), and written by send_encoded(). For the shared page's box
+  // (lane_endpoint.hpp), which takes the same bytes. Errors: "body_too_large".
+  result<std::span<const std::uint8_t>> encode(frame_header header, const json& body);
+  status send_encoded(clock::time_point deadline);
+
+  // A whole frame received some other way (the shared page's box), checked as receive() checks
+  // one. Errors: as receive's, and "bad_box" when `frame` is not exactly one frame.
+  result<message> decode(std::span<const std::uint8_t> frame) const;
+
   // True when bytes are waiting to be read (a frame, or its start), without blocking.
   bool readable() const noexcept;
   // Ends the lane for both sides: a thread blocked on it wakes with "peer_lost". The descriptor
@@ -54,6 +65,8 @@ class lane_socket {
   // Waits until the socket is ready for `events` or `deadline`; false at the deadline.
   result<bool> wait(short events, std::optional<clock::time_point> deadline) const;
   result<message> take_frame(std::size_t frame_size, const frame_header& header);
+  result<message> finish_frame(const frame_header& header,
+                               std::span<const std::uint8_t> body) const;
 
   unique_fd fd_;
   std::string name_;

@@ -37,6 +37,25 @@ bool poll_until(Ready ready, std::chrono::steady_clock::duration limit) {
   return true;
 }
 
+// poll_until, yielding at every poll while `crowded()` says the thread that makes `ready()` true
+// shares this thread's CPU: polling there only delays it until the next yield (64 polls, a few
+// us each way of a call on one CPU), where a yield hands it the CPU at once. Asked again at each
+// yield, so a thread moved away goes back to polling alone.
+template <typename Ready, typename Crowded>
+bool poll_until(Ready ready, std::chrono::steady_clock::duration limit, Crowded crowded) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  bool yield_each_poll = crowded();
+  for (unsigned polls = 1; !ready(); ++polls) {
+    if (yield_each_poll || polls % 64 == 0) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::yield();
+      yield_each_poll = crowded();
+    }
+    cpu_relax();
+  }
+  return true;
+}
+
 // poll_until for a flag set with release order.
 inline bool poll_until(const std::atomic<bool>& flag, std::chrono::steady_clock::duration limit) {
   return poll_until([&] { return flag.load(std::memory_order_acquire); }, limit);

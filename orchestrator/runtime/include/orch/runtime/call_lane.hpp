@@ -1,9 +1,10 @@
 // call_lane: a node call written and answered on the caller's own thread (docs/runtime.md, "The
 // call lane"). Each env has one; each worker generation that said it reads a lane gets a socket
-// of its own for it (ipc/lane_socket.hpp). An uncontended call from a thread other than the io
-// thread is then: the caller writes the call and rings the worker's doorbell, the worker's node
-// thread reads it, runs the node and writes the answer, the caller reads it. Two threads, as in a
-// raw round trip, where the router's path crosses five (docs/performance.md, "The call path").
+// and a shared page of its own for it (ipc/lane_endpoint.hpp). An uncontended call from a thread
+// other than the io thread is then: the caller writes the call in the page, the worker's node
+// thread, polling, takes it, runs the node and writes the answer there, the caller, polling,
+// takes it. Two threads, as in a raw round trip, where the router's path crosses five, and no
+// system call while both poll (docs/performance.md, "The call path").
 //
 // The io thread keeps everything that must never wait for a node, and the lane defers to it:
 //   - one call at a time per worker: the lane is taken only while the router has no call in
@@ -22,7 +23,6 @@
 // thread; call on any other thread, any number at once (all but one fall back).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -34,7 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "orch/ipc/lane_socket.hpp"
+#include "orch/ipc/lane_endpoint.hpp"
 #include "orch/runtime/call_histogram.hpp"
 #include "orch/support/result.hpp"
 
@@ -55,11 +55,9 @@ class call_lane {
   call_lane(const call_lane&) = delete;
   call_lane& operator=(const call_lane&) = delete;
 
-  // io thread: `generation` is ready and reads its calls from `socket`; `ring_doorbell` rings its
-  // slot's doorbell (control_segment::ring_doorbell), `answers` is its control block's count of
-  // answers written (control_block::lane_answers), `deadline` its calls' deadline.
-  void open(std::unique_ptr<ipc::lane_socket> socket, std::uint32_t generation,
-            std::function<void()> ring_doorbell, const std::atomic<std::uint64_t>* answers,
+  // io thread: `generation` is ready and reads its calls from `endpoint`'s other end;
+  // `deadline` is its calls' deadline.
+  void open(std::unique_ptr<ipc::lane_endpoint> endpoint, std::uint32_t generation,
             std::chrono::milliseconds deadline);
   // io thread: `generation` is gone. A lane call still out gets `why`; later calls fall back.
   void close(std::uint32_t generation, const error& why);
@@ -86,7 +84,7 @@ class call_lane {
   call_histogram durations() const;
 
  private:
-  result<nlohmann::json> exchange(ipc::lane_socket& socket, std::uint32_t generation,
+  result<nlohmann::json> exchange(ipc::lane_endpoint& endpoint, std::uint32_t generation,
                                   const nlohmann::json& body,
                                   std::chrono::steady_clock::time_point deadline);
   // A fault on the lane: the worker is lost on the io thread; returns the loss's error.
@@ -101,9 +99,7 @@ class call_lane {
   const handlers handlers_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;  // a loss, frames handled
-  std::shared_ptr<ipc::lane_socket> socket_;  // the open generation's; null when none
-  std::function<void()> ring_doorbell_;
-  const std::atomic<std::uint64_t>* answers_ = nullptr;
+  std::shared_ptr<ipc::lane_endpoint> endpoint_;  // the open generation's; null when none
   std::uint32_t generation_ = 0;
   std::chrono::milliseconds deadline_{0};
   bool router_holds_ = false;

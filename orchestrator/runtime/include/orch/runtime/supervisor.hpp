@@ -228,7 +228,8 @@ class supervisor {
     std::deque<queued_call> queue;
     std::unique_ptr<queued_call> in_flight;
     std::shared_ptr<call_lane> lane;
-    ipc::unique_fd lane_end;  // this generation's host end, until its ready opens the lane
+    // This generation's host end of its lane, until its ready opens the lane.
+    std::unique_ptr<ipc::lane_endpoint> lane_end;
     restart_policy policy;  // what its losses lead to
     // Why this generation's start cannot succeed on a retry (an exec failure, the worker's
     // setup_failed, an exit status); empty: a loss like any other.

@@ -1,0 +1,234 @@
+// lane_endpoint (ipc/lane_endpoint.hpp): a call lane's two ends over a real socketpair and a real
+// shared page: frames in the box and on the socket, readers asleep woken, and a peer that writes
+// anything at all into the page it shares.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "orch/ipc/errc.hpp"
+#include "orch/ipc/lane_endpoint.hpp"
+
+namespace orch::ipc {
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = lane_endpoint::clock;
+
+// A host end and a worker end of one lane, each with its own mapping of the page (as in two
+// processes); `raw` is one more mapping, for the tests that play a hostile peer.
+struct lane_pair {
+  explicit lane_pair(std::uint32_t worker_generation = 1) {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    auto page = lane_memory::create();
+    EXPECT_TRUE(page.ok());
+    auto worker_page = lane_memory::attach(unique_fd(::dup(page->fd())));
+    EXPECT_TRUE(worker_page.ok());
+    auto raw_page = lane_memory::attach(unique_fd(::dup(page->fd())));
+    EXPECT_TRUE(raw_page.ok());
+    raw = std::make_unique<lane_memory>(std::move(*raw_page));
+    const int calls_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    const int answers_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    host = std::make_unique<lane_endpoint>(lane_socket(unique_fd(fds[0]), "host", 1),
+                                           std::move(*page), unique_fd(answers_wake),
+                                           unique_fd(calls_wake), lane_side::host);
+    worker = std::make_unique<lane_endpoint>(
+        lane_socket(unique_fd(fds[1]), "worker", worker_generation), std::move(*worker_page),
+        unique_fd(::dup(calls_wake)), unique_fd(::dup(answers_wake)), lane_side::worker);
+  }
+  std::unique_ptr<lane_memory> raw;
+  std::unique_ptr<lane_endpoint> host, worker;
+};
+
+frame_header header_of(message_type type, std::uint64_t id, std::uint16_t flags = 0) {
+  frame_header h;
+  h.type = static_cast<std::uint16_t>(type);
+  h.request_id = id;
+  h.flags = flags;
+  return h;
+}
+
+json call_body(std::size_t padding = 0) {
+  return {{"node", "1"}, {"class_type", "TestEmpty"}, {"inputs", {{"t", std::string(padding, 'x')}}}};
+}
+
+// Whether the socket has bytes for `end` to read, without reading them.
+bool socket_holds_bytes(const lane_endpoint& end) {
+  char byte = 0;
+  return ::recv(end.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+// Whether `end`'s wake eventfd was written, without emptying it.
+bool woken(const lane_endpoint& end) {
+  pollfd p{end.wake_fd(), POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+TEST(lane_endpoint, a_call_and_its_answer_cross_in_the_box_without_the_socket) {
+  lane_pair p;
+  ASSERT_TRUE(p.host->send(header_of(message_type::call, 5), call_body(), clock_type::now() + 1s));
+  EXPECT_TRUE(p.worker->waiting());
+  EXPECT_FALSE(socket_holds_bytes(*p.worker));  // the reader was awake: no wake frame either
+  auto call = p.worker->receive(clock_type::now() + 1s);
+  ASSERT_TRUE(call.ok()) << call.err().message;
+  EXPECT_EQ(call->header.request_id, 5u);
+  EXPECT_EQ(call->body, call_body());
+  EXPECT_FALSE(p.worker->waiting());
+  ASSERT_TRUE(p.worker->send(header_of(message_type::call, 5, frame_flags::response),
+                             {{"status", "ok"}}, clock_type::now() + 1s));
+  EXPECT_FALSE(socket_holds_bytes(*p.host));
+  auto answer = p.host->receive(clock_type::now() + 1s);
+  ASSERT_TRUE(answer.ok()) << answer.err().message;
+  EXPECT_EQ(answer->body, json({{"status", "ok"}}));
+}
+
+TEST(lane_endpoint, a_frame_larger_than_the_box_goes_on_the_socket_in_its_turn) {
+  lane_pair p;
+  for (std::uint64_t id = 1; id <= 4; ++id) {
+    // Boxed, socket, boxed, socket: each taken in its turn.
+    const std::size_t padding = id % 2 == 0 ? lane_box_capacity : 0;
+    ASSERT_TRUE(p.host->send(header_of(message_type::call, id), call_body(padding),
+                             clock_type::now() + 1s));
+    auto call = p.worker->receive(clock_type::now() + 1s);
+    ASSERT_TRUE(call.ok()) << call.err().message;
+    EXPECT_EQ(call->header.request_id, id);
+    EXPECT_EQ(call->body, call_body(padding));
+  }
+  EXPECT_FALSE(p.worker->waiting());
+}
+
+TEST(lane_endpoint, a_reader_asleep_is_woken_by_a_frame_in_the_box) {
+  lane_pair p;
+  auto answer = std::async(std::launch::async, [&] { return p.host->receive(clock_type::now() + 10s); });
+  // Whether the host is asleep yet or not, the answer must reach it.
+  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(p.worker->send(header_of(message_type::call, 9, frame_flags::response),
+                             {{"status", "ok"}}, clock_type::now() + 1s));
+  ASSERT_EQ(answer.wait_for(10s), std::future_status::ready);
+  auto got = answer.get();
+  ASSERT_TRUE(got.ok()) << got.err().message;
+  EXPECT_EQ(got->header.request_id, 9u);
+}
+
+TEST(lane_endpoint, a_thread_that_sleeps_on_other_things_too_is_woken_by_its_eventfd) {
+  lane_pair p;
+  ASSERT_TRUE(p.worker->begin_sleep());  // nothing waiting: it may sleep
+  ASSERT_TRUE(p.host->send(header_of(message_type::call, 3), call_body(), clock_type::now() + 1s));
+  EXPECT_TRUE(woken(*p.worker));  // for a reader asleep; nothing on the socket
+  EXPECT_FALSE(socket_holds_bytes(*p.worker));
+  ASSERT_TRUE(p.worker->woke(false).ok());
+  auto call = p.worker->receive(clock_type::now() + 1s);
+  ASSERT_TRUE(call.ok()) << call.err().message;
+  EXPECT_EQ(call->header.request_id, 3u);
+  EXPECT_FALSE(p.worker->waiting());
+  // An awake reader is not woken.
+  std::uint64_t count = 0;
+  ASSERT_EQ(::read(p.worker->wake_fd(), &count, sizeof count), 8);
+  ASSERT_TRUE(p.host->send(header_of(message_type::call, 4), call_body(), clock_type::now() + 1s));
+  EXPECT_FALSE(woken(*p.worker));
+  ASSERT_TRUE(p.worker->receive(clock_type::now() + 1s).ok());
+  // A frame on the socket read while waking is kept, and taken next, once.
+  ASSERT_TRUE(p.worker->begin_sleep());
+  ASSERT_TRUE(p.host->send(header_of(message_type::call, 5), call_body(lane_box_capacity),
+                           clock_type::now() + 1s));
+  ASSERT_TRUE(p.worker->woke(true).ok());
+  EXPECT_TRUE(p.worker->waiting());
+  auto big = p.worker->receive(clock_type::now() + 1s);
+  ASSERT_TRUE(big.ok()) << big.err().message;
+  EXPECT_EQ(big->header.request_id, 5u);
+  EXPECT_FALSE(p.worker->waiting());
+}
+
+TEST(lane_endpoint, a_box_whose_length_is_no_frame_is_refused) {
+  lane_pair p;
+  lane_box& answers = p.raw->page().answers;
+  answers.length.store(lane_box_capacity + 1);
+  answers.boxed.store(1, std::memory_order_release);
+  answers.sent.store(1);
+  auto over = p.host->receive(clock_type::now() + 1s);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.err().code, lane_errc::bad_box);
+
+  lane_pair q;
+  lane_box& short_box = q.raw->page().answers;
+  short_box.length.store(frame_header_size - 1);
+  short_box.boxed.store(1, std::memory_order_release);
+  short_box.sent.store(1);
+  auto under = q.host->receive(clock_type::now() + 1s);
+  ASSERT_FALSE(under.ok());
+  EXPECT_EQ(under.err().code, lane_errc::bad_box);
+}
+
+TEST(lane_endpoint, garbage_in_the_box_is_refused_as_the_socket_refuses_it) {
+  lane_pair p;
+  lane_box& answers = p.raw->page().answers;
+  std::memset(answers.bytes, 0xab, 200);
+  answers.length.store(200);
+  answers.boxed.store(1, std::memory_order_release);
+  answers.sent.store(1);
+  auto got = p.host->receive(clock_type::now() + 1s);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.err().code, frame_errc::bad_magic);
+}
+
+TEST(lane_endpoint, a_box_whose_header_claims_another_length_is_refused) {
+  lane_pair p;
+  // A real answer, then its length cut short by the peer.
+  ASSERT_TRUE(p.worker->send(header_of(message_type::call, 1, frame_flags::response),
+                             {{"status", "ok"}}, clock_type::now() + 1s));
+  lane_box& answers = p.raw->page().answers;
+  answers.length.store(answers.length.load() - 1);
+  auto got = p.host->receive(clock_type::now() + 1s);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.err().code, lane_errc::bad_box);
+}
+
+TEST(lane_endpoint, a_frame_of_another_generation_in_the_box_is_refused) {
+  lane_pair p(/*worker_generation=*/2);
+  ASSERT_TRUE(p.worker->send(header_of(message_type::call, 1, frame_flags::response),
+                             {{"status", "ok"}}, clock_type::now() + 1s));
+  auto got = p.host->receive(clock_type::now() + 1s);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.err().code, lane_errc::wrong_generation);
+}
+
+TEST(lane_endpoint, a_count_that_lies_costs_the_reader_its_deadline_never_a_frame) {
+  lane_pair p;
+  // Counted, but neither in the box nor on the socket.
+  p.raw->page().answers.sent.store(1000);
+  auto got = p.host->receive(clock_type::now() + 50ms);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.err().code, channel_errc::deadline_exceeded);
+}
+
+TEST(lane_endpoint, shutting_the_lane_wakes_a_reader_asleep) {
+  lane_pair p;
+  auto answer = std::async(std::launch::async, [&] { return p.host->receive(std::nullopt); });
+  std::this_thread::sleep_for(20ms);
+  p.host->shut_down();
+  ASSERT_EQ(answer.wait_for(10s), std::future_status::ready);
+  auto got = answer.get();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.err().code, channel_errc::peer_lost);
+}
+
+TEST(lane_endpoint, a_page_of_another_layout_is_refused_at_attach) {
+  auto page = lane_memory::create();
+  ASSERT_TRUE(page.ok());
+  page->page().version = lane_page_version + 1;
+  auto other = lane_memory::attach(unique_fd(::dup(page->fd())));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.err().code, shm_errc::bad_segment);
+}
+
+}  // namespace
+}  // namespace orch::ipc
