@@ -1,4 +1,5 @@
-// Empty request/response round trip over the channel and over a call lane's socket, p50 and p99,
+// Empty request/response round trip over the channel, over a call lane's socket alone and over a
+// whole call lane (its shared page's boxes, polled as the lane polls), p50 and p99,
 // against its floor: a raw socketpair round trip of the same number of bytes between two
 // processes, measured three ways (socket_floors.hpp) in the same interleaved blocks; the lowest is
 // the floor. Beside them, a futex doorbell over shared memory (doorbell_floor.hpp): what a lane
@@ -6,9 +7,13 @@
 //
 //   bench_ipc_round_trip [iterations]     (default 20000 of each, after 2000 warm-up round trips,
 //                                          in blocks of 500, the order rotating per block)
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <iterator>
 
 #include <boost/asio/io_context.hpp>
 #include <cstdio>
@@ -19,7 +24,9 @@
 #include "doorbell_floor.hpp"
 #include "interleaved_floors.hpp"
 #include "orch/ipc/channel.hpp"
+#include "orch/ipc/lane_endpoint.hpp"
 #include "orch/ipc/lane_socket.hpp"
+#include "orch/support/poll_until.hpp"
 
 namespace {
 
@@ -59,6 +66,37 @@ pid_t start_lane_echo(int fd, int other) {
     ::close_range(static_cast<unsigned>(fd) + 1, ~0U, 0);
     lane_socket lane(unique_fd(fd), "echo", 0);
     while (auto m = lane.receive(std::nullopt)) {
+      frame_header answer;
+      answer.type = m->header.type;
+      answer.flags = frame_flags::response;
+      answer.request_id = m->header.request_id;
+      if (!lane.send(answer, json::object(), lane_socket::clock::now() + std::chrono::seconds(10)))
+        break;
+    }
+    ::_exit(0);
+  }
+  ::close(fd);
+  return child;
+}
+
+// A whole lane's echo process: the worker's end, polled for 100 us before it sleeps, as a worker's
+// node thread polls its lane (node_requests.cpp).
+pid_t start_endpoint_echo(int fd, lane_memory& page, int calls_wake, int answers_wake) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int keep[] = {fd, page.fd(), calls_wake, answers_wake};
+    for (int other = 3; other < 1024; ++other) {
+      if (std::find(std::begin(keep), std::end(keep), other) == std::end(keep)) ::close(other);
+    }
+    auto mine = lane_memory::attach(unique_fd(::dup(page.fd())));
+    if (!mine) ::_exit(1);
+    lane_endpoint lane(lane_socket(unique_fd(fd), "echo", 0), std::move(*mine),
+                       unique_fd(calls_wake), unique_fd(answers_wake), lane_side::worker);
+    while (true) {
+      orch::poll_until([&] { return lane.waiting(); }, std::chrono::microseconds(100),
+                       [&] { return lane.shares_cpu(); });
+      auto m = lane.receive(std::nullopt);
+      if (!m) break;
       frame_header answer;
       answer.type = m->header.type;
       answer.flags = frame_flags::response;
@@ -114,6 +152,36 @@ int main(int argc, char** argv) {
                      }
                      return micros(clock::now() - start);
                    }});
+  int endpoint_fds[2];
+  ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, endpoint_fds);
+  auto page = lane_memory::create();
+  if (!page) {
+    std::fprintf(stderr, "bench: %s\n", page.err().message.c_str());
+    return 2;
+  }
+  const int calls_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int answers_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const pid_t endpoint_child =
+      start_endpoint_echo(endpoint_fds[1], *page, calls_wake, answers_wake);
+  auto endpoint = std::make_shared<lane_endpoint>(
+      lane_socket(unique_fd(endpoint_fds[0]), "bench", 0), std::move(*page),
+      unique_fd(answers_wake), unique_fd(calls_wake), lane_side::host);
+  kinds.push_back({"lane request/response (boxes, polled)", [&] {
+                     const auto start = clock::now();
+                     frame_header h;
+                     h.type = static_cast<std::uint16_t>(message_type::ping);
+                     h.request_id = ++lane_id;
+                     const auto deadline = lane_socket::clock::now() + std::chrono::seconds(10);
+                     if (!endpoint->send(h, json::object(), deadline)) std::exit(2);
+                     orch::poll_until([&] { return endpoint->waiting(); },
+                                      std::chrono::microseconds(50),
+                                      [&] { return endpoint->shares_cpu(); });
+                     if (!endpoint->receive(deadline)) {
+                       std::fprintf(stderr, "bench: the whole lane's echo failed\n");
+                       std::exit(2);
+                     }
+                     return micros(clock::now() - start);
+                   }});
   auto doorbell = std::make_shared<doorbell_floor>(std::chrono::microseconds(100));
   kinds.push_back({"futex doorbell over shared memory",
                    [doorbell] { return doorbell->round_trip_us(); }, [doorbell] { doorbell->pin(); },
@@ -124,12 +192,16 @@ int main(int argc, char** argv) {
   ::waitpid(channel_child, nullptr, 0);
   lane.reset();
   ::waitpid(lane_child, nullptr, 0);
+  endpoint->shut_down();
+  endpoint.reset();
+  ::waitpid(endpoint_child, nullptr, 0);
 
   std::printf("round trip between two processes, %zu-byte frames, %d samples of each\n",
               frame_bytes, iterations);
   const double floor50 = report_floors(kinds);
   const std::size_t n = kinds.size();
-  const double ch50 = report(kinds[n - 3], floor50);
+  const double ch50 = report(kinds[n - 4], floor50);
+  report(kinds[n - 3], floor50);
   report(kinds[n - 2], floor50);
   report(kinds[n - 1], floor50);
   std::printf("  target: the channel's p50 <= 1.5x the floor; against blocking reads: %.2fx\n",
