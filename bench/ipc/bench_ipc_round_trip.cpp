@@ -54,6 +54,17 @@ pid_t start_channel_echo(int fd, int other) {
   return child;
 }
 
+// Answers `request` on `lane` (a lane_socket or a lane_endpoint) with an empty map.
+template <typename Lane>
+bool answer_empty(Lane& lane, const message& request) {
+  frame_header answer;
+  answer.type = request.header.type;
+  answer.flags = frame_flags::response;
+  answer.request_id = request.header.request_id;
+  return lane.send(answer, json::object(), lane_socket::clock::now() + std::chrono::seconds(10))
+      .ok();
+}
+
 // The lane's echo process: reads each frame and answers it with an empty map, blocking, as a
 // worker's node thread reads its lane (without its poll of the doorbell).
 pid_t start_lane_echo(int fd, int other) {
@@ -66,12 +77,7 @@ pid_t start_lane_echo(int fd, int other) {
     ::close_range(static_cast<unsigned>(fd) + 1, ~0U, 0);
     lane_socket lane(unique_fd(fd), "echo", 0);
     while (auto m = lane.receive(std::nullopt)) {
-      frame_header answer;
-      answer.type = m->header.type;
-      answer.flags = frame_flags::response;
-      answer.request_id = m->header.request_id;
-      if (!lane.send(answer, json::object(), lane_socket::clock::now() + std::chrono::seconds(10)))
-        break;
+      if (!answer_empty(lane, *m)) break;
     }
     ::_exit(0);
   }
@@ -96,13 +102,7 @@ pid_t start_endpoint_echo(int fd, lane_memory& page, int calls_wake, int answers
       orch::poll_until([&] { return lane.waiting(); }, std::chrono::microseconds(100),
                        [&] { return lane.shares_cpu(); });
       auto m = lane.receive(std::nullopt);
-      if (!m) break;
-      frame_header answer;
-      answer.type = m->header.type;
-      answer.flags = frame_flags::response;
-      answer.request_id = m->header.request_id;
-      if (!lane.send(answer, json::object(), lane_socket::clock::now() + std::chrono::seconds(10)))
-        break;
+      if (!m || !answer_empty(lane, *m)) break;
     }
     ::_exit(0);
   }

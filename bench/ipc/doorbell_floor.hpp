@@ -35,7 +35,7 @@ class doorbell_floor {
     words_ = new (p) words{};
     const auto cpus = allowed_cpus();
     if (cpus.size() >= 2) {
-      ours_ = cpus[0];
+      pin_ = block_pin(cpus[0]);
       echo_cpu_ = cpus[1];
     }
     child_ = ::fork();
@@ -64,16 +64,8 @@ class doorbell_floor {
   bool usable() const { return child_ > 0; }
 
   // Pins the calling thread for a block of round trips.
-  void pin() {
-    if (!ours_) return;
-    saved_ = cpu_set_t{};
-    ::sched_getaffinity(0, sizeof *saved_, &*saved_);
-    pin_to(*ours_);
-  }
-  void unpin() {
-    if (saved_) ::sched_setaffinity(0, sizeof *saved_, &*saved_);
-    saved_.reset();
-  }
+  void pin() { pin_.pin(); }
+  void unpin() { pin_.unpin(); }
 
   // One round trip, in microseconds.
   double round_trip_us() {
@@ -119,8 +111,8 @@ class doorbell_floor {
   words* words_ = nullptr;
   pid_t child_ = -1;
   std::uint32_t sequence_ = 0;
-  std::optional<int> ours_, echo_cpu_;
-  std::optional<cpu_set_t> saved_;
+  std::optional<int> echo_cpu_;
+  block_pin pin_;
 };
 
 }  // namespace orch::bench_floors

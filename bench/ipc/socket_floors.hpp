@@ -59,6 +59,26 @@ inline void pin_to(int cpu) {
   ::sched_setaffinity(0, sizeof set, &set);
 }
 
+// The measuring thread's pin for a floor's block (pin() ... unpin()), to `cpu` when there is one.
+class block_pin {
+ public:
+  explicit block_pin(std::optional<int> cpu = std::nullopt) : cpu_(cpu) {}
+  void pin() {
+    if (!cpu_) return;
+    saved_ = cpu_set_t{};
+    ::sched_getaffinity(0, sizeof *saved_, &*saved_);
+    pin_to(*cpu_);
+  }
+  void unpin() {
+    if (saved_) ::sched_setaffinity(0, sizeof *saved_, &*saved_);
+    saved_.reset();
+  }
+
+ private:
+  std::optional<int> cpu_;
+  std::optional<cpu_set_t> saved_;
+};
+
 // One way of the floor: an echo process on the other end of a socketpair, and round trips of
 // `bytes` to it from the calling thread. For one_cpu and polling the calling thread is pinned
 // while it measures (pin() ... unpin()), and the echo process for good.
@@ -68,7 +88,7 @@ class socket_floor {
     const auto cpus = allowed_cpus();
     if (kind == floor_kind::polling && cpus.size() < 2) return;  // nothing to poll against
     if (kind != floor_kind::blocking && !cpus.empty()) {
-      ours_ = cpus.front();
+      pin_ = block_pin(cpus.front());
       echo_cpu_ = kind == floor_kind::one_cpu ? cpus.front() : cpus[1];
     }
     int fds[2];
@@ -97,16 +117,8 @@ class socket_floor {
   floor_kind kind() const { return kind_; }
 
   // Pins the calling thread for a block of round trips (where this way needs it).
-  void pin() {
-    if (!ours_) return;
-    saved_ = cpu_set_t{};
-    ::sched_getaffinity(0, sizeof *saved_, &*saved_);
-    pin_to(*ours_);
-  }
-  void unpin() {
-    if (saved_) ::sched_setaffinity(0, sizeof *saved_, &*saved_);
-    saved_.reset();
-  }
+  void pin() { pin_.pin(); }
+  void unpin() { pin_.unpin(); }
 
   // One round trip, in microseconds.
   double round_trip_us() {
@@ -147,8 +159,8 @@ class socket_floor {
   std::vector<char> buffer_;
   int fd_ = -1;
   pid_t child_ = -1;
-  std::optional<int> ours_, echo_cpu_;
-  std::optional<cpu_set_t> saved_;
+  std::optional<int> echo_cpu_;
+  block_pin pin_;
 };
 
 }  // namespace orch::bench_floors
