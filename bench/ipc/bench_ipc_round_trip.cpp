@@ -7,7 +7,6 @@
 //
 //   bench_ipc_round_trip [iterations]     (default 20000 of each, after 2000 warm-up round trips,
 //                                          in blocks of 500, the order rotating per block)
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,17 +86,16 @@ pid_t start_lane_echo(int fd, int other) {
 
 // A whole lane's echo process: the worker's end, polled for 100 us before it sleeps, as a worker's
 // node thread polls its lane (node_requests.cpp).
-pid_t start_endpoint_echo(int fd, lane_memory& page, int calls_wake, int answers_wake) {
+pid_t start_endpoint_echo(int fd, lane_memory& page) {
   const pid_t child = ::fork();
   if (child == 0) {
-    const int keep[] = {fd, page.fd(), calls_wake, answers_wake};
+    const int keep[] = {fd, page.fd()};
     for (int other = 3; other < 1024; ++other) {
       if (std::find(std::begin(keep), std::end(keep), other) == std::end(keep)) ::close(other);
     }
     auto mine = lane_memory::attach(unique_fd(::dup(page.fd())));
     if (!mine) ::_exit(1);
-    lane_endpoint lane(lane_socket(unique_fd(fd), "echo", 0), std::move(*mine),
-                       unique_fd(calls_wake), unique_fd(answers_wake), lane_side::worker);
+    lane_endpoint lane(lane_socket(unique_fd(fd), "echo", 0), std::move(*mine), lane_side::worker);
     while (true) {
       orch::poll_until([&] { return lane.waiting(); }, std::chrono::microseconds(100),
                        [&] { return lane.shares_cpu(); });
@@ -159,13 +157,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench: %s\n", page.err().message.c_str());
     return 2;
   }
-  const int calls_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  const int answers_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  const pid_t endpoint_child =
-      start_endpoint_echo(endpoint_fds[1], *page, calls_wake, answers_wake);
+  const pid_t endpoint_child = start_endpoint_echo(endpoint_fds[1], *page);
   auto endpoint = std::make_shared<lane_endpoint>(
-      lane_socket(unique_fd(endpoint_fds[0]), "bench", 0), std::move(*page),
-      unique_fd(answers_wake), unique_fd(calls_wake), lane_side::host);
+      lane_socket(unique_fd(endpoint_fds[0]), "bench", 0), std::move(*page), lane_side::host);
   kinds.push_back({"lane request/response (boxes, polled)", [&] {
                      const auto start = clock::now();
                      frame_header h;

@@ -1,16 +1,11 @@
 #include "node_requests.hpp"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 
 #include <spdlog/spdlog.h>
 
 #include "orch/ipc/errc.hpp"
+#include "orch/ipc/futex.hpp"
 #include "orch/support/poll_until.hpp"
 #include "worker_errc.hpp"
 
@@ -32,19 +27,16 @@ constexpr auto lane_frame_limit = 30s;
 
 }  // namespace
 
-status node_requests::open(lane_fds lane, std::uint32_t generation) {
-  wake_fd_ = ipc::unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!wake_fd_.valid()) {
-    return error{worker_errc::not_ready, std::string("eventfd failed: ") + std::strerror(errno)};
-  }
-  if (lane.socket.valid()) {
-    auto page = ipc::lane_memory::attach(std::move(lane.page));
-    if (!page) return page.err();
-    lane_ = std::make_unique<ipc::lane_endpoint>(
-        ipc::lane_socket(std::move(lane.socket), "worker " + env_name_, generation),
-        std::move(*page), std::move(lane.calls_wake), std::move(lane.answers_wake),
-        ipc::lane_side::worker);
-  }
+status node_requests::open(ipc::unique_fd lane_socket, ipc::unique_fd lane_page,
+                           std::uint32_t generation) {
+  if (!lane_socket.valid()) return ok_status();
+  auto page = ipc::lane_memory::attach(std::move(lane_page));
+  if (!page) return page.err();
+  lane_ = std::make_unique<ipc::lane_endpoint>(
+      ipc::lane_socket(std::move(lane_socket), "worker " + env_name_, generation),
+      std::move(*page), ipc::lane_side::worker);
+  wake_word_ = &lane_->wake_word();
+  lane_open_.store(true, std::memory_order_release);
   return ok_status();
 }
 
@@ -70,48 +62,33 @@ bool node_requests::stop() {
   return busy;
 }
 
-void node_requests::wake() {
-  const std::uint64_t one = 1;
-  if (wake_fd_.valid()) (void)!::write(wake_fd_.get(), &one, sizeof one);
-}
+void node_requests::wake() { ipc::futex_wake(*wake_word_); }
 
 std::optional<pending_call> node_requests::next() {
   while (true) {
-    auto lane_call_waiting = [&] { return lane_ && lane_->waiting(); };
+    const bool lane = lane_open_.load(std::memory_order_relaxed);  // only this thread shuts it
+    auto lane_call_waiting = [&] { return lane && lane_->waiting(); };
     poll_until([&] { return queued_.load(std::memory_order_acquire) != 0 || lane_call_waiting(); },
-               poll_before_sleep, [&] { return lane_ && lane_->shares_cpu(); });
+               poll_before_sleep, [&] { return lane && lane_->shares_cpu(); });
     if (auto call = take_queued()) return call;
     if (lane_call_waiting()) {
       if (auto call = take_from_lane()) return call;
       continue;
     }
+    // The word first: whatever wakes us after this load (a call, a request, stop) ends the sleep.
+    const std::uint32_t seen = wake_word_->load(std::memory_order_seq_cst);
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return std::nullopt;
     }
     // Asleep until the lane has a frame, the queue a request, or the worker stops.
     sleeping_.store(true, std::memory_order_seq_cst);
-    const bool lane_idle = !lane_ || lane_->begin_sleep();
-    short lane_events = 0;
+    const bool lane_idle = !lane || lane_->begin_sleep();
     if (lane_idle && queued_.load(std::memory_order_seq_cst) == 0) {
-      pollfd fds[3] = {{wake_fd_.get(), POLLIN, 0},
-                       {lane_ ? lane_->fd() : -1, POLLIN, 0},
-                       {lane_ ? lane_->wake_fd() : -1, POLLIN, 0}};
-      if (::poll(fds, 3, -1) > 0) lane_events = fds[1].revents;
-      for (const int woken : {0, 2}) {
-        if (fds[woken].revents == 0) continue;
-        std::uint64_t count = 0;
-        (void)!::read(fds[woken].fd, &count, sizeof count);
-      }
+      ipc::futex_wait(*wake_word_, seen, std::nullopt);
     }
     sleeping_.store(false, std::memory_order_relaxed);
-    if (!lane_) continue;
-    if (auto st = lane_->woke(lane_events != 0); !st) {
-      if (st.err().code != ipc::channel_errc::peer_lost) {
-        spdlog::error("worker {}: call lane shut: {}", env_name_, st.err().message);
-      }
-      close_lane();
-    }
+    if (lane) lane_->woke();
   }
 }
 
@@ -157,7 +134,7 @@ std::optional<pending_call> node_requests::take_from_lane() {
 
 void node_requests::close_lane() {
   lane_->shut_down();
-  lane_.reset();
+  lane_open_.store(false, std::memory_order_release);
 }
 
 void node_requests::answer(const pending_call& call, nlohmann::json response,
@@ -171,7 +148,7 @@ void node_requests::answer(const pending_call& call, nlohmann::json response,
 // handles them (progress, messages, lease notes) before its caller sees the answer.
 void node_requests::answer_on_lane(const ipc::frame_header& to, nlohmann::json response,
                                    std::uint64_t channel_frames) {
-  if (!lane_) return;
+  if (!lane_open_.load(std::memory_order_relaxed)) return;
   response["channel_frames"] = channel_frames;
   ipc::frame_header header;
   header.type = to.type;

@@ -5,8 +5,9 @@
 //
 // Between requests the node thread polls the queue's count and the lane's count for a moment,
 // so a request that follows within it is taken without a wake-up or a system call; then it
-// sleeps in poll(2) on the lane's socket and wake eventfd, and an eventfd the io thread writes when
-// it queues a request while the node thread sleeps.
+// sleeps on one futex word (ipc/futex.hpp): the lane's, which the host bumps when it writes a
+// call, and which the io thread bumps too when it queues a request or stops the worker (without a
+// lane, a word of its own).
 //
 // Threading: enqueue, serve_lane and stop on the io thread; next and answer on the node thread.
 #pragma once
@@ -39,24 +40,16 @@ struct pending_call {
   bool on_lane = false;
 };
 
-// The worker's end of its call lane as the host sent it (docs/protocol.md, "The call lane").
-struct lane_fds {
-  ipc::unique_fd socket;
-  ipc::unique_fd page;
-  ipc::unique_fd calls_wake;    // the host writes it, for a call in the box while we sleep
-  ipc::unique_fd answers_wake;  // we write it, for an answer in the box while the host sleeps
-};
-
 class node_requests {
  public:
   explicit node_requests(std::string env_name) : env_name_(std::move(env_name)) {}
   node_requests(const node_requests&) = delete;
   node_requests& operator=(const node_requests&) = delete;
 
-  // Makes the wake-up and takes the lane's end, if the host gave one (`lane.socket` valid), of
-  // `generation`. Errors: the eventfd's, the page's (lane_memory::attach).
-  status open(lane_fds lane, std::uint32_t generation);
-  bool has_lane() const noexcept { return lane_ != nullptr; }
+  // Takes the lane's end, if the host gave one (`lane_socket` valid: its socket and page), of
+  // `generation`. Errors: the page's (lane_memory::attach).
+  status open(ipc::unique_fd lane_socket, ipc::unique_fd lane_page, std::uint32_t generation);
+  bool has_lane() const noexcept { return lane_open_.load(std::memory_order_acquire); }
   // io thread, once set up (before ready): calls on the lane are served from now on; until then
   // they are answered "not_ready".
   void serve_lane() noexcept { serving_lane_.store(true, std::memory_order_release); }
@@ -87,12 +80,14 @@ class node_requests {
   bool stopping_ = false;
   std::atomic<bool> busy_{false};  // set under mutex_ when a request is taken
   std::atomic<int> queued_{0};
-  ipc::unique_fd wake_fd_;
   std::atomic<bool> sleeping_{false};
-  // The lane: read and answered by the node thread only; null when the host gave none or it was
-  // shut.
+  // The lane: read and answered by the node thread only; null when the host gave none. Kept once
+  // shut (lane_open_ false), so the word the node thread sleeps on stays mapped.
   std::unique_ptr<ipc::lane_endpoint> lane_;
+  std::atomic<bool> lane_open_{false};
   std::atomic<bool> serving_lane_{false};
+  std::atomic<std::uint32_t> own_wake_{0};
+  std::atomic<std::uint32_t>* wake_word_ = &own_wake_;  // set once, at open
 };
 
 }  // namespace orch::worker

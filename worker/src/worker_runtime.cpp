@@ -66,9 +66,9 @@ class runtime final : public started_worker {
     const bool has_sim = (flags & ipc::segments_flags::sim) != 0;
     const bool has_lane = (flags & ipc::segments_flags::lane) != 0;
     const std::size_t pools = std::to_integer<std::size_t>(fds->payload[1]);
-    // control (read-only), our own slot, the sim device, the pool, the lane's socket, page and
-    // two wake eventfds (docs/protocol.md).
-    const std::size_t expected = 2 + (has_sim ? 1 : 0) + pools + (has_lane ? 4 : 0);
+    // control (read-only), our own slot, the sim device, the pool, the lane's socket and page
+    // (docs/protocol.md).
+    const std::size_t expected = 2 + (has_sim ? 1 : 0) + pools + (has_lane ? 2 : 0);
     if (fds->fds.size() != expected) {
       spdlog::error("worker {}: expected {} fds from the host, got {}", options_.env_name,
                     expected, fds->fds.size());
@@ -80,12 +80,10 @@ class runtime final : public started_worker {
     for (std::size_t i = 0; i < pools; ++i) {
       pool_fds_.push_back(std::move(fds->fds[2 + (has_sim ? 1 : 0) + i]));
     }
-    lane_fds lane;
-    if (has_lane) {
-      auto at = fds->fds.end() - 4;
-      lane = {std::move(at[0]), std::move(at[1]), std::move(at[2]), std::move(at[3])};
-    }
-    if (auto st = requests_.open(std::move(lane), options_.generation);
+    const std::size_t lane_at = fds->fds.size() - 2;
+    if (auto st = requests_.open(has_lane ? std::move(fds->fds[lane_at]) : ipc::unique_fd(),
+                                 has_lane ? std::move(fds->fds[lane_at + 1]) : ipc::unique_fd(),
+                                 options_.generation);
         !st) {
       spdlog::error("worker {}: {}", options_.env_name, st.err().message);
       return ORCH_WORKER_EXIT_SETUP;

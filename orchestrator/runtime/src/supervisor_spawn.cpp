@@ -6,7 +6,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,10 +79,6 @@ void supervisor::spawn(worker& w) {
   ipc::unique_fd lane_host(lane[0]), lane_child(lane[1]);
   auto lane_page = ipc::lane_memory::create();
   if (!lane_page) return fail_start("cannot make the call lane's page: " + lane_page.err().message);
-  ipc::unique_fd calls_wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  ipc::unique_fd answers_wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!calls_wake.valid() || !answers_wake.valid())
-    return fail_start(std::string("eventfd failed: ") + std::strerror(errno));
 
   // The worker follows the host's manager unless its pack or the operator set the variable or
   // comfy-env's alias for it (derived values are written only where absent).
@@ -190,7 +185,7 @@ void supervisor::spawn(worker& w) {
     pass.push_back(memory_.pool().segment(i).fd());
   }
   // Last, flagged in the first byte (docs/protocol.md).
-  pass.insert(pass.end(), {lane_child.get(), lane_page->fd(), calls_wake.get(), answers_wake.get()});
+  pass.insert(pass.end(), {lane_child.get(), lane_page->fd()});
   const std::byte header[2] = {
       std::byte{static_cast<std::uint8_t>((sim ? ipc::segments_flags::sim : 0) |
                                           ipc::segments_flags::lane)},
@@ -203,7 +198,7 @@ void supervisor::spawn(worker& w) {
   lane_page->close_fd();
   w.lane_end = std::make_unique<ipc::lane_endpoint>(
       ipc::lane_socket(std::move(lane_host), "host<->" + w.spec.env, generation),
-      std::move(*lane_page), std::move(answers_wake), std::move(calls_wake), ipc::lane_side::host);
+      std::move(*lane_page), ipc::lane_side::host);
 
   ipc::channel::socket_type socket(io_);
   socket.assign(boost::asio::local::stream_protocol(), chan_host.release());

@@ -1,8 +1,6 @@
 // lane_endpoint (ipc/lane_endpoint.hpp): a call lane's two ends over a real socketpair and a real
 // shared page: frames in the box and on the socket, readers asleep woken, and a peer that writes
 // anything at all into the page it shares.
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,17 +34,17 @@ struct lane_pair {
     auto raw_page = lane_memory::attach(unique_fd(::dup(page->fd())));
     EXPECT_TRUE(raw_page.ok());
     raw = std::make_unique<lane_memory>(std::move(*raw_page));
-    const int calls_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    const int answers_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    host_socket = fds[0];
+    worker_socket = fds[1];
     host = std::make_unique<lane_endpoint>(lane_socket(unique_fd(fds[0]), "host", 1),
-                                           std::move(*page), unique_fd(answers_wake),
-                                           unique_fd(calls_wake), lane_side::host);
+                                           std::move(*page), lane_side::host);
     worker = std::make_unique<lane_endpoint>(
         lane_socket(unique_fd(fds[1]), "worker", worker_generation), std::move(*worker_page),
-        unique_fd(::dup(calls_wake)), unique_fd(::dup(answers_wake)), lane_side::worker);
+        lane_side::worker);
   }
   std::unique_ptr<lane_memory> raw;
   std::unique_ptr<lane_endpoint> host, worker;
+  int host_socket = -1, worker_socket = -1;  // owned by the ends
 };
 
 frame_header header_of(message_type type, std::uint64_t id, std::uint16_t flags = 0) {
@@ -61,23 +59,22 @@ json call_body(std::size_t padding = 0) {
   return {{"node", "1"}, {"class_type", "TestEmpty"}, {"inputs", {{"t", std::string(padding, 'x')}}}};
 }
 
-// Whether the socket has bytes for `end` to read, without reading them.
-bool socket_holds_bytes(const lane_endpoint& end) {
+// Whether socket `fd` has bytes to read, without reading them.
+bool socket_holds_bytes(int fd) {
   char byte = 0;
-  return ::recv(end.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
-// Whether `end`'s wake eventfd was written, without emptying it.
-bool woken(const lane_endpoint& end) {
-  pollfd p{end.wake_fd(), POLLIN, 0};
-  return ::poll(&p, 1, 0) > 0;
+// The word `end` sleeps on: it moves when `end` is woken.
+std::uint32_t wake_word(const lane_endpoint& end) {
+  return end.wake_word().load();
 }
 
 TEST(lane_endpoint, a_call_and_its_answer_cross_in_the_box_without_the_socket) {
   lane_pair p;
   ASSERT_TRUE(p.host->send(header_of(message_type::call, 5), call_body(), clock_type::now() + 1s));
   EXPECT_TRUE(p.worker->waiting());
-  EXPECT_FALSE(socket_holds_bytes(*p.worker));  // the reader was awake: no wake frame either
+  EXPECT_FALSE(socket_holds_bytes(p.worker_socket));  // the reader was awake: no wake frame either
   auto call = p.worker->receive(clock_type::now() + 1s);
   ASSERT_TRUE(call.ok()) << call.err().message;
   EXPECT_EQ(call->header.request_id, 5u);
@@ -85,7 +82,7 @@ TEST(lane_endpoint, a_call_and_its_answer_cross_in_the_box_without_the_socket) {
   EXPECT_FALSE(p.worker->waiting());
   ASSERT_TRUE(p.worker->send(header_of(message_type::call, 5, frame_flags::response),
                              {{"status", "ok"}}, clock_type::now() + 1s));
-  EXPECT_FALSE(socket_holds_bytes(*p.host));
+  EXPECT_FALSE(socket_holds_bytes(p.host_socket));
   auto answer = p.host->receive(clock_type::now() + 1s);
   ASSERT_TRUE(answer.ok()) << answer.err().message;
   EXPECT_EQ(answer->body, json({{"status", "ok"}}));
@@ -119,33 +116,55 @@ TEST(lane_endpoint, a_reader_asleep_is_woken_by_a_frame_in_the_box) {
   EXPECT_EQ(got->header.request_id, 9u);
 }
 
-TEST(lane_endpoint, a_thread_that_sleeps_on_other_things_too_is_woken_by_its_eventfd) {
+TEST(lane_endpoint, a_reader_asleep_is_woken_and_an_awake_one_is_not) {
   lane_pair p;
+  const std::uint32_t before = wake_word(*p.worker);
   ASSERT_TRUE(p.worker->begin_sleep());  // nothing waiting: it may sleep
   ASSERT_TRUE(p.host->send(header_of(message_type::call, 3), call_body(), clock_type::now() + 1s));
-  EXPECT_TRUE(woken(*p.worker));  // for a reader asleep; nothing on the socket
-  EXPECT_FALSE(socket_holds_bytes(*p.worker));
-  ASSERT_TRUE(p.worker->woke(false).ok());
+  EXPECT_NE(wake_word(*p.worker), before);  // woken; nothing on the socket
+  EXPECT_FALSE(socket_holds_bytes(p.worker_socket));
+  p.worker->woke();
   auto call = p.worker->receive(clock_type::now() + 1s);
   ASSERT_TRUE(call.ok()) << call.err().message;
   EXPECT_EQ(call->header.request_id, 3u);
-  EXPECT_FALSE(p.worker->waiting());
-  // An awake reader is not woken.
-  std::uint64_t count = 0;
-  ASSERT_EQ(::read(p.worker->wake_fd(), &count, sizeof count), 8);
+  const std::uint32_t awake = wake_word(*p.worker);
   ASSERT_TRUE(p.host->send(header_of(message_type::call, 4), call_body(), clock_type::now() + 1s));
-  EXPECT_FALSE(woken(*p.worker));
+  EXPECT_EQ(wake_word(*p.worker), awake);
   ASSERT_TRUE(p.worker->receive(clock_type::now() + 1s).ok());
-  // A frame on the socket read while waking is kept, and taken next, once.
+  // A frame on the socket wakes a sleeper too, once its count moved.
   ASSERT_TRUE(p.worker->begin_sleep());
   ASSERT_TRUE(p.host->send(header_of(message_type::call, 5), call_body(lane_box_capacity),
                            clock_type::now() + 1s));
-  ASSERT_TRUE(p.worker->woke(true).ok());
+  EXPECT_NE(wake_word(*p.worker), awake);
+  p.worker->woke();
   EXPECT_TRUE(p.worker->waiting());
   auto big = p.worker->receive(clock_type::now() + 1s);
   ASSERT_TRUE(big.ok()) << big.err().message;
   EXPECT_EQ(big->header.request_id, 5u);
   EXPECT_FALSE(p.worker->waiting());
+}
+
+TEST(lane_endpoint, whatever_the_worker_does_to_the_page_the_hosts_wait_ends_at_its_deadline) {
+  lane_pair p;
+  // Its words scribbled: asleep, a wake word that keeps moving, counts that go backwards.
+  lane_box& answers = p.raw->page().answers;
+  std::atomic<bool> done{false};
+  std::thread scribbler([&] {
+    for (std::uint32_t i = 0; !done.load(); ++i) {
+      answers.wake.store(i);
+      answers.sent.store(0);
+      answers.reader_asleep.store(i % 2);
+    }
+  });
+  const auto got = p.host->receive(clock_type::now() + 100ms);
+  done.store(true);
+  scribbler.join();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.err().code, channel_errc::deadline_exceeded);
+  // And sending to a worker that says it sleeps never blocks the host.
+  p.raw->page().calls.reader_asleep.store(1);
+  p.raw->page().calls.wake.store(0xffffffffu);
+  EXPECT_TRUE(p.host->send(header_of(message_type::call, 1), call_body(), clock_type::now() + 1s));
 }
 
 TEST(lane_endpoint, a_box_whose_length_is_no_frame_is_refused) {
@@ -212,6 +231,7 @@ TEST(lane_endpoint, a_count_that_lies_costs_the_reader_its_deadline_never_a_fram
 
 TEST(lane_endpoint, shutting_the_lane_wakes_a_reader_asleep) {
   lane_pair p;
+  // No deadline: only the shut ends this wait.
   auto answer = std::async(std::launch::async, [&] { return p.host->receive(std::nullopt); });
   std::this_thread::sleep_for(20ms);
   p.host->shut_down();

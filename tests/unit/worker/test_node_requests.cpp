@@ -1,6 +1,5 @@
 // node_requests (worker/src/node_requests.hpp): the node thread's requests from the io thread's
 // queue and the call lane, with the host's end of the lane played by the test.
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,14 +25,11 @@ struct lane_rig {
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
     auto page = ipc::lane_memory::create();
     EXPECT_TRUE(page.ok());
-    lane_fds lane{ipc::unique_fd(fds[1]), ipc::unique_fd(::dup(page->fd())),
-                  ipc::unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-                  ipc::unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK))};
+    ipc::unique_fd page_fd(::dup(page->fd()));
     host = std::make_unique<ipc::lane_endpoint>(
         ipc::lane_socket(ipc::unique_fd(fds[0]), "host", 1), std::move(*page),
-        ipc::unique_fd(::dup(lane.answers_wake.get())),
-        ipc::unique_fd(::dup(lane.calls_wake.get())), ipc::lane_side::host);
-    EXPECT_TRUE(requests.open(std::move(lane), 1).ok());
+        ipc::lane_side::host);
+    EXPECT_TRUE(requests.open(ipc::unique_fd(fds[1]), std::move(page_fd), 1).ok());
     requests.serve_lane();
   }
   void write_call(std::uint64_t id, std::size_t padding = 0) {

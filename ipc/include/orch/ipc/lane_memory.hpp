@@ -4,10 +4,11 @@
 // takes a frame without a system call; over the socket alone a call took four
 // (docs/performance.md, "The call lane").
 //
-// Writers: a box is written by its sender, except `reader_asleep`, by its reader. Both processes
-// map the page writable, so the worker can scribble the host's box too; only the worker reads it.
-// The host never reads back a word it wrote itself, and takes everything in the worker's box as
-// a claim: a frame is copied out before any byte of it is checked (lane_endpoint.cpp).
+// Writers: a box is written by its sender, except `reader_asleep` and `reader_cpu`, by its
+// reader, and `wake`, which anyone who wakes the reader bumps. Both processes map the page
+// writable, so the worker can scribble the host's box too; only the worker reads it. The host
+// never reads back a word it wrote itself, and takes everything in the worker's box as a claim: a
+// frame is copied out before any byte of it is checked (lane_endpoint.cpp).
 #pragma once
 
 #include <atomic>
@@ -22,7 +23,7 @@
 namespace orch::ipc {
 
 inline constexpr std::uint32_t lane_page_magic = 0x454e414cu;  // "LANE"
-inline constexpr std::uint16_t lane_page_version = 1;
+inline constexpr std::uint16_t lane_page_version = 2;  // 2: the futex word `wake`
 // The largest frame a box holds: a node call's inputs and its answer fit with room to spare; a
 // larger frame goes on the socket.
 inline constexpr std::size_t lane_box_capacity = 64 * 1024 - 128;
@@ -32,8 +33,14 @@ struct lane_box {
   alignas(64) std::atomic<std::uint64_t> sent;  // frames sent so far, in the box or on the socket
   std::atomic<std::uint64_t> boxed;             // which of them `bytes` holds (0: none yet)
   std::atomic<std::uint64_t> length;            // its length in bytes
-  // Set by the reader while it sleeps: the sender then writes the reader's wake eventfd.
+  // Set by the reader while it sleeps: the sender then bumps `wake` and wakes it.
   alignas(64) std::atomic<std::uint32_t> reader_asleep;
+  // The futex word the reader sleeps on (FUTEX_WAIT, shared: the page is in two processes). A
+  // futex, not a descriptor: FUTEX_WAKE never blocks and FUTEX_WAIT has a timeout, whatever the
+  // other process does to the page, where an eventfd shares its O_NONBLOCK flag with the worker,
+  // which could make the host's write or read block for ever. And its wake-up, unlike a
+  // socket's, is not synchronous: it does not pull the reader onto the waker's CPU.
+  std::atomic<std::uint32_t> wake;
   // The CPU the reader last polled on (+1; 0: not known): a sender polling on the same CPU for
   // the reader's answer yields to it rather than spinning (lane_endpoint::shares_cpu).
   std::atomic<std::uint32_t> reader_cpu;
