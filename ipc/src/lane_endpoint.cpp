@@ -26,19 +26,20 @@ status lane_endpoint::send(frame_header header, const json& body, clock::time_po
   if (!frame) return frame.err();
   lane_box& box = outgoing();
   const std::uint64_t number = sent_ + 1;
-  if (frame->size() > lane_box_capacity) {
-    if (auto st = socket_.send_encoded(deadline); !st) return st;
-  } else {
+  const bool boxed = frame->size() <= lane_box_capacity;
+  if (boxed) {
     std::memcpy(box.bytes, frame->data(), frame->size());
     box.length.store(frame->size(), std::memory_order_relaxed);
     box.boxed.store(number, std::memory_order_release);
   }
+  // A frame for the socket is counted before it is written: a frame larger than the socket's
+  // buffer is written only as its reader reads, so its reader must be awake and reading first.
   sent_ = number;
   box.sent.store(number, std::memory_order_seq_cst);
   // After the count, both sequentially consistent: a reader that marked itself asleep before it
   // looked at the count is seen here.
   if (box.reader_asleep.load(std::memory_order_seq_cst) != 0) wake_reader(box);
-  return ok_status();
+  return boxed ? ok_status() : socket_.send_encoded(deadline);
 }
 
 void lane_endpoint::wake_reader(lane_box& box) noexcept { futex_wake(box.wake); }

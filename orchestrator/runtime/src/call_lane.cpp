@@ -20,7 +20,7 @@ namespace {
 // late when the host is stopping.
 constexpr auto loss_decision_limit = std::chrono::seconds(10);
 
-// How long a caller polls the lane for its answer before it sleeps on the lane's socket:
+// How long a caller polls the lane for its answer before it sleeps on the lane's page:
 // an empty node's answer comes within a few us, and a wake-up from sleep costs 3 to 60 us on a
 // VM (docs/performance.md, "Floors"); a longer node costs the caller this much CPU once.
 constexpr auto answer_poll = std::chrono::microseconds(50);
@@ -121,7 +121,7 @@ result<json> call_lane::exchange(ipc::lane_endpoint& endpoint, std::uint32_t gen
     if (st.err().code == ipc::channel_errc::body_too_large) return st.err();  // nothing sent
     return fail(generation, "could not be sent a call on its lane (" + st.err().message + ")");
   }
-  // Then asleep on the socket: a worker gone shuts it (the io thread's loss), or the deadline.
+  // Then asleep on the page: a worker lost is shut by the io thread (close), which wakes us.
   poll_until([&] { return endpoint.waiting(); }, answer_poll, [&] { return endpoint.shares_cpu(); });
   auto frame = endpoint.receive(deadline);
   if (!frame) {

@@ -103,6 +103,21 @@ TEST(lane_endpoint, a_frame_larger_than_the_box_goes_on_the_socket_in_its_turn) 
   EXPECT_FALSE(p.worker->waiting());
 }
 
+TEST(lane_endpoint, a_frame_larger_than_the_sockets_buffer_reaches_a_reader_asleep) {
+  lane_pair p;
+  // The host asleep on its answer; the worker's answer many times the socket's buffer: it is
+  // written only as the host reads, so the host must be woken before it is written.
+  auto answer = std::async(std::launch::async, [&] { return p.host->receive(clock_type::now() + 10s); });
+  std::this_thread::sleep_for(20ms);
+  const json big{{"status", "ok"}, {"text", std::string(900 * 1024, 'y')}};
+  ASSERT_TRUE(p.worker->send(header_of(message_type::call, 8, frame_flags::response), big,
+                             clock_type::now() + 10s));
+  ASSERT_EQ(answer.wait_for(10s), std::future_status::ready);
+  auto got = answer.get();
+  ASSERT_TRUE(got.ok()) << got.err().message;
+  EXPECT_EQ(got->body, big);
+}
+
 TEST(lane_endpoint, a_reader_asleep_is_woken_by_a_frame_in_the_box) {
   lane_pair p;
   auto answer = std::async(std::launch::async, [&] { return p.host->receive(clock_type::now() + 10s); });

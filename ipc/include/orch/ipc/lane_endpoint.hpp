@@ -1,7 +1,8 @@
 // lane_endpoint: one end of a worker's call lane (docs/protocol.md, "The call lane"): its socket
 // (lane_socket.hpp) and its shared page (lane_memory.hpp). A frame that fits goes in the page's
 // box and its count moves; a reader that polls the count takes it with no system call at all. A
-// larger frame goes on the socket, and its count moves after it. A side that sleeps sleeps on its
+// larger frame goes on the socket, its count moved first (so its reader is reading while it is
+// written, whatever the socket's buffer holds). A side that sleeps sleeps on its
 // box's futex word (futex.hpp), and says so in the page first; a sender that finds its reader
 // asleep after moving the count wakes it. Each side checks the other's flag after its own write,
 // both sequentially consistent, so one of the two always sees the other: no frame waits for a
