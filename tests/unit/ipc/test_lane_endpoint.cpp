@@ -65,6 +65,13 @@ bool socket_holds_bytes(int fd) {
   return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
+// Plays a hostile worker: says its first answer is in the box, `length` bytes long.
+void claim_first_answer(lane_box& answers, std::uint64_t length) {
+  answers.length.store(length);
+  answers.boxed.store(1, std::memory_order_release);
+  answers.sent.store(1);
+}
+
 // The word `end` sleeps on: it moves when `end` is woken.
 std::uint32_t wake_word(const lane_endpoint& end) {
   return end.wake_word().load();
@@ -184,19 +191,13 @@ TEST(lane_endpoint, whatever_the_worker_does_to_the_page_the_hosts_wait_ends_at_
 
 TEST(lane_endpoint, a_box_whose_length_is_no_frame_is_refused) {
   lane_pair p;
-  lane_box& answers = p.raw->page().answers;
-  answers.length.store(lane_box_capacity + 1);
-  answers.boxed.store(1, std::memory_order_release);
-  answers.sent.store(1);
+  claim_first_answer(p.raw->page().answers, lane_box_capacity + 1);
   auto over = p.host->receive(clock_type::now() + 1s);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.err().code, lane_errc::bad_box);
 
   lane_pair q;
-  lane_box& short_box = q.raw->page().answers;
-  short_box.length.store(frame_header_size - 1);
-  short_box.boxed.store(1, std::memory_order_release);
-  short_box.sent.store(1);
+  claim_first_answer(q.raw->page().answers, frame_header_size - 1);
   auto under = q.host->receive(clock_type::now() + 1s);
   ASSERT_FALSE(under.ok());
   EXPECT_EQ(under.err().code, lane_errc::bad_box);
@@ -206,9 +207,7 @@ TEST(lane_endpoint, garbage_in_the_box_is_refused_as_the_socket_refuses_it) {
   lane_pair p;
   lane_box& answers = p.raw->page().answers;
   std::memset(answers.bytes, 0xab, 200);
-  answers.length.store(200);
-  answers.boxed.store(1, std::memory_order_release);
-  answers.sent.store(1);
+  claim_first_answer(answers, 200);
   auto got = p.host->receive(clock_type::now() + 1s);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.err().code, frame_errc::bad_magic);
