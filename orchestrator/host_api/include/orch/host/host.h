@@ -130,7 +130,9 @@ void orch_host_interrupt(orch_host* host);
 
 void orch_host_string_free(char* text);
 
-/* Shuts the workers down (gracefully, then forced), releases every block, frees the host. */
+/* Shuts the workers down (gracefully, then forced), releases every block, frees the host. It is
+ * the host's last call: no other thread may be inside a function of this API on the same host
+ * when it starts, or enter one after (comfy_orch.host's stop waits for its calls to return). */
 void orch_host_stop(orch_host* host);
 
 #ifdef __cplusplus
